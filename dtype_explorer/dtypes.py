@@ -1,0 +1,134 @@
+"""The dtype vocabulary, and sample arrays for every Keras dtype.
+
+The names come from Keras itself (``keras.src.backend.common.dtypes``); bfloat16 and the
+float8 types are made with ``ml_dtypes``. Python scalars enter as *weak* types:
+``"python_int"``, ``"python_float"`` and ``"python_bool"``.
+
+>>> sample("uint8", (2, 3), preset="image").dtype
+dtype('uint8')
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+from dtype_explorer.errors import InvalidSpecError, unknown
+
+PYTHON_SCALARS: dict[str, type] = {"python_int": int, "python_float": float, "python_bool": bool}
+PRESETS: dict[str, str] = {
+    "default": "small values of both signs (non-negative for unsigned types)",
+    "image": "pixel values 0..255, as from an image file",
+    "large": "magnitudes around 1e5, beyond float16's maximum of 65504",
+    "tiny": "magnitudes around 1e-6, below float16's normal range",
+}
+_ML_DTYPES = {
+    "bfloat16": ml_dtypes.bfloat16,
+    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+    "float8_e5m2": ml_dtypes.float8_e5m2,
+}
+
+
+@functools.cache
+def keras_dtypes() -> tuple[str, ...]:
+    """Every dtype name Keras allows (``ALLOWED_DTYPES``), in Keras's order."""
+    from keras.src.backend.common import dtypes as keras_dtypes_module
+
+    return tuple(keras_dtypes_module.ALLOWED_DTYPES)
+
+
+def all_input_dtypes() -> tuple[str, ...]:
+    """Every dtype a sample can be made for: Keras's dtypes plus weak Python scalars."""
+    return keras_dtypes() + tuple(PYTHON_SCALARS)
+
+
+def is_float(name: str) -> bool:
+    return name in {"float16", "float32", "float64", "bfloat16", "python_float"} or name.startswith(
+        "float8"
+    )
+
+
+def is_integer(name: str) -> bool:
+    return name.startswith(("int", "uint")) or name == "python_int"
+
+
+def validate(name: str) -> str:
+    """Return ``name`` if it is a dtype a sample can be made for, else a helpful error."""
+    if not isinstance(name, str) or name not in all_input_dtypes():
+        raise unknown("dtype", name, all_input_dtypes())
+    return name
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    """The NumPy dtype holding samples of a Keras dtype (``string`` becomes ``object``)."""
+    if name in _ML_DTYPES:
+        return np.dtype(_ML_DTYPES[name])
+    if name == "string":
+        return np.dtype(object)
+    return np.dtype(name)
+
+
+def sample(
+    name: str, shape: tuple[int, ...], *, preset: str = "default", seed: int = 0
+) -> np.ndarray | int | float | bool:
+    """A deterministic sample of dtype ``name``; a Python scalar for the weak types."""
+    validate(name)
+    if preset not in PRESETS:
+        raise unknown("value preset", preset, PRESETS)
+    rng = np.random.default_rng(seed)
+    if name in PYTHON_SCALARS:
+        return PYTHON_SCALARS[name](_scalar(preset))
+    if name == "string":
+        words = np.array(["red", "green", "blue", "cyan"], dtype=object)
+        return words[rng.integers(0, len(words), size=shape)]
+    if name == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    values = _values(rng, shape, preset, unsigned=name.startswith("uint"))
+    if is_integer(name):
+        info = np.iinfo(np.dtype(name))
+        values = np.clip(np.round(values), info.min, info.max)
+    if name.startswith("complex"):
+        values = values + 1j * _values(rng, shape, preset, unsigned=False)
+    return values.astype(numpy_dtype(name))
+
+
+def _values(rng: np.random.Generator, shape, preset: str, *, unsigned: bool) -> np.ndarray:
+    if preset == "image":
+        return rng.integers(0, 256, size=shape).astype(np.float64)
+    scale = {"default": 3.0, "large": 1e5, "tiny": 1e-6}[preset]
+    low = 0.0 if unsigned else -scale
+    return rng.uniform(low, scale, size=shape)
+
+
+def _scalar(preset: str) -> float:
+    return {"default": 2.0, "image": 255.0, "large": 1e5, "tiny": 1e-6}[preset]
+
+
+def describe(value: object) -> str:
+    """The dtype name of a sample or tensor as Keras standardises it."""
+    from keras import backend
+
+    if isinstance(value, bool):
+        return "python_bool"
+    if isinstance(value, int):
+        return "python_int"
+    if isinstance(value, float):
+        return "python_float"
+    return backend.standardize_dtype(value.dtype)
+
+
+__all__ = [
+    "PRESETS",
+    "PYTHON_SCALARS",
+    "InvalidSpecError",
+    "all_input_dtypes",
+    "describe",
+    "is_float",
+    "is_integer",
+    "keras_dtypes",
+    "numpy_dtype",
+    "sample",
+    "validate",
+]

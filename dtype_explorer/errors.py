@@ -1,0 +1,35 @@
+"""Clear errors for bad input: what was wrong, what is valid, and the closest match."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class InvalidSpecError(ValueError):
+    """A probe, survey or audit was asked for something that does not exist.
+
+    >>> raise unknown("dtype", "flaot32", ["float32", "float16"])
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: unknown dtype 'flaot32'; did you mean 'float32'? ...
+    """
+
+
+def closest(name: str, valid: Iterable[str]) -> str | None:
+    """The valid name closest to ``name`` (case-insensitive), or ``None``."""
+    valid = list(valid)
+    lowered = {v.lower(): v for v in valid}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    matches = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=0.5)
+    return lowered[matches[0]] if matches else None
+
+
+def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -> InvalidSpecError:
+    """An ``InvalidSpecError`` naming the bad value, a close match and (some of) what is valid."""
+    valid = sorted(set(valid))
+    match = closest(str(name), valid)
+    hint = f"; did you mean {match!r}?" if match else ""
+    shown = ", ".join(valid[:limit]) + (f", ... ({len(valid)} in all)" if len(valid) > limit else "")
+    return InvalidSpecError(f"unknown {kind} {name!r}{hint} Valid: {shown}")
