@@ -53,6 +53,11 @@ class LayerEntry:
     def arity(self) -> int:
         return len(self.shapes)
 
+    def input_roles(self, arity: int) -> tuple[Role, ...]:
+        """The role of each of ``arity`` inputs (the last role repeats)."""
+        roles = self.roles or ("float",)
+        return tuple(roles[min(i, len(roles) - 1)] for i in range(arity))
+
 
 @dataclass(frozen=True)
 class OpEntry:

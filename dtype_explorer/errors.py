@@ -31,5 +31,7 @@ def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -
     valid = sorted(set(valid))
     match = closest(str(name), valid)
     hint = f"; did you mean {match!r}?" if match else ""
-    shown = ", ".join(valid[:limit]) + (f", ... ({len(valid)} in all)" if len(valid) > limit else "")
+    shown = ", ".join(valid[:limit]) + (
+        f", ... ({len(valid)} in all)" if len(valid) > limit else ""
+    )
     return InvalidSpecError(f"unknown {kind} {name!r}{hint} Valid: {shown}")

@@ -121,6 +121,7 @@ class ProbeResult(_Record):
     declared_dtype: str | None = None
     verdict: Verdict = "error"
     basis: tuple[str, ...] = ()
+    result_type_args: tuple[str, ...] = ()
     cast_path: tuple[CastStep, ...] = ()
     variables: dict[str, VariableDtypes] = Field(default_factory=dict)
     error: ErrorInfo | None = None
@@ -145,7 +146,8 @@ class ProbeResult(_Record):
             outcome = f"{inputs} -> {self.error.type}: {_first_line(self.error.message)}"
         else:
             outcome = f"{inputs} -> {self.status}"
-        return f"{self.backend:<10} {self.spec.target} [{self.spec.policy}] {outcome}  ({self.verdict})"
+        spec = self.spec
+        return f"{self.backend:<10} {spec.target} [{spec.policy}] {outcome}  ({self.verdict})"
 
     def __str__(self) -> str:
         from dtype_explorer.text import format_result

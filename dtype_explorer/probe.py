@@ -1,0 +1,563 @@
+"""Run one probe in this process, on the backend Keras imported.
+
+A probe builds the target under the requested policy, calls it eagerly on a sample, and
+observes every dtype on the way by running Keras: ``keras.ops.convert_to_tensor`` for the
+``converted`` stage, a wrapper around the layer's own ``call`` for what it *received* and the
+variables it *read*, and the returned tensors for ``output``. The symbolic call gives the
+declared dtype; ``rules`` gives the documented one.
+
+>>> from dtype_explorer.model import ProbeSpec
+>>> import keras
+>>> r = run(ProbeSpec(target="Dense", input_dtypes=("float64",), kwargs={"units": 2},
+...                   backend=keras.backend.backend()))
+>>> r.output_dtype
+'float32'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import catalog, dtypes, rules
+from dtype_explorer.catalog import LayerEntry, OpEntry
+from dtype_explorer.catalog_layers import INDEX_HIGH, build_kwargs
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.model import (
+    CastStep,
+    ErrorInfo,
+    ProbeResult,
+    ProbeSpec,
+    VariableDtypes,
+)
+from dtype_explorer.numerics import measure
+from dtype_explorer.versions import versions
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
+_MAX_MESSAGE = 2000
+
+
+class _Invalid(Exception):
+    """The spec cannot make a valid call (Keras's own message is kept)."""
+
+    def __init__(self, error: BaseException, where: str):
+        super().__init__(str(error))
+        self.error = error
+        self.where = where
+
+
+def run(spec: ProbeSpec, *, target: Any = None) -> ProbeResult:
+    """Probe ``spec`` here. Keras errors become results; the global Keras state is restored.
+
+    ``target`` is the user layer (a ``Layer`` subclass or instance) behind a
+    ``"custom:<Name>"`` spec.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if spec.backend != backend:
+        raise InvalidSpecError(
+            f"this process runs Keras on {backend!r}, not {spec.backend!r}; "
+            "probe other backends through dtype_explorer.pool"
+        )
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    base = {"spec": spec, "backend": backend, "versions": versions(backend), "timings": timings}
+    try:
+        with preserved_keras_state():
+            if spec.floatx:
+                keras.config.set_floatx(spec.floatx)
+            keras.config.set_dtype_policy(spec.policy)
+            if spec.target.startswith("ops."):
+                fields = _run_op(spec, catalog.entry(spec.target), timings)
+            else:
+                fields = _run_layer(
+                    spec, _layer_entry(spec, target), _layer_class(spec, target), timings
+                )
+    except _Invalid as invalid:
+        fields = {
+            "status": "invalid",
+            "error": _error_info(invalid.error, invalid.where),
+            "verdict": "error",
+        }
+    except (InvalidSpecError, ValueError, TypeError) as error:
+        fields = {"status": "invalid", "error": _error_info(error, "spec"), "verdict": "error"}
+    timings["total_ms"] = _ms(started)
+    return ProbeResult(**base, **fields)
+
+
+@contextlib.contextmanager
+def preserved_keras_state() -> Iterator[None]:
+    """Restore ``floatx`` and the global dtype policy (even an unset one) on exit."""
+    import keras
+    from keras.src.backend.common import global_state
+
+    floatx = keras.config.floatx()
+    policy = global_state.get_global_attribute("dtype_policy", None)
+    try:
+        yield
+    finally:
+        keras.config.set_floatx(floatx)
+        global_state.set_global_attribute("dtype_policy", policy)
+
+
+# ------------------------------------------------------------------------------ layers
+
+
+def _layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
+    if not spec.target.startswith("custom:"):
+        found = catalog.entry(spec.target)
+        if isinstance(found, OpEntry):
+            raise InvalidSpecError(f"{spec.target!r} is an op, not a layer")
+        if found.skip:
+            raise InvalidSpecError(f"{found.name} cannot be probed standalone: {found.skip}")
+        return found
+    if target is None:
+        raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
+    return LayerEntry(name=spec.target.removeprefix("custom:"), group="custom", contract="compute")
+
+
+def _layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
+    import keras
+
+    if target is None:
+        return getattr(keras.layers, catalog.entry(spec.target).name)
+    if isinstance(target, keras.layers.Layer):
+        config = {k: v for k, v in target.get_config().items() if k != "dtype"}
+        return lambda **kwargs: type(target).from_config({**config, **kwargs})
+    return target
+
+
+def _run_layer(
+    spec: ProbeSpec, entry: LayerEntry, cls: Callable[..., Any], timings: dict[str, float]
+) -> dict:
+
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = _broadcast(spec.input_dtypes, len(shapes))
+    roles = entry.input_roles(len(shapes))
+    if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
+        raise InvalidSpecError("Python scalars (python_int, ...) are inputs of ops, not of layers")
+    kwargs = {**entry.kwargs, **spec.kwargs}
+    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+
+    def build() -> Any:
+        try:
+            return cls(**build_kwargs(kwargs))
+        except Exception as error:
+            raise _Invalid(error, "construct") from error
+
+    t0 = time.perf_counter()
+    layer = build()
+    timings["construct_ms"] = _ms(t0)
+    policy = layer.dtype_policy
+    converts = bool(getattr(layer, "_convert_input_args", True))
+
+    t0 = time.perf_counter()
+    declared, declared_error = _declared_layer(layer, entry, shapes, input_dtypes)
+    if declared_error is not None:
+        default_dtypes = tuple(
+            {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
+        )
+        if default_dtypes != input_dtypes:
+            _, default_error = _declared_layer(build(), entry, shapes, default_dtypes)
+        else:
+            default_error = declared_error
+        if default_error is not None:
+            raise _Invalid(default_error, "shape or kwargs")
+        layer = build()
+    timings["declared_ms"] = _ms(t0)
+
+    steps: list[CastStep] = []
+    converted: list[str] = []
+    autocast_doc: list[str] = []
+    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
+        steps.append(CastStep(stage="input", dtype=given, note="the array given", index=i))
+        conv = _converted_dtype(sample) if converts else given
+        converted.append(conv)
+        steps.append(
+            CastStep(
+                stage="converted",
+                dtype=conv,
+                index=i,
+                changed=conv != given,
+                note=_conversion_note(given, conv, converts),
+            )
+        )
+        documented_dtype, _ = rules.autocast(
+            conv, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+        )
+        autocast_doc.append(documented_dtype)
+
+    recorder = _CallRecorder(layer)
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    with recorder.installed():
+        try:
+            outputs = _call(layer, entry, samples)
+        except Exception as exc:
+            error = exc
+    timings["call_ms"] = _ms(t0)
+
+    for i, conv in enumerate(converted):
+        if recorder.received is not None and i < len(recorder.received):
+            got = recorder.received[i]
+            _, why = rules.autocast(
+                conv, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+            )
+            note = why if got == autocast_doc[i] else f"{conv} -> {got}: received by call()"
+            steps.append(
+                CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv)
+            )
+    variables = recorder.variables
+    for name, var in variables.items():
+        steps.append(
+            CastStep(
+                stage="variables",
+                dtype=var.read or var.stored,
+                name=name,
+                changed=var.read is not None and var.read != var.stored,
+                note=_variable_note(var),
+            )
+        )
+    documented = rules.for_layer(
+        entry, compute_dtype=policy.compute_dtype, autocast_dtypes=tuple(autocast_doc)
+    )
+    basis = (
+        _policy_basis(policy),
+        *_autocast_basis(converted, autocast_doc, layer, converts),
+        *documented.basis,
+    )
+    fields = _outcome(outputs, error, steps, documented, declared, basis)
+    fields["variables"] = variables
+    if outputs is not None:
+        t0 = time.perf_counter()
+        fields["numerics"] = measure(
+            outputs,
+            samples,
+            steps,
+            reference=lambda dtype: _reference_outputs(build, layer, entry, samples, dtype),
+        )
+        timings["numerics_ms"] = _ms(t0)
+    return fields
+
+
+def _call(layer: Any, entry: LayerEntry, inputs: list[Any]) -> Any:
+    if entry.input_style == "list":
+        return layer(list(inputs))
+    if entry.input_style == "positional":
+        return layer(*inputs)
+    return layer(inputs[0])
+
+
+def _reference_outputs(
+    build: Callable[[], Any], layer: Any, entry: LayerEntry, samples: list, dtype: str
+) -> Any:
+    """The same layer, with the same weights, run in ``dtype`` on the same sample."""
+    import keras
+
+    with preserved_keras_state():
+        keras.config.set_dtype_policy(dtype)
+        reference = build()
+    inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
+    _call(reference, entry, inputs)
+    reference.set_weights(
+        [
+            w.astype(dtype) if keras.backend.is_float_dtype(str(w.dtype)) else w
+            for w in layer.get_weights()
+        ]
+    )
+    return _call(reference, entry, inputs)
+
+
+def _declared_layer(
+    layer: Any, entry: LayerEntry, shapes, input_dtypes
+) -> tuple[tuple[str, ...], Exception | None]:
+    import keras
+
+    try:
+        symbolic = [keras.KerasTensor(shape, dtype=d) for shape, d in zip(shapes, input_dtypes)]
+        out = _call(layer, entry, symbolic)
+    except Exception as error:
+        return (), error
+    return tuple(keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(out)), None
+
+
+# --------------------------------------------------------------------------------- ops
+
+
+def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float]) -> dict:
+    import keras
+
+    from dtype_explorer.catalog_ops import LIST_INPUT_OPS
+
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = _broadcast(spec.input_dtypes, len(shapes))
+    fn = getattr(keras.ops, entry.function_name)
+    kwargs = dict(entry.kwargs) | dict(spec.kwargs)
+    samples = [
+        dtypes.sample(d, s, preset=spec.values, seed=spec.seed + i)
+        for i, (d, s) in enumerate(zip(input_dtypes, shapes))
+    ]
+
+    def call(args: list[Any]) -> Any:
+        return fn(list(args), **kwargs) if entry.name in LIST_INPUT_OPS else fn(*args, **kwargs)
+
+    steps: list[CastStep] = []
+    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
+        steps.append(CastStep(stage="input", dtype=given, note="the value given", index=i))
+        if given in dtypes.PYTHON_SCALARS:
+            note = "weak Python scalar: it takes the other operand's type where it can"
+            steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
+            continue
+        conv = _converted_dtype(sample)
+        steps.append(
+            CastStep(
+                stage="converted",
+                dtype=conv,
+                index=i,
+                changed=conv != given,
+                note=_conversion_note(given, conv, True),
+            )
+        )
+
+    t0 = time.perf_counter()
+    try:
+        symbolic = [
+            s if d in dtypes.PYTHON_SCALARS else keras.KerasTensor(shape, dtype=d)
+            for d, s, shape in zip(input_dtypes, samples, shapes)
+        ]
+        declared = tuple(
+            keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(call(symbolic))
+        )
+    except Exception:
+        declared = ()
+    timings["declared_ms"] = _ms(t0)
+
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    try:
+        outputs = call(samples)
+    except Exception as exc:
+        error = exc
+    timings["call_ms"] = _ms(t0)
+    documented = rules.for_op(entry, input_dtypes)
+    fields = _outcome(outputs, error, steps, documented, declared, documented.basis)
+    if outputs is not None:
+        fields["numerics"] = measure(outputs, samples, steps, reference=None)
+    return fields
+
+
+# ------------------------------------------------------------------------------ shared
+
+
+def _outcome(
+    outputs, error, steps, documented: rules.Documented, declared: tuple[str, ...], basis
+) -> dict:
+    import keras
+
+    fields: dict[str, Any] = {
+        "documented_dtype": documented.dtype,
+        "declared_dtype": declared[0] if declared else None,
+        "result_type_args": documented.result_type_args,
+        "basis": tuple(basis),
+    }
+    if error is not None:
+        fields.update(
+            status="error",
+            error=_error_info(error, "call"),
+            verdict="error",
+            cast_path=tuple(steps),
+        )
+        return fields
+    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
+    out_dtypes = tuple(keras.backend.standardize_dtype(t.dtype) for t in flat)
+    for i, dtype in enumerate(out_dtypes):
+        steps.append(
+            CastStep(
+                stage="output", dtype=dtype, index=i, note=_output_note(dtype, documented.dtype)
+            )
+        )
+    observed = out_dtypes[0] if out_dtypes else None
+    fields.update(
+        status="ok",
+        output_dtype=observed,
+        output_dtypes=out_dtypes,
+        device=_device(flat[0]) if flat else "cpu",
+        cast_path=tuple(steps),
+        verdict=rules.verdict(
+            status="ok",
+            documented=documented.dtype,
+            declared=fields["declared_dtype"],
+            observed=observed,
+        ),
+    )
+    return fields
+
+
+class _CallRecorder:
+    """Wraps a layer's ``call`` (and ``quantized_call``) to see what Keras hands it.
+
+    Only the outermost call is recorded; variables are read inside it, where the layer's
+    autocast scope is active, so ``variable.value`` has the dtype ``call`` works with.
+    """
+
+    _ENTRY_POINTS = ("call", "quantized_call")
+
+    def __init__(self, layer: Any):
+        self.layer = layer
+        self.received: list[str] | None = None
+        self._reads: dict[str, str | None] = {}
+        self._depth = 0
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        for name in self._ENTRY_POINTS:
+            original = getattr(self.layer, name, None)
+            if original is not None:
+                object.__setattr__(self.layer, name, self._wrap(original))
+        try:
+            yield
+        finally:
+            for name in self._ENTRY_POINTS:
+                self.layer.__dict__.pop(name, None)
+
+    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0 and self.received is None:
+                self._record(args, kwargs)
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return recorded
+
+    def _record(self, args: tuple, kwargs: dict) -> None:
+        import keras
+
+        tensors = [
+            t
+            for t in keras.tree.flatten((args, kwargs))
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        self.received = [dtypes.describe(t) for t in tensors]
+        for variable in self.layer.variables:
+            try:
+                self._reads[variable.path] = keras.backend.standardize_dtype(variable.value.dtype)
+            except Exception:
+                self._reads[variable.path] = None
+
+    @property
+    def variables(self) -> dict[str, VariableDtypes]:
+        """Each variable's stored dtype (read outside any autocast scope) and its read dtype."""
+        import keras
+
+        found = {}
+        for variable in self.layer.variables:
+            if variable.path in self._reads:
+                found[variable.path] = VariableDtypes(
+                    stored=keras.backend.standardize_dtype(variable.dtype),
+                    read=self._reads[variable.path],
+                    autocast=bool(getattr(variable, "_autocast", True)),
+                )
+        return found
+
+
+def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:
+    if role == "index" and dtype != "string":
+        rng = np.random.default_rng(spec.seed)
+        return rng.integers(0, INDEX_HIGH, size=shape).astype(dtypes.numpy_dtype(dtype))
+    return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed)
+
+
+def _converted_dtype(sample: Any) -> str:
+    import keras
+
+    try:
+        return dtypes.describe(keras.ops.convert_to_tensor(sample))
+    except Exception as error:
+        return f"unconvertible ({type(error).__name__})"
+
+
+def _conversion_note(given: str, conv: str, converts: bool) -> str:
+    if not converts:
+        return "not converted: this layer takes its inputs as given"
+    if conv == given:
+        return "backend tensor, dtype kept"
+    return f"{given} -> {conv}: the backend's tensor conversion"
+
+
+def _variable_note(var: VariableDtypes) -> str:
+    if var.read is None:
+        return f"stored {var.stored}"
+    if var.read == var.stored:
+        return f"stored and read as {var.stored}"
+    return f"stored {var.stored}, read as {var.read} inside call()"
+
+
+def _output_note(dtype: str, documented: str | None) -> str:
+    if documented is None:
+        return "no documented rule"
+    return "as documented" if dtype == documented else f"documented {documented}"
+
+
+def _policy_basis(policy: Any) -> str:
+    return (
+        f"policy {policy.name!r}: compute {policy.compute_dtype}, variables {policy.variable_dtype}"
+    )
+
+
+def _autocast_basis(
+    converted: list[str], documented: list[str], layer: Any, converts: bool
+) -> list[str]:
+    return [
+        rules.autocast(
+            c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+        )[1]
+        for c in dict.fromkeys(converted)
+    ]
+
+
+def _broadcast(input_dtypes: tuple[str, ...], arity: int) -> tuple[str, ...]:
+    for name in input_dtypes:
+        dtypes.validate(name)
+    if len(input_dtypes) == arity:
+        return tuple(input_dtypes)
+    if len(input_dtypes) == 1:
+        return tuple(input_dtypes) * arity
+    raise InvalidSpecError(
+        f"this target takes {arity} input(s); got {len(input_dtypes)} input dtypes {input_dtypes}"
+    )
+
+
+def _device(tensor: Any) -> str:
+    if hasattr(tensor, "devices"):  # jax
+        device = next(iter(tensor.devices()))
+        return f"{device.platform}:{device.id}"
+    device = getattr(tensor, "device", None)
+    if device is None:
+        return "cpu"
+    text = str(device)
+    if text.startswith("/job"):  # tensorflow: /job:localhost/replica:0/task:0/device:CPU:0
+        return text.rsplit("device:", 1)[-1].lower()
+    return text
+
+
+def _error_info(error: BaseException, where: str) -> ErrorInfo:
+    message = _ANSI.sub("", str(error))
+    message = _HEADER.sub("", message.strip())
+    message = message.split("\n\nArguments received by", 1)[0].strip()
+    if len(message) > _MAX_MESSAGE:
+        message = message[:_MAX_MESSAGE] + " ..."
+    return ErrorInfo(type=type(error).__name__, message=message, where=where)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
