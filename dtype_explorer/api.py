@@ -73,7 +73,7 @@ def probe(
     ]
     custom = None if isinstance(target, str) else target
     if backend is None:
-        from dtype_explorer.probe import run
+        from dtype_explorer.inprocess import run
 
         return run(specs[0], target=custom)
 

@@ -456,13 +456,15 @@ class _CallRecorder:
 
     @property
     def variables(self) -> dict[str, VariableDtypes]:
-        """Each variable's stored dtype (read outside any autocast scope) and its read dtype."""
+        """Each variable, by its path inside the layer (``kernel``, ``query/kernel``): its stored
+        dtype (read outside any autocast scope) and the dtype ``call`` read."""
         import keras
 
         found = {}
+        prefix = f"{self.layer.path}/"
         for variable in self.layer.variables:
             if variable.path in self._reads:
-                found[variable.path] = VariableDtypes(
+                found[variable.path.removeprefix(prefix)] = VariableDtypes(
                     stored=keras.backend.standardize_dtype(variable.dtype),
                     read=self._reads[variable.path],
                     autocast=bool(getattr(variable, "_autocast", True)),

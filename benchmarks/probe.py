@@ -1,0 +1,112 @@
+"""Median in-process probe time against a bare construct-and-call of the same layer.
+
+    python benchmarks/probe.py                  # every installed backend, a table
+    python benchmarks/probe.py --repeats 30 --json
+
+Each backend runs in its own subprocess (Keras fixes its backend at import); inside it, the
+bare call and the probe are measured alternately on the same sample, after a warm-up.
+Goal (issue 2): probe <= 3x bare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+CASES = {
+    "Dense": ({"units": 16}, ((8, 32),)),
+    "Conv2D": ({"filters": 8, "kernel_size": 3}, ((4, 16, 16, 3),)),
+    "LSTM": ({"units": 8}, ((4, 10, 8),)),
+    "MultiHeadAttention": ({"num_heads": 2, "key_dim": 4}, ((2, 6, 8), (2, 6, 8))),
+}
+
+
+def measure_here(repeats: int) -> list[dict]:
+    import keras
+    import numpy as np
+
+    from dtype_explorer.model import ProbeSpec
+    from dtype_explorer.inprocess import run
+
+    backend = keras.backend.backend()
+    rows = []
+    for name, (kwargs, shapes) in CASES.items():
+        cls = getattr(keras.layers, name)
+        samples = [np.random.default_rng(0).uniform(-3, 3, s).astype("float32") for s in shapes]
+        spec = ProbeSpec(
+            target=name, input_dtypes=("float32",), backend=backend, kwargs=kwargs, shapes=shapes
+        )
+
+        def bare():
+            layer = cls(**kwargs)
+            return layer(*samples)
+
+        def probed():
+            result = run(spec)
+            assert result.status == "ok", result.error
+            return result
+
+        for fn in (bare, probed, bare, probed):  # warm-up: compile caches, first-call costs
+            fn()
+        times = {"bare": [], "probe": []}
+        for _ in range(repeats):
+            for label, fn in (("bare", bare), ("probe", probed)):
+                start = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - start)
+        bare_ms = statistics.median(times["bare"]) * 1000
+        probe_ms = statistics.median(times["probe"]) * 1000
+        rows.append(
+            {
+                "backend": backend,
+                "layer": name,
+                "bare_ms": bare_ms,
+                "probe_ms": probe_ms,
+                "ratio": probe_ms / bare_ms,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--backends", default="jax,tensorflow,torch,numpy")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.here:
+        print(json.dumps(measure_here(args.repeats)))
+        return
+    rows = []
+    for backend in args.backends.split(","):
+        env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        out = subprocess.run(
+            [sys.executable, __file__, "--here", "--repeats", str(args.repeats)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.extend(json.loads(out.stdout.strip().splitlines()[-1]))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'backend':<11}{'layer':<20}{'bare ms':>10}{'probe ms':>10}{'ratio':>8}")
+    for r in rows:
+        print(
+            f"{r['backend']:<11}{r['layer']:<20}{r['bare_ms']:>10.2f}{r['probe_ms']:>10.2f}{r['ratio']:>7.2f}x"
+        )
+    worst = max(rows, key=lambda r: r["ratio"])
+    print(f"worst: {worst['ratio']:.2f}x ({worst['backend']} {worst['layer']}); goal <= 3x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One entry point for people and CI.
+#   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab
+#   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test
+#   ./dev.sh bench     run the benchmarks in benchmarks/
+#   ./dev.sh setup     only set up (.venv with every backend)
+set -euo pipefail
+cd "$(dirname "$0")"
+
+VENV=${VENV:-.venv}
+PY="$VENV/bin/python"
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+setup() {
+  if [ ! -x "$PY" ]; then python3 -m venv "$VENV"; fi
+  # The editable install builds js/ into dtype_explorer/static/ (hatch-jupyter-builder runs npm).
+  "$PY" -m pip install -q -c constraints.txt -e ".[all,test]"
+}
+
+need_chromium() {
+  if command -v chromium >/dev/null 2>&1; then return; fi
+  echo "installing Debian's chromium for the browser tests" >&2
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+}
+
+run_tests() {
+  "$PY" -m ruff check dtype_explorer tests benchmarks
+  "$PY" -m ruff format --check dtype_explorer tests benchmarks
+  (cd js && npm test --silent)
+  "$PY" -m pytest "$@"
+}
+
+case "${1:-}" in
+  setup) setup ;;
+  explore)
+    setup
+    exec "$VENV/bin/jupyter" lab notebooks/01_explorer.ipynb
+    ;;
+  test)
+    shift
+    setup
+    need_chromium
+    run_tests "$@"
+    ;;
+  bench)
+    setup
+    for script in benchmarks/*.py; do "$PY" "$script"; done
+    ;;
+  *)
+    sed -n '2,6p' "$0"
+    exit 2
+    ;;
+esac
