@@ -27,50 +27,50 @@ CASES = {
 
 
 def measure_here(repeats: int) -> list[dict]:
+    """Every case on the backend this process imported."""
+    return [measure_case(name, kwargs, shapes, repeats) for name, (kwargs, shapes) in CASES.items()]
+
+
+def measure_case(name: str, kwargs: dict, shapes: tuple, repeats: int) -> dict:
+    """Median bare construct-and-call vs median probe of the same layer and sample."""
     import keras
     import numpy as np
 
-    from dtype_explorer.model import ProbeSpec
     from dtype_explorer.inprocess import run
+    from dtype_explorer.model import ProbeSpec
 
     backend = keras.backend.backend()
-    rows = []
-    for name, (kwargs, shapes) in CASES.items():
-        cls = getattr(keras.layers, name)
-        samples = [np.random.default_rng(0).uniform(-3, 3, s).astype("float32") for s in shapes]
-        spec = ProbeSpec(
-            target=name, input_dtypes=("float32",), backend=backend, kwargs=kwargs, shapes=shapes
-        )
+    cls = getattr(keras.layers, name)
+    samples = [np.random.default_rng(0).uniform(-3, 3, s).astype("float32") for s in shapes]
+    spec = ProbeSpec(
+        target=name, input_dtypes=("float32",), backend=backend, kwargs=kwargs, shapes=shapes
+    )
 
-        def bare():
-            layer = cls(**kwargs)
-            return layer(*samples)
+    def bare():
+        return cls(**kwargs)(*samples)
 
-        def probed():
-            result = run(spec)
-            assert result.status == "ok", result.error
-            return result
+    def probed():
+        result = run(spec)
+        assert result.status == "ok", result.error
+        return result
 
-        for fn in (bare, probed, bare, probed):  # warm-up: compile caches, first-call costs
+    for fn in (bare, probed, bare, probed):  # warm-up: compile caches, first-call costs
+        fn()
+    times: dict[str, list[float]] = {"bare": [], "probe": []}
+    for _ in range(repeats):
+        for label, fn in (("bare", bare), ("probe", probed)):
+            start = time.perf_counter()
             fn()
-        times = {"bare": [], "probe": []}
-        for _ in range(repeats):
-            for label, fn in (("bare", bare), ("probe", probed)):
-                start = time.perf_counter()
-                fn()
-                times[label].append(time.perf_counter() - start)
-        bare_ms = statistics.median(times["bare"]) * 1000
-        probe_ms = statistics.median(times["probe"]) * 1000
-        rows.append(
-            {
-                "backend": backend,
-                "layer": name,
-                "bare_ms": bare_ms,
-                "probe_ms": probe_ms,
-                "ratio": probe_ms / bare_ms,
-            }
-        )
-    return rows
+            times[label].append(time.perf_counter() - start)
+    bare_ms = statistics.median(times["bare"]) * 1000
+    probe_ms = statistics.median(times["probe"]) * 1000
+    return {
+        "backend": backend,
+        "layer": name,
+        "bare_ms": bare_ms,
+        "probe_ms": probe_ms,
+        "ratio": probe_ms / bare_ms,
+    }
 
 
 def main() -> None:
