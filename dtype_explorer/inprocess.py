@@ -158,41 +158,22 @@ def _run_layer(
     policy = layer.dtype_policy
     converts = bool(getattr(layer, "_convert_input_args", True))
 
-    t0 = time.perf_counter()
-    declared, declared_error = _declared_layer(layer, entry, shapes, input_dtypes)
-    if declared_error is not None:
-        default_dtypes = tuple(
-            {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
-        )
-        if default_dtypes != input_dtypes:
-            _, default_error = _declared_layer(build(), entry, shapes, default_dtypes)
-        else:
-            default_error = declared_error
-        if default_error is not None:
-            raise _Invalid(default_error, "shape or kwargs")
-        layer = build()
-    timings["declared_ms"] = _ms(t0)
-
     steps: list[CastStep] = []
     converted: list[str] = []
-    autocast_doc: list[str] = []
     for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
         steps.append(CastStep(stage="input", dtype=given, note="the array given", index=i))
         conv = _converted_dtype(sample) if converts else given
         converted.append(conv)
+        note = _conversion_note(given, conv, converts)
         steps.append(
-            CastStep(
-                stage="converted",
-                dtype=conv,
-                index=i,
-                changed=conv != given,
-                note=_conversion_note(given, conv, converts),
-            )
+            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
-        documented_dtype, _ = rules.autocast(
-            conv, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+    autocast_rule = [
+        rules.autocast(
+            c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
         )
-        autocast_doc.append(documented_dtype)
+        for c in converted
+    ]
 
     recorder = _CallRecorder(layer)
     t0 = time.perf_counter()
@@ -204,16 +185,26 @@ def _run_layer(
             error = exc
     timings["call_ms"] = _ms(t0)
 
-    for i, conv in enumerate(converted):
-        if recorder.received is not None and i < len(recorder.received):
-            got = recorder.received[i]
-            _, why = rules.autocast(
-                conv, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
-            )
-            note = why if got == autocast_doc[i] else f"{conv} -> {got}: received by call()"
-            steps.append(
-                CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv)
-            )
+    # Declared after the eager call: a built layer traces faster. Where both fail, a symbolic
+    # call with the roles' default dtypes tells a dtype problem from a bad shape or kwarg.
+    t0 = time.perf_counter()
+    declared, declared_error = _declared_layer(
+        layer if error is None else build(), entry, shapes, input_dtypes
+    )
+    if error is not None and declared_error is not None:
+        default_dtypes = tuple(
+            {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
+        )
+        if default_dtypes != input_dtypes:
+            _, declared_error = _declared_layer(build(), entry, shapes, default_dtypes)
+        if declared_error is not None:
+            raise _Invalid(declared_error, "shape or kwargs")
+    timings["declared_ms"] = _ms(t0)
+
+    for i, (conv, got) in enumerate(zip(converted, recorder.received or ())):
+        expected, why = autocast_rule[i]
+        note = why if got == expected else f"{conv} -> {got}: received by call()"
+        steps.append(CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv))
     variables = recorder.variables
     for name, var in variables.items():
         steps.append(
@@ -226,11 +217,13 @@ def _run_layer(
             )
         )
     documented = rules.for_layer(
-        entry, compute_dtype=policy.compute_dtype, autocast_dtypes=tuple(autocast_doc)
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=tuple(d for d, _ in autocast_rule),
     )
     basis = (
         _policy_basis(policy),
-        *_autocast_basis(converted, autocast_doc, layer, converts),
+        *dict.fromkeys(why for _, why in autocast_rule),
         *documented.basis,
     )
     fields = _outcome(outputs, error, steps, documented, declared, basis)
@@ -514,17 +507,6 @@ def _policy_basis(policy: Any) -> str:
     return (
         f"policy {policy.name!r}: compute {policy.compute_dtype}, variables {policy.variable_dtype}"
     )
-
-
-def _autocast_basis(
-    converted: list[str], documented: list[str], layer: Any, converts: bool
-) -> list[str]:
-    return [
-        rules.autocast(
-            c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
-        )[1]
-        for c in dict.fromkeys(converted)
-    ]
 
 
 def _broadcast(input_dtypes: tuple[str, ...], arity: int) -> tuple[str, ...]:
