@@ -24,7 +24,9 @@ Role = Literal["float", "index", "string", "any"]
 #: ``layer-dtype``: returns the layer's own compute dtype whatever the input (Embedding, Hashing).
 #: ``self-managed``: casts inside ``call`` by its own rules (normalisation layers, ...), output in
 #: the compute dtype.
-Contract = Literal["compute", "passthrough", "layer-dtype", "self-managed"]
+#: ``own-output``: returns a dtype of its own choosing (indices, token ids) that no policy rule
+#: decides; the declared spec is the only statement Keras makes about it.
+Contract = Literal["compute", "passthrough", "layer-dtype", "self-managed", "own-output"]
 #: How inputs are handed to ``__call__``: one tensor, a list of tensors, or positionally.
 InputStyle = Literal["single", "list", "positional"]
 #: ``promote``: result_type of the inputs; ``promote-float``: result_type(inputs, float);

@@ -66,6 +66,10 @@ def for_layer(
         for d, role in zip(autocast_dtypes, entry.input_roles(len(autocast_dtypes)))
         if role != "index"
     )
+    if entry.contract == "own-output":
+        return Documented(
+            None, (f"{entry.name} chooses its output dtype itself; no policy rule decides it",)
+        )
     if entry.contract in ("layer-dtype", "self-managed"):
         why = (
             "returns the layer's compute dtype whatever its input"

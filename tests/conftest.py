@@ -1,10 +1,23 @@
 """Test session setup: the in-process backend is TensorFlow (Keras's default) unless
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
-Each session gets a fresh, empty result cache."""
+Each session gets a fresh, empty result cache, removed at the end."""
 
 import os
+import shutil
 import tempfile
+
+import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ["DTYPE_EXPLORER_CACHE_DIR"] = tempfile.mkdtemp(prefix="dx-test-cache-")
+_CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
+os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _fresh_cache_and_workers():
+    yield
+    from dtype_explorer import pool
+
+    pool.shutdown()
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
