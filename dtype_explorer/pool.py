@@ -157,6 +157,15 @@ def run_many(
         yield future.result()
 
 
+def call(backend: str, function: Any, *args: Any, timeout: float | None = None) -> Future:
+    """Run a module-level ``function(*args)`` in ``backend``'s worker, where that backend's
+    library is already imported (reference promotion tables use it); a raw future."""
+    if backend not in installed_backends():
+        raise unknown("backend (installed and allowed)", backend, installed_backends())
+    seconds = _config["timeout"] if timeout is None else float(timeout)
+    return _schedule(backend, function, args, seconds)
+
+
 def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """Start the workers for ``backends`` (default: all installed) in parallel and wait until
     each has imported its backend; returns what each worker says about itself."""

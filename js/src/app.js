@@ -1,0 +1,108 @@
+// The whole explorer: controls on top, then the answers as they arrive.
+import { renderComparison, renderDivergence } from "./compare.js";
+import { Controls } from "./controls.js";
+import { h, replaceChildren } from "./dom.js";
+import { renderPromotion } from "./promotion.js";
+import { renderResultCard } from "./result.js";
+
+const CONTROL_KEYS = ["catalog", "defaults", "dtypes", "policies", "presets", "available_backends", "request"];
+
+/** Run `callback` once the browser has painted what was just rendered. */
+function afterPaint(callback) {
+  if (typeof requestAnimationFrame === "function") requestAnimationFrame(() => setTimeout(callback, 0));
+  else setTimeout(callback, 0);
+}
+
+export class App {
+  /** `send(request)` hands a request (with its nonce) to the Python side. */
+  constructor(el, { send, now = () => performance.now() }) {
+    this.send = send;
+    this.now = now;
+    this.nonce = 0;
+    this.sentAt = new Map();
+    this.latency = {};
+    this.state = null;
+    this.controls = new Controls({ onRequest: (request) => this.request(request) });
+    this.errorEl = h("div", { class: "dx-messages", "aria-live": "polite" });
+    this.statusEl = h("span", { class: "dx-status", testid: "status" });
+    this.summaryEl = h("div", { class: "dx-summary" });
+    this.cardsEl = h("div", { class: "dx-cards", testid: "results" });
+    this.promotionEl = h("div");
+    this.root = h(
+      "div",
+      { class: "dx-root", testid: "explorer" },
+      h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl),
+      this.controls.el,
+      this.errorEl,
+      this.summaryEl,
+      this.cardsEl,
+      this.promotionEl,
+    );
+    el.append(this.root);
+  }
+
+  request(content) {
+    this.nonce = Math.max(this.nonce, this.state?.request_id ?? 0) + 1;
+    this.sentAt.set(this.nonce, this.now());
+    this.root.dataset.sent = String(this.nonce);
+    this.latency = {};
+    this.send({ ...content, nonce: this.nonce });
+  }
+
+  /** Redraw from a full snapshot of the model's state. */
+  update(state) {
+    const previous = this.state;
+    this.state = state;
+    if (!previous || CONTROL_KEYS.some((k) => state[k] !== previous[k])) this.controls.update(state);
+    this.renderError(state.error);
+    this.renderResults(state);
+  }
+
+  renderError(message) {
+    replaceChildren(
+      this.errorEl,
+      message ? h("div", { class: "dx-banner dx-banner-error", testid: "error", role: "alert" }, h("strong", {}, "Invalid input: "), message) : null,
+    );
+  }
+
+  renderResults(state) {
+    const results = state.results ?? {};
+    const backends = Object.keys(results);
+    const pending = backends.filter((b) => results[b]?.status === "pending");
+    this.statusEl.textContent = pending.length ? `probing on ${pending.join(", ")}…` : backends.length ? "done" : "";
+    this.root.dataset.pending = String(pending.length);
+    this.root.dataset.requestId = String(state.request_id ?? "");
+    replaceChildren(this.summaryEl, renderDivergence(state.verdict, backends, results), renderComparison(backends, results));
+    replaceChildren(
+      this.cardsEl,
+      backends.map((b) => {
+        const card = renderResultCard(b, results[b], { roundTripMs: state.timings?.[b] });
+        if (Number.isFinite(this.latency[b])) card.dataset.latencyMs = this.latency[b].toFixed(1);
+        return card;
+      }),
+    );
+    replaceChildren(this.promotionEl, renderPromotion(state.promotion));
+    this.measure(state, backends.filter((b) => results[b]?.status !== "pending"));
+  }
+
+  /** Time from the control change to each backend's rendered answer (for the benchmark). */
+  measure(state, done) {
+    if (state.request_id !== this.nonce) return;
+    const since = this.sentAt.get(state.request_id);
+    if (this.root.dataset.ackFor !== String(this.nonce)) {
+      // The first state that answers this request: page -> kernel -> page, without the probe.
+      this.root.dataset.ackFor = String(this.nonce);
+      this.root.dataset.ackMs = (this.now() - since).toFixed(1);
+    }
+    for (const b of done) {
+      if (this.latency[b] != null) continue;
+      this.latency[b] = NaN;
+      afterPaint(() => {
+        if (this.state.request_id !== state.request_id) return;
+        this.latency[b] = this.now() - since;
+        const card = this.cardsEl.querySelector(`[data-testid="result-${b}"]`);
+        if (card) card.dataset.latencyMs = this.latency[b].toFixed(1);
+      });
+    }
+  }
+}

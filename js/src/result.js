@@ -1,0 +1,169 @@
+// One backend's answer: the views of the output dtype, the cast path, the error, the numerics.
+import { renderCastPath, renderCastSteps } from "./castpath.js";
+import { h } from "./dom.js";
+import { chip } from "./dtype.js";
+
+const VERDICT_TEXT = {
+  "as-documented": "as documented",
+  deviates: "deviates from the docs",
+  "declared-mismatch": "declared ≠ observed",
+  undocumented: "no documented rule",
+  error: "error",
+  diverges: "backends diverge",
+  pending: "probing…",
+};
+
+/** A verdict badge. */
+export function verdictBadge(verdict, testid) {
+  return h("span", { class: ["dx-badge", `dx-v-${verdict}`], testid, title: verdict }, VERDICT_TEXT[verdict] ?? verdict);
+}
+
+/** The observed outcome: the output dtype chip, or the error type. */
+export function outcomeChip(result, testid) {
+  if (!result || result.status === "pending") return h("span", { class: "dx-chip dx-k-pending", testid }, "…");
+  if (result.status === "ok") return chip(result.output_dtype, { testid });
+  return h("span", { class: "dx-chip dx-k-error", testid, title: result.error?.message ?? result.status }, result.error?.type ?? result.status);
+}
+
+function view(label, value, { observed, testid }) {
+  const differs = value != null && observed != null && value !== observed;
+  return h(
+    "div",
+    { class: ["dx-view", differs && "dx-view-differs"], title: differs ? `${label} ${value}, observed ${observed}` : null },
+    h("span", { class: "dx-view-label" }, label),
+    value == null ? h("span", { class: "dx-muted", testid }, "none") : chip(value, { testid }),
+  );
+}
+
+function views(result) {
+  const observed = result.status === "ok" ? result.output_dtype : null;
+  return h(
+    "div",
+    { class: "dx-views" },
+    h("div", { class: "dx-view dx-view-observed" }, h("span", { class: "dx-view-label" }, "observed"), outcomeChip(result, "output-dtype")),
+    view("declared", result.declared_dtype, { observed, testid: "declared-dtype" }),
+    view("documented", result.documented_dtype, { observed, testid: "documented-dtype" }),
+    verdictBadge(result.verdict, "verdict"),
+  );
+}
+
+function errorBox(error) {
+  return h(
+    "div",
+    { class: "dx-error-box", testid: "probe-error" },
+    h("div", { class: "dx-error-head" }, h("strong", { testid: "error-type" }, error.type), error.where ? h("span", { class: "dx-muted" }, ` raised in ${error.where}`) : null),
+    h("pre", { class: "dx-error-message", testid: "error-message" }, error.message),
+  );
+}
+
+function fmt(x) {
+  if (x == null) return "—";
+  if (x === 0) return "0";
+  return Math.abs(x) >= 1e4 || Math.abs(x) < 1e-3 ? x.toExponential(2) : x.toPrecision(4);
+}
+
+function numerics(n) {
+  if (!n) return null;
+  const bad = n.nonfinite_from_finite > 0;
+  const items = [
+    h(
+      "li",
+      { class: bad ? "dx-bad" : "dx-good", testid: "numerics-overflow" },
+      bad
+        ? `${n.nonfinite_from_finite} of ${n.output_count} outputs overflowed to inf/NaN from finite inputs`
+        : `no overflow or NaN (${n.output_count} outputs)`,
+    ),
+    n.max_abs_output != null ? h("li", {}, `max |output| ${fmt(n.max_abs_output)}`) : null,
+    n.max_rel_error != null
+      ? h("li", { testid: "numerics-error" }, `error against the ${n.reference_dtype} run: ${fmt(n.max_rel_error)}`)
+      : null,
+    n.note ? h("li", { class: "dx-muted" }, n.note) : null,
+  ];
+  return h("section", { class: "dx-section" }, h("h4", {}, "numerics"), h("ul", { class: "dx-list" }, items));
+}
+
+function variables(vars) {
+  const entries = Object.entries(vars ?? {});
+  if (!entries.length) return null;
+  return h(
+    "section",
+    { class: "dx-section" },
+    h("h4", {}, "variables"),
+    h(
+      "table",
+      { class: "dx-vars" },
+      h("tr", {}, h("th", {}, "variable"), h("th", {}, "stored"), h("th", {}, "read in call()")),
+      entries.map(([name, v]) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, h("code", {}, name)),
+          h("td", {}, chip(v.stored)),
+          h("td", {}, v.read ? chip(v.read, { extra: v.read !== v.stored && "dx-chip-changed" }) : h("span", { class: "dx-muted" }, "not read")),
+        ),
+      ),
+    ),
+  );
+}
+
+function basis(lines) {
+  if (!lines?.length) return null;
+  return h(
+    "section",
+    { class: "dx-section" },
+    h("h4", {}, "why (documented rules)"),
+    h("ul", { class: "dx-list dx-basis", testid: "basis" }, lines.map((line) => h("li", {}, line))),
+  );
+}
+
+function timing(result, roundTripMs) {
+  const parts = [];
+  if (result.cached) parts.push("cached");
+  if (result.timings?.total_ms != null) parts.push(`probe ${Math.round(result.timings.total_ms)} ms`);
+  if (roundTripMs != null) parts.push(`answered in ${Math.round(roundTripMs)} ms`);
+  return parts.length ? h("span", { class: "dx-muted dx-timing" }, parts.join(" · ")) : null;
+}
+
+/** The card of one backend: pending, or its full answer. */
+export function renderResultCard(backend, result, { roundTripMs } = {}) {
+  const status = result?.status ?? "pending";
+  const head = h(
+    "header",
+    { class: "dx-card-head" },
+    h("span", { class: "dx-backend" }, backend),
+    result?.device && status !== "pending" ? h("span", { class: "dx-device" }, result.device) : null,
+    status === "pending" ? h("span", { class: "dx-spinner", "aria-label": "pending" }) : null,
+    status !== "pending" ? timing(result, roundTripMs) : null,
+  );
+  if (status === "pending") {
+    return h(
+      "article",
+      { class: "dx-card dx-pending", testid: `result-${backend}`, "data-status": "pending", "aria-busy": "true" },
+      head,
+      h("div", { class: "dx-pending-body" }, `probing on ${backend}…`),
+    );
+  }
+  return h(
+    "article",
+    {
+      class: ["dx-card", `dx-status-${status}`],
+      testid: `result-${backend}`,
+      "data-status": status,
+      "data-verdict": result.verdict,
+      "data-probe-ms": result.timings?.total_ms,
+      "data-round-trip-ms": roundTripMs,
+    },
+    head,
+    views(result),
+    result.cast_path?.length || result.error
+      ? h("div", { class: "dx-diagram" }, renderCastPath(result))
+      : null,
+    result.error ? errorBox(result.error) : null,
+    result.cast_path?.length
+      ? h("details", { class: "dx-section" }, h("summary", {}, "cast path as text"), renderCastSteps(result))
+      : null,
+    numerics(result.numerics),
+    variables(result.variables),
+    basis(result.basis),
+  );
+}

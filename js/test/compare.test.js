@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import { renderComparison, renderDivergence } from "../src/compare.js";
+import { byTestId, fixture } from "./helpers.js";
+
+const conv = fixture("conv1d-uint8");
+const backends = Object.keys(conv.results);
+
+describe("comparison across backends", () => {
+  it("has one cell per backend with its outcome", () => {
+    const table = renderComparison(backends, conv.results);
+    for (const b of backends) {
+      const r = conv.results[b];
+      const expected = r.status === "ok" ? r.output_dtype : r.error.type;
+      expect(byTestId(table, `compare-${b}`).dataset.outcome).toBe(expected);
+      expect(byTestId(table, `compare-${b}`).textContent).toBe(expected);
+    }
+  });
+
+  it("shows pending backends as pending", () => {
+    const table = renderComparison(["jax", "torch"], { jax: conv.results.jax, torch: { status: "pending" } });
+    expect(byTestId(table, "compare-torch").dataset.outcome).toBe("pending");
+  });
+
+  it("raises a banner naming each backend's outcome when they diverge", () => {
+    expect(conv.verdict).toBe("diverges");
+    const banner = renderDivergence(conv.verdict, backends, conv.results);
+    expect(banner.getAttribute("role")).toBe("alert");
+    for (const b of backends) expect(banner.textContent).toContain(b);
+    expect(banner.textContent).toContain(`jax → ${conv.results.jax.output_dtype}`);
+  });
+
+  it("stays quiet when the backends agree", () => {
+    expect(renderDivergence("as-documented", backends, conv.results)).toBeNull();
+    expect(renderDivergence("", backends, conv.results)).toBeNull();
+  });
+});

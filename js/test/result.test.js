@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { renderResultCard } from "../src/result.js";
+import { byTestId, fixture } from "./helpers.js";
+
+const dense = fixture("dense-float64-mixed").results.jax;
+const conv = fixture("conv1d-uint8").results;
+const failed = Object.values(conv).find((r) => r.status === "error");
+const rejected = fixture("dense-bad-kwarg").results.jax;
+
+describe("result card", () => {
+  it("shows a pending state until the backend answers", () => {
+    const card = renderResultCard("torch", { status: "pending" });
+    expect(card.dataset.status).toBe("pending");
+    expect(card.getAttribute("aria-busy")).toBe("true");
+    expect(card.textContent).toContain("probing on torch");
+    expect(byTestId(card, "cast-path")).toBeNull();
+  });
+
+  it("shows the observed, declared and documented dtypes and the verdict", () => {
+    const card = renderResultCard("jax", dense);
+    expect(card.dataset.status).toBe("ok");
+    expect(byTestId(card, "output-dtype").textContent).toBe(dense.output_dtype);
+    expect(byTestId(card, "declared-dtype").textContent).toBe(dense.declared_dtype);
+    expect(byTestId(card, "documented-dtype").textContent).toBe(dense.documented_dtype);
+    expect(byTestId(card, "verdict").title).toBe(dense.verdict);
+    expect(byTestId(card, "cast-path")).not.toBeNull();
+    expect(byTestId(card, "probe-error")).toBeNull();
+  });
+
+  it("shows numerics, variables and the documented basis", () => {
+    const card = renderResultCard("jax", dense);
+    expect(byTestId(card, "numerics-overflow").textContent).toContain(String(dense.numerics.output_count));
+    if (dense.numerics.max_rel_error != null) {
+      expect(byTestId(card, "numerics-error").textContent).toContain(dense.numerics.reference_dtype);
+    }
+    for (const name of Object.keys(dense.variables)) expect(card.textContent).toContain(name);
+    const basis = [...byTestId(card, "basis").querySelectorAll("li")].map((li) => li.textContent);
+    expect(basis).toEqual(dense.basis);
+  });
+
+  it("shows the error type and message where the call raised", () => {
+    const card = renderResultCard(failed.backend, failed);
+    expect(card.dataset.status).toBe("error");
+    expect(byTestId(card, "error-type").textContent).toBe(failed.error.type);
+    expect(byTestId(card, "error-message").textContent).toBe(failed.error.message);
+    expect(byTestId(card, "output-dtype").textContent).toBe(failed.error.type);
+    expect(byTestId(card, "verdict").title).toBe("error");
+  });
+
+  it("shows where a kwarg Keras rejects was refused", () => {
+    const card = renderResultCard("jax", rejected);
+    expect(card.dataset.status).toBe(rejected.status);
+    expect(byTestId(card, "error-message").textContent).toBe(rejected.error.message);
+    expect(card.textContent).toContain(`raised in ${rejected.error.where}`);
+    const raised = byTestId(card, "cast-path").querySelector('.dx-node[data-stage="raised"]');
+    expect(raised.dataset.dtype).toBe(rejected.error.type);
+  });
+
+  it("flags overflow from finite inputs", () => {
+    const overflow = { ...dense, numerics: { ...dense.numerics, nonfinite_from_finite: 3 } };
+    const line = byTestId(renderResultCard("jax", overflow), "numerics-overflow");
+    expect(line.className).toContain("dx-bad");
+    expect(line.textContent).toMatch(/^3 of \d+ outputs overflowed/);
+  });
+
+  it("reports how long the answer took", () => {
+    const card = renderResultCard("jax", dense, { roundTripMs: 42.4 });
+    expect(card.textContent).toContain("answered in 42 ms");
+  });
+});
