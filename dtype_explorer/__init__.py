@@ -66,4 +66,21 @@ def load_ipython_extension(ipython: Any) -> None:
     load(ipython)
 
 
-__all__ = sorted(_EXPORTS)
+__all__ = [  # noqa: RUF022 - the public names, as DESIGN.md lists them
+    "probe",
+    "survey",
+    "promotion_table",
+    "check_model",
+    "DtypeExplorer",
+    "shutdown",
+    "cache",
+    "catalog",
+    "ProbeSpec",
+    "ProbeResult",
+    "ProbeSet",
+    "InvalidSpecError",
+    "Survey",
+    "PromotionTable",
+    "AuditReport",
+    "load_ipython_extension",
+]

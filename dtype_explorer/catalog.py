@@ -112,6 +112,13 @@ def entry(name: str) -> Entry:
     raise unknown("target", name, table)
 
 
+def custom_entry(target_name: str) -> LayerEntry:
+    """The entry a user layer (``"custom:<Name>"``) is probed with: one float input, the
+    compute contract, the default shape."""
+    name = target_name.removeprefix("custom:")
+    return LayerEntry(name=name, group="custom", contract="compute")
+
+
 def layers(*, include_skipped: bool = False) -> list[LayerEntry]:
     """Every layer entry, once each (aliases not repeated)."""
     from dtype_explorer.catalog_layers import LAYERS

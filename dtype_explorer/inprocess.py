@@ -120,7 +120,7 @@ def _layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    return LayerEntry(name=spec.target.removeprefix("custom:"), group="custom", contract="compute")
+    return catalog.custom_entry(spec.target)
 
 
 def _layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:

@@ -325,9 +325,7 @@ def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:
 
 def _all_defaults(custom: dict[str, Any]) -> dict[str, dict[str, Any]]:
     entries = [*catalog.layers(), *catalog.ops()]
-    entries += [
-        catalog.LayerEntry(name=name, group="custom", contract="compute") for name in custom
-    ]
+    entries += [catalog.custom_entry(name) for name in custom]
     return {entry.name: _defaults(entry) for entry in entries}
 
 
