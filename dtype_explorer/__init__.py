@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "probe": "dtype_explorer.api",
-    "survey": "dtype_explorer.survey",
+    "survey": "dtype_explorer.sweep",
     "promotion_table": "dtype_explorer.promotion",
     "check_model": "dtype_explorer.audit",
     "DtypeExplorer": "dtype_explorer.widget",
@@ -29,10 +29,13 @@ _EXPORTS: dict[str, str] = {
     "ProbeResult": "dtype_explorer.model",
     "ProbeSet": "dtype_explorer.model",
     "InvalidSpecError": "dtype_explorer.errors",
-    "Survey": "dtype_explorer.survey",
+    "Survey": "dtype_explorer.sweep",
     "PromotionTable": "dtype_explorer.promotion",
     "AuditReport": "dtype_explorer.audit",
 }
+
+#: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``).
+_MODULE_EXPORTS = frozenset({"cache", "catalog"})
 
 if TYPE_CHECKING:
     from dtype_explorer.api import probe
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from dtype_explorer.model import ProbeResult, ProbeSet, ProbeSpec
     from dtype_explorer.pool import shutdown
     from dtype_explorer.promotion import PromotionTable, promotion_table
-    from dtype_explorer.survey import Survey, survey
+    from dtype_explorer.sweep import Survey, survey
     from dtype_explorer.widget import DtypeExplorer
 
 
@@ -50,7 +53,7 @@ def __getattr__(name: str) -> Any:
     if module_name is None:
         raise AttributeError(f"module 'dtype_explorer' has no attribute {name!r}")
     module = importlib.import_module(module_name)
-    value = module if module_name.endswith("." + name) else getattr(module, name)
+    value = module if name in _MODULE_EXPORTS else getattr(module, name)
     globals()[name] = value
     return value
 

@@ -19,6 +19,7 @@ text in the ``Cache`` table, so there is no schema or locking code to maintain h
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -39,7 +40,11 @@ _open: diskcache.Cache | None = None
 
 def path() -> Path:
     """The cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the platform's user cache dir."""
-    override = os.environ.get(ENV_DIR)
+    return _resolved(os.environ.get(ENV_DIR) or None)
+
+
+@functools.cache
+def _resolved(override: str | None) -> Path:
     if override:
         return Path(override).expanduser().resolve()
     return Path(platformdirs.user_cache_dir("dtype-explorer", appauthor=False))
@@ -59,8 +64,12 @@ def _db() -> diskcache.Cache:
 
 def key(spec: ProbeSpec) -> str:
     """The cache key of ``spec``: the full spec and the versions that answer it."""
-    stamp = json.dumps(versions(spec.backend), sort_keys=True, separators=(",", ":"))
-    return f"{spec.cache_key()}|{stamp}"
+    return f"{spec.cache_key()}|{_stamp(spec.backend)}"
+
+
+@functools.cache
+def _stamp(backend: str) -> str:
+    return json.dumps(versions(backend), sort_keys=True, separators=(",", ":"))
 
 
 def get(spec: ProbeSpec) -> ProbeResult | None:

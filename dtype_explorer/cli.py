@@ -110,7 +110,7 @@ def survey(
     out: Annotated[Path, typer.Option(help="Output file: .html or .json.")] = Path("survey.html"),
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
-    from dtype_explorer.survey import survey as run_survey
+    from dtype_explorer.sweep import survey as run_survey
 
     try:
         result = run_survey(
