@@ -138,6 +138,7 @@ def test_page_request_probes_each_backend_and_shows_the_divergence():
 def test_promotion_table_highlights_the_deciding_cell():
     widget = explorer(target="Conv1D", input_dtype="uint8", backends=["jax"])
     result = ProbeResult.from_dict(widget.results["jax"])
+    assert len(widget.promotion.get("tables", [])) == 1, widget.promotion
     (table,) = widget.promotion["tables"]
     assert table["backends"] == ["jax"]
     assert table["args"] == list(result.result_type_args)

@@ -57,7 +57,7 @@ def artifacts() -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """JupyterLab 4 from this environment, on a free port with a random token."""
     base = tmp_path_factory.mktemp("lab")
@@ -110,7 +110,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     log.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
     """Debian's Chromium (never a downloaded one), headless."""
     from playwright.sync_api import sync_playwright
