@@ -30,7 +30,6 @@ need_chromium() {
 run_tests() {
   "$PY" -m ruff check dtype_explorer tests benchmarks
   "$PY" -m ruff format --check dtype_explorer tests benchmarks
-  (cd js && npm test --silent)
   "$PY" -m pytest "$@"
 }
 
