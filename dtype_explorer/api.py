@@ -38,7 +38,7 @@ ShapeArg = Sequence[int] | Sequence[Sequence[int]] | None
 def probe(
     target: Any,
     input_dtype: DtypeArg = "float32",
-    policy: Any = "float32",
+    policy: Any = None,
     backend: str | Sequence[str] | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
@@ -54,7 +54,9 @@ def probe(
     ``target``: a ``keras.layers`` class name (``"Dense"``), ``"ops.<name>"``, or a user
     ``Layer`` subclass or instance. ``backend``: ``None`` runs in this process on the backend
     Keras imported; a backend name runs in that backend's worker process; ``"all"`` or a list
-    returns a ``ProbeSet`` with one result per backend.
+    returns a ``ProbeSet`` with one result per backend. ``policy=None`` is the policy Keras
+    makes from ``floatx`` (``"float32"`` unless ``floatx`` is given), whatever this session's
+    global policy is, so answers are the same in every process.
     """
     backends = resolve_backends(backend)
     specs = [
@@ -92,7 +94,7 @@ def probe(
 def make_spec(
     target: Any,
     input_dtype: DtypeArg = "float32",
-    policy: Any = "float32",
+    policy: Any = None,
     backend: str | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
@@ -121,7 +123,7 @@ def make_spec(
     return ProbeSpec(
         target=_target_name(target),
         input_dtypes=tuple(input_dtype),
-        policy=validate_policy(policy),
+        policy=validate_policy(policy if policy is not None else floatx or "float32"),
         backend=backend,
         kwargs=_json_kwargs(kwargs or {}),
         shapes=_shapes(shape),

@@ -154,6 +154,9 @@ class ProbeResult(_Record):
 
         return format_result(self)
 
+    def __repr__(self) -> str:
+        return f"<ProbeResult {self.summary()}>"
+
     def _repr_html_(self) -> str:
         from dtype_explorer.figures import result_html
 
@@ -197,6 +200,9 @@ class ProbeSet(_Record):
 
     def __str__(self) -> str:
         return self.summary()
+
+    def __repr__(self) -> str:
+        return f"<ProbeSet {self.results[0].spec.target if self.results else ''}: {self.verdict}>"
 
     def _repr_html_(self) -> str:
         from dtype_explorer.figures import probe_set_html

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import functools
 import importlib.metadata
 import importlib.util
 import multiprocessing
@@ -35,6 +34,7 @@ from dtype_explorer import catalog, dtypes
 from dtype_explorer.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.model import ProbeResult, ProbeSpec
+from dtype_explorer.versions import library_version
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,6 @@ OPS: tuple[str, ...] = (
 )
 #: Reference library -> its usual alias: cells are labelled ``"np.add"``, ``"jnp.add"``, ...
 REFERENCES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
-_DISTRIBUTION = {"jax": "jax", "numpy": "numpy", "torch": "torch", "tensorflow": "tensorflow"}
 FLOATX: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 Kind = Literal["agrees", "references-differ", "backend-specific", "keras-disagrees"]
 #: Cell kinds, least to most worrying.
@@ -280,6 +279,12 @@ class PromotionTable(BaseModel):
     def from_json(cls, text: str) -> PromotionTable:
         return cls.model_validate_json(text)
 
+    def __repr__(self) -> str:
+        return (
+            f"<PromotionTable ops.{self.op.removeprefix('ops.')} over {len(self.dtypes)} dtypes, "
+            f"floatx {self.floatx}>"
+        )
+
     def _repr_html_(self) -> str:
         from dtype_explorer.figures import promotion_html
 
@@ -343,7 +348,7 @@ def promotion_table(
             lib: {_pair_key(*pair): cell for pair, cell in zip(pairs, cells)}
             for lib, cells in answers.items()
         },
-        reference_versions={lib: _version(lib) for lib in libraries},
+        reference_versions={lib: library_version(lib) for lib in libraries},
     )
 
 
@@ -443,7 +448,7 @@ def _reference_future(
         dict(entry.kwargs),
         entry.name in LIST_INPUT_OPS,
     )
-    key = (library, _version(library), repr(args))
+    key = (library, library_version(library), repr(args))
     with _answers_lock:
         known = _answers.get(key)
     if known is not None:
@@ -551,14 +556,6 @@ def _references(libraries: Sequence[str] | None) -> tuple[str, ...]:
 
             raise unknown("reference library", lib, REFERENCES)
     return tuple(dict.fromkeys(libraries))
-
-
-@functools.cache
-def _version(library: str) -> str:
-    try:
-        return importlib.metadata.version(_DISTRIBUTION[library])
-    except importlib.metadata.PackageNotFoundError:
-        return "missing"
 
 
 def reference_label(library: str, op: str) -> str:

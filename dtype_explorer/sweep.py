@@ -257,6 +257,12 @@ class Survey(BaseModel):
     def load(cls, path: str | Path) -> Survey:
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
 
+    def __repr__(self) -> str:
+        return (
+            f"<Survey {len(self.targets)} targets x {len(self.input_dtypes)} dtypes x "
+            f"{len(self.policies)} policies on {', '.join(self.backends)}>"
+        )
+
     def _repr_html_(self) -> str:
         from dtype_explorer.figures import survey_summary_html
 
