@@ -324,9 +324,9 @@ def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _all_defaults(custom: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    entries = [*catalog.layers(), *catalog.ops()]
-    entries += [catalog.custom_entry(name) for name in custom]
-    return {entry.name: _defaults(entry) for entry in entries}
+    found = {entry.name: _defaults(entry) for entry in [*catalog.layers(), *catalog.ops()]}
+    found.update({name: _defaults(catalog.custom_entry(name)) for name in custom})
+    return found
 
 
 def _defaults(entry: catalog.Entry) -> dict[str, Any]:
