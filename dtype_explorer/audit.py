@@ -27,7 +27,7 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.model import ErrorInfo, VariableDtypes, _Record
+from dtype_explorer.model import ErrorInfo, Record, VariableDtypes
 
 Severity = Literal["error", "warning", "info"]
 FindingKind = Literal[
@@ -52,7 +52,7 @@ OPEN_DIM = 8
 BATCH = 2
 
 
-class TensorInfo(_Record):
+class TensorInfo(Record):
     """One tensor at one point of a call: dtype, shape, and whether every value is finite."""
 
     dtype: str
@@ -60,7 +60,7 @@ class TensorInfo(_Record):
     finite: bool | None = None
 
 
-class LayerCall(_Record):
+class LayerCall(Record):
     """One call of one layer during the audited forward pass (a row of the dtype-flow table).
 
     ``given``: what ``__call__`` was handed; ``received``: what ``call()`` got after Keras's
@@ -115,7 +115,7 @@ class LayerCall(_Record):
         return [f"{raised}; {self.retried}" if self.retried else raised]
 
 
-class Finding(_Record):
+class Finding(Record):
     """One hazard: what, how bad, where, why, and the code that fixes it."""
 
     kind: FindingKind
@@ -126,7 +126,7 @@ class Finding(_Record):
     details: dict[str, JsonValue] = Field(default_factory=dict)
 
 
-class AuditReport(_Record):
+class AuditReport(Record):
     """What ``check_model`` / ``%dtype_check`` found: the per-layer dtype flow and the findings."""
 
     model: str
@@ -140,10 +140,6 @@ class AuditReport(_Record):
     backends: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     timings: dict[str, float] = Field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> AuditReport:
-        return cls.model_validate_json(text)
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

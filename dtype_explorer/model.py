@@ -25,7 +25,7 @@ STAGES: tuple[Stage, ...] = ("input", "converted", "autocast", "variables", "out
 BACKENDS: tuple[str, ...] = ("jax", "tensorflow", "torch", "numpy")
 
 
-class _Record(BaseModel):
+class Record(BaseModel):
     """Base of every record: immutable, strict about unknown fields, JSON round-trips."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -38,10 +38,15 @@ class _Record(BaseModel):
         return cls.model_validate(data)
 
     def to_json(self, **kwargs: Any) -> str:
-        return self.model_dump_json(**kwargs)
+        """Compact JSON (fields at their defaults left out; ``from_json`` restores them)."""
+        return self.model_dump_json(exclude_defaults=True, **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str | bytes):
+        return cls.model_validate_json(text)
 
 
-class ProbeSpec(_Record):
+class ProbeSpec(Record):
     """One question: this target, on these input dtypes, under this policy, on this backend.
 
     ``target`` is a ``keras.layers`` class name (``"Dense"``), a ``keras.ops`` function
@@ -64,7 +69,7 @@ class ProbeSpec(_Record):
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
 
-class CastStep(_Record):
+class CastStep(Record):
     """The dtype of one tensor at one stage of a call.
 
     ``index`` numbers inputs/outputs of multi-tensor calls; ``name`` names a variable.
@@ -79,7 +84,7 @@ class CastStep(_Record):
     changed: bool = False
 
 
-class VariableDtypes(_Record):
+class VariableDtypes(Record):
     """A variable as stored (``stored``) and as ``call()`` read it (``read``)."""
 
     stored: str
@@ -87,13 +92,13 @@ class VariableDtypes(_Record):
     autocast: bool = True
 
 
-class ErrorInfo(_Record):
+class ErrorInfo(Record):
     type: str
     message: str
     where: str = "call"
 
 
-class Numerics(_Record):
+class Numerics(Record):
     """Numerical side effects of running in this dtype.
 
     ``nonfinite_from_finite`` counts inf/NaN outputs produced from finite inputs;
@@ -108,7 +113,7 @@ class Numerics(_Record):
     note: str = ""
 
 
-class ProbeResult(_Record):
+class ProbeResult(Record):
     """What one probe found. See ``DESIGN.md`` for the meaning of each field."""
 
     spec: ProbeSpec
@@ -163,7 +168,7 @@ class ProbeResult(_Record):
         return result_html(self)
 
 
-class ProbeSet(_Record):
+class ProbeSet(Record):
     """One probe spec answered by several backends, with the cross-backend verdict."""
 
     results: tuple[ProbeResult, ...]

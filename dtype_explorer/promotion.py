@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, PrivateAttr
 
 from dtype_explorer import catalog, dtypes
 from dtype_explorer.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.model import ProbeResult, ProbeSpec
+from dtype_explorer.model import ProbeResult, ProbeSpec, Record
 from dtype_explorer.versions import library_version
 
 if TYPE_CHECKING:
@@ -63,8 +63,6 @@ REFERENCE_TIMEOUT = 600.0
 
 class RefCell(BaseModel):
     """A reference library's answer for one pair: a dtype, or the error it raised."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     dtype: str | None = None
     error: str | None = None
@@ -158,10 +156,8 @@ class PromotionCell:
         return found
 
 
-class PromotionTable(BaseModel):
+class PromotionTable(Record):
     """The promotion table of one op under one ``floatx``; see :func:`promotion_table`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     op: str
     floatx: str
@@ -271,13 +267,6 @@ class PromotionTable(BaseModel):
         from dtype_explorer.figures import promotion_figure
 
         return promotion_figure(self)
-
-    def to_json(self, **kwargs: Any) -> str:
-        return self.model_dump_json(exclude_defaults=True, **kwargs)
-
-    @classmethod
-    def from_json(cls, text: str) -> PromotionTable:
-        return cls.model_validate_json(text)
 
     def __repr__(self) -> str:
         return (

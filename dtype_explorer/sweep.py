@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import PrivateAttr
 
 from dtype_explorer import catalog, dtypes
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.model import ProbeResult, ProbeSpec
+from dtype_explorer.model import ProbeResult, ProbeSpec, Record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,10 +107,8 @@ class SurveyCell:
         return classify_result(self.results[backend], self.compute_dtype)
 
 
-class Survey(BaseModel):
+class Survey(Record):
     """The answers of a survey, with views: a table, a heatmap, JSON, HTML and a diff."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     targets: tuple[str, ...]
     input_dtypes: tuple[str, ...]
@@ -227,13 +225,6 @@ class Survey(BaseModel):
                 if before != after:
                     rows.append([*key, backend, before[0], after[0], before[1], after[1]])
         return pd.DataFrame(rows, columns=columns)
-
-    def to_json(self, **kwargs: Any) -> str:
-        return self.model_dump_json(exclude_defaults=True, **kwargs)
-
-    @classmethod
-    def from_json(cls, text: str) -> Survey:
-        return cls.model_validate_json(text)
 
     def to_html(self) -> str:
         """A standalone HTML page: the heatmap (plotly.js included) and the class counts."""
