@@ -29,6 +29,7 @@ import sqlite3
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
@@ -49,6 +50,7 @@ DEFAULT_TIMEOUT = 60.0
 _lock = threading.RLock()
 _pools: dict[str, pebble.ProcessPool] = {}
 _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
+_shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
 _logs: dict[str, Path] = {}
 _config: dict[str, Any] = {"backends": None, "timeout": DEFAULT_TIMEOUT}
@@ -232,10 +234,15 @@ def _schedule(
 
 
 def _stop(pool: pebble.ProcessPool) -> None:
-    """Stop ``pool``'s worker and resolve the tasks it leaves unanswered."""
+    """Stop ``pool``'s worker and resolve the tasks it leaves unanswered.
+
+    Tasks in flight are marked first: pebble may report the worker it kills as expired, and
+    that is a shutdown, not a crash."""
+    pending = list(_pending.pop(pool, ()))
+    _shut_down.update(pending)
     pool.stop()
     pool.join()
-    for task in list(_pending.pop(pool, ())):
+    for task in pending:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
             task.set_exception(WorkerShutdown("the worker was shut down before answering"))
 
@@ -256,7 +263,11 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
         )
         result = _failure(spec, "timeout", "TimeoutError", message)
     except pebble.ProcessExpired as exc:
-        result = _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
+        if task in _shut_down:
+            message = "the worker was shut down before answering (dx.shutdown or configure)"
+            result = _failure(spec, "error", "WorkerShutdown", message)
+        else:
+            result = _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
     except WorkerShutdown as exc:
         result = _failure(spec, "error", "WorkerShutdown", f"{exc} (dx.shutdown or configure)")
     except BrokenProcessPool as exc:
