@@ -15,7 +15,7 @@ import html
 import itertools
 import textwrap
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.model import STAGES, CastStep, ProbeResult, ProbeSet
 
@@ -400,23 +400,17 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
             labels.append([_cell_label(c) for c in cells])
             hover.append([_survey_hover(c) for c in cells])
         figure.add_trace(
-            go.Heatmap(
-                z=z,
-                x=list(survey.input_dtypes),
-                y=list(survey.targets),
-                text=labels,
-                customdata=hover,
-                texttemplate="%{text}",
-                textfont={"size": 9},
-                hovertemplate="%{customdata}<extra></extra>",
-                colorscale=_discrete_scale([CLASS_COLORS[c] for c in classes]),
-                zmin=-0.5,
-                zmax=len(classes) - 0.5,
-                xgap=1,
-                ygap=1,
+            _category_heatmap(
+                z,
+                survey.input_dtypes,
+                survey.targets,
+                labels,
+                hover,
+                CLASS_COLORS,
+                classes,
+                font_size=9,
                 visible=i == 0,
                 name=name,
-                colorbar={"tickvals": list(range(len(classes))), "ticktext": classes},
             )
         )
     backends = ", ".join(survey.backends)
@@ -550,6 +544,40 @@ def survey_html(survey: Survey) -> str:
 # ----------------------------------------------------------------------------- promotion
 
 
+def _category_heatmap(
+    z: list,
+    x,
+    y,
+    labels: list,
+    hover: list,
+    colors: dict[str, str],
+    categories: list[str],
+    *,
+    font_size: int = 10,
+    **trace: Any,
+) -> go.Heatmap:
+    """A heatmap whose z holds category indices, one colour per category, hover text per cell."""
+    import plotly.graph_objects as go
+
+    return go.Heatmap(
+        z=z,
+        x=list(x),
+        y=list(y),
+        text=labels,
+        customdata=hover,
+        texttemplate="%{text}",
+        textfont={"size": font_size},
+        hovertemplate="%{customdata}<extra></extra>",
+        colorscale=_discrete_scale([colors[c] for c in categories]),
+        zmin=-0.5,
+        zmax=len(categories) - 0.5,
+        xgap=1,
+        ygap=1,
+        colorbar={"tickvals": list(range(len(categories))), "ticktext": categories},
+        **trace,
+    )
+
+
 def promotion_figure(table: PromotionTable) -> go.Figure:
     """A dtype x dtype grid of the documented dtype, coloured by who disagrees."""
     import plotly.graph_objects as go
@@ -564,22 +592,7 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
         labels.append([_short(c.shown) + ("*" if c.kind != "agrees" else "") for c in cells])
         hover.append([_promotion_hover(c, table) for c in cells])
     figure = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=list(table.dtypes),
-            y=list(table.dtypes),
-            text=labels,
-            customdata=hover,
-            texttemplate="%{text}",
-            textfont={"size": 10},
-            hovertemplate="%{customdata}<extra></extra>",
-            colorscale=_discrete_scale([KIND_COLORS[k] for k in kinds]),
-            zmin=-0.5,
-            zmax=len(kinds) - 0.5,
-            xgap=1,
-            ygap=1,
-            colorbar={"tickvals": list(range(len(kinds))), "ticktext": kinds},
-        )
+        _category_heatmap(z, table.dtypes, table.dtypes, labels, hover, KIND_COLORS, kinds)
     )
     side = max(420, 40 * len(table.dtypes) + 200)
     figure.update_layout(
