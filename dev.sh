@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for people and CI.
-#   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab
+#   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab (extra args go to it)
 #   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test
 #   ./dev.sh bench     run the benchmarks in benchmarks/
 #   ./dev.sh setup     only set up (.venv with every backend)
@@ -36,8 +36,11 @@ run_tests() {
 case "${1:-}" in
   setup) setup ;;
   explore)
+    shift
     setup
-    exec "$VENV/bin/jupyter" lab notebooks/01_explorer.ipynb
+    as_root=()
+    [ "$(id -u)" -ne 0 ] || as_root=(--allow-root)  # containers, Binder-like machines
+    exec "$VENV/bin/jupyter" lab "${as_root[@]}" "$@" notebooks/01_explorer.ipynb
     ;;
   test)
     shift
