@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import html
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,7 +25,7 @@ import numpy as np
 from pydantic import Field, JsonValue
 
 from dtype_explorer import dtypes
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, strip_ansi
 from dtype_explorer.model import ErrorInfo, Record, VariableDtypes
 
 Severity = Literal["error", "warning", "info"]
@@ -42,7 +41,6 @@ FindingKind = Literal[
     "call-error",
 ]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
 #: The methods ``Operation.__call__`` runs: ``call``, or ``quantized_call`` on quantized layers.
@@ -735,7 +733,7 @@ def _dtypes_text(infos: tuple[TensorInfo, ...] | None) -> str:
 def error_line(text: str) -> str:
     """The line of an error message that says what went wrong, as a sentence (without the
     "Exception encountered when calling ..." frame and the colour codes Keras adds)."""
-    lines = [_ANSI.sub("", line).strip() for line in text.strip().splitlines()]
+    lines = [strip_ansi(line).strip() for line in text.strip().splitlines()]
     lines = [
         line for line in lines if line and not line.startswith("Exception encountered when calling")
     ]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class InvalidSpecError(ValueError):
@@ -35,3 +38,13 @@ def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -
         f", ... ({len(valid)} in all)" if len(valid) > limit else ""
     )
     return InvalidSpecError(f"unknown {kind} {name!r}{hint} Valid: {shown}")
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without the terminal colour codes Keras puts in its error messages."""
+    return _ANSI.sub("", text)
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` (``""`` for blank text)."""
+    return text.strip().splitlines()[0] if text.strip() else ""

@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from dtype_explorer.errors import first_line
 from dtype_explorer.model import STAGES, CastStep, ProbeResult, ProbeSet
 
 if TYPE_CHECKING:
@@ -226,7 +227,7 @@ def _node(step: CastStep | None, result: ProbeResult, x: float, y: float) -> str
     if step is None:  # the call raised
         error = result.error
         label = error.type if error else result.status
-        note = _first_line(error.message) if error else result.status
+        note = first_line(error.message) if error else result.status
         fill, text = "var(--jp-error-color1, #d32f2f)", label
     else:
         prefix = f"{step.name.rsplit('/', 1)[-1]}: " if step.name else ""
@@ -347,7 +348,7 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         banner = f"<div class='dx-banner'>Backends disagree: {said}</div>"
     rows = []
     for r in results:
-        error = f"{r.error.type}: {_first_line(r.error.message)}" if r.error else ""
+        error = f"{r.error.type}: {first_line(r.error.message)}" if r.error else ""
         rows.append(
             f"<tr><td><b>{_e(r.backend)}</b></td><td>{_e(r.status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
@@ -490,7 +491,7 @@ def _survey_hover(cell: SurveyCell | None) -> str:
             declared = f" (declared {r.declared_dtype})" if mismatch else ""
             lines.append(f"{_e(backend)}: {_e(path)}{_e(declared)}")
         else:
-            error = f"{r.error.type}: {_first_line(r.error.message)}" if r.error else r.status
+            error = f"{r.error.type}: {first_line(r.error.message)}" if r.error else r.status
             lines.append(f"{_e(backend)}: {_e(r.status)} · {_e(_clip(error, 110))}")
     return "<br>".join(lines)
 
@@ -703,10 +704,6 @@ def _short(dtype: str) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 def _e(text: object) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 from dtype_explorer import catalog, dtypes, rules
 from dtype_explorer.catalog import LayerEntry, OpEntry
 from dtype_explorer.catalog_layers import INDEX_HIGH, build_kwargs
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, strip_ansi
 from dtype_explorer.model import (
     CastStep,
     ErrorInfo,
@@ -38,7 +38,6 @@ from dtype_explorer.model import (
 from dtype_explorer.numerics import measure
 from dtype_explorer.versions import versions
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
 _MAX_MESSAGE = 2000
 
@@ -537,7 +536,7 @@ def _device(tensor: Any) -> str:
 
 
 def _error_info(error: BaseException, where: str) -> ErrorInfo:
-    message = _ANSI.sub("", str(error))
+    message = strip_ansi(str(error))
     message = _HEADER.sub("", message.strip())
     message = message.split("\n\nArguments received by", 1)[0].strip()
     if len(message) > _MAX_MESSAGE:

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from dtype_explorer.errors import first_line
+
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
     "as-documented", "deviates", "declared-mismatch", "undocumented", "error", "diverges"
@@ -148,7 +150,7 @@ class ProbeResult(Record):
         if self.status == "ok":
             outcome = f"{inputs} -> {self.output_dtype}"
         elif self.error is not None:
-            outcome = f"{inputs} -> {self.error.type}: {_first_line(self.error.message)}"
+            outcome = f"{inputs} -> {self.error.type}: {first_line(self.error.message)}"
         else:
             outcome = f"{inputs} -> {self.status}"
         spec = self.spec
@@ -213,7 +215,3 @@ class ProbeSet(Record):
         from dtype_explorer.figures import probe_set_html
 
         return probe_set_html(self)
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""

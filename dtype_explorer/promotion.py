@@ -32,7 +32,7 @@ from pydantic import BaseModel, PrivateAttr
 
 from dtype_explorer import catalog, dtypes
 from dtype_explorer.catalog import OpEntry
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.model import ProbeResult, ProbeSpec, Record
 from dtype_explorer.versions import library_version
 
@@ -142,7 +142,7 @@ class PromotionCell:
     def errors(self) -> dict[str, str]:
         """The error behind each ``raises``: backend or library -> ``"Type: message"``."""
         found = {
-            b: f"{r.error.type}: {_first_line(r.error.message)}"
+            b: f"{r.error.type}: {first_line(r.error.message)}"
             for b, r in self.results.items()
             if r.error is not None
         }
@@ -371,7 +371,7 @@ def reference_dtypes(
                 out = fn(values, **kwargs) if list_input else fn(*values, **kwargs)
             cells.append(RefCell(dtype=name_of(out)))
         except Exception as error:
-            cells.append(RefCell(error=f"{type(error).__name__}: {_first_line(str(error))}"[:300]))
+            cells.append(RefCell(error=f"{type(error).__name__}: {first_line(str(error))}"[:300]))
     return cells
 
 
@@ -558,7 +558,3 @@ def _pair_key(lhs: str, rhs: str) -> str:
 
 def _value(dtype: str | None) -> str:
     return RAISES if dtype is None else dtype
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""

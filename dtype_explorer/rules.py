@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from dtype_explorer.catalog import LayerEntry, OpEntry
 from dtype_explorer.dtypes import PYTHON_SCALARS
+from dtype_explorer.errors import first_line
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def for_layer(
                 *((_rt_basis(args, result),) if len(args) > 1 else ()),
             )
     except ValueError as error:  # float8 types do not promote implicitly
-        return Documented(None, (f"result_type raises: {_first_line(str(error))}",))
+        return Documented(None, (f"result_type raises: {first_line(str(error))}",))
     return Documented(result, basis, args)
 
 
@@ -120,7 +121,7 @@ def for_op(entry: OpEntry, input_dtypes: tuple[str, ...]) -> Documented:
                 args,
             )
     except ValueError as error:
-        return Documented(None, (f"result_type raises: {_first_line(str(error))}",))
+        return Documented(None, (f"result_type raises: {first_line(str(error))}",))
     if entry.rule == "bool":
         return Documented("bool", (f"ops.{name} returns a boolean tensor",))
     if entry.rule == "index":
@@ -141,7 +142,3 @@ def verdict(
     if declared is not None and declared != observed:
         return "declared-mismatch"
     return "as-documented"
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else text
