@@ -255,29 +255,17 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
         result = ProbeResult.from_dict(task.result())
         _devices[spec.backend] = result.device
     except concurrent.futures.CancelledError:
-        return
+        if task not in _shut_down:
+            return
+        result = _lost_worker(spec, WorkerShutdown(), on_purpose=True)
     except concurrent.futures.TimeoutError:
         message = (
             f"no answer within {seconds:g} s; the {spec.backend} worker was stopped and "
             "will be restarted for the next probe (set timeout= to allow longer)"
         )
         result = _failure(spec, "timeout", "TimeoutError", message)
-    except pebble.ProcessExpired as exc:
-        if task in _shut_down:
-            message = "the worker was shut down before answering (dx.shutdown or configure)"
-            result = _failure(spec, "error", "WorkerShutdown", message)
-        else:
-            result = _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
-    except WorkerShutdown as exc:
-        result = _failure(spec, "error", "WorkerShutdown", f"{exc} (dx.shutdown or configure)")
-    except BrokenProcessPool as exc:
-        result = _failure(
-            spec,
-            "crashed",
-            "WorkerCrashed",
-            f"the {spec.backend} worker died before answering ({exc}); "
-            "it is restarted for the next probe",
-        )
+    except (pebble.ProcessExpired, BrokenProcessPool, WorkerShutdown) as exc:
+        result = _lost_worker(spec, exc, on_purpose=task in _shut_down)
     except Exception as exc:  # a bug in the worker's code, reported rather than raised
         result = _failure(spec, "error", type(exc).__name__, str(exc))
     if cacheable and _storable(result):  # before answering: a repeat right after is a hit
@@ -305,6 +293,22 @@ def _storable(result: ProbeResult) -> bool:
     return result.status in ("ok", "error", "invalid") and (
         result.error is None or result.error.where not in ("worker", "transfer")
     )
+
+
+def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> ProbeResult:
+    """The answer for a probe whose worker went away: stopped on purpose (``shutdown``,
+    ``configure``; pebble may then report the killed worker as expired or the pool as broken)
+    or died on its own."""
+    if on_purpose or isinstance(exc, WorkerShutdown):
+        message = "the worker was shut down before answering (dx.shutdown or configure)"
+        return _failure(spec, "error", "WorkerShutdown", message)
+    if isinstance(exc, pebble.ProcessExpired):
+        return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
+    message = (
+        f"the {spec.backend} worker died before answering ({exc}); "
+        "it is restarted for the next probe"
+    )
+    return _failure(spec, "crashed", "WorkerCrashed", message)
 
 
 def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:

@@ -244,18 +244,32 @@ def test_the_backend_cap_limits_workers(monkeypatch):
         pool.configure(timeout=0)
 
 
-def test_shutdown_answers_pending_probes_and_leaves_no_process():
-    assert workers()
-    hangs = custom("HangsAgain", "time.sleep(600)")
-    pending = pool.submit(
-        ProbeSpec(target="custom:HangsAgain", backend="numpy"),
-        target_payload=pool.target_payload(hangs),
-    )
+def test_shutdown_answers_running_and_queued_probes_and_leaves_no_process():
+    pool.warm(["numpy"])
+    hangs = pool.target_payload(custom("HangsAgain", "time.sleep(600)"))
+    spec = ProbeSpec(target="custom:HangsAgain", backend="numpy")
+    running = pool.submit(spec, target_payload=hangs)
+    queued = pool.submit(spec, target_payload=hangs)
     time.sleep(1)
     pool.shutdown()
-    result = pending.result(timeout=10)
-    assert result.status == "error" and result.error.type == "WorkerShutdown"
+    for pending in (running, queued):
+        result = pending.result(timeout=10)
+        assert result.status == "error" and result.error.type == "WorkerShutdown", result
     assert workers() == []
+
+
+def test_shutdown_right_after_submit_is_not_a_crash():
+    """pebble may not yet know which worker took the task and report the pool as broken."""
+    hangs = pool.target_payload(custom("HangsToo", "time.sleep(600)"))
+    for dispatched_for in (0.0, 0.01, 0.02, 0.05):
+        pool.warm(["numpy"])
+        pending = pool.submit(
+            ProbeSpec(target="custom:HangsToo", backend="numpy"), target_payload=hangs
+        )
+        time.sleep(dispatched_for)
+        pool.shutdown()
+        result = pending.result(timeout=10)
+        assert result.status == "error" and result.error.type == "WorkerShutdown", result
 
 
 def test_no_orphans_after_interpreter_exit_and_main_classes_travel(tmp_path):
