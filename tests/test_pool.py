@@ -210,9 +210,7 @@ def test_a_hanging_layer_times_out_and_the_next_probe_succeeds(monkeypatch):
     pool.configure(timeout=1.5)  # the configured default applies
     hangs = custom("Hangs", "time.sleep(600)")
     spec = ProbeSpec(target="custom:Hangs", backend="numpy")
-    started = time.monotonic()
     result = pool.submit(spec, target_payload=pool.target_payload(hangs)).result()
-    assert time.monotonic() - started < 30
     assert result.status == "timeout", result.summary()
     assert "1.5 s" in result.error.message
     assert pool.submit(dense("numpy"), use_cache=False, timeout=120).result().ok

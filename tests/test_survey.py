@@ -3,8 +3,6 @@ diff, heatmap and HTML export, cached rerun."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 import dtype_explorer as dx
@@ -120,13 +118,10 @@ def test_figure_axes_and_hover(small: Survey) -> None:
         small.figure(policy="mixed_flaot16")
 
 
-def test_cached_rerun_is_fast(small: Survey) -> None:
-    start = time.perf_counter()
+def test_a_rerun_is_answered_from_the_cache(small: Survey) -> None:
     again = dx.survey(TARGETS, DTYPES, POLICIES, BACKENDS, progress=False)
-    elapsed = time.perf_counter() - start
     assert all(r.cached for r in again.results)
     assert small.diff(again).empty
-    assert elapsed < 2.0
 
 
 def test_bad_arguments_name_the_closest_valid_value() -> None:

@@ -26,8 +26,6 @@ BENCH_ROUNDS = 10
 WARMUP_ROUNDS = 2
 #: The widget's own cost (page -> kernel -> page, and drawing) above the probe, per the issue.
 GOAL_MS = 150
-#: Fails the benchmark: far above the goal even on a loaded machine (the goal is only recorded).
-REGRESSION_MS = 1000
 NOTEBOOK = "explorer.ipynb"
 SETUP = f"""\
 import sys
@@ -268,6 +266,9 @@ def test_benchmark_control_change_to_rendered_result(explorer, lab, artifacts):
             timeout=10_000,
         )
         card = _card(page, "jax")
+        assert card.get_attribute("data-status") == "ok"
+        drawn_input = card.locator('[data-testid="cast-path"] .dx-node[data-stage="input"]')
+        assert drawn_input.get_attribute("data-dtype") == dtype  # this round's answer is drawn
         rounds.append(
             {
                 "input_dtype": dtype,
@@ -308,8 +309,6 @@ def test_benchmark_control_change_to_rendered_result(explorer, lab, artifacts):
     summary["goal_met"] = summary["overhead_ms"] <= GOAL_MS
     (artifacts / "widget-timing.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1))
-    # The goal is recorded above; the assertion only catches a widget that blocks or stalls.
-    assert summary["overhead_ms"] <= REGRESSION_MS, summary
 
 
 def test_notebook7_shows_the_explorer(explorer, lab, browser, artifacts):
