@@ -15,6 +15,7 @@ that turn this record into findings live in :mod:`dtype_explorer.audit_rules`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 import threading
 import time
@@ -24,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, JsonValue
 
-from dtype_explorer import dtypes
+from dtype_explorer import call_trace, dtypes
 from dtype_explorer.errors import InvalidSpecError, strip_ansi
 from dtype_explorer.model import ErrorInfo, Record, VariableDtypes
 
@@ -43,8 +44,6 @@ FindingKind = Literal[
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
-#: The methods ``Operation.__call__`` runs: ``call``, or ``quantized_call`` on quantized layers.
-_ENTRY_POINTS = ("call", "quantized_call")
 #: Size given to dimensions a model leaves open (other than the batch, which is 2).
 OPEN_DIM = 8
 BATCH = 2
@@ -312,26 +311,15 @@ class _Tracer:
             finally:
                 tracer._pending[key].pop()
 
-        saved = [
-            (layer, name, layer.__dict__.get(name))
-            for layer, _, _ in self.layers.values()
-            for name in _ENTRY_POINTS
-            if hasattr(layer, name)
-        ]
         Layer.__call__ = traced_dunder
         try:
-            for layer, path, depth in self.layers.values():
-                for name in _ENTRY_POINTS:
-                    if hasattr(layer, name):
-                        wrapped = self._wrap(layer, path, depth, getattr(layer, name))
-                        object.__setattr__(layer, name, wrapped)
-            yield
+            with contextlib.ExitStack() as stack:
+                for layer, path, depth in self.layers.values():
+                    wrap = functools.partial(self._wrap, layer, path, depth)
+                    stack.enter_context(call_trace.wrapped_entry_points(layer, wrap))
+                yield
         finally:
             Layer.__call__ = original_dunder
-            for layer, name, own in saved:
-                layer.__dict__.pop(name, None)
-                if own is not None:
-                    object.__setattr__(layer, name, own)
 
     def run(self, sample: Any, inputs: Any) -> Any:
         """One forward pass in inference mode; ``None`` if it stopped in a layer (recorded there).
@@ -364,7 +352,7 @@ class _Tracer:
 
         return threading.get_ident() == self._thread and not in_symbolic_scope()
 
-    def _wrap(self, layer: Any, path: str, depth: int, original: Any) -> Any:
+    def _wrap(self, layer: Any, path: str, depth: int, _name: str, original: Any) -> Any:
         leaf = not any(child is not layer for child in layer._flatten_layers(include_self=False))
 
         def traced_call(*args: Any, **kwargs: Any) -> Any:
@@ -468,18 +456,11 @@ def _finite(tensor: Any) -> bool | None:
 
 
 def _variables(layer: Any) -> dict[str, VariableDtypes]:
-    """The layer's own variables as stored and as read here (inside its autocast scope, where
-    ``variable.dtype`` already answers with the read dtype, hence ``_dtype``)."""
-    import keras
-
+    """The layer's own variables (not its sublayers'), by name, as stored and as read here."""
     found: dict[str, VariableDtypes] = {}
     for variable in [*layer._trainable_variables, *layer._non_trainable_variables]:
         name = variable.name if variable.name not in found else variable.path
-        found[name] = VariableDtypes(
-            stored=keras.backend.standardize_dtype(variable._dtype),
-            read=keras.backend.standardize_dtype(variable.value.dtype),
-            autocast=bool(getattr(variable, "_autocast", True)),
-        )
+        found[name] = call_trace.variable_dtypes(variable)
     return found
 
 

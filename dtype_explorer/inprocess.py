@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import catalog, dtypes, rules
+from dtype_explorer import call_trace, catalog, dtypes, rules
 from dtype_explorer.catalog import LayerEntry, OpEntry
 from dtype_explorer.catalog_layers import INDEX_HIGH, build_kwargs
 from dtype_explorer.errors import InvalidSpecError, strip_ansi
@@ -393,33 +393,19 @@ def _outcome(
 
 
 class _CallRecorder:
-    """Wraps a layer's ``call`` (and ``quantized_call``) to see what Keras hands it.
-
-    Only the outermost call is recorded; variables are read inside it, where the layer's
-    autocast scope is active, so ``variable.value`` has the dtype ``call`` works with.
-    """
-
-    _ENTRY_POINTS = ("call", "quantized_call")
+    """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
+    dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
 
     def __init__(self, layer: Any):
         self.layer = layer
         self.received: list[str] | None = None
-        self._reads: dict[str, str | None] = {}
+        self.variables: dict[str, VariableDtypes] = {}
         self._depth = 0
 
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        for name in self._ENTRY_POINTS:
-            original = getattr(self.layer, name, None)
-            if original is not None:
-                object.__setattr__(self.layer, name, self._wrap(original))
-        try:
-            yield
-        finally:
-            for name in self._ENTRY_POINTS:
-                self.layer.__dict__.pop(name, None)
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        return call_trace.wrapped_entry_points(self.layer, self._wrap)
 
-    def _wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(*args: Any, **kwargs: Any) -> Any:
             if self._depth == 0 and self.received is None:
                 self._record(args, kwargs)
@@ -432,6 +418,7 @@ class _CallRecorder:
         return recorded
 
     def _record(self, args: tuple, kwargs: dict) -> None:
+        """Inputs by dtype; variables by their path inside the layer (``query/kernel``)."""
         import keras
 
         tensors = [
@@ -440,28 +427,10 @@ class _CallRecorder:
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
         self.received = [dtypes.describe(t) for t in tensors]
-        for variable in self.layer.variables:
-            try:
-                self._reads[variable.path] = keras.backend.standardize_dtype(variable.value.dtype)
-            except Exception:
-                self._reads[variable.path] = None
-
-    @property
-    def variables(self) -> dict[str, VariableDtypes]:
-        """Each variable, by its path inside the layer (``kernel``, ``query/kernel``): its stored
-        dtype (read outside any autocast scope) and the dtype ``call`` read."""
-        import keras
-
-        found = {}
         prefix = f"{self.layer.path}/"
-        for variable in self.layer.variables:
-            if variable.path in self._reads:
-                found[variable.path.removeprefix(prefix)] = VariableDtypes(
-                    stored=keras.backend.standardize_dtype(variable.dtype),
-                    read=self._reads[variable.path],
-                    autocast=bool(getattr(variable, "_autocast", True)),
-                )
-        return found
+        self.variables = {
+            v.path.removeprefix(prefix): call_trace.variable_dtypes(v) for v in self.layer.variables
+        }
 
 
 def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:
