@@ -46,6 +46,8 @@ from dtype_explorer.versions import versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
 DEFAULT_TIMEOUT = 60.0
+#: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
+DEFAULT_START_TIMEOUT = 300.0
 
 _lock = threading.RLock()
 _pools: dict[str, pebble.ProcessPool] = {}
@@ -53,18 +55,32 @@ _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pend
 _shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
 _logs: dict[str, Path] = {}
-_config: dict[str, Any] = {"backends": None, "timeout": DEFAULT_TIMEOUT}
+_config: dict[str, Any] = {
+    "backends": None,
+    "timeout": DEFAULT_TIMEOUT,
+    "start_timeout": DEFAULT_START_TIMEOUT,
+}
 
 
 class WorkerShutdown(Exception):
     """A probe's worker was stopped on purpose (``shutdown``/``configure``) before it answered."""
 
 
-def configure(*, backends: Iterable[str] | None = None, timeout: float | None = None) -> None:
-    """Cap the backends that may start a worker (small machines) and set the default timeout.
+class WorkerStartError(RuntimeError):
+    """A worker died or hung while importing its backend (see its log, ``log_path``)."""
+
+
+def configure(
+    *,
+    backends: Iterable[str] | None = None,
+    timeout: float | None = None,
+    start_timeout: float | None = None,
+) -> None:
+    """Cap the backends that may start a worker (small machines) and set the time limits.
 
     ``backends`` overrides ``$DTYPE_EXPLORER_BACKENDS`` (e.g. ``jax,numpy``); running workers
-    of backends left out are stopped. ``timeout`` is in seconds, per probe.
+    of backends left out are stopped. ``timeout`` is in seconds, per probe; ``start_timeout``
+    bounds a worker's start (importing its backend), for workers started from now on.
     """
     with _lock:
         if backends is not None:
@@ -72,12 +88,13 @@ def configure(*, backends: Iterable[str] | None = None, timeout: float | None = 
             _config["backends"] = chosen
             for name in [b for b in _pools if b not in chosen]:
                 _stop(_pools.pop(name))
-        if timeout is not None:
-            if timeout <= 0:
-                raise InvalidSpecError(
-                    f"timeout must be a positive number of seconds, not {timeout!r}"
-                )
-            _config["timeout"] = float(timeout)
+        for name, seconds in (("timeout", timeout), ("start_timeout", start_timeout)):
+            if seconds is not None:
+                if seconds <= 0:
+                    raise InvalidSpecError(
+                        f"{name} must be a positive number of seconds, not {seconds!r}"
+                    )
+                _config[name] = float(seconds)
 
 
 def allowed_backends() -> list[str]:
@@ -170,10 +187,16 @@ def call(backend: str, function: Any, *args: Any, timeout: float | None = None) 
 
 def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """Start the workers for ``backends`` (default: all installed) in parallel and wait until
-    each has imported its backend; returns what each worker says about itself."""
+    each has imported its backend; returns what each worker says about itself. A worker that
+    cannot start (or not within the start timeout) raises :class:`WorkerStartError`."""
     names = installed_backends() if backends is None else _validated(backends)
     futures = {b: _schedule(b, worker.describe) for b in names}
-    described = {b: f.result() for b, f in futures.items()}
+    described = {}
+    for backend, future in futures.items():
+        try:
+            described[backend] = future.result()
+        except BrokenProcessPool as exc:
+            raise WorkerStartError(_start_failure(backend, exc)[2]) from None
     _devices.update({b: d["device"] for b, d in described.items()})
     return described
 
@@ -209,7 +232,7 @@ def _pool(backend: str) -> pebble.ProcessPool:
             pool = pebble.ProcessPool(
                 max_workers=1,
                 initializer=worker.init,
-                initargs=(backend, os.getpid(), str(log_path(backend))),
+                initargs=(backend, os.getpid(), str(log_path(backend)), _config["start_timeout"]),
                 context=multiprocessing.get_context("spawn"),
             )
             _pools[backend] = pool
@@ -297,18 +320,47 @@ def _storable(result: ProbeResult) -> bool:
 
 def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> ProbeResult:
     """The answer for a probe whose worker went away: stopped on purpose (``shutdown``,
-    ``configure``; pebble may then report the killed worker as expired or the pool as broken)
-    or died on its own."""
+    ``configure``; pebble may then report the killed worker as expired or the pool as broken),
+    stopped at its start deadline, or died on its own."""
     if on_purpose or isinstance(exc, WorkerShutdown):
         message = "the worker was shut down before answering (dx.shutdown or configure)"
         return _failure(spec, "error", "WorkerShutdown", message)
     if isinstance(exc, pebble.ProcessExpired):
         return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
-    message = (
-        f"the {spec.backend} worker died before answering ({exc}); "
-        "it is restarted for the next probe"
+    status, kind, message = _start_failure(spec.backend, exc)
+    return _failure(spec, status, kind, message)
+
+
+def _start_failure(backend: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(status, error type, message)`` for a worker that died before taking a task: pebble
+    then reports the pool as broken."""
+    log = log_path(backend)
+    if _start_timed_out(log, backend):
+        return (
+            "timeout",
+            "WorkerStartTimeout",
+            f"the {backend} worker did not finish starting (importing Keras on {backend}) "
+            f"within {_config['start_timeout']:g} s and was stopped; the next probe starts a "
+            f"new one (pool.configure(start_timeout=...) allows longer). Where it hung: {log}",
+        )
+    return (
+        "crashed",
+        "WorkerCrashed",
+        f"the {backend} worker died before taking this probe ({exc}); it is restarted for the "
+        f"next probe. Its output is in {log}",
     )
-    return _failure(spec, "crashed", "WorkerCrashed", message)
+
+
+def _start_timed_out(log: Path, backend: str) -> bool:
+    """Whether the worker's last start (its log's last header) ended at the start deadline."""
+    try:
+        with log.open("rb") as file:
+            file.seek(max(0, log.stat().st_size - 64_000))
+            tail = file.read().decode(errors="replace")
+    except OSError:
+        return False
+    last_start = tail.rfind(f"--- {backend} worker ")
+    return worker.START_TIMEOUT_MARK in tail[last_start:]
 
 
 def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:

@@ -28,11 +28,18 @@ _MAX_LOG_BYTES = 1 << 20
 _state: dict[str, Any] = {"backend": None, "device": "unknown", "init_error": None}
 
 
-def init(backend: str, parent_pid: int, log_path: str) -> None:
+#: What faulthandler writes before it ends a worker that did not start in time.
+START_TIMEOUT_MARK = "Timeout ("
+
+
+def init(backend: str, parent_pid: int, log_path: str, start_timeout: float) -> None:
     """Fix this process's Keras backend (pebble calls it once per worker start).
 
     The worker's output (backend chatter, a crash's traceback) goes to ``log_path``, not into
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
+    An import that hangs (a GPU driver that never answers) ends the worker after
+    ``start_timeout`` seconds, its threads' tracebacks written to the log: faulthandler's
+    watchdog needs no GIL, so it fires even while C code holds it.
     """
     os.environ["KERAS_BACKEND"] = backend
     os.environ.update(GPU_ETIQUETTE)
@@ -42,6 +49,16 @@ def init(backend: str, parent_pid: int, log_path: str) -> None:
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(log_path, backend)
     _exit_with_parent(parent_pid)
+    faulthandler.dump_traceback_later(start_timeout, exit=True)
+    try:
+        _import_backend(backend)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _import_backend(backend: str) -> None:
+    """Import Keras on ``backend`` (TensorFlow told to grow GPU memory as needed) and find the
+    device it computes on; a failure is kept for :func:`run` to report with each probe."""
     try:
         if backend == "tensorflow":
             import tensorflow as tf
@@ -55,7 +72,7 @@ def init(backend: str, parent_pid: int, log_path: str) -> None:
                 warnings.simplefilter("ignore")
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
-    except Exception as exc:  # reported by run(), per probe
+    except Exception as exc:
         _state["init_error"] = f"{type(exc).__name__}: {exc}"
 
 

@@ -216,6 +216,27 @@ def test_a_hanging_layer_times_out_and_the_next_probe_succeeds(monkeypatch):
     assert pool.submit(dense("numpy"), use_cache=False, timeout=120).result().ok
 
 
+def test_a_worker_that_hangs_while_starting_is_stopped_and_reported(tmp_path, monkeypatch):
+    hanging = tmp_path / "keras"
+    hanging.mkdir()
+    (hanging / "__init__.py").write_text("import time\ntime.sleep(600)\n")
+    monkeypatch.setitem(pool._config, "start_timeout", pool.DEFAULT_START_TIMEOUT)
+    monkeypatch.setitem(pool._config, "backends", None)
+    pool.configure(backends=[b for b in BACKENDS if b != "numpy"])  # stops the numpy worker only
+    pool.configure(backends=BACKENDS)
+    with monkeypatch.context() as patched:
+        patched.syspath_prepend(tmp_path)  # spawned workers start with this sys.path
+        pool.configure(start_timeout=3)
+        result = pool.submit(dense("numpy"), use_cache=False).result(timeout=120)
+        with pytest.raises(pool.WorkerStartError, match="within 3 s"):
+            pool.warm(["numpy"])
+    assert result.status == "timeout" and result.error.type == "WorkerStartTimeout", result
+    assert "within 3 s" in result.error.message
+    assert "in _import_backend" in pool.log_path("numpy").read_text()  # where it hung
+    pool.configure(start_timeout=pool.DEFAULT_START_TIMEOUT)
+    assert pool.submit(dense("numpy"), use_cache=False).result().ok  # a new worker starts
+
+
 def test_a_worker_killed_while_idle_is_replaced_for_the_next_probe():
     numpy_worker = pool.warm(["numpy"])["numpy"]["pid"]
     os.kill(numpy_worker, signal.SIGKILL)  # as the out-of-memory killer would
