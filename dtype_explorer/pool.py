@@ -55,6 +55,7 @@ _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pend
 _shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
 _logs: dict[str, Path] = {}
+_log_starts: dict[str, int] = {}  # each log's size when its pool started: older text is stale
 _config: dict[str, Any] = {
     "backends": None,
     "timeout": DEFAULT_TIMEOUT,
@@ -229,6 +230,7 @@ def _pool(backend: str) -> pebble.ProcessPool:
             pool = None
         if pool is None:
             _logs[backend] = _new_log_path(backend)
+            _log_starts[backend] = _size(_logs[backend])
             pool = pebble.ProcessPool(
                 max_workers=1,
                 initializer=worker.init,
@@ -352,15 +354,26 @@ def _start_failure(backend: str, exc: BaseException) -> tuple[str, str, str]:
 
 
 def _start_timed_out(log: Path, backend: str) -> bool:
-    """Whether the worker's last start (its log's last header) ended at the start deadline."""
+    """Whether the last worker this pool started (the log's last header since the pool began)
+    ended at the start deadline; a worker that died before writing a header did not."""
+    size, start = _size(log), _log_starts.get(backend, 0)
+    if size < start:  # the worker started the log afresh (it had grown too long)
+        start = 0
     try:
         with log.open("rb") as file:
-            file.seek(max(0, log.stat().st_size - 64_000))
+            file.seek(max(start, size - 64_000))
             tail = file.read().decode(errors="replace")
     except OSError:
         return False
     last_start = tail.rfind(f"--- {backend} worker ")
-    return worker.START_TIMEOUT_MARK in tail[last_start:]
+    return last_start >= 0 and worker.START_TIMEOUT_MARK in tail[last_start:]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
