@@ -11,9 +11,11 @@ import contextlib
 import faulthandler
 import os
 import pickle
+import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,9 @@ _state: dict[str, Any] = {"backend": None, "device": "unknown", "init_error": No
 
 #: What faulthandler writes before it ends a worker that did not start in time.
 START_TIMEOUT_MARK = "Timeout ("
+#: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
+#: never does: kept out while Keras imports, they save each worker ~33 MB.
+_NOT_FOR_WORKERS = ("pandas", "IPython")
 
 
 def init(backend: str, parent_pid: int, log_path: str, start_timeout: float) -> None:
@@ -51,9 +56,24 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float) -> 
     _exit_with_parent(parent_pid)
     faulthandler.dump_traceback_later(start_timeout, exit=True)
     try:
-        _import_backend(backend)
+        with _kept_out(_NOT_FOR_WORKERS):
+            _import_backend(backend)
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+@contextlib.contextmanager
+def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
+    """Make ``import`` of ``modules`` fail (as if not installed) inside the block; afterwards a
+    user's layer may import them as usual."""
+    absent = [name for name in modules if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(absent))
+    try:
+        yield
+    finally:
+        for name in absent:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
 
 
 def _import_backend(backend: str) -> None:

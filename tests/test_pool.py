@@ -248,6 +248,13 @@ def test_a_worker_that_fails_while_starting_is_reported_and_replaced(
     assert pool.submit(dense("numpy"), use_cache=False).result().ok  # a new worker starts
 
 
+def test_a_custom_layer_may_import_what_workers_keep_out_of_keras():
+    uses = custom("UsesPandas", "import pandas, IPython")  # kept out of Keras's import only
+    spec = ProbeSpec(target="custom:UsesPandas", backend="numpy")
+    result = pool.submit(spec, target_payload=pool.target_payload(uses)).result()
+    assert result.ok, result.summary()
+
+
 def test_a_worker_killed_while_idle_is_replaced_for_the_next_probe():
     numpy_worker = pool.warm(["numpy"])["numpy"]["pid"]
     os.kill(numpy_worker, signal.SIGKILL)  # as the out-of-memory killer would
