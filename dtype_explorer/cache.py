@@ -1,8 +1,9 @@
 """The persistent result cache: an embedded SQLite database in the user's cache directory.
 
-A probe answer depends on the probe spec and on the code that produced it, so the key is the
-full spec plus the versions of dtype-explorer, Keras, NumPy, Python and the backend's package
-(:func:`dtype_explorer.versions.versions`, read without importing any backend). Only answers
+A probe answer depends on the probe spec, on the code that produced it and on the device it ran
+on, so the key is the full spec, the versions of dtype-explorer, Keras, NumPy, Python and the
+backend's package (:func:`dtype_explorer.versions.versions`) and what decides the device
+(:func:`dtype_explorer.versions.placement`), all read without importing any backend. Only answers
 that came back from a worker's live run of a built-in target are stored: never custom layers
 (their code is not in the key), timeouts or crashes.
 
@@ -31,7 +32,7 @@ import diskcache
 import platformdirs
 
 from dtype_explorer.model import ProbeResult, ProbeSpec
-from dtype_explorer.versions import versions
+from dtype_explorer.versions import placement, versions
 
 ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
 _lock = threading.Lock()
@@ -63,13 +64,17 @@ def _db() -> diskcache.Cache:
 
 
 def key(spec: ProbeSpec) -> str:
-    """The cache key of ``spec``: the full spec and the versions that answer it."""
-    return f"{spec.cache_key()}|{_stamp(spec.backend)}"
+    """The cache key of ``spec``: the full spec, the versions that answer it and where."""
+    return f"{spec.cache_key()}|{_stamp(spec.backend)}|{_compact(placement())}"
 
 
 @functools.cache
 def _stamp(backend: str) -> str:
-    return json.dumps(versions(backend), sort_keys=True, separators=(",", ":"))
+    return _compact(versions(backend))
+
+
+def _compact(values: dict[str, str]) -> str:
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def get(spec: ProbeSpec) -> ProbeResult | None:

@@ -43,6 +43,14 @@ def test_the_key_is_the_full_spec_and_the_versions():
     assert cache.key(dense("torch")) != key
 
 
+def test_the_key_tells_apart_where_the_answer_was_computed(monkeypatch):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    seen_gpus = cache.key(dense("tensorflow"))
+    assert '"gpus":' in seen_gpus
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # every GPU hidden: a CPU answer
+    assert cache.key(dense("tensorflow")) != seen_gpus
+
+
 def test_a_stored_answer_is_served_without_starting_a_worker():
     backend = keras.backend.backend()  # the kernel's own: the answer is made here
     answer = run(dense(backend))
