@@ -239,6 +239,9 @@ def check_model(
 
 # --------------------------------------------------------------------------- tracing
 
+#: Held while an audit has ``Layer.__call__`` patched.
+_PATCHING = threading.RLock()
+
 
 class _Event:
     """A call being recorded (mutable while the forward pass runs)."""
@@ -296,6 +299,12 @@ class _Tracer:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
+        """Patch ``Layer.__call__`` (to see what each layer is *given*) and wrap every layer's
+        entry points; one audit at a time, so patches never nest out of order."""
+        with _PATCHING:
+            yield from self._install()
+
+    def _install(self) -> Iterator[None]:
         from keras.src.layers.layer import Layer
 
         original_dunder = Layer.__dict__["__call__"]

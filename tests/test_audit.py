@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import threading
+
 import keras
 import numpy as np
 import pytest
@@ -86,6 +89,42 @@ def test_check_leaves_weights_policy_and_global_state_alone():
     assert (keras.config.dtype_policy().name, keras.config.floatx()) == (policy, floatx)
     assert keras.layers.Layer.__call__ is original_dunder
     assert all("call" not in vars(layer) for layer in model._flatten_layers())
+
+
+def gated_model(name: str) -> tuple[keras.Model, threading.Event, threading.Event]:
+    """A model whose one layer, once built, says it is running and waits to be let go."""
+    inside, go = threading.Event(), threading.Event()
+    go.set()
+
+    class Gate(layers.Layer):
+        def call(self, x):
+            inside.set()
+            go.wait(60)
+            return x
+
+    model = keras.Sequential([keras.Input((2,)), Gate(name=name)])
+    inside.clear()
+    go.clear()
+    return model, inside, go
+
+
+def test_audits_in_two_threads_take_turns_and_leave_layer_call_alone():
+    original_dunder = keras.layers.Layer.__call__
+    first, first_inside, first_go = gated_model("first")
+    second, second_inside, second_go = gated_model("second")
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        first_audit = threads.submit(check_model, first)
+        assert first_inside.wait(60)
+        second_audit = threads.submit(check_model, second)
+        overlapped = second_inside.wait(2)  # it must wait for the first audit to end
+        first_go.set()
+        first_report = first_audit.result(60)
+        second_go.set()
+        second_report = second_audit.result(60)
+    assert not overlapped
+    assert keras.layers.Layer.__call__ is original_dunder
+    assert [c.path.split("/")[-1] for c in first_report.layers][-1] == "first"
+    assert [c.path.split("/")[-1] for c in second_report.layers][-1] == "second"
 
 
 # ----------------------------------------------------------------------------- finding kinds
