@@ -19,8 +19,10 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
 import functools
 import importlib.util
+import math
 import multiprocessing
 import os
 import pickle
@@ -39,7 +41,7 @@ from typing import Any
 import cloudpickle
 import pebble
 
-from dtype_explorer import cache, worker
+from dtype_explorer import cache, worker, worker_log
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.model import BACKENDS, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.versions import versions
@@ -48,14 +50,15 @@ ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
 DEFAULT_TIMEOUT = 60.0
 #: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
 DEFAULT_START_TIMEOUT = 300.0
+#: The longest finite time limit (faulthandler's timer cannot count past ~30 years).
+MAX_SECONDS = 1e8
 
 _lock = threading.RLock()
 _pools: dict[str, pebble.ProcessPool] = {}
 _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
 _shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
-_logs: dict[str, Path] = {}
-_log_starts: dict[str, int] = {}  # each log's size when its pool started: older text is stale
+_starts: dict[str, _Start] = {}  # per backend, how its current pool starts workers
 _config: dict[str, Any] = {
     "backends": None,
     "timeout": DEFAULT_TIMEOUT,
@@ -63,8 +66,21 @@ _config: dict[str, Any] = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """How a pool starts its workers: their log (and its size then: older text is another
+    pool's) and the start deadline they were given (``None``: none)."""
+
+    log: Path
+    log_offset: int
+    deadline: float | None
+
+
 class WorkerShutdown(Exception):
     """A probe's worker was stopped on purpose (``shutdown``/``configure``) before it answered."""
+
+
+SHUT_DOWN = "the worker was shut down before answering (dx.shutdown or configure)"
 
 
 class WorkerStartError(RuntimeError):
@@ -80,22 +96,34 @@ def configure(
     """Cap the backends that may start a worker (small machines) and set the time limits.
 
     ``backends`` overrides ``$DTYPE_EXPLORER_BACKENDS`` (e.g. ``jax,numpy``); running workers
-    of backends left out are stopped. ``timeout`` is in seconds, per probe; ``start_timeout``
-    bounds a worker's start (importing its backend), for workers started from now on.
+    of backends left out are stopped. ``timeout`` is in seconds, per probe. ``start_timeout``
+    bounds a worker's start (importing its backend) and applies to backends whose workers
+    start after this call (``shutdown()`` first to apply it to all). ``math.inf``: no limit.
+    Nothing changes when an argument is invalid.
     """
+    chosen = None if backends is None else _validated(backends)
+    limits = {
+        name: _seconds(name, value)
+        for name, value in (("timeout", timeout), ("start_timeout", start_timeout))
+        if value is not None
+    }
     with _lock:
-        if backends is not None:
-            chosen = _validated(backends)
+        if chosen is not None:
             _config["backends"] = chosen
             for name in [b for b in _pools if b not in chosen]:
-                _stop(_pools.pop(name))
-        for name, seconds in (("timeout", timeout), ("start_timeout", start_timeout)):
-            if seconds is not None:
-                if seconds <= 0:
-                    raise InvalidSpecError(
-                        f"{name} must be a positive number of seconds, not {seconds!r}"
-                    )
-                _config[name] = float(seconds)
+                _stop(_pools.pop(name), on_purpose=True)
+        _config.update(limits)
+
+
+def _seconds(name: str, value: float) -> float:
+    """A time limit: positive seconds, or ``math.inf`` for none."""
+    seconds = float(value)
+    if not 0 < seconds <= MAX_SECONDS and seconds != math.inf:
+        raise InvalidSpecError(
+            f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], or math.inf for no "
+            f"limit, not {value!r}"
+        )
+    return seconds
 
 
 def allowed_backends() -> list[str]:
@@ -196,8 +224,10 @@ def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     for backend, future in futures.items():
         try:
             described[backend] = future.result()
-        except BrokenProcessPool as exc:
-            raise WorkerStartError(_start_failure(backend, exc)[2]) from None
+        except (pebble.ProcessExpired, BrokenProcessPool) as exc:
+            if future in _shut_down:
+                raise WorkerShutdown(SHUT_DOWN) from None
+            raise WorkerStartError(_lost_before_answering(backend, exc)[2]) from None
     _devices.update({b: d["device"] for b, d in described.items()})
     return described
 
@@ -205,7 +235,8 @@ def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
 def log_path(backend: str) -> Path:
     """Where ``backend``'s worker writes its output (backend messages, crash tracebacks):
     ``workers/<backend>.log`` in the cache directory it was started with."""
-    return _logs.get(backend) or _new_log_path(backend)
+    start = _starts.get(backend)
+    return start.log if start else _new_log_path(backend)
 
 
 def _new_log_path(backend: str) -> Path:
@@ -218,7 +249,7 @@ def shutdown() -> None:
         pools = list(_pools.values())
         _pools.clear()
     for pool in pools:
-        _stop(pool)
+        _stop(pool, on_purpose=True)
 
 
 def _pool(backend: str) -> pebble.ProcessPool:
@@ -226,15 +257,17 @@ def _pool(backend: str) -> pebble.ProcessPool:
     with _lock:
         pool = _pools.get(backend)
         if pool is not None and not pool.active:
-            _stop(pool)
+            _stop(pool, on_purpose=False)
             pool = None
         if pool is None:
-            _logs[backend] = _new_log_path(backend)
-            _log_starts[backend] = _size(_logs[backend])
+            log = _new_log_path(backend)
+            deadline = _config["start_timeout"]
+            start = _Start(log, worker_log.size(log), None if deadline == math.inf else deadline)
+            _starts[backend] = start
             pool = pebble.ProcessPool(
                 max_workers=1,
                 initializer=worker.init,
-                initargs=(backend, os.getpid(), str(log_path(backend)), _config["start_timeout"]),
+                initargs=(backend, os.getpid(), str(log), start.deadline),
                 context=multiprocessing.get_context("spawn"),
             )
             _pools[backend] = pool
@@ -245,6 +278,8 @@ def _schedule(
     backend: str, function: Any, args: tuple = (), timeout: float | None = None
 ) -> Future:
     """Schedule on ``backend``'s pool, replacing it once if it broke just now."""
+    if timeout == math.inf:
+        timeout = None
     with _lock:
         try:
             pool = _pool(backend)
@@ -258,18 +293,20 @@ def _schedule(
     return task
 
 
-def _stop(pool: pebble.ProcessPool) -> None:
-    """Stop ``pool``'s worker and resolve the tasks it leaves unanswered.
-
-    Tasks in flight are marked first: pebble may report the worker it kills as expired, and
-    that is a shutdown, not a crash."""
+def _stop(pool: pebble.ProcessPool, *, on_purpose: bool) -> None:
+    """Stop ``pool``'s worker and resolve the tasks it leaves unanswered: as a shutdown when
+    stopped on purpose (marked first: pebble may report the worker it kills as expired), as
+    the pool's breakage when it is replaced because it broke."""
     pending = list(_pending.pop(pool, ()))
-    _shut_down.update(pending)
+    if on_purpose:
+        _shut_down.update(pending)
     pool.stop()
     pool.join()
     for task in pending:
         with contextlib.suppress(concurrent.futures.InvalidStateError):
-            task.set_exception(WorkerShutdown("the worker was shut down before answering"))
+            task.set_exception(
+                WorkerShutdown(SHUT_DOWN) if on_purpose else BrokenProcessPool("the pool broke")
+            )
 
 
 def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cacheable: bool) -> None:
@@ -282,7 +319,7 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
     except concurrent.futures.CancelledError:
         if task not in _shut_down:
             return
-        result = _lost_worker(spec, WorkerShutdown(), on_purpose=True)
+        result = _lost_worker(spec, WorkerShutdown(SHUT_DOWN), on_purpose=True)
     except concurrent.futures.TimeoutError:
         message = (
             f"no answer within {seconds:g} s; the {spec.backend} worker was stopped and "
@@ -325,55 +362,40 @@ def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> Pr
     ``configure``; pebble may then report the killed worker as expired or the pool as broken),
     stopped at its start deadline, or died on its own."""
     if on_purpose or isinstance(exc, WorkerShutdown):
-        message = "the worker was shut down before answering (dx.shutdown or configure)"
-        return _failure(spec, "error", "WorkerShutdown", message)
+        return _failure(spec, "error", "WorkerShutdown", SHUT_DOWN)
     if isinstance(exc, pebble.ProcessExpired):
         return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
-    status, kind, message = _start_failure(spec.backend, exc)
+    status, kind, message = _lost_before_answering(spec.backend, exc)
     return _failure(spec, status, kind, message)
 
 
-def _start_failure(backend: str, exc: BaseException) -> tuple[str, str, str]:
-    """``(status, error type, message)`` for a worker that died before taking a task: pebble
-    then reports the pool as broken."""
-    log = log_path(backend)
-    if _start_timed_out(log, backend):
+def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(status, error type, message)`` for a worker that pebble reports only as gone (the
+    pool broke): its log tells whether it was starting, hit its start deadline, or had
+    started and died (before pebble saw it take the task)."""
+    start = _starts.get(backend) or _Start(_new_log_path(backend), 0, None)
+    ending = worker_log.last_start(start.log, backend, since=start.log_offset)
+    if ending == "timed-out":
         return (
             "timeout",
             "WorkerStartTimeout",
             f"the {backend} worker did not finish starting (importing Keras on {backend}) "
-            f"within {_config['start_timeout']:g} s and was stopped; the next probe starts a "
-            f"new one (pool.configure(start_timeout=...) allows longer). Where it hung: {log}",
+            f"within {start.deadline:g} s and was stopped; the next probe starts a new one "
+            f"(pool.configure(start_timeout=...) allows longer). Where it hung: {start.log}",
+        )
+    if ending == "died-starting":
+        return (
+            "crashed",
+            "WorkerCrashed",
+            f"the {backend} worker died while starting (importing Keras on {backend}; {exc}); "
+            f"the next probe starts a new one. Its output is in {start.log}",
         )
     return (
         "crashed",
         "WorkerCrashed",
-        f"the {backend} worker died before taking this probe ({exc}); it is restarted for the "
-        f"next probe. Its output is in {log}",
+        f"the {backend} worker died before answering (a segfault, os._exit or running out of "
+        f"memory; {exc}); it is restarted for the next probe. Its output is in {start.log}",
     )
-
-
-def _start_timed_out(log: Path, backend: str) -> bool:
-    """Whether the last worker this pool started (the log's last header since the pool began)
-    ended at the start deadline; a worker that died before writing a header did not."""
-    size, start = _size(log), _log_starts.get(backend, 0)
-    if size < start:  # the worker started the log afresh (it had grown too long)
-        start = 0
-    try:
-        with log.open("rb") as file:
-            file.seek(max(start, size - 64_000))
-            tail = file.read().decode(errors="replace")
-    except OSError:
-        return False
-    last_start = tail.rfind(f"--- {backend} worker ")
-    return last_start >= 0 and worker.START_TIMEOUT_MARK in tail[last_start:]
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:

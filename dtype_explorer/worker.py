@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dtype_explorer import worker_log
+
 # Several frameworks share one GPU: none may take all of its memory up front.
 GPU_ETIQUETTE = {
     "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # jax (also used by the numpy backend)
@@ -26,25 +28,23 @@ GPU_ETIQUETTE = {
     "TF_CPP_MIN_LOG_LEVEL": "3",
 }
 
-_MAX_LOG_BYTES = 1 << 20
 _state: dict[str, Any] = {"backend": None, "device": "unknown", "init_error": None}
 
 
-#: What faulthandler writes before it ends a worker that did not start in time.
-START_TIMEOUT_MARK = "Timeout ("
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
 #: never does: kept out while Keras imports, they save each worker ~33 MB.
 _NOT_FOR_WORKERS = ("pandas", "IPython")
 
 
-def init(backend: str, parent_pid: int, log_path: str, start_timeout: float) -> None:
+def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | None) -> None:
     """Fix this process's Keras backend (pebble calls it once per worker start).
 
     The worker's output (backend chatter, a crash's traceback) goes to ``log_path``, not into
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
     An import that hangs (a GPU driver that never answers) ends the worker after
-    ``start_timeout`` seconds, its threads' tracebacks written to the log: faulthandler's
-    watchdog needs no GIL, so it fires even while C code holds it.
+    ``start_timeout`` seconds (``None``: no deadline), its threads' tracebacks written to the
+    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (A
+    script's ``__main__``, which spawn re-imports before this runs, is outside the deadline.)
     """
     os.environ["KERAS_BACKEND"] = backend
     os.environ.update(GPU_ETIQUETTE)
@@ -52,14 +52,17 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float) -> 
         os.environ["JAX_PLATFORMS"] = "cpu"
     _state["backend"] = backend
     with contextlib.suppress(OSError):  # else the output stays where it was
-        _redirect_output(log_path, backend)
+        _redirect_output(Path(log_path), backend)
     _exit_with_parent(parent_pid)
-    faulthandler.dump_traceback_later(start_timeout, exit=True)
+    if start_timeout is not None:
+        faulthandler.dump_traceback_later(start_timeout, exit=True)
     try:
         with _kept_out(_NOT_FOR_WORKERS):
             _import_backend(backend)
     finally:
         faulthandler.cancel_dump_traceback_later()
+    with contextlib.suppress(OSError):
+        os.write(2, worker_log.ready_line(backend))
 
 
 @contextlib.contextmanager
@@ -179,12 +182,8 @@ def _device(backend: str) -> str:
     return "cpu"
 
 
-def _redirect_output(log_path: str, backend: str) -> None:
-    path = Path(log_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if path.exists() and path.stat().st_size > _MAX_LOG_BYTES else "ab"
-    with path.open(mode, buffering=0) as log:
-        log.write(f"--- {backend} worker {os.getpid()} started {time.ctime()}\n".encode())
+def _redirect_output(log_path: Path, backend: str) -> None:
+    with worker_log.open_for_worker(log_path, backend) as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
     faulthandler.enable()

@@ -8,6 +8,7 @@ cloudpickle ships them by value, as it does for classes defined in a notebook.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -34,9 +35,9 @@ def conv1d_uint8(backend: str) -> ProbeSpec:
     return ProbeSpec(target="Conv1D", input_dtypes=("uint8",), backend=backend, kwargs=CONV1D)
 
 
-def dense(backend: str) -> ProbeSpec:
+def dense(backend: str, units: int = 3) -> ProbeSpec:
     return ProbeSpec(
-        target="Dense", input_dtypes=("float32",), backend=backend, kwargs={"units": 3}
+        target="Dense", input_dtypes=("float32",), backend=backend, kwargs={"units": units}
     )
 
 
@@ -220,7 +221,7 @@ def test_a_hanging_layer_times_out_and_the_next_probe_succeeds(monkeypatch):
     ("importing_keras", "status", "kind", "said"),
     [
         ("time.sleep(600)", "timeout", "WorkerStartTimeout", "within 3 s"),
-        ("os._exit(3)", "crashed", "WorkerCrashed", "died before taking this probe"),
+        ("os._exit(3)", "crashed", "WorkerCrashed", "died while starting"),
     ],
     ids=["hangs", "dies"],
 )
@@ -237,11 +238,15 @@ def test_a_worker_that_fails_while_starting_is_reported_and_replaced(
     with monkeypatch.context() as patched:
         patched.syspath_prepend(tmp_path)  # spawned workers start with this sys.path
         pool.configure(start_timeout=3)
-        result = pool.submit(dense("numpy"), use_cache=False).result(timeout=120)
+        results = [
+            f.result(timeout=120)
+            for f in [pool.submit(dense("numpy", units), use_cache=False) for units in (2, 3)]
+        ]
         with pytest.raises(pool.WorkerStartError, match=said):
             pool.warm(["numpy"])
-    assert result.status == status and result.error.type == kind, result
-    assert said in result.error.message
+    for result in results:  # the queued probe too: the worker's start failed, not a shutdown
+        assert result.status == status and result.error.type == kind, result
+        assert said in result.error.message
     if status == "timeout":
         assert "in _import_backend" in pool.log_path("numpy").read_text()  # where it hung
     pool.configure(start_timeout=pool.DEFAULT_START_TIMEOUT)
@@ -265,6 +270,8 @@ def test_a_worker_killed_while_idle_is_replaced_for_the_next_probe():
 
 
 def test_the_backend_cap_limits_workers(monkeypatch):
+    for setting in ("backends", "timeout", "start_timeout"):
+        monkeypatch.setitem(pool._config, setting, pool._config[setting])
     monkeypatch.setitem(pool._config, "backends", None)
     monkeypatch.setenv(pool.ENV_BACKENDS, "jax,numpy")
     assert pool.installed_backends() == ["jax", "numpy"]
@@ -277,8 +284,11 @@ def test_the_backend_cap_limits_workers(monkeypatch):
     assert pool.installed_backends() == ["numpy", "jax", "tensorflow"]
     names = [" ".join(p.cmdline()) for p in workers()]
     assert len(names) == 3
-    with pytest.raises(InvalidSpecError):
-        pool.configure(timeout=0)
+    for bad in (0, -1, float("nan"), 1e12):
+        with pytest.raises(InvalidSpecError, match=r"math\.inf"):
+            pool.configure(backends=["numpy"], start_timeout=bad)
+    assert pool.installed_backends() == ["numpy", "jax", "tensorflow"]  # nothing changed
+    pool.configure(timeout=math.inf, start_timeout=math.inf)  # no limits
 
 
 def test_shutdown_answers_running_and_queued_probes_and_leaves_no_process():
