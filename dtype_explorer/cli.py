@@ -58,7 +58,10 @@ def probe(
     floatx: Annotated[
         str | None, typer.Option(help="Run under keras.config.set_floatx(...).")
     ] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds per backend before giving up.")] = 60.0,
+    timeout: Annotated[
+        float | None,
+        typer.Option(help="Seconds per backend before giving up (default: the pool's, 60)."),
+    ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:

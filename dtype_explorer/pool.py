@@ -373,7 +373,7 @@ def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, 
     """``(status, error type, message)`` for a worker that pebble reports only as gone (the
     pool broke): its log tells whether it was starting, hit its start deadline, or had
     started and died (before pebble saw it take the task)."""
-    start = _starts.get(backend) or _Start(_new_log_path(backend), 0, None)
+    start = _starts[backend]  # set when its pool was made, which every task went through
     ending = worker_log.last_start(start.log, backend, since=start.log_offset)
     if ending == "timed-out":
         return (
