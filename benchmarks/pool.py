@@ -95,7 +95,7 @@ def round_trips(spec, repeat: int) -> tuple[list[float], list[float], list[float
     """Interleaved timings (ms) of the probe in this process and through the warm worker, and
     the pool's own share of each round trip (wall time minus the worker's ``total_ms``)."""
     from dtype_explorer import pool
-    from dtype_explorer.inprocess import run
+    from dtype_explorer.engine import run_probe as run
 
     local, remote, transport = [], [], []
     for _ in range(repeat):
@@ -125,7 +125,7 @@ def cache_hits(spec, repeat: int) -> list[float]:
 def measure(repeat: int, backend: str) -> dict:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     from dtype_explorer import pool
-    from dtype_explorer.model import ProbeSpec
+    from dtype_explorer.records import ProbeSpec
 
     backends = pool.installed_backends()
     imports = single_imports(backends)

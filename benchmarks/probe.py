@@ -36,8 +36,8 @@ def measure_case(name: str, kwargs: dict, shapes: tuple, repeats: int) -> dict:
     import keras
     import numpy as np
 
-    from dtype_explorer.inprocess import run
-    from dtype_explorer.model import ProbeSpec
+    from dtype_explorer.engine import run_probe as run
+    from dtype_explorer.records import ProbeSpec
 
     backend = keras.backend.backend()
     cls = getattr(keras.layers, name)

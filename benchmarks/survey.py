@@ -65,7 +65,7 @@ def measure(*, full: bool, progress: bool) -> dict:
     """Run the survey cold, then cached; return the numbers."""
     import dtype_explorer as dx
     from dtype_explorer import catalog, dtypes, pool
-    from dtype_explorer.sweep import DEFAULT_POLICIES
+    from dtype_explorer.analyses import DEFAULT_POLICIES
 
     layers = [e.name for e in catalog.layers()]
     targets = layers if full else layers[::SUBSET_STRIDE]

@@ -16,36 +16,46 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+#: Public name -> the module that holds it. The code is laid out by role (see
+#: docs/architecture.md): records, engine, runtime, analyses, views, front ends.
 _EXPORTS: dict[str, str] = {
-    "probe": "dtype_explorer.api",
-    "survey": "dtype_explorer.sweep",
-    "promotion_table": "dtype_explorer.promotion",
-    "check_model": "dtype_explorer.audit",
-    "DtypeExplorer": "dtype_explorer.widget",
-    "shutdown": "dtype_explorer.pool",
-    "cache": "dtype_explorer.cache",
-    "catalog": "dtype_explorer.catalog",
-    "ProbeSpec": "dtype_explorer.model",
-    "ProbeResult": "dtype_explorer.model",
-    "ProbeSet": "dtype_explorer.model",
+    "probe": "dtype_explorer.analyses",
+    "survey": "dtype_explorer.analyses",
+    "promotion_table": "dtype_explorer.analyses",
+    "check_model": "dtype_explorer.analyses",
+    "DtypeExplorer": "dtype_explorer.frontends.widget",
+    "shutdown": "dtype_explorer.runtime.pool",
+    "cache": "dtype_explorer.runtime.cache",
+    "pool": "dtype_explorer.runtime.pool",
+    "catalog": "dtype_explorer.engine.catalog",
+    "ProbeSpec": "dtype_explorer.records",
+    "ProbeResult": "dtype_explorer.records",
+    "ProbeSet": "dtype_explorer.records",
     "InvalidSpecError": "dtype_explorer.errors",
-    "Survey": "dtype_explorer.sweep",
-    "PromotionTable": "dtype_explorer.promotion",
-    "AuditReport": "dtype_explorer.audit",
+    "Survey": "dtype_explorer.records",
+    "PromotionTable": "dtype_explorer.records",
+    "AuditReport": "dtype_explorer.records",
 }
 
-#: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``).
-_MODULE_EXPORTS = frozenset({"cache", "catalog"})
+#: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``,
+#: ``dx.pool.configure(...)``).
+_MODULE_EXPORTS = frozenset({"cache", "catalog", "pool"})
 
 if TYPE_CHECKING:
-    from dtype_explorer.api import probe
-    from dtype_explorer.audit import AuditReport, check_model
+    from dtype_explorer.analyses import check_model, probe, promotion_table, survey
+    from dtype_explorer.engine import catalog
     from dtype_explorer.errors import InvalidSpecError
-    from dtype_explorer.model import ProbeResult, ProbeSet, ProbeSpec
-    from dtype_explorer.pool import shutdown
-    from dtype_explorer.promotion import PromotionTable, promotion_table
-    from dtype_explorer.sweep import Survey, survey
-    from dtype_explorer.widget import DtypeExplorer
+    from dtype_explorer.frontends.widget import DtypeExplorer
+    from dtype_explorer.records import (
+        AuditReport,
+        ProbeResult,
+        ProbeSet,
+        ProbeSpec,
+        PromotionTable,
+        Survey,
+    )
+    from dtype_explorer.runtime import cache, pool
+    from dtype_explorer.runtime.pool import shutdown
 
 
 def __getattr__(name: str) -> Any:
@@ -64,12 +74,10 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext dtype_explorer`` registers ``%dtype_check``."""
-    from dtype_explorer.magic import load_ipython_extension as load
-
-    load(ipython)
+    importlib.import_module("dtype_explorer.frontends.magic").load_ipython_extension(ipython)
 
 
-__all__ = [  # noqa: RUF022 - the public names, as DESIGN.md lists them
+__all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.md lists them
     "probe",
     "survey",
     "promotion_table",
@@ -78,6 +86,7 @@ __all__ = [  # noqa: RUF022 - the public names, as DESIGN.md lists them
     "shutdown",
     "cache",
     "catalog",
+    "pool",
     "ProbeSpec",
     "ProbeResult",
     "ProbeSet",

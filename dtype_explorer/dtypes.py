@@ -18,6 +18,21 @@ import numpy as np
 from dtype_explorer.errors import InvalidSpecError, unknown
 
 PYTHON_SCALARS: dict[str, type] = {"python_int": int, "python_float": float, "python_bool": bool}
+#: Every dtype name, by family: the one table the package (and the widget's colours) use.
+#: A test checks it against Keras's ``ALLOWED_DTYPES``.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "bool": ("bool",),
+    "uint": ("uint8", "uint16", "uint32", "uint64"),
+    "int": ("int8", "int16", "int32", "int64"),
+    "float": ("bfloat16", "float16", "float32", "float64"),
+    "float8": ("float8_e4m3fn", "float8_e5m2"),
+    "complex": ("complex64", "complex128"),
+    "string": ("string",),
+    "python": tuple(PYTHON_SCALARS),
+}
+_FAMILY_OF = {name: family for family, members in FAMILIES.items() for name in members}
+#: The dtypes ``keras.config.set_floatx`` accepts.
+FLOATX: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 PRESETS: dict[str, str] = {
     "default": "small values of both signs (non-negative for unsigned types)",
     "image": "pixel values 0..255, as from an image file",
@@ -44,14 +59,53 @@ def all_input_dtypes() -> tuple[str, ...]:
     return keras_dtypes() + tuple(PYTHON_SCALARS)
 
 
+def family(name: str | None) -> str:
+    """The family of a dtype name (a key of :data:`FAMILIES`), ``"other"`` for anything else.
+
+    >>> family("bfloat16"), family("uint8"), family("python_float"), family(None)
+    ('float', 'uint', 'python', 'other')
+    """
+    return _FAMILY_OF.get(name or "", "other")
+
+
 def is_float(name: str) -> bool:
-    return name in {"float16", "float32", "float64", "bfloat16", "python_float"} or name.startswith(
-        "float8"
-    )
+    """A real floating-point dtype (float8 included) or a weak Python float."""
+    return family(name) in ("float", "float8") or name == "python_float"
 
 
 def is_integer(name: str) -> bool:
-    return name.startswith(("int", "uint")) or name == "python_int"
+    """A signed or unsigned integer dtype, or a weak Python int."""
+    return family(name) in ("int", "uint") or name == "python_int"
+
+
+@functools.cache
+def bits(name: str) -> int | None:
+    """The bit width of a numeric dtype (``ml_dtypes.finfo``/``iinfo``; a complex number counts
+    both parts); ``None`` for bool, string and the weak Python scalars.
+
+    >>> bits("bfloat16"), bits("float8_e5m2"), bits("uint16"), bits("complex64"), bits("bool")
+    (16, 8, 16, 64, None)
+    """
+    kind = family(name)
+    if kind in ("float", "float8"):
+        return int(ml_dtypes.finfo(numpy_dtype(name)).bits)
+    if kind in ("int", "uint"):
+        return int(ml_dtypes.iinfo(numpy_dtype(name)).bits)
+    if kind == "complex":
+        return numpy_dtype(name).itemsize * 8
+    return None
+
+
+def narrows(source: str, target: str) -> bool:
+    """A float-to-float cast that loses bits (``float64 -> float32``, ``float32 -> bfloat16``).
+
+    >>> narrows("float64", "float32"), narrows("float16", "bfloat16"), narrows("int8", "float16")
+    (True, False, False)
+    """
+    if not (is_float(source) and is_float(target)):
+        return False
+    wide, narrow = bits(source) or 64, bits(target) or 64  # a weak Python float is a double
+    return narrow < wide
 
 
 def validate(name: str) -> str:
@@ -121,14 +175,19 @@ def describe(value: object) -> str:
 
 
 __all__ = [
+    "FAMILIES",
+    "FLOATX",
     "PRESETS",
     "PYTHON_SCALARS",
     "InvalidSpecError",
     "all_input_dtypes",
+    "bits",
     "describe",
+    "family",
     "is_float",
     "is_integer",
     "keras_dtypes",
+    "narrows",
     "numpy_dtype",
     "sample",
     "validate",

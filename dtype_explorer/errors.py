@@ -7,6 +7,9 @@ import re
 from collections.abc import Iterable
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: The frame Keras puts around an exception raised inside a layer's ``call``.
+_KERAS_HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
+_KERAS_ARGUMENTS = "\n\nArguments received by"
 
 
 class InvalidSpecError(ValueError):
@@ -48,3 +51,29 @@ def strip_ansi(text: str) -> str:
 def first_line(text: str) -> str:
     """The first line of ``text`` (``""`` for blank text)."""
     return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def keras_message(text: str, *, limit: int | None = None) -> str:
+    r"""What an exception raised through Keras says, without the colour codes and the
+    "Exception encountered when calling ..." / "Arguments received by ..." frame Keras adds;
+    cut to ``limit`` characters.
+
+    >>> keras_message("Exception encountered when calling Dense.call().\n\n"
+    ...               "\x1b[1mbad dtype\x1b[0m\n\nArguments received by Dense.call(): ...")
+    'bad dtype'
+    """
+    message = _KERAS_HEADER.sub("", strip_ansi(text).strip())
+    message = message.split(_KERAS_ARGUMENTS, 1)[0].strip()
+    if limit is not None and len(message) > limit:
+        message = message[:limit] + " ..."
+    return message
+
+
+def as_sentence(text: str) -> str:
+    r"""The first line of what a Keras error says, ending like a sentence.
+
+    >>> as_sentence("Exception encountered when calling Dense.call().\n\nbad dtype")
+    'bad dtype.'
+    """
+    line = first_line(keras_message(text))
+    return line if line.endswith((".", "!", "?")) else line + "."

@@ -1,11 +1,12 @@
 // The whole explorer: controls on top, then the answers as they arrive.
 import { renderComparison, renderDivergence } from "./compare.js";
+import { CONTROL_TRAITS } from "./contract.js";
 import { Controls } from "./controls.js";
 import { h, replaceChildren } from "./dom.js";
+import { setDtypeFamilies } from "./dtype.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
 
-const CONTROL_KEYS = ["catalog", "defaults", "dtypes", "policies", "presets", "available_backends", "request"];
 
 /** Run `callback` once the browser has painted what was just rendered. */
 function afterPaint(callback) {
@@ -26,7 +27,7 @@ export class App {
     this.errorEl = h("div", { class: "dx-messages", "aria-live": "polite" });
     this.statusEl = h("span", { class: "dx-status", testid: "status" });
     this.summaryEl = h("div", { class: "dx-summary" });
-    this.cardsEl = h("div", { class: "dx-cards", testid: "results" });
+    this.cardsEl = h("div", { class: "dx-answers", testid: "results" });
     this.promotionEl = h("div");
     this.root = h(
       "div",
@@ -53,7 +54,8 @@ export class App {
   update(state) {
     const previous = this.state;
     this.state = state;
-    if (!previous || CONTROL_KEYS.some((k) => state[k] !== previous[k])) this.controls.update(state);
+    if (!previous || state.dtype_families !== previous.dtype_families) setDtypeFamilies(state.dtype_families);
+    if (!previous || CONTROL_TRAITS.some((k) => state[k] !== previous[k])) this.controls.update(state);
     this.renderError(state.error);
     this.renderResults(state);
   }

@@ -5,6 +5,7 @@
 // Edges carry the step's note (what happened and why); an edge is red where the dtype changed.
 import { h, s } from "./dom.js";
 import { dtypeKind } from "./dtype.js";
+import { kindColor } from "./palette.js";
 
 const COLUMN = { input: 0, converted: 1, autocast: 2 };
 const CALL = 3;
@@ -153,7 +154,12 @@ function chipNode(node, x, y, width) {
   const kind = node.error ? "error" : dtypeKind(node.dtype);
   return s(
     "g",
-    { class: ["dx-node", `dx-k-${kind}`], "data-stage": node.caption, "data-dtype": node.dtype },
+    {
+      class: ["dx-node", `dx-k-${kind}`],
+      style: { "--dx-kind": kindColor(kind) },
+      "data-stage": node.caption,
+      "data-dtype": node.dtype,
+    },
     s("title", {}, node.step?.note ? `${node.dtype}: ${node.step.note}` : node.dtype),
     s("text", { class: "dx-caption", x: x + width / 2, y: y - 4, "text-anchor": "middle" }, node.caption),
     s("rect", { class: "dx-chip-rect", x, y, width, height: CHIP_H, rx: 6 }),

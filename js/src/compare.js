@@ -2,10 +2,10 @@
 import { h } from "./dom.js";
 import { outcomeChip, verdictBadge } from "./result.js";
 
+/** What a backend's answer came to, as the Python side computed it (`ProbeResult.outcome`). */
 function outcomeText(result) {
   if (!result || result.status === "pending") return "pending";
-  if (result.status === "ok") return result.output_dtype;
-  return result.error?.type ?? result.status;
+  return result.outcome;
 }
 
 /** The comparison table: a column per backend with its outcome and verdict. */

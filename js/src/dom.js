@@ -7,7 +7,9 @@ function apply(el, props) {
     if (value === undefined || value === null || value === false) continue;
     if (key === "class") el.setAttribute("class", Array.isArray(value) ? value.filter(Boolean).join(" ") : value);
     else if (key === "testid") el.setAttribute("data-testid", value);
-    else if (key === "style" && typeof value === "object") Object.assign(el.style, value);
+    else if (key === "style" && typeof value === "object") {
+      for (const [name, v] of Object.entries(value)) el.style.setProperty(name, v);
+    }
     else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
     else if (key in PROPERTIES) el[key] = value;
     else el.setAttribute(key, value === true ? "" : String(value));

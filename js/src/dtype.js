@@ -1,41 +1,36 @@
-// Presentation of dtype names: which colour family a chip gets. No dtype facts are derived here.
+// Presentation of dtype names: which colour a chip gets. The families come from the Python side
+// (the `dtype_families` trait, made from dtype_explorer.dtypes.FAMILIES); nothing is derived here.
 import { h } from "./dom.js";
+import { kindColor } from "./palette.js";
 
-const EXACT = {
-  float16: "float16",
-  bfloat16: "bfloat16",
-  float32: "float32",
-  float64: "float64",
-  bool: "bool",
-  string: "string",
-};
+let families = {};
 
-/** The colour family of a dtype name (`float16`, `int`, `uint`, `python`, ...). */
-export function dtypeKind(name) {
-  if (!name) return "none";
-  if (EXACT[name]) return EXACT[name];
-  if (name.startsWith("float8")) return "float8";
-  if (name.startsWith("uint")) return "uint";
-  if (name.startsWith("int")) return "int";
-  if (name.startsWith("complex")) return "complex";
-  if (name.startsWith("python_")) return "python";
-  return "other";
+/** Take the dtype families the kernel publishes (`dtype name -> family`). */
+export function setDtypeFamilies(table) {
+  families = table ?? {};
 }
 
-/** Labels for grouping dtype pickers, in display order. */
-export const KIND_GROUPS = [
-  ["float", "floating point", (k) => ["float16", "bfloat16", "float32", "float64", "float8"].includes(k)],
-  ["int", "signed integer", (k) => k === "int"],
-  ["uint", "unsigned integer", (k) => k === "uint"],
-  ["complex", "complex", (k) => k === "complex"],
-  ["other", "bool and string", (k) => ["bool", "string", "other"].includes(k)],
-  ["python", "weak Python scalars", (k) => k === "python"],
+/** The colour kind of a dtype name: each 16/32/64-bit float its own, others their family. */
+export function dtypeKind(name) {
+  if (!name) return "none";
+  const family = families[name] ?? "other";
+  return family === "float" ? name : family;
+}
+
+/** How dtype pickers group the families, in display order: `[label, [families]]`. */
+export const FAMILY_GROUPS = [
+  ["floating point", ["float", "float8"]],
+  ["signed integer", ["int"]],
+  ["unsigned integer", ["uint"]],
+  ["complex", ["complex"]],
+  ["bool and string", ["bool", "string", "other"]],
+  ["weak Python scalars", ["python"]],
 ];
 
 /** Group dtype names for a picker: `[[label, [names]], ...]`, empty groups dropped. */
 export function groupDtypes(names) {
-  return KIND_GROUPS.map(([, label, test]) => [label, names.filter((n) => test(dtypeKind(n)))]).filter(
-    ([, members]) => members.length,
+  return FAMILY_GROUPS.map(([label, members]) => [label, names.filter((n) => members.includes(families[n] ?? "other"))]).filter(
+    ([, found]) => found.length,
   );
 }
 
@@ -43,7 +38,12 @@ export function groupDtypes(names) {
 export function chip(name, { testid, title, extra } = {}) {
   return h(
     "span",
-    { class: ["dx-chip", `dx-k-${dtypeKind(name)}`, extra], testid, title: title ?? name ?? "" },
+    {
+      class: ["dx-chip", `dx-k-${dtypeKind(name)}`, extra],
+      style: { "--dx-kind": kindColor(dtypeKind(name)) },
+      testid,
+      title: title ?? name ?? "",
+    },
     name ?? "—",
   );
 }

@@ -1,22 +1,8 @@
 // anywidget entry point of dtype_explorer.DtypeExplorer.
 import { App } from "./app.js";
+import { TRAITS } from "./contract.js";
 import "./widget.css";
 
-const KEYS = [
-  "catalog",
-  "defaults",
-  "dtypes",
-  "policies",
-  "presets",
-  "available_backends",
-  "request",
-  "request_id",
-  "results",
-  "timings",
-  "verdict",
-  "promotion",
-  "error",
-];
 
 function render({ model, el }) {
   const app = new App(el, {
@@ -31,13 +17,13 @@ function render({ model, el }) {
     queued = true;
     queueMicrotask(() => {
       queued = false;
-      app.update(Object.fromEntries(KEYS.map((k) => [k, model.get(k)])));
+      app.update(Object.fromEntries(TRAITS.map((k) => [k, model.get(k)])));
     });
   };
-  for (const key of KEYS) model.on(`change:${key}`, redraw);
+  for (const key of TRAITS) model.on(`change:${key}`, redraw);
   redraw();
   return () => {
-    for (const key of KEYS) model.off(`change:${key}`, redraw);
+    for (const key of TRAITS) model.off(`change:${key}`, redraw);
   };
 }
 

@@ -2,6 +2,7 @@
 import { renderCastPath, renderCastSteps } from "./castpath.js";
 import { h } from "./dom.js";
 import { chip } from "./dtype.js";
+import { kindColor, verdictColor } from "./palette.js";
 
 const VERDICT_TEXT = {
   "as-documented": "as documented",
@@ -15,14 +16,24 @@ const VERDICT_TEXT = {
 
 /** A verdict badge. */
 export function verdictBadge(verdict, testid) {
-  return h("span", { class: ["dx-badge", `dx-v-${verdict}`], testid, title: verdict }, VERDICT_TEXT[verdict] ?? verdict);
+  return h(
+    "span",
+    { class: ["dx-badge", `dx-v-${verdict}`], style: { "--dx-tone": verdictColor(verdict) }, testid, title: verdict },
+    VERDICT_TEXT[verdict] ?? verdict,
+  );
 }
 
 /** The observed outcome: the output dtype chip, or the error type. */
 export function outcomeChip(result, testid) {
-  if (!result || result.status === "pending") return h("span", { class: "dx-chip dx-k-pending", testid }, "…");
+  if (!result || result.status === "pending") {
+    return h("span", { class: "dx-chip dx-k-pending", style: { "--dx-kind": kindColor("none") }, testid }, "…");
+  }
   if (result.status === "ok") return chip(result.output_dtype, { testid });
-  return h("span", { class: "dx-chip dx-k-error", testid, title: result.error?.message ?? result.status }, result.error?.type ?? result.status);
+  return h(
+    "span",
+    { class: "dx-chip dx-k-error", style: { "--dx-kind": kindColor("error") }, testid, title: result.error?.message ?? result.status },
+    result.error?.type ?? result.status,
+  );
 }
 
 function view(label, value, { observed, testid }) {
@@ -129,7 +140,7 @@ export function renderResultCard(backend, result, { roundTripMs } = {}) {
   const status = result?.status ?? "pending";
   const head = h(
     "header",
-    { class: "dx-card-head" },
+    { class: "dx-answer-head" },
     h("span", { class: "dx-backend" }, backend),
     result?.device && status !== "pending" ? h("span", { class: "dx-device" }, result.device) : null,
     status === "pending" ? h("span", { class: "dx-spinner", "aria-label": "pending" }) : null,
@@ -138,7 +149,7 @@ export function renderResultCard(backend, result, { roundTripMs } = {}) {
   if (status === "pending") {
     return h(
       "article",
-      { class: "dx-card dx-pending", testid: `result-${backend}`, "data-status": "pending", "aria-busy": "true" },
+      { class: "dx-answer dx-pending", testid: `result-${backend}`, "data-status": "pending", "aria-busy": "true" },
       head,
       h("div", { class: "dx-pending-body" }, `probing on ${backend}…`),
     );
@@ -146,7 +157,8 @@ export function renderResultCard(backend, result, { roundTripMs } = {}) {
   return h(
     "article",
     {
-      class: ["dx-card", `dx-status-${status}`],
+      class: ["dx-answer", `dx-status-${status}`],
+      style: { "--dx-tone": status === "ok" ? verdictColor(result.verdict) : kindColor("error") },
       testid: `result-${backend}`,
       "data-status": status,
       "data-verdict": result.verdict,

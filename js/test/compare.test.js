@@ -10,9 +10,10 @@ describe("comparison across backends", () => {
     const table = renderComparison(backends, conv.results);
     for (const b of backends) {
       const r = conv.results[b];
-      const expected = r.status === "ok" ? r.output_dtype : r.error.type;
-      expect(byTestId(table, `compare-${b}`).dataset.outcome).toBe(expected);
-      expect(byTestId(table, `compare-${b}`).textContent).toBe(expected);
+      // the outcome is the Python side's (ProbeResult.outcome); the chip shows the dtype or error type
+      expect(byTestId(table, `compare-${b}`).dataset.outcome).toBe(r.outcome);
+      expect(r.outcome).toBe(r.status === "ok" ? r.output_dtype : `raises ${r.error.type}`);
+      expect(byTestId(table, `compare-${b}`).textContent).toBe(r.status === "ok" ? r.output_dtype : r.error.type);
     }
   });
 

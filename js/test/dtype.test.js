@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { chip, dtypeKind, groupDtypes } from "../src/dtype.js";
+import { chip, dtypeKind, groupDtypes, setDtypeFamilies } from "../src/dtype.js";
+import { kindColor } from "../src/palette.js";
+import { fixture } from "./helpers.js";
+
+setDtypeFamilies(fixture("widget-state").dtype_families);
 
 describe("dtype chips", () => {
   it("colours each dtype by its kind", () => {
@@ -12,6 +16,7 @@ describe("dtype chips", () => {
     expect(dtypeKind("bool")).toBe("bool");
     expect(dtypeKind("string")).toBe("string");
     expect(dtypeKind(null)).toBe("none");
+    expect(dtypeKind("unconvertible (TypeError)")).toBe("other");
   });
 
   it("groups a picker's dtypes, dropping empty groups", () => {
@@ -28,6 +33,7 @@ describe("dtype chips", () => {
     const el = chip("uint8", { testid: "x" });
     expect(el.textContent).toBe("uint8");
     expect(el.className).toContain("dx-k-uint");
+    expect(el.style.getPropertyValue("--dx-kind")).toBe(kindColor("uint"));
     expect(el.dataset.testid).toBe("x");
   });
 });

@@ -1,0 +1,453 @@
+"""The audit's rules: from the recorded dtype flow of a model to findings, each with a fix.
+
+Every rule reads the :class:`~dtype_explorer.records.LayerCall` records of one real forward
+pass; ``divergences`` re-runs odd-dtype layers on other backends through the worker pool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import catalog, make_spec
+from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.records import SEVERITIES, Finding, LayerCall
+from dtype_explorer.runtime import pool
+
+HALF = ("float16", "bfloat16")
+_TO_FLOAT32 = 'x = keras.layers.Activation("linear", dtype="float32")(x)   # cast x to float32\n'
+
+
+def find(calls: list[LayerCall], *, model: Any, policy: str) -> list[Finding]:
+    """Every finding the recorded calls support (one per kind and layer). ``model`` is the one
+    that ran (under ``policy=`` an uncompiled clone); ``policy`` the one it is meant to run
+    under (its own, or the one it was cloned under)."""
+    rules: tuple[Callable[[list[LayerCall]], Iterable[Finding]], ...] = (
+        _call_errors,
+        lambda c: _silent_downcasts(c, policy),
+        _int_into_float,
+        _float32_only,
+        _custom_dtypes,
+        _float16_outputs,
+        _overflows,
+        lambda c: _no_loss_scaling(c, model),
+    )
+    return _unique(f for rule in rules for f in rule(calls))
+
+
+def ordered(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then notes; otherwise in the order of the forward pass."""
+    return sorted(_unique(findings), key=lambda f: SEVERITIES.index(f.severity))
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _call_errors(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        if call.error is not None and call.retried is None:
+            yield Finding(
+                kind="call-error",
+                severity="error",
+                path=call.path,
+                message=(
+                    f"The forward pass stopped in {call.layer_class} ({call.compute_dtype} "
+                    f"compute, received {_names(call.received)}): {_error(call)}"
+                ),
+                details={"error": call.error.to_dict()},
+            )
+
+
+def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Finding]:
+    for call in calls:
+        for source, target, why in _casts(call):
+            if not dtypes.narrows(source, target):
+                continue
+            if source != "float64" and call.policy == model_policy:
+                continue  # float32 -> 16-bit under the model's own mixed policy: asked for
+            yield Finding(
+                kind="silent-downcast",
+                severity="warning" if source == "float64" else "info",
+                path=call.path,
+                message=(
+                    f"{source} data is cast to {target} on entry to {call.layer_class} ({why}), "
+                    f"without a warning: {_precision_lost(target)}."
+                ),
+                fix=_downcast_fix(source, call),
+                details={"from": source, "to": target},
+            )
+
+
+def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        ints = [t.dtype for t in call.received if dtypes.is_integer(t.dtype)]
+        if not ints or not call.leaf or not dtypes.is_float(call.compute_dtype):
+            continue
+        entry = _catalog_entry(call.layer_class) if call.builtin else None
+        if entry is not None and not _computes_on_floats(entry):
+            continue
+        raised = call.error is not None and call.retried is not None
+        if raised:
+            outcome = (
+                f"here it raised {_error(call)} The audit re-ran it with the input cast to "
+                f"{call.compute_dtype}, and that works."
+            )
+        else:
+            outcome = (
+                f"here it returned {_names(call.outputs)}, but whether integer input is "
+                "accepted, cast or rejected differs between layers and backends "
+                "(check with --backends all)."
+            )
+        yield Finding(
+            kind="int-into-float-layer",
+            severity="error" if raised else "warning" if entry is not None else "info",
+            path=call.path,
+            message=(
+                f"{ints[0]} data reaches {call.layer_class}, which computes in "
+                f"{call.compute_dtype}; Keras autocasts only float inputs, so {outcome}"
+            ),
+            fix=(
+                f"# give {call.layer_class} float data, e.g. scaled pixels:\n"
+                "x = keras.layers.Rescaling(1.0 / 255)(x)   # uint8 0..255 -> float32 0..1\n"
+                f'# or just cast: x = keras.ops.cast(x, "{call.compute_dtype}")'
+            ),
+            details={"input": ints[0], "raised": raised},
+        )
+
+
+def _float32_only(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        half_in = any(t.dtype in HALF for t in call.received)
+        if call.error is not None and call.retried and half_in:
+            yield Finding(
+                kind="float32-only-layer",
+                severity="error",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} fails under the {call.policy} policy: Keras autocasts "
+                    f"its input to {_names(call.received)}, and it only takes float32. "
+                    f"{_error(call)} The audit re-ran it with float32 input, and that works."
+                ),
+                fix=_float32_fix(call),
+                details={"received": _names(call.received)},
+            )
+        elif call.builtin and call.leaf and _stays_wider(call, only_half=True):
+            yield Finding(
+                kind="float32-only-layer",
+                severity="warning",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} computes in {call.compute_dtype} under {call.policy}, "
+                    f"yet returned {_names(call.outputs)}: it silently stays in float32, and "
+                    "the next layers cast back down."
+                ),
+                fix=_float32_fix(call),
+            )
+
+
+def _custom_dtypes(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        if call.builtin or call.call_index:
+            continue
+        problems = [
+            f"variable '{name}' is stored as {var.stored}, but the {call.policy} policy "
+            f"stores variables in {call.variable_dtype}"
+            for name, var in call.variables.items()
+            if dtypes.is_float(var.stored) and var.stored != call.variable_dtype
+        ]
+        problems += [
+            f"variable '{name}' is read as {var.read} in call(), not in the compute dtype "
+            f"{call.compute_dtype}" + ("" if var.autocast else " (add_weight(autocast=False))")
+            for name, var in call.variables.items()
+            if var.read and dtypes.is_float(var.read) and var.read != call.compute_dtype
+        ]
+        if call.leaf and _stays_wider(call, only_half=False):
+            problems.append(
+                f"call() returns {_names(call.outputs)} from {_names(call.received)} input, "
+                f"although its policy computes in {call.compute_dtype}: it casts against its policy"
+            )
+        if problems:
+            yield Finding(
+                kind="custom-variable-dtype",
+                severity="warning",
+                path=call.path,
+                message=f"Custom layer {call.layer_class}: " + "; ".join(problems) + ".",
+                fix=(
+                    "def build(self, input_shape):\n"
+                    "    # no dtype=: stored in self.variable_dtype, read in self.compute_dtype\n"
+                    "    self.w = self.add_weight(shape=(input_shape[-1], self.units))\n\n"
+                    "def call(self, x):   # x and self.w both arrive in the compute dtype\n"
+                    "    y = keras.ops.matmul(x, self.w)\n"
+                    "    return keras.ops.cast(y, self.compute_dtype)   # never a fixed float32"
+                ),
+                details={"problems": problems},
+            )
+
+
+def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        half = [t.dtype for t in call.outputs if t.dtype in HALF]
+        if not half or not (call.final_output or call.softmax):
+            continue
+        what = "the model's output, the loss's input," if call.final_output else "this softmax"
+        yield Finding(
+            kind="float16-output",
+            severity="warning",
+            path=call.path,
+            message=(
+                f"Under {call.policy}, {what} is {half[0]} (from {call.layer_class}): "
+                "probabilities near 0 and 1 lose precision, and the loss can overflow or take "
+                "log(0). Keep the last layer in float32."
+            ),
+            fix=(
+                f'keras.layers.{call.layer_class}(..., dtype="float32")   # the last layer\n'
+                "# or after it:\n"
+                'outputs = keras.layers.Activation("linear", dtype="float32")(outputs)'
+            ),
+            details={"output": half[0], "final": call.final_output},
+        )
+
+
+def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
+    flagged = [c for c in calls if _overflowed(c)]
+    for call in flagged:
+        if any(o.path.startswith(call.path + "/") for o in flagged):
+            continue  # an inner layer is where it happened
+        finite_given = all(t.finite is not False for t in call.given or ())
+        at_entry = finite_given and any(t.finite is False for t in call.received)
+        how = (
+            f"casting its finite input to {_names(call.received)} on entry"
+            if at_entry
+            else f"computing in {call.compute_dtype}"
+        )
+        yield Finding(
+            kind="overflow",
+            severity="error",
+            path=call.path,
+            message=(
+                f"{call.layer_class} produced inf or NaN from finite input by {how}: "
+                "float16 holds at most 65504."
+            ),
+            fix=(
+                f'keras.layers.{call.layer_class}(..., dtype="float32")   # this layer in float32\n'
+                "# or keep activations small (normalise inputs), or use mixed_bfloat16"
+            ),
+        )
+
+
+def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
+    import keras
+
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return
+    if not any(c.compute_dtype == "float16" for c in calls):
+        return
+    name = type(optimizer).__name__
+    yield Finding(
+        kind="no-loss-scaling",
+        severity="warning",
+        path=model.name,
+        message=(
+            f"The model is compiled with {name} and computes in float16, without loss "
+            "scaling: small gradients underflow to zero. compile() adds a LossScaleOptimizer "
+            f"only when the model's own policy is mixed_float16 ({model.dtype_policy.name} here)."
+        ),
+        fix=(
+            f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{name}())\n"
+            "model.compile(optimizer=optimizer, loss=...)"
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- across backends
+
+
+def divergences(
+    calls: list[LayerCall],
+    layers: dict[str, Any],
+    backends: list[str],
+    *,
+    timeout: float | None = None,
+) -> list[Finding]:
+    """Re-run each catalogued layer that took integer, bool or 64-bit input (or raised) on
+    ``backends`` and on this one, through the worker pool; report those whose results differ."""
+    import keras
+
+    names = list(dict.fromkeys([keras.backend.backend(), *backends]))
+    groups: dict[str, tuple[LayerCall, list[Any]]] = {}
+    for call in calls:
+        specs = _probe_specs(call, layers.get(call.path), names)
+        if specs:
+            groups.setdefault(specs[0].cache_key(), (call, specs))
+    wanted = [spec for _, specs in groups.values() for spec in specs]
+    results = {r.spec.cache_key(): r for r in pool.run_many(wanted, timeout=timeout)}
+    findings = []
+    for call, specs in groups.values():
+        outcomes = {spec.backend: results[spec.cache_key()] for spec in specs}
+        finished = [r for r in outcomes.values() if r.status in ("ok", "error")]
+        if len({(r.status, r.output_dtype) for r in finished}) < 2:
+            continue
+        shown = {backend: _outcome(r) for backend, r in outcomes.items()}
+        findings.append(
+            Finding(
+                kind="backend-divergence",
+                severity="error" if any(r.status == "error" for r in finished) else "warning",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} on {', '.join(specs[0].input_dtypes)} input under "
+                    f"{call.policy} differs across backends: "
+                    + "; ".join(f"{b} {o}" for b, o in shown.items())
+                    + "."
+                ),
+                fix=(
+                    f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
+                    f"# hand {call.layer_class} its compute dtype: every backend agrees"
+                ),
+                details=shown,
+            )
+        )
+    return findings
+
+
+def _probe_specs(call: LayerCall, layer: Any, backends: list[str]) -> list[Any]:
+    """One probe spec per backend re-creating ``call``, or none if it is not worth probing."""
+    entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
+    if layer is None or entry is None or entry.skip or not _odd_input(call):
+        return []
+    given = call.given if call.given is not None else call.received
+    try:
+        return [
+            make_spec(
+                entry.name,
+                input_dtype=tuple(t.dtype for t in given),
+                policy=call.policy,
+                backend=backend,
+                kwargs=_kwargs(layer),
+                shape=[tuple(d or 1 for d in t.shape) for t in given],
+            )
+            for backend in backends
+        ]
+    except InvalidSpecError:
+        return []
+
+
+def _odd_input(call: LayerCall) -> bool:
+    """Integer, bool or 64-bit input, or a call that raised: where backends part ways."""
+    given = call.given if call.given is not None else call.received
+    odd = any(not dtypes.is_float(t.dtype) or t.dtype == "float64" for t in given)
+    return odd or call.error is not None
+
+
+def _kwargs(layer: Any) -> dict[str, Any]:
+    """The layer's config as plain JSON kwargs for a probe; serialized Keras objects
+    (initializers, regularizers, constraints) are left at their defaults."""
+    config = json.loads(json.dumps(layer.get_config(), default=str))
+    return {
+        key: value
+        for key, value in config.items()
+        if key not in ("name", "dtype", "trainable")
+        and not (isinstance(value, dict) and "class_name" in value)
+    }
+
+
+def _outcome(result: Any) -> str:
+    return f"returns {result.outcome}" if result.ok else result.outcome
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _casts(call: LayerCall) -> Iterator[tuple[str, str, str]]:
+    """(from, to, why) for every input dtype Keras changed on the way into ``call``."""
+    if call.given is not None and len(call.given) == len(call.received):
+        for given, received in zip(call.given, call.received, strict=True):
+            if given.dtype != received.dtype:
+                why = f"its {call.policy} policy autocasts float inputs"
+                yield given.dtype, received.dtype, why
+    if call.entry and len(call.entry) == len(call.received):
+        for received, entry in zip(call.received, call.entry, strict=True):
+            if received.dtype != entry:
+                yield received.dtype, entry, f"its keras.Input is {entry}"
+
+
+def _computes_on_floats(entry: Any) -> bool:
+    """A catalogued layer doing float math on its (float-role) input."""
+    return entry.contract in ("compute", "self-managed") and entry.roles[0] == "float"
+
+
+def _downcast_fix(source: str, call: LayerCall) -> str:
+    if source == "float64":
+        return (
+            "# keep float64 end to end (set before building the model):\n"
+            'keras.config.set_floatx("float64")   # or dtype="float64" on keras.Input and layers\n'
+            "# or, if float32 is enough, cast where the data enters, so that it shows:\n"
+            'x = x.astype("float32")'
+        )
+    return (
+        f"# {call.layer_class} runs under {call.policy}, unlike the rest of the model:\n"
+        f'keras.layers.{call.layer_class}(..., dtype="float32")   # or the policy you meant'
+    )
+
+
+def _float32_fix(call: LayerCall) -> str:
+    return (
+        _TO_FLOAT32
+        + f'y = keras.layers.{call.layer_class}(..., dtype="float32")(x)   # or the whole layer'
+    )
+
+
+def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:
+    """A float-computing call returning floats wider than its compute dtype, although its
+    float inputs arrived in the compute dtype (``only_half``: only for 16-bit compute)."""
+    compute = call.compute_dtype
+    if not dtypes.is_float(compute) or call.error is not None:
+        return False
+    if only_half and compute not in HALF:
+        return False
+    floats_in = [t.dtype for t in call.received if dtypes.is_float(t.dtype)]
+    floats_out = [t.dtype for t in call.outputs if dtypes.is_float(t.dtype)]
+    if not floats_out or any(d != compute for d in floats_in):
+        return False
+    return any(dtypes.narrows(d, compute) for d in floats_out)
+
+
+def _overflowed(call: LayerCall) -> bool:
+    finite_in = all(t.finite is not False for t in (call.given or call.received))
+    nonfinite_out = any(t.finite is False for t in call.outputs)
+    half = call.compute_dtype in HALF or any(t.dtype in HALF for t in call.outputs)
+    return finite_in and nonfinite_out and half
+
+
+def _catalog_entry(name: str) -> Any:
+    try:
+        found = catalog.entry(name)
+    except InvalidSpecError:
+        return None
+    return found if found.kind == "layer" else None
+
+
+def _unique(findings: Iterable[Finding]) -> list[Finding]:
+    seen: dict[tuple[str, str], Finding] = {}
+    for finding in findings:
+        seen.setdefault((finding.kind, finding.path), finding)
+    return list(seen.values())
+
+
+def _precision_lost(target: str) -> str:
+    if target == "float16":
+        return "float16 keeps about 3 significant digits and overflows beyond 65504"
+    if target == "bfloat16":
+        return "bfloat16 keeps about 2 significant digits"
+    return "digits beyond float32's ~7 significant ones are lost"
+
+
+def _error(call: LayerCall) -> str:
+    assert call.error is not None
+    return f"{call.error.type}: {as_sentence(call.error.message)}"
+
+
+def _names(infos: Iterable[Any]) -> str:
+    return ", ".join(t.dtype for t in infos) or "nothing"

@@ -1,0 +1,105 @@
+"""The front door: ``probe`` validates a question, then answers it in this process or in the
+backends' worker processes.
+
+>>> import dtype_explorer as dx
+>>> dx.probe("Conv1D", input_dtype="uint8", backend="all").verdict   # doctest: +SKIP
+'diverges'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dtype_explorer import backends as backend_names
+from dtype_explorer.engine import ShapeArg, make_spec, run_probe
+from dtype_explorer.records import ProbeResult, ProbeSet
+from dtype_explorer.runtime import pool
+
+DtypeArg = str | Sequence[str]
+
+
+def probe(
+    target: Any,
+    input_dtype: DtypeArg = "float32",
+    policy: Any = None,
+    backend: str | Sequence[str] | None = None,
+    *,
+    kwargs: dict[str, Any] | None = None,
+    shape: ShapeArg = None,
+    values: str = "default",
+    floatx: str | None = None,
+    seed: int = 0,
+    timeout: float | None = None,
+    use_cache: bool = True,
+) -> ProbeResult | ProbeSet:
+    """Run ``target`` on a sample of ``input_dtype`` under ``policy`` and report every dtype.
+
+    Args:
+        target: a ``keras.layers`` class name (``"Dense"``), ``"ops.<name>"``, or a user
+            ``Layer`` subclass or instance.
+        input_dtype: the input's dtype, or one per input (``("int8", "float16")``).
+        policy: a dtype policy name or ``keras.DTypePolicy``. ``None`` is the policy Keras
+            makes from ``floatx`` (``"float32"`` unless ``floatx`` is given), whatever this
+            session's global policy is, so answers are the same in every process.
+        backend: ``None`` runs in this process on the backend Keras imported; a backend name
+            runs in that backend's worker process; ``"all"`` or a list of names runs on each.
+        kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, as JSON
+            values; they replace the catalog's defaults.
+        shape: the input shape (batch first), or one per input.
+        values: the sample's value preset: ``default``, ``image``, ``large`` or ``tiny``.
+        floatx: ``keras.config.floatx()`` during the probe.
+        seed: the seed of the sample's values.
+        timeout: seconds a worker may take (default: the pool's, 60).
+        use_cache: answer from, and store into, the result cache.
+
+    Returns:
+        A ``ProbeResult`` for one backend (``backend=None`` or a name); a ``ProbeSet`` with one
+        result per backend for ``"all"`` or a list.
+
+    Raises:
+        InvalidSpecError: a part of the question does not exist (with the closest match).
+
+    >>> import dtype_explorer as dx
+    >>> r = dx.probe("Dense", input_dtype="float64", kwargs={"units": 2})
+    >>> r.output_dtype, r.verdict
+    ('float32', 'as-documented')
+    >>> [step.dtype for step in r.notable_steps()]
+    ['float64', 'float32', 'float32']
+    """
+    backends = resolve_backends(backend)
+    specs = [
+        make_spec(
+            target,
+            input_dtype,
+            policy,
+            b,
+            kwargs=kwargs,
+            shape=shape,
+            values=values,
+            floatx=floatx,
+            seed=seed,
+        )
+        for b in backends
+    ]
+    custom = None if isinstance(target, str) else target
+    if backend is None:
+        return run_probe(specs[0], target=custom)
+
+    payload = pool.target_payload(custom) if custom is not None else None
+    futures = [
+        pool.submit(s, target_payload=payload, timeout=timeout, use_cache=use_cache) for s in specs
+    ]
+    results = [f.result() for f in futures]
+    if isinstance(backend, str) and backend != "all":
+        return results[0]
+    return ProbeSet(results=tuple(results))
+
+
+def resolve_backends(backend: str | Sequence[str] | None) -> list[str | None]:
+    """``None`` (in-process), one name, ``"all"`` (every installed backend) or a list."""
+    if backend is None:
+        return [None]
+    if backend == backend_names.ALL:
+        return list(pool.installed_backends())
+    return list(backend_names.names(backend))

@@ -1,0 +1,320 @@
+"""Promotion tables: the dtype an op returns for every pair of input dtypes, three ways, beside
+the tables of the libraries Keras is compared with.
+
+For each pair and backend a probe of ``ops.<op>`` gives the *documented* dtype (Keras's
+``result_type``, computed in that backend's worker, so TensorFlow's 64-bit results show), the
+*declared* (symbolic) dtype and the *observed* (eager) one. Beside them, the same op is run in
+JAX (``jax.numpy``, x64 off, as Keras runs it), NumPy, PyTorch and TensorFlow's NumPy
+behaviour, each in the process that already imports that library; TensorFlow's NumPy behaviour
+changes TensorFlow's global state, so it runs in a throwaway process.
+
+>>> import dtype_explorer as dx
+>>> table = dx.promotion_table("add", dtypes=["int8", "uint8", "float16"])   # doctest: +SKIP
+>>> table.cell("int8", "uint8").shown                                        # doctest: +SKIP
+'int16'
+>>> table.disagreements()                                                    # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib.util
+import multiprocessing
+import threading
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.analyses._survey import installed, run_specs
+from dtype_explorer.dtypes import FLOATX
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine.catalog import OpEntry
+from dtype_explorer.errors import InvalidSpecError, first_line, unknown
+from dtype_explorer.records import REFERENCES, ProbeSpec, PromotionTable, RefCell, pair_key
+from dtype_explorer.runtime import pool
+from dtype_explorer.versions import library_version
+
+#: Ops with a promotion table and a same-named function in every reference library.
+OPS: tuple[str, ...] = (
+    "add",
+    "multiply",
+    "matmul",
+    "divide",
+    "where",
+    "maximum",
+    "concatenate",
+)
+#: Seconds a reference library may take for a whole table (JAX compiles each dtype pair).
+REFERENCE_TIMEOUT = 600.0
+
+
+def promotion_table(
+    op: str = "add",
+    dtypes: Sequence[str] | None = None,
+    backends: Sequence[str] | str | None = None,
+    *,
+    floatx: str | None = None,
+    references: Sequence[str] | None = None,
+    timeout: float | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> PromotionTable:
+    """Probe ``ops.<op>`` on every pair of ``dtypes`` on every backend, under ``floatx``.
+
+    Args:
+        op: a binary ``keras.ops`` function (``"add"`` or ``"ops.add"``; ``"where"`` takes a
+            boolean condition and the pair).
+        dtypes: the dtypes of the grid (default: every Keras dtype but ``string``, plus the
+            weak Python scalars ``python_int``, ``python_float`` and ``python_bool``).
+        backends: backend names or ``"all"`` (default: every installed one).
+        floatx: decides weak floats and int-to-float results (default: this session's
+            ``keras.config.floatx()``); the table records the one it was made under.
+        references: the libraries beside Keras: ``jax``, ``numpy``, ``torch``, ``tensorflow``
+            (default: every installed one).
+        timeout: seconds a worker may take per probe (default: the pool's).
+        use_cache: answer from, and store into, the result cache.
+        progress: show a progress bar.
+
+    Returns:
+        A ``PromotionTable``: ``.cell(lhs, rhs)``, ``.disagreements()``, ``.to_frame()``,
+        ``.figure()``.
+
+    >>> import dtype_explorer as dx
+    >>> t = dx.promotion_table("add", dtypes=["int8", "uint8"], backends="numpy",
+    ...                        references=["numpy"], progress=False)      # doctest: +SKIP
+    >>> t.cell("int8", "uint8").shown                                     # doctest: +SKIP
+    'int16'
+    """
+    entry = _op_entry(op)
+    names = _dtypes(dtypes)
+    chosen = installed(backends)
+    libraries = _references(references)
+    if floatx is None:
+        import keras
+
+        floatx = keras.config.floatx()
+    if floatx not in FLOATX:
+        raise unknown("floatx", floatx, FLOATX)
+    pairs = [(lhs, rhs) for lhs in names for rhs in names]
+    operands = [_operands(entry, lhs, rhs) for lhs, rhs in pairs]
+    pending = {lib: _reference_future(lib, entry, tuple(operands)) for lib in libraries}
+    specs = [
+        ProbeSpec(target=entry.name, input_dtypes=ops_, backend=b, floatx=floatx)
+        for ops_ in operands
+        for b in chosen
+    ]
+    results = run_specs(
+        specs, timeout=timeout, use_cache=use_cache, progress=progress, desc=entry.name
+    )
+    answers = {lib: _answers_or_failure(lib, future, len(pairs)) for lib, future in pending.items()}
+    return PromotionTable(
+        op=entry.name,
+        floatx=floatx,
+        dtypes=names,
+        backends=chosen,
+        results=tuple(results),
+        references={
+            lib: {pair_key(*pair): cell for pair, cell in zip(pairs, cells)}
+            for lib, cells in answers.items()
+        },
+        reference_versions={lib: library_version(lib) for lib in libraries},
+    )
+
+
+# ------------------------------------------------------------------------------ references
+
+
+def reference_dtypes(
+    library: str,
+    function: str,
+    operands: tuple[tuple[str, ...], ...],
+    shapes: tuple[tuple[int, ...], ...],
+    kwargs: dict[str, Any],
+    list_input: bool,
+) -> list[RefCell]:
+    """Run ``<library>.<function>`` on samples of each operand tuple and name each result's dtype.
+
+    Runs in a process that imports ``library`` (``"tensorflow"`` expects NumPy behaviour to be
+    on already). The samples are the ones the Keras probes use (``dtypes.sample``).
+    """
+    module, convert, name_of = _library(library)
+    fn = getattr(module, function)
+    cells = []
+    for names in operands:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                values = [
+                    _convert(convert, dtypes.sample(n, s, seed=i))
+                    for i, (n, s) in enumerate(zip(names, shapes))
+                ]
+                out = fn(values, **kwargs) if list_input else fn(*values, **kwargs)
+            cells.append(RefCell(dtype=name_of(out)))
+        except Exception as error:
+            cells.append(RefCell(error=f"{type(error).__name__}: {first_line(str(error))}"[:300]))
+    return cells
+
+
+def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
+    """:func:`reference_dtypes` for TensorFlow with its NumPy behaviour switched on.
+
+    This changes TensorFlow's global state for the rest of the process: call it only in a
+    throwaway process.
+    """
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # it warns about every op it does not cover
+    tf.experimental.numpy.experimental_enable_numpy_behavior(dtype_conversion_mode="all")
+    return reference_dtypes("tensorflow", *args)
+
+
+def _library(library: str):
+    if library == "numpy":
+        return np, None, lambda out: np.asarray(out).dtype.name
+    if library == "jax":
+        import jax.numpy as jnp
+
+        return jnp, jnp.asarray, lambda out: np.dtype(out.dtype).name
+    if library == "torch":
+        import torch
+
+        def to_torch(array: np.ndarray) -> Any:
+            name = array.dtype.name
+            if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # no NumPy twin in torch
+                return torch.from_numpy(array.astype(np.float32)).to(getattr(torch, name))
+            return torch.from_numpy(array)
+
+        return torch, to_torch, lambda out: str(out.dtype).removeprefix("torch.")
+    if library == "tensorflow":
+        import tensorflow as tf
+
+        return tf.experimental.numpy, tf.constant, lambda out: out.dtype.name
+    raise InvalidSpecError(f"no reference library {library!r}; valid: {', '.join(REFERENCES)}")
+
+
+def _convert(convert: Any, value: Any) -> Any:
+    if convert is None or isinstance(value, (bool, int, float)):
+        return value  # Python scalars go in as they are: weak types
+    return convert(value)
+
+
+_answers: dict[tuple, list[RefCell]] = {}
+_answers_lock = threading.Lock()
+
+
+def _reference_future(
+    library: str, entry: OpEntry, operands: tuple[tuple[str, ...], ...]
+) -> concurrent.futures.Future[list[RefCell]]:
+    """The library's answers for ``operands``: remembered per library version for the session."""
+    args = (
+        entry.function_name,
+        operands,
+        tuple(entry.shapes),
+        dict(entry.kwargs),
+        entry.input_style == "list",
+    )
+    key = (library, library_version(library), repr(args))
+    with _answers_lock:
+        known = _answers.get(key)
+    if known is not None:
+        done: concurrent.futures.Future[list[RefCell]] = concurrent.futures.Future()
+        done.set_result(known)
+        return done
+    future = _start_reference(library, args)
+
+    def remember(f: concurrent.futures.Future) -> None:
+        if f.exception() is None:
+            with _answers_lock:
+                _answers[key] = f.result()
+
+    future.add_done_callback(remember)
+    return future
+
+
+def _answers_or_failure(
+    library: str, future: concurrent.futures.Future[list[RefCell]], count: int
+) -> list[RefCell]:
+    """The library's answers; if its run failed (a timeout, a crash), that failure in each cell."""
+    try:
+        return future.result(timeout=REFERENCE_TIMEOUT)
+    except Exception as error:
+        message = f"the {library} reference run failed: {type(error).__name__}: {error}"
+        return [RefCell(error=message[:300])] * count
+
+
+def _start_reference(library: str, args: tuple) -> concurrent.futures.Future[list[RefCell]]:
+    if library == "numpy":  # NumPy is already in this process
+        done: concurrent.futures.Future[list[RefCell]] = concurrent.futures.Future()
+        done.set_result(reference_dtypes("numpy", *args))
+        return done
+    if library == "tensorflow":
+        return _throwaway(tf_numpy_reference_dtypes, *args)
+    return pool.call(library, reference_dtypes, library, *args, timeout=REFERENCE_TIMEOUT)
+
+
+def _throwaway(fn: Any, *args: Any) -> concurrent.futures.Future:
+    """Run ``fn(*args)`` in a fresh process that exits afterwards."""
+    executor = concurrent.futures.ProcessPoolExecutor(
+        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+    )
+    future = executor.submit(fn, *args)
+    executor.shutdown(wait=False)
+    return future
+
+
+# --------------------------------------------------------------------------------- helpers
+
+
+def _op_entry(op: str) -> OpEntry:
+    name = op if op.startswith("ops.") else f"ops.{op}"
+    found = catalog.entry(name)
+    if not isinstance(found, OpEntry) or _pair_arity(found) is None:
+        raise InvalidSpecError(
+            f"{name} takes no pair of inputs; promotion tables are for binary ops such as "
+            f"{', '.join(OPS)}"
+        )
+    return found
+
+
+def _pair_arity(entry: OpEntry) -> int | None:
+    if entry.arity == 2:
+        return 2
+    if entry.arity == 3 and entry.function_name == "where":
+        return 3
+    return None
+
+
+def _operands(entry: OpEntry, lhs: str, rhs: str) -> tuple[str, ...]:
+    """The input dtypes of one probe: the pair, after ``where``'s boolean condition."""
+    return (lhs, rhs) if entry.arity == 2 else ("bool", lhs, rhs)
+
+
+def _dtypes(names: Sequence[str] | None) -> tuple[str, ...]:
+    if names is None:
+        return tuple(n for n in dtypes.all_input_dtypes() if n != "string")
+    if isinstance(names, str):
+        names = [names]
+    chosen = tuple(dict.fromkeys(dtypes.validate(n) for n in names))
+    if not chosen:
+        raise InvalidSpecError("dtypes must name at least one dtype")
+    return chosen
+
+
+def _references(libraries: Sequence[str] | None) -> tuple[str, ...]:
+    if libraries is None:  # JAX and PyTorch run in their backend's worker, so it must be allowed
+        workers = pool.installed_backends()
+        return tuple(
+            lib
+            for lib in REFERENCES
+            if importlib.util.find_spec(lib) is not None
+            and lib in (*workers, "numpy", "tensorflow")
+        )
+    if isinstance(libraries, str):
+        libraries = [libraries]
+    for lib in libraries:
+        if lib not in REFERENCES:
+            raise unknown("reference library", lib, REFERENCES)
+    return tuple(dict.fromkeys(libraries))

@@ -1,0 +1,183 @@
+"""The survey: every target x input dtype x policy x backend, probed through the worker pool
+and its cache, in parallel across backends. The answers and their classification are a
+:class:`~dtype_explorer.records.Survey`.
+
+>>> import dtype_explorer as dx
+>>> s = dx.survey(["Dense", "Flatten"], ["uint8", "float64"], ["float32"])    # doctest: +SKIP
+>>> s.to_frame()                                                              # doctest: +SKIP
+>>> s.save("survey.html")                                                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import functools
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import catalog, make_spec, validate_policy
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
+from dtype_explorer.runtime import pool
+
+DEFAULT_POLICIES: tuple[str, ...] = ("float32", "mixed_float16", "mixed_bfloat16", "float64")
+#: Probes in flight per backend: enough to keep every worker busy, few enough to stop quickly.
+WINDOW = 32
+
+
+def survey(
+    targets: Sequence[str] | None = None,
+    input_dtypes: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    backends: Sequence[str] | str | None = None,
+    *,
+    floatx: str | None = None,
+    timeout: float | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+) -> Survey:
+    """Probe every target on every input dtype under every policy on every backend.
+
+    Backends run in parallel, one worker each; every probe goes through the cache, so a
+    repeated survey is fast.
+
+    Args:
+        targets: catalog names (default: every catalog layer).
+        input_dtypes: dtype names (default: every Keras dtype, plus the weak Python scalars when
+            an op is among the targets: layers take arrays only).
+        policies: policy names (default: ``float32``, ``mixed_float16``, ``mixed_bfloat16``,
+            ``float64``).
+        backends: backend names or ``"all"`` (default: every installed one).
+        floatx: ``keras.config.floatx()`` during each probe.
+        timeout: seconds a worker may take per probe (default: the pool's).
+        use_cache: answer from, and store into, the result cache.
+        progress: show a progress bar.
+
+    Returns:
+        A ``Survey``: ``.to_frame()``, ``.figure()``, ``.counts()``, ``.diff(other)``,
+        ``.save("survey.html")``.
+
+    >>> import dtype_explorer as dx
+    >>> s = dx.survey(["Dense", "Flatten"], ["uint8"], ["float32"], backends="numpy",
+    ...               progress=False)                                    # doctest: +SKIP
+    >>> s.cell("Flatten", "uint8").classification                        # doctest: +SKIP
+    'keeps-input'
+    """
+    names = _targets(targets)
+    dtype_names = _input_dtypes(input_dtypes, names)
+    policy_names = tuple(
+        dict.fromkeys(validate_policy(p) for p in _listed(policies, DEFAULT_POLICIES))
+    )
+    chosen = installed(backends)
+    specs = [
+        make_spec(t, d, p, b, floatx=floatx)
+        for t in names
+        for d in dtype_names
+        for p in policy_names
+        for b in chosen
+    ]
+    started = time.perf_counter()
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    results = run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
+    return Survey(
+        targets=names,
+        input_dtypes=dtype_names,
+        policies=policy_names,
+        backends=chosen,
+        compute_dtypes={p: compute_dtype(p) for p in policy_names},
+        floatx=floatx,
+        created=created,
+        elapsed_s=round(time.perf_counter() - started, 3),
+        results=tuple(results),
+    )
+
+
+def run_specs(
+    specs: Sequence[ProbeSpec],
+    *,
+    timeout: float | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+    desc: str = "survey",
+) -> list[ProbeResult]:
+    """Answer ``specs`` through the pool, every backend at once, in ``specs`` order.
+
+    At most ``WINDOW`` probes per backend are in flight, so an interrupt stops soon and
+    cancels the rest.
+    """
+    results: list[ProbeResult | None] = [None] * len(specs)
+    backends = {s.backend for s in specs}
+    limit = WINDOW * max(1, len(backends))
+    queue: Iterator[tuple[int, ProbeSpec]] = iter(enumerate(specs))
+    running: dict[concurrent.futures.Future[ProbeResult], int] = {}
+    with progress_bar(total=len(specs), desc=desc, enabled=progress) as bar:
+        try:
+            while True:
+                for index, spec in queue:
+                    future = pool.submit(spec, timeout=timeout, use_cache=use_cache)
+                    if future.done():
+                        results[index] = future.result()
+                        bar.update(1)
+                        continue
+                    running[future] = index
+                    if len(running) >= limit:
+                        break
+                if not running:
+                    break
+                done, _ = concurrent.futures.wait(
+                    running, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in done:
+                    results[running.pop(future)] = future.result()
+                bar.update(len(done))
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
+    return [r for r in results if r is not None]
+
+
+def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:
+    """A notebook-aware progress bar (``tqdm.auto``)."""
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="probe")
+
+
+def installed(backends: Sequence[str] | str | None) -> tuple[str, ...]:
+    """``backends`` (``None`` or ``"all"``: every installed one), each checked to be installed
+    and allowed, so that a survey fails before it starts rather than half-way."""
+    return tuple(pool.usable(backends))
+
+
+@functools.cache
+def compute_dtype(policy: str) -> str:
+    """The compute dtype of ``policy``, as Keras's ``DTypePolicy`` says."""
+    import keras
+
+    return str(keras.dtype_policies.get(policy).compute_dtype)
+
+
+def _targets(targets: Sequence[str] | None) -> tuple[str, ...]:
+    if targets is None:
+        return tuple(e.name for e in catalog.layers())
+    return tuple(dict.fromkeys(catalog.entry(t).name for t in _listed(targets, ())))
+
+
+def _input_dtypes(names: Sequence[str] | None, targets: tuple[str, ...]) -> tuple[str, ...]:
+    if names is None:
+        with_ops = any(t.startswith("ops.") for t in targets)
+        return dtypes.all_input_dtypes() if with_ops else dtypes.keras_dtypes()
+    return tuple(dict.fromkeys(dtypes.validate(n) for n in _listed(names, ())))
+
+
+def _listed(values: Sequence[str] | str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    if values is None:
+        return default
+    listed = (values,) if isinstance(values, str) else tuple(values)
+    if not listed:
+        raise InvalidSpecError("an empty list was given; leave it out (None) for the default")
+    return listed

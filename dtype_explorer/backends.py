@@ -1,0 +1,44 @@
+"""The backends Keras 3 runs on, and how a list of them is named and checked (once, here).
+
+>>> names(["jax", "numpy", "jax"])
+['jax', 'numpy']
+>>> names("all")
+['jax', 'tensorflow', 'torch', 'numpy']
+>>> names(["jaxx"])
+Traceback (most recent call last):
+...
+dtype_explorer.errors.InvalidSpecError: unknown backend 'jaxx'; did you mean 'jax'? ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dtype_explorer.errors import InvalidSpecError, unknown
+
+BACKENDS: tuple[str, ...] = ("jax", "tensorflow", "torch", "numpy")
+ALL = "all"
+
+
+def names(backends: str | Iterable[str]) -> list[str]:
+    """``backends`` as a list of distinct backend names, in the order given: one name, a list
+    of names, or ``"all"`` (every backend). Raises ``InvalidSpecError`` for an unknown name, a
+    non-string or an empty list."""
+    if isinstance(backends, str):
+        listed: list[object] = list(BACKENDS) if backends == ALL else [backends]
+    else:
+        try:
+            listed = list(backends)
+        except TypeError:
+            raise InvalidSpecError(
+                f"backend must be a name, a list of names or 'all'; "
+                f"received: {type(backends).__name__}"
+            ) from None
+    if not listed:
+        raise InvalidSpecError(
+            f"at least one backend is needed; valid: {', '.join(BACKENDS)} or 'all'"
+        )
+    for name in listed:
+        if not isinstance(name, str) or name not in BACKENDS:
+            raise unknown("backend", name, (*BACKENDS, ALL))
+    return list(dict.fromkeys(listed))  # type: ignore[arg-type]

@@ -1,0 +1,35 @@
+"""The engine: Keras run in this process, on the backend it imported.
+
+It knows every target (``catalog``), checks a question and makes its ``ProbeSpec``
+(``make_spec``), states what Keras documents (``_rules``), runs the probe and observes every
+dtype on the way (``run_probe``, with ``_call_trace`` and ``_numerics``), and puts Keras's global
+dtype settings back afterwards (``preserved_keras_state``). Keras itself is imported only when a
+function needs it: importing the engine imports no backend.
+"""
+
+from __future__ import annotations
+
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._probe import run as run_probe
+from dtype_explorer.engine._spec import (
+    COMMON_POLICIES,
+    MAX_SAMPLE_ELEMENTS,
+    ShapeArg,
+    make_spec,
+    validate_policy,
+)
+
+__all__ = [
+    "COMMON_POLICIES",
+    "MAX_SAMPLE_ELEMENTS",
+    "ShapeArg",
+    "catalog",
+    "make_spec",
+    "preserved_keras_state",
+    "run_probe",
+    "validate_policy",
+    "variable_dtypes",
+    "wrapped_entry_points",
+]

@@ -1,0 +1,491 @@
+"""Run one probe in this process, on the backend Keras imported.
+
+A probe builds the target under the requested policy, calls it eagerly on a sample, and
+observes every dtype on the way by running Keras: ``keras.ops.convert_to_tensor`` for the
+``converted`` stage, a wrapper around the layer's own ``call`` for what it *received* and the
+variables it *read*, and the returned tensors for ``output``. The symbolic call gives the
+declared dtype; ``rules`` gives the documented one.
+
+>>> from dtype_explorer.records import ProbeSpec
+>>> import keras
+>>> r = run(ProbeSpec(target="Dense", input_dtypes=("float64",), kwargs={"units": 2},
+...                   backend=keras.backend.backend()))
+>>> r.output_dtype
+'float32'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import _rules as rules
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._numerics import measure
+from dtype_explorer.engine.catalog import INDEX_HIGH, LayerEntry, OpEntry, build_kwargs
+from dtype_explorer.errors import InvalidSpecError, keras_message
+from dtype_explorer.records import CastStep, ErrorInfo, ProbeResult, ProbeSpec, VariableDtypes
+from dtype_explorer.versions import versions
+
+_MAX_MESSAGE = 2000
+
+
+class _Invalid(Exception):
+    """The spec cannot make a valid call (Keras's own message is kept)."""
+
+    def __init__(self, error: BaseException, where: str):
+        super().__init__(str(error))
+        self.error = error
+        self.where = where
+
+
+def run(spec: ProbeSpec, *, target: Any = None) -> ProbeResult:
+    """Probe ``spec`` here. Keras errors become results; the global Keras state is restored.
+
+    ``target`` is the user layer (a ``Layer`` subclass or instance) behind a
+    ``"custom:<Name>"`` spec.
+    """
+    import keras
+
+    backend = keras.backend.backend()
+    if spec.backend != backend:
+        raise InvalidSpecError(
+            f"this process runs Keras on {backend!r}, not {spec.backend!r}; "
+            "probe other backends through dtype_explorer.pool"
+        )
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    base = {"spec": spec, "backend": backend, "versions": versions(backend), "timings": timings}
+    try:
+        with preserved_keras_state():
+            if spec.floatx:
+                keras.config.set_floatx(spec.floatx)
+            keras.config.set_dtype_policy(spec.policy)
+            if spec.target.startswith("ops."):
+                fields = _run_op(spec, catalog.entry(spec.target), timings)
+            else:
+                fields = _run_layer(
+                    spec, _layer_entry(spec, target), _layer_class(spec, target), timings
+                )
+    except _Invalid as invalid:
+        fields = {
+            "status": "invalid",
+            "error": _error_info(invalid.error, invalid.where),
+            "verdict": "error",
+        }
+    except (InvalidSpecError, ValueError, TypeError) as error:
+        fields = {"status": "invalid", "error": _error_info(error, "spec"), "verdict": "error"}
+    timings["total_ms"] = _ms(started)
+    return ProbeResult(**base, **fields)
+
+
+# ------------------------------------------------------------------------------ layers
+
+
+def _layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
+    if not spec.target.startswith("custom:"):
+        found = catalog.entry(spec.target)
+        if isinstance(found, OpEntry):
+            raise InvalidSpecError(f"{spec.target!r} is an op, not a layer")
+        if found.skip:
+            raise InvalidSpecError(f"{found.name} cannot be probed standalone: {found.skip}")
+        return found
+    if target is None:
+        raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
+    return catalog.custom_entry(spec.target)
+
+
+def _layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
+    import keras
+
+    if target is None:
+        return getattr(keras.layers, catalog.entry(spec.target).name)
+    if isinstance(target, keras.layers.Layer):
+        config = {k: v for k, v in target.get_config().items() if k != "dtype"}
+        return lambda **kwargs: type(target).from_config({**config, **kwargs})
+    return target
+
+
+def _run_layer(
+    spec: ProbeSpec, entry: LayerEntry, cls: Callable[..., Any], timings: dict[str, float]
+) -> dict:
+
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = _broadcast(spec.input_dtypes, len(shapes))
+    roles = entry.input_roles(len(shapes))
+    if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
+        raise InvalidSpecError("Python scalars (python_int, ...) are inputs of ops, not of layers")
+    kwargs = {**entry.kwargs, **spec.kwargs}
+    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+
+    def build() -> Any:
+        try:
+            return cls(**build_kwargs(kwargs))
+        except Exception as error:
+            raise _Invalid(error, "construct") from error
+
+    t0 = time.perf_counter()
+    layer = build()
+    timings["construct_ms"] = _ms(t0)
+    policy = layer.dtype_policy
+    converts = bool(getattr(layer, "_convert_input_args", True))
+
+    steps: list[CastStep] = []
+    converted: list[str] = []
+    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
+        steps.append(CastStep(stage="input", dtype=given, note="the array given", index=i))
+        conv = _converted_dtype(sample) if converts else given
+        converted.append(conv)
+        note = _conversion_note(given, conv, converts)
+        steps.append(
+            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
+        )
+    autocast_rule = [
+        rules.autocast(
+            c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+        )
+        for c in converted
+    ]
+
+    recorder = _CallRecorder(layer)
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    with recorder.installed():
+        try:
+            outputs = _call(layer, entry, samples)
+        except Exception as exc:
+            error = exc
+    timings["call_ms"] = _ms(t0)
+
+    # Declared after the eager call: a built layer traces faster. Where both fail, a symbolic
+    # call with the roles' default dtypes tells a dtype problem from a bad shape or kwarg.
+    t0 = time.perf_counter()
+    declared, declared_error = _declared_layer(
+        layer if error is None else build(), entry, shapes, input_dtypes
+    )
+    if error is not None and declared_error is not None:
+        default_dtypes = tuple(
+            {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
+        )
+        if default_dtypes != input_dtypes:
+            _, declared_error = _declared_layer(build(), entry, shapes, default_dtypes)
+        if declared_error is not None:
+            raise _Invalid(declared_error, "shape or kwargs")
+    timings["declared_ms"] = _ms(t0)
+
+    for i, (conv, got) in enumerate(zip(converted, recorder.received or ())):
+        expected, why = autocast_rule[i]
+        note = why if got == expected else f"{conv} -> {got}: received by call()"
+        steps.append(CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv))
+    variables = recorder.variables
+    for name, var in variables.items():
+        steps.append(
+            CastStep(
+                stage="variables",
+                dtype=var.read or var.stored,
+                name=name,
+                changed=var.read is not None and var.read != var.stored,
+                note=_variable_note(var),
+            )
+        )
+    documented = rules.for_layer(
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=tuple(d for d, _ in autocast_rule),
+    )
+    basis = (
+        _policy_basis(policy),
+        *dict.fromkeys(why for _, why in autocast_rule),
+        *documented.basis,
+    )
+    fields = _outcome(outputs, error, steps, documented, declared, basis)
+    fields["variables"] = variables
+    if outputs is not None:
+        t0 = time.perf_counter()
+        fields["numerics"] = measure(
+            outputs,
+            samples,
+            steps,
+            reference=lambda dtype: _reference_outputs(build, layer, entry, samples, dtype),
+        )
+        timings["numerics_ms"] = _ms(t0)
+    return fields
+
+
+def _call(layer: Any, entry: LayerEntry, inputs: list[Any]) -> Any:
+    if entry.input_style == "list":
+        return layer(list(inputs))
+    if entry.input_style == "positional":
+        return layer(*inputs)
+    return layer(inputs[0])
+
+
+def _reference_outputs(
+    build: Callable[[], Any], layer: Any, entry: LayerEntry, samples: list, dtype: str
+) -> Any:
+    """The same layer, with the same weights, run in ``dtype`` on the same sample."""
+    import keras
+
+    with preserved_keras_state():
+        keras.config.set_dtype_policy(dtype)
+        reference = build()
+    inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
+    _call(reference, entry, inputs)
+    reference.set_weights(
+        [
+            w.astype(dtype) if keras.backend.is_float_dtype(str(w.dtype)) else w
+            for w in layer.get_weights()
+        ]
+    )
+    return _call(reference, entry, inputs)
+
+
+def _declared_layer(
+    layer: Any, entry: LayerEntry, shapes, input_dtypes
+) -> tuple[tuple[str, ...], Exception | None]:
+    import keras
+
+    try:
+        symbolic = [keras.KerasTensor(shape, dtype=d) for shape, d in zip(shapes, input_dtypes)]
+        out = _call(layer, entry, symbolic)
+    except Exception as error:
+        return (), error
+    return tuple(keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(out)), None
+
+
+# --------------------------------------------------------------------------------- ops
+
+
+def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float]) -> dict:
+    import keras
+
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = _broadcast(spec.input_dtypes, len(shapes))
+    fn = getattr(keras.ops, entry.function_name)
+    kwargs = dict(entry.kwargs) | dict(spec.kwargs)
+    samples = [
+        dtypes.sample(d, s, preset=spec.values, seed=spec.seed + i)
+        for i, (d, s) in enumerate(zip(input_dtypes, shapes))
+    ]
+
+    def call(args: list[Any]) -> Any:
+        return fn(list(args), **kwargs) if entry.input_style == "list" else fn(*args, **kwargs)
+
+    steps: list[CastStep] = []
+    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
+        steps.append(CastStep(stage="input", dtype=given, note="the value given", index=i))
+        if given in dtypes.PYTHON_SCALARS:
+            note = "weak Python scalar: it takes the other operand's type where it can"
+            steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
+            continue
+        conv = _converted_dtype(sample)
+        steps.append(
+            CastStep(
+                stage="converted",
+                dtype=conv,
+                index=i,
+                changed=conv != given,
+                note=_conversion_note(given, conv, True),
+            )
+        )
+
+    t0 = time.perf_counter()
+    try:
+        symbolic = [
+            s if d in dtypes.PYTHON_SCALARS else keras.KerasTensor(shape, dtype=d)
+            for d, s, shape in zip(input_dtypes, samples, shapes)
+        ]
+        declared = tuple(
+            keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(call(symbolic))
+        )
+    except Exception:
+        declared = ()
+    timings["declared_ms"] = _ms(t0)
+
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    try:
+        outputs = call(samples)
+    except Exception as exc:
+        error = exc
+    timings["call_ms"] = _ms(t0)
+    documented = rules.for_op(entry, input_dtypes)
+    fields = _outcome(outputs, error, steps, documented, declared, documented.basis)
+    if outputs is not None:
+        fields["numerics"] = measure(outputs, samples, steps, reference=None)
+    return fields
+
+
+# ------------------------------------------------------------------------------ shared
+
+
+def _outcome(
+    outputs, error, steps, documented: rules.Documented, declared: tuple[str, ...], basis
+) -> dict:
+    import keras
+
+    fields: dict[str, Any] = {
+        "documented_dtype": documented.dtype,
+        "declared_dtype": declared[0] if declared else None,
+        "result_type_args": documented.result_type_args,
+        "basis": tuple(basis),
+    }
+    if error is not None:
+        fields.update(
+            status="error",
+            error=_error_info(error, "call"),
+            verdict="error",
+            cast_path=tuple(steps),
+        )
+        return fields
+    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
+    out_dtypes = tuple(keras.backend.standardize_dtype(t.dtype) for t in flat)
+    for i, dtype in enumerate(out_dtypes):
+        steps.append(
+            CastStep(
+                stage="output", dtype=dtype, index=i, note=_output_note(dtype, documented.dtype)
+            )
+        )
+    observed = out_dtypes[0] if out_dtypes else None
+    fields.update(
+        status="ok",
+        output_dtype=observed,
+        output_dtypes=out_dtypes,
+        device=_device(flat[0]) if flat else "cpu",
+        cast_path=tuple(steps),
+        verdict=rules.verdict(
+            status="ok",
+            documented=documented.dtype,
+            declared=fields["declared_dtype"],
+            observed=observed,
+        ),
+    )
+    return fields
+
+
+class _CallRecorder:
+    """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
+    dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
+
+    def __init__(self, layer: Any):
+        self.layer = layer
+        self.received: list[str] | None = None
+        self.variables: dict[str, VariableDtypes] = {}
+        self._depth = 0
+
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        return wrapped_entry_points(self.layer, self._wrap)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0 and self.received is None:
+                self._record(args, kwargs)
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return recorded
+
+    def _record(self, args: tuple, kwargs: dict) -> None:
+        """Inputs by dtype; variables by their path inside the layer (``query/kernel``)."""
+        import keras
+
+        tensors = [
+            t
+            for t in keras.tree.flatten((args, kwargs))
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        self.received = [dtypes.describe(t) for t in tensors]
+        prefix = f"{self.layer.path}/"
+        self.variables = {
+            v.path.removeprefix(prefix): variable_dtypes(v) for v in self.layer.variables
+        }
+
+
+def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:
+    if role == "index" and dtype != "string":
+        rng = np.random.default_rng(spec.seed)
+        return rng.integers(0, INDEX_HIGH, size=shape).astype(dtypes.numpy_dtype(dtype))
+    if dtype == "string":  # strings travel as Python lists, as Keras's own tests pass them
+        return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed).tolist()
+    return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed)
+
+
+def _converted_dtype(sample: Any) -> str:
+    import keras
+
+    try:
+        return dtypes.describe(keras.ops.convert_to_tensor(sample))
+    except Exception as error:
+        return f"unconvertible ({type(error).__name__})"
+
+
+def _conversion_note(given: str, conv: str, converts: bool) -> str:
+    if not converts:
+        return "not converted: this layer takes its inputs as given"
+    if conv == given:
+        return "backend tensor, dtype kept"
+    return f"{given} -> {conv}: the backend's tensor conversion"
+
+
+def _variable_note(var: VariableDtypes) -> str:
+    if var.read is None:
+        return f"stored {var.stored}"
+    if var.read == var.stored:
+        return f"stored and read as {var.stored}"
+    return f"stored {var.stored}, read as {var.read} inside call()"
+
+
+def _output_note(dtype: str, documented: str | None) -> str:
+    if documented is None:
+        return "no documented rule"
+    return "as documented" if dtype == documented else f"documented {documented}"
+
+
+def _policy_basis(policy: Any) -> str:
+    return (
+        f"policy {policy.name!r}: compute {policy.compute_dtype}, variables {policy.variable_dtype}"
+    )
+
+
+def _broadcast(input_dtypes: tuple[str, ...], arity: int) -> tuple[str, ...]:
+    for name in input_dtypes:
+        dtypes.validate(name)
+    if len(input_dtypes) == arity:
+        return tuple(input_dtypes)
+    if len(input_dtypes) == 1:
+        return tuple(input_dtypes) * arity
+    raise InvalidSpecError(
+        f"this target takes {arity} input(s); got {len(input_dtypes)} input dtypes {input_dtypes}"
+    )
+
+
+def _device(tensor: Any) -> str:
+    if hasattr(tensor, "devices"):  # jax
+        device = next(iter(tensor.devices()))
+        return f"{device.platform}:{device.id}"
+    device = getattr(tensor, "device", None)
+    if device is None:
+        return "cpu"
+    text = str(device)
+    if text.startswith("/job"):  # tensorflow: /job:localhost/replica:0/task:0/device:CPU:0
+        return text.rsplit("device:", 1)[-1].lower()
+    return text
+
+
+def _error_info(error: BaseException, where: str) -> ErrorInfo:
+    message = keras_message(str(error), limit=_MAX_MESSAGE)
+    return ErrorInfo(type=type(error).__name__, message=message, where=where)
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)

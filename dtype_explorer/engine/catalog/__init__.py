@@ -1,0 +1,94 @@
+"""How to build and call every public ``keras.layers`` class and the ``keras.ops`` we probe.
+
+An entry (``_entries``) holds the constructor kwargs and input shapes of a minimal valid call,
+the role of each input, and the target's *dtype contract* (what Keras documents about its
+output dtype). The tables themselves live in ``_layers`` and ``_ops``.
+
+>>> entry("Conv1D").contract
+'compute'
+>>> entry("ops.add").arity
+2
+"""
+
+from __future__ import annotations
+
+import functools
+
+from dtype_explorer.engine.catalog._entries import (
+    Contract,
+    Entry,
+    InputStyle,
+    LayerEntry,
+    OpEntry,
+    OpRule,
+    Role,
+)
+from dtype_explorer.engine.catalog._layers import INDEX_HIGH, LAYERS, build_kwargs, sublayer
+from dtype_explorer.engine.catalog._ops import OPS
+from dtype_explorer.errors import unknown
+
+
+@functools.cache
+def _index() -> dict[str, Entry]:
+    table: dict[str, Entry] = {}
+    for layer in LAYERS:
+        for name in (layer.name, *layer.aliases):
+            table[name] = layer
+    for op in OPS:
+        table[op.name] = op
+    return table
+
+
+def entry(name: str) -> Entry:
+    """The catalog entry for a layer class name, alias, or ``"ops.<name>"``.
+
+    Raises ``InvalidSpecError`` naming the closest valid target.
+    """
+    table = _index()
+    if name in table:
+        return table[name]
+    raise unknown("target", name, table)
+
+
+def custom_entry(target_name: str) -> LayerEntry:
+    """The entry a user layer (``"custom:<Name>"``) is probed with: one float input, the
+    compute contract, the default shape."""
+    name = target_name.removeprefix("custom:")
+    return LayerEntry(name=name, group="custom", contract="compute")
+
+
+def layers(*, include_skipped: bool = False) -> list[LayerEntry]:
+    """Every layer entry, once each (aliases not repeated)."""
+    return [e for e in LAYERS if include_skipped or e.skip is None]
+
+
+def ops() -> list[OpEntry]:
+    """Every op entry."""
+    return list(OPS)
+
+
+def groups() -> dict[str, list[str]]:
+    """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...]}``."""
+    grouped: dict[str, list[str]] = {}
+    for item in [*layers(), *ops()]:
+        grouped.setdefault(item.group, []).append(item.name)
+    return grouped
+
+
+__all__ = [
+    "INDEX_HIGH",
+    "Contract",
+    "Entry",
+    "InputStyle",
+    "LayerEntry",
+    "OpEntry",
+    "OpRule",
+    "Role",
+    "build_kwargs",
+    "custom_entry",
+    "entry",
+    "groups",
+    "layers",
+    "ops",
+    "sublayer",
+]

@@ -1,0 +1,89 @@
+"""``%dtype_check``: the model audit as an IPython line magic.
+
+>>> %load_ext dtype_explorer                                  # doctest: +SKIP
+>>> report = %dtype_check model --policy mixed_float16       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from dtype_explorer.analyses import check_model
+from dtype_explorer.errors import InvalidSpecError
+
+
+@magics_class
+class DtypeMagics(Magics):
+    @magic_arguments()
+    @argument(
+        "model",
+        nargs="?",
+        help="the Keras model or layer to check: a name (or expression) in the namespace",
+    )
+    @argument(
+        "--sample",
+        metavar="NAME",
+        help="a variable holding the input to run (default: built from model.inputs)",
+    )
+    @argument(
+        "--policy",
+        metavar="P",
+        help="check a copy of the model with every layer under dtype policy P",
+    )
+    @argument(
+        "--backends",
+        metavar="B",
+        help="'all' or a comma-separated list of backends on which to re-run the layers "
+        "fed integer or 64-bit data",
+    )
+    @argument("-h", "--help", action="store_true", help="show this help")
+    @line_magic
+    def dtype_check(self, line: str) -> Any:
+        """Walk a Keras model through one real forward pass and show where dtypes change,
+        which changes are hazards, and the fix for each.
+
+        Returns the ``AuditReport`` (``report = %dtype_check model``): ``.findings``,
+        ``.to_frame()``, ``.to_json()``; it renders as a table in notebooks. The model's weights,
+        its policy and Keras's global settings are left as they were.
+
+        Examples::
+
+            %dtype_check model
+            %dtype_check model --sample x_batch --policy mixed_float16
+            %dtype_check model --backends all
+        """
+        args = parse_argstring(self.dtype_check, line)
+        if args.help or not args.model:
+            print(self.dtype_check.__doc__)
+            return None
+        model = self._lookup(args.model, "model")
+        sample = None if args.sample is None else self._lookup(args.sample, "--sample")
+        try:
+            return check_model(model, sample, policy=args.policy, backends=args.backends)
+        except InvalidSpecError as error:
+            raise UsageError(f"%dtype_check: {error}") from None
+
+    def _lookup(self, expression: str, what: str) -> Any:
+        namespace = self.shell.user_ns
+        if expression.isidentifier():
+            if expression not in namespace:
+                raise UsageError(
+                    f"%dtype_check: {what} {expression!r} is not defined in this namespace"
+                )
+            return namespace[expression]
+        try:
+            return self.shell.ev(expression)
+        except Exception as error:
+            raise UsageError(
+                f"%dtype_check: could not evaluate {what} {expression!r}: "
+                f"{type(error).__name__}: {error}"
+            ) from None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%dtype_check`` (run by ``%load_ext dtype_explorer``)."""
+    ipython.register_magics(DtypeMagics)

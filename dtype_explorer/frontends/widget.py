@@ -1,0 +1,377 @@
+"""The explorer widget: pick a target, input dtypes, policy and backends; see each backend's
+answer as it arrives.
+
+This side is thin. It validates every value the page sends (nothing from the page is
+evaluated), hands the probes to :mod:`dtype_explorer.runtime.pool` and publishes the
+``ProbeResult`` dicts as they come back; the front end (``js/``, bundled into ``static/``) only
+draws them. What the two sides share is written once, in ``widget_contract.json``.
+
+>>> import dtype_explorer as dx
+>>> dx.DtypeExplorer("Conv1D", input_dtype="uint8", backends=["jax", "torch"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future
+from functools import partial
+from typing import Any
+
+import anywidget
+
+from dtype_explorer import dtypes
+from dtype_explorer.analyses import promotion_table
+from dtype_explorer.engine import COMMON_POLICIES, catalog, make_spec
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.frontends import _contract
+from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
+from dtype_explorer.runtime import pool
+
+_STATIC = pathlib.Path(__file__).parents[1] / "static"
+#: The keys of a request from the page; anything else is refused.
+REQUEST_KEYS = (
+    "target",
+    "kwargs",
+    "input_dtypes",
+    "preset",
+    "shape",
+    "policy",
+    "backends",
+    "nonce",
+)
+#: The input dtype a picker starts at for each input role of the catalog.
+ROLE_DTYPES = {"float": "float32", "index": "int32", "string": "string", "any": "float32"}
+#: The longest JSON text accepted for kwargs or shapes.
+MAX_TEXT = 20_000
+PENDING: dict[str, str] = {"status": "pending"}
+
+
+#: The synced traits, made from the contract the page reads too (``widget_contract.json``).
+_ContractTraits = type("_ContractTraits", (anywidget.AnyWidget,), _contract.traits())
+
+
+class DtypeExplorer(_ContractTraits):
+    """Probe a Keras layer or op on several backends at once and draw what happened.
+
+    ``target``: a catalog name (``"Dense"``, ``"ops.add"``) or a user ``Layer`` class or
+    instance. ``custom_layers``: more user layers to offer in the picker. ``backends``: the
+    backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
+    bad initial value; later bad values from the page only set :attr:`error`.
+    """
+
+    _esm = _STATIC / "widget.js"
+    _css = _STATIC / "widget.css"
+
+    def __init__(
+        self,
+        target: Any = "Dense",
+        *,
+        input_dtype: str | Sequence[str] | None = None,
+        policy: str = "float32",
+        backends: Sequence[str] | None = None,
+        kwargs: dict[str, Any] | None = None,
+        shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
+        values: str = "default",
+        custom_layers: Iterable[Any] = (),
+        use_cache: bool = True,
+        timeout: float | None = None,
+        **widget_kwargs: Any,
+    ) -> None:
+        installed = pool.installed_backends()
+        custom = [*custom_layers, *([] if isinstance(target, str) else [target])]
+        self._custom = {make_spec(c, backend=installed[0]).target: c for c in custom}
+        self._payloads = {name: pool.target_payload(layer) for name, layer in self._custom.items()}
+        self._use_cache = use_cache
+        self._timeout = timeout
+        self._lock = threading.RLock()
+        self._generation = 0
+        self._promotion_thread: threading.Thread | None = None
+        name = target if isinstance(target, str) else list(self._custom)[-1]
+        defaults = _all_defaults(self._custom)
+        if name not in defaults:
+            raise unknown("target", name, defaults)
+        start = defaults[name]
+        chosen = input_dtype or start["input_dtypes"]
+        first = {
+            "target": name,
+            "kwargs": json.dumps(start["kwargs"] if kwargs is None else kwargs),
+            "input_dtypes": [chosen] if isinstance(chosen, str) else list(chosen),
+            "preset": values,
+            "shape": json.dumps(start["shapes"] if shape is None else shape),
+            "policy": policy,
+            "backends": list(installed if backends is None else backends),
+            "nonce": 0,
+        }
+        # A bad initial value raises here, in the caller's cell; later ones only set `error`.
+        specs, nonce = _parse_request(first, self._custom, defaults)
+        super().__init__(
+            catalog=_catalog(self._custom),
+            defaults=defaults,
+            dtypes=list(dtypes.all_input_dtypes()),
+            dtype_families={name: dtypes.family(name) for name in dtypes.all_input_dtypes()},
+            policies=list(COMMON_POLICIES),
+            presets=dict(dtypes.PRESETS),
+            available_backends=installed,
+            request=first,
+            results={spec.backend: PENDING for spec in specs},
+            **widget_kwargs,
+        )
+        self.observe(self._on_request, names="request")
+        self._start(specs, nonce)
+
+    # -------------------------------------------------------------------------- requests
+
+    def _on_request(self, change: dict[str, Any]) -> None:
+        """A new request from the page: refuse it with a message, or probe it."""
+        try:
+            parsed = _parse_request(change["new"], self._custom, self.defaults)
+        except (InvalidSpecError, ValueError, TypeError) as error:
+            with self._lock:
+                self._generation += 1
+                with self.hold_sync():
+                    self.error = str(error)
+                    self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
+            return
+        self._start(*parsed)
+
+    def _start(self, specs: list[ProbeSpec], nonce: int) -> None:
+        """Show each backend as pending and submit its probe; older probes' answers are dropped."""
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+            with self.hold_sync():
+                self.error = ""
+                self.request_id = nonce
+                self.results = {spec.backend: PENDING for spec in specs}
+                self.timings, self.verdict, self.promotion = {}, "", {}
+            self._promotion_thread = None
+        started = time.perf_counter()
+        for spec in specs:
+            try:
+                future = pool.submit(
+                    spec,
+                    target_payload=self._payloads.get(spec.target),
+                    timeout=self._timeout,
+                    use_cache=self._use_cache,
+                )
+            except Exception as exc:  # the pool refused: report it in that backend's card
+                future = Future()
+                future.set_exception(exc)
+            future.add_done_callback(partial(self._arrived, generation, spec, started))
+
+    def _arrived(self, generation: int, spec: ProbeSpec, started: float, future: Future) -> None:
+        """One backend answered: publish it, unless a newer request superseded this one."""
+        result = _result_of(future, spec)
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        with self._lock:
+            if generation != self._generation:
+                return
+            results = {**self.results, spec.backend: result.to_dict()}
+            answered = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
+            with self.hold_sync():
+                self.results = results
+                self.timings = {**self.timings, spec.backend: elapsed}
+                self.verdict = (
+                    ProbeSet(results=tuple(answered)).verdict if len(answered) > 1 else ""
+                )
+            if len(answered) == len(results):
+                self._promotion_thread = threading.Thread(
+                    target=self._promote, args=(generation, answered), daemon=True
+                )
+                self._promotion_thread.start()
+
+    def _promote(self, generation: int, answered: list[ProbeResult]) -> None:
+        """Fill :attr:`promotion` with the ``result_type`` tables behind the documented dtypes."""
+        try:
+            tables = promotion_tables(answered)
+        except Exception as error:  # shown beside the results, never raised in the kernel
+            tables = {"tables": [], "note": f"no promotion table: {type(error).__name__}: {error}"}
+        with self._lock:
+            if generation == self._generation:
+                self.promotion = tables
+
+    # ---------------------------------------------------------------------------- Python
+
+    def wait(self, timeout: float | None = None) -> dict[str, ProbeResult]:
+        """Block until every backend answered the current request and its promotion table is
+        in; return the results by backend. For scripts and tests: the page never waits."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                done = PENDING not in self.results.values()
+                thread = self._promotion_thread
+            if done:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"no answer within {timeout} s from {sorted(self.results)}")
+            time.sleep(0.01)
+        if thread is not None:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
+
+
+def promotion_tables(results: Sequence[ProbeResult]) -> dict[str, Any]:
+    """The promotion tables (``keras.backend.result_type``, run in each backend's worker) for the
+    dtypes the results' documented dtypes were promoted from, one per group of agreeing backends.
+    """
+    with_args = [r for r in results if r.result_type_args]
+    involved = list(dict.fromkeys(d for r in with_args for d in r.result_type_args))
+    if not involved:
+        return {}
+    table = promotion_table(
+        "add",
+        dtypes=involved,
+        backends=[r.backend for r in with_args],
+        references=(),
+        progress=False,
+    )
+    groups: dict[str, dict[str, Any]] = {}
+    for result in with_args:
+        cells = [
+            [_cell(table.cell(lhs, rhs).results[result.backend]) for rhs in involved]
+            for lhs in involved
+        ]
+        basis = next((line for line in result.basis if line.startswith("result_type(")), "")
+        key = json.dumps([cells, result.result_type_args, basis])
+        group = groups.setdefault(
+            key,
+            {
+                "backends": [],
+                "dtypes": involved,
+                "cells": cells,
+                "args": list(result.result_type_args),
+                "basis": basis,
+            },
+        )
+        group["backends"].append(result.backend)
+    return {"tables": list(groups.values())}
+
+
+def _cell(result: ProbeResult) -> str | dict[str, str]:
+    if result.documented_dtype is not None:
+        return result.documented_dtype
+    return {"error": next((b for b in result.basis if "raises" in b), "result_type raises")}
+
+
+def _parse_request(
+    request: Any, custom: dict[str, Any], defaults: dict[str, Any]
+) -> tuple[list[ProbeSpec], int]:
+    """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce."""
+    if not isinstance(request, dict):
+        raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
+    extra = sorted(set(request) - set(REQUEST_KEYS))
+    if extra:
+        valid = ", ".join(REQUEST_KEYS)
+        raise InvalidSpecError(f"unknown request field(s) {extra}; valid: {valid}")
+    target = _text(request, "target")
+    layer = custom.get(target)
+    kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
+    shape = _json(request, "shape", list, "a JSON list such as [[2, 4]] (one shape per input)")
+    input_dtypes = _texts(request, "input_dtypes")
+    backends = _texts(request, "backends")
+    if not backends:
+        raise InvalidSpecError("choose at least one backend")
+    pool.usable(backends)
+    nonce = request.get("nonce", 0)
+    if not isinstance(nonce, int) or isinstance(nonce, bool):
+        raise InvalidSpecError(f"nonce must be an integer, not {nonce!r}")
+    specs = [
+        make_spec(
+            layer if layer is not None else target,
+            tuple(input_dtypes),
+            _text(request, "policy"),
+            backend,
+            kwargs=kwargs,
+            shape=shape,
+            values=_text(request, "preset"),
+        )
+        for backend in dict.fromkeys(backends)
+    ]
+    _check_arity(specs[0], defaults.get(specs[0].target))
+    return specs, nonce
+
+
+def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:
+    groups = catalog.groups()
+    if custom:
+        groups["custom"] = list(custom)
+    return groups
+
+
+def _all_defaults(custom: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {entry.name: _defaults(entry) for entry in [*catalog.layers(), *catalog.ops()]}
+    found.update({name: _defaults(catalog.custom_entry(name)) for name in custom})
+    return found
+
+
+def _defaults(entry: catalog.Entry) -> dict[str, Any]:
+    if isinstance(entry, catalog.LayerEntry):
+        roles = entry.input_roles(entry.arity)
+    else:
+        roles = entry.roles or ("any",) * entry.arity
+    return {
+        "kwargs": dict(entry.kwargs),
+        "shapes": [list(s) for s in entry.shapes],
+        "input_dtypes": [ROLE_DTYPES[role] for role in roles],
+        "group": entry.group,
+        "note": entry.note,
+    }
+
+
+def _check_arity(spec: ProbeSpec, defaults: dict[str, Any] | None) -> None:
+    inputs = len(spec.shapes) if spec.shapes else len((defaults or {}).get("shapes", [()]))
+    if len(spec.input_dtypes) not in (1, inputs):
+        raise InvalidSpecError(
+            f"{spec.target} gets {inputs} input(s) but {len(spec.input_dtypes)} input dtypes "
+            f"were given; give one dtype for all inputs or one per input"
+        )
+
+
+def _text(request: dict[str, Any], key: str) -> str:
+    value = request.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidSpecError(f"{key} must be a non-empty string, not {value!r}")
+    return value.strip()
+
+
+def _texts(request: dict[str, Any], key: str) -> list[str]:
+    value = request.get(key)
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidSpecError(f"{key} must be a list of names, not {value!r}")
+    return value
+
+
+def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
+    """A JSON text field: ``None`` when empty (the catalog default), else a value of ``kind``."""
+    text = request.get(key, "")
+    if not isinstance(text, str):
+        raise InvalidSpecError(f"{key} must be JSON text, not {type(text).__name__}")
+    if not text.strip():
+        return None
+    if len(text) > MAX_TEXT:
+        raise InvalidSpecError(f"{key} is {len(text)} characters long; the limit is {MAX_TEXT}")
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as error:
+        raise InvalidSpecError(f"{key} is not valid JSON ({error}); expected {example}") from None
+    if not isinstance(value, kind):
+        raise InvalidSpecError(f"{key} must be {example}, not {text.strip()!r}")
+    return value
+
+
+def _result_of(future: Future, spec: ProbeSpec) -> ProbeResult:
+    """The future's result; a failure of the pool itself becomes an error result."""
+    try:
+        return future.result()
+    except Exception as exc:
+        return ProbeResult(
+            spec=spec,
+            status="error",
+            backend=spec.backend,
+            verdict="error",
+            error=ErrorInfo(type=type(exc).__name__, message=str(exc), where="widget"),
+        )

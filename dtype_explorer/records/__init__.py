@@ -1,0 +1,103 @@
+"""The data model: every answer the package gives is one of these records.
+
+A record is immutable, JSON in and JSON out (``to_json``/``from_json``, ``to_dict``/
+``from_dict``), and carries the facts derived from it (a result's ``outcome``, a survey cell's
+classification, a promotion cell's kind), computed once, here. Views draw records and compute
+nothing; records reach their views through ``display``, never by importing them.
+
+========================  ==============================================================
+``ProbeSpec``             one question: target, input dtypes, policy, backend, ...
+``ProbeResult``           its answer: the cast path, the documented, declared and
+                          observed dtypes, the verdict, numerics, versions
+``ProbeSet``              one question answered by several backends
+``Survey``                targets x dtypes x policies x backends, classified per cell
+``PromotionTable``        an op over every pair of dtypes, beside the array libraries
+``AuditReport``           a model's forward pass, layer by layer, and its findings
+========================  ==============================================================
+"""
+
+from __future__ import annotations
+
+from dtype_explorer.records import display
+from dtype_explorer.records._audit import (
+    ROW_COLUMNS,
+    SEVERITIES,
+    AuditReport,
+    Finding,
+    FindingKind,
+    LayerCall,
+    Severity,
+    TensorInfo,
+)
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import (
+    STAGES,
+    CastStep,
+    ErrorInfo,
+    Numerics,
+    ProbeResult,
+    ProbeSet,
+    ProbeSpec,
+    Stage,
+    Status,
+    VariableDtypes,
+    Verdict,
+)
+from dtype_explorer.records._promotion import (
+    KINDS,
+    RAISES,
+    REFERENCES,
+    Kind,
+    PromotionCell,
+    PromotionTable,
+    RefCell,
+    pair_key,
+    reference_label,
+)
+from dtype_explorer.records._survey import (
+    CLASSIFICATIONS,
+    Classification,
+    Survey,
+    SurveyCell,
+    classify_cell,
+    classify_result,
+)
+
+__all__ = [
+    "CLASSIFICATIONS",
+    "KINDS",
+    "RAISES",
+    "REFERENCES",
+    "ROW_COLUMNS",
+    "SEVERITIES",
+    "STAGES",
+    "AuditReport",
+    "CastStep",
+    "Classification",
+    "ErrorInfo",
+    "Finding",
+    "FindingKind",
+    "Kind",
+    "LayerCall",
+    "Numerics",
+    "ProbeResult",
+    "ProbeSet",
+    "ProbeSpec",
+    "PromotionCell",
+    "PromotionTable",
+    "Record",
+    "RefCell",
+    "Severity",
+    "Stage",
+    "Status",
+    "Survey",
+    "SurveyCell",
+    "TensorInfo",
+    "VariableDtypes",
+    "Verdict",
+    "classify_cell",
+    "classify_result",
+    "display",
+    "pair_key",
+    "reference_label",
+]

@@ -1,0 +1,154 @@
+"""A model audit's record: what each layer was given, received, read and returned in one real
+forward pass, and the findings (hazards, each with a fix) drawn from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, JsonValue
+
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
+
+Severity = Literal["error", "warning", "info"]
+FindingKind = Literal[
+    "silent-downcast",
+    "int-into-float-layer",
+    "float16-output",
+    "float32-only-layer",
+    "custom-variable-dtype",
+    "overflow",
+    "no-loss-scaling",
+    "backend-divergence",
+    "call-error",
+]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
+
+
+#: The columns of :meth:`LayerCall.row`, in the order tables show them.
+ROW_COLUMNS = ("path", "layer", "policy", "given", "received", "output", "variables", "events")
+
+
+class TensorInfo(Record):
+    """One tensor at one point of a call: dtype, shape, and whether every value is finite."""
+
+    dtype: str
+    shape: tuple[int | None, ...] = ()
+    finite: bool | None = None
+
+
+class LayerCall(Record):
+    """One call of one layer during the audited forward pass (a row of the dtype-flow table).
+
+    ``given``: what ``__call__`` was handed; ``received``: what ``call()`` got after Keras's
+    conversion and autocast; ``entry``: the ``keras.Input`` dtypes a functional model converts
+    its inputs to; ``retried``: how the audit re-ran a call that raised.
+    """
+
+    path: str
+    layer_class: str
+    depth: int
+    call_index: int = 0
+    policy: str
+    compute_dtype: str
+    variable_dtype: str
+    builtin: bool = True
+    leaf: bool = True
+    given: tuple[TensorInfo, ...] | None = None
+    received: tuple[TensorInfo, ...] = ()
+    entry: tuple[str, ...] = ()
+    outputs: tuple[TensorInfo, ...] = ()
+    variables: dict[str, VariableDtypes] = Field(default_factory=dict)
+    autocast: tuple[str, ...] = ()
+    error: ErrorInfo | None = None
+    retried: str | None = None
+    softmax: bool = False
+    final_output: bool = False
+
+    def row(self) -> dict[str, Any]:
+        """The flat row shown in tables and frames (keys: :data:`ROW_COLUMNS`, then
+        ``compute`` and ``variable``)."""
+        return {
+            "path": self.path,
+            "layer": self.layer_class,
+            "policy": self.policy,
+            "compute": self.compute_dtype,
+            "variable": self.variable_dtype,
+            "given": _dtypes_text(self.given),
+            "received": _dtypes_text(self.received),
+            "output": _dtypes_text(self.outputs)
+            if self.error is None or self.retried
+            else "raised",
+            "variables": ", ".join(
+                f"{name}: {v.stored}" + (f"→{v.read}" if v.read and v.read != v.stored else "")
+                for name, v in self.variables.items()
+            ),
+            "events": "; ".join([*self.autocast, *self._failure()]),
+        }
+
+    def _failure(self) -> list[str]:
+        if self.error is None:
+            return []
+        raised = f"raised {self.error.type}"
+        return [f"{raised}; {self.retried}" if self.retried else raised]
+
+
+class Finding(Record):
+    """One hazard: what, how bad, where, why, and the code that fixes it."""
+
+    kind: FindingKind
+    severity: Severity
+    path: str
+    message: str
+    fix: str = ""
+    details: dict[str, JsonValue] = Field(default_factory=dict)
+
+
+class AuditReport(Record):
+    """What ``check_model`` / ``%dtype_check`` found: the per-layer dtype flow and the findings."""
+
+    model: str
+    model_class: str
+    backend: str
+    policy: str
+    policy_override: str | None = None
+    sample: tuple[TensorInfo, ...] = ()
+    layers: tuple[LayerCall, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    backends: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    timings: dict[str, float] = Field(default_factory=dict)
+
+    def by_kind(self, kind: str) -> list[Finding]:
+        return [f for f in self.findings if f.kind == kind]
+
+    def to_frame(self, what: Literal["layers", "findings"] = "layers"):
+        """A pandas DataFrame of the dtype-flow rows (default) or of the findings."""
+        import pandas as pd
+
+        if what == "findings":
+            columns = ["severity", "kind", "path", "message", "fix"]
+            return pd.DataFrame(
+                [{c: getattr(f, c) for c in columns} for f in self.findings], columns=columns
+            )
+        if what != "layers":
+            raise InvalidSpecError(f"to_frame shows 'layers' or 'findings', not {what!r}")
+        return pd.DataFrame([call.row() for call in self.layers])
+
+    def summary(self) -> str:
+        counts = {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+        found = (
+            ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
+            or "no findings"
+        )
+        under = f" under {self.policy_override}" if self.policy_override else ""
+        return f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}: {found}"
+
+    def __repr__(self) -> str:
+        return self.__str__()
+
+
+def _dtypes_text(infos: tuple[TensorInfo, ...] | None) -> str:
+    return "" if infos is None else ", ".join(t.dtype for t in infos)

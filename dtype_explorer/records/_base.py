@@ -1,0 +1,49 @@
+"""The base of every record: immutable, strict, JSON in and JSON out, displayed by its views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from dtype_explorer.records import display as _display
+
+
+class Record(BaseModel):
+    """Base of every record: immutable, strict about unknown fields, JSON round-trips.
+
+    Derived facts declared as ``computed_field`` travel in the JSON (so the widget's page reads
+    them instead of recomputing them) and are dropped again when a record is read back.
+    ``str(record)`` and ``record._repr_html_()`` are the record's text and HTML views.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """A record read back: its computed facts are recomputed, not taken from the input."""
+        if isinstance(data, dict) and cls.model_computed_fields:
+            return {k: v for k, v in data.items() if k not in cls.model_computed_fields}
+        return data
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        return cls.model_validate(data)
+
+    def to_json(self, **kwargs: Any) -> str:
+        """Compact JSON (fields at their defaults left out; ``from_json`` restores them)."""
+        return self.model_dump_json(exclude_defaults=True, **kwargs)
+
+    @classmethod
+    def from_json(cls, text: str | bytes):
+        return cls.model_validate_json(text)
+
+    def __str__(self) -> str:
+        return _display.text(self)
+
+    def _repr_html_(self) -> str | None:
+        return _display.html(self)

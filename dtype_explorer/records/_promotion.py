@@ -1,0 +1,248 @@
+"""A promotion table's answers: for every pair of input dtypes, what each backend documents,
+declares and returns for one op, beside the reference libraries' answers, and each pair's kind.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, PrivateAttr
+
+from dtype_explorer.errors import first_line, unknown
+from dtype_explorer.records import display as _display
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import ProbeResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+#: Reference library -> its usual alias: cells are labelled ``"np.add"``, ``"jnp.add"``, ...
+REFERENCES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
+Kind = Literal["agrees", "references-differ", "backend-specific", "keras-disagrees"]
+#: Cell kinds, least to most worrying.
+KINDS: tuple[Kind, ...] = ("agrees", "references-differ", "backend-specific", "keras-disagrees")
+RAISES = "raises"
+
+
+class RefCell(BaseModel):
+    """A reference library's answer for one pair: a dtype, or the error it raised."""
+
+    dtype: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PromotionCell:
+    """Everything known about one ``(lhs, rhs)`` pair."""
+
+    lhs: str
+    rhs: str
+    results: dict[str, ProbeResult]
+    references: dict[str, RefCell]
+
+    op: str
+
+    @property
+    def documented(self) -> dict[str, str | None]:
+        return {b: r.documented_dtype for b, r in self.results.items()}
+
+    @property
+    def declared(self) -> dict[str, str | None]:
+        return {b: r.declared_dtype for b, r in self.results.items()}
+
+    @property
+    def observed(self) -> dict[str, str | None]:
+        """Each backend's eager dtype (``None`` where the op raised)."""
+        return {b: r.output_dtype if r.ok else None for b, r in self.results.items()}
+
+    @property
+    def shown(self) -> str:
+        """The documented dtype most backends give (``"raises"`` where ``result_type`` raises)."""
+        values = [_value(d) for d in self.documented.values()]
+        return collections.Counter(values).most_common(1)[0][0] if values else RAISES
+
+    @property
+    def keras_disagrees(self) -> bool:
+        """Some backend's eager or symbolic dtype differs from its own documented dtype."""
+        for result in self.results.values():
+            observed = _value(result.output_dtype if result.ok else None)
+            if observed != _value(result.documented_dtype):
+                return True
+            if result.ok and result.declared_dtype not in (None, result.output_dtype):
+                return True
+        return False
+
+    @property
+    def kind(self) -> Kind:
+        if self.keras_disagrees:
+            return "keras-disagrees"
+        if len({_value(d) for d in self.documented.values()}) > 1:
+            return "backend-specific"
+        shown = self.shown
+        if any(_value(ref.dtype) != shown for ref in self.references.values()):
+            return "references-differ"
+        return "agrees"
+
+    def sources(self) -> dict[str, str]:
+        """Who says what: ``{"jax documented": "int16", ..., "torch.add": "raises"}``."""
+        said: dict[str, str] = {}
+        for backend, result in self.results.items():
+            said[f"{backend} documented"] = _value(result.documented_dtype)
+            if result.declared_dtype is not None:
+                said[f"{backend} declared"] = result.declared_dtype
+            said[f"{backend} observed"] = _value(result.output_dtype if result.ok else None)
+        for library, ref in self.references.items():
+            said[reference_label(library, self.op)] = _value(ref.dtype)
+        return said
+
+    def who_says(self) -> dict[str, list[str]]:
+        """Each answer and the sources giving it, the shown (documented) answer first."""
+        grouped: dict[str, list[str]] = {self.shown: []}
+        for source, value in self.sources().items():
+            grouped.setdefault(value, []).append(source)
+        return {value: who for value, who in grouped.items() if who}
+
+    def errors(self) -> dict[str, str]:
+        """The error behind each ``raises``: backend or library -> ``"Type: message"``."""
+        found = {
+            b: f"{r.error.type}: {first_line(r.error.message)}"
+            for b, r in self.results.items()
+            if r.error is not None
+        }
+        found.update(
+            {
+                reference_label(k, self.op): ref.error
+                for k, ref in self.references.items()
+                if ref.error
+            }
+        )
+        return found
+
+
+class PromotionTable(Record):
+    """The promotion table of one op under one ``floatx``; see :func:`promotion_table`."""
+
+    op: str
+    floatx: str
+    dtypes: tuple[str, ...]
+    backends: tuple[str, ...]
+    results: tuple[ProbeResult, ...]
+    #: library -> ``"lhs,rhs"`` -> its answer.
+    references: dict[str, dict[str, RefCell]]
+    reference_versions: dict[str, str]
+
+    _memo: tuple[Any, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def _cells(self) -> dict:
+        """The cells, rebuilt whenever ``results`` is another tuple (``model_copy(update=)``)."""
+        if self._memo is None or self._memo[0] is not self.results:
+            self._memo = (self.results, self._build_cells())
+        return self._memo[1]
+
+    def _build_cells(self) -> dict[tuple[str, str], PromotionCell]:
+        by_pair: dict[tuple[str, str], dict[str, ProbeResult]] = {}
+        for result in self.results:
+            lhs, rhs = result.spec.input_dtypes[-2:]
+            by_pair.setdefault((lhs, rhs), {})[result.backend] = result
+        return {
+            (lhs, rhs): PromotionCell(
+                lhs,
+                rhs,
+                {b: by_pair.get((lhs, rhs), {})[b] for b in self.backends},
+                {lib: cells[pair_key(lhs, rhs)] for lib, cells in self.references.items()},
+                self.op,
+            )
+            for lhs in self.dtypes
+            for rhs in self.dtypes
+        }
+
+    def cell(self, lhs: str, rhs: str) -> PromotionCell:
+        try:
+            return self._cells[(lhs, rhs)]
+        except KeyError:
+            bad = rhs if lhs in self.dtypes else lhs
+            raise unknown("dtype in this table", bad, self.dtypes) from None
+
+    def cells(self) -> list[PromotionCell]:
+        return list(self._cells.values())
+
+    def documented_grid(self, backend: str | None = None) -> pd.DataFrame:
+        """lhs x rhs: the documented dtype on ``backend`` (default: the shown one)."""
+        import pandas as pd
+
+        if backend is not None and backend not in self.backends:
+            raise unknown("backend in this table", backend, self.backends)
+        grid = {
+            rhs: [
+                self.cell(lhs, rhs).shown
+                if backend is None
+                else _value(self.cell(lhs, rhs).documented[backend])
+                for lhs in self.dtypes
+            ]
+            for rhs in self.dtypes
+        }
+        return pd.DataFrame(grid, index=pd.Index(self.dtypes, name="lhs")).rename_axis(
+            columns="rhs"
+        )
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per pair: the shown dtype, its kind, and every backend's and library's answer."""
+        import pandas as pd
+
+        rows = []
+        for cell in self.cells():
+            row: dict[str, Any] = {
+                "lhs": cell.lhs,
+                "rhs": cell.rhs,
+                "documented": cell.shown,
+                "kind": cell.kind,
+            }
+            row.update(cell.sources())
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def disagreements(self, *, references: bool = True) -> pd.DataFrame:
+        """The cells where a backend or (with ``references``) a reference library disagrees."""
+        import pandas as pd
+
+        skip = {"agrees"} if references else {"agrees", "references-differ"}
+        rows = [
+            {
+                "lhs": c.lhs,
+                "rhs": c.rhs,
+                "documented": c.shown,
+                "kind": c.kind,
+                "who_says": "; ".join(f"{v}: {', '.join(w)}" for v, w in c.who_says().items()),
+            }
+            for c in self.cells()
+            if c.kind not in skip
+        ]
+        columns = ["lhs", "rhs", "documented", "kind", "who_says"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def figure(self) -> go.Figure:
+        """A dtype x dtype grid of the documented dtype, marked where anyone disagrees."""
+        return _display.figure(self)
+
+    def __repr__(self) -> str:
+        return (
+            f"<PromotionTable ops.{self.op.removeprefix('ops.')} over {len(self.dtypes)} dtypes, "
+            f"floatx {self.floatx}>"
+        )
+
+
+def reference_label(library: str, op: str) -> str:
+    """How a reference is named in tables: ``"jnp.add"`` for JAX's ``add``."""
+    return f"{REFERENCES[library]}.{op.removeprefix('ops.')}"
+
+
+def pair_key(lhs: str, rhs: str) -> str:
+    return f"{lhs},{rhs}"
+
+
+def _value(dtype: str | None) -> str:
+    return RAISES if dtype is None else dtype

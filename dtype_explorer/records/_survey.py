@@ -1,0 +1,237 @@
+"""A survey's answers: every target x input dtype x policy, answered by each backend, and
+classified.
+
+Each *cell* (one target, input dtype and policy) holds one answer per backend and one
+classification, the way the hand-made uint8 survey sorted layers, only finer:
+
+========================  ====================================================================
+``casts-to-compute``      returns the policy's compute dtype
+``keeps-input``           returns the input dtype (e.g. passes uint8 through)
+``other-dtype``           returns some other dtype
+``raises``                every backend raises
+``diverges``              backends disagree (one raises, or they return different dtypes)
+``declared-mismatch``     the symbolic (declared) dtype differs from the eager one
+========================  ====================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import PrivateAttr
+
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import display as _display
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import ProbeResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+Classification = Literal[
+    "casts-to-compute", "keeps-input", "other-dtype", "raises", "diverges", "declared-mismatch"
+]
+CLASSIFICATIONS: tuple[Classification, ...] = (
+    "casts-to-compute",
+    "keeps-input",
+    "other-dtype",
+    "declared-mismatch",
+    "diverges",
+    "raises",
+)
+
+
+def classify_result(result: ProbeResult, compute_dtype: str) -> Classification:
+    """The class of one backend's answer."""
+    if not result.ok:
+        return "raises"
+    if result.declared_dtype is not None and result.declared_dtype != result.output_dtype:
+        return "declared-mismatch"
+    if result.output_dtype == compute_dtype:
+        return "casts-to-compute"
+    if result.output_dtype == result.spec.input_dtypes[0]:
+        return "keeps-input"
+    return "other-dtype"
+
+
+def classify_cell(results: Iterable[ProbeResult], compute_dtype: str) -> Classification:
+    """The class of a cell: ``diverges`` when backends disagree, else their shared class."""
+    results = list(results)
+    if len({(r.ok, r.output_dtype if r.ok else None) for r in results}) > 1:
+        return "diverges"
+    classes = {classify_result(r, compute_dtype) for r in results}
+    if "declared-mismatch" in classes:
+        return "declared-mismatch"
+    return classes.pop() if classes else "raises"
+
+
+@dataclass(frozen=True)
+class SurveyCell:
+    """One target, input dtype and policy, answered by each backend."""
+
+    target: str
+    input_dtype: str
+    policy: str
+    compute_dtype: str
+    results: dict[str, ProbeResult]
+
+    @property
+    def classification(self) -> Classification:
+        return classify_cell(self.results.values(), self.compute_dtype)
+
+    def backend_classification(self, backend: str) -> Classification:
+        return classify_result(self.results[backend], self.compute_dtype)
+
+
+class Survey(Record):
+    """The answers of a survey, with views: a table, a heatmap, JSON, HTML and a diff."""
+
+    targets: tuple[str, ...]
+    input_dtypes: tuple[str, ...]
+    policies: tuple[str, ...]
+    backends: tuple[str, ...]
+    #: policy -> its compute dtype, as Keras's ``DTypePolicy`` names it.
+    compute_dtypes: dict[str, str]
+    floatx: str | None = None
+    created: str = ""
+    elapsed_s: float = 0.0
+    results: tuple[ProbeResult, ...]
+
+    _memo: tuple[Any, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def _cells(self) -> dict:
+        """The cells, rebuilt whenever ``results`` is another tuple (``model_copy(update=)``)."""
+        if self._memo is None or self._memo[0] is not self.results:
+            self._memo = (self.results, self._build_cells())
+        return self._memo[1]
+
+    def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
+        grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
+        for r in self.results:
+            key = (r.spec.target, r.spec.input_dtypes[0], r.spec.policy)
+            grouped.setdefault(key, {})[r.backend] = r
+        return {
+            key: SurveyCell(*key, self.compute_dtypes[key[2]], by_backend)
+            for key, by_backend in grouped.items()
+        }
+
+    def cells(self) -> list[SurveyCell]:
+        return list(self._cells.values())
+
+    def cell(self, target: str, input_dtype: str, policy: str | None = None) -> SurveyCell:
+        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first)."""
+        key = (target, input_dtype, policy or self.policies[0])
+        if key not in self._cells:
+            for value, valid, kind in zip(
+                key, (self.targets, self.input_dtypes, self.policies), ("target", "dtype", "policy")
+            ):
+                if value not in valid:
+                    raise unknown(f"{kind} in this survey", value, valid)
+        return self._cells[key]
+
+    def to_frame(self, *, per: Literal["cell", "probe"] = "cell") -> pd.DataFrame:
+        """A table: one row per cell with a column per backend (``per="cell"``), or one row
+        per probe with every view (``per="probe"``)."""
+        import pandas as pd
+
+        if per not in ("cell", "probe"):
+            raise InvalidSpecError(f"per must be 'cell' or 'probe', not {per!r}")
+        rows = []
+        for cell in self.cells():
+            base = {
+                "target": cell.target,
+                "input_dtype": cell.input_dtype,
+                "policy": cell.policy,
+                "compute_dtype": cell.compute_dtype,
+                "classification": cell.classification,
+            }
+            if per == "cell":
+                rows.append(base | {b: r.outcome for b, r in cell.results.items()})
+                continue
+            for backend, r in cell.results.items():
+                rows.append(
+                    base
+                    | {
+                        "backend": backend,
+                        "backend_classification": cell.backend_classification(backend),
+                        "status": r.status,
+                        "output_dtype": r.output_dtype,
+                        "documented_dtype": r.documented_dtype,
+                        "declared_dtype": r.declared_dtype,
+                        "verdict": r.verdict,
+                        "cast_path": r.path_text(),
+                        "error": f"{r.error.type}: {r.error.message}" if r.error else None,
+                        "cached": r.cached,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def counts(self) -> pd.DataFrame:
+        """How many cells fall in each class, per policy."""
+        frame = self.to_frame()
+        table = frame.groupby(["classification", "policy"]).size().unstack(fill_value=0)
+        order = [c for c in CLASSIFICATIONS if c in table.index]
+        return table.loc[order, [p for p in self.policies if p in table.columns]]
+
+    def figure(self, policy: str | None = None) -> go.Figure:
+        """A heatmap, targets x input dtypes, coloured by class; hover shows the cast path and
+        error on each backend. Several policies: a menu switches between them."""
+        if policy is not None and policy not in self.policies:
+            raise unknown("policy in this survey", policy, self.policies)
+        return _display.figure(self, policy=policy)
+
+    def diff(self, other: Survey) -> pd.DataFrame:
+        """What changed from ``self`` to ``other`` (e.g. two Keras versions): one row per cell
+        and backend whose outcome or class differs, or which only one survey has."""
+        import pandas as pd
+
+        columns = ["target", "input_dtype", "policy", "backend", "before", "after"]
+        columns += ["before_class", "after_class"]
+        rows = []
+        keys = list(dict.fromkeys([*self._cells, *other._cells]))
+        for key in keys:
+            old, new = self._cells.get(key), other._cells.get(key)
+            backends = dict.fromkeys([*(old.results if old else {}), *(new.results if new else {})])
+            for backend in backends:
+                before = _described(old, backend)
+                after = _described(new, backend)
+                if before != after:
+                    rows.append([*key, backend, before[0], after[0], before[1], after[1]])
+        return pd.DataFrame(rows, columns=columns)
+
+    def to_html(self) -> str:
+        """A standalone HTML page: the heatmap (plotly.js included) and the class counts."""
+        return _display.page(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``.html`` or ``.json`` (chosen by the suffix); returns the path."""
+        path = Path(path)
+        writers = {".html": self.to_html, ".htm": self.to_html, ".json": self.to_json}
+        if path.suffix.lower() not in writers:
+            raise InvalidSpecError(
+                f"cannot save a survey as {path.suffix or 'a file without suffix'!r}; "
+                "use .html or .json"
+            )
+        path.write_text(writers[path.suffix.lower()](), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Survey:
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+    def __repr__(self) -> str:
+        return (
+            f"<Survey {len(self.targets)} targets x {len(self.input_dtypes)} dtypes x "
+            f"{len(self.policies)} policies on {', '.join(self.backends)}>"
+        )
+
+
+def _described(cell: SurveyCell | None, backend: str) -> tuple[str, str]:
+    if cell is None or backend not in cell.results:
+        return "absent", "absent"
+    return cell.results[backend].outcome, cell.backend_classification(backend)

@@ -1,0 +1,196 @@
+"""Code that runs inside a worker process: one Keras backend per process, for its whole life.
+
+Keras fixes its backend when it is first imported, so :func:`init` sets ``KERAS_BACKEND`` and
+the GPU-sharing settings before anything imports Keras; this module itself imports Keras only
+inside functions. The kernel talks to it through :mod:`dtype_explorer.runtime.pool`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import os
+import pickle
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from dtype_explorer.engine import run_probe
+from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _worker_log as worker_log
+
+# Several frameworks share one GPU: none may take all of its memory up front.
+GPU_ETIQUETTE = {
+    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # jax (also used by the numpy backend)
+    "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # tensorflow, wherever Keras imports it
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+
+_state: dict[str, Any] = {"backend": None, "device": "unknown", "init_error": None}
+
+
+#: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
+#: never does: kept out while Keras imports, they save each worker ~33 MB.
+_NOT_FOR_WORKERS = ("pandas", "IPython")
+
+
+def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | None) -> None:
+    """Fix this process's Keras backend (pebble calls it once per worker start).
+
+    The worker's output (backend chatter, a crash's traceback) goes to ``log_path``, not into
+    the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
+    An import that hangs (a GPU driver that never answers) ends the worker after
+    ``start_timeout`` seconds (``None``: no deadline), its threads' tracebacks written to the
+    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (A
+    script's ``__main__``, which spawn re-imports before this runs, is outside the deadline.)
+    """
+    os.environ["KERAS_BACKEND"] = backend
+    os.environ.update(GPU_ETIQUETTE)
+    if backend != "jax":  # Keras imports jax everywhere; only the jax worker may use the GPU
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    _state["backend"] = backend
+    with contextlib.suppress(OSError):  # else the output stays where it was
+        _redirect_output(Path(log_path), backend)
+    _exit_with_parent(parent_pid)
+    if start_timeout is not None:
+        faulthandler.dump_traceback_later(start_timeout, exit=True)
+    try:
+        with _kept_out(_NOT_FOR_WORKERS):
+            _import_backend(backend)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    with contextlib.suppress(OSError):
+        os.write(2, worker_log.ready_line(backend))
+
+
+@contextlib.contextmanager
+def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
+    """Make ``import`` of ``modules`` fail (as if not installed) inside the block; afterwards a
+    user's layer may import them as usual."""
+    absent = [name for name in modules if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(absent))
+    try:
+        yield
+    finally:
+        for name in absent:
+            if sys.modules.get(name, "") is None:
+                del sys.modules[name]
+
+
+def _import_backend(backend: str) -> None:
+    """Import Keras on ``backend`` (TensorFlow told to grow GPU memory as needed) and find the
+    device it computes on; a failure is kept for :func:`run` to report with each probe."""
+    try:
+        if backend == "tensorflow":
+            import tensorflow as tf
+
+            for gpu in tf.config.list_physical_devices("GPU"):
+                tf.config.experimental.set_memory_growth(gpu, True)
+        import keras
+
+        if keras.backend.backend() != backend:  # a script's __main__ imported Keras first
+            with warnings.catch_warnings():  # nothing was built with the old backend yet
+                warnings.simplefilter("ignore")
+                keras.config.set_backend(backend)
+        _state["device"] = _device(backend)
+    except Exception as exc:
+        _state["init_error"] = f"{type(exc).__name__}: {exc}"
+
+
+def describe() -> dict[str, Any]:
+    """This worker: pid, backend, device and whether its backend imported."""
+    return {
+        "pid": os.getpid(),
+        "backend": _state["backend"],
+        "device": _state["device"],
+        "init_error": _state["init_error"],
+    }
+
+
+def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
+    """Run one probe here and return the ``ProbeResult`` as a dict (cheap to send back)."""
+    probe_spec = ProbeSpec.from_dict(spec)
+    backend = _state["backend"]
+    if _state["init_error"] is not None:
+        message = f"the {backend} backend could not be imported: {_state['init_error']}"
+        return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
+    target = None
+    if payload is not None:
+        try:
+            target = unpack_target(payload)
+        except Exception as exc:
+            message = (
+                f"the custom layer could not be sent to the {backend} worker ({exc}). Define it "
+                "in an importable module or a notebook cell, and give a layer instance a "
+                "get_config() that from_config() accepts."
+            )
+            return _failure(
+                probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
+            )
+    result: ProbeResult = run_probe(probe_spec, target=target)
+    if result.status != "ok":  # no output tensor told inprocess.run where it ran
+        result = result.model_copy(update={"device": _state["device"]})
+    return result.to_dict()
+
+
+def unpack_target(payload: bytes) -> Any:
+    """The custom target sent by ``pool.target_payload``: a class or factory, or an instance
+    rebuilt from its config."""
+    kind, value = pickle.loads(payload)
+    if kind == "unpicklable":
+        raise TypeError(f"it could not be pickled in the kernel: {value}")
+    if kind == "config":
+        cls, config = value
+        return cls.from_config(config)
+    return value
+
+
+def _failure(spec: Any, error: Any) -> dict[str, Any]:
+    return ProbeResult(
+        spec=spec,
+        status="error",
+        backend=_state["backend"],
+        device=_state["device"],
+        verdict="error",
+        error=error,
+    ).to_dict()
+
+
+def _device(backend: str) -> str:
+    """The device this backend computes on, named as ``inprocess.run`` names an output's device."""
+    if backend == "jax":
+        import jax
+
+        device = jax.devices()[0]
+        return f"{device.platform}:{device.id}"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "gpu:0" if tf.config.list_logical_devices("GPU") else "cpu:0"
+    if backend == "torch":
+        from keras.src.backend.torch.core import get_device
+
+        return str(get_device())
+    return "cpu"
+
+
+def _redirect_output(log_path: Path, backend: str) -> None:
+    with worker_log.open_for_worker(log_path, backend) as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    faulthandler.enable()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Leave no orphan: exit when the kernel is gone, even in the middle of a hung probe."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="dx-parent-watch", daemon=True).start()

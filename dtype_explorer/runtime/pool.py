@@ -1,0 +1,453 @@
+"""One long-lived worker process per Keras backend, so one kernel can ask all four at once.
+
+Keras fixes its backend at import, so each backend gets its own ``pebble.ProcessPool`` with a
+single spawned worker (:mod:`dtype_explorer.runtime._worker`), started on first use and reused. The
+kernel's own Keras is never touched. pebble enforces the per-probe timeout (the worker is
+killed and restarted) and notices a worker that dies mid-probe (reported as ``crashed``, and
+restarted for the next probe). Answers go through the persistent
+:mod:`~dtype_explorer.runtime.cache`.
+
+>>> from dtype_explorer.records import ProbeSpec
+>>> futures = [submit(ProbeSpec(target="Conv1D", input_dtypes=("uint8",), backend=b,
+...                             kwargs={"filters": 2, "kernel_size": 3}))
+...            for b in installed_backends()]                            # doctest: +SKIP
+>>> [f.result().status for f in futures]                                 # doctest: +SKIP
+['ok', 'error', 'error', 'error']
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures
+import contextlib
+import dataclasses
+import functools
+import importlib.util
+import math
+import multiprocessing
+import os
+import pickle
+import signal
+import sqlite3
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+import pebble
+
+from dtype_explorer import backends as backend_names
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _worker as worker
+from dtype_explorer.runtime import _worker_log as worker_log
+from dtype_explorer.runtime import cache
+from dtype_explorer.versions import versions
+
+ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
+DEFAULT_TIMEOUT = 60.0
+#: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
+DEFAULT_START_TIMEOUT = 300.0
+#: The longest finite time limit (faulthandler's timer cannot count past ~30 years).
+MAX_SECONDS = 1e8
+
+_lock = threading.RLock()
+_pools: dict[str, pebble.ProcessPool] = {}
+_pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
+_shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
+_devices: dict[str, str] = {}
+_starts: dict[str, _Start] = {}  # per backend, how its current pool starts workers
+_config: dict[str, Any] = {
+    "backends": None,
+    "timeout": DEFAULT_TIMEOUT,
+    "start_timeout": DEFAULT_START_TIMEOUT,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Start:
+    """How a pool starts its workers: their log (and its size then: older text is another
+    pool's) and the start deadline they were given (``None``: none)."""
+
+    log: Path
+    log_offset: int
+    deadline: float | None
+
+
+class WorkerShutdown(Exception):
+    """A probe's worker was stopped on purpose (``shutdown``/``configure``) before it answered."""
+
+
+SHUT_DOWN = "the worker was shut down before answering (dx.shutdown or configure)"
+
+
+class WorkerStartError(RuntimeError):
+    """A worker died or hung while importing its backend (see its log, ``log_path``)."""
+
+
+def configure(
+    *,
+    backends: Iterable[str] | None = None,
+    timeout: float | None = None,
+    start_timeout: float | None = None,
+) -> None:
+    """Cap the backends that may start a worker (small machines) and set the time limits.
+
+    ``backends`` overrides ``$DTYPE_EXPLORER_BACKENDS`` (e.g. ``jax,numpy``); running workers
+    of backends left out are stopped. ``timeout`` is in seconds, per probe. ``start_timeout``
+    bounds a worker's start (importing its backend) and applies to backends whose workers
+    start after this call (``shutdown()`` first to apply it to all). ``math.inf``: no limit.
+    Nothing changes when an argument is invalid.
+    """
+    chosen = None if backends is None else _validated(backends)
+    limits = {
+        name: _seconds(name, value)
+        for name, value in (("timeout", timeout), ("start_timeout", start_timeout))
+        if value is not None
+    }
+    with _lock:
+        if chosen is not None:
+            _config["backends"] = chosen
+            for name in [b for b in _pools if b not in chosen]:
+                _stop(_pools.pop(name), on_purpose=True)
+        _config.update(limits)
+
+
+def _seconds(name: str, value: float) -> float:
+    """A time limit: positive seconds, or ``math.inf`` for none."""
+    seconds = float(value)
+    if not 0 < seconds <= MAX_SECONDS and seconds != math.inf:
+        raise InvalidSpecError(
+            f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], or math.inf for no "
+            f"limit, not {value!r}"
+        )
+    return seconds
+
+
+def allowed_backends() -> list[str]:
+    """The backends a worker may start for: ``configure(backends=...)``, else the env var."""
+    if _config["backends"] is not None:
+        return list(_config["backends"])
+    env = os.environ.get(ENV_BACKENDS, "").strip()
+    if env:
+        return _validated(b.strip() for b in env.split(",") if b.strip())
+    return list(backend_names.BACKENDS)
+
+
+def installed_backends() -> list[str]:
+    """Allowed backends whose package is installed (found without importing it)."""
+    return [b for b in allowed_backends() if _installed(b)]
+
+
+def usable(backends: str | Iterable[str] | None = None) -> list[str]:
+    """``backends`` checked to be installed and allowed (``None`` or ``"all"``: every such
+    backend), so that work fails before it starts rather than half-way.
+
+    Raises ``InvalidSpecError`` naming an unknown, uninstalled or disallowed backend.
+    """
+    available = installed_backends()
+    if backends is None or backends == backend_names.ALL:
+        return available
+    names = backend_names.names(backends)
+    for name in names:
+        if name not in available:
+            raise unknown("backend (installed and allowed)", name, available)
+    return names
+
+
+@functools.cache
+def _installed(backend: str) -> bool:
+    return backend == "numpy" or importlib.util.find_spec(backend) is not None
+
+
+def target_payload(target: Any) -> bytes:
+    """Pickle a custom layer for the workers: a class or factory by value (cloudpickle, so
+    notebook definitions travel), a ``Layer`` instance as its class and ``get_config()``.
+
+    Never raises: what cannot be pickled travels as its error, and every backend's result
+    reports it (``ErrorInfo(where="transfer")``).
+    """
+    keras = sys.modules.get("keras")
+    try:
+        if keras is not None and isinstance(target, keras.layers.Layer):
+            return cloudpickle.dumps(("config", (type(target), target.get_config())))
+        return cloudpickle.dumps(("object", target))
+    except Exception as exc:
+        return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
+
+
+def submit(
+    spec: ProbeSpec,
+    *,
+    target_payload: bytes | None = None,
+    timeout: float | None = None,
+    use_cache: bool = True,
+) -> Future[ProbeResult]:
+    """Run ``spec`` on the worker for ``spec.backend``; the future never raises for a probe.
+
+    A cached answer comes back as an already-completed future (``cached=True``); a live one is
+    stored. ``use_cache=False`` leaves the cache out (neither read nor written). A custom layer
+    travels as ``target_payload`` (from :func:`target_payload`, made once for several
+    backends); its results are never cached. ``timeout`` defaults to the configured one.
+    """
+    (backend,) = usable(spec.backend)
+    cacheable = use_cache and target_payload is None and not spec.target.startswith("custom:")
+    if cacheable:
+        with _cache_optional():
+            hit = cache.get(spec)
+            if hit is not None:
+                return _completed(hit)
+    seconds = _config["timeout"] if timeout is None else float(timeout)
+    task = _schedule(backend, worker.run, (spec.to_dict(), target_payload), seconds)
+    out: Future[ProbeResult] = Future()
+    out.add_done_callback(lambda f: f.cancelled() and task.cancel())
+    task.add_done_callback(lambda f: _finish(f, out, spec, seconds, cacheable=cacheable))
+    return out
+
+
+def run_many(
+    specs: Iterable[ProbeSpec], *, target: Any = None, **options: Any
+) -> Iterator[ProbeResult]:
+    """Submit every spec at once and yield each result as it arrives (options as ``submit``);
+    a custom ``target`` is pickled once for all of them."""
+    if target is not None:
+        options["target_payload"] = target_payload(target)
+    futures = [submit(spec, **options) for spec in specs]
+    for future in concurrent.futures.as_completed(futures):
+        yield future.result()
+
+
+def call(backend: str, function: Any, *args: Any, timeout: float | None = None) -> Future:
+    """Run a module-level ``function(*args)`` in ``backend``'s worker, where that backend's
+    library is already imported (reference promotion tables use it); a raw future."""
+    usable(backend)
+    seconds = _config["timeout"] if timeout is None else float(timeout)
+    return _schedule(backend, function, args, seconds)
+
+
+def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Start the workers for ``backends`` (default: all installed) in parallel and wait until
+    each has imported its backend; returns what each worker says about itself. A worker that
+    cannot start (or not within the start timeout) raises :class:`WorkerStartError`."""
+    names = installed_backends() if backends is None else _validated(backends)
+    futures = {b: _schedule(b, worker.describe) for b in names}
+    described = {}
+    for backend, future in futures.items():
+        try:
+            described[backend] = future.result()
+        except (pebble.ProcessExpired, BrokenProcessPool) as exc:
+            if future in _shut_down:
+                raise WorkerShutdown(SHUT_DOWN) from None
+            raise WorkerStartError(_lost_before_answering(backend, exc)[2]) from None
+    _devices.update({b: d["device"] for b, d in described.items()})
+    return described
+
+
+def log_path(backend: str) -> Path:
+    """Where ``backend``'s worker writes its output (backend messages, crash tracebacks):
+    ``workers/<backend>.log`` in the cache directory it was started with."""
+    start = _starts.get(backend)
+    return start.log if start else _new_log_path(backend)
+
+
+def _new_log_path(backend: str) -> Path:
+    return cache.path() / "workers" / f"{backend}.log"
+
+
+def shutdown() -> None:
+    """Stop every worker now (also run at interpreter exit); later probes start new ones."""
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        _stop(pool, on_purpose=True)
+
+
+def _pool(backend: str) -> pebble.ProcessPool:
+    """The running pool for ``backend``; a new one if it never started or broke."""
+    with _lock:
+        pool = _pools.get(backend)
+        if pool is not None and not pool.active:
+            _stop(pool, on_purpose=False)
+            pool = None
+        if pool is None:
+            log = _new_log_path(backend)
+            deadline = _config["start_timeout"]
+            start = _Start(log, worker_log.size(log), None if deadline == math.inf else deadline)
+            _starts[backend] = start
+            pool = pebble.ProcessPool(
+                max_workers=1,
+                initializer=worker.init,
+                initargs=(backend, os.getpid(), str(log), start.deadline),
+                context=multiprocessing.get_context("spawn"),
+            )
+            _pools[backend] = pool
+        return pool
+
+
+def _schedule(
+    backend: str, function: Any, args: tuple = (), timeout: float | None = None
+) -> Future:
+    """Schedule on ``backend``'s pool, replacing it once if it broke just now."""
+    if timeout == math.inf:
+        timeout = None
+    with _lock:
+        try:
+            pool = _pool(backend)
+            task = pool.schedule(function, args=args, timeout=timeout)
+        except RuntimeError:  # the pool broke between the check and the call
+            pool = _pool(backend)
+            task = pool.schedule(function, args=args, timeout=timeout)
+        pending = _pending.setdefault(pool, set())
+        pending.add(task)
+    task.add_done_callback(pending.discard)
+    return task
+
+
+def _stop(pool: pebble.ProcessPool, *, on_purpose: bool) -> None:
+    """Stop ``pool``'s worker and resolve the tasks it leaves unanswered: as a shutdown when
+    stopped on purpose (marked first: pebble may report the worker it kills as expired), as
+    the pool's breakage when it is replaced because it broke."""
+    pending = list(_pending.pop(pool, ()))
+    if on_purpose:
+        _shut_down.update(pending)
+    pool.stop()
+    pool.join()
+    for task in pending:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            task.set_exception(
+                WorkerShutdown(SHUT_DOWN) if on_purpose else BrokenProcessPool("the pool broke")
+            )
+
+
+def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cacheable: bool) -> None:
+    """Turn the worker's answer (or its failure) into a ``ProbeResult`` and store it."""
+    if out.done():  # cancelled by the caller
+        return
+    try:
+        result = ProbeResult.from_dict(task.result())
+        _devices[spec.backend] = result.device
+    except concurrent.futures.CancelledError:
+        if task not in _shut_down:
+            return
+        result = _lost_worker(spec, WorkerShutdown(SHUT_DOWN), on_purpose=True)
+    except concurrent.futures.TimeoutError:
+        message = (
+            f"no answer within {seconds:g} s; the {spec.backend} worker was stopped and "
+            "will be restarted for the next probe (set timeout= to allow longer)"
+        )
+        result = _failure(spec, "timeout", "TimeoutError", message)
+    except (pebble.ProcessExpired, BrokenProcessPool, WorkerShutdown) as exc:
+        result = _lost_worker(spec, exc, on_purpose=task in _shut_down)
+    except Exception as exc:  # a bug in the worker's code, reported rather than raised
+        result = _failure(spec, "error", type(exc).__name__, str(exc))
+    if cacheable and _storable(result):  # before answering: a repeat right after is a hit
+        with _cache_optional():
+            cache.put(result)
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
+        out.set_result(result)
+
+
+@contextlib.contextmanager
+def _cache_optional() -> Iterator[None]:
+    """The cache only saves time: an unusable one (read-only, locked) warns, never fails."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        warnings.warn(
+            f"dtype-explorer's result cache is unusable ({exc}); running live. "
+            f"Set ${cache.ENV_DIR} to a writable directory.",
+            stacklevel=4,
+        )
+
+
+def _storable(result: ProbeResult) -> bool:
+    """A live answer from Keras (not a worker or transfer problem) may be cached."""
+    return result.status in ("ok", "error", "invalid") and (
+        result.error is None or result.error.where not in ("worker", "transfer")
+    )
+
+
+def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> ProbeResult:
+    """The answer for a probe whose worker went away: stopped on purpose (``shutdown``,
+    ``configure``; pebble may then report the killed worker as expired or the pool as broken),
+    stopped at its start deadline, or died on its own."""
+    if on_purpose or isinstance(exc, WorkerShutdown):
+        return _failure(spec, "error", "WorkerShutdown", SHUT_DOWN)
+    if isinstance(exc, pebble.ProcessExpired):
+        return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
+    status, kind, message = _lost_before_answering(spec.backend, exc)
+    return _failure(spec, status, kind, message)
+
+
+def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(status, error type, message)`` for a worker that pebble reports only as gone (the
+    pool broke): its log tells whether it was starting, hit its start deadline, or had
+    started and died (before pebble saw it take the task)."""
+    start = _starts[backend]  # set when its pool was made, which every task went through
+    ending = worker_log.last_start(start.log, backend, since=start.log_offset)
+    if ending == "timed-out":
+        return (
+            "timeout",
+            "WorkerStartTimeout",
+            f"the {backend} worker did not finish starting (importing Keras on {backend}) "
+            f"within {start.deadline:g} s and was stopped; the next probe starts a new one "
+            f"(pool.configure(start_timeout=...) allows longer). Where it hung: {start.log}",
+        )
+    if ending == "died-starting":
+        return (
+            "crashed",
+            "WorkerCrashed",
+            f"the {backend} worker died while starting (importing Keras on {backend}; {exc}); "
+            f"the next probe starts a new one. Its output is in {start.log}",
+        )
+    return (
+        "crashed",
+        "WorkerCrashed",
+        f"the {backend} worker died before answering (a segfault, os._exit or running out of "
+        f"memory; {exc}); it is restarted for the next probe. Its output is in {start.log}",
+    )
+
+
+def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        how = f"was killed by {signal.Signals(-exitcode).name}"
+    else:
+        how = f"exited with code {exitcode}"
+    return (
+        f"the {spec.backend} worker {how} while running this probe (a segfault, os._exit "
+        "or running out of memory); it is restarted for the next probe. Its output is in "
+        f"{log_path(spec.backend)}"
+    )
+
+
+def _failure(spec: ProbeSpec, status: str, kind: str, message: str) -> ProbeResult:
+    return ProbeResult(
+        spec=spec,
+        status=status,  # type: ignore[arg-type]
+        backend=spec.backend,
+        device=_devices.get(spec.backend, "unknown"),
+        verdict="error",
+        error=ErrorInfo(type=kind, message=message, where="worker"),
+        versions=versions(spec.backend),
+    )
+
+
+def _completed(result: ProbeResult) -> Future[ProbeResult]:
+    future: Future[ProbeResult] = Future()
+    future.set_result(result)
+    return future
+
+
+def _validated(backends: str | Iterable[str]) -> list[str]:
+    listed = backends if isinstance(backends, str) else list(backends)
+    return backend_names.names("all" if listed == ["all"] else listed)
+
+
+atexit.register(shutdown)

@@ -1,0 +1,214 @@
+"""plotly figures: the survey heatmap and the promotion grid, each cell coloured by its class
+or kind from the palette, with every backend's answer on hover."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dtype_explorer.records import (
+    CLASSIFICATIONS,
+    KINDS,
+    PromotionCell,
+    PromotionTable,
+    Survey,
+    SurveyCell,
+)
+from dtype_explorer.views._markup import clip, e, short
+from dtype_explorer.views._palette import PALETTE
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+
+def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
+    """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies."""
+    import plotly.graph_objects as go
+
+    policies = [policy] if policy else list(survey.policies)
+    classes = list(CLASSIFICATIONS)
+    figure = go.Figure()
+    for i, name in enumerate(policies):
+        z, labels, hover = [], [], []
+        for target in survey.targets:
+            cells = [_survey_cell(survey, target, d, name) for d in survey.input_dtypes]
+            z.append([classes.index(c.classification) if c else None for c in cells])
+            labels.append([_cell_label(c) for c in cells])
+            hover.append([_survey_hover(c) for c in cells])
+        figure.add_trace(
+            _category_heatmap(
+                z,
+                survey.input_dtypes,
+                survey.targets,
+                labels,
+                hover,
+                PALETTE["survey_classes"],
+                classes,
+                font_size=9,
+                visible=i == 0,
+                name=name,
+            )
+        )
+    backends = ", ".join(survey.backends)
+    figure.update_layout(
+        title={"text": _survey_title(survey, policies[0]), "y": 0.995, "yanchor": "top"},
+        height=max(340, 20 * len(survey.targets) + 200),
+        width=max(560, 46 * len(survey.input_dtypes) + 360),
+        xaxis={"side": "top", "type": "category", "title": f"input dtype  (backends: {backends})"},
+        yaxis={"autorange": "reversed", "type": "category"},
+        margin={"t": 170, "l": 10, "r": 10, "b": 20},
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    if len(policies) > 1:
+        plot_height = figure.layout.height - 190
+        buttons = [
+            {
+                "label": name,
+                "method": "update",
+                "args": [
+                    {"visible": [j == i for j in range(len(policies))]},
+                    {"title.text": _survey_title(survey, name)},
+                ],
+            }
+            for i, name in enumerate(policies)
+        ]
+        figure.update_layout(
+            updatemenus=[
+                {
+                    "type": "buttons",
+                    "direction": "right",
+                    "x": 0,
+                    "xanchor": "left",
+                    "y": 1 + 88 / plot_height,
+                    "yanchor": "bottom",
+                    "buttons": buttons,
+                }
+            ]
+        )
+    return figure
+
+
+def _survey_cell(survey: Survey, target: str, dtype: str, policy: str) -> SurveyCell | None:
+    try:
+        return survey.cell(target, dtype, policy)
+    except (KeyError, ValueError):
+        return None
+
+
+def _survey_title(survey: Survey, policy: str) -> str:
+    return f"Layer survey: policy {policy} (compute {survey.compute_dtypes[policy]})"
+
+
+def _cell_label(cell: SurveyCell | None) -> str:
+    if cell is None:
+        return ""
+    outcomes = {r.outcome for r in cell.results.values()}
+    if len(outcomes) > 1:
+        return "≠"
+    only = outcomes.pop()
+    return "err" if only.startswith("raises") or only in ("timeout", "crashed") else short(only)
+
+
+def _survey_hover(cell: SurveyCell | None) -> str:
+    if cell is None:
+        return "not surveyed"
+    lines = [
+        f"<b>{e(cell.target)}</b> · {e(cell.input_dtype)} · {e(cell.policy)} "
+        f"(compute {e(cell.compute_dtype)})",
+        f"<b>{cell.classification}</b>",
+    ]
+    for backend, r in cell.results.items():
+        if r.ok:
+            path = r.path_text().replace(" -> ", " → ")
+            mismatch = r.declared_dtype not in (None, r.output_dtype)
+            declared = f" (declared {r.declared_dtype})" if mismatch else ""
+            lines.append(f"{e(backend)}: {e(path)}{e(declared)}")
+        else:
+            error = r.error_text() or r.status
+            lines.append(f"{e(backend)}: {e(r.status)} · {e(clip(error, 110))}")
+    return "<br>".join(lines)
+
+
+def _category_heatmap(
+    z: list,
+    x,
+    y,
+    labels: list,
+    hover: list,
+    colors: dict[str, str],
+    categories: list[str],
+    *,
+    font_size: int = 10,
+    **trace: Any,
+) -> go.Heatmap:
+    """A heatmap whose z holds category indices, one colour per category, hover text per cell."""
+    import plotly.graph_objects as go
+
+    return go.Heatmap(
+        z=z,
+        x=list(x),
+        y=list(y),
+        text=labels,
+        customdata=hover,
+        texttemplate="%{text}",
+        textfont={"size": font_size},
+        hovertemplate="%{customdata}<extra></extra>",
+        colorscale=_discrete_scale([colors[c] for c in categories]),
+        zmin=-0.5,
+        zmax=len(categories) - 0.5,
+        xgap=1,
+        ygap=1,
+        colorbar={"tickvals": list(range(len(categories))), "ticktext": categories},
+        **trace,
+    )
+
+
+def promotion_figure(table: PromotionTable) -> go.Figure:
+    """A dtype x dtype grid of the documented dtype, coloured by who disagrees."""
+    import plotly.graph_objects as go
+
+    kinds = list(KINDS)
+    z, labels, hover = [], [], []
+    for lhs in table.dtypes:
+        cells = [table.cell(lhs, rhs) for rhs in table.dtypes]
+        z.append([kinds.index(c.kind) for c in cells])
+        labels.append([short(c.shown) + ("*" if c.kind != "agrees" else "") for c in cells])
+        hover.append([_promotion_hover(c, table) for c in cells])
+    figure = go.Figure(
+        _category_heatmap(
+            z, table.dtypes, table.dtypes, labels, hover, PALETTE["promotion_kinds"], kinds
+        )
+    )
+    side = max(420, 40 * len(table.dtypes) + 200)
+    figure.update_layout(
+        title={
+            "text": f"{table.op}: documented result dtype (floatx {table.floatx}); "
+            "* someone disagrees",
+            "y": 0.995,
+            "yanchor": "top",
+        },
+        width=side + 160,
+        height=side,
+        xaxis={"side": "top", "type": "category", "title": "rhs"},
+        yaxis={"autorange": "reversed", "type": "category", "title": "lhs"},
+        margin={"t": 160, "l": 10, "r": 10, "b": 20},
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    return figure
+
+
+def _promotion_hover(cell: PromotionCell, table: PromotionTable) -> str:
+    lines = [
+        f"<b>{e(table.op)}({e(cell.lhs)}, {e(cell.rhs)})</b> → {e(cell.shown)}",
+        f"<b>{cell.kind}</b>",
+    ]
+    for value, who in cell.who_says().items():
+        lines.append(f"{e(value)}: {e(', '.join(who))}")
+    lines.extend(f"<i>{e(k)}</i>: {e(clip(v, 100))}" for k, v in cell.errors().items())
+    return "<br>".join(lines)
+
+
+def _discrete_scale(colors: Sequence[str]) -> list[list[float | str]]:
+    """A plotly colorscale giving each integer 0..n-1 its own flat colour."""
+    n = len(colors)
+    return [[bound / n, colour] for i, colour in enumerate(colors) for bound in (i, i + 1)]

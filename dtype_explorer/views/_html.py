@@ -1,0 +1,273 @@
+"""HTML views: the notebook cards of a probe, a probe set, a survey, a promotion table and an
+audit report, and a survey's standalone page. They lay out what the records say and compute no
+dtype fact themselves."""
+
+from __future__ import annotations
+
+from dtype_explorer.records import (
+    KINDS,
+    ROW_COLUMNS,
+    AuditReport,
+    Finding,
+    LayerCall,
+    ProbeResult,
+    ProbeSet,
+    PromotionCell,
+    PromotionTable,
+    Survey,
+)
+from dtype_explorer.views._figures import survey_figure
+from dtype_explorer.views._markup import STYLE, badge, chip, clip, e, floatx_text
+from dtype_explorer.views._palette import color
+from dtype_explorer.views._svg import cast_path_svg
+
+
+def result_html(result: ProbeResult) -> str:
+    """The notebook card of one probe."""
+    return f"{STYLE}<div class='dx-card'>{_result_body(result)}</div>"
+
+
+def _result_body(result: ProbeResult, *, header: bool = True) -> str:
+    spec = result.spec
+    parts = []
+    if header:
+        cached = " · cached" if result.cached else ""
+        parts.append(
+            "<div class='dx-head'>"
+            f"<span class='dx-title'>{e(spec.target)}</span>"
+            f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy "
+            f"{e(spec.policy)}{floatx_text(spec.floatx)} · {e(result.backend)} "
+            f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
+        )
+    parts.append(cast_path_svg(result))
+    parts.append(_views_table(result))
+    if result.basis:
+        items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
+        parts.append(f"<div class='dx-meta'>Why (documented rule):</div><ul>{items}</ul>")
+    if result.error is not None:
+        parts.append(
+            f"<details open><summary>{e(result.error.type)} "
+            f"(in {e(result.error.where)})</summary><pre>{e(result.error.message)}</pre>"
+            "</details>"
+        )
+    if result.variables:
+        rows = "".join(
+            f"<tr><td>{e(name)}</td><td>{chip(v.stored)}</td><td>{chip(v.read)}</td>"
+            f"<td>{'yes' if v.autocast else 'no'}</td></tr>"
+            for name, v in result.variables.items()
+        )
+        parts.append(
+            "<details><summary>Variables</summary><table><tr><th>variable</th><th>stored</th>"
+            f"<th>read in call()</th><th>autocast</th></tr>{rows}</table></details>"
+        )
+    if result.numerics is not None:
+        parts.append(f"<div class='dx-meta'>Numerics: {e(_numerics_text(result))}</div>")
+    return "".join(parts)
+
+
+def _views_table(result: ProbeResult) -> str:
+    observed = result.output_dtype if result.ok else None
+    views = [
+        ("documented", result.documented_dtype, "what Keras's rules say"),
+        ("declared", result.declared_dtype, "what Keras says symbolically"),
+        ("observed", observed, "what the eager call returned"),
+    ]
+    cells = []
+    for name, dtype, tip in views:
+        odd = dtype is not None and observed is not None and dtype != observed
+        if name == "observed" and not result.ok:
+            cells.append(f"<td title='{tip}'>raised</td>")
+        else:
+            cells.append(f"<td>{chip(dtype, odd=odd, title=tip)}</td>")
+    head = "".join(f"<th>{name}</th>" for name, _, _ in views)
+    return f"<table><tr>{head}</tr><tr>{''.join(cells)}</tr></table>"
+
+
+def _numerics_text(result: ProbeResult) -> str:
+    n = result.numerics
+    if n is None:
+        return ""
+    bits = [f"{n.nonfinite_from_finite} inf/NaN from finite input of {n.output_count} values"]
+    if n.max_abs_output is not None:
+        bits.append(f"max |output| {n.max_abs_output:.4g}")
+    if n.max_rel_error is not None:
+        bits.append(f"relative error {n.max_rel_error:.3g} against {n.reference_dtype}")
+    if n.note:
+        bits.append(n.note)
+    return "; ".join(bits)
+
+
+def probe_set_html(probe_set: ProbeSet) -> str:
+    """The notebook card of one spec on several backends: a row per backend, a banner when
+    they diverge, and each backend's full card folded below."""
+    results = list(probe_set)
+    if not results:
+        return f"{STYLE}<div class='dx-card'>no results</div>"
+    spec = results[0].spec
+    verdict = probe_set.verdict
+    head = (
+        "<div class='dx-head'>"
+        f"<span class='dx-title'>{e(spec.target)}</span>"
+        f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy {e(spec.policy)}"
+        f"{floatx_text(spec.floatx)} · {len(results)} backends</span>{badge(verdict)}</div>"
+    )
+    banner = ""
+    if verdict == "diverges":
+        said = " · ".join(f"<b>{e(r.backend)}</b> {e(r.outcome)}" for r in results)
+        banner = f"<div class='dx-banner'>Backends disagree: {said}</div>"
+    rows = []
+    for r in results:
+        error = r.error_text()
+        rows.append(
+            f"<tr><td><b>{e(r.backend)}</b></td><td>{e(r.status)}</td>"
+            f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
+            f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
+            f"<td>{badge(r.verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
+            f"<td title='{e(error)}'>{e(clip(error, 60))}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>backend</th><th>status</th><th>observed</th><th>documented</th>"
+        f"<th>declared</th><th>verdict</th><th>cast path</th><th>error</th></tr>{''.join(rows)}"
+        "</table>"
+    )
+    details = "".join(
+        f"<details><summary>{e(r.backend)}: details</summary>"
+        f"{_result_body(r, header=False)}</details>"
+        for r in results
+    )
+    return f"{STYLE}<div class='dx-card'>{head}{banner}{table}{details}</div>"
+
+
+def _path_chips(result: ProbeResult) -> str:
+    """The changed steps of a cast path as chips: ``uint8 -> float32 -> float32``."""
+    chips = [chip(s.dtype, title=f"{s.stage}: {s.note}") for s in result.notable_steps()]
+    if not result.ok:
+        chips.append("<span class='dx-meta'>raises</span>")
+    return " → ".join(chips)
+
+
+def survey_summary_html(survey: Survey) -> str:
+    """Counts per class and policy, with the survey's scope (the notebook repr)."""
+    counts = survey.counts()
+    head = "".join(f"<th>{e(p)}</th>" for p in counts.columns)
+    rows = "".join(
+        f"<tr><td><span class='dx-chip' style='background:{color('survey_classes', c)}'>"
+        f"{e(c)}</span></td>" + "".join(f"<td>{int(v)}</td>" for v in counts.loc[c]) + "</tr>"
+        for c in counts.index
+    )
+    scope = (
+        f"{len(survey.targets)} targets x {len(survey.input_dtypes)} dtypes x "
+        f"{len(survey.policies)} policies x {len(survey.backends)} backends "
+        f"({', '.join(survey.backends)}) = {len(survey.results)} probes in {survey.elapsed_s:g} s"
+    )
+    return (
+        f"{STYLE}<div class='dx-card'><div class='dx-head'>"
+        f"<span class='dx-title'>Layer survey</span><span class='dx-meta'>{e(scope)}</span>"
+        f"</div><table><tr><th>cells</th>{head}</tr>{rows}</table>"
+        "<div class='dx-meta'>.figure() for the map, .to_frame() for the table</div></div>"
+    )
+
+
+def survey_html(survey: Survey) -> str:
+    """A standalone HTML page: scope, counts, the heatmap and the cells worth a look."""
+    figure = survey_figure(survey).to_html(full_html=False, include_plotlyjs=True)
+    frame = survey.to_frame()
+    notable = frame[frame["classification"].isin(["diverges", "declared-mismatch"])]
+    table = notable.to_html(index=False, border=0, classes="dx-table") if len(notable) else ""
+    first = {r.backend: r for r in reversed(survey.results)}  # one result per backend
+    versions = {k: v for r in first.values() for k, v in r.versions.items()}
+    meta = " · ".join(f"{k} {v}" for k, v in sorted(versions.items()))
+    return (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>dtype-explorer survey</title>"
+        f"</head><body style='margin:16px'>{survey_summary_html(survey)}"
+        f"<div class='dx-card'><span class='dx-meta'>created {e(survey.created)} · {e(meta)}"
+        f"</span></div>{figure}"
+        + (
+            f"<div class='dx-card'><b>Diverging or declared-mismatch cells</b>{table}</div>"
+            if table
+            else ""
+        )
+        + "</body></html>"
+    )
+
+
+def promotion_html(table: PromotionTable) -> str:
+    """Summary card of a promotion table: scope, cells per kind, the disagreements."""
+    cells = table.cells()
+    counts = {k: sum(c.kind == k for c in cells) for k in KINDS}
+    count_chips = " ".join(
+        f"<span class='dx-chip' style='background:{color('promotion_kinds', k)};color:#222'>"
+        f"{e(k)}: {n}</span>"
+        for k, n in counts.items()
+    )
+    worst = [c for c in cells if c.kind in ("keras-disagrees", "backend-specific")][:40]
+    rows = "".join(
+        f"<tr><td>{e(c.lhs)}</td><td>{e(c.rhs)}</td><td>{chip(c.shown)}</td><td>{e(c.kind)}</td>"
+        f"<td>{e(_who_says_text(c))}</td></tr>"
+        for c in worst
+    )
+    refs = ", ".join(f"{k} {v}" for k, v in table.reference_versions.items())
+    body = (
+        "<table><tr><th>lhs</th><th>rhs</th><th>documented</th><th>kind</th><th>who says what</th>"
+        f"</tr>{rows}</table>"
+        if rows
+        else ""
+    )
+    return (
+        f"{STYLE}<div class='dx-card'><div class='dx-head'>"
+        f"<span class='dx-title'>{e(table.op)} promotion table</span><span class='dx-meta'>"
+        f"{len(table.dtypes)}x{len(table.dtypes)} dtypes · floatx {e(table.floatx)} · backends "
+        f"{e(', '.join(table.backends))} · references {e(refs)}</span></div>"
+        f"<div>{count_chips}</div>{body}"
+        "<div class='dx-meta'>.figure() for the grid, .disagreements() for every cell</div></div>"
+    )
+
+
+def _who_says_text(cell: PromotionCell) -> str:
+    return "; ".join(f"{value}: {', '.join(who)}" for value, who in cell.who_says().items())
+
+
+# ------------------------------------------------------------------------------ audits
+
+
+def audit_html(report: AuditReport) -> str:
+    """A notebook rendering: a styled dtype-flow table and the findings with their fixes."""
+    flagged = {f.path: f.severity for f in reversed(report.findings)}
+    head = "".join(f"<th>{e(c)}</th>" for c in ROW_COLUMNS)
+    body = "".join(_html_row(call, flagged.get(call.path)) for call in report.layers)
+    findings = "".join(_html_finding(f) for f in report.findings) or (
+        "<p>No findings: no dtype hazards in this forward pass.</p>"
+    )
+    notes = "".join(f"<p><i>{e(n)}</i></p>" for n in report.notes)
+    return (
+        f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"<h4>Findings</h4>{findings}{notes}</div>"
+    )
+
+
+def _html_row(call: LayerCall, severity: str | None) -> str:
+    row = call.row()
+    cells = []
+    for column in ROW_COLUMNS:
+        text = e(row[column])
+        if column == "path":
+            name = e(call.path.rsplit("/", 1)[-1])
+            text = f'<span style="padding-left:{call.depth * 1.2}em">{name}</span>'
+        elif column == "received" and row["given"] and row["given"] != row["received"]:
+            text = f"<b>{text}</b>"
+        cells.append(f"<td>{text}</td>")
+    colour = color("severities", severity) if severity else "transparent"
+    style = f"border-left:4px solid {colour}"
+    return f'<tr style="{style}" title="{e(call.path)}">{"".join(cells)}</tr>'
+
+
+def _html_finding(finding: Finding) -> str:
+    colour = color("severities", finding.severity)
+    fix = f"<pre><code>{e(finding.fix)}</code></pre>" if finding.fix else ""
+    return (
+        f'<div class="dx-finding" style="border-left:4px solid {colour}">'
+        f'<b style="color:{colour}">{e(finding.severity)}</b> '
+        f"<code>{e(finding.kind)}</code> at <code>{e(finding.path)}</code>"
+        f"<p>{e(finding.message)}</p>{fix}</div>"
+    )

@@ -1,0 +1,67 @@
+"""The atoms every HTML and SVG view is made of: escaping, clipping, short dtype names, chips
+and badges, and the stylesheet of the static cards.
+
+>>> short("bfloat16"), short("python_int")
+('bf16', 'py_int')
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from dtype_explorer.views._palette import PALETTE, color, dtype_color
+
+#: The static cards' stylesheet, every rule scoped to ``.dx-card`` (the widget has its own,
+#: scoped to its root): a card never restyles the widget, nor the widget a card.
+CSS = Path(__file__).with_name("cards.css").read_text(encoding="utf-8")
+STYLE = f"<style>{CSS}</style>"
+FG2 = PALETTE["ui"]["muted"]
+ACCENT = PALETTE["ui"]["changed"]
+ERROR = PALETTE["ui"]["error"]
+
+_ABBREVIATIONS = (
+    ("python_", "py_"),
+    ("bfloat", "bf"),
+    ("float8_", "f8"),
+    ("float", "f"),
+    ("complex", "c"),
+    ("uint", "u"),
+    ("int", "i"),
+)
+
+
+def e(text: object) -> str:
+    """``text`` escaped for HTML (quotes included)."""
+    return html.escape(str(text), quote=True)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def short(dtype: str) -> str:
+    """``float16`` -> ``f16``, for labels inside small cells."""
+    for long, abbreviation in _ABBREVIATIONS:
+        if dtype.startswith(long):
+            return abbreviation + dtype[len(long) :]
+    return dtype
+
+
+def chip(dtype: str | None, *, odd: bool = False, title: str = "") -> str:
+    """An inline dtype chip; ``odd`` outlines it (a value that disagrees)."""
+    text = dtype if dtype is not None else "—"
+    cls = "dx-chip dx-odd" if odd else "dx-chip"
+    tip = f' title="{e(title)}"' if title else ""
+    return f'<span class="{cls}" style="background:{dtype_color(dtype)}"{tip}>{e(text)}</span>'
+
+
+def badge(verdict: str) -> str:
+    """A verdict badge."""
+    tone = color("verdicts", verdict)
+    return f"<span class='dx-badge' style='background:{tone}'>{e(verdict)}</span>"
+
+
+def floatx_text(floatx: str | None) -> str:
+    return f" · floatx {e(floatx)}" if floatx else ""

@@ -1,0 +1,482 @@
+"""The model audit on real Keras models (in-process backend: tensorflow, see conftest)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+
+import keras
+import numpy as np
+import pytest
+from keras import layers, ops
+
+import dtype_explorer as dx
+from dtype_explorer import AuditReport, check_model
+from dtype_explorer.errors import InvalidSpecError
+
+
+def kinds(report: AuditReport) -> dict[str, list[str]]:
+    """Finding kind -> the layer paths it was found at."""
+    found: dict[str, list[str]] = {}
+    for finding in report.findings:
+        found.setdefault(finding.kind, []).append(finding.path)
+    return found
+
+
+def only(report: AuditReport, kind: str):
+    [finding] = report.by_kind(kind)
+    return finding
+
+
+def row(report: AuditReport, path: str):
+    [call] = [c for c in report.layers if c.path == path]
+    return call
+
+
+@pytest.fixture
+def restore_policy():
+    """Build a model under a global policy; the test's own setting is undone afterwards."""
+    yield keras.config.set_dtype_policy
+    keras.config.set_dtype_policy("float32")
+
+
+def test_public_name_is_the_audit():
+    assert dx.check_model is check_model
+    assert dx.AuditReport is AuditReport
+
+
+# ----------------------------------------------------------------------------- clean models
+
+
+def test_clean_float32_model_has_no_findings_and_records_every_layer():
+    inner = keras.Sequential(
+        [layers.Dense(4, activation="relu", name="a"), layers.Dense(4, name="b")], name="inner"
+    )
+    inputs = keras.Input((6,), name="x")
+    outputs = layers.Dense(3, activation="softmax", name="head")(
+        inner(layers.Dense(4, name="stem")(inputs))
+    )
+    model = keras.Model(inputs, outputs, name="clean")
+
+    report = check_model(model)
+
+    assert report.findings == ()
+    paths = ["clean", "clean/stem", "clean/inner", "clean/inner/a", "clean/inner/b", "clean/head"]
+    assert [c.path for c in report.layers] == paths
+    head = row(report, "clean/head")
+    assert head.final_output and head.softmax
+    assert [t.dtype for t in head.outputs] == ["float32"]
+    assert head.variables["kernel"].stored == head.variables["kernel"].read == "float32"
+    assert report.sample[0].shape == (2, 6) and report.sample[0].dtype == "float32"
+    assert "no findings" in str(report)
+
+
+def test_check_leaves_weights_policy_and_global_state_alone():
+    model = keras.Sequential(
+        [keras.Input((4,)), layers.Dense(3), layers.BatchNormalization(), layers.Dropout(0.5)]
+    )
+    weights = [w.copy() for w in model.get_weights()]
+    policy, floatx = keras.config.dtype_policy().name, keras.config.floatx()
+    original_dunder = keras.layers.Layer.__call__
+
+    check_model(model, np.full((2, 4), 3.0), policy="mixed_float16")
+    check_model(model)
+
+    assert all(np.array_equal(a, b) for a, b in zip(weights, model.get_weights(), strict=True))
+    assert model.dtype_policy.name == "float32" and all(
+        layer.dtype_policy.name == "float32" for layer in model.layers
+    )
+    assert (keras.config.dtype_policy().name, keras.config.floatx()) == (policy, floatx)
+    assert keras.layers.Layer.__call__ is original_dunder
+    assert all("call" not in vars(layer) for layer in model._flatten_layers())
+
+
+def gated_model(name: str) -> tuple[keras.Model, threading.Event, threading.Event]:
+    """A model whose one layer, once built, says it is running and waits to be let go."""
+    inside, go = threading.Event(), threading.Event()
+    go.set()
+
+    class Gate(layers.Layer):
+        def call(self, x):
+            inside.set()
+            go.wait(60)
+            return x
+
+    model = keras.Sequential([keras.Input((2,)), Gate(name=name)])
+    inside.clear()
+    go.clear()
+    return model, inside, go
+
+
+def test_audits_in_two_threads_take_turns_and_leave_layer_call_alone():
+    original_dunder = keras.layers.Layer.__call__
+    first, first_inside, first_go = gated_model("first")
+    second, second_inside, second_go = gated_model("second")
+    with concurrent.futures.ThreadPoolExecutor(2) as threads:
+        first_audit = threads.submit(check_model, first)
+        assert first_inside.wait(60)
+        second_audit = threads.submit(check_model, second)
+        overlapped = second_inside.wait(2)  # it must wait for the first audit to end
+        first_go.set()
+        first_report = first_audit.result(60)
+        second_go.set()
+        second_report = second_audit.result(60)
+    assert not overlapped
+    assert keras.layers.Layer.__call__ is original_dunder
+    assert [c.path.split("/")[-1] for c in first_report.layers][-1] == "first"
+    assert [c.path.split("/")[-1] for c in second_report.layers][-1] == "second"
+
+
+# ----------------------------------------------------------------------------- finding kinds
+
+
+def test_silent_downcast_float64_into_float32_model():
+    sequential = keras.Sequential([keras.Input((4,)), layers.Dense(2)], name="seq")
+    inputs = keras.Input((4,))
+    functional = keras.Model(inputs, layers.Dense(2)(inputs), name="fun")
+    data = np.linspace(0, 1, 8).reshape(2, 4)  # float64
+
+    seq_report = check_model(sequential, data)
+    fun_report = check_model(functional, data)
+
+    finding = only(seq_report, "silent-downcast")
+    assert finding.path == "seq" and finding.severity == "warning"
+    assert "float64" in finding.message and "float32" in finding.message
+    assert 'set_floatx("float64")' in finding.fix
+    assert row(seq_report, "seq").autocast == ("input 0: float64 → float32",)
+    assert "keras.Input" in only(fun_report, "silent-downcast").message
+
+
+def test_float64_model_fed_float64_is_not_a_downcast():
+    model = keras.Sequential([keras.Input((4,), dtype="float64"), layers.Dense(2, dtype="float64")])
+    report = check_model(model, np.ones((2, 4)))
+    assert "silent-downcast" not in kinds(report)
+    assert [t.dtype for t in report.layers[-1].outputs] == ["float64"]
+
+
+def test_int_into_float_layer_conv1d_raises_on_tensorflow_and_the_fix_is_verified():
+    inputs = keras.Input((8, 3), dtype="uint8")
+    x = layers.Flatten()(layers.Conv1D(2, 3, name="conv")(inputs))
+    model = keras.Model(inputs, layers.Dense(2)(x), name="images")
+
+    report = check_model(model)
+
+    finding = only(report, "int-into-float-layer")
+    assert finding.path == "images/conv" and finding.severity == "error"
+    assert "uint8" in finding.message and "Conv1D" in finding.message
+    assert "Rescaling" in finding.fix and "keras.ops.cast" in finding.fix
+    conv = row(report, "images/conv")
+    assert (
+        conv.error is not None and conv.retried and [t.dtype for t in conv.outputs] == ["float32"]
+    )
+    assert report.layers[-1].outputs[0].dtype == "float32"  # the pass went on
+
+
+def test_int_into_batchnormalization_that_works_here_is_a_warning():
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28), dtype="uint8"),
+            layers.Flatten(name="flatten"),
+            layers.BatchNormalization(name="bn"),
+        ],
+        name="mnist",
+    )
+    report = check_model(model)
+    assert kinds(report) == {"int-into-float-layer": ["mnist/bn"]}
+    assert only(report, "int-into-float-layer").severity == "warning"
+    assert row(report, "mnist/flatten").outputs[0].dtype == "uint8"  # Flatten passes uint8 on
+
+
+def test_embedding_indices_are_not_int_into_float():
+    model = keras.Sequential(
+        [keras.Input((5,), dtype="int32"), layers.Embedding(10, 4), layers.Dense(2)]
+    )
+    assert check_model(model).findings == ()
+
+
+def test_float16_output_under_mixed_policy_and_its_fix(restore_policy):
+    restore_policy("mixed_float16")
+    bad = keras.Sequential(
+        [keras.Input((4,)), layers.Dense(8), layers.Dense(3, activation="softmax", name="probs")],
+        name="bad",
+    )
+    good = keras.Sequential(
+        [
+            keras.Input((4,)),
+            layers.Dense(8),
+            layers.Dense(3, activation="softmax", dtype="float32"),
+        ],
+        name="good",
+    )
+    restore_policy("float32")
+
+    finding = only(check_model(bad), "float16-output")
+    assert finding.path == "bad/probs" and 'dtype="float32"' in finding.fix
+    assert "float16" in finding.message
+    assert check_model(good).findings == ()
+
+
+def test_policy_option_audits_a_clone_under_that_policy():
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(3, name="out")], name="plain")
+    report = check_model(model, policy="mixed_float16")
+    assert report.policy_override == "mixed_float16"
+    out = row(report, "plain/out")
+    assert out.compute_dtype == "float16" and out.variables["kernel"].stored == "float32"
+    assert out.variables["kernel"].read == "float16"
+    assert kinds(report) == {"float16-output": ["plain/out"]}
+    assert model.layers[0].dtype_policy.name == "float32"
+
+
+@pytest.fixture(scope="module")
+def float32_saved_model(tmp_path_factory):
+    """A SavedModel whose serving signature takes float32 only (scenario 5)."""
+    import tensorflow as tf
+
+    class Pretrained(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(tf.ones((4, 3)))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+        def serve(self, x):
+            return {"features": tf.matmul(x, self.w)}
+
+    module = Pretrained()
+    path = str(tmp_path_factory.mktemp("saved") / "pretrained")
+    tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+    return path
+
+
+def _tfsm_model(path: str, *, fixed: bool):
+    dtype = "float32" if fixed else None
+    inputs = keras.Input((4,))
+    x = layers.Dense(4, name="adapter")(inputs)
+    features = layers.TFSMLayer(
+        path, call_endpoint="serving_default", name="pretrained", dtype=dtype
+    )(x)["features"]
+    outputs = layers.Dense(3, activation="softmax", name="classifier", dtype=dtype)(features)
+    return keras.Model(inputs, outputs, name="transfer")
+
+
+def test_float32_only_savedmodel_under_mixed_float16(float32_saved_model, restore_policy):
+    restore_policy("mixed_float16")
+    model = _tfsm_model(float32_saved_model, fixed=False)
+    restore_policy("float32")
+
+    report = check_model(model)
+
+    assert kinds(report) == {
+        "float32-only-layer": ["transfer/pretrained"],
+        "float16-output": ["transfer/classifier"],
+    }
+    finding = only(report, "float32-only-layer")
+    assert (
+        finding.severity == "error"
+        and "TFSMLayer" in finding.message
+        and "float16" in finding.message
+    )
+    assert 'dtype="float32"' in finding.fix and "TFSMLayer" in finding.fix
+    assert row(report, "transfer/pretrained").outputs[0].dtype == "float32"
+
+
+def test_the_proposed_savedmodel_fix_clears_the_findings(float32_saved_model, restore_policy):
+    restore_policy("mixed_float16")
+    model = _tfsm_model(float32_saved_model, fixed=True)
+    restore_policy("float32")
+    report = check_model(model)
+    assert report.findings == ()
+    assert row(report, "transfer/pretrained").autocast == ("input 0: float16 → float32",)
+
+
+class Scale(layers.Layer):
+    """Scenario 4 done right: variables follow the policy."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1],), initializer="ones")
+
+    def call(self, x):
+        return x * self.w
+
+
+class Stubborn(layers.Layer):
+    """Creates a float16 variable and computes in float32, whatever its policy says."""
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1],), initializer="ones", dtype="float16")
+
+    def call(self, x):
+        return ops.cast(x, "float32") * ops.cast(self.w, "float32")
+
+
+def test_custom_layer_against_its_policy(restore_policy):
+    restore_policy("mixed_float16")
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            Scale(name="scale"),
+            Stubborn(name="stubborn"),
+            layers.Dense(2, dtype="float32"),
+        ],
+        name="custom",
+    )
+    restore_policy("float32")
+
+    report = check_model(model)
+
+    assert kinds(report) == {"custom-variable-dtype": ["custom/stubborn"]}
+    message = only(report, "custom-variable-dtype").message
+    assert "stored as float16" in message and "returns float32" in message
+    scale = row(report, "custom/scale")  # scenario 4: float16 in, float32 stored, float16 read
+    assert scale.received[0].dtype == "float16"
+    assert (scale.variables["variable"].stored, scale.variables["variable"].read) == (
+        "float32",
+        "float16",
+    )
+
+
+def test_overflow_in_float16_compute_and_on_entry():
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            layers.Dense(
+                4,
+                kernel_initializer=keras.initializers.Constant(1000.0),
+                dtype="mixed_float16",
+                name="big",
+            ),
+            layers.Dense(1, dtype="float32"),
+        ],
+        name="net",
+    )
+    inside = only(check_model(model, np.full((2, 8), 100.0, "float32")), "overflow")
+    entry = only(check_model(model, np.full((2, 8), 1e6, "float32")), "overflow")
+    assert inside.path == entry.path == "net/big" and inside.severity == "error"
+    assert "computing in float16" in inside.message
+    assert "on entry" in entry.message
+    assert "overflow" not in kinds(check_model(model, np.full((2, 8), 1.0, "float32")))
+
+
+def test_no_loss_scaling_when_only_the_layers_are_mixed(restore_policy):
+    layers_mixed = keras.Sequential(
+        [
+            keras.Input((4,)),
+            layers.Dense(4, dtype="mixed_float16"),
+            layers.Dense(1, dtype="float32"),
+        ],
+        name="m",
+    )
+    layers_mixed.compile(optimizer="adam", loss="mse")
+    restore_policy("mixed_float16")
+    model_mixed = keras.Sequential(
+        [keras.Input((4,)), layers.Dense(4), layers.Dense(1, dtype="float32")]
+    )
+    model_mixed.compile(optimizer="adam", loss="mse")
+    restore_policy("float32")
+
+    finding = only(check_model(layers_mixed), "no-loss-scaling")
+    assert finding.path == "m" and "LossScaleOptimizer(keras.optimizers.Adam())" in finding.fix
+    assert "no-loss-scaling" not in kinds(check_model(model_mixed))
+
+
+@pytest.mark.slow
+def test_backend_divergence_through_the_pool():
+    inputs = keras.Input((8, 3), dtype="uint8")
+    model = keras.Model(inputs, layers.Conv1D(2, 3, name="conv")(inputs), name="images")
+
+    report = check_model(model, backends=["jax"], timeout=300)  # cold workers on a busy machine
+
+    finding = only(report, "backend-divergence")
+    assert finding.path == "images/conv" and finding.severity == "error"
+    assert finding.details["jax"] == "returns float32"
+    assert finding.details["tensorflow"].startswith("raises")
+    assert report.backends == ("jax",)
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+class Block(layers.Layer):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.first = layers.Dense(4, name="first")
+        self.second = layers.Dense(4, name="second")
+
+    def call(self, x):
+        return self.second(self.first(x)) + x
+
+
+class Net(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.block = Block(name="block")
+        self.head = keras.Sequential([layers.Dense(3), layers.Softmax(name="softmax")], name="head")
+
+    def call(self, x):
+        return self.head(self.block(x))
+
+
+def test_subclassed_model_with_layers_inside_layers():
+    model = Net(name="net")
+    report = check_model(model, np.ones((2, 4), "float32"))
+    paths = [c.path for c in report.layers]
+    assert paths[:4] == ["net", "net/block", "net/block/first", "net/block/second"]
+    assert "net/head/softmax" in paths
+    assert row(report, "net/head/softmax").final_output
+    assert report.findings == ()
+
+
+def test_report_round_trips_and_renders():
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(2, name="dense")], name="tiny")
+    report = check_model(model, np.ones((2, 4)))
+    assert AuditReport.from_json(report.to_json()) == report
+    frame = report.to_frame()
+    assert list(frame["path"]) == ["tiny", "tiny/dense"] and frame.loc[0, "given"] == "float64"
+    assert list(report.to_frame("findings")["kind"]) == ["silent-downcast"]
+    html = report._repr_html_()
+    assert (
+        "<table" in html and "silent-downcast" in html and "set_floatx" in html and "--jp-" in html
+    )
+    text = str(report)
+    assert "silent-downcast at tiny" in text and "float64" in text
+
+
+# ----------------------------------------------------------------------------- bad use
+
+
+def test_not_a_keras_model():
+    with pytest.raises(InvalidSpecError, match="needs a Keras model or layer"):
+        check_model(np.ones(3))
+
+
+def test_sample_that_does_not_fit_names_the_expected_input():
+    model = keras.Sequential([keras.Input((4,), name="features"), layers.Dense(2)])
+    with pytest.raises(InvalidSpecError, match=r"expected shape \(batch, 4\)"):
+        check_model(model, np.ones((2, 5)))
+    with pytest.raises(InvalidSpecError, match="takes 1 input"):
+        check_model(model, [np.ones((2, 4)), np.ones((2, 4))])
+
+
+def test_dict_sample_must_have_the_input_names():
+    a, b = keras.Input((3,), name="a"), keras.Input((2,), name="b")
+    model = keras.Model({"a": a, "b": b}, layers.Concatenate()([a, b]))
+    assert check_model(model, {"a": np.ones((2, 3)), "b": np.ones((2, 2))}).layers
+    with pytest.raises(InvalidSpecError, match=r"expected keys \['a', 'b'\]; got \['a'\]"):
+        check_model(model, {"a": np.ones((2, 3))})
+
+
+def test_subclassed_model_needs_a_sample_and_a_fitting_one():
+    model = Net()
+    with pytest.raises(InvalidSpecError, match="pass a sample"):
+        check_model(model)
+    check_model(model, np.ones((2, 4), "float32"))
+    with pytest.raises(InvalidSpecError, match="does not fit"):
+        check_model(model, np.ones((2, 5), "float32"))
+
+
+def test_bad_policy_and_backend_and_unclonable_model():
+    model = keras.Sequential([keras.Input((4,)), layers.Dense(2)])
+    with pytest.raises(InvalidSpecError, match="mixed_float16"):
+        check_model(model, policy="mixed_flaot16")
+    with pytest.raises(InvalidSpecError, match="backend"):
+        check_model(model, backends=["jaxx"])
+    with pytest.raises(InvalidSpecError, match="Sequential and Functional"):
+        check_model(Net(), np.ones((2, 4)), policy="mixed_float16")

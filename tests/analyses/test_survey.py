@@ -1,0 +1,133 @@
+"""The layer survey on a small real subset (jax and numpy workers): classes, table, JSON,
+diff, heatmap and HTML export, cached rerun."""
+
+from __future__ import annotations
+
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import Survey, classify_cell, classify_result
+
+TARGETS = ["Dense", "Conv1D", "Flatten", "BatchNormalization"]
+DTYPES = ["uint8", "float64", "float16"]
+POLICIES = ["float32", "mixed_float16"]
+BACKENDS = ["jax", "numpy"]
+
+
+@pytest.fixture(scope="module")
+def small() -> Survey:
+    return dx.survey(TARGETS, DTYPES, POLICIES, BACKENDS, progress=False)
+
+
+def test_every_cell_answered_once_per_backend(small: Survey) -> None:
+    assert small.targets == tuple(TARGETS)
+    assert small.compute_dtypes == {"float32": "float32", "mixed_float16": "float16"}
+    assert len(small.results) == len(TARGETS) * len(DTYPES) * len(POLICIES) * len(BACKENDS)
+    cells = small.cells()
+    assert len(cells) == len(TARGETS) * len(DTYPES) * len(POLICIES)
+    assert all(set(c.results) == set(BACKENDS) for c in cells)
+
+
+def test_known_cells(small: Survey) -> None:
+    # scenario 1: Conv1D on uint8 returns float32 on jax and raises on numpy
+    conv = small.cell("Conv1D", "uint8", "float32")
+    assert conv.results["jax"].output_dtype == "float32"
+    assert not conv.results["numpy"].ok
+    assert conv.classification == "diverges"
+    assert conv.backend_classification("jax") == "casts-to-compute"
+    assert conv.backend_classification("numpy") == "raises"
+    # reshaping layers pass ints through; float inputs are autocast to the compute dtype
+    assert small.cell("Flatten", "uint8", "float32").classification == "keeps-input"
+    assert small.cell("Flatten", "float64", "mixed_float16").classification == "casts-to-compute"
+    assert small.cell("Dense", "float64", "float32").classification == "casts-to-compute"
+    dense16 = small.cell("Dense", "float16", "mixed_float16")
+    assert {r.output_dtype for r in dense16.results.values()} == {"float16"}
+
+
+def test_classification_rules_on_real_results(small: Survey) -> None:
+    jax_conv = small.cell("Conv1D", "uint8", "float32").results["jax"]
+    assert classify_result(jax_conv, "float32") == "casts-to-compute"
+    assert classify_result(jax_conv, "float16") == "other-dtype"
+    flatten = small.cell("Flatten", "uint8", "float32").results["jax"]
+    assert classify_result(flatten, "float32") == "keeps-input"
+    mismatched = jax_conv.model_copy(update={"declared_dtype": "float16"})
+    assert classify_result(mismatched, "float32") == "declared-mismatch"
+    assert classify_cell([mismatched, jax_conv], "float32") == "declared-mismatch"
+    numpy_conv = small.cell("Conv1D", "uint8", "float32").results["numpy"]
+    assert classify_cell([numpy_conv, numpy_conv], "float32") == "raises"
+    assert classify_cell([jax_conv, flatten], "float32") == "diverges"
+
+
+def test_frames(small: Survey) -> None:
+    cells = small.to_frame()
+    assert len(cells) == len(small.cells())
+    assert {"target", "input_dtype", "policy", "classification", *BACKENDS} <= set(cells.columns)
+    row = cells[(cells.target == "Conv1D") & (cells.input_dtype == "uint8")].iloc[0]
+    assert row["jax"] == "float32" and row["numpy"].startswith("raises")
+    probes = small.to_frame(per="probe")
+    assert len(probes) == len(small.results)
+    assert probes["cast_path"].str.len().min() > 0
+    counts = small.counts()
+    assert counts.to_numpy().sum() == len(small.cells())
+    assert list(counts.columns) == POLICIES
+
+
+def test_json_round_trip_and_save(small: Survey, tmp_path) -> None:
+    again = Survey.from_json(small.to_json())
+    assert again.results == small.results
+    assert again.to_frame().equals(small.to_frame())
+    path = small.save(tmp_path / "s.json")
+    assert Survey.load(path).cells()[0].classification == small.cells()[0].classification
+    page = small.save(tmp_path / "s.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Plotly" in page and "Conv1D" in page
+    assert "var(--jp-" in page
+    with pytest.raises(InvalidSpecError, match=r"\.html or \.json"):
+        small.save(tmp_path / "s.txt")
+
+
+def test_diff(small: Survey) -> None:
+    assert small.diff(small).empty
+    first = small.results[0]
+    failed = first.model_copy(update={"status": "timeout", "output_dtype": None})
+    changed = small.model_copy(update={"results": (failed, *small.results[1:])})
+    diff = small.diff(changed)
+    assert len(diff) == 1
+    row = diff.iloc[0]
+    assert (row.target, row.backend) == (first.spec.target, first.backend)
+    assert row.before == first.output_dtype and row.after == "timeout"
+    assert row.after_class == "raises"
+    fewer = Survey.from_json(small.to_json()).model_copy(
+        update={"results": tuple(r for r in small.results if r.spec.policy == "float32")}
+    )
+    removed = fewer.diff(small)
+    assert set(removed.before) == {"absent"} and set(removed.policy) == {"mixed_float16"}
+
+
+def test_figure_axes_and_hover(small: Survey) -> None:
+    figure = small.figure()
+    assert len(figure.data) == len(POLICIES)
+    heat = figure.data[0]
+    assert list(heat.x) == DTYPES and list(heat.y) == TARGETS
+    conv_hover = heat.customdata[TARGETS.index("Conv1D")][DTYPES.index("uint8")]
+    assert "diverges" in conv_hover and "numpy: error" in conv_hover and "jax:" in conv_hover
+    assert len(figure.layout.updatemenus[0].buttons) == len(POLICIES)
+    single = small.figure(policy="mixed_float16")
+    assert len(single.data) == 1 and "float16" in single.layout.title.text
+    with pytest.raises(InvalidSpecError, match="mixed_float16"):
+        small.figure(policy="mixed_flaot16")
+
+
+def test_a_rerun_is_answered_from_the_cache(small: Survey) -> None:
+    again = dx.survey(TARGETS, DTYPES, POLICIES, BACKENDS, progress=False)
+    assert all(r.cached for r in again.results)
+    assert small.diff(again).empty
+
+
+def test_bad_arguments_name_the_closest_valid_value() -> None:
+    with pytest.raises(InvalidSpecError, match="float32"):
+        dx.survey(["Dense"], ["flaot32"], backends=["numpy"])
+    with pytest.raises(InvalidSpecError, match="Dense"):
+        dx.survey(["Dnese"], backends=["numpy"])
+    with pytest.raises(InvalidSpecError, match="empty"):
+        dx.survey([], backends=["numpy"])

@@ -1,0 +1,124 @@
+"""A real JupyterLab server on localhost and Debian's Chromium driven by Playwright.
+
+The server runs from this virtual environment (so its kernels run this Python, with
+dtype_explorer importable), in a throwaway root, config, data and workspace directory. Screenshots
+and timings go to ``test-artifacts/`` at the repository root.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+STARTUP_S = 90
+
+
+@dataclass(frozen=True)
+class Lab:
+    url: str
+    token: str
+    root: Path
+
+    def open_url(self, path: str) -> str:
+        return f"{self.url}/lab/tree/{path}?token={self.token}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    path = ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab 4 from this environment, on a free port with a random token."""
+    base = tmp_path_factory.mktemp("lab")
+    root, config = base / "root", base / "config"
+    (config / "labconfig").mkdir(parents=True)
+    root.mkdir()
+    # No news pop-up, no update check: the page shows only what the test opens.
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "JUPYTER_DATA_DIR": str(base / "data"),  # no user kernelspecs: the kernel is this Python
+        "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+        "KERAS_BACKEND": "jax",  # the kernel's own Keras; probes run in the workers
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    log = (base / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+            "--ServerApp.allow_root=True", "--LabApp.extension_manager=readonly",
+            f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        ],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError(
+                    f"JupyterLab did not start:\n{(base / 'server.log').read_text()[-3000:]}"
+                ) from None
+            time.sleep(0.5)
+    yield Lab(url=url, token=token, root=root)
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium (never a downloaded one), headless."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()

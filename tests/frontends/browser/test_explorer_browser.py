@@ -1,0 +1,331 @@
+"""The explorer in a real JupyterLab, driven through Debian's Chromium.
+
+One notebook is opened and run once (module scope); each test then works the controls and
+reads what the widget drew. Screenshots land in ``test-artifacts/``; the benchmark writes
+``test-artifacts/widget-timing.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+pytestmark = pytest.mark.browser
+
+BACKENDS = ["jax", "torch"]
+PROBE_TIMEOUT_MS = 120_000
+BENCH_ROUNDS = 10
+WARMUP_ROUNDS = 2
+#: The widget's own cost (page -> kernel -> page, and drawing) above the probe, per the issue.
+GOAL_MS = 150
+NOTEBOOK = "explorer.ipynb"
+SETUP = f"""\
+import sys
+import dtype_explorer as dx
+print(sys.executable)
+explorer = dx.DtypeExplorer("Dense", backends={BACKENDS!r}, use_cache=False)
+explorer"""
+# The same probe as the benchmark's, timed in Python through the public API.
+PYTHON_TIMING = f"""\
+import json, time
+times = []
+for dtype in ["float16", "float32"] * {BENCH_ROUNDS // 2}:
+    started = time.perf_counter()
+    dx.probe("Dense", dtype, backend="jax", kwargs={{"units": 4}}, shape=[[2, 4]], use_cache=False)
+    times.append((time.perf_counter() - started) * 1000)
+json.dump(times, open("python-timing.json", "w"))"""
+
+FIRST_ANSWERS = """() => {
+  const root = document.querySelector('[data-testid="explorer"]');
+  const cards = root ? root.querySelectorAll('[data-testid^="result-"]').length : 0;
+  return cards > 0 && root.dataset.pending === "0";
+}"""
+SENT = (
+    """([before]) => document.querySelector('[data-testid="explorer"]').dataset.sent !== before"""
+)
+ANSWERED = """() => {
+  const root = document.querySelector('[data-testid="explorer"]');
+  return root.dataset.requestId === root.dataset.sent && root.dataset.pending === "0";
+}"""
+
+
+def _write_notebook(root: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    notebook.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(PYTHON_TIMING)]
+    nbformat.write(notebook, root / NOTEBOOK)
+
+
+def _run_cell(page, index: int) -> None:
+    """Run a cell with Shift+Enter, once the kernel is idle; again if the kernel missed it."""
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
+    prompt = cell.locator(".jp-InputPrompt")
+    for _ in range(6):  # a run asked for before the kernel connected is dropped, not queued
+        cell.locator(".jp-InputArea-editor").click()
+        page.keyboard.press("Shift+Enter")
+        try:
+            page.wait_for_function(
+                r"el => /\[(\*|\d+)\]/.test(el.textContent)",
+                arg=prompt.element_handle(),
+                timeout=10_000,
+            )
+            return
+        except PlaywrightTimeout:
+            continue
+    raise AssertionError(f"cell {index} did not run")
+
+
+def _change(page, action) -> None:
+    """Do ``action`` (a control change) and wait until every backend answered its request."""
+    before = page.get_attribute('[data-testid="explorer"]', "data-sent") or ""
+    action()
+    page.wait_for_function(SENT, arg=[before], timeout=10_000)
+    page.wait_for_function(ANSWERED, timeout=PROBE_TIMEOUT_MS)
+
+
+def _select(page, testid: str, value: str) -> None:
+    """Choose ``value`` in a picker, unless it is chosen already."""
+    selector = f'[data-testid="{testid}"]'
+    if page.input_value(selector) != value:
+        _change(page, lambda: page.select_option(selector, value))
+
+
+def _card(page, backend: str):
+    return page.locator(f'[data-testid="result-{backend}"]')
+
+
+@pytest.fixture(scope="module")
+def explorer(lab, browser, artifacts):
+    """The notebook open in JupyterLab with the explorer shown and its first answers in.
+
+    The browser console goes to ``test-artifacts/browser-console.log``; a failure to show the
+    explorer leaves ``test-artifacts/explorer-failed-to-show.png``.
+    """
+    _write_notebook(lab.root)
+    # Tall enough for the whole explorer to show in element screenshots.
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+    page = context.new_page()
+    console: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: console.append(f"pageerror: {error}"))
+    try:
+        page.goto(lab.open_url(NOTEBOOK))
+        page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
+        _run_cell(page, 0)
+        page.wait_for_selector('[data-testid="explorer"]', timeout=PROBE_TIMEOUT_MS)
+        page.wait_for_function(FIRST_ANSWERS, timeout=PROBE_TIMEOUT_MS)
+    except Exception:
+        page.screenshot(path=artifacts / "explorer-failed-to-show.png")
+        (artifacts / "browser-console.log").write_text("\n".join(console))
+        raise
+    outputs = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea").inner_text()
+    assert sys.executable in outputs, "the kernel runs this environment's Python"
+    page.locator('[data-testid="explorer"]').screenshot(path=artifacts / "explorer-dense-light.png")
+    yield page
+    (artifacts / "browser-console.log").write_text("\n".join(console))
+    context.close()
+
+
+def test_conv1d_on_uint8_floats_on_jax_and_raises_on_torch(explorer, artifacts):
+    page = explorer
+    _select(page, "target", "Conv1D")
+    _select(page, "input-dtype-0", "uint8")
+
+    jax = _card(page, "jax")
+    assert jax.get_attribute("data-status") == "ok"
+    assert jax.locator('[data-testid="output-dtype"]').inner_text() == "float32"
+    path = jax.locator('[data-testid="cast-path"]')
+    assert path.locator('.dx-node[data-stage="input"]').get_attribute("data-dtype") == "uint8"
+    assert path.locator('.dx-node[data-stage="autocast"]').get_attribute("data-dtype") == "uint8"
+    assert path.locator('.dx-node[data-stage="output"]').get_attribute("data-dtype") == "float32"
+    notes = path.locator(".dx-edge").evaluate_all("edges => edges.map(e => e.dataset.note)")
+    assert any(note.startswith("uint8 kept: not a float") for note in notes)
+
+    torch = _card(page, "torch")
+    assert torch.get_attribute("data-status") == "error"
+    error_type = torch.locator('[data-testid="error-type"]').inner_text()
+    assert error_type and torch.locator('[data-testid="error-message"]').inner_text().strip()
+    raised = torch.locator('[data-testid="cast-path"] .dx-node[data-stage="raised"]')
+    assert raised.get_attribute("data-dtype") == error_type
+
+    assert page.locator('[data-testid="compare-jax"]').get_attribute("data-outcome") == "float32"
+    outcome = page.locator('[data-testid="compare-torch"]').get_attribute("data-outcome")
+    assert outcome == f"raises {error_type}"  # ProbeResult.outcome, computed in Python
+    banner = page.locator('[data-testid="divergence"]')
+    assert "jax → float32" in banner.inner_text()
+    decided = page.locator('[data-testid="promotion-decided"]').first
+    decided.wait_for(timeout=PROBE_TIMEOUT_MS)
+    assert decided.inner_text() == jax.locator('[data-testid="documented-dtype"]').inner_text()
+    page.locator('[data-testid="explorer"]').screenshot(
+        path=artifacts / "explorer-conv1d-uint8.png"
+    )
+
+
+def test_policy_change_redraws_the_cast_path(explorer, artifacts):
+    page = explorer
+    _select(page, "target", "Conv1D")
+    _select(page, "input-dtype-0", "uint8")
+    _change(page, lambda: page.fill('[data-testid="policy"]', "mixed_float16"))
+
+    jax = _card(page, "jax")
+    assert jax.get_attribute("data-status") == "ok"
+    observed = jax.locator('[data-testid="output-dtype"]').inner_text()
+    assert observed == jax.locator(
+        '[data-testid="cast-path"] .dx-node[data-stage="output"]'
+    ).get_attribute("data-dtype")
+    read = jax.locator('[data-testid="cast-path"] .dx-node[data-stage="read in call"]')
+    assert set(read.evaluate_all("nodes => nodes.map(n => n.dataset.dtype)")) == {"float16"}
+    changed = jax.locator('[data-testid="cast-path"] .dx-edge.dx-changed')
+    assert any(
+        "read as float16" in n
+        for n in changed.evaluate_all("edges => edges.map(e => e.dataset.note)")
+    )
+    assert _card(page, "torch").get_attribute("data-status") == "error"
+    page.locator('[data-testid="explorer"]').screenshot(
+        path=artifacts / "explorer-conv1d-mixed-float16.png"
+    )
+    _change(page, lambda: page.fill('[data-testid="policy"]', "float32"))
+
+
+def test_invalid_kwargs_show_a_clear_message(explorer, artifacts):
+    page = explorer
+    kwargs = page.locator('[data-testid="kwargs"]')
+    _change(page, lambda: kwargs.fill(json.dumps({"filters": 2, "kernel_size": 2, "bogus": 1})))
+    for backend in BACKENDS:
+        card = _card(page, backend)
+        assert card.get_attribute("data-status") in ("invalid", "error")
+        assert "bogus" in card.locator('[data-testid="error-message"]').inner_text()
+    page.locator('[data-testid="explorer"]').screenshot(
+        path=artifacts / "explorer-keras-rejects-kwarg.png"
+    )
+
+    kwargs.fill('{"filters": 2,')
+    assert "not JSON yet" in page.locator('[data-testid="kwargs-hint"]').inner_text()
+    kwargs.press("Tab")  # leaving the field hands the text to Python, which refuses it
+    error = page.locator('[data-testid="error"]')
+    error.wait_for(timeout=30_000)
+    assert "kwargs is not valid JSON" in error.inner_text()
+    assert page.locator('[data-testid^="result-"]').count() == 0
+    page.locator('[data-testid="explorer"]').screenshot(
+        path=artifacts / "explorer-invalid-kwargs.png"
+    )
+    _change(page, lambda: page.click('[data-testid="kwargs-reset"]'))
+    assert page.locator('[data-testid="error"]').count() == 0
+
+
+def test_dark_theme(explorer, artifacts):
+    page = explorer
+    root = page.locator('[data-testid="explorer"]')
+    light = root.evaluate("el => getComputedStyle(el).backgroundColor")
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark", exact=True).click()
+    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
+    page.wait_for_function(
+        "([el, light]) => getComputedStyle(el).backgroundColor !== light",
+        arg=[root.element_handle(), light],
+        timeout=10_000,
+    )
+    root.screenshot(path=artifacts / "explorer-dark.png")
+
+
+def test_benchmark_control_change_to_rendered_result(explorer, lab, artifacts):
+    """Warm: time from a control change to Dense's rendered answer on jax, against the probe.
+
+    ``page_ms``: the change until the answer is drawn (after the next paint). ``ack_ms``: the
+    change until the page drew the kernel's pending state (messaging only, no probe).
+    ``widget_round_trip_ms``: the kernel's submit-to-answer time for the same request.
+    ``python_probe_ms``: the same probe through ``dx.probe`` in the kernel.
+    """
+    page = explorer
+    _select(page, "target", "Dense")
+    if page.is_checked('[data-testid="backend-torch"]'):
+        _change(page, lambda: page.uncheck('[data-testid="backend-torch"]'))
+    _select(page, "input-dtype-0", "float32")
+    load_before = os.getloadavg()
+    rounds = []
+    for i in range(WARMUP_ROUNDS + BENCH_ROUNDS):
+        dtype = "float16" if i % 2 == 0 else "float32"
+        _change(
+            page, lambda dtype=dtype: page.select_option('[data-testid="input-dtype-0"]', dtype)
+        )
+        page.wait_for_function(
+            "() => document.querySelector('[data-testid=\"result-jax\"]')?.dataset.latencyMs",
+            timeout=10_000,
+        )
+        card = _card(page, "jax")
+        assert card.get_attribute("data-status") == "ok"
+        drawn_input = card.locator('[data-testid="cast-path"] .dx-node[data-stage="input"]')
+        assert drawn_input.get_attribute("data-dtype") == dtype  # this round's answer is drawn
+        rounds.append(
+            {
+                "input_dtype": dtype,
+                "page_ms": float(card.get_attribute("data-latency-ms")),
+                "ack_ms": float(page.get_attribute('[data-testid="explorer"]', "data-ack-ms")),
+                "widget_round_trip_ms": float(card.get_attribute("data-round-trip-ms")),
+                "probe_total_ms": float(card.get_attribute("data-probe-ms")),
+            }
+        )
+    rounds = rounds[WARMUP_ROUNDS:]
+    timing_file = lab.root / "python-timing.json"
+    _run_cell(page, 1)
+    deadline = time.monotonic() + PROBE_TIMEOUT_MS / 1000
+    while not timing_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    python_ms = json.loads(timing_file.read_text())
+
+    def median(values) -> float:
+        return round(statistics.median(values), 1)
+
+    summary = {
+        "what": "Dense(units=4), input float32 <-> float16, policy float32, jax worker, no cache, "
+        f"warm; medians of {BENCH_ROUNDS} rounds after {WARMUP_ROUNDS} warm-up rounds",
+        "page_ms": median(r["page_ms"] for r in rounds),
+        "ack_ms": median(r["ack_ms"] for r in rounds),
+        "widget_round_trip_ms": median(r["widget_round_trip_ms"] for r in rounds),
+        "probe_total_ms": median(r["probe_total_ms"] for r in rounds),
+        "python_probe_ms": median(python_ms),
+        "overhead_ms": median(r["page_ms"] - r["widget_round_trip_ms"] for r in rounds),
+        "goal_ms": GOAL_MS,
+        "load_average_1min": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "cpus": os.cpu_count(),
+        "raw": {"rounds": rounds, "python_probe_ms": python_ms},
+    }
+    summary["overhead_vs_python_probe_ms"] = round(
+        summary["page_ms"] - summary["python_probe_ms"], 1
+    )
+    summary["goal_met"] = summary["overhead_ms"] <= GOAL_MS
+    (artifacts / "widget-timing.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1))
+
+
+def test_notebook7_shows_the_explorer(explorer, lab, browser, artifacts):
+    """The same notebook in Notebook 7's UI (its kernel session is reused)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+    page = context.new_page()
+    try:
+        page.goto(f"{lab.url}/notebooks/{NOTEBOOK}?token={lab.token}")
+        _run_cell(page, 0)
+        page.wait_for_function(FIRST_ANSWERS, timeout=PROBE_TIMEOUT_MS)
+        for backend in BACKENDS:
+            card = _card(page, backend)
+            assert card.get_attribute("data-status") == "ok"
+            assert card.locator('[data-testid="output-dtype"]').inner_text() == "float32"
+        page.locator('[data-testid="explorer"]').screenshot(
+            path=artifacts / "explorer-notebook7.png"
+        )
+    finally:
+        context.close()

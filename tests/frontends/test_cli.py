@@ -1,0 +1,92 @@
+"""The command line over the same engine."""
+
+import json
+
+from typer.testing import CliRunner
+
+from dtype_explorer.frontends.cli import app
+
+runner = CliRunner()
+
+
+def test_probe_prints_the_cast_path_and_three_views():
+    out = runner.invoke(
+        app,
+        [
+            "probe",
+            "Dense",
+            "--input-dtype",
+            "uint8",
+            "--policy",
+            "mixed_float16",
+            "--backend",
+            "numpy",
+            "--kwargs",
+            '{"units": 4}',
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "autocast" in out.output and "uint8 kept: not a float" in out.output
+    assert "documented float16 | declared float16 | observed float16" in out.output
+    assert "stored float32, read as float16 inside call()" in out.output
+
+
+def test_probe_json_is_a_list_of_results():
+    out = runner.invoke(
+        app, ["probe", "ops.add", "--input-dtype", "int8,float16", "--backend", "numpy", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output)
+    assert result["output_dtype"] == result["documented_dtype"] == "float16"
+
+
+def test_bad_input_is_one_clear_line_and_exit_2():
+    out = runner.invoke(app, ["probe", "Dens", "--backend", "numpy"])
+    assert out.exit_code == 2
+    assert "did you mean 'Dense'" in out.output
+    out = runner.invoke(app, ["probe", "Dense", "--kwargs", "{units: 4}", "--backend", "numpy"])
+    assert out.exit_code == 2 and "not valid JSON" in out.output
+
+
+def test_survey_writes_json(tmp_path):
+    target = tmp_path / "s.json"
+    out = runner.invoke(
+        app,
+        [
+            "survey",
+            "--targets",
+            "Flatten",
+            "--input-dtypes",
+            "uint8,float64",
+            "--policies",
+            "float32",
+            "--backends",
+            "numpy",
+            "--out",
+            str(target),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    cells = json.loads(target.read_text())
+    assert cells
+
+
+def test_table_lists_disagreements():
+    out = runner.invoke(
+        app, ["table", "add", "--dtypes", "uint64,int64", "--backends", "numpy", "--disagreements"]
+    )
+    assert out.exit_code == 0, out.output
+    assert "uint64" in out.output
+
+
+def test_check_audits_a_saved_model(tmp_path):
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,), dtype="float64"), keras.layers.Dense(2)])
+    model(np.zeros((1, 4)))
+    path = tmp_path / "m.keras"
+    model.save(path)
+    out = runner.invoke(app, ["check", str(path)])
+    assert out.exit_code == 0, out.output
+    assert "silent-downcast" in out.output

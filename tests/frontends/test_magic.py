@@ -1,0 +1,82 @@
+"""``%dtype_check`` driven through a real IPython ``InteractiveShell``."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from keras import layers
+
+from dtype_explorer.records import AuditReport
+
+
+@pytest.fixture(scope="module")
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dtype_explorer")
+    return ip
+
+
+@pytest.fixture
+def namespace(shell):
+    model = keras.Sequential([keras.Input((4,), name="x"), layers.Dense(3, name="out")], name="net")
+    shell.user_ns.update(
+        model=model, batch=np.ones((2, 4)), wrong=np.ones((2, 7)), models={"m": model}
+    )
+    yield shell.user_ns
+    for name in ("model", "batch", "wrong", "models", "report"):
+        shell.user_ns.pop(name, None)
+
+
+def test_magic_returns_the_report(shell, namespace):
+    report = shell.run_line_magic("dtype_check", "model")
+    assert isinstance(report, AuditReport)
+    assert report.model == "net" and report.findings == ()
+
+
+def test_assignment_form_and_options(shell, namespace):
+    result = shell.run_cell("report = %dtype_check model --sample batch --policy mixed_float16")
+    assert result.success
+    report = namespace["report"]
+    assert report.policy_override == "mixed_float16"
+    assert report.sample[0].dtype == "float64"
+    assert {f.kind for f in report.findings} == {"silent-downcast", "float16-output"}
+    assert namespace["model"].layers[0].dtype_policy.name == "float32"
+
+
+def test_model_may_be_an_expression(shell, namespace):
+    assert shell.run_line_magic("dtype_check", 'models["m"]').model == "net"
+
+
+def test_help_documents_the_options(shell, capsys):
+    assert shell.run_line_magic("dtype_check", "--help") is None
+    out = capsys.readouterr().out
+    for option in ("--sample", "--policy", "--backends", "model"):
+        assert option in out
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("nothing_here", "'nothing_here' is not defined"),
+        ("batch", "needs a Keras model or layer"),
+        ("model --sample nowhere", "--sample 'nowhere' is not defined"),
+        ("model --sample wrong", r"expected shape \(batch, 4\)"),
+        ("model --policy mixed_flaot16", "did you mean 'mixed_float16'"),
+        ("model --backends jaxx", "unknown backend"),
+        ("model --bogus", "unrecognized arguments"),
+    ],
+)
+def test_bad_use_is_a_usage_error(shell, namespace, line, message):
+    with pytest.raises(UsageError, match=message):
+        shell.run_line_magic("dtype_check", line)
+
+
+def test_bad_use_shows_no_traceback_in_a_cell(shell, namespace, capsys):
+    result = shell.run_cell("%dtype_check nothing_here")
+    assert isinstance(result.error_in_exec, UsageError)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    assert "not defined" in captured.out + captured.err

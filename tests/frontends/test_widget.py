@@ -1,0 +1,281 @@
+"""The explorer widget's Python side, driven through its comm the way the page drives it.
+
+The comm records what the kernel sends; the page's messages are handed to it as
+``comm_msg`` content. Probes run on real workers (jax and torch).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import comm
+import pytest
+from comm.base_comm import BaseComm
+
+from dtype_explorer import pool
+from dtype_explorer.frontends.widget import PENDING, DtypeExplorer
+from dtype_explorer.records import ProbeResult
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ["jax", "torch"]
+WAIT = 240
+
+
+class RecordingComm(BaseComm):
+    """A comm that keeps every message the kernel sends to the page."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+        super().__init__(**kwargs)
+
+    def publish_msg(
+        self,
+        msg_type: str,
+        data: Any = None,
+        metadata: Any = None,
+        buffers: Any = None,
+        **keys: Any,
+    ) -> None:
+        self.sent.append({"type": msg_type, "data": data})
+
+    def updates(self, key: str) -> list[Any]:
+        """Every value of ``key`` sent to the page, in order (the opening state first)."""
+        found = []
+        for message in self.sent:
+            state = (message["data"] or {}).get("state", {})
+            if key in state:
+                found.append(state[key])
+        return found
+
+    def page_sends(self, **state: Any) -> None:
+        """Deliver an update from the page, as the widget manager does."""
+        self.handle_msg(
+            {
+                "content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
+                "buffers": [],
+            }
+        )
+
+
+@pytest.fixture(autouse=True)
+def recording_comms(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_workers():
+    yield
+    pool.shutdown()
+
+
+def explorer(**kwargs: Any) -> DtypeExplorer:
+    widget = DtypeExplorer(**kwargs)
+    widget.wait(WAIT)
+    return widget
+
+
+def request(widget: DtypeExplorer, **changes: Any) -> dict[str, Any]:
+    """The widget's request with ``changes``, as the page sends it; a new target starts from
+    its catalog defaults (empty kwargs and shape), as the page's target picker does."""
+    if "target" in changes:
+        changes = {"kwargs": "", "shape": "", **changes}
+    return {**widget.request, "nonce": widget.request.get("nonce", 0) + 1, **changes}
+
+
+def test_bundle_is_built_into_the_package():
+    static = ROOT / "dtype_explorer" / "static"
+    esm, css = (static / "widget.js").read_text(), (static / "widget.css").read_text()
+    assert str(DtypeExplorer._esm) == esm and str(DtypeExplorer._css) == css
+    assert "export" in esm and "render" in esm
+    assert "http://" not in esm.replace("http://www.w3.org/2000/svg", "")  # nothing from a CDN
+    assert "https://" not in esm
+    assert "--jp-layout-color1" in css
+
+
+def test_the_synced_traits_are_the_contract():
+    contract = json.loads(
+        (ROOT / "dtype_explorer" / "frontends" / "widget_contract.json").read_text()
+    )
+    synced = {
+        name
+        for name, trait in DtypeExplorer.class_traits(sync=True).items()
+        if trait.metadata.get("writer")  # the contract's; the rest are ipywidgets' own
+    }
+    assert synced == set(contract["traits"])
+    own = set(DtypeExplorer.class_traits(sync=True)) - synced
+    assert all(name.startswith("_") or name in {"layout", "tabbable", "tooltip"} for name in own), (
+        own
+    )
+    for name, spec in contract["traits"].items():
+        assert DtypeExplorer.class_traits()[name].metadata["writer"] == spec["writer"]
+
+
+def test_opening_state_reaches_the_page():
+    widget = explorer(backends=["jax"])
+    opened = widget.comm.sent[0]
+    assert opened["type"] == "comm_open"
+    state = opened["data"]["state"]
+    assert {"core", "convolution", "pooling", "normalization", "ops"} <= set(state["catalog"])
+    assert "Dense" in state["catalog"]["core"] and "Conv1D" in state["catalog"]["convolution"]
+    assert state["defaults"]["Dense"]["kwargs"] == {"units": 4}
+    assert {"uint8", "bfloat16", "float64", "python_int"} <= set(state["dtypes"])
+    assert state["dtype_families"]["bfloat16"] == "float"
+    assert state["dtype_families"]["python_int"] == "python"
+    assert "mixed_float16" in state["policies"]
+    assert state["available_backends"] == pool.installed_backends()
+    assert state["request"]["target"] == "Dense" and state["request"]["backends"] == ["jax"]
+    assert state["results"] == {"jax": PENDING}
+    assert widget.results["jax"]["status"] == "ok"
+    assert widget.error == ""
+
+
+def test_page_request_probes_each_backend_and_shows_the_divergence():
+    widget = explorer(backends=["jax"], use_cache=False)
+    widget.comm.page_sends(
+        request=request(widget, target="Conv1D", input_dtypes=["uint8"], backends=BACKENDS)
+    )
+    answers = widget.wait(WAIT)
+    assert widget.request_id == widget.request["nonce"]
+    assert answers["jax"].status == "ok" and answers["jax"].output_dtype == "float32"
+    assert answers["torch"].status == "error" and answers["torch"].error.message
+    results = widget.comm.updates("results")
+    pending_at = next(i for i, r in enumerate(results) if r == {b: PENDING for b in BACKENDS})
+    assert results[-1]["jax"] == answers["jax"].to_dict()
+    assert any(
+        r.get("torch") == PENDING and r["jax"]["status"] == "ok" for r in results[pending_at:]
+    ) or any(
+        r.get("jax") == PENDING and r["torch"]["status"] == "error" for r in results[pending_at:]
+    ), "each backend is published as it arrives"
+    assert widget.comm.updates("verdict")[-1] == "diverges"
+    assert set(widget.timings) == set(BACKENDS) and all(ms > 0 for ms in widget.timings.values())
+
+
+def test_promotion_table_highlights_the_deciding_cell():
+    widget = explorer(target="Conv1D", input_dtype="uint8", backends=["jax"])
+    result = ProbeResult.from_dict(widget.results["jax"])
+    assert len(widget.promotion.get("tables", [])) == 1, widget.promotion
+    (table,) = widget.promotion["tables"]
+    assert table["backends"] == ["jax"]
+    assert table["args"] == list(result.result_type_args)
+    row, col = (table["dtypes"].index(d) for d in table["args"])
+    assert table["cells"][row][col] == result.documented_dtype
+    assert table["basis"] in result.basis
+    assert widget.comm.updates("promotion")[-1] == widget.promotion
+
+
+def test_a_newer_request_supersedes_running_probes():
+    widget = explorer(backends=["jax"], use_cache=False)
+    widget.comm.page_sends(request=request(widget, target="Conv1D", input_dtypes=["uint8"]))
+    superseded = widget.request["nonce"]
+    widget.comm.page_sends(request=request(widget, input_dtypes=["float16"]))
+    answers = widget.wait(WAIT)
+    time.sleep(1.0)  # let the superseded probe's answer arrive, if it were to be published
+    assert widget.request_id == superseded + 1
+    assert answers["jax"].spec.input_dtypes == ("float16",)
+    results = widget.comm.updates("results")
+    newest = max(i for i, r in enumerate(results) if r == {"jax": PENDING})
+    assert all(
+        r["jax"] == PENDING or r["jax"]["spec"]["input_dtypes"] == ["float16"]
+        for r in results[newest:]
+    )
+
+
+def test_the_kernel_is_not_blocked_while_probes_run():
+    widget = explorer(backends=BACKENDS, use_cache=False)
+    widget.comm.page_sends(
+        request=request(widget, target="LayerNormalization", input_dtypes=["bfloat16"])
+    )
+    assert any(r == PENDING for r in widget.results.values())  # the handler did not wait
+    assert sorted(widget.wait(WAIT)) == sorted(BACKENDS)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"target": "Dense2"}, "did you mean 'Dense'"),
+        ({"target": "__import__('os').system('touch /tmp/dx-evaluated')"}, "unknown target"),
+        ({"kwargs": '{"units": 4'}, "kwargs is not valid JSON"),
+        (
+            {"kwargs": "__import__('os').system('touch /tmp/dx-evaluated')"},
+            "kwargs is not valid JSON",
+        ),
+        ({"kwargs": "[4]"}, "kwargs must be a JSON object"),
+        ({"kwargs": '{"units": NaN}'}, "JSON values"),
+        ({"shape": "[[2, -4]]"}, "positive ints"),
+        ({"shape": "[[100000, 100000]]"}, "the limit is"),
+        ({"shape": "{}"}, "shape must be a JSON list"),
+        ({"input_dtypes": ["flaot32"]}, "did you mean 'float32'"),
+        ({"input_dtypes": ["float32", "float32", "float32"]}, "gets 1 input(s) but 3 input dtypes"),
+        ({"input_dtypes": "float32"}, "input_dtypes must be a list"),
+        ({"policy": "mixed_flaot16"}, "did you mean 'mixed_float16'"),
+        ({"policy": ""}, "policy must be a non-empty string"),
+        ({"preset": "huge"}, "unknown value preset"),
+        ({"backends": []}, "choose at least one backend"),
+        ({"backends": ["mxnet"]}, "unknown backend"),
+        ({"nonce": "1"}, "nonce must be an integer"),
+        ({"code": "import os"}, "unknown request field(s) ['code']"),
+    ],
+)
+def test_invalid_input_from_the_page_is_reported_not_raised(changes, message):
+    widget = explorer(backends=["jax"])
+    first = dict(widget.request)
+    widget.comm.page_sends(request=request(widget, **changes))
+    assert message in widget.error
+    assert widget.comm.updates("error")[-1] == widget.error
+    assert widget.results == {} and widget.comm.updates("results")[-1] == {}
+    assert not Path("/tmp/dx-evaluated").exists()
+    widget.comm.page_sends(request={**first, "nonce": 7})  # the page recovers with a good one
+    assert widget.error == ""
+    assert widget.request_id == 7
+    assert widget.wait(WAIT)["jax"].status == "ok"
+
+
+def test_a_kwarg_keras_rejects_is_shown_as_that_backends_error():
+    widget = explorer(backends=["jax"])
+    widget.comm.page_sends(request=request(widget, kwargs=json.dumps({"units": 4, "bogus": 1})))
+    answer = widget.wait(WAIT)["jax"]
+    assert widget.error == ""
+    assert answer.status in ("invalid", "error") and "bogus" in answer.error.message
+
+
+def test_a_bad_initial_value_raises_in_the_callers_cell():
+    with pytest.raises(ValueError, match="did you mean 'Conv1D'"):
+        DtypeExplorer("Conv1d", backends=["jax"])
+
+
+def test_user_layers_join_the_catalog_and_probe_on_the_workers():
+    import keras
+
+    class Scaled(keras.layers.Layer):
+        def build(self, input_shape):
+            self.scale = self.add_weight(name="scale", shape=(input_shape[-1],), initializer="ones")
+
+        def call(self, x):
+            return x * self.scale
+
+    widget = explorer(custom_layers=[Scaled], backends=["jax"])
+    (name,) = widget.catalog["custom"]
+    assert name == f"custom:{Scaled.__qualname__}"
+    assert widget.defaults[name]["input_dtypes"] == ["float32"]
+    widget.comm.page_sends(request=request(widget, target=name, policy="mixed_float16"))
+    answer = widget.wait(WAIT)["jax"]
+    assert answer.status == "ok", answer.error
+    assert answer.output_dtype == "float16"
+    (variable,) = answer.variables.values()
+    assert (variable.stored, variable.read) == ("float32", "float16")
+
+
+def test_front_end_unit_tests_pass():
+    """The vitest suite in js/ (rendering from fixed results) runs with the Python tests."""
+    npm = shutil.which("npm")
+    assert npm, "npm is needed to run the front-end tests"
+    assert (ROOT / "js" / "node_modules").is_dir(), "run `npm ci` in js/ (pip install -e . does it)"
+    done = subprocess.run(
+        [npm, "test", "--silent"], cwd=ROOT / "js", capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

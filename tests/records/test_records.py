@@ -1,0 +1,112 @@
+"""Records: facts derived once, JSON in and out (computed facts included and recomputed), and
+their views reached through the display dispatch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dtype_explorer.records import (
+    CastStep,
+    ErrorInfo,
+    ProbeResult,
+    ProbeSet,
+    ProbeSpec,
+    Survey,
+    display,
+)
+
+
+def _result(status="ok", output="float32", error=None, backend="numpy") -> ProbeResult:
+    steps = (
+        CastStep(stage="input", dtype="uint8", index=0),
+        CastStep(stage="converted", dtype="uint8", index=0),
+        CastStep(stage="autocast", dtype="uint8", index=0),
+        CastStep(stage="variables", dtype="float16", name="kernel", changed=True),
+        CastStep(stage="output", dtype="float16", index=0),
+    )
+    return ProbeResult(
+        spec=ProbeSpec(target="Dense", input_dtypes=("uint8",), backend=backend),
+        status=status,
+        backend=backend,
+        output_dtype=output if status == "ok" else None,
+        verdict="as-documented" if status == "ok" else "error",
+        cast_path=steps if status == "ok" else steps[:3],
+        error=error,
+    )
+
+
+@pytest.mark.parametrize(
+    ("result", "outcome"),
+    [
+        (_result(), "float32"),
+        (
+            _result("error", error=ErrorInfo(type="ValueError", message="bad\nmore")),
+            "raises ValueError",
+        ),
+        (_result("invalid", error=ErrorInfo(type="TypeError", message="x")), "raises TypeError"),
+        (_result("timeout", error=ErrorInfo(type="TimeoutError", message="x")), "timeout"),
+        (_result("crashed", error=ErrorInfo(type="WorkerCrashed", message="x")), "crashed"),
+    ],
+)
+def test_the_outcome_is_computed_on_the_record(result, outcome):
+    assert result.outcome == outcome
+
+
+def test_computed_facts_travel_in_the_json_and_are_recomputed_on_reading():
+    result = _result()
+    data = result.to_dict()
+    assert data["outcome"] == "float32"
+    assert ProbeResult.from_dict(data) == result
+    assert ProbeResult.from_json(result.to_json()) == result
+    forged = {**data, "outcome": "int8"}  # a forged fact is not taken over
+    assert ProbeResult.from_dict(forged).outcome == "float32"
+    nested = ProbeSet(results=(result, _result(backend="jax")))
+    assert ProbeSet.from_json(nested.to_json()) == nested
+    assert json.loads(nested.to_json())["results"][0]["outcome"] == "float32"
+
+
+def test_notable_steps_leave_out_unchanged_steps_and_variables_unless_asked():
+    result = _result()
+    assert [s.stage for s in result.notable_steps()] == ["input", "output"]
+    assert [s.stage for s in result.notable_steps(variables=True)] == [
+        "input",
+        "variables",
+        "output",
+    ]
+    assert result.path_text() == "uint8 -> float16 (kernel) -> float16 (output)"
+
+
+def test_error_text_is_the_first_line():
+    result = _result("error", error=ErrorInfo(type="ValueError", message="bad dtype\nmore"))
+    assert result.error_text() == "ValueError: bad dtype"
+    assert _result().error_text() == ""
+
+
+def test_records_reach_their_views_through_the_dispatch():
+    result = _result()
+    assert str(result).startswith("Dense on numpy (cpu), policy float32: ok")
+    assert "dx-card" in result._repr_html_()
+    spec = result.spec  # no view registered: pydantic's own text, no HTML
+    assert str(spec) == spec.__repr_str__(" ")
+    assert spec._repr_html_() is None
+    with pytest.raises(TypeError, match="no figure view"):
+        display.figure(spec)
+
+
+def test_a_survey_knows_its_cells_without_a_backend():
+    results = (_result(), _result(backend="jax"))
+    survey = Survey(
+        targets=("Dense",),
+        input_dtypes=("uint8",),
+        policies=("float32",),
+        backends=("numpy", "jax"),
+        compute_dtypes={"float32": "float32"},
+        results=results,
+    )
+    cell = survey.cell("Dense", "uint8")
+    assert cell.classification == "casts-to-compute"
+    assert Survey.from_json(survey.to_json()).cell("Dense", "uint8").classification == (
+        "casts-to-compute"
+    )

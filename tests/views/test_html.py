@@ -1,0 +1,68 @@
+"""The notebook cards of real probe results: cast-path SVG, views, verdict, error, banner."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.records import ProbeSet
+from dtype_explorer.views import cast_path_svg, probe_set_html, result_html
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@pytest.fixture(scope="module")
+def conv_uint8() -> ProbeSet:
+    """Conv1D on uint8: float32 on jax, an error on numpy (scenario 1)."""
+    return dx.probe("Conv1D", "uint8", backend=["jax", "numpy"])
+
+
+def test_cast_path_svg_stages_chips_and_highlights() -> None:
+    result = dx.probe("Dense", "float64", "mixed_float16", backend="jax", kwargs={"units": 3})
+    svg = ET.fromstring(cast_path_svg(result))
+    labels = [t.text for t in svg.iter(f"{SVG}text")]
+    stages = [s for s in ("input", "converted", "autocast", "variables", "output") if s in labels]
+    assert stages == [
+        s for s in ("input", "converted", "autocast", "variables", "output") if result.steps(s)
+    ]
+    assert "float64" in labels and "float16" in labels
+    # the dtype changes on the way (float64 -> float32 -> float16): accented edges
+    accented = [p for p in svg.iter(f"{SVG}path") if "warn-color1" in p.get("stroke", "")]
+    assert accented
+    # each step's note is a hover title
+    titles = " ".join(t.text or "" for t in svg.iter(f"{SVG}title"))
+    assert any(step.note and step.note[:20] in titles for step in result.cast_path)
+
+
+def test_result_card(conv_uint8: ProbeSet) -> None:
+    ok = result_html(conv_uint8["jax"])
+    assert "<svg" in ok and "Conv1D" in ok and "documented" in ok and "observed" in ok
+    assert "var(--jp-layout-color1, #ffffff)" in ok  # JupyterLab variables, with fallbacks
+    assert conv_uint8["jax"].verdict in ok
+    for line in conv_uint8["jax"].basis:
+        assert line.split(":")[0].replace("'", "&#x27;") in ok
+    failed = conv_uint8["numpy"]
+    card = failed._repr_html_()
+    assert failed.error is not None and failed.error.type in card and "raised" in card
+    # the error ends the cast path as a red node
+    svg = ET.fromstring(cast_path_svg(failed))
+    assert failed.error.type in [t.text for t in svg.iter(f"{SVG}text")]
+
+
+def test_probe_set_card(conv_uint8: ProbeSet) -> None:
+    card = probe_set_html(conv_uint8)
+    assert conv_uint8.verdict == "diverges"
+    assert "Backends disagree" in card
+    assert card.count("<tr><td><b>") == 2
+    assert card == conv_uint8._repr_html_()
+    same = dx.probe("Flatten", "uint8", backend=["jax", "numpy"])
+    assert "Backends disagree" not in probe_set_html(same)
+
+
+def test_text_is_escaped(conv_uint8: ProbeSet) -> None:
+    failed = conv_uint8["numpy"]
+    nasty = failed.error.model_copy(update={"message": "<script>alert(1)</script>"})
+    card = result_html(failed.model_copy(update={"error": nasty}))
+    assert "<script>" not in card and "&lt;script&gt;" in card
