@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import _audit_rules
 from dtype_explorer.engine import (
@@ -34,6 +33,7 @@ from dtype_explorer.engine import (
 )
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.records import AuditReport, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
+from dtype_explorer.runtime import pool
 
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
@@ -545,7 +545,7 @@ def _requested_backends(backends: str | list[str] | None) -> list[str]:
     if backends is None:
         return []
     names = backends.split(",") if isinstance(backends, str) and backends != "all" else backends
-    return backend_names.names(names)
+    return pool.usable(names)
 
 
 def _ms(started: float) -> float:

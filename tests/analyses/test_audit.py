@@ -391,6 +391,18 @@ def test_backend_divergence_through_the_pool():
     assert report.backends == ("jax",)
 
 
+def test_backends_all_means_every_installed_and_allowed_backend(monkeypatch):
+    """As on Binder, where torch is not installed: "all" asks only the backends there are."""
+    from dtype_explorer import pool
+
+    monkeypatch.setitem(pool._config, "backends", ["jax", "tensorflow"])
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, layers.Dense(2)(inputs), name="plain")
+    assert check_model(model, backends="all").backends == ("jax", "tensorflow")
+    with pytest.raises(InvalidSpecError, match="installed and allowed"):
+        check_model(model, backends=["torch"])
+
+
 # ----------------------------------------------------------------------------- structure
 
 
