@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
 from dtype_explorer.records import display as _display
 
@@ -47,3 +47,20 @@ class Record(BaseModel):
 
     def _repr_html_(self) -> str | None:
         return _display.html(self)
+
+
+class GroupedRecord(Record):
+    """A record of many results grouped into cells (a survey's, a promotion table's), the cells
+    built once and again only when ``results`` is another tuple (``model_copy(update=...)``)."""
+
+    _memo: tuple[Any, Any] | None = PrivateAttr(default=None)
+
+    @property
+    def _cells(self) -> dict:
+        results = self.results  # type: ignore[attr-defined]
+        if self._memo is None or self._memo[0] is not results:
+            self._memo = (results, self._build_cells())
+        return self._memo[1]
+
+    def _build_cells(self) -> dict:
+        raise NotImplementedError

@@ -8,11 +8,11 @@ import collections
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, PrivateAttr
+from pydantic import BaseModel
 
 from dtype_explorer.errors import first_line, unknown
 from dtype_explorer.records import display as _display
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import GroupedRecord
 from dtype_explorer.records._probe import ProbeResult
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ class PromotionCell:
         return found
 
 
-class PromotionTable(Record):
+class PromotionTable(GroupedRecord):
     """The promotion table of one op under one ``floatx``; see :func:`promotion_table`."""
 
     op: str
@@ -133,15 +133,6 @@ class PromotionTable(Record):
     #: library -> ``"lhs,rhs"`` -> its answer.
     references: dict[str, dict[str, RefCell]]
     reference_versions: dict[str, str]
-
-    _memo: tuple[Any, Any] | None = PrivateAttr(default=None)
-
-    @property
-    def _cells(self) -> dict:
-        """The cells, rebuilt whenever ``results`` is another tuple (``model_copy(update=)``)."""
-        if self._memo is None or self._memo[0] is not self.results:
-            self._memo = (self.results, self._build_cells())
-        return self._memo[1]
 
     def _build_cells(self) -> dict[tuple[str, str], PromotionCell]:
         by_pair: dict[tuple[str, str], dict[str, ProbeResult]] = {}

@@ -19,13 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import PrivateAttr
+from typing import TYPE_CHECKING, Literal
 
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import display as _display
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import GroupedRecord
 from dtype_explorer.records._probe import ProbeResult
 
 if TYPE_CHECKING:
@@ -87,7 +85,7 @@ class SurveyCell:
         return classify_result(self.results[backend], self.compute_dtype)
 
 
-class Survey(Record):
+class Survey(GroupedRecord):
     """The answers of a survey, with views: a table, a heatmap, JSON, HTML and a diff."""
 
     targets: tuple[str, ...]
@@ -100,15 +98,6 @@ class Survey(Record):
     created: str = ""
     elapsed_s: float = 0.0
     results: tuple[ProbeResult, ...]
-
-    _memo: tuple[Any, Any] | None = PrivateAttr(default=None)
-
-    @property
-    def _cells(self) -> dict:
-        """The cells, rebuilt whenever ``results`` is another tuple (``model_copy(update=)``)."""
-        if self._memo is None or self._memo[0] is not self.results:
-            self._memo = (self.results, self._build_cells())
-        return self._memo[1]
 
     def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
