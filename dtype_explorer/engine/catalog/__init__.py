@@ -23,7 +23,13 @@ from dtype_explorer.engine.catalog._entries import (
     OpRule,
     Role,
 )
-from dtype_explorer.engine.catalog._layers import INDEX_HIGH, LAYERS, build_kwargs, sublayer
+from dtype_explorer.engine.catalog._layers import (
+    INDEX_HIGH,
+    LAYERS,
+    build_kwargs,
+    safe_deserialization,
+    sublayer,
+)
 from dtype_explorer.engine.catalog._ops import OPS
 from dtype_explorer.errors import unknown
 
@@ -90,5 +96,6 @@ __all__ = [
     "groups",
     "layers",
     "ops",
+    "safe_deserialization",
     "sublayer",
 ]
