@@ -52,6 +52,33 @@ def received(value: object, *, limit: int = MAX_ECHO) -> str:
     return text
 
 
+def listed(values: object, parameter: str, *, most: int = 10_000) -> tuple[object, ...]:
+    """``values`` (one string, or a list or tuple of values) as a tuple; anything else, an
+    empty list or more than ``most`` values raises ``InvalidSpecError`` naming ``parameter``.
+
+    >>> listed("Dense", "targets"), listed(["Dense", "Conv1D"], "targets")
+    (('Dense',), ('Dense', 'Conv1D'))
+    >>> listed(5, "targets")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: targets must be a name or a list of names; ...
+    """
+    if isinstance(values, str):
+        return (values,)
+    if not isinstance(values, list | tuple | set | frozenset | dict):
+        raise InvalidSpecError(
+            f"{parameter} must be a name or a list of names; received: {received(values)} "
+            f"({type(values).__name__})"
+        )
+    if not values:
+        raise InvalidSpecError(
+            f"{parameter} is an empty {type(values).__name__}; leave it out (None) for the default"
+        )
+    if len(values) > most:
+        raise InvalidSpecError(f"{parameter}: {len(values)} values given; the limit is {most}")
+    return tuple(values)
+
+
 def closest(name: str, valid: Iterable[str]) -> str | None:
     """The valid name closest to ``name`` (case-insensitive), or ``None``."""
     valid = list(valid)

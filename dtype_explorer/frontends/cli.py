@@ -26,6 +26,7 @@ from typing import Annotated, Any
 import typer
 
 from dtype_explorer import analyses
+from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
 
@@ -172,8 +173,10 @@ def probe(
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     try:
         parsed_kwargs = json.loads(kwargs)
-    except (ValueError, RecursionError) as error:
-        raise InvalidSpecError(f"--kwargs is not valid JSON: {received(str(error))}") from None
+    except RecursionError:
+        raise InvalidSpecError(f"--kwargs nest deeper than {MAX_KWARGS_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
+        raise InvalidSpecError(f"--kwargs is not valid JSON: {error}") from None
     backends = backend if backend == "all" else _names("--backend", backend)
     dims = _names("--shape", shape)
     try:

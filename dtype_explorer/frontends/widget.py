@@ -26,7 +26,7 @@ import traitlets
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
-from dtype_explorer.engine import COMMON_POLICIES, catalog, make_spec
+from dtype_explorer.engine import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
 from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
@@ -420,10 +420,12 @@ def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
         raise InvalidSpecError(f"{key} is {len(text)} characters long; the limit is {MAX_TEXT}")
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
         raise InvalidSpecError(
-            f"{key} is not valid JSON ({received(str(error))}); expected {example}"
+            f"{key} nest deeper than {MAX_KWARGS_DEPTH} levels; expected {example}"
         ) from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
+        raise InvalidSpecError(f"{key} is not valid JSON ({error}); expected {example}") from None
     if not isinstance(value, kind):
         raise InvalidSpecError(f"{key} must be {example}; received: {received(text.strip())}")
     return value

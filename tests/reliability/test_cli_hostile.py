@@ -76,7 +76,7 @@ PROBE_CASES = [
     (["--backend", "numpy", "--input-dtype", "FLOAT32"], "did you mean 'float32'"),
     (["--backend", "numpy", "--shape", "a,b"], "--shape is comma-separated positive ints"),
     (["--backend", "numpy", "--shape", "2,-4"], "positive ints"),
-    (["--backend", "numpy", "--kwargs", "[" * 100_000], "--kwargs is not valid JSON"),
+    (["--backend", "numpy", "--kwargs", "[" * 100_000], "--kwargs nest deeper than 32 levels"),
     (["--backend", "numpy", "--kwargs", '{"a": ' * 50 + "1" + "}" * 50], "deeper than 32"),
     (["--backend", "numpy", "--kwargs", "x" * 1_000_000], "--kwargs is not valid JSON"),
     (["--backend", "numpy", "--values", "huge"], "unknown value preset"),

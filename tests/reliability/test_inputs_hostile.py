@@ -180,3 +180,35 @@ def test_the_lambda_payload_is_real(unsafe_session, tmp_path):
     layer = keras.saving.deserialize_keras_object(_lambda_config(str(marker)))
     layer(np.ones((2, 3), dtype="float32"))
     assert marker.exists()
+
+
+# ------------------------------------------------------------- the other analyses' lists
+
+LIST_REFUSED = [
+    ("survey", {"targets": 5}, "targets must be a name or a list"),
+    ("survey", {"targets": [["Dense"]]}, "unknown target"),
+    ("survey", {"targets": []}, "targets is an empty list"),
+    ("survey", {"targets": ["Dense"], "input_dtypes": 5}, "input_dtypes must be a name"),
+    ("survey", {"targets": ["Dense"], "input_dtypes": [HUGE]}, "(10000000 characters)"),
+    ("survey", {"targets": ["Dense"], "policies": 5}, "policies must be a name"),
+    ("survey", {"targets": ["Dense"], "backends": []}, "at least one backend"),
+    ("promotion_table", {"op": 5}, "op must be an op name"),
+    ("promotion_table", {"dtypes": 5}, "dtypes must be a name"),
+    ("promotion_table", {"dtypes": ["int8", 5]}, "dtypes must be a dtype name"),
+    ("promotion_table", {"dtypes": ["int8"] * 20_000}, "the limit is"),
+    ("promotion_table", {"backends": []}, "at least one backend"),
+]
+
+
+@pytest.mark.parametrize(("analysis", "arguments", "phrase"), LIST_REFUSED)
+def test_survey_and_table_arguments_are_refused_before_any_work(analysis, arguments, phrase):
+    with pytest.raises(InvalidSpecError) as caught:
+        getattr(dx, analysis)(**arguments)
+    assert phrase in str(caught.value) and len(str(caught.value)) < 1_000
+
+
+def test_survey_and_table_read_dtype_likes():
+    table = dx.promotion_table(
+        "add", dtypes=[np.int8, np.dtype("uint8")], backends="numpy", references=()
+    )
+    assert table.cell("int8", "uint8").results["numpy"].documented_dtype == "int16"

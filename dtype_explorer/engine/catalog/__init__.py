@@ -51,7 +51,7 @@ def entry(name: str) -> Entry:
     Raises ``InvalidSpecError`` naming the closest valid target.
     """
     table = _index()
-    if name in table:
+    if isinstance(name, str) and name in table:
         return table[name]
     raise unknown("target", name, table)
 
