@@ -38,7 +38,7 @@ class PageComm(BaseComm):
         metadata: Any = None,
         buffers: Any = None,
         **keys: Any,
-    ) -> None:  # noqa: E501
+    ) -> None:
         self.sent.append({"type": msg_type, "data": data})
 
     def last_sent(self, key: str) -> Any:
