@@ -44,7 +44,18 @@ def safe_deserialization() -> Iterator[None]:
     """Keras's safe mode forced on (no Python lambdas or marshalled code are deserialized),
     whatever this session set with ``keras.config.enable_unsafe_deserialization()``; the
     session's setting is put back on exit. Kwargs come from specs and from the widget's page:
-    they are data, never code."""
+    they are data, never code.
+
+    >>> import keras
+    >>> from keras.src.saving import serialization_lib
+    >>> keras.config.enable_unsafe_deserialization()
+    >>> with safe_deserialization():
+    ...     serialization_lib.in_safe_mode()
+    True
+    >>> serialization_lib.in_safe_mode()
+    False
+    >>> serialization_lib.global_state.set_global_attribute("safe_mode_saving", None)
+    """
     from keras.src.saving import serialization_lib
 
     with serialization_lib.SafeModeScope(True):
