@@ -15,7 +15,7 @@ import functools
 import ml_dtypes
 import numpy as np
 
-from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.errors import InvalidSpecError, received, unknown
 
 PYTHON_SCALARS: dict[str, type] = {"python_int": int, "python_float": float, "python_bool": bool}
 #: Every dtype name, by family: the one table the package (and the widget's colours) use.
@@ -115,6 +115,58 @@ def validate(name: str) -> str:
     return name
 
 
+def standardize(value: object, parameter: str = "input_dtype") -> str:
+    """A dtype name from what people pass for one, the way ``keras.backend.standardize_dtype``
+    reads it: a name (``"float32"``), a NumPy or ml_dtypes type or dtype (``np.float32``,
+    ``np.dtype("float16")``, ``ml_dtypes.bfloat16``), a TensorFlow or JAX dtype (by its
+    ``name``/``__name__``) or a torch dtype (``torch.float32``, by its text). Python's own
+    ``int``/``float``/``bool`` are refused: say ``"int64"`` for an array or ``"python_int"`` for
+    a weak scalar. Raises ``InvalidSpecError`` naming ``parameter``, what was received and what
+    is valid.
+
+    >>> standardize(np.float32), standardize(np.dtype("uint8")), standardize(ml_dtypes.bfloat16)
+    ('float32', 'uint8', 'bfloat16')
+    >>> standardize("FLOAT32")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: input_dtype: unknown dtype 'FLOAT32'; did you ...
+    """
+    name: object = value
+    for python_type, meant in _PYTHON_TYPES.items():
+        if value is python_type:
+            raise InvalidSpecError(
+                f"{parameter}: the Python type {python_type.__name__} is ambiguous here; "
+                f"pass a dtype name: {meant}"
+            )
+    if not isinstance(value, str):
+        if isinstance(getattr(value, "name", None), str):
+            name = value.name  # type: ignore[union-attr]
+        elif isinstance(getattr(value, "__name__", None), str):
+            name = value.__name__  # type: ignore[union-attr]
+        elif type(value).__module__ == "torch":
+            name = str(value).rsplit(".", 1)[-1]
+        else:
+            raise InvalidSpecError(
+                f"{parameter} must be a dtype name such as 'float32' (or a NumPy, ml_dtypes, "
+                f"JAX, TensorFlow or torch dtype); received: {received(value)} "
+                f"of type {type(value).__name__}"
+            )
+    try:
+        return validate(name)  # type: ignore[arg-type]
+    except InvalidSpecError as error:
+        raise InvalidSpecError(f"{parameter}: {error}") from None
+
+
+#: Python's own types, refused as dtypes: what to pass instead.
+_PYTHON_TYPES: dict[type, str] = {
+    bool: "'bool' (an array) or 'python_bool' (a weak Python scalar)",
+    int: "'int64', 'int32', ... (an array) or 'python_int' (a weak Python scalar)",
+    float: "'float32', 'float64', ... (an array) or 'python_float' (a weak Python scalar)",
+    complex: "'complex64' or 'complex128'",
+    str: "'string'",
+}
+
+
 def numpy_dtype(name: str) -> np.dtype:
     """The NumPy dtype holding samples of a Keras dtype (``string`` becomes ``object``)."""
     if name in _ML_DTYPES:
@@ -190,5 +242,6 @@ __all__ = [
     "narrows",
     "numpy_dtype",
     "sample",
+    "standardize",
     "validate",
 ]

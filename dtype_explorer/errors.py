@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import difflib
 import re
+import reprlib
 from collections.abc import Iterable
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: The frame Keras puts around an exception raised inside a layer's ``call``.
 _KERAS_HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
 _KERAS_ARGUMENTS = "\n\nArguments received by"
+#: The most characters of a received value an error message repeats.
+MAX_ECHO = 120
+_ECHO = reprlib.Repr()
+_ECHO.maxlevel, _ECHO.maxstring, _ECHO.maxother = 4, 60, 60
+_ECHO.maxdict = _ECHO.maxlist = _ECHO.maxtuple = _ECHO.maxset = 6
 
 
 class InvalidSpecError(ValueError):
@@ -22,9 +28,62 @@ class InvalidSpecError(ValueError):
     """
 
 
+def received(value: object, *, limit: int = MAX_ECHO) -> str:
+    """``value`` as an error message repeats it: its ``repr``, cut to ``limit`` characters
+    (and nested or long containers shortened) so that a 10 MB input is never echoed back.
+
+    >>> received("float32")
+    "'float32'"
+    >>> text = received("x" * 10_000_000)
+    >>> len(text) <= MAX_ECHO + 40, text.endswith("(10000000 characters)")
+    (True, True)
+    >>> received([[[[[1]]]]])
+    '[[[[...]]]]'
+    """
+    try:
+        text = _ECHO.repr(value)
+    except Exception:  # a hostile __repr__ does not hide the real error
+        text = f"<{type(value).__name__} object>"
+    size = len(value) if isinstance(value, str | bytes) else None
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if size is not None and size > _ECHO.maxstring:
+        text += f" ({size} characters)"
+    return text
+
+
+def listed(values: object, parameter: str, *, most: int = 10_000) -> tuple[object, ...]:
+    """``values`` (one string, or a list or tuple of values) as a tuple; anything else, an
+    empty list or more than ``most`` values raises ``InvalidSpecError`` naming ``parameter``.
+
+    >>> listed("Dense", "targets"), listed(["Dense", "Conv1D"], "targets")
+    (('Dense',), ('Dense', 'Conv1D'))
+    >>> listed(5, "targets")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: targets must be a name or a list of names; ...
+    """
+    if isinstance(values, str):
+        return (values,)
+    if not isinstance(values, list | tuple | set | frozenset | dict):
+        raise InvalidSpecError(
+            f"{parameter} must be a name or a list of names; received: {received(values)} "
+            f"({type(values).__name__})"
+        )
+    if not values:
+        raise InvalidSpecError(
+            f"{parameter} is an empty {type(values).__name__}; leave it out (None) for the default"
+        )
+    if len(values) > most:
+        raise InvalidSpecError(f"{parameter}: {len(values)} values given; the limit is {most}")
+    return tuple(values)
+
+
 def closest(name: str, valid: Iterable[str]) -> str | None:
     """The valid name closest to ``name`` (case-insensitive), or ``None``."""
     valid = list(valid)
+    if len(name) > 4 * MAX_ECHO:  # no name is that long: nothing is close
+        return None
     lowered = {v.lower(): v for v in valid}
     if name.lower() in lowered:
         return lowered[name.lower()]
@@ -35,12 +94,12 @@ def closest(name: str, valid: Iterable[str]) -> str | None:
 def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -> InvalidSpecError:
     """An ``InvalidSpecError`` naming the bad value, a close match and (some of) what is valid."""
     valid = sorted(set(valid))
-    match = closest(str(name), valid)
+    match = closest(name, valid) if isinstance(name, str) else None
     hint = f"; did you mean {match!r}?" if match else ""
     shown = ", ".join(valid[:limit]) + (
         f", ... ({len(valid)} in all)" if len(valid) > limit else ""
     )
-    return InvalidSpecError(f"unknown {kind} {name!r}{hint} Valid: {shown}")
+    return InvalidSpecError(f"unknown {kind} {received(name)}{hint} Valid: {shown}")
 
 
 def strip_ansi(text: str) -> str:

@@ -31,7 +31,7 @@ from dtype_explorer.engine import (
     variable_dtypes,
     wrapped_entry_points,
 )
-from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.errors import InvalidSpecError, as_sentence, received
 from dtype_explorer.records import AuditReport, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
 from dtype_explorer.runtime import pool
 
@@ -452,6 +452,14 @@ def _sample_for(model: Any, inputs: Any, sample: Any) -> Any:
     expected = keras.tree.flatten(inputs)
     if isinstance(sample, list | tuple) and len(expected) == 1 and not _is_tensor_list(sample):
         sample = _as_array(sample)
+    if isinstance(sample, dict) and not isinstance(inputs, dict):
+        names = {spec.name for spec in expected}
+        if set(sample) != names:
+            raise InvalidSpecError(
+                f"the sample does not fit: {_describe(model)} takes {_expected(inputs)}, not a "
+                f"dict; a dict sample needs the input names {sorted(names)} as its keys; "
+                f"got keys {received(sorted(map(str, sample)))}"
+            )
     if isinstance(inputs, dict) != isinstance(sample, dict) and len(expected) > 1:
         raise InvalidSpecError(
             f"the sample does not fit: expected {_expected(inputs)}; got {_sample_text(sample)}"
@@ -494,9 +502,10 @@ def _as_array(value: Any) -> Any:
         raise InvalidSpecError(
             f"the sample must hold arrays or tensors; got {type(value).__name__}"
         ) from error
-    if array.dtype == object:
+    if array.dtype.kind not in "biufc":  # objects, text, bytes, dates
         raise InvalidSpecError(
-            f"the sample must hold numeric arrays or tensors; got {type(value).__name__}"
+            f"the sample must hold numeric arrays or tensors; got {type(value).__name__} "
+            f"{received(value)}"
         )
     return array
 
@@ -534,6 +543,21 @@ def _cloned(model: Any, policy: str) -> Any:
             f"could not rebuild {_describe(model)} under policy {name!r}: {type(error).__name__}: "
             f"{as_sentence(str(error))}"
         ) from error
+    kept = [
+        f"{layer.name} ({type(layer).__name__}, still {layer.dtype_policy.name})"
+        for layer in clone.layers  # the layers the clone function rebuilt
+        if not isinstance(layer, keras.layers.InputLayer)
+        and getattr(layer, "dtype_policy", None) is not None
+        and layer.dtype_policy.name != name
+    ]
+    if kept:  # auditing it would answer for the old policy, not for the one asked about
+        shown = ", ".join(kept[:5]) + (f", ... ({len(kept)} in all)" if len(kept) > 5 else "")
+        raise InvalidSpecError(
+            f"could not rebuild {_describe(model)} under policy {name!r}: rebuilt from its "
+            f"config with dtype={name!r}, these layers kept another policy: {shown}. Their "
+            "get_config()/from_config() drop the dtype argument (pass **kwargs on to "
+            "Layer.__init__), or they fix their own dtype."
+        )
     return clone
 
 

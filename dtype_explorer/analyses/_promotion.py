@@ -32,7 +32,7 @@ from dtype_explorer.analyses._survey import installed, run_specs
 from dtype_explorer.dtypes import FLOATX
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine.catalog import OpEntry
-from dtype_explorer.errors import InvalidSpecError, first_line, unknown
+from dtype_explorer.errors import InvalidSpecError, first_line, listed, received, unknown
 from dtype_explorer.records import REFERENCES, ProbeSpec, PromotionTable, RefCell, pair_key
 from dtype_explorer.runtime import pool
 from dtype_explorer.versions import library_version
@@ -269,6 +269,10 @@ def _throwaway(fn: Any, *args: Any) -> concurrent.futures.Future:
 
 
 def _op_entry(op: str) -> OpEntry:
+    if not isinstance(op, str):
+        raise InvalidSpecError(
+            f"op must be an op name such as 'add'; received: {received(op)} ({type(op).__name__})"
+        )
     name = op if op.startswith("ops.") else f"ops.{op}"
     found = catalog.entry(name)
     if not isinstance(found, OpEntry) or _pair_arity(found) is None:
@@ -295,9 +299,7 @@ def _operands(entry: OpEntry, lhs: str, rhs: str) -> tuple[str, ...]:
 def _dtypes(names: Sequence[str] | None) -> tuple[str, ...]:
     if names is None:
         return tuple(n for n in dtypes.all_input_dtypes() if n != "string")
-    if isinstance(names, str):
-        names = [names]
-    chosen = tuple(dict.fromkeys(dtypes.validate(n) for n in names))
+    chosen = tuple(dict.fromkeys(dtypes.standardize(n, "dtypes") for n in listed(names, "dtypes")))
     if not chosen:
         raise InvalidSpecError("dtypes must name at least one dtype")
     return chosen

@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec, validate_policy
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import listed
 from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
 from dtype_explorer.runtime import pool
 
@@ -71,7 +71,7 @@ def survey(
     names = _targets(targets)
     dtype_names = _input_dtypes(input_dtypes, names)
     policy_names = tuple(
-        dict.fromkeys(validate_policy(p) for p in _listed(policies, DEFAULT_POLICIES))
+        dict.fromkeys(validate_policy(p) for p in _listed(policies, DEFAULT_POLICIES, "policies"))
     )
     chosen = installed(backends)
     specs = [
@@ -164,20 +164,21 @@ def compute_dtype(policy: str) -> str:
 def _targets(targets: Sequence[str] | None) -> tuple[str, ...]:
     if targets is None:
         return tuple(e.name for e in catalog.layers())
-    return tuple(dict.fromkeys(catalog.entry(t).name for t in _listed(targets, ())))
+    return tuple(dict.fromkeys(catalog.entry(t).name for t in _listed(targets, (), "targets")))
 
 
 def _input_dtypes(names: Sequence[str] | None, targets: tuple[str, ...]) -> tuple[str, ...]:
     if names is None:
         with_ops = any(t.startswith("ops.") for t in targets)
         return dtypes.all_input_dtypes() if with_ops else dtypes.keras_dtypes()
-    return tuple(dict.fromkeys(dtypes.validate(n) for n in _listed(names, ())))
+    return tuple(
+        dict.fromkeys(
+            dtypes.standardize(n, "input_dtypes") for n in _listed(names, (), "input_dtypes")
+        )
+    )
 
 
-def _listed(values: Sequence[str] | str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    if values is None:
-        return default
-    listed = (values,) if isinstance(values, str) else tuple(values)
-    if not listed:
-        raise InvalidSpecError("an empty list was given; leave it out (None) for the default")
-    return listed
+def _listed(
+    values: Sequence[str] | str | None, default: tuple[str, ...], parameter: str
+) -> tuple[Any, ...]:
+    return default if values is None else listed(values, parameter)

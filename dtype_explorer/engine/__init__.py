@@ -15,6 +15,7 @@ from dtype_explorer.engine._keras_state import preserved_keras_state
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
+    MAX_KWARGS_DEPTH,
     MAX_SAMPLE_ELEMENTS,
     ShapeArg,
     make_spec,
@@ -23,6 +24,7 @@ from dtype_explorer.engine._spec import (
 
 __all__ = [
     "COMMON_POLICIES",
+    "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ShapeArg",
     "catalog",

@@ -29,7 +29,13 @@ from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras_state import preserved_keras_state
 from dtype_explorer.engine._numerics import measure
-from dtype_explorer.engine.catalog import INDEX_HIGH, LayerEntry, OpEntry, build_kwargs
+from dtype_explorer.engine.catalog import (
+    INDEX_HIGH,
+    LayerEntry,
+    OpEntry,
+    build_kwargs,
+    safe_deserialization,
+)
 from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.records import CastStep, ErrorInfo, ProbeResult, ProbeSpec, VariableDtypes
 from dtype_explorer.versions import versions
@@ -127,7 +133,8 @@ def _run_layer(
 
     def build() -> Any:
         try:
-            return cls(**build_kwargs(kwargs))
+            with safe_deserialization():  # kwargs are data: a config never becomes code
+                return cls(**build_kwargs(kwargs))
         except Exception as error:
             raise _Invalid(error, "construct") from error
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Iterable, Sequence
+import operator
+from collections.abc import Sequence
 from typing import Any
 
+from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog
-from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.records import ProbeSpec
 
 #: Policies offered in pickers; any name Keras accepts works too.
@@ -38,6 +40,11 @@ COMMON_POLICIES: tuple[str, ...] = (
 
 #: Samples are probes, not workloads: the largest input a probe builds.
 MAX_SAMPLE_ELEMENTS = 1 << 22
+#: The most inputs of a target that takes a list of tensors (``Concatenate``, ``ops.stack``).
+MAX_LIST_INPUTS = 16
+#: How deeply kwargs may nest, and how many values (keys, items, leaves) they may hold in all.
+MAX_KWARGS_DEPTH = 32
+MAX_KWARGS_VALUES = 10_000
 
 DtypeArg = str | Sequence[str]
 ShapeArg = Sequence[int] | Sequence[Sequence[int]] | None
@@ -64,25 +71,79 @@ def make_spec(
         import keras
 
         backend = keras.backend.backend()
-    if isinstance(input_dtype, str):
-        input_dtype = (input_dtype,)
-    for name in input_dtype:
-        dtypes.validate(name)
-    if values not in dtypes.PRESETS:
-        raise unknown("value preset", values, dtypes.PRESETS)
-    if floatx is not None and floatx not in dtypes.FLOATX:
+    elif not isinstance(backend, str) or backend not in backend_names.BACKENDS:
+        raise unknown("backend", backend, backend_names.BACKENDS)
+    target_name = _target_name(target)
+    input_dtypes = _input_dtypes(input_dtype)
+    if not isinstance(values, str) or values not in dtypes.PRESETS:
+        raise unknown("value preset (values)", values, dtypes.PRESETS)
+    if floatx is not None and (not isinstance(floatx, str) or floatx not in dtypes.FLOATX):
         raise unknown("floatx", floatx, dtypes.FLOATX)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidSpecError(
+            f"seed must be an int in [0, 2**32); received: {received(seed)} ({type(seed).__name__})"
+        )
+    shapes = _shapes(shape)
+    _check_inputs(target_name, input_dtypes, shapes)
     return ProbeSpec(
-        target=_target_name(target),
-        input_dtypes=tuple(input_dtype),
+        target=target_name,
+        input_dtypes=input_dtypes,
         policy=validate_policy(policy if policy is not None else floatx or "float32"),
         backend=backend,
-        kwargs=_json_kwargs(kwargs or {}),
-        shapes=_shapes(shape),
+        kwargs=_json_kwargs(kwargs if kwargs is not None else {}),
+        shapes=shapes,
         values=values,
         floatx=floatx,
         seed=seed,
     )
+
+
+def _input_dtypes(input_dtype: Any) -> tuple[str, ...]:
+    """One dtype-like, or a list or tuple of them (one per input), as dtype names."""
+    if isinstance(input_dtype, list | tuple):
+        if not input_dtype:
+            raise InvalidSpecError(
+                "input_dtype must be a dtype name or one per input; received: an empty "
+                f"{type(input_dtype).__name__}"
+            )
+        if len(input_dtype) > MAX_LIST_INPUTS:
+            raise InvalidSpecError(
+                f"input_dtype: {len(input_dtype)} dtypes given; no target takes more than "
+                f"{MAX_LIST_INPUTS} inputs"
+            )
+        return tuple(dtypes.standardize(d, "input_dtype") for d in input_dtype)
+    return (dtypes.standardize(input_dtype, "input_dtype"),)
+
+
+def _entry(target_name: str) -> catalog.Entry:
+    if target_name.startswith("custom:"):
+        return catalog.custom_entry(target_name)
+    return catalog.entry(target_name)
+
+
+def _check_inputs(
+    target_name: str, input_dtypes: tuple[str, ...], shapes: tuple[tuple[int, ...], ...] | None
+) -> None:
+    """As many shapes as the target takes inputs, and one input dtype or one per input."""
+    entry = _entry(target_name)
+    if getattr(entry, "skip", None):
+        raise InvalidSpecError(f"target: {entry.name} cannot be probed standalone: {entry.skip}")
+    most = MAX_LIST_INPUTS if entry.input_style == "list" else entry.arity
+    if shapes is not None and len(shapes) > most:
+        raise InvalidSpecError(
+            f"shape: {entry.name} takes {_inputs(most)} but {len(shapes)} shapes were given; "
+            f"give one shape per input (batch first), e.g. {[list(s) for s in entry.shapes]}"
+        )
+    inputs = len(shapes) if shapes is not None else entry.arity
+    if len(input_dtypes) not in (1, inputs):
+        raise InvalidSpecError(
+            f"input_dtype: {entry.name} gets {_inputs(inputs)} but {len(input_dtypes)} input "
+            f"dtypes were given; give one dtype for all inputs or one per input"
+        )
+
+
+def _inputs(count: int) -> str:
+    return f"at most {count} inputs" if count == MAX_LIST_INPUTS else f"{count} input(s)"
 
 
 def validate_policy(policy: Any) -> str:
@@ -90,8 +151,11 @@ def validate_policy(policy: Any) -> str:
     name = getattr(policy, "name", policy)
     if not isinstance(name, str):
         raise InvalidSpecError(
-            f"policy must be a name or a keras.DTypePolicy, not {type(policy).__name__}"
+            f"policy must be a name or a keras.DTypePolicy; received: {received(policy)} "
+            f"({type(policy).__name__})"
         )
+    if len(name) > 100:
+        raise unknown("dtype policy", name, COMMON_POLICIES)
     return _checked_policy(name)
 
 
@@ -116,33 +180,97 @@ def _target_name(target: Any) -> str:
         raise InvalidSpecError(
             "target must be a layer name, 'ops.<name>', "
             "or a keras.layers.Layer subclass or instance; "
-            f"got {type(target).__name__}"
+            f"received: {received(target)} ({type(target).__name__})"
         )
     return f"custom:{cls.__qualname__}"
 
 
 def _json_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(kwargs, dict):
-        raise InvalidSpecError(f"kwargs must be a dict of JSON values, not {type(kwargs).__name__}")
+        raise InvalidSpecError(
+            f"kwargs must be a dict of JSON values; received: {received(kwargs)} "
+            f"({type(kwargs).__name__})"
+        )
+    check_json_size(kwargs, "kwargs")
     try:
         return json.loads(json.dumps(kwargs, allow_nan=False))
     except (TypeError, ValueError) as error:
         raise InvalidSpecError(
-            f"kwargs must be JSON values (numbers, strings, lists, dicts): {error}"
-        ) from error
+            f"kwargs must be JSON values (numbers, strings, lists, dicts): {received(str(error))}"
+        ) from None
 
 
-def _shapes(shape: ShapeArg) -> tuple[tuple[int, ...], ...] | None:
+def check_json_size(value: Any, parameter: str) -> None:
+    """Refuse ``value`` if it nests deeper than ``MAX_KWARGS_DEPTH`` or holds more than
+    ``MAX_KWARGS_VALUES`` values, before anything recursive (``json``, pydantic) touches it.
+
+    >>> check_json_size({"a": [[[[1]]]]}, "kwargs")
+    >>> deep = []
+    >>> for _ in range(100_000):
+    ...     deep = [deep]
+    >>> check_json_size(deep, "kwargs")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: kwargs nest deeper than 32 levels; ...
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if depth > MAX_KWARGS_DEPTH:
+            raise InvalidSpecError(
+                f"{parameter} nest deeper than {MAX_KWARGS_DEPTH} levels; a layer's arguments "
+                "are flat JSON values, lists and small dicts"
+            )
+        if count > MAX_KWARGS_VALUES:
+            raise InvalidSpecError(
+                f"{parameter} hold more than {MAX_KWARGS_VALUES} values; a layer's arguments "
+                "are a few JSON values"
+            )
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+            count += len(item)
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _shapes(shape: Any) -> tuple[tuple[int, ...], ...] | None:
+    """One shape (``(2, 4)``) or one per input (``[(2, 4), (2, 4)]``), as tuples of ints."""
     if shape is None:
         return None
-    items = list(shape)
-    nested = items and all(isinstance(s, Iterable) and not isinstance(s, str) for s in items)
-    shapes = [tuple(s) for s in items] if nested else [tuple(items)]
-    for s in shapes:
-        if not s or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in s):
-            raise InvalidSpecError(f"a shape is a tuple of positive ints (batch first), got {s!r}")
-        if math.prod(s) > MAX_SAMPLE_ELEMENTS:
-            raise InvalidSpecError(
-                f"shape {s} holds {math.prod(s)} elements; the limit is {MAX_SAMPLE_ELEMENTS}"
-            )
-    return tuple(shapes)
+    example = "a shape such as (2, 4), batch first, or one per input such as [(2, 4), (2, 4)]"
+    if not isinstance(shape, list | tuple):
+        raise InvalidSpecError(
+            f"shape must be {example}; received: {received(shape)} ({type(shape).__name__})"
+        )
+    if len(shape) > MAX_LIST_INPUTS * 8:
+        raise InvalidSpecError(
+            f"shape: received {len(shape)} items ({received(shape)}); a shape has at most 8 "
+            f"dims and no target takes more than {MAX_LIST_INPUTS} inputs"
+        )
+    nested = bool(shape) and all(isinstance(s, list | tuple) for s in shape)
+    shapes = [tuple(s) for s in shape] if nested else [tuple(shape)]
+    return tuple(_one_shape(s, example) for s in shapes)
+
+
+def _one_shape(shape: tuple[Any, ...], example: str) -> tuple[int, ...]:
+    dims = []
+    for d in shape:
+        try:
+            if isinstance(d, bool):
+                raise TypeError
+            dims.append(operator.index(d))
+        except TypeError:
+            dims = []
+            break
+    if not dims or len(dims) > 8 or any(d <= 0 for d in dims):
+        raise InvalidSpecError(
+            f"shape must be {example}: 1 to 8 positive ints; received: {received(shape)}"
+        )
+    size = math.prod(dims)
+    if size > MAX_SAMPLE_ELEMENTS:
+        raise InvalidSpecError(
+            f"shape {tuple(dims)} holds {size} elements; the limit is {MAX_SAMPLE_ELEMENTS}"
+        )
+    return tuple(dims)

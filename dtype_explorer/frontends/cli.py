@@ -5,19 +5,29 @@ dtype-explorer probe Conv1D --input-dtype uint8 --backend all
 dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.html
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
 dtype-explorer check model.keras
+
+Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
+invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
+with one line on stderr before any work. ``--debug`` (before the command) shows tracebacks.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
+import re
+import stat
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from dtype_explorer import analyses
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.engine import MAX_KWARGS_DEPTH
+from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
 
 app = typer.Typer(
@@ -25,18 +35,111 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+#: Suffixes ``keras.saving.load_model`` reads.
+MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
+#: The longest error line printed.
+MAX_LINE = 400
+_state = {"debug": False}
+
+
+@app.callback()
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
+) -> None:
+    """See what dtype Keras layers and ops really produce, on every backend."""
+    _state["debug"] = debug
 
 
 def _split(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+    return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 
 
-def _fail(error: Exception) -> None:
-    typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
-    raise typer.Exit(2)
+def _line(error: BaseException | str) -> str:
+    """An error as one line, cut to ``MAX_LINE`` characters."""
+    text = re.sub(r"\s+", " ", str(error)).strip() or type(error).__name__
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE] + " ..."
+
+
+def _fail(error: BaseException | str, code: int = 2) -> None:
+    typer.secho(f"error: {_line(error)}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``command``; any error becomes one line on stderr and a non-zero exit (2 for bad
+    input, 1 for anything else), or its traceback with ``--debug``."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except (InvalidSpecError, ValueError, OSError) as error:
+            if _state["debug"]:
+                raise
+            _fail(error)
+        except Exception as error:
+            if _state["debug"]:
+                raise
+            _fail(f"{type(error).__name__}: {error} (run with --debug for the traceback)", 1)
+
+    return run
+
+
+def _timeout(value: float | None) -> float | None:
+    if value is not None and (math.isnan(value) or value <= 0):
+        raise InvalidSpecError(
+            f"--timeout must be a positive number of seconds (inf: no limit); received: {value}"
+        )
+    return value
+
+
+def _names(option: str, value: str | None) -> list[str] | None:
+    names = _split(value)
+    if names is not None and not names:
+        raise InvalidSpecError(f"{option} names nothing; received: {received(value)}")
+    return names
+
+
+def _out_path(out: Path, suffixes: tuple[str, ...]) -> Path:
+    """``out`` checked before any work: a writable file in an existing folder, by suffix."""
+    if out.suffix.lower() not in suffixes:
+        raise InvalidSpecError(
+            f"--out must end in {' or '.join(suffixes)}; received: {received(str(out))}"
+        )
+    if out.is_dir():
+        raise InvalidSpecError(f"--out is a folder, not a file: {received(str(out))}")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidSpecError(f"--out: no such folder {received(str(folder))}")
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise InvalidSpecError(f"--out: cannot write {received(str(out))}")
+    return out
+
+
+def _model_file(path: Path) -> Path:
+    """``path`` checked to be a regular file Keras can read (never a FIFO or a device: reading
+    one would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise InvalidSpecError(f"no such file: {received(str(path))}") from None
+    if not stat.S_ISREG(mode):
+        raise InvalidSpecError(
+            f"not a regular file (a folder, FIFO or device): {received(str(path))}; "
+            f"give a saved model ({', '.join(MODEL_SUFFIXES)})"
+        )
+    if path.suffix.lower() not in MODEL_SUFFIXES:
+        raise InvalidSpecError(
+            f"{received(str(path))} is not a saved Keras model: expected "
+            f"{', '.join(MODEL_SUFFIXES)}"
+        )
+    return path
 
 
 @app.command()
+@_user_errors
 def probe(
     target: Annotated[
         str, typer.Argument(help="Layer class name (Dense) or ops.<name> (ops.add).")
@@ -70,36 +173,47 @@ def probe(
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     try:
         parsed_kwargs = json.loads(kwargs)
-    except json.JSONDecodeError as error:
-        _fail(InvalidSpecError(f"--kwargs is not valid JSON: {error}"))
-    backends = backend if backend == "all" else _split(backend)
+    except RecursionError:
+        raise InvalidSpecError(f"--kwargs nest deeper than {MAX_KWARGS_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
+        raise InvalidSpecError(f"--kwargs is not valid JSON: {error}") from None
+    backends = backend if backend == "all" else _names("--backend", backend)
+    dims = _names("--shape", shape)
     try:
-        outcome = analyses.probe(
-            target,
-            input_dtype=tuple(_split(input_dtype) or ["float32"]),
-            policy=policy,
-            backend=backends,
-            kwargs=parsed_kwargs,
-            shape=tuple(int(d) for d in _split(shape)) if shape else None,
-            values=values,
-            floatx=floatx,
-            timeout=timeout,
-            use_cache=not no_cache,
-        )
-    except (InvalidSpecError, ValueError) as error:
-        _fail(error)
+        parsed_shape = tuple(int(d) for d in dims) if dims is not None else None
+    except ValueError:
+        raise InvalidSpecError(
+            f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
+        ) from None
+    outcome = analyses.probe(
+        target,
+        input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
+        policy=policy,
+        backend=backends,
+        kwargs=parsed_kwargs,
+        shape=parsed_shape,
+        values=values,
+        floatx=floatx,
+        timeout=_timeout(timeout),
+        use_cache=not no_cache,
+    )
     results = list(outcome) if isinstance(outcome, ProbeSet) else [outcome]
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
-        return
-    for result in results:
-        typer.echo(str(result))
-        typer.echo("")
-    if isinstance(outcome, ProbeSet):
-        typer.echo(f"across backends: {outcome.verdict}")
+    else:
+        for result in results:
+            typer.echo(str(result))
+            typer.echo("")
+        if isinstance(outcome, ProbeSet):
+            typer.echo(f"across backends: {outcome.verdict}")
+    failed = [r for r in results if r.status in ("invalid", "timeout", "crashed")]
+    if failed:
+        named = ", ".join(f"{r.backend}: {r.status}" for r in failed)
+        _fail(f"no answer from Keras on {named} (see above)", 1)
 
 
 @app.command()
+@_user_errors
 def survey(
     targets: Annotated[
         str | None, typer.Option(help="Comma-separated targets (default: all).")
@@ -112,20 +226,19 @@ def survey(
     out: Annotated[Path, typer.Option(help="Output file: .html or .json.")] = Path("survey.html"),
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
-    try:
-        result = analyses.survey(
-            targets=_split(targets),
-            input_dtypes=_split(input_dtypes),
-            policies=_split(policies),
-            backends=_split(backends),
-        )
-    except (InvalidSpecError, ValueError) as error:
-        _fail(error)
+    _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
+    result = analyses.survey(
+        targets=_names("--targets", targets),
+        input_dtypes=_names("--input-dtypes", input_dtypes),
+        policies=_names("--policies", policies),
+        backends=_names("--backends", backends),
+    )
     result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
 
 
 @app.command()
+@_user_errors
 def table(
     op: Annotated[
         str, typer.Argument(help="The op: add, multiply, matmul, divide, where, ...")
@@ -142,17 +255,18 @@ def table(
     ] = False,
 ) -> None:
     """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
-    try:
-        result = analyses.promotion_table(
-            op=op, dtypes=_split(dtypes), backends=_split(backends), floatx=floatx
-        )
-    except (InvalidSpecError, ValueError) as error:
-        _fail(error)
+    result = analyses.promotion_table(
+        op=op,
+        dtypes=_names("--dtypes", dtypes),
+        backends=_names("--backends", backends),
+        floatx=floatx,
+    )
     frame = result.disagreements() if disagreements else result.to_frame()
     typer.echo(frame.to_string())
 
 
 @app.command()
+@_user_errors
 def check(
     model_path: Annotated[Path, typer.Argument(help="A saved Keras model (.keras).")],
     policy: Annotated[
@@ -163,16 +277,21 @@ def check(
     ] = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
-    if not model_path.exists():
-        _fail(InvalidSpecError(f"no such file: {model_path}"))
+    _model_file(model_path)
+    requested = _names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import keras
 
     try:
         model = keras.saving.load_model(model_path)
-        report = analyses.check_model(model, policy=policy, backends=_split(backends))
-    except (InvalidSpecError, ValueError) as error:
-        _fail(error)
+    except Exception as error:  # not a model, truncated, corrupt weights, unknown layers
+        if _state["debug"]:
+            raise
+        raise InvalidSpecError(
+            f"could not load {received(str(model_path))} as a Keras model: "
+            f"{type(error).__name__}: {_line(error)}"
+        ) from None
+    report = analyses.check_model(model, policy=policy, backends=requested)
     typer.echo(str(report))
 
 

@@ -13,7 +13,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from dtype_explorer.analyses import check_model
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, as_sentence, received
 
 
 @magics_class
@@ -56,7 +56,12 @@ class DtypeMagics(Magics):
             %dtype_check model --sample x_batch --policy mixed_float16
             %dtype_check model --backends all
         """
-        args = parse_argstring(self.dtype_check, line)
+        try:
+            args = parse_argstring(self.dtype_check, line)
+        except ValueError as error:  # shlex: unbalanced quotes, a lone escape
+            raise UsageError(
+                f"%dtype_check: cannot read the arguments ({error}); received: {received(line)}"
+            ) from None
         if args.help or not args.model:
             print(self.dtype_check.__doc__)
             return None
@@ -66,21 +71,28 @@ class DtypeMagics(Magics):
             return check_model(model, sample, policy=args.policy, backends=args.backends)
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None
+        except (ValueError, TypeError) as error:  # a sample NumPy or Keras cannot read
+            if sample is None:
+                raise
+            raise UsageError(
+                f"%dtype_check: --sample {received(args.sample)} cannot be fed to the model: "
+                f"{type(error).__name__}: {as_sentence(str(error))}"
+            ) from None
 
     def _lookup(self, expression: str, what: str) -> Any:
         namespace = self.shell.user_ns
         if expression.isidentifier():
             if expression not in namespace:
                 raise UsageError(
-                    f"%dtype_check: {what} {expression!r} is not defined in this namespace"
+                    f"%dtype_check: {what} {received(expression)} is not defined in this namespace"
                 )
             return namespace[expression]
         try:
             return self.shell.ev(expression)
         except Exception as error:
             raise UsageError(
-                f"%dtype_check: could not evaluate {what} {expression!r}: "
-                f"{type(error).__name__}: {error}"
+                f"%dtype_check: could not evaluate {what} {received(expression)}: "
+                f"{type(error).__name__}: {received(str(error))}"
             ) from None
 
 

@@ -22,11 +22,12 @@ from functools import partial
 from typing import Any
 
 import anywidget
+import traitlets
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
-from dtype_explorer.engine import COMMON_POLICIES, catalog, make_spec
-from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.engine import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
+from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
 from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
 from dtype_explorer.runtime import pool
@@ -89,6 +90,10 @@ class DtypeExplorer(_ContractTraits):
         self._timeout = timeout
         self._lock = threading.RLock()
         self._generation = 0
+        #: Per backend: whether this widget has a probe running there, and the newest request
+        #: waiting for it (older waiting requests are dropped: only the newest is answered).
+        self._running: set[str] = set()
+        self._waiting: dict[str, tuple[int, ProbeSpec, float]] = {}
         self._promotion_thread: threading.Thread | None = None
         name = target if isinstance(target, str) else list(self._custom)[-1]
         defaults = _all_defaults(self._custom)
@@ -123,6 +128,25 @@ class DtypeExplorer(_ContractTraits):
         self.observe(self._on_request, names="request")
         self._start(specs, nonce)
 
+    # -------------------------------------------------------------------------- the page
+
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        """An update from the page. The page may write only the traits the contract gives it
+        (``writer: page``): its writes to kernel traits (``results``, ``error``, ...) are
+        undone by sending the kernel's values back, so junk from the page can never leave the
+        explorer pending. A value of the wrong type is refused into :attr:`error`."""
+        refused = [name for name in sync_data if name in _contract.KERNEL_WRITES]
+        allowed = {k: v for k, v in sync_data.items() if k not in _contract.KERNEL_WRITES}
+        try:
+            if allowed:
+                super().set_state(allowed)
+        except traitlets.TraitError as error:
+            with self._lock:
+                self.error = f"the page sent a value of the wrong type: {received(str(error))}"
+            refused.extend(name for name in allowed if name in _contract.TRAITS)
+        if refused:
+            self.send_state(sorted(set(refused)))
+
     # -------------------------------------------------------------------------- requests
 
     def _on_request(self, change: dict[str, Any]) -> None:
@@ -139,7 +163,12 @@ class DtypeExplorer(_ContractTraits):
         self._start(*parsed)
 
     def _start(self, specs: list[ProbeSpec], nonce: int) -> None:
-        """Show each backend as pending and submit its probe; older probes' answers are dropped."""
+        """Show each backend as pending and submit its probe; older probes' answers are dropped.
+
+        A backend still running this widget's previous probe gets the new one when it answers:
+        requests arriving meanwhile replace each other, so only the newest runs (a running
+        probe is not cancelled: pebble cancels a running task by killing its worker, which
+        then has to import its backend again, slower than letting one probe finish)."""
         with self._lock:
             self._generation += 1
             generation = self._generation
@@ -149,23 +178,58 @@ class DtypeExplorer(_ContractTraits):
                 self.results = {spec.backend: PENDING for spec in specs}
                 self.timings, self.verdict, self.promotion = {}, "", {}
             self._promotion_thread = None
-        started = time.perf_counter()
-        for spec in specs:
-            try:
-                future = pool.submit(
-                    spec,
-                    target_payload=self._payloads.get(spec.target),
-                    timeout=self._timeout,
-                    use_cache=self._use_cache,
-                )
-            except Exception as exc:  # the pool refused: report it in that backend's card
-                future = Future()
-                future.set_exception(exc)
-            future.add_done_callback(partial(self._arrived, generation, spec, started))
+            started = time.perf_counter()
+            ready = []
+            for spec in specs:
+                if spec.backend in self._running:
+                    self._waiting[spec.backend] = (generation, spec, started)
+                else:
+                    self._running.add(spec.backend)
+                    ready.append(spec)
+        for spec in ready:
+            self._submit(generation, spec, started)
+
+    def _submit(self, generation: int, spec: ProbeSpec, started: float) -> None:
+        try:
+            future = pool.submit(
+                spec,
+                target_payload=self._payloads.get(spec.target),
+                timeout=self._timeout,
+                use_cache=self._use_cache,
+            )
+        except Exception as exc:  # the pool refused: report it in that backend's card
+            future = Future()
+            future.set_exception(exc)
+        future.add_done_callback(partial(self._arrived, generation, spec, started))
+
+    def _next(self, backend: str, answered: ProbeResult) -> None:
+        """``backend`` answered this widget's probe: run the newest request waiting for it (or,
+        when the workers were shut down meanwhile, answer it with that)."""
+        with self._lock:
+            waiting = self._waiting.pop(backend, None)
+            if waiting is None or waiting[0] != self._generation:
+                self._running.discard(backend)
+                return
+        if answered.error is not None and answered.error.type == "WorkerShutdown":
+            generation, spec, started = waiting
+            shut = Future()
+            shut.set_result(answered.model_copy(update={"spec": spec}))
+            self._arrived(generation, spec, started, shut)
+            return
+        self._submit(*waiting)
 
     def _arrived(self, generation: int, spec: ProbeSpec, started: float, future: Future) -> None:
-        """One backend answered: publish it, unless a newer request superseded this one."""
+        """One backend answered: publish it, unless a newer request superseded this one; then
+        run the newest request waiting for that backend."""
         result = _result_of(future, spec)
+        try:
+            self._publish(generation, spec, started, result)
+        finally:
+            self._next(spec.backend, result)
+
+    def _publish(
+        self, generation: int, spec: ProbeSpec, started: float, result: ProbeResult
+    ) -> None:
         elapsed = round((time.perf_counter() - started) * 1000, 1)
         with self._lock:
             if generation != self._generation:
@@ -263,10 +327,10 @@ def _parse_request(
     """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce."""
     if not isinstance(request, dict):
         raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
-    extra = sorted(set(request) - set(REQUEST_KEYS))
+    extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
     if extra:
         valid = ", ".join(REQUEST_KEYS)
-        raise InvalidSpecError(f"unknown request field(s) {extra}; valid: {valid}")
+        raise InvalidSpecError(f"unknown request field(s) {received(extra)}; valid: {valid}")
     target = _text(request, "target")
     layer = custom.get(target)
     kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
@@ -278,7 +342,7 @@ def _parse_request(
     pool.usable(backends)
     nonce = request.get("nonce", 0)
     if not isinstance(nonce, int) or isinstance(nonce, bool):
-        raise InvalidSpecError(f"nonce must be an integer, not {nonce!r}")
+        raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
     specs = [
         make_spec(
             layer if layer is not None else target,
@@ -334,14 +398,14 @@ def _check_arity(spec: ProbeSpec, defaults: dict[str, Any] | None) -> None:
 def _text(request: dict[str, Any], key: str) -> str:
     value = request.get(key)
     if not isinstance(value, str) or not value.strip():
-        raise InvalidSpecError(f"{key} must be a non-empty string, not {value!r}")
+        raise InvalidSpecError(f"{key} must be a non-empty string; received: {received(value)}")
     return value.strip()
 
 
 def _texts(request: dict[str, Any], key: str) -> list[str]:
     value = request.get(key)
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidSpecError(f"{key} must be a list of names, not {value!r}")
+        raise InvalidSpecError(f"{key} must be a list of names; received: {received(value)}")
     return value
 
 
@@ -356,10 +420,14 @@ def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
         raise InvalidSpecError(f"{key} is {len(text)} characters long; the limit is {MAX_TEXT}")
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        raise InvalidSpecError(
+            f"{key} nest deeper than {MAX_KWARGS_DEPTH} levels; expected {example}"
+        ) from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
         raise InvalidSpecError(f"{key} is not valid JSON ({error}); expected {example}") from None
     if not isinstance(value, kind):
-        raise InvalidSpecError(f"{key} must be {example}, not {text.strip()!r}")
+        raise InvalidSpecError(f"{key} must be {example}; received: {received(text.strip())}")
     return value
 
 

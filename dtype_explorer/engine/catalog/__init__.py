@@ -23,7 +23,13 @@ from dtype_explorer.engine.catalog._entries import (
     OpRule,
     Role,
 )
-from dtype_explorer.engine.catalog._layers import INDEX_HIGH, LAYERS, build_kwargs, sublayer
+from dtype_explorer.engine.catalog._layers import (
+    INDEX_HIGH,
+    LAYERS,
+    build_kwargs,
+    safe_deserialization,
+    sublayer,
+)
 from dtype_explorer.engine.catalog._ops import OPS
 from dtype_explorer.errors import unknown
 
@@ -45,7 +51,7 @@ def entry(name: str) -> Entry:
     Raises ``InvalidSpecError`` naming the closest valid target.
     """
     table = _index()
-    if name in table:
+    if isinstance(name, str) and name in table:
         return table[name]
     raise unknown("target", name, table)
 
@@ -90,5 +96,6 @@ __all__ = [
     "groups",
     "layers",
     "ops",
+    "safe_deserialization",
     "sublayer",
 ]

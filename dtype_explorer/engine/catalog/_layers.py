@@ -24,6 +24,8 @@ Conventions the probe relies on:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.engine.catalog._entries import LayerEntry
@@ -37,8 +39,32 @@ def sublayer(class_name: str, **config: Any) -> dict[str, Any]:
     return {"module": "keras.layers", "class_name": class_name, "config": config}
 
 
+@contextlib.contextmanager
+def safe_deserialization() -> Iterator[None]:
+    """Keras's safe mode forced on (no Python lambdas or marshalled code are deserialized),
+    whatever this session set with ``keras.config.enable_unsafe_deserialization()``; the
+    session's setting is put back on exit. Kwargs come from specs and from the widget's page:
+    they are data, never code.
+
+    >>> import keras
+    >>> from keras.src.saving import serialization_lib
+    >>> keras.config.enable_unsafe_deserialization()
+    >>> with safe_deserialization():
+    ...     serialization_lib.in_safe_mode()
+    True
+    >>> serialization_lib.in_safe_mode()
+    False
+    >>> serialization_lib.global_state.set_global_attribute("safe_mode_saving", None)
+    """
+    from keras.src.saving import serialization_lib
+
+    with serialization_lib.SafeModeScope(True):
+        yield
+
+
 def build_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with every serialized sub-layer (a dict with ``class_name``) deserialized."""
+    """``kwargs`` with every serialized sub-layer (a dict with ``class_name``) deserialized,
+    in Keras's safe mode (``safe_deserialization``)."""
     import keras
 
     def build(value: Any) -> Any:
@@ -48,7 +74,8 @@ def build_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             return [build(v) for v in value]
         return value
 
-    return {key: build(value) for key, value in kwargs.items()}
+    with safe_deserialization():
+        return {key: build(value) for key, value in kwargs.items()}
 
 
 def _layer(name: str, group: str, contract: str, *shapes: tuple[int, ...], **fields: Any):
