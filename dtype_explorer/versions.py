@@ -4,6 +4,7 @@ read without importing any backend."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
 from importlib import metadata
@@ -52,6 +53,64 @@ def versions(backend: str) -> dict[str, str]:
         found[backend] = library_version(backend)
     if backend == "jax":  # x64 changes every 64-bit answer
         found["jax_enable_x64"] = os.environ.get("JAX_ENABLE_X64", "0")
+    return found
+
+
+#: Environment variables whose prefix says they configure Keras or JAX at import (JAX reads
+#: every flag, ``JAX_ENABLE_X64`` among them, from ``JAX_<FLAG>``). Those a worker sets
+#: itself, or that only say where the configuration lives, are left out.
+SETTING_PREFIXES = ("KERAS_", "JAX_")
+_NOT_SETTINGS = frozenset({"KERAS_BACKEND", "KERAS_HOME", "JAX_PLATFORMS"})
+#: What Keras uses when ``keras.json`` does not say (keras/src/backend/config.py).
+KERAS_DEFAULTS = {"floatx": "float32", "epsilon": 1e-07, "image_data_format": "channels_last"}
+
+
+def settings() -> dict[str, object]:
+    """The settings a new worker's Keras starts with, besides the spec: ``keras.json``
+    (``$KERAS_HOME/keras.json``, else ``~/.keras/keras.json``, read as Keras reads it; its
+    ``backend`` is the worker's own) and the ``KERAS_*``/``JAX_*`` environment variables
+    (``JAX_ENABLE_X64``). Read without importing Keras.
+
+    >>> settings()["keras.json"]["image_data_format"]      # doctest: +SKIP
+    'channels_last'
+    """
+    path = keras_config_path()
+    try:
+        stat = path.stat()
+        stamp: tuple = (str(path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = (str(path), None, None)
+    found: dict[str, object] = {"keras.json": _keras_json(stamp)}
+    found.update(
+        (name, value)
+        for name, value in sorted(os.environ.items())
+        if name.startswith(SETTING_PREFIXES) and name not in _NOT_SETTINGS
+    )
+    return found
+
+
+def keras_config_path() -> Path:
+    """Where Keras reads its ``keras.json`` (as ``keras/src/backend/config.py`` finds it)."""
+    if "KERAS_HOME" in os.environ:
+        base = Path(os.environ["KERAS_HOME"])
+    else:
+        home = os.path.expanduser("~")
+        base = Path(home if os.access(home, os.W_OK) else "/tmp") / ".keras"
+    return (base / "keras.json").expanduser()
+
+
+@functools.lru_cache(maxsize=8)
+def _keras_json(stamp: tuple) -> dict[str, object]:
+    """``keras.json``'s settings with Keras's defaults (a file Keras cannot parse: defaults);
+    ``stamp`` (path, mtime, size) makes an edited file read again."""
+    found: dict[str, object] = dict(KERAS_DEFAULTS)
+    try:
+        with open(stamp[0], encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, ValueError, RecursionError):
+        return found
+    if isinstance(config, dict):
+        found.update({k: v for k, v in config.items() if k != "backend"})
     return found
 
 

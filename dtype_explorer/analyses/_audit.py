@@ -34,6 +34,7 @@ from dtype_explorer.engine import (
 )
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.records import AuditReport, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
+from dtype_explorer.runtime import pool
 
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
@@ -87,6 +88,7 @@ def check_model(
             f"got {type(model).__module__}.{type(model).__qualname__}"
         )
     started = time.perf_counter()
+    timeout = pool.time_limit(timeout)
     policy = None if policy is None else _policy_name(policy)
     requested = _requested_backends(backends)
     notes = [] if model.built else [f"{_describe(model)} was not built; the audit built it."]
