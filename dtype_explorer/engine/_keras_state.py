@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 #: Held by every in-process probe and audit while it changes Keras's global state (reentrant:
 #: a probe's reference run nests inside it).
 KERAS_STATE_LOCK = threading.RLock()
@@ -87,6 +89,8 @@ def restore_settings(before: dict[str, Any]) -> tuple[list[str], list[str]]:
     """
     now = global_settings()
     changed = changed_settings(before, now)
+    if not changed:
+        return [], []
     by_name = {setting.name: setting for setting in _settings()}
     restored, failed = [], []
     for name in changed:
@@ -154,24 +158,21 @@ def _settings() -> list[_Setting]:
         if library in sys.modules:  # a library not imported has its defaults
             with contextlib.suppress(Exception):  # a version without one of these getters
                 found += settings()
-    if "numpy" in sys.modules:
-        import numpy as np
-
-        found.append(_Setting("numpy.errstate", np.geterr, lambda v: np.seterr(**v)))
+    found.append(_Setting("numpy.errstate", np.geterr, lambda v: np.seterr(**v)))
     return found
 
 
 def _jax_settings() -> list[_Setting]:
     import jax
 
+    values = jax.config.values  # every flag, read once (a new dict on each access)
+
     def flag(name: str) -> _Setting:
         return _Setting(
-            f"jax.{name}",
-            lambda: jax.config.values.get(name),
-            lambda value: jax.config.update(name, value),
+            f"jax.{name}", lambda: values.get(name), lambda value: jax.config.update(name, value)
         )
 
-    return [flag(name) for name in sorted(jax.config.values)]
+    return [flag(name) for name in sorted(values)]
 
 
 def _torch_settings() -> list[_Setting]:

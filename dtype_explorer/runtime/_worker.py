@@ -54,8 +54,8 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | No
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
     An import that hangs (a GPU driver that never answers) ends the worker after
     ``start_timeout`` seconds (``None``: no deadline), its threads' tracebacks written to the
-    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (A
-    script's ``__main__``, which spawn re-imports before this runs, is outside the deadline.)
+    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (The
+    user's ``__main__`` is never imported here: see ``pool._WorkerContext``.)
     """
     os.environ["KERAS_BACKEND"] = backend
     os.environ.update(GPU_ETIQUETTE)
@@ -101,7 +101,7 @@ def _import_backend(backend: str) -> None:
                 tf.config.experimental.set_memory_growth(gpu, True)
         import keras
 
-        if keras.backend.backend() != backend:  # a script's __main__ imported Keras first
+        if keras.backend.backend() != backend:  # something imported Keras before init
             with warnings.catch_warnings():  # nothing was built with the old backend yet
                 warnings.simplefilter("ignore")
                 keras.config.set_backend(backend)

@@ -50,7 +50,7 @@ from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime import cache
-from dtype_explorer.versions import versions
+from dtype_explorer.versions import settings, versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
 DEFAULT_TIMEOUT = 60.0
@@ -75,11 +75,13 @@ _config: dict[str, Any] = {
 @dataclasses.dataclass(frozen=True)
 class _Start:
     """How a pool starts its workers: their log (and its size then: older text is another
-    pool's) and the start deadline they were given (``None``: none)."""
+    pool's), the start deadline they were given (``None``: none) and the settings their Keras
+    reads at start (``versions.settings()``: keras.json, ``KERAS_*``, ``JAX_*``)."""
 
     log: Path
     log_offset: int
     deadline: float | None
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class WorkerShutdown(Exception):
@@ -306,16 +308,26 @@ def shutdown() -> None:
 
 
 def _pool(backend: str) -> pebble.ProcessPool:
-    """The running pool for ``backend``; a new one if it never started or broke."""
+    """The running pool for ``backend``; a new one if it never started or broke, or if the
+    settings a worker reads at start changed since it started (``KERAS_HOME`` pointed at
+    another keras.json, ``JAX_ENABLE_X64`` set): the cache key says the new settings, so the
+    worker must run under them."""
+    now = settings()
     with _lock:
         pool = _pools.get(backend)
         if pool is not None and not pool.active:
             _stop(pool, on_purpose=False)
             pool = None
+        if pool is not None and _starts[backend].settings != now:
+            _stop(_pools.pop(backend), on_purpose=True)
+            pool = None
         if pool is None:
             log = _new_log_path(backend)
             deadline = _config["start_timeout"]
-            start = _Start(log, worker_log.size(log), None if deadline == math.inf else deadline)
+            worker_log.keep(log)
+            start = _Start(
+                log, worker_log.size(log), None if deadline == math.inf else deadline, now
+            )
             _starts[backend] = start
             pool = pebble.ProcessPool(
                 max_workers=1,

@@ -213,3 +213,23 @@ def test_a_cache_file_truncated_while_probes_run_does_not_kill_the_process(tmp_p
     done = run_session(TRUNCATES, tmp_path / "cache")
     assert done.returncode == 0, (done.returncode, done.stderr[-3000:])  # SIGBUS: -7
     assert done.stdout.split()[-2:] == ["answered", str(60 * 8)]
+
+
+def test_a_worker_started_under_other_settings_is_replaced(tmp_path, monkeypatch):
+    """The key says the settings of now, so the worker must run under them: a session that
+    points ``KERAS_HOME`` elsewhere gets workers that read that keras.json."""
+    from dtype_explorer.engine import describe_settings
+
+    def image_data_format() -> str:
+        return pool.call("numpy", describe_settings).result()["keras.image_data_format"]
+
+    assert image_data_format() == "'channels_last'"
+    (tmp_path / "keras.json").write_text(json.dumps({"image_data_format": "channels_first"}))
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    assert image_data_format() == "'channels_first'"
+    spec = ProbeSpec(target="Conv2D", backend="numpy", kwargs={"filters": 2, "kernel_size": 3})
+    first = answer(spec)
+    assert first.ok and not first.cached and answer(spec).cached
+    monkeypatch.delenv("KERAS_HOME")
+    assert image_data_format() == "'channels_last'"
+    assert not answer(spec).cached  # the channels_first answer is not this session's
