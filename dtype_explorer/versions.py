@@ -69,30 +69,45 @@ def settings() -> dict[str, object]:
     """The settings a new worker's Keras starts with, besides the spec: ``keras.json``
     (``$KERAS_HOME/keras.json``, else ``~/.keras/keras.json``, read as Keras reads it; its
     ``backend`` is the worker's own) and the ``KERAS_*``/``JAX_*`` environment variables
-    (``JAX_ENABLE_X64``). Read without importing Keras.
+    (``JAX_ENABLE_X64``). Read without importing Keras; part of every cache key, so it is
+    cheap (a ``stat`` and a scan of the variables' names).
 
     >>> settings()["keras.json"]["image_data_format"]      # doctest: +SKIP
     'channels_last'
     """
-    path = keras_config_path()
+    path = str(keras_config_path())
     try:
-        stat = path.stat()
-        stamp: tuple = (str(path), stat.st_mtime_ns, stat.st_size)
+        stat = os.stat(path)
+        stamp: tuple = (path, stat.st_mtime_ns, stat.st_size)
     except OSError:
-        stamp = (str(path), None, None)
+        stamp = (path, None, None)
     found: dict[str, object] = {"keras.json": _keras_json(stamp)}
-    found.update(
-        (name, value)
-        for name, value in sorted(os.environ.items())
-        if name.startswith(SETTING_PREFIXES) and name not in _NOT_SETTINGS
-    )
+    found.update((n, os.environ[n]) for n in _setting_variables() if n not in _NOT_SETTINGS)
     return found
+
+
+_PREFIXES_ENCODED = tuple(os.fsencode(p) for p in SETTING_PREFIXES)
+
+
+def _setting_variables() -> list[str]:
+    """The names of the ``KERAS_*``/``JAX_*`` variables, sorted. CPython keeps the environment
+    encoded (``os.environ._data``): matching the raw names first spares decoding every one on
+    each cache lookup."""
+    raw = getattr(os.environ, "_data", None)
+    if isinstance(raw, dict) and all(type(k) is bytes for k in list(raw)[:1]):
+        return sorted(os.fsdecode(k) for k in raw if k.startswith(_PREFIXES_ENCODED))
+    return sorted(n for n in os.environ if n.startswith(SETTING_PREFIXES))
 
 
 def keras_config_path() -> Path:
     """Where Keras reads its ``keras.json`` (as ``keras/src/backend/config.py`` finds it)."""
-    if "KERAS_HOME" in os.environ:
-        base = Path(os.environ["KERAS_HOME"])
+    return _keras_config_path(os.environ.get("KERAS_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _keras_config_path(keras_home: str | None, _home: str | None) -> Path:
+    if keras_home is not None:
+        base = Path(keras_home)
     else:
         home = os.path.expanduser("~")
         base = Path(home if os.access(home, os.W_OK) else "/tmp") / ".keras"
