@@ -4,6 +4,7 @@ read without importing any backend."""
 from __future__ import annotations
 
 import functools
+import json
 import os
 import platform
 from importlib import metadata
@@ -52,6 +53,79 @@ def versions(backend: str) -> dict[str, str]:
         found[backend] = library_version(backend)
     if backend == "jax":  # x64 changes every 64-bit answer
         found["jax_enable_x64"] = os.environ.get("JAX_ENABLE_X64", "0")
+    return found
+
+
+#: Environment variables whose prefix says they configure Keras or JAX at import (JAX reads
+#: every flag, ``JAX_ENABLE_X64`` among them, from ``JAX_<FLAG>``). Those a worker sets
+#: itself, or that only say where the configuration lives, are left out.
+SETTING_PREFIXES = ("KERAS_", "JAX_")
+_NOT_SETTINGS = frozenset({"KERAS_BACKEND", "KERAS_HOME", "JAX_PLATFORMS"})
+#: What Keras uses when ``keras.json`` does not say (keras/src/backend/config.py).
+KERAS_DEFAULTS = {"floatx": "float32", "epsilon": 1e-07, "image_data_format": "channels_last"}
+
+
+def settings() -> dict[str, object]:
+    """The settings a new worker's Keras starts with, besides the spec: ``keras.json``
+    (``$KERAS_HOME/keras.json``, else ``~/.keras/keras.json``, read as Keras reads it; its
+    ``backend`` is the worker's own) and the ``KERAS_*``/``JAX_*`` environment variables
+    (``JAX_ENABLE_X64``). Read without importing Keras; part of every cache key, so it is
+    cheap (a ``stat`` and a scan of the variables' names).
+
+    >>> settings()["keras.json"]["image_data_format"]      # doctest: +SKIP
+    'channels_last'
+    """
+    path = str(keras_config_path())
+    try:
+        stat = os.stat(path)
+        stamp: tuple = (path, stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        stamp = (path, None, None)
+    found: dict[str, object] = {"keras.json": _keras_json(stamp)}
+    found.update((n, os.environ[n]) for n in _setting_variables() if n not in _NOT_SETTINGS)
+    return found
+
+
+_PREFIXES_ENCODED = tuple(os.fsencode(p) for p in SETTING_PREFIXES)
+
+
+def _setting_variables() -> list[str]:
+    """The names of the ``KERAS_*``/``JAX_*`` variables, sorted. CPython keeps the environment
+    encoded (``os.environ._data``): matching the raw names first spares decoding every one on
+    each cache lookup."""
+    raw = getattr(os.environ, "_data", None)
+    if isinstance(raw, dict) and all(type(k) is bytes for k in list(raw)[:1]):
+        return sorted(os.fsdecode(k) for k in raw if k.startswith(_PREFIXES_ENCODED))
+    return sorted(n for n in os.environ if n.startswith(SETTING_PREFIXES))
+
+
+def keras_config_path() -> Path:
+    """Where Keras reads its ``keras.json`` (as ``keras/src/backend/config.py`` finds it)."""
+    return _keras_config_path(os.environ.get("KERAS_HOME"), os.environ.get("HOME"))
+
+
+@functools.lru_cache(maxsize=8)
+def _keras_config_path(keras_home: str | None, _home: str | None) -> Path:
+    if keras_home is not None:
+        base = Path(keras_home)
+    else:
+        home = os.path.expanduser("~")
+        base = Path(home if os.access(home, os.W_OK) else "/tmp") / ".keras"
+    return (base / "keras.json").expanduser()
+
+
+@functools.lru_cache(maxsize=8)
+def _keras_json(stamp: tuple) -> dict[str, object]:
+    """``keras.json``'s settings with Keras's defaults (a file Keras cannot parse: defaults);
+    ``stamp`` (path, mtime, size) makes an edited file read again."""
+    found: dict[str, object] = dict(KERAS_DEFAULTS)
+    try:
+        with open(stamp[0], encoding="utf-8") as file:
+            config = json.load(file)
+    except (OSError, ValueError, RecursionError):
+        return found
+    if isinstance(config, dict):
+        found.update({k: v for k, v in config.items() if k != "backend"})
     return found
 
 

@@ -87,6 +87,7 @@ def check_model(
             f"got {type(model).__module__}.{type(model).__qualname__}"
         )
     started = time.perf_counter()
+    timeout = pool.time_limit(timeout)
     policy = None if policy is None else _policy_name(policy)
     requested = _requested_backends(backends)
     notes = [] if model.built else [f"{_describe(model)} was not built; the audit built it."]

@@ -58,7 +58,8 @@ def probe(
         result per backend for ``"all"`` or a list.
 
     Raises:
-        InvalidSpecError: a part of the question does not exist (with the closest match).
+        InvalidSpecError: a part of the question does not exist (with the closest match), or
+            ``timeout`` is not a positive number of seconds.
 
     >>> import dtype_explorer as dx
     >>> r = dx.probe("Dense", input_dtype="float64", kwargs={"units": 2})
@@ -67,6 +68,7 @@ def probe(
     >>> [step.dtype for step in r.notable_steps()]
     ['float64', 'float32', 'float32']
     """
+    timeout = pool.time_limit(timeout)
     backends = resolve_backends(backend)
     specs = [
         make_spec(

@@ -88,6 +88,7 @@ def promotion_table(
     >>> t.cell("int8", "uint8").shown                                     # doctest: +SKIP
     'int16'
     """
+    timeout = pool.time_limit(timeout)
     entry = _op_entry(op)
     names = _dtypes(dtypes)
     chosen = installed(backends)

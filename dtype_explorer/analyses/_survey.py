@@ -68,6 +68,7 @@ def survey(
     >>> s.cell("Flatten", "uint8").classification                        # doctest: +SKIP
     'keeps-input'
     """
+    timeout = pool.time_limit(timeout)
     names = _targets(targets)
     dtype_names = _input_dtypes(input_dtypes, names)
     policy_names = tuple(

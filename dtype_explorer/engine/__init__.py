@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
-from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._keras_state import (
+    KERAS_STATE_LOCK,
+    changed_settings,
+    describe_settings,
+    global_settings,
+    preserved_keras_state,
+    restore_settings,
+)
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
@@ -24,12 +31,17 @@ from dtype_explorer.engine._spec import (
 
 __all__ = [
     "COMMON_POLICIES",
+    "KERAS_STATE_LOCK",
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ShapeArg",
     "catalog",
+    "changed_settings",
+    "describe_settings",
+    "global_settings",
     "make_spec",
     "preserved_keras_state",
+    "restore_settings",
     "run_probe",
     "validate_policy",
     "variable_dtypes",

@@ -117,6 +117,10 @@ class ProbeResult(Record):
     timings: dict[str, float] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
     cached: bool = False
+    #: Process-wide settings of Keras or its backend that this probe changed in its worker
+    #: (``keras.epsilon``, ``jax.jax_enable_x64``, ...); the worker put them back. An answer
+    #: with any is never cached.
+    state_changed: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dtype_explorer.engine import run_probe
+from dtype_explorer.engine import global_settings, restore_settings, run_probe
 from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
 
@@ -30,7 +30,16 @@ GPU_ETIQUETTE = {
     "TF_CPP_MIN_LOG_LEVEL": "3",
 }
 
-_state: dict[str, Any] = {"backend": None, "device": "unknown", "init_error": None}
+_state: dict[str, Any] = {
+    "backend": None,
+    "device": "unknown",
+    "init_error": None,
+    "baseline": None,  # Keras's and the backend's global settings once the backend imported
+    "unrestorable": (),  # settings a probe changed that could not be put back
+}
+
+#: The key of a result dict that asks the pool to replace this worker (removed by the pool).
+REPLACE_ME = "_replace_worker"
 
 
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
@@ -45,8 +54,8 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | No
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
     An import that hangs (a GPU driver that never answers) ends the worker after
     ``start_timeout`` seconds (``None``: no deadline), its threads' tracebacks written to the
-    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (A
-    script's ``__main__``, which spawn re-imports before this runs, is outside the deadline.)
+    log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (The
+    user's ``__main__`` is never imported here: see ``pool._WorkerContext``.)
     """
     os.environ["KERAS_BACKEND"] = backend
     os.environ.update(GPU_ETIQUETTE)
@@ -92,11 +101,12 @@ def _import_backend(backend: str) -> None:
                 tf.config.experimental.set_memory_growth(gpu, True)
         import keras
 
-        if keras.backend.backend() != backend:  # a script's __main__ imported Keras first
+        if keras.backend.backend() != backend:  # something imported Keras before init
             with warnings.catch_warnings():  # nothing was built with the old backend yet
                 warnings.simplefilter("ignore")
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
+        _state["baseline"] = global_settings()
     except Exception as exc:
         _state["init_error"] = f"{type(exc).__name__}: {exc}"
 
@@ -122,7 +132,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     if payload is not None:
         try:
             target = unpack_target(payload)
-        except Exception as exc:
+        except BaseException as exc:  # unpickling runs the user's code
             message = (
                 f"the custom layer could not be sent to the {backend} worker ({exc}). Define it "
                 "in an importable module or a notebook cell, and give a layer instance a "
@@ -131,10 +141,65 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             return _failure(
                 probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
             )
-    result: ProbeResult = run_probe(probe_spec, target=target)
+    if _state["unrestorable"]:
+        return _failure(probe_spec, _unrestorable_error(), replace=True)
+    try:
+        result: ProbeResult = run_probe(probe_spec, target=target)
+    except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
+        result = _raised(probe_spec, exc)
     if result.status != "ok":  # no output tensor told inprocess.run where it ran
         result = result.model_copy(update={"device": _state["device"]})
-    return result.to_dict()
+    restored, lost = _restore_baseline()
+    if restored or lost:
+        result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
+    answer = result.to_dict()
+    if lost:
+        answer[REPLACE_ME] = True
+    return answer
+
+
+def _raised(spec: ProbeSpec, exc: BaseException) -> ProbeResult:
+    """The answer when the probe raised what ``run_probe`` lets through: a user layer's
+    ``SystemExit``, ``KeyboardInterrupt`` or ``GeneratorExit`` (or a bug of ours), reported as
+    this probe's error rather than ending the worker or pebble's message thread (``where`` is
+    ``worker``: not an answer Keras gave, never cached)."""
+    message = str(exc) or repr(exc)
+    return ProbeResult(
+        spec=spec,
+        status="error",
+        backend=_state["backend"],
+        device=_state["device"],
+        verdict="error",
+        error=ErrorInfo(type=type(exc).__name__, message=message[:2000], where="worker"),
+    )
+
+
+def _restore_baseline() -> tuple[list[str], list[str]]:
+    """Put back every global setting of Keras and its backend that differs from this worker's
+    start (a user's layer changed it): ``(restored, unrestorable)``. A worker with unrestorable
+    settings refuses later probes and asks the pool to replace it."""
+    if _state["baseline"] is None:
+        return [], []
+    try:
+        restored, lost = restore_settings(_state["baseline"])
+    except Exception as exc:  # reading the settings failed: assume the worst
+        restored, lost = [], [f"settings unreadable: {type(exc).__name__}: {exc}"]
+    if lost:
+        _state["unrestorable"] = tuple(lost)
+    return restored, lost
+
+
+def _unrestorable_error() -> ErrorInfo:
+    names = ", ".join(_state["unrestorable"])
+    return ErrorInfo(
+        type="WorkerStateChanged",
+        message=(
+            f"an earlier probe changed this {_state['backend']} worker's global settings "
+            f"({names}) and they could not be put back; the worker is replaced, run the probe "
+            "again"
+        ),
+        where="worker",
+    )
 
 
 def unpack_target(payload: bytes) -> Any:
@@ -149,8 +214,8 @@ def unpack_target(payload: bytes) -> Any:
     return value
 
 
-def _failure(spec: Any, error: Any) -> dict[str, Any]:
-    return ProbeResult(
+def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
+    answer = ProbeResult(
         spec=spec,
         status="error",
         backend=_state["backend"],
@@ -158,6 +223,9 @@ def _failure(spec: Any, error: Any) -> dict[str, Any]:
         verdict="error",
         error=error,
     ).to_dict()
+    if replace:
+        answer[REPLACE_ME] = True
+    return answer
 
 
 def _device(backend: str) -> str:

@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-#: A log longer than this is started afresh by the next worker.
+#: A log longer than this is moved to ``<name>.1`` (the one before is dropped) and started
+#: afresh by the next worker.
 MAX_BYTES = 1 << 20
 #: How much of a log's end is read back.
 _TAIL_BYTES = 64_000
@@ -29,12 +30,32 @@ Ending = Literal["ready", "timed-out", "died-starting"]
 
 
 def open_for_worker(path: Path, backend: str) -> BinaryIO:
-    """Open ``path`` for a starting worker (afresh when too long) and write its start line."""
+    """Open ``path`` for a starting worker (a long one is rotated first, see :func:`keep`) and
+    write its start line."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "wb" if size(path) > MAX_BYTES else "ab"
-    log = path.open(mode, buffering=0)
+    keep(path)
+    log = path.open("ab", buffering=0)
     log.write(f"--- {backend} worker {os.getpid()} started {time.ctime()}\n".encode())
     return log
+
+
+def rotated(path: Path) -> Path:
+    """Where a long log is kept when a new one starts: ``<name>.1``."""
+    return path.with_name(f"{path.name}.1")
+
+
+def keep(path: Path) -> Path:
+    """The file that keeps the log's present text: the log itself, or, when it is over
+    :data:`MAX_BYTES` (the next worker would start afresh), :func:`rotated` once it is moved
+    there now. The pool calls it when a worker died, so that the crash message names the file
+    its traceback will stay in."""
+    if size(path) <= MAX_BYTES:
+        return path
+    try:
+        os.replace(path, rotated(path))
+    except OSError:
+        return path
+    return rotated(path)
 
 
 def ready_line(backend: str) -> bytes:

@@ -6,10 +6,18 @@ backend's package (:func:`dtype_explorer.versions.versions`) and what decides th
 (:func:`dtype_explorer.versions.placement`), all read without importing any backend. Only answers
 that came back from a worker's live run of a built-in target are stored: never custom layers
 (their code is not in the key), timeouts or crashes.
+The key also holds the settings a new worker starts with (:func:`dtype_explorer.versions.settings`:
+``keras.json``'s floatx, epsilon and image_data_format, and the ``KERAS_*`` and ``JAX_*``
+variables such as ``JAX_ENABLE_X64``).
 
 ``diskcache`` does the storage: it is SQLite underneath, safe across threads and processes,
-retries busy databases, bounds the size with eviction, and leaves each value readable as JSON
-text in the ``Cache`` table, so there is no schema or locking code to maintain here.
+retries busy databases and bounds the size with eviction. A cache directory may come from
+elsewhere (a CI artifact, a team directory, a Binder image), so nothing read from it is
+trusted: values and keys are JSON text in the ``Cache`` table (:class:`_TextDisk` never
+unpickles and never opens a file a row names), every value is validated as a
+``ProbeResult``, and a row that is not one (corrupt, truncated, tampered, an old schema) is a
+miss. SQLite runs without a memory map and without WAL's shared-memory file: a cache file
+truncated under a running kernel gives errors (the probe then runs live), never ``SIGBUS``.
 
 >>> import dtype_explorer as dx
 >>> dx.cache.info()          # doctest: +SKIP
@@ -30,13 +38,63 @@ from typing import Any
 
 import diskcache
 import platformdirs
+import pydantic
 
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.versions import placement, versions
+from dtype_explorer.versions import placement, settings, versions
 
 ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
 _lock = threading.Lock()
 _open: diskcache.Cache | None = None
+
+#: How the database is opened, whatever its ``Settings`` table says: no memory map (a file
+#: truncated under the map kills the process with SIGBUS), a rollback journal instead of WAL
+#: (whose ``-shm`` index is memory-mapped), and a short wait for a locked database.
+_SETTINGS = {
+    "eviction_policy": "least-recently-stored",
+    "size_limit": 2**30,
+    "cull_limit": 10,
+    "statistics": 0,
+    "tag_index": 0,
+    "sqlite_auto_vacuum": 1,
+    "sqlite_cache_size": 2**13,
+    "sqlite_journal_mode": "truncate",
+    "sqlite_mmap_size": 0,
+    "sqlite_synchronous": 1,
+}
+_BUSY_SECONDS = 10
+
+
+class _TextDisk(diskcache.Disk):
+    """diskcache's storage of keys and values, restricted to text in the database.
+
+    diskcache's own ``Disk`` unpickles a row whose mode says pickle and reads or deletes the
+    file a row names: a tampered row would run code or touch any file. Here a key or value
+    that is not text stored inline reads as ``None`` (a miss), nothing is unpickled, and no
+    file is read or removed.
+    """
+
+    def __init__(self, directory: str, **_ignored: Any) -> None:  # Settings' disk_* too
+        super().__init__(directory)
+
+    def put(self, key: Any) -> tuple[Any, bool]:
+        if type(key) is not str:
+            raise TypeError(f"cache keys are text, not {type(key).__name__}")
+        return key, True
+
+    def get(self, key: Any, raw: bool) -> Any:
+        return key if raw and type(key) is str else None
+
+    def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN) -> tuple:
+        if type(value) is not str or read:
+            raise TypeError(f"cache values are text, not {type(value).__name__}")
+        return 0, diskcache.core.MODE_RAW, None, value
+
+    def fetch(self, mode: int, filename: Any, value: Any, read: bool) -> Any:
+        return value if mode == diskcache.core.MODE_RAW and type(value) is str else None
+
+    def remove(self, file_path: Any) -> None:
+        """Nothing is ever stored in a file: a file named by a row is not ours to delete."""
 
 
 def path() -> Path:
@@ -59,13 +117,16 @@ def _db() -> diskcache.Cache:
         if _open is None or _open.directory != where:
             if _open is not None:
                 _open.close()
-            _open = diskcache.Cache(where)
+            _open = diskcache.Cache(where, timeout=_BUSY_SECONDS, disk=_TextDisk, **_SETTINGS)
         return _open
 
 
 def key(spec: ProbeSpec) -> str:
-    """The cache key of ``spec``: the full spec, the versions that answer it and where."""
-    return f"{spec.cache_key()}|{_stamp(spec.backend)}|{_compact(placement())}"
+    """The cache key of ``spec``: the full spec, the versions that answer it, where, and the
+    settings a worker starts with."""
+    return (
+        f"{spec.cache_key()}|{_stamp(spec.backend)}|{_compact(placement())}|{_compact(settings())}"
+    )
 
 
 @functools.cache
@@ -73,16 +134,27 @@ def _stamp(backend: str) -> str:
     return _compact(versions(backend))
 
 
-def _compact(values: dict[str, str]) -> str:
+def _compact(values: dict[str, Any]) -> str:
     return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def get(spec: ProbeSpec) -> ProbeResult | None:
-    """The stored answer to ``spec``, marked ``cached=True``, or ``None``."""
-    text = _db().get(key(spec))
-    if text is None:
+    """The stored answer to ``spec``, marked ``cached=True``, or ``None`` (also for a row that
+    is not a valid answer to this very spec)."""
+    result = _valid(_db().get(key(spec)))
+    if result is None or result.spec != spec:
         return None
-    return ProbeResult.model_validate_json(text).model_copy(update={"cached": True})
+    return result.model_copy(update={"cached": True})
+
+
+def _valid(text: Any) -> ProbeResult | None:
+    """A stored row as a ``ProbeResult``, or ``None`` when it is not one."""
+    if type(text) is not str:
+        return None
+    try:
+        return ProbeResult.model_validate_json(text)
+    except (pydantic.ValidationError, ValueError, RecursionError):
+        return None
 
 
 def put(result: ProbeResult) -> None:
@@ -94,9 +166,9 @@ def results() -> Iterator[ProbeResult]:
     """Every stored answer, for inspection."""
     db = _db()
     for k in list(db):
-        text = db.get(k)
-        if text is not None:
-            yield ProbeResult.model_validate_json(text)
+        result = _valid(db.get(k)) if k is not None else None
+        if result is not None:
+            yield result
 
 
 def info() -> dict[str, Any]:

@@ -18,6 +18,7 @@ restarted for the next probe). Answers go through the persistent
 from __future__ import annotations
 
 import atexit
+import builtins
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -25,10 +26,11 @@ import functools
 import importlib.util
 import math
 import multiprocessing
+import multiprocessing.context
+import multiprocessing.spawn
 import os
 import pickle
 import signal
-import sqlite3
 import sys
 import threading
 import warnings
@@ -48,7 +50,7 @@ from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime import cache
-from dtype_explorer.versions import versions
+from dtype_explorer.versions import settings, versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
 DEFAULT_TIMEOUT = 60.0
@@ -73,11 +75,13 @@ _config: dict[str, Any] = {
 @dataclasses.dataclass(frozen=True)
 class _Start:
     """How a pool starts its workers: their log (and its size then: older text is another
-    pool's) and the start deadline they were given (``None``: none)."""
+    pool's), the start deadline they were given (``None``: none) and the settings their Keras
+    reads at start (``versions.settings()``: keras.json, ``KERAS_*``, ``JAX_*``)."""
 
     log: Path
     log_offset: int
     deadline: float | None
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class WorkerShutdown(Exception):
@@ -119,15 +123,47 @@ def configure(
         _config.update(limits)
 
 
-def _seconds(name: str, value: float) -> float:
+def time_limit(value: Any, name: str = "timeout") -> float | None:
+    """Check a time limit where it enters (``probe``, ``survey``, ``submit``, ...): ``None``
+    (the configured default), positive seconds up to :data:`MAX_SECONDS`, or ``math.inf`` for
+    none. Zero, negative, NaN, ``-inf``, booleans and non-numbers raise ``InvalidSpecError``.
+
+    Args:
+        value: the limit given by the user.
+        name: the parameter's name, for the message.
+
+    Returns:
+        The limit in seconds as a float, or ``None``.
+
+    >>> time_limit(2), time_limit(None), time_limit(math.inf)
+    (2.0, None, inf)
+    >>> time_limit(float("nan"))  # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InvalidSpecError: timeout must be a number of seconds in (0, 1e+08], ... Received: nan
+    """
+    return None if value is None else _seconds(name, value)
+
+
+def _seconds(name: str, value: Any) -> float:
     """A time limit: positive seconds, or ``math.inf`` for none."""
-    seconds = float(value)
-    if not 0 < seconds <= MAX_SECONDS and seconds != math.inf:
-        raise InvalidSpecError(
-            f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], or math.inf for no "
-            f"limit, not {value!r}"
-        )
+    problem = (
+        f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], or math.inf for no limit. "
+        f"Received: {_short(value)}"
+    )
+    if isinstance(value, bool) or not hasattr(value, "__float__"):
+        raise InvalidSpecError(problem)
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidSpecError(problem) from None
+    if not (0 < seconds <= MAX_SECONDS or seconds == math.inf):  # NaN fails both
+        raise InvalidSpecError(problem)
     return seconds
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def allowed_backends() -> list[str]:
@@ -197,13 +233,14 @@ def submit(
     backends); its results are never cached. ``timeout`` defaults to the configured one.
     """
     (backend,) = usable(spec.backend)
+    limit = time_limit(timeout)
     cacheable = use_cache and target_payload is None and not spec.target.startswith("custom:")
     if cacheable:
         with _cache_optional():
             hit = cache.get(spec)
             if hit is not None:
                 return _completed(hit)
-    seconds = _config["timeout"] if timeout is None else float(timeout)
+    seconds = _config["timeout"] if limit is None else limit
     task = _schedule(backend, worker.run, (spec.to_dict(), target_payload), seconds)
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
@@ -227,7 +264,8 @@ def call(backend: str, function: Any, *args: Any, timeout: float | None = None) 
     """Run a module-level ``function(*args)`` in ``backend``'s worker, where that backend's
     library is already imported (reference promotion tables use it); a raw future."""
     usable(backend)
-    seconds = _config["timeout"] if timeout is None else float(timeout)
+    limit = time_limit(timeout)
+    seconds = _config["timeout"] if limit is None else limit
     return _schedule(backend, function, args, seconds)
 
 
@@ -270,25 +308,89 @@ def shutdown() -> None:
 
 
 def _pool(backend: str) -> pebble.ProcessPool:
-    """The running pool for ``backend``; a new one if it never started or broke."""
+    """The running pool for ``backend``; a new one if it never started or broke, or if the
+    settings a worker reads at start changed since it started (``KERAS_HOME`` pointed at
+    another keras.json, ``JAX_ENABLE_X64`` set): the cache key says the new settings, so the
+    worker must run under them."""
+    now = settings()
     with _lock:
         pool = _pools.get(backend)
         if pool is not None and not pool.active:
             _stop(pool, on_purpose=False)
             pool = None
+        if pool is not None and _starts[backend].settings != now:
+            _stop(_pools.pop(backend), on_purpose=True)
+            pool = None
         if pool is None:
             log = _new_log_path(backend)
             deadline = _config["start_timeout"]
-            start = _Start(log, worker_log.size(log), None if deadline == math.inf else deadline)
+            worker_log.keep(log)
+            start = _Start(
+                log, worker_log.size(log), None if deadline == math.inf else deadline, now
+            )
             _starts[backend] = start
             pool = pebble.ProcessPool(
                 max_workers=1,
                 initializer=worker.init,
                 initargs=(backend, os.getpid(), str(log), start.deadline),
-                context=multiprocessing.get_context("spawn"),
+                context=_WORKER_CONTEXT,
             )
             _pools[backend] = pool
         return pool
+
+
+#: The name every worker process's name starts with (see :class:`_WorkerContext`).
+WORKER_PROCESS_NAME = "dtype-explorer-worker"
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker process, named so that its start leaves the user's ``__main__`` out."""
+
+    def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, name=f"{WORKER_PROCESS_NAME}/{name}", **kwargs)
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    """multiprocessing's spawn, except that a worker does not run the user's main module.
+
+    Spawn sends a new process the parent's main module (``init_main_from_path`` for
+    ``python try.py``, ``init_main_from_name`` for ``python -m pkg.mod``) and the child
+    re-imports it before anything else, so that functions defined there unpickle. A worker
+    needs nothing from it: it runs functions of this package, and a custom layer travels by
+    value (cloudpickle). Re-importing it would run the user's script again in each worker;
+    without an ``if __name__ == "__main__":`` guard that script starts probes while the
+    worker is starting, and every worker dies. So the preparation data of processes started
+    through this context (recognised by their name) loses those two keys; every other
+    process (the user's own pools) is prepared as multiprocessing always does.
+    """
+
+    Process = _WorkerProcess
+
+    def __init__(self) -> None:
+        super().__init__()
+        _leave_main_out_of_workers()
+
+
+def _leave_main_out_of_workers() -> None:
+    """Wrap ``multiprocessing.spawn.get_preparation_data`` (called by every spawn start, with
+    the new process's name) once, so that workers' preparation data has no main module."""
+    original = multiprocessing.spawn.get_preparation_data
+    if getattr(original, "_dtype_explorer", False):
+        return
+
+    @functools.wraps(original)
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if str(name).startswith(WORKER_PROCESS_NAME):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._dtype_explorer = True  # type: ignore[attr-defined]
+    multiprocessing.spawn.get_preparation_data = get_preparation_data
+
+
+_WORKER_CONTEXT = _WorkerContext()
 
 
 def _schedule(
@@ -331,7 +433,10 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
     if out.done():  # cancelled by the caller
         return
     try:
-        result = ProbeResult.from_dict(task.result())
+        answer = dict(task.result())
+        if answer.pop(worker.REPLACE_ME, False):
+            _retire(spec.backend)
+        result = ProbeResult.from_dict(answer)
         _devices[spec.backend] = result.device
     except concurrent.futures.CancelledError:
         if task not in _shut_down:
@@ -345,9 +450,10 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
         result = _failure(spec, "timeout", "TimeoutError", message)
     except (pebble.ProcessExpired, BrokenProcessPool, WorkerShutdown) as exc:
         result = _lost_worker(spec, exc, on_purpose=task in _shut_down)
-    except Exception as exc:  # a bug in the worker's code, reported rather than raised
-        result = _failure(spec, "error", type(exc).__name__, str(exc))
-    if cacheable and _storable(result):  # before answering: a repeat right after is a hit
+    except BaseException as exc:  # a bug in the worker's code, or a
+        # BaseException that got out of it: reported, never raised into pebble's thread
+        result = _failure(spec, "error", type(exc).__name__, str(exc)[:2000])
+    if cacheable and storable(result):  # before answering: a repeat right after is a hit
         with _cache_optional():
             cache.put(result)
     with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
@@ -356,10 +462,11 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
 
 @contextlib.contextmanager
 def _cache_optional() -> Iterator[None]:
-    """The cache only saves time: an unusable one (read-only, locked) warns, never fails."""
+    """The cache only saves time: an unusable one (read-only, locked, truncated, damaged)
+    warns, never fails."""
     try:
         yield
-    except (OSError, sqlite3.Error) as exc:
+    except Exception as exc:  # OSError, sqlite3.Error, a damaged database
         warnings.warn(
             f"dtype-explorer's result cache is unusable ({exc}); running live. "
             f"Set ${cache.ENV_DIR} to a writable directory.",
@@ -367,11 +474,67 @@ def _cache_optional() -> Iterator[None]:
         )
 
 
-def _storable(result: ProbeResult) -> bool:
-    """A live answer from Keras (not a worker or transfer problem) may be cached."""
-    return result.status in ("ok", "error", "invalid") and (
-        result.error is None or result.error.where not in ("worker", "transfer")
-    )
+#: Exceptions that say the process ran short (memory, stack, files, a signal), not what
+#: Keras answers: Python's own, and the frameworks' out-of-memory errors.
+TRANSIENT_ERRORS = frozenset(
+    {
+        "MemoryError",
+        "RecursionError",
+        "SystemExit",
+        "KeyboardInterrupt",
+        "GeneratorExit",
+        *(
+            name
+            for name, value in vars(builtins).items()
+            if isinstance(value, type) and issubclass(value, OSError)
+        ),
+        "ResourceExhaustedError",  # tensorflow
+        "OutOfMemoryError",  # torch
+        "XlaRuntimeError",  # jax: RESOURCE_EXHAUSTED, INTERNAL, ... from the runtime
+        "JaxRuntimeError",
+    }
+)
+_TRANSIENT_TEXT = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "Cannot allocate memory")
+
+
+def storable(result: ProbeResult) -> bool:
+    """Whether ``result`` is an answer Keras itself gave (``ok``, a Keras error, ``invalid``),
+    which the cache may keep: not a timeout, crash or shutdown, not a worker or transfer
+    problem, not a resource failure of the process (:data:`TRANSIENT_ERRORS`, or a message
+    saying it ran out of memory), and not computed while a user's layer had changed the
+    worker's global settings.
+
+    Args:
+        result: a live result.
+
+    Returns:
+        ``True`` when the cache may store it.
+
+    >>> from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+    >>> spec = ProbeSpec(target="Dense")
+    >>> storable(ProbeResult(spec=spec, status="error", backend="numpy",
+    ...                      error=ErrorInfo(type="MemoryError", message="")))
+    False
+    """
+    if result.status not in ("ok", "error", "invalid") or result.state_changed:
+        return False
+    error = result.error
+    if error is None:
+        return True
+    if error.where in ("worker", "transfer") or error.type in TRANSIENT_ERRORS:
+        return False
+    return not any(text in error.message for text in _TRANSIENT_TEXT)
+
+
+def _retire(backend: str) -> None:
+    """Replace ``backend``'s worker after a probe changed settings it could not put back: new
+    probes go to a new pool; the old one ends once its queued probes (refused by the worker
+    meanwhile, see ``_worker.run``) are answered."""
+    with _lock:
+        pool = _pools.pop(backend, None)
+    if pool is not None:
+        pool.close()
+        threading.Thread(target=pool.join, name="dx-retire", daemon=True).start()
 
 
 def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> ProbeResult:
@@ -400,19 +563,34 @@ def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, 
             f"within {start.deadline:g} s and was stopped; the next probe starts a new one "
             f"(pool.configure(start_timeout=...) allows longer). Where it hung: {start.log}",
         )
+    kept = _kept_log(backend)
     if ending == "died-starting":
         return (
             "crashed",
             "WorkerCrashed",
             f"the {backend} worker died while starting (importing Keras on {backend}; {exc}); "
-            f"the next probe starts a new one. Its output is in {start.log}",
+            f"the next probe starts a new one. Its output is in {kept}",
         )
     return (
         "crashed",
         "WorkerCrashed",
         f"the {backend} worker died before answering (a segfault, os._exit or running out of "
-        f"memory; {exc}); it is restarted for the next probe. Its output is in {start.log}",
+        f"memory; {exc}); it is restarted for the next probe. Its output is in {kept}",
     )
+
+
+def _kept_log(backend: str) -> Path:
+    """The file that keeps a dead worker's output (its traceback): its log, moved aside now
+    when the next worker would start it afresh (``_worker_log.keep``). Called before pebble
+    starts the replacement (it runs the task's callbacks first)."""
+    start = _starts.get(backend)
+    if start is None:
+        return log_path(backend)
+    with _lock:
+        kept = worker_log.keep(start.log)
+        if kept != start.log:  # the new log starts at 0
+            _starts[backend] = dataclasses.replace(start, log_offset=0)
+    return kept
 
 
 def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
@@ -423,7 +601,7 @@ def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
     return (
         f"the {spec.backend} worker {how} while running this probe (a segfault, os._exit "
         "or running out of memory); it is restarted for the next probe. Its output is in "
-        f"{log_path(spec.backend)}"
+        f"{_kept_log(spec.backend)}"
     )
 
 

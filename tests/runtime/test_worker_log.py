@@ -50,7 +50,7 @@ def test_a_log_started_afresh_is_read_from_its_beginning(tmp_path):
     assert worker_log.last_start(log, "numpy", since=10 * worker_log.size(log)) == "timed-out"
 
 
-def test_a_worker_opens_its_log_with_its_start_line_and_starts_long_ones_afresh(tmp_path):
+def test_a_worker_opens_its_log_with_its_start_line_and_rotates_long_ones(tmp_path):
     log = tmp_path / "workers" / "numpy.log"
     with worker_log.open_for_worker(log, "numpy") as file:
         file.write(worker_log.ready_line("numpy"))
@@ -59,3 +59,4 @@ def test_a_worker_opens_its_log_with_its_start_line_and_starts_long_ones_afresh(
     with worker_log.open_for_worker(log, "numpy"):
         pass
     assert worker_log.size(log) < 200
+    assert worker_log.size(worker_log.rotated(log)) == worker_log.MAX_BYTES + 1  # kept
