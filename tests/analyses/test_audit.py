@@ -291,7 +291,7 @@ class Scale(layers.Layer):
     """Scenario 4 done right: variables follow the policy."""
 
     def build(self, shape):
-        self.w = self.add_weight(shape=(shape[-1],), initializer="ones")
+        self.w = self.add_weight(shape=(shape[-1],), initializer="ones", name="w")
 
     def call(self, x):
         return x * self.w
@@ -327,7 +327,7 @@ def test_custom_layer_against_its_policy(restore_policy):
     assert "stored as float16" in message and "returns float32" in message
     scale = row(report, "custom/scale")  # scenario 4: float16 in, float32 stored, float16 read
     assert scale.received[0].dtype == "float16"
-    assert (scale.variables["variable"].stored, scale.variables["variable"].read) == (
+    assert (scale.variables["w"].stored, scale.variables["w"].read) == (
         "float32",
         "float16",
     )
