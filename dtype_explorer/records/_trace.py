@@ -167,44 +167,46 @@ def first_divergence(traces: dict[str, tuple[TraceStep, ...]]) -> TraceDivergenc
     """The first step where the call traces of several backends part, or ``None``.
 
     Steps are aligned by op name (``difflib``); two aligned steps part when their dtypes or
-    outcomes differ, and an op one backend ran and another did not parts them too.
+    outcomes differ. An op one backend ran and another did not parts them only when it
+    changed a dtype or raised (a backend that skips a no-op conversion does not).
     """
     named = {b: call_steps(t) for b, t in traces.items() if t}
     if len(named) < 2:
         return None
     backends = list(named)
-    ref_backend = backends[0]
-    ref = named[ref_backend]
-    best: tuple[int, str, dict[str, int | None]] | None = None
+    ref = named[backends[0]]
+    best: tuple[int, str, int] | None = None  # (position in ref, op, occurrence of op)
     for other in backends[1:]:
         found = _part(ref, named[other])
-        if found is None:
-            continue
-        pos, op, other_index = found
-        if best is None or pos < best[0]:
-            best = (pos, op, {ref_backend: _index(ref, pos), other: other_index})
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
     if best is None:
         return None
-    pos, op, _ = best
+    _, op, occurrence = best
     steps: dict[str, int | None] = {}
     outcomes: dict[str, str] = {}
     for backend in backends:
-        step = _aligned(ref, named[backend], pos, op)
+        same = [s for s in named[backend] if s.op == op]
+        step = same[occurrence] if occurrence < len(same) else None
         steps[backend] = step.index if step is not None else None
         outcomes[backend] = step.outcome if step is not None else "absent"
     return TraceDivergence(op=op, steps=steps, outcomes=outcomes)
-
-
-def _index(steps: list[TraceStep], pos: int) -> int | None:
-    return steps[pos].index if pos < len(steps) else None
 
 
 def _key(step: TraceStep) -> tuple:
     return (step.op, tuple(t.dtype for t in step.inputs), step.outcome)
 
 
-def _part(ref: list[TraceStep], other: list[TraceStep]) -> tuple[int, str, int | None] | None:
-    """(position in ``ref``, op, index in ``other``) of the first difference."""
+def _significant(step: TraceStep) -> bool:
+    return step.changes_dtype or step.error is not None
+
+
+def _occurrence(steps: list[TraceStep], step: TraceStep) -> int:
+    return sum(1 for s in steps[: steps.index(step)] if s.op == step.op)
+
+
+def _part(ref: list[TraceStep], other: list[TraceStep]) -> tuple[int, str, int] | None:
+    """(position in ``ref``, op, which occurrence of that op) of the first difference."""
     matcher = difflib.SequenceMatcher(
         a=[s.op for s in ref], b=[s.op for s in other], autojunk=False
     )
@@ -212,27 +214,12 @@ def _part(ref: list[TraceStep], other: list[TraceStep]) -> tuple[int, str, int |
         if tag == "equal":
             for k in range(i2 - i1):
                 if _key(ref[i1 + k]) != _key(other[j1 + k]):
-                    return i1 + k, ref[i1 + k].op, other[j1 + k].index
+                    return i1 + k, ref[i1 + k].op, _occurrence(ref, ref[i1 + k])
             continue
-        if i1 < len(ref):
-            return i1, ref[i1].op, other[j1].index if j1 < j2 else None
-        return i1, other[j1].op, other[j1].index
-    return None
-
-
-def _aligned(ref: list[TraceStep], other: list[TraceStep], pos: int, op: str) -> TraceStep | None:
-    """The step of ``other`` aligned with ``ref[pos]`` (by op name), if any."""
-    if other is ref:
-        return ref[pos] if pos < len(ref) and ref[pos].op == op else None
-    matcher = difflib.SequenceMatcher(
-        a=[s.op for s in ref], b=[s.op for s in other], autojunk=False
-    )
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag in ("equal", "replace") and i1 <= pos < i2 and j1 + (pos - i1) < j2:
-            step = other[j1 + (pos - i1)]
-            return step if step.op == op else None
-        if tag == "insert" and i1 == pos:
-            for step in other[j1:j2]:
-                if step.op == op:
-                    return step
+        mine = [s for s in ref[i1:i2] if _significant(s)]
+        theirs = [s for s in other[j1:j2] if _significant(s)]
+        if mine:
+            return ref.index(mine[0]), mine[0].op, _occurrence(ref, mine[0])
+        if theirs:
+            return i1, theirs[0].op, _occurrence(other, theirs[0])
     return None

@@ -166,6 +166,7 @@ def test_custom_layer_line_multiplying_by_float32_constant_is_named(backend):
     assert step.source.file == __file__ and step.source.line == MARK_LINE
     assert step.source.function == "call" and "keras.ops.multiply(x, c)" in step.source.text
     assert step.source.url is None
+    assert ProbeResult.from_json(r.to_json()) == r  # every trace field round-trips
     assert [t.dtype for t in step.inputs] == ["bfloat16", "float32"]
     if step.outputs[0].dtype == "float32":  # jax and tensorflow promote; the step says so
         assert step.change == "promoted" and step.result_type == "float32"
