@@ -20,6 +20,7 @@ from dtype_explorer.engine._spec import (
     make_spec,
     validate_policy,
 )
+from dtype_explorer.engine._trace import op_trace
 
 __all__ = [
     "COMMON_POLICIES",
@@ -27,6 +28,7 @@ __all__ = [
     "ShapeArg",
     "catalog",
     "make_spec",
+    "op_trace",
     "preserved_keras_state",
     "run_probe",
     "validate_policy",
