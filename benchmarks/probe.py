@@ -28,12 +28,15 @@ CASES = {
 }
 
 
-def measure_here(repeats: int) -> list[dict]:
+def measure_here(repeats: int, clock: str = "wall") -> list[dict]:
     """Every case on the backend this process imported."""
-    return [measure_case(name, kwargs, shapes, repeats) for name, (kwargs, shapes) in CASES.items()]
+    return [
+        measure_case(name, kwargs, shapes, repeats, clock)
+        for name, (kwargs, shapes) in CASES.items()
+    ]
 
 
-def measure_case(name: str, kwargs: dict, shapes: tuple, repeats: int) -> dict:
+def measure_case(name: str, kwargs: dict, shapes: tuple, repeats: int, clock: str = "wall") -> dict:
     """Median bare construct-and-call vs median probe of the same layer and sample."""
     import keras
     import numpy as np
@@ -64,12 +67,13 @@ def measure_case(name: str, kwargs: dict, shapes: tuple, repeats: int) -> dict:
     cases = (("bare", bare), ("probe", probed), ("trace", traced))
     for _, fn in cases * 2:  # warm-up: compile caches, first-call costs
         fn()
+    now = time.process_time if clock == "cpu" else time.perf_counter
     times: dict[str, list[float]] = {label: [] for label, _ in cases}
     for _ in range(repeats):
         for label, fn in cases:
-            start = time.perf_counter()
+            start = now()
             fn()
-            times[label].append(time.perf_counter() - start)
+            times[label].append(now() - start)
     ms = {label: statistics.median(t) * 1000 for label, t in times.items()}
     return {
         "backend": backend,
@@ -90,16 +94,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--backends", default="jax,tensorflow,torch,numpy")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: perf_counter; cpu: process_time (all threads), steadier on a loaded machine",
+    )
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.here:
-        print(json.dumps(measure_here(args.repeats)))
+        print(json.dumps(measure_here(args.repeats, args.clock)))
         return
     rows = []
     for backend in args.backends.split(","):
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
         out = subprocess.run(
-            [sys.executable, __file__, "--here", "--repeats", str(args.repeats)],
+            [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
+            + ["--clock", args.clock],
             env=env,
             capture_output=True,
             text=True,
