@@ -108,9 +108,9 @@ def main() -> None:
     rows = []
     for backend in args.backends.split(","):
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
         out = subprocess.run(
-            [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
-            + ["--clock", args.clock],
+            [*command, "--clock", args.clock],
             env=env,
             capture_output=True,
             text=True,
