@@ -102,6 +102,8 @@ _DTYPE_NAMES: dict[Any, str] = {}
 _RESULT_TYPES: dict[tuple, str | None] = {}
 _TYPE_KIND: dict[type, str | None] = {}
 _CACHE: dict[str, Any] = {}
+_TENSORS: dict[tuple, TraceTensor] = {}
+_CHANGES: dict[tuple, dict[str, Any]] = {}
 
 
 # ------------------------------------------------------------------------------ public
@@ -490,8 +492,11 @@ def _type_kind(t: type) -> str | None:
 
 
 def _shape(value: Any) -> tuple:
+    shape = value.shape
+    if type(shape) is tuple:  # NumPy, JAX: already ints
+        return shape
     try:
-        return tuple(None if d is None else int(d) for d in value.shape)
+        return tuple(None if d is None else int(d) for d in shape)
     except Exception:
         return ()
 
@@ -764,7 +769,9 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         trace.busy = True
         try:
             _outputs(out, step)
-            if trace.numerics and step.phase == "call":
+            # a child's values matter only where it may leave float16's range inside its op
+            look = top or any(o["dtype"] == "float16" for o in step.outputs)
+            if trace.numerics and step.phase == "call" and look:
                 _numerics(trace, step)
                 if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
                     trace.first_nonfinite = step
@@ -782,10 +789,11 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
 
 
 def _record(step: _Step, index: int) -> TraceStep:
-    """The record of one step. Built without validation (``model_construct``): every value
-    was made here from Keras's own answers, and validating them costs a third of the trace."""
+    """The record of one step. Built without validation (:func:`_built`): every value was made
+    here from Keras's own answers, and validating them costs a third of the trace."""
     fields = {"conversions": (), "result_type_args": (), "result_type": None, **_change(step)}
-    return TraceStep.model_construct(
+    return _built(
+        TraceStep,
         index=index,
         op=step.op,
         phase=step.phase,
@@ -807,13 +815,33 @@ def _record(step: _Step, index: int) -> TraceStep:
 
 
 def _tensor(entry: dict) -> TraceTensor:
-    return TraceTensor.model_construct(
-        name=entry.get("name", ""),
-        dtype=entry["dtype"],
-        shape=entry.get("shape", ()),
-        kind=entry.get("kind", "tensor"),
-        stored=entry.get("stored"),
+    """One tensor's record; records are immutable, so equal ones are shared."""
+    key = (
+        entry.get("name", ""),
+        entry["dtype"],
+        entry.get("shape", ()),
+        entry.get("kind", "tensor"),
+        entry.get("stored"),
     )
+    found = _TENSORS.get(key)
+    if found is None:
+        if len(_TENSORS) > 20000:
+            _TENSORS.clear()
+        found = _TENSORS[key] = _built(
+            TraceTensor, name=key[0], dtype=key[1], shape=key[2], kind=key[3], stored=key[4]
+        )
+    return found
+
+
+def _built(cls: type, **fields: Any) -> Any:
+    """``cls(**fields)`` without validation, every field given: what ``model_construct`` does
+    without its per-field default handling (a third of its cost)."""
+    record = cls.__new__(cls)
+    object.__setattr__(record, "__dict__", fields)
+    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 def _conversions(source: str, target: str) -> list[str]:
@@ -832,6 +860,23 @@ def _conversions(source: str, target: str) -> list[str]:
 
 
 def _change(step: _Step) -> dict[str, Any]:
+    """What the step did to the dtype (cached: a loop repeats the same ops)."""
+    key = (
+        step.op,
+        tuple((e["dtype"], e.get("kind")) for e in step.inputs),
+        tuple(o["dtype"] for o in step.outputs),
+        step.cast_to,
+        step.error is not None,
+    )
+    found = _CHANGES.get(key)
+    if found is None:
+        if len(_CHANGES) > 20000:
+            _CHANGES.clear()
+        found = _CHANGES[key] = _change_of(step)
+    return found
+
+
+def _change_of(step: _Step) -> dict[str, Any]:
     """What the step did to the dtype, from the dtypes it saw and Keras's ``result_type``."""
     outs = [o["dtype"] for o in step.outputs]
     tensors = [e["dtype"] for e in step.inputs if e.get("kind") != "scalar"]
