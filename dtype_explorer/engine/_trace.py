@@ -34,6 +34,7 @@ recorders, the audit) are not recorded.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import linecache
 import operator
@@ -181,8 +182,6 @@ def wrapped_bindings() -> dict[tuple[str, str], int]:
 
 def _collect_targets() -> dict[int, tuple[Any, str]]:
     """``id(function) -> (function, the name a user reads)`` for every wrapped function."""
-    import importlib
-
     import keras.src.ops
     import keras.src.random  # noqa: F401
     from keras.src.backend import backend as active
