@@ -745,13 +745,21 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
             if top:
                 step.inside = trace.top.op if trace.top is not None else None
                 _locate(step, frame)
-                trace.raw.append(step)
             else:
                 step.source = _source(frame)
                 step.phase = trace.top.phase
-                trace.top.children.append(step)
+        except Exception:  # never let the trace change what the call does
+            step = None
         finally:
             trace.busy = False
+        if step is None:
+            saved = trace.level
+            trace.level = saved + 2
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                trace.level = saved
+        (trace.raw if top else trace.top.children).append(step)
         saved_level, saved_top = trace.level, trace.top
         trace.level = 1 if top else 2
         if top:
@@ -759,8 +767,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         try:
             out = fn(*args, **kwargs)
         except BaseException as error:
-            message = str(error).strip().splitlines()
-            step.error = f"{type(error).__name__}: {message[0][:300] if message else ''}"
+            step.error = _error_text(error)
             step.objects = []
             raise
         finally:
@@ -777,11 +784,22 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
                     step.first_nonfinite = True
             else:
                 step.objects = []
+        except Exception:  # a value the trace cannot read: the step keeps its dtypes only
+            step.objects = []
+            step.abstract = True
         finally:
             trace.busy = False
         return out
 
     return traced
+
+
+def _error_text(error: BaseException) -> str:
+    try:
+        lines = str(error).strip().splitlines()
+    except Exception:
+        lines = []
+    return f"{type(error).__name__}: {lines[0][:300] if lines else ''}"
 
 
 # --------------------------------------------------------------------------- to records
