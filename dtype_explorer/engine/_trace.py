@@ -283,6 +283,7 @@ def _install() -> None:
                 _STATE["nmods"] = len(sys.modules)
             for d, _getter, _origs, _wraps, wmap, _omap in groups:
                 d.update(wmap)
+            _STATE["modules_at_install"] = len(sys.modules)
         _STATE["installed"] += 1
 
 
@@ -298,6 +299,26 @@ def _uninstall() -> None:
             for key, original in omap.items():  # someone re-bound one: leave theirs
                 if d.get(key) is wmap[key]:
                     d[key] = original
+        if len(sys.modules) != _STATE["modules_at_install"]:
+            _unbind_from_new_modules()
+
+
+def _unbind_from_new_modules() -> None:
+    """A module imported while the trace was open may have bound a wrapper by name
+    (``from keras.src.ops.numpy import add``): give it the original function back."""
+    wrappers = {id(w): w for w in _STATE["wrappers"].values()}
+    known = _STATE.setdefault("scanned", set())
+    for name, module in list(sys.modules.items()):
+        if name in known or module is None:
+            continue
+        known.add(name)
+        d = getattr(module, "__dict__", None)
+        if not isinstance(d, dict):
+            continue
+        for key, value in list(d.items()):
+            w = wrappers.get(id(value))
+            if w is not None and w is value:
+                d[key] = value.__wrapped__
 
 
 # ------------------------------------------------------------------------------ frames

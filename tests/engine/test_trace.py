@@ -273,3 +273,18 @@ def test_symbolic_calls_are_not_recorded():
     with op_trace() as trace:
         layer(keras.KerasTensor((None, 3)))
     assert len(trace) == 0
+
+
+def test_a_module_imported_during_the_trace_keeps_the_original_op(tmp_path, monkeypatch):
+    import importlib
+
+    (tmp_path / "dx_trace_late_module.py").write_text(
+        "from keras.src.ops.numpy import multiply\n\ndef twice(x):\n    return multiply(x, 2)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with op_trace() as trace:
+        late = importlib.import_module("dx_trace_late_module")
+        late.twice(np.ones(2, "float32"))
+    assert [s.op for s in trace.steps()] == ["ops.multiply"]  # bound while tracing: recorded
+    assert late.multiply is keras.src.ops.numpy.multiply  # and given back afterwards
+    del sys.modules["dx_trace_late_module"]
