@@ -330,9 +330,15 @@ def _html_row(call: LayerCall, severity: str | None) -> str:
 def _html_finding(finding: Finding) -> str:
     colour = color("severities", finding.severity)
     fix = f"<pre><code>{e(finding.fix)}</code></pre>" if finding.fix else ""
+    step = ""
+    if finding.step is not None and finding.step.source is not None:
+        step = (
+            f"<div class='dx-meta'>first at <code>{e(finding.step.op)}</code> "
+            f"{_source_html(finding.step)}</div>"
+        )
     return (
         f'<div class="dx-finding" style="border-left:4px solid {colour}">'
         f'<b style="color:{colour}">{e(finding.severity)}</b> '
         f"<code>{e(finding.kind)}</code> at <code>{e(finding.path)}</code>"
-        f"<p>{e(finding.message)}</p>{fix}</div>"
+        f"<p>{e(finding.message)}</p>{step}{fix}</div>"
     )

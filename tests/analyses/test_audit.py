@@ -516,6 +516,9 @@ def test_findings_name_the_op_and_the_line_where_the_problem_first_appears(resto
     entry = only(check_model(model, np.full((2, 8), 1e6, "float32")), "overflow")
     assert entry.step.op == "backend.cast" and entry.step.float16_overflow
     assert entry.step.source.file.endswith("dtype_policies/dtype_policy.py")
+    # the audit card links the line at the installed Keras version
+    card = check_model(model, np.full((2, 8), 1e6, "float32"))._repr_html_()
+    assert f"href='{entry.step.source.url}'" in card and "first at <code>backend.cast" in card
     # a user's op that overflows although a later op hides it: that line of this file
     line = next(
         i
