@@ -222,6 +222,7 @@ def _run_layer(
     fields = _outcome(outputs, error, steps, documented, declared, basis)
     fields["variables"] = variables
     fields["trace"] = trace_steps
+    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     if outputs is not None:
         t0 = time.perf_counter()
         fields["numerics"] = measure(
@@ -336,6 +337,7 @@ def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: b
     documented = rules.for_op(entry, input_dtypes)
     fields = _outcome(outputs, error, steps, documented, declared, documented.basis)
     fields["trace"] = recorded.steps() if recorded is not None else ()
+    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     if outputs is not None:
         fields["numerics"] = measure(outputs, samples, steps, reference=None)
     return fields

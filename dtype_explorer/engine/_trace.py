@@ -87,8 +87,9 @@ DATA_PARAMS = frozenset(
         "tensors", "other",
     }
 )  # fmt: skip
-#: A call running more ops than this keeps the first ones only.
-MAX_STEPS = 2000
+#: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
+#: rest): an augmentation pipeline can run thousands, and every probe's JSON carries its trace.
+MAX_STEPS = 300
 
 _CALLER, _DISPATCH, _TRANSPARENT, _OWN = 0, 1, 2, 3
 _HERE = os.path.abspath(__file__)
@@ -122,6 +123,7 @@ class Trace:
         self.top: _Step | None = None
         self.busy = False
         self.first_nonfinite: _Step | None = None
+        self.dropped = 0
         self._values: dict[int, tuple[Any, tuple | None]] = {}
 
     def steps(self) -> tuple[TraceStep, ...]:
@@ -748,11 +750,10 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
                 return fn(*args, **kwargs)
             finally:
                 trace.level -= 1
-        if top and (
-            (kind == _OWN and not trace.own)
-            or len(trace.raw) >= MAX_STEPS
-            or _symbolic(args, kwargs)
-        ):
+        full = top and len(trace.raw) >= MAX_STEPS and kind != _OWN
+        if full:
+            trace.dropped += 1
+        if top and (full or (kind == _OWN and not trace.own) or _symbolic(args, kwargs)):
             saved = trace.level
             trace.level = saved + 2  # nothing below is recorded
             try:

@@ -119,6 +119,7 @@ class ProbeResult(Record):
     versions: dict[str, str] = Field(default_factory=dict)
     cached: bool = False
     trace: tuple[TraceStep, ...] = ()
+    trace_dropped: int = 0
 
     @property
     def ok(self) -> bool:

@@ -77,6 +77,8 @@ def trace_html(result: ProbeResult) -> str:
     items = "".join(_trace_item(step) for step in steps)
     built = len(result.trace) - len(steps)
     more = f"; {built} more while building the layer" if built else ""
+    if result.trace_dropped:
+        more += f"; {result.trace_dropped} more not recorded"
     first = result.first_nonfinite_step()
     alarm = f" · first inf/NaN at #{first.index} {e(first.op)}" if first is not None else ""
     is_open = " open" if first is not None or len(steps) <= 8 else ""

@@ -61,6 +61,8 @@ def format_trace(result: ProbeResult, *, detail: bool = False) -> list[str]:
         if detail:
             for child in step.children:
                 lines.append("        └ " + _step_line(child, numbered=False))
+    if result.trace_dropped:
+        lines.append(f"  ... and {result.trace_dropped} more op(s), not recorded")
     part = result.first_dtype_change()
     if part is not None:
         lines.append(f"  first dtype change: #{part.index} {part.op}: {part.change_text()}")

@@ -288,3 +288,20 @@ def test_a_module_imported_during_the_trace_keeps_the_original_op(tmp_path, monk
     assert [s.op for s in trace.steps()] == ["ops.multiply"]  # bound while tracing: recorded
     assert late.multiply is keras.src.ops.numpy.multiply  # and given back afterwards
     del sys.modules["dx_trace_late_module"]
+
+
+class ManyOps(keras.layers.Layer):
+    def call(self, x):
+        for _ in range(400):
+            x = keras.ops.add(x, 1.0)
+        return x
+
+
+def test_a_call_running_many_ops_keeps_the_first_ones_and_counts_the_rest():
+    from dtype_explorer.engine._trace import MAX_STEPS
+
+    r = dx.probe(ManyOps, input_dtype="float32")
+    assert r.status == "ok", r.error
+    assert len(r.trace) == MAX_STEPS and r.trace_dropped > 0
+    assert len(r.trace) + r.trace_dropped >= 400
+    assert f"{r.trace_dropped} more op(s), not recorded" in str(r)
