@@ -26,6 +26,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import _audit_rules
 from dtype_explorer.engine import (
+    op_trace,
     preserved_keras_state,
     validate_policy,
     variable_dtypes,
@@ -137,6 +138,7 @@ class _Event:
         self.variables: dict[str, VariableDtypes] = {}
         self.error: ErrorInfo | None = None
         self.retried: str | None = None
+        self.trace: tuple = ()
 
     def record(self, final: bool) -> LayerCall:
         layer = self.layer
@@ -161,6 +163,7 @@ class _Event:
             retried=self.retried,
             softmax=_is_softmax(layer),
             final_output=final,
+            trace=self.trace,
         )
 
 
@@ -196,10 +199,15 @@ class _Tracer:
             if key not in tracer.layers or not tracer._recording():
                 return original_dunder(layer, *args, **kwargs)
             tracer._pending.setdefault(key, []).append(_infos((args, _tensor_kwargs(kwargs))))
-            try:
-                return original_dunder(layer, *args, **kwargs)
-            finally:
-                tracer._pending[key].pop()
+            first_event = len(tracer.calls)
+            # the ops of this call (its conversion and autocast included): a sublayer's call
+            # opens its own trace inside, so each call keeps only the ops it ran itself
+            with op_trace() as trace:
+                try:
+                    return original_dunder(layer, *args, **kwargs)
+                finally:
+                    tracer._pending[key].pop()
+                    tracer._attach(layer, first_event, trace)
 
         Layer.__call__ = traced_dunder
         try:
@@ -210,6 +218,13 @@ class _Tracer:
                 yield
         finally:
             Layer.__call__ = original_dunder
+
+    def _attach(self, layer: Any, first_event: int, trace: Any) -> None:
+        """Give the call of ``layer`` that started at ``first_event`` its op trace."""
+        for event in self.calls[first_event:]:
+            if event.layer is layer:
+                event.trace = trace.steps()
+                return
 
     def run(self, sample: Any, inputs: Any) -> Any:
         """One forward pass in inference mode; ``None`` if it stopped in a layer (recorded there).

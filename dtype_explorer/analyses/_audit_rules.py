@@ -13,7 +13,7 @@ from typing import Any
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, as_sentence
-from dtype_explorer.records import SEVERITIES, Finding, LayerCall
+from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep
 from dtype_explorer.runtime import pool
 
 HALF = ("float16", "bfloat16")
@@ -67,16 +67,18 @@ def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Fin
                 continue
             if source != "float64" and call.policy == model_policy:
                 continue  # float32 -> 16-bit under the model's own mixed policy: asked for
+            step = _cast_step(call, source, target)
             yield Finding(
                 kind="silent-downcast",
                 severity="warning" if source == "float64" else "info",
                 path=call.path,
                 message=(
                     f"{source} data is cast to {target} on entry to {call.layer_class} ({why}), "
-                    f"without a warning: {_precision_lost(target)}."
+                    f"without a warning: {_precision_lost(target)}.{_at(step)}"
                 ),
                 fix=_downcast_fix(source, call),
                 details={"from": source, "to": target},
+                step=step,
             )
 
 
@@ -192,6 +194,7 @@ def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
         if not half or not (call.final_output or call.softmax):
             continue
         what = "the model's output, the loss's input," if call.final_output else "this softmax"
+        step = _half_step(call, half[0])
         yield Finding(
             kind="float16-output",
             severity="warning",
@@ -199,8 +202,9 @@ def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             message=(
                 f"Under {call.policy}, {what} is {half[0]} (from {call.layer_class}): "
                 "probabilities near 0 and 1 lose precision, and the loss can overflow or take "
-                "log(0). Keep the last layer in float32."
+                f"log(0). Keep the last layer in float32.{_at(step)}"
             ),
+            step=step,
             fix=(
                 f'keras.layers.{call.layer_class}(..., dtype="float32")   # the last layer\n'
                 "# or after it:\n"
@@ -222,14 +226,20 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
             if at_entry
             else f"computing in {call.compute_dtype}"
         )
+        step = _overflow_step(call)
+        hidden = all(t.finite is not False for t in call.outputs)
+        said = (
+            f"An op of {call.layer_class} overflowed {call.compute_dtype} (inf from finite "
+            "values) and a later op hid it: the output looks finite, its gradient is not"
+            if hidden
+            else f"{call.layer_class} produced inf or NaN from finite input by {how}"
+        )
         yield Finding(
             kind="overflow",
             severity="error",
             path=call.path,
-            message=(
-                f"{call.layer_class} produced inf or NaN from finite input by {how}: "
-                "float16 holds at most 65504."
-            ),
+            message=f"{said}: float16 holds at most 65504.{_at(step)}",
+            step=step,
             fix=(
                 f'keras.layers.{call.layer_class}(..., dtype="float32")   # this layer in float32\n'
                 "# or keep activations small (normalise inputs), or use mixed_bfloat16"
@@ -360,6 +370,45 @@ def _outcome(result: Any) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
+def _at(step: TraceStep | None) -> str:
+    """`` First at ops.exp (model.py:12: y = ops.exp(x)).`` from the call's op trace."""
+    if step is None:
+        return ""
+    src = step.source
+    return f" First at {step.op}" + (f" ({src.short}: {src.text})." if src else ".")
+
+
+def _overflow_step(call: LayerCall) -> TraceStep | None:
+    """The op of the call that first made inf/NaN from finite values (or left float16's range,
+    even if a later op hid it)."""
+    steps = [s for s in call.trace if s.phase == "call"]
+    return next((s for s in steps if s.first_nonfinite), None) or next(
+        (s for s in steps if s.float16_overflow or s.hidden_overflow()), None
+    )
+
+
+def _cast_step(call: LayerCall, source: str, target: str) -> TraceStep | None:
+    """The op of the call that cast ``source`` data to ``target``."""
+    return next(
+        (
+            s
+            for s in call.trace
+            if s.phase == "call"
+            and s.changes_dtype
+            and any(t.dtype == source for t in s.inputs)
+            and any(t.dtype == target for t in s.outputs)
+        ),
+        None,
+    )
+
+
+def _half_step(call: LayerCall, half: str) -> TraceStep | None:
+    """The first op of the call that made ``half`` data from another dtype, else the last op
+    that returned ``half`` data (the data arrived in ``half``)."""
+    made = [s for s in call.trace if s.phase == "call" and any(t.dtype == half for t in s.outputs)]
+    return next((s for s in made if s.changes_dtype), made[-1] if made else None)
+
+
 def _casts(call: LayerCall) -> Iterator[tuple[str, str, str]]:
     """(from, to, why) for every input dtype Keras changed on the way into ``call``."""
     if call.given is not None and len(call.given) == len(call.received):
@@ -416,7 +465,10 @@ def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:
 
 def _overflowed(call: LayerCall) -> bool:
     finite_in = all(t.finite is not False for t in (call.given or call.received))
-    nonfinite_out = any(t.finite is False for t in call.outputs)
+    # an op of the call that left float16's range counts even when a later op hid it
+    nonfinite_out = any(t.finite is False for t in call.outputs) or any(
+        s.float16_overflow or s.hidden_overflow() for s in call.trace if s.phase == "call"
+    )
     half = call.compute_dtype in HALF or any(t.dtype in HALF for t in call.outputs)
     return finite_in and nonfinite_out and half
 

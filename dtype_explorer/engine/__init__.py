@@ -28,6 +28,7 @@ from dtype_explorer.engine._spec import (
     make_spec,
     validate_policy,
 )
+from dtype_explorer.engine._trace import op_trace
 
 __all__ = [
     "COMMON_POLICIES",
@@ -40,6 +41,7 @@ __all__ = [
     "describe_settings",
     "global_settings",
     "make_spec",
+    "op_trace",
     "preserved_keras_state",
     "restore_settings",
     "run_probe",

@@ -29,6 +29,7 @@ from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras_state import preserved_keras_state
 from dtype_explorer.engine._numerics import measure
+from dtype_explorer.engine._trace import op_trace
 from dtype_explorer.engine.catalog import (
     INDEX_HIGH,
     LayerEntry,
@@ -37,7 +38,13 @@ from dtype_explorer.engine.catalog import (
     safe_deserialization,
 )
 from dtype_explorer.errors import InvalidSpecError, keras_message
-from dtype_explorer.records import CastStep, ErrorInfo, ProbeResult, ProbeSpec, VariableDtypes
+from dtype_explorer.records import (
+    CastStep,
+    ErrorInfo,
+    ProbeResult,
+    ProbeSpec,
+    VariableDtypes,
+)
 from dtype_explorer.versions import versions
 
 _MAX_MESSAGE = 2000
@@ -52,11 +59,11 @@ class _Invalid(Exception):
         self.where = where
 
 
-def run(spec: ProbeSpec, *, target: Any = None) -> ProbeResult:
+def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResult:
     """Probe ``spec`` here. Keras errors become results; the global Keras state is restored.
 
     ``target`` is the user layer (a ``Layer`` subclass or instance) behind a
-    ``"custom:<Name>"`` spec.
+    ``"custom:<Name>"`` spec. ``trace=False`` leaves the op trace out (benchmarks compare).
     """
     import keras
 
@@ -75,10 +82,10 @@ def run(spec: ProbeSpec, *, target: Any = None) -> ProbeResult:
                 keras.config.set_floatx(spec.floatx)
             keras.config.set_dtype_policy(spec.policy)
             if spec.target.startswith("ops."):
-                fields = _run_op(spec, catalog.entry(spec.target), timings)
+                fields = _run_op(spec, catalog.entry(spec.target), timings, trace)
             else:
                 fields = _run_layer(
-                    spec, _layer_entry(spec, target), _layer_class(spec, target), timings
+                    spec, _layer_entry(spec, target), _layer_class(spec, target), timings, trace
                 )
     except _Invalid as invalid:
         fields = {
@@ -120,7 +127,11 @@ def _layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
 
 
 def _run_layer(
-    spec: ProbeSpec, entry: LayerEntry, cls: Callable[..., Any], timings: dict[str, float]
+    spec: ProbeSpec,
+    entry: LayerEntry,
+    cls: Callable[..., Any],
+    timings: dict[str, float],
+    trace: bool,
 ) -> dict:
 
     shapes = spec.shapes or entry.shapes
@@ -164,12 +175,15 @@ def _run_layer(
     recorder = _CallRecorder(layer)
     t0 = time.perf_counter()
     outputs, error = None, None
-    with recorder.installed():
+    with recorder.installed(), _traced(trace) as recorded:
         try:
             outputs = _call(layer, entry, samples)
         except Exception as exc:
             error = exc
     timings["call_ms"] = _ms(t0)
+    t0 = time.perf_counter()
+    trace_steps = recorded.steps() if recorded is not None else ()
+    timings["trace_ms"] = _ms(t0)
 
     # Declared after the eager call: a built layer traces faster. Where both fail, a symbolic
     # call with the roles' default dtypes tells a dtype problem from a bad shape or kwarg.
@@ -214,6 +228,8 @@ def _run_layer(
     )
     fields = _outcome(outputs, error, steps, documented, declared, basis)
     fields["variables"] = variables
+    fields["trace"] = trace_steps
+    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     if outputs is not None:
         t0 = time.perf_counter()
         fields["numerics"] = measure(
@@ -270,7 +286,7 @@ def _declared_layer(
 # --------------------------------------------------------------------------------- ops
 
 
-def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float]) -> dict:
+def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bool) -> dict:
     import keras
 
     shapes = spec.shapes or entry.shapes
@@ -318,19 +334,27 @@ def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float]) -> dict:
 
     t0 = time.perf_counter()
     outputs, error = None, None
-    try:
-        outputs = call(samples)
-    except Exception as exc:
-        error = exc
+    # ``fn`` was looked up before the trace opened: the steps are the ops it ran itself.
+    with _traced(trace) as recorded:
+        try:
+            outputs = call(samples)
+        except Exception as exc:
+            error = exc
     timings["call_ms"] = _ms(t0)
     documented = rules.for_op(entry, input_dtypes)
     fields = _outcome(outputs, error, steps, documented, declared, documented.basis)
+    fields["trace"] = recorded.steps() if recorded is not None else ()
+    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     if outputs is not None:
         fields["numerics"] = measure(outputs, samples, steps, reference=None)
     return fields
 
 
 # ------------------------------------------------------------------------------ shared
+
+
+def _traced(trace: bool) -> contextlib.AbstractContextManager[Any]:
+    return op_trace() if trace else contextlib.nullcontext()
 
 
 def _outcome(

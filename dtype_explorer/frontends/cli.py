@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dtype_explorer import analyses
+from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
@@ -169,6 +169,12 @@ def probe(
     ] = None,
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    trace: Annotated[
+        bool,
+        typer.Option(
+            "--trace", help="Show every op of the call: dtypes, the line that ran it, links."
+        ),
+    ] = False,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     try:
@@ -202,10 +208,13 @@ def probe(
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
     else:
         for result in results:
-            typer.echo(str(result))
+            typer.echo(views.format_result(result, trace=trace, detail=trace))
             typer.echo("")
         if isinstance(outcome, ProbeSet):
             typer.echo(f"across backends: {outcome.verdict}")
+            part = outcome.first_divergence() if trace else None
+            if part is not None:
+                typer.echo(part.text())
     failed = [r for r in results if r.status in ("invalid", "timeout", "crashed")]
     if failed:
         named = ", ".join(f"{r.backend}: {r.status}" for r in failed)

@@ -159,6 +159,7 @@ class DtypeExplorer(_ContractTraits):
                 with self.hold_sync():
                     self.error = str(error)
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
+                    self.trace_divergence = {}
             return
         self._start(*parsed)
 
@@ -177,6 +178,7 @@ class DtypeExplorer(_ContractTraits):
                 self.request_id = nonce
                 self.results = {spec.backend: PENDING for spec in specs}
                 self.timings, self.verdict, self.promotion = {}, "", {}
+                self.trace_divergence = {}
             self._promotion_thread = None
             started = time.perf_counter()
             ready = []
@@ -239,9 +241,10 @@ class DtypeExplorer(_ContractTraits):
             with self.hold_sync():
                 self.results = results
                 self.timings = {**self.timings, spec.backend: elapsed}
-                self.verdict = (
-                    ProbeSet(results=tuple(answered)).verdict if len(answered) > 1 else ""
-                )
+                both = ProbeSet(results=tuple(answered))
+                self.verdict = both.verdict if len(answered) > 1 else ""
+                part = both.first_divergence() if len(answered) > 1 else None
+                self.trace_divergence = part.to_dict() if part is not None else {}
             if len(answered) == len(results):
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True

@@ -13,6 +13,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``Survey``                targets x dtypes x policies x backends, classified per cell
 ``PromotionTable``        an op over every pair of dtypes, beside the array libraries
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
+``TraceStep``             one op of a call: its dtypes, what it did to them, its line
 ========================  ==============================================================
 """
 
@@ -62,6 +63,14 @@ from dtype_explorer.records._survey import (
     classify_cell,
     classify_result,
 )
+from dtype_explorer.records._trace import (
+    Change,
+    Conversion,
+    SourceLine,
+    TraceDivergence,
+    TraceStep,
+    TraceTensor,
+)
 
 __all__ = [
     "CLASSIFICATIONS",
@@ -73,7 +82,9 @@ __all__ = [
     "STAGES",
     "AuditReport",
     "CastStep",
+    "Change",
     "Classification",
+    "Conversion",
     "ErrorInfo",
     "Finding",
     "FindingKind",
@@ -88,11 +99,15 @@ __all__ = [
     "Record",
     "RefCell",
     "Severity",
+    "SourceLine",
     "Stage",
     "Status",
     "Survey",
     "SurveyCell",
     "TensorInfo",
+    "TraceDivergence",
+    "TraceStep",
+    "TraceTensor",
     "VariableDtypes",
     "Verdict",
     "classify_cell",

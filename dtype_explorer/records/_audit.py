@@ -11,6 +11,7 @@ from pydantic import Field, JsonValue
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
+from dtype_explorer.records._trace import TraceStep
 
 Severity = Literal["error", "warning", "info"]
 FindingKind = Literal[
@@ -66,6 +67,7 @@ class LayerCall(Record):
     retried: str | None = None
     softmax: bool = False
     final_output: bool = False
+    trace: tuple[TraceStep, ...] = ()
 
     def row(self) -> dict[str, Any]:
         """The flat row shown in tables and frames (keys: :data:`ROW_COLUMNS`, then
@@ -104,6 +106,16 @@ class Finding(Record):
     message: str
     fix: str = ""
     details: dict[str, JsonValue] = Field(default_factory=dict)
+    step: TraceStep | None = None
+
+    def where(self) -> str:
+        """The op and the line where the problem first appears (``""`` when not traced):
+        ``ops.exp at model.py:12: y = ops.exp(x)``."""
+        if self.step is None:
+            return ""
+        src = self.step.source
+        at = f" at {src.short}: {src.text}" if src is not None else ""
+        return f"{self.step.op}{at}"
 
 
 class AuditReport(Record):

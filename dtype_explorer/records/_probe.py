@@ -19,6 +19,7 @@ from pydantic import Field, JsonValue, computed_field
 
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._trace import TraceDivergence, TraceStep, call_steps, first_divergence
 
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
@@ -121,6 +122,8 @@ class ProbeResult(Record):
     #: (``keras.epsilon``, ``jax.jax_enable_x64``, ...); the worker put them back. An answer
     #: with any is never cached.
     state_changed: tuple[str, ...] = ()
+    trace: tuple[TraceStep, ...] = ()
+    trace_dropped: int = 0
 
     @property
     def ok(self) -> bool:
@@ -158,6 +161,22 @@ class ProbeResult(Record):
             for step in self.notable_steps(variables=True)
         )
 
+    def call_trace(self) -> list[TraceStep]:
+        """The op trace of the call itself: the steps run while building the layer left out."""
+        return call_steps(self.trace)
+
+    def first_nonfinite_step(self) -> TraceStep | None:
+        """The first step of the call whose output held inf/NaN made from finite inputs."""
+        return next((s for s in self.trace if s.first_nonfinite), None)
+
+    def first_dtype_change(self) -> TraceStep | None:
+        """The first step of the call that changed a dtype (a promotion, a real cast, ...)."""
+        return next((s for s in self.call_trace() if s.changes_dtype), None)
+
+    def float16_overflow_steps(self) -> list[TraceStep]:
+        """Steps of the call whose float16 output (or a child's) left float16's range."""
+        return [s for s in self.call_trace() if s.float16_overflow or s.hidden_overflow()]
+
     def error_text(self) -> str:
         """``"ValueError: first line of the message"``, or ``""``."""
         return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
@@ -192,6 +211,11 @@ class ProbeSet(Record):
     @property
     def backends(self) -> tuple[str, ...]:
         return tuple(r.backend for r in self.results)
+
+    def first_divergence(self) -> TraceDivergence | None:
+        """The first op where the backends' traces of the call part (e.g. jax's conv promotes
+        uint8 where torch's raises), or ``None`` when they agree or were not traced."""
+        return first_divergence({r.backend: r.trace for r in self.results})
 
     def __getitem__(self, backend: str) -> ProbeResult:
         for result in self.results:

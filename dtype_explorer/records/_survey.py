@@ -123,9 +123,16 @@ class Survey(GroupedRecord):
                     raise unknown(f"{kind} in this survey", value, valid)
         return self._cells[key]
 
-    def to_frame(self, *, per: Literal["cell", "probe"] = "cell") -> pd.DataFrame:
+    def to_frame(
+        self, *, per: Literal["cell", "probe"] = "cell", first_change: bool = False
+    ) -> pd.DataFrame:
         """A table: one row per cell with a column per backend (``per="cell"``), or one row
-        per probe with every view (``per="probe"``)."""
+        per probe with every view (``per="probe"``).
+
+        ``first_change`` adds, from each probe's op trace, the first op that changed a dtype
+        (``ops.nn.conv``): a ``<backend> first change`` column per backend per cell, or
+        ``first_change``, ``first_change_note`` and ``first_change_at`` (its line) per probe.
+        """
         import pandas as pd
 
         if per not in ("cell", "probe"):
@@ -140,7 +147,12 @@ class Survey(GroupedRecord):
                 "classification": cell.classification,
             }
             if per == "cell":
-                rows.append(base | {b: r.outcome for b, r in cell.results.items()})
+                row = base | {b: r.outcome for b, r in cell.results.items()}
+                if first_change:
+                    for b, r in cell.results.items():
+                        step = r.first_dtype_change()
+                        row[f"{b} first change"] = step.op if step is not None else None
+                rows.append(row)
                 continue
             for backend, r in cell.results.items():
                 rows.append(
@@ -157,6 +169,7 @@ class Survey(GroupedRecord):
                         "error": f"{r.error.type}: {r.error.message}" if r.error else None,
                         "cached": r.cached,
                     }
+                    | (_first_change_columns(r) if first_change else {})
                 )
         return pd.DataFrame(rows)
 
@@ -224,3 +237,14 @@ def _described(cell: SurveyCell | None, backend: str) -> tuple[str, str]:
     if cell is None or backend not in cell.results:
         return "absent", "absent"
     return cell.results[backend].outcome, cell.backend_classification(backend)
+
+
+def _first_change_columns(result: ProbeResult) -> dict[str, str | None]:
+    step = result.first_dtype_change()
+    if step is None:
+        return {"first_change": None, "first_change_note": None, "first_change_at": None}
+    return {
+        "first_change": step.op,
+        "first_change_note": step.change_text(),
+        "first_change_at": step.source.short if step.source else None,
+    }

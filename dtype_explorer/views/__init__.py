@@ -36,7 +36,7 @@ from dtype_explorer.views._html import (
 from dtype_explorer.views._markup import chip
 from dtype_explorer.views._palette import PALETTE, dtype_color, dtype_kind
 from dtype_explorer.views._svg import cast_path_svg
-from dtype_explorer.views._text import audit_text, format_result
+from dtype_explorer.views._text import audit_text, format_result, format_trace
 
 display.text.register(ProbeResult, format_result)
 display.text.register(AuditReport, audit_text)
@@ -58,6 +58,7 @@ __all__ = [
     "dtype_color",
     "dtype_kind",
     "format_result",
+    "format_trace",
     "probe_set_html",
     "promotion_figure",
     "promotion_html",

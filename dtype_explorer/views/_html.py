@@ -15,9 +15,10 @@ from dtype_explorer.records import (
     PromotionCell,
     PromotionTable,
     Survey,
+    TraceStep,
 )
 from dtype_explorer.views._figures import survey_figure
-from dtype_explorer.views._markup import STYLE, badge, chip, clip, e, floatx_text
+from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
 from dtype_explorer.views._palette import color
 from dtype_explorer.views._svg import cast_path_svg
 
@@ -40,6 +41,7 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
         )
     parts.append(cast_path_svg(result))
+    parts.append(trace_html(result))
     parts.append(_views_table(result))
     if result.basis:
         items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
@@ -63,6 +65,67 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
     if result.numerics is not None:
         parts.append(f"<div class='dx-meta'>Numerics: {e(_numerics_text(result))}</div>")
     return "".join(parts)
+
+
+def trace_html(result: ProbeResult) -> str:
+    """The op trace of the call as a list: steps that change a dtype edged like the cast
+    path's changed edges, the first inf/NaN made from finite values in the error colour, each
+    step's line linked (Keras's own lines to its repository at the installed version)."""
+    steps = result.call_trace()
+    if not steps:
+        return ""
+    items = "".join(_trace_item(step) for step in steps)
+    built = len(result.trace) - len(steps)
+    more = f"; {built} more while building the layer" if built else ""
+    if result.trace_dropped:
+        more += f"; {result.trace_dropped} more not recorded"
+    first = result.first_nonfinite_step()
+    alarm = f" · first inf/NaN at #{first.index} {e(first.op)}" if first is not None else ""
+    is_open = " open" if first is not None or len(steps) <= 8 else ""
+    return (
+        f"<details class='dx-trace-box'{is_open}><summary>Inside the call: {len(steps)} op(s)"
+        f"{more}{alarm}</summary><ol class='dx-trace'>{items}</ol></details>"
+    )
+
+
+def _trace_item(step: TraceStep) -> str:
+    ins = " ".join(chip(t.dtype, title=f"{t.name}: {t.text()}") for t in step.inputs)
+    if step.error:
+        outs = f"<span style='color:{ERROR}'>raised {e(clip(step.error, 160))}</span>"
+    else:
+        outs = " ".join(chip(t.dtype, title=t.text()) for t in step.outputs)
+    said = step.change_text() + (f" ({', '.join(step.conversions)})" if step.conversions else "")
+    flags = []
+    if step.first_nonfinite:
+        flags.append("first inf/NaN from finite inputs")
+    if step.float16_overflow:
+        flags.append("left float16's range")
+    if step.hidden_overflow():
+        flags.append("float16 overflow inside, hidden by this op")
+    edge = ERROR if step.first_nonfinite else ACCENT if step.changes_dtype else ""
+    style = f" style='border-left-color:{edge}'" if edge else ""
+    flag = (
+        f" <span class='dx-flag' style='color:{ERROR}'>{e('; '.join(flags))}</span>"
+        if flags
+        else ""
+    )
+    return (
+        f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
+        f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{_source_html(step)}</li>"
+    )
+
+
+def _source_html(step: TraceStep) -> str:
+    src = step.source
+    if src is None:
+        return ""
+    where = e(src.short)
+    link = (
+        f"<a href='{e(src.url)}' target='_blank' rel='noopener'>{where}</a>"
+        if src.url
+        else f"<span title='{e(src.file)}'>{where}</span>"
+    )
+    return f"<span class='dx-src'>{link} <code>{e(clip(src.text, 100))}</code></span>"
 
 
 def _views_table(result: ProbeResult) -> str:
@@ -115,6 +178,10 @@ def probe_set_html(probe_set: ProbeSet) -> str:
     if verdict == "diverges":
         said = " · ".join(f"<b>{e(r.backend)}</b> {e(r.outcome)}" for r in results)
         banner = f"<div class='dx-banner'>Backends disagree: {said}</div>"
+    part = probe_set.first_divergence()
+    if part is not None:
+        said = " · ".join(f"<b>{e(b)}</b> {e(o)}" for b, o in part.outcomes.items())
+        banner += f"<div class='dx-banner'>Traces part at <code>{e(part.op)}</code>: {said}</div>"
     rows = []
     for r in results:
         error = r.error_text()
@@ -265,9 +332,15 @@ def _html_row(call: LayerCall, severity: str | None) -> str:
 def _html_finding(finding: Finding) -> str:
     colour = color("severities", finding.severity)
     fix = f"<pre><code>{e(finding.fix)}</code></pre>" if finding.fix else ""
+    step = ""
+    if finding.step is not None and finding.step.source is not None:
+        step = (
+            f"<div class='dx-meta'>first at <code>{e(finding.step.op)}</code> "
+            f"{_source_html(finding.step)}</div>"
+        )
     return (
         f'<div class="dx-finding" style="border-left:4px solid {colour}">'
         f'<b style="color:{colour}">{e(finding.severity)}</b> '
         f"<code>{e(finding.kind)}</code> at <code>{e(finding.path)}</code>"
-        f"<p>{e(finding.message)}</p>{fix}</div>"
+        f"<p>{e(finding.message)}</p>{step}{fix}</div>"
     )

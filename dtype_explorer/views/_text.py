@@ -3,11 +3,12 @@ audit's dtype-flow table with its findings."""
 
 from __future__ import annotations
 
-from dtype_explorer.records import ROW_COLUMNS, AuditReport, ProbeResult
+from dtype_explorer.records import ROW_COLUMNS, AuditReport, ProbeResult, TraceStep
 
 
-def format_result(result: ProbeResult) -> str:
-    """A readable multi-line account of one probe: the cast path and the three views."""
+def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = False) -> str:
+    """A readable multi-line account of one probe: the cast path, the three views, and the op
+    trace of the call (``trace``; ``detail`` adds each step's link and the ops it ran)."""
     spec = result.spec
     lines = [
         f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}: "
@@ -38,7 +39,71 @@ def format_result(result: ProbeResult) -> str:
         lines.append(
             f"  numerics: {n.nonfinite_from_finite} inf/NaN from finite input; rel. error {err}"
         )
+    if trace and result.trace:
+        lines.extend(format_trace(result, detail=detail))
     return "\n".join(lines)
+
+
+def format_trace(result: ProbeResult, *, detail: bool = False) -> list[str]:
+    """The op trace of the call, one step a line with the line that ran it under it.
+
+    ``*`` marks a step that changed a dtype, ``!!`` the first inf/NaN made from finite inputs
+    and a float16 overflow; ``detail`` adds the link to each Keras line and the ops each step
+    ran itself (one level down).
+    """
+    steps = result.call_trace()
+    built = len(result.trace) - len(steps)
+    head = f"  trace: {len(steps)} op(s) in the call"
+    lines = [head + (f" ({built} more while building the layer)" if built else "") + ":"]
+    for step in steps:
+        lines.append("  " + _step_line(step))
+        lines.extend(_where(step, detail, "        "))
+        if detail:
+            for child in step.children:
+                lines.append("        └ " + _step_line(child, numbered=False))
+    if result.trace_dropped:
+        lines.append(f"  ... and {result.trace_dropped} more op(s), not recorded")
+    part = result.first_dtype_change()
+    if part is not None:
+        lines.append(f"  first dtype change: #{part.index} {part.op}: {part.change_text()}")
+    first = result.first_nonfinite_step()
+    if first is not None:
+        lines.append(f"  first inf/NaN from finite values: #{first.index} {first.op}")
+    return lines
+
+
+def _step_line(step: TraceStep, *, numbered: bool = True) -> str:
+    ins = ", ".join(t.text() for t in step.inputs)
+    if step.cast_to:
+        ins += f", dtype={step.cast_to}"
+    mark = "*" if step.changes_dtype else " "
+    said = f"RAISED {step.error}" if step.error else step.change_text()
+    if step.conversions:
+        said += f" ({', '.join(step.conversions)})"
+    flags = []
+    if step.first_nonfinite:
+        flags.append("first inf/NaN from finite inputs")
+    elif step.nonfinite:
+        flags.append("inf/NaN from finite inputs")
+    if step.float16_overflow:
+        flags.append("left float16's range")
+    if step.hidden_overflow():
+        flags.append("float16 overflow inside, hidden")
+    alarm = f"  !! {'; '.join(flags)}" if flags else ""
+    number = f"#{step.index:<3}" if numbered else ""
+    return f"{number}{mark}{step.op}({ins}) -> {step.outcome}  [{said}]{alarm}"
+
+
+def _where(step: TraceStep, detail: bool, indent: str) -> list[str]:
+    if step.source is None:
+        return []
+    src = step.source
+    lines = [f"{indent}at {src.short} in {src.function}: {src.text}"]
+    if detail and src.url:
+        lines.append(f"{indent}   {src.url}")
+    if step.via is not None:
+        lines.append(f"{indent}via {step.via.short} in {step.via.function}: {step.via.text}")
+    return lines
 
 
 def audit_text(report: AuditReport) -> str:

@@ -6,6 +6,7 @@ import { h, replaceChildren } from "./dom.js";
 import { setDtypeFamilies } from "./dtype.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
+import { renderTracePart } from "./trace.js";
 
 
 /** Run `callback` once the browser has painted what was just rendered. */
@@ -74,11 +75,16 @@ export class App {
     this.statusEl.textContent = pending.length ? `probing on ${pending.join(", ")}…` : backends.length ? "done" : "";
     this.root.dataset.pending = String(pending.length);
     this.root.dataset.requestId = String(state.request_id ?? "");
-    replaceChildren(this.summaryEl, renderDivergence(state.verdict, backends, results), renderComparison(backends, results));
+    replaceChildren(
+      this.summaryEl,
+      renderDivergence(state.verdict, backends, results),
+      renderTracePart(state.trace_divergence),
+      renderComparison(backends, results),
+    );
     replaceChildren(
       this.cardsEl,
       backends.map((b) => {
-        const card = renderResultCard(b, results[b], { roundTripMs: state.timings?.[b] });
+        const card = renderResultCard(b, results[b], { roundTripMs: state.timings?.[b], part: state.trace_divergence });
         if (Number.isFinite(this.latency[b])) card.dataset.latencyMs = this.latency[b].toFixed(1);
         return card;
       }),

@@ -1,8 +1,9 @@
 // One backend's answer: the views of the output dtype, the cast path, the error, the numerics.
 import { renderCastPath, renderCastSteps } from "./castpath.js";
-import { h } from "./dom.js";
+import { h, s } from "./dom.js";
 import { chip } from "./dtype.js";
 import { kindColor, verdictColor } from "./palette.js";
+import { renderTrace } from "./trace.js";
 
 const VERDICT_TEXT = {
   "as-documented": "as documented",
@@ -135,8 +136,25 @@ function timing(result, roundTripMs) {
   return parts.length ? h("span", { class: "dx-muted dx-timing" }, parts.join(" · ")) : null;
 }
 
-/** The card of one backend: pending, or its full answer. */
-export function renderResultCard(backend, result, { roundTripMs } = {}) {
+/** The cast-path diagram, whose call box opens the trace list below it. */
+function diagramWithTrace(backend, result, part) {
+  const diagram = result.cast_path?.length || result.error ? h("div", { class: "dx-diagram" }, renderCastPath(result)) : null;
+  const trace = renderTrace(backend, result, { part });
+  const call = diagram?.querySelector(".dx-call");
+  if (call && trace) {
+    call.setAttribute("data-testid", "call-box");
+    call.setAttribute("role", "button");
+    call.append(s("title", {}, "open the ops inside the call"));
+    call.addEventListener("click", () => {
+      trace.open = !trace.open;
+    });
+    if (part?.steps?.[backend] != null || trace.querySelector(".dx-trace-first-nonfinite")) trace.open = true;
+  }
+  return [diagram, trace];
+}
+
+/** The card of one backend: pending, or its full answer. `part` is the trace_divergence trait. */
+export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
   const status = result?.status ?? "pending";
   const head = h(
     "header",
@@ -167,9 +185,7 @@ export function renderResultCard(backend, result, { roundTripMs } = {}) {
     },
     head,
     views(result),
-    result.cast_path?.length || result.error
-      ? h("div", { class: "dx-diagram" }, renderCastPath(result))
-      : null,
+    diagramWithTrace(backend, result, part),
     result.error ? errorBox(result.error) : null,
     result.cast_path?.length
       ? h("details", { class: "dx-section" }, h("summary", {}, "cast path as text"), renderCastSteps(result))

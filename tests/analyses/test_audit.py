@@ -492,3 +492,72 @@ def test_bad_policy_and_backend_and_unclonable_model():
         check_model(model, backends=["jaxx"])
     with pytest.raises(InvalidSpecError, match="Sequential and Functional"):
         check_model(Net(), np.ones((2, 4)), policy="mixed_float16")
+
+
+# ------------------------------------------------- the op and the line (the op trace)
+
+
+class _HiddenOverflow(layers.Layer):
+    def call(self, x):
+        y = ops.exp(x)  # AUDIT-MARK: overflows float16 for x > 11
+        return ops.tanh(y)
+
+
+def test_findings_name_the_op_and_the_line_where_the_problem_first_appears(restore_policy):
+    from pathlib import Path
+
+    model = keras.Sequential(
+        [
+            keras.Input((8,)),
+            layers.Dense(
+                4,
+                kernel_initializer=keras.initializers.Constant(1000.0),
+                dtype="mixed_float16",
+                name="big",
+            ),
+            layers.Dense(1, dtype="float32"),
+        ],
+        name="net",
+    )
+    inside = only(check_model(model, np.full((2, 8), 100.0, "float32")), "overflow")
+    assert inside.step.op == "ops.matmul" and inside.step.first_nonfinite
+    assert inside.step.source.file.endswith("keras/src/layers/core/dense.py")
+    assert f"First at ops.matmul (keras/src/layers/core/dense.py:{inside.step.source.line}" in (
+        inside.message
+    )
+    entry = only(check_model(model, np.full((2, 8), 1e6, "float32")), "overflow")
+    assert entry.step.op == "backend.cast" and entry.step.float16_overflow
+    assert entry.step.source.file.endswith("dtype_policies/dtype_policy.py")
+    # the audit card links the line at the installed Keras version
+    card = check_model(model, np.full((2, 8), 1e6, "float32"))._repr_html_()
+    assert f"href='{entry.step.source.url}'" in card and "first at <code>backend.cast" in card
+    # a user's op that overflows although a later op hides it: that line of this file
+    line = next(
+        i
+        for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if "# AUDIT-MARK:" in text
+    )
+    x = keras.Input((2,))
+    hidden = keras.Model(x, _HiddenOverflow(dtype="mixed_float16", name="hide")(x), name="m")
+    found = only(check_model(hidden, np.array([[3.0, 12.0], [1.0, 2.0]], "float32")), "overflow")
+    assert found.path == "m/hide" and "a later op hid it" in found.message
+    assert found.step.op == "ops.exp" and found.step.source.file == __file__
+    assert found.step.source.line == line
+    # silent downcast: the autocast cast in Keras's dtype policy
+    seq = keras.Sequential([keras.Input((4,)), layers.Dense(2)], name="seq")
+    down = only(check_model(seq, np.linspace(0, 1, 8).reshape(2, 4)), "silent-downcast")
+    assert down.step.op == "backend.cast" and "downcast" in down.step.conversions
+    assert "First at backend.cast (keras/src/dtype_policies/dtype_policy.py:" in down.message
+    # float16 output: where the last layer's float16 output is made
+    restore_policy("mixed_float16")
+    bad = keras.Sequential(
+        [keras.Input((4,)), layers.Dense(8), layers.Dense(3, activation="softmax", name="probs")],
+        name="bad",
+    )
+    restore_policy("float32")
+    out16 = only(check_model(bad), "float16-output")
+    assert out16.step is not None and out16.step.outputs[0].dtype == "float16"
+    assert "First at " in out16.message
+    report = check_model(bad)
+    assert AuditReport.from_json(report.to_json()) == report
+    assert all(c.trace for c in report.layers)

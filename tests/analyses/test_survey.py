@@ -70,6 +70,20 @@ def test_frames(small: Survey) -> None:
     assert probes["cast_path"].str.len().min() > 0
     counts = small.counts()
     assert counts.to_numpy().sum() == len(small.cells())
+    # each cell keeps its op trace: the first op that changed a dtype, per backend and probe
+    traced = small.to_frame(first_change=True)
+    conv = traced[(traced.target == "Conv1D") & (traced.input_dtype == "uint8")].iloc[0]
+    assert conv["jax first change"] == "ops.nn.conv"
+    per_probe = small.to_frame(per="probe", first_change=True)
+    dense = per_probe[
+        (per_probe.target == "Dense")
+        & (per_probe.input_dtype == "float64")
+        & (per_probe.policy == "mixed_float16")
+    ]
+    first = dict(zip(dense["backend"], dense["first_change"], strict=True))
+    # jax (x64 off) converts float64 to float32 on the way in; numpy's first change is the cast
+    assert first == {"jax": "backend.convert_to_tensor", "numpy": "backend.cast"}
+    assert all(at.startswith("keras/src/dtype_policies/") for at in dense["first_change_at"])
     assert list(counts.columns) == POLICIES
 
 

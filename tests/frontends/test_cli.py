@@ -90,3 +90,17 @@ def test_check_audits_a_saved_model(tmp_path):
     out = runner.invoke(app, ["check", str(path)])
     assert out.exit_code == 0, out.output
     assert "silent-downcast" in out.output
+
+
+def test_probe_trace_shows_every_op_its_line_and_where_backends_part():
+    args = ["probe", "Conv1D", "--input-dtype", "uint8", "--backend", "jax,torch"]
+    args += ["--kwargs", '{"filters": 2, "kernel_size": 3}']
+    plain = runner.invoke(app, args)
+    out = runner.invoke(app, [*args, "--trace"])
+    assert out.exit_code == 0, out.output
+    assert "trace:" not in plain.output
+    assert "ops.nn.conv(uint8[" in out.output
+    assert "promoted: result_type(uint8, float32) = float32" in out.output
+    assert "at keras/src/layers/convolutional/conv1d.py:" in out.output
+    assert "https://github.com/keras-team/keras/blob/v" in out.output
+    assert "traces part at ops.nn.conv (jax: float32, torch: raises RuntimeError)" in out.output

@@ -19,7 +19,7 @@ from comm.base_comm import BaseComm
 
 from dtype_explorer import pool
 from dtype_explorer.frontends.widget import PENDING, DtypeExplorer
-from dtype_explorer.records import ProbeResult
+from dtype_explorer.records import ProbeResult, ProbeSet
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ["jax", "torch"]
@@ -153,6 +153,10 @@ def test_page_request_probes_each_backend_and_shows_the_divergence():
     ), "each backend is published as it arrives"
     assert widget.comm.updates("verdict")[-1] == "diverges"
     assert set(widget.timings) == set(BACKENDS) and all(ms > 0 for ms in widget.timings.values())
+    # where the traces part is computed on the records and published, not left to the page
+    part = widget.comm.updates("trace_divergence")[-1]
+    assert part["op"] == "ops.nn.conv" and part["outcomes"]["jax"] == "float32"
+    assert part == ProbeSet(results=tuple(answers.values())).first_divergence().to_dict()
 
 
 def test_promotion_table_highlights_the_deciding_cell():

@@ -110,3 +110,71 @@ def test_a_survey_knows_its_cells_without_a_backend():
     assert Survey.from_json(survey.to_json()).cell("Dense", "uint8").classification == (
         "casts-to-compute"
     )
+
+
+def _traced(backend, *ops):
+    from dtype_explorer.records import SourceLine, TraceStep, TraceTensor
+
+    steps = []
+    for i, (op, ins, out) in enumerate(ops):
+        steps.append(
+            TraceStep(
+                index=i,
+                op=op,
+                inputs=tuple(TraceTensor(dtype=d, shape=(2,)) for d in ins),
+                outputs=() if out.startswith("!") else (TraceTensor(dtype=out, shape=(2,)),),
+                error=out[1:] if out.startswith("!") else None,
+                change="promoted" if set(ins) != {out} and not out.startswith("!") else "kept",
+                source=SourceLine(file="/x/keras/src/layers/a.py", line=i + 1, text="y = f(x)"),
+                first_nonfinite=op == "ops.exp",
+                nonfinite=op == "ops.exp",
+            )
+        )
+    return ProbeResult(
+        spec=ProbeSpec(target="Conv1D"), status="ok", backend=backend, trace=tuple(steps)
+    )
+
+
+def test_trace_facts_and_json_round_trip():
+    r = _traced(
+        "jax",
+        ("backend.convert_to_tensor", ("uint8",), "uint8"),
+        ("ops.nn.conv", ("uint8", "float32"), "float32"),
+        ("ops.exp", ("float32",), "float32"),
+    )
+    assert r.first_dtype_change().op == "ops.nn.conv"
+    assert r.first_nonfinite_step().op == "ops.exp"
+    back = ProbeResult.from_json(r.to_json())
+    assert back == r and back.trace[1].source.short == "keras/src/layers/a.py:2"
+    assert ProbeResult.from_dict(r.to_dict()) == r
+
+
+def test_first_divergence_names_the_first_step_where_traces_part():
+    jax = _traced(
+        "jax",
+        ("backend.convert_to_tensor", ("uint8",), "uint8"),
+        ("ops.nn.conv", ("uint8", "float32"), "float32"),
+        ("ops.add", ("float32", "float32"), "float32"),
+    )
+    torch = _traced(
+        "torch",
+        ("backend.convert_to_tensor", ("uint8",), "uint8"),
+        ("ops.nn.conv", ("uint8", "float32"), "!RuntimeError: Byte"),
+    )
+    part = ProbeSet(results=(jax, torch)).first_divergence()
+    assert part.op == "ops.nn.conv"
+    assert part.steps == {"jax": 1, "torch": 1}
+    assert part.outcomes == {"jax": "float32", "torch": "raises RuntimeError"}
+    assert (
+        ProbeSet(results=(jax, jax.model_copy(update={"backend": "tensorflow"}))).first_divergence()
+        is None
+    )
+    # an op one backend ran and the other did not parts them too
+    extra = _traced(
+        "numpy",
+        ("backend.convert_to_tensor", ("uint8",), "uint8"),
+        ("ops.cast", ("uint8",), "float32"),
+        ("ops.nn.conv", ("float32", "float32"), "float32"),
+    )
+    part = ProbeSet(results=(jax, extra)).first_divergence()
+    assert part.op in ("ops.cast", "ops.nn.conv") and part.steps["jax"] in (1, None)

@@ -66,3 +66,40 @@ def test_text_is_escaped(conv_uint8: ProbeSet) -> None:
     nasty = failed.error.model_copy(update={"message": "<script>alert(1)</script>"})
     card = result_html(failed.model_copy(update={"error": nasty}))
     assert "<script>" not in card and "&lt;script&gt;" in card
+
+
+def test_result_card_lists_the_trace_with_changes_edged_and_lines_linked(
+    conv_uint8: ProbeSet,
+) -> None:
+    import keras
+
+    from dtype_explorer.views._markup import ACCENT
+
+    card = result_html(conv_uint8["jax"])
+    conv = next(s for s in conv_uint8["jax"].call_trace() if s.op == "ops.nn.conv")
+    # the conv promotes uint8: its item is edged in the cast path's changed colour
+    item = card.split(f"data-step='{conv.index}'", 1)
+    assert len(item) == 2 and f"border-left-color:{ACCENT}" in item[0].rsplit("<li", 1)[1]
+    assert "promoted: result_type(uint8, float32) = float32" in item[1].split("</li>")[0]
+    url = f"https://github.com/keras-team/keras/blob/v{keras.__version__}/keras/src/layers/"
+    assert f"href='{url}convolutional/conv1d.py#L{conv.source.line}'" in card
+    # the trace comes after the cast path in the card
+    assert card.index("<svg") < card.index("class='dx-trace'")
+    # across backends: the card names where the traces part
+    assert "Traces part at <code>ops.nn.conv</code>" in probe_set_html(conv_uint8)
+
+
+def test_first_nonfinite_step_stands_out_in_the_card_and_the_text() -> None:
+    from dtype_explorer.views import format_result
+    from dtype_explorer.views._markup import ERROR
+
+    r = dx.probe("Softmax", "float32", "mixed_float16", values="large", backend="numpy")
+    first = r.first_nonfinite_step()
+    card = result_html(r)
+    head = card.split(f"data-step='{first.index}'", 1)[0].rsplit("<li", 1)[1]
+    assert f"border-left-color:{ERROR}" in head
+    assert "first inf/NaN from finite inputs" in card
+    text = str(r)
+    assert f"first inf/NaN from finite values: #{first.index} {first.op}" in text
+    assert "dtype_policies/dtype_policy.py" in text and "https://" not in text
+    assert "https://github.com/keras-team/keras/blob/" in format_result(r, detail=True)

@@ -1,0 +1,106 @@
+// Inside the call: the op trace of one probe (ProbeResult.trace), as a list.
+//
+// Every fact comes from the Python side: which step changed a dtype (`change`, `conversions`),
+// which step first made inf/NaN from finite values (`first_nonfinite`), and, across backends,
+// where the traces part (the `trace_divergence` trait, from ProbeSet.first_divergence).
+import { h } from "./dom.js";
+import { chip } from "./dtype.js";
+import { verdictColor } from "./palette.js";
+
+const CHANGES = new Set(["promoted", "cast", "changed"]);
+
+/** Whether a step changed a dtype (mirrors TraceStep.changes_dtype, read from its fields). */
+export function changesDtype(step) {
+  return CHANGES.has(step.change) || (step.conversions ?? []).length > 0;
+}
+
+/** The steps of the call itself (those run while building the layer left out). */
+export function callSteps(result) {
+  return (result?.trace ?? []).filter((s) => (s.phase ?? "call") === "call");
+}
+
+function sourceLink(src) {
+  if (!src) return null;
+  const path = src.file.replace(/\\/g, "/");
+  const cut = path.indexOf("/keras/src/");
+  const short = `${cut >= 0 ? path.slice(cut + 1) : path}:${src.line}`;
+  const where = src.url
+    ? h("a", { href: src.url, target: "_blank", rel: "noopener", testid: "trace-source", title: `open ${short} at the installed Keras version` }, short)
+    : h("span", { testid: "trace-source", title: src.file }, short);
+  return h("div", { class: "dx-trace-src" }, where, src.text ? h("code", {}, ` ${src.text}`) : null);
+}
+
+function stepItem(step, { parted }) {
+  const changed = changesDtype(step);
+  const said = (step.note || step.change) + ((step.conversions ?? []).length ? ` (${step.conversions.join(", ")})` : "");
+  const flags = [];
+  if (step.first_nonfinite) flags.push("first inf/NaN from finite inputs");
+  if (step.float16_overflow) flags.push("left float16's range");
+  if ((step.children ?? []).some((c) => c.float16_overflow) && !step.nonfinite) flags.push("float16 overflow inside, hidden");
+  const outs = step.error
+    ? h("span", { class: "dx-trace-raised", title: step.error }, `raised ${step.error.split(":")[0]}`)
+    : (step.outputs ?? []).map((t) => chip(t.dtype));
+  return h(
+    "li",
+    {
+      class: ["dx-trace-step", changed && "dx-changed", step.first_nonfinite && "dx-trace-first-nonfinite", parted && "dx-trace-part"],
+      style: parted ? { "--dx-part": verdictColor("diverges") } : null,
+      testid: "trace-step",
+      "data-index": step.index,
+      "data-op": step.op,
+    },
+    h(
+      "div",
+      { class: "dx-trace-head" },
+      h("code", { class: "dx-trace-op" }, `#${step.index} ${step.op}`),
+      " ",
+      (step.inputs ?? []).map((t) => chip(t.dtype)),
+      " → ",
+      outs,
+      " ",
+      h("span", { class: "dx-trace-change" }, step.error ? "" : said),
+      flags.length ? h("strong", { class: "dx-trace-flag", testid: "trace-flag" }, ` ${flags.join("; ")}`) : null,
+      parted ? h("strong", { class: "dx-trace-part-flag", testid: "trace-part" }, " traces part here") : null,
+    ),
+    sourceLink(step.source),
+  );
+}
+
+/** The trace of `result` on `backend` as a folded list; `part` (the trace_divergence trait)
+ *  marks the step where this backend's trace parts from the others'. */
+export function renderTrace(backend, result, { part } = {}) {
+  const steps = callSteps(result);
+  if (!steps.length) return null;
+  const partIndex = part?.steps?.[backend];
+  const first = steps.find((s) => s.first_nonfinite);
+  const built = (result.trace ?? []).length - steps.length;
+  const summary = [
+    `inside the call: ${steps.length} op${steps.length === 1 ? "" : "s"}`,
+    built ? ` (${built} more while building the layer)` : "",
+    first ? ` · first inf/NaN at #${first.index} ${first.op}` : "",
+    partIndex != null ? ` · traces part at ${part.op}` : "",
+  ].join("");
+  return h(
+    "details",
+    { class: "dx-section dx-trace", testid: "trace" },
+    h("summary", {}, summary),
+    h(
+      "ol",
+      { class: "dx-trace-list" },
+      steps.map((step) => stepItem(step, { parted: partIndex != null && step.index === partIndex })),
+    ),
+  );
+}
+
+/** One line under the comparison: the op where the backends' traces part, and what each did. */
+export function renderTracePart(part) {
+  if (!part?.op) return null;
+  return h(
+    "div",
+    { class: "dx-banner dx-banner-trace", testid: "trace-divergence", style: { "--dx-part": verdictColor("diverges") } },
+    h("strong", {}, "Traces part at "),
+    h("code", {}, part.op),
+    ": ",
+    Object.entries(part.outcomes ?? {}).map(([b, o], i) => [i ? " · " : "", h("span", { class: "dx-backend" }, b), " ", h("code", {}, o)]),
+  );
+}
