@@ -8,12 +8,15 @@ output dtype). The tables themselves live in ``_layers`` and ``_ops``.
 'compute'
 >>> entry("ops.add").arity
 2
+>>> entry("ops.swish") is entry("ops.nn.silu")
+True
 """
 
 from __future__ import annotations
 
 import functools
 
+from dtype_explorer.engine.catalog import _op_calls as op_calls
 from dtype_explorer.engine.catalog._entries import (
     Contract,
     Entry,
@@ -24,7 +27,7 @@ from dtype_explorer.engine.catalog._entries import (
     Role,
 )
 from dtype_explorer.engine.catalog._layers import INDEX_HIGH, LAYERS, build_kwargs, sublayer
-from dtype_explorer.engine.catalog._ops import OPS
+from dtype_explorer.engine.catalog._ops import load as _load_ops
 from dtype_explorer.errors import unknown
 
 
@@ -34,8 +37,9 @@ def _index() -> dict[str, Entry]:
     for layer in LAYERS:
         for name in (layer.name, *layer.aliases):
             table[name] = layer
-    for op in OPS:
-        table[op.name] = op
+    for op in _load_ops():
+        for name in (op.name, *op.aliases):
+            table[name] = op
     return table
 
 
@@ -62,13 +66,19 @@ def layers(*, include_skipped: bool = False) -> list[LayerEntry]:
     return [e for e in LAYERS if include_skipped or e.skip is None]
 
 
-def ops() -> list[OpEntry]:
-    """Every op entry."""
-    return list(OPS)
+def ops(*, include_skipped: bool = False) -> list[OpEntry]:
+    """Every op entry, once each (aliases not repeated), by name."""
+    return [e for e in _load_ops() if include_skipped or e.skip is None]
+
+
+def names() -> list[str]:
+    """Every target name, aliases included (what a target pattern is matched against)."""
+    return list(_index())
 
 
 def groups() -> dict[str, list[str]]:
-    """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...]}``."""
+    """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...],
+    "ops.nn": [...], "ops.numpy": [...], "ops.linalg": [...], "ops.image": [...]}``."""
     grouped: dict[str, list[str]] = {}
     for item in [*layers(), *ops()]:
         grouped.setdefault(item.group, []).append(item.name)
@@ -89,6 +99,8 @@ __all__ = [
     "entry",
     "groups",
     "layers",
+    "names",
+    "op_calls",
     "ops",
     "sublayer",
 ]
