@@ -45,8 +45,10 @@ from dtype_explorer.records._probe import (
 )
 from dtype_explorer.records._promotion import (
     KINDS,
+    NO_COUNTERPART,
     RAISES,
     REFERENCES,
+    UNARY,
     Kind,
     PromotionCell,
     PromotionTable,
@@ -66,11 +68,13 @@ from dtype_explorer.records._survey import (
 __all__ = [
     "CLASSIFICATIONS",
     "KINDS",
+    "NO_COUNTERPART",
     "RAISES",
     "REFERENCES",
     "ROW_COLUMNS",
     "SEVERITIES",
     "STAGES",
+    "UNARY",
     "AuditReport",
     "CastStep",
     "Classification",
