@@ -4,6 +4,7 @@ dtype-explorer probe Dense --input-dtype uint8 --policy mixed_float16 --kwargs '
 dtype-explorer probe Conv1D --input-dtype uint8 --backend all
 dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.html
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
+dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
 dtype-explorer check model.keras
 """
 
@@ -102,7 +103,10 @@ def probe(
 @app.command()
 def survey(
     targets: Annotated[
-        str | None, typer.Option(help="Comma-separated targets (default: all).")
+        str | None,
+        typer.Option(
+            help="Comma-separated targets or patterns: ops, ops.nn.*, Dense (default: all layers)."
+        ),
     ] = None,
     input_dtypes: Annotated[str | None, typer.Option(help="Comma-separated input dtypes.")] = None,
     policies: Annotated[str | None, typer.Option(help="Comma-separated policies.")] = None,
@@ -128,7 +132,7 @@ def survey(
 @app.command()
 def table(
     op: Annotated[
-        str, typer.Argument(help="The op: add, multiply, matmul, divide, where, ...")
+        str, typer.Argument(help="Any op with one or two inputs: add, where, sqrt, nn.relu, ...")
     ] = "add",
     dtypes: Annotated[
         str | None, typer.Option(help="Comma-separated dtypes (default: all).")
