@@ -1,5 +1,7 @@
 """Write ``dtype_explorer/engine/catalog/ops_table.json``: every ``keras.ops`` function, classified,
-with valid inputs by role, its references, and the dtype rule Keras states for it.
+with valid inputs by role, its references, and the dtype rule Keras states for it; and
+``losses_metrics.json``: every public ``keras.losses`` and ``keras.metrics`` name, with the
+inputs by role (y_true, y_pred, or values) and the constructor arguments each needs.
 
 Run (the table does not depend on the backend; the symbolic calls run on numpy)::
 
@@ -154,5 +156,76 @@ def main(research: Path) -> None:
     print(f"{len(rows)} ops -> {OUT.relative_to(ROOT)}; rules {rules}")
 
 
+# ------------------------------------------------------------------- losses and metrics
+
+OBJECTIVES_OUT = ROOT / "dtype_explorer" / "engine" / "catalog" / "losses_metrics.json"
+#: research role -> (value preset of ``_op_calls.values`` or of ``_objectives``, default dtype)
+ROLE_PRESETS = {
+    "regression": ("default", "float32"),
+    "regression_nonzero": ("nonzero", "float32"),
+    "nonneg": ("nonneg", "float32"),
+    "positive": ("positive", "float32"),
+    "binary_labels": ("classes:2", "float32"),
+    "pm1_labels": ("pm1", "float32"),
+    "probabilities": ("prob", "float32"),
+    "probs_rows": ("probs_rows", "float32"),
+    "logits": ("default", "float32"),
+    "one_hot": ("one_hot", "float32"),
+    "class_ids": ("classes:3", "int32"),
+    "ctc_labels": ({"literal": [[1, 2, 3, 0], [2, 1, 0, 0]]}, "int32"),
+    "embeddings": ("l2rows", "float32"),
+    "values": ("default", "float32"),
+    "varied": ("sorted", "float32"),
+}
+
+
+def build_objectives(research: Path) -> None:
+    """``losses_metrics.json``: every public ``keras.losses`` and ``keras.metrics`` name; a
+    metric function that is the same object as a loss function is an alias of its entry."""
+    import keras
+
+    data = json.loads((research / "losses_metrics.json").read_text())
+    rows: dict[str, dict] = {}
+    by_id: dict[int, str] = {}
+    for space in ("losses", "metrics"):
+        module = getattr(keras, space)
+        for short, row in sorted(data[space].items()):
+            obj = getattr(module, short)
+            name = f"{space}.{short}"
+            if id(obj) in by_id:  # keras.metrics.mean_squared_error is keras.losses's
+                rows[by_id[id(obj)]]["aliases"].append(name)
+                continue
+            by_id[id(obj)] = name
+            is_class = row["kind"] == "class"
+            kind = ("loss" if space == "losses" else "metric") + ("" if is_class else "-function")
+            inputs = [
+                {
+                    "param": param,
+                    "role": spec["role"],
+                    "shape": spec["shape"],
+                    "values": ROLE_PRESETS[spec["role"]][0],
+                    "dtype": ROLE_PRESETS[spec["role"]][1],
+                }
+                for param, spec in row.get("inputs", {}).items()
+            ]
+            rows[name] = {
+                "name": name,
+                "aliases": [],
+                "group": space,
+                "kind": kind,
+                "inputs": inputs,
+                "init_kwargs": row.get("init_kwargs", {}),
+                "kwargs": row.get("kwargs", {}),
+                "combos": row.get("combos", []),
+                "skip": row.get("skip_reason"),
+            }
+    out = {"meta": {"keras": keras.__version__, "made_by": "tools/build_ops_catalog.py"}}
+    out["entries"] = list(rows.values())
+    OBJECTIVES_OUT.write_text(json.dumps(out, separators=(",", ":")) + "\n")
+    print(f"{len(rows)} losses and metrics -> {OBJECTIVES_OUT.relative_to(ROOT)}")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/research/ops"))
+    research_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/research/ops")
+    main(research_dir)
+    build_objectives(research_dir)

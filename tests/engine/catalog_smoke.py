@@ -109,6 +109,8 @@ def _smoke(entries, call) -> dict:
 
 
 def _default_dtypes(entry) -> tuple[str, ...]:
+    if hasattr(entry, "default_dtypes"):  # losses and metrics: their roles' dtypes
+        return entry.default_dtypes
     if entry.kind == "op" and entry.name != "ops.where":
         return (entry.primary_dtype,)
     if entry.name == "ops.where":
@@ -145,7 +147,7 @@ def main(mode: str) -> None:
     elif mode == "ops":
         report = _smoke(catalog.ops(), _call_op)
     else:
-        report = _probe([*catalog.layers(), *catalog.ops()])
+        report = _probe([*catalog.layers(), *catalog.ops(), *catalog.objectives()])
     print(json.dumps(report))
 
 

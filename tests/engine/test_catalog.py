@@ -199,6 +199,34 @@ def test_edge_preset_keeps_edge_values():
     assert r.status == "ok" and r.numerics.nonfinite_from_finite > 0  # x / 0 kept on purpose
 
 
+def _public_objectives() -> dict[int, tuple[object, set[str]]]:
+    found: dict[int, tuple[object, set[str]]] = {}
+    for space in ("losses", "metrics"):
+        module = getattr(keras, space)
+        for name in dir(module):
+            obj = getattr(module, name)
+            if name.startswith("_") or inspect.ismodule(obj) or not callable(obj):
+                continue
+            found.setdefault(id(obj), (obj, set()))[1].add(f"{space}.{name}")
+    return found
+
+
+def test_every_public_loss_and_metric_is_catalogued():
+    """A new keras.losses or keras.metrics name without an entry fails here."""
+    public = _public_objectives()
+    entries = catalog.objectives(include_skipped=True)
+    assert len(entries) == len(public) > 90
+    for obj, names in public.values():
+        e = catalog.entry(sorted(names)[0])
+        assert catalog.objective_calls.resolve(e) is obj, names
+        assert {e.name, *e.aliases} == names, f"{e.name}: public names {sorted(names)}"
+        assert e.skip is None or len(e.skip) > 15, e.name
+    assert catalog.entry("metrics.mean_squared_error").name == "losses.mean_squared_error"
+    assert catalog.entry("losses.Loss").skip  # abstract: listed with its reason
+    kinds = {e.kind for e in catalog.objectives()}
+    assert kinds == {"loss", "loss-function", "metric", "metric-function"}
+
+
 def _declared(e: catalog.OpEntry, dtypes: tuple[str, ...]) -> str:
     def tensor(spec, i):
         return keras.KerasTensor(
@@ -292,12 +320,13 @@ def test_every_op_entry_calls_on_numpy():
 def test_probe_runs_every_entry_on_numpy():
     """Every catalog entry probes through the engine (``dtype_explorer.engine.run_probe``)."""
     report = _run_smoke("probe", "numpy")
-    assert set(report) == {e.name for e in [*catalog.layers(), *catalog.ops()]}
+    every = [*catalog.layers(), *catalog.ops(), *catalog.objectives()]
+    assert set(report) == {e.name for e in every}
     broken = {n: r for n, r in report.items() if r["status"] in {"crashed", "invalid"}}
     assert not broken, broken
     errors = {
         n: r
         for n, r in report.items()
-        if r["status"] == "error" and "numpy" not in catalog.entry(n).backend_limits
+        if r["status"] == "error" and "numpy" not in getattr(catalog.entry(n), "backend_limits", {})
     }
     assert not errors, errors

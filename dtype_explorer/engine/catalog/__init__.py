@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import functools
 
+from dtype_explorer.engine.catalog import _objectives as objective_calls
 from dtype_explorer.engine.catalog import _op_calls as op_calls
 from dtype_explorer.engine.catalog._entries import (
     Contract,
     Entry,
     InputStyle,
     LayerEntry,
+    ObjectiveEntry,
     OpEntry,
     OpRule,
     Role,
@@ -37,7 +39,7 @@ def _index() -> dict[str, Entry]:
     for layer in LAYERS:
         for name in (layer.name, *layer.aliases):
             table[name] = layer
-    for op in _load_ops():
+    for op in [*_load_ops(), *objective_calls.load()]:
         for name in (op.name, *op.aliases):
             table[name] = op
     return table
@@ -71,6 +73,11 @@ def ops(*, include_skipped: bool = False) -> list[OpEntry]:
     return [e for e in _load_ops() if include_skipped or e.skip is None]
 
 
+def objectives(*, include_skipped: bool = False) -> list[ObjectiveEntry]:
+    """Every loss and metric entry (``losses.*``, ``metrics.*``), once each."""
+    return [e for e in objective_calls.load() if include_skipped or e.skip is None]
+
+
 def names() -> list[str]:
     """Every target name, aliases included (what a target pattern is matched against)."""
     return list(_index())
@@ -80,7 +87,7 @@ def groups() -> dict[str, list[str]]:
     """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...],
     "ops.nn": [...], "ops.numpy": [...], "ops.linalg": [...], "ops.image": [...]}``."""
     grouped: dict[str, list[str]] = {}
-    for item in [*layers(), *ops()]:
+    for item in [*layers(), *ops(), *objectives()]:
         grouped.setdefault(item.group, []).append(item.name)
     return grouped
 
@@ -91,6 +98,7 @@ __all__ = [
     "Entry",
     "InputStyle",
     "LayerEntry",
+    "ObjectiveEntry",
     "OpEntry",
     "OpRule",
     "Role",
@@ -100,6 +108,8 @@ __all__ = [
     "groups",
     "layers",
     "names",
+    "objective_calls",
+    "objectives",
     "op_calls",
     "ops",
     "sublayer",

@@ -104,4 +104,49 @@ class OpEntry:
         return self.name.rsplit(".", 1)[-1]
 
 
-Entry = LayerEntry | OpEntry
+ObjectiveKind = Literal["loss", "loss-function", "metric", "metric-function"]
+
+
+@dataclass(frozen=True)
+class ObjectiveEntry:
+    """One public ``keras.losses`` or ``keras.metrics`` name (``"losses.MeanSquaredError"``,
+    ``"losses.mean_squared_error"``, ``"metrics.Sum"``).
+
+    ``inputs`` are ``y_true`` and ``y_pred`` (or a metric's ``values``), each with its role,
+    shape, value preset and default dtype; a spec's input dtypes are theirs, in that order.
+    ``init_kwargs`` are the constructor's required arguments (a ``"keras.<path>"`` string is
+    that Keras object), ``kwargs`` a function's.
+    """
+
+    name: str
+    kind: ObjectiveKind
+    group: str
+    inputs: tuple[dict[str, Any], ...] = ()
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    skip: str | None = None
+    note: str = ""
+
+    @property
+    def arity(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(spec["shape"]) for spec in self.inputs)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return ("any",) * self.arity
+
+    @property
+    def default_dtypes(self) -> tuple[str, ...]:
+        return tuple(spec["dtype"] for spec in self.inputs)
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+
+Entry = LayerEntry | OpEntry | ObjectiveEntry
