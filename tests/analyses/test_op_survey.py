@@ -22,7 +22,7 @@ def test_target_patterns_expand_over_the_catalog() -> None:
     assert "Conv2D" in expand_targets("Conv*D")
     with pytest.raises(InvalidSpecError, match="matches no target"):
         expand_targets("ops.nope*")
-    with pytest.raises(InvalidSpecError, match="did you mean 'ops.add'"):
+    with pytest.raises(InvalidSpecError, match=r"did you mean 'ops\.add'"):
         expand_targets("ops.addd")
 
 
