@@ -32,7 +32,14 @@ from dtype_explorer.engine._keras_state import preserved_keras_state
 from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine.catalog import INDEX_HIGH, LayerEntry, OpEntry, build_kwargs
 from dtype_explorer.errors import InvalidSpecError, keras_message
-from dtype_explorer.records import CastStep, ErrorInfo, ProbeResult, ProbeSpec, VariableDtypes
+from dtype_explorer.records import (
+    CastStep,
+    ErrorInfo,
+    Numerics,
+    ProbeResult,
+    ProbeSpec,
+    VariableDtypes,
+)
 from dtype_explorer.versions import versions
 
 _MAX_MESSAGE = 2000
@@ -360,8 +367,17 @@ def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float]) -> dict:
     fields = _op_outcome(outputs, error, steps, documented, declared)
     arrays = [v for v in samples.values() if isinstance(v, np.ndarray)]
     if outputs is not None:
-        fields["numerics"] = measure(_op_tensors(outputs), arrays, steps, reference=None)
+        fields["numerics"] = _op_numerics(outputs, arrays, steps)
     return fields
+
+
+def _op_numerics(outputs: Any, arrays: list[np.ndarray], steps: list[CastStep]) -> Numerics:
+    """inf/NaN from finite input; a value that cannot be read back (TensorFlow's 0-d bfloat16
+    tensors have no NumPy view) is said, not raised: the dtypes are the answer."""
+    try:
+        return measure(_op_tensors(outputs), arrays, steps, reference=None)
+    except Exception as error:
+        return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
 
 
 def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> tuple[str, ...]:

@@ -96,3 +96,13 @@ def test_bfloat16_floatx_changes_the_documented_answer() -> None:
     default = documented("ops.zeros", "float32", "bfloat16", kwargs={"dtype": None})
     assert default.documented_dtype is None and default.output_dtype == "bfloat16"
     assert default.verdict == "undocumented"
+
+
+def test_unreadable_output_values_still_give_the_dtype() -> None:
+    """A full bfloat16 reduction on TensorFlow (the tests' in-process backend) is a 0-d tensor
+    NumPy cannot read; the probe still answers with its dtype instead of an invalid spec."""
+    backend = keras.backend.backend()
+    for target in ("ops.sum", "ops.prod", "ops.trace"):
+        r = run_probe(make_spec(target, "bfloat16", backend=backend))
+        assert r.status == "ok", (target, r.error)
+        assert r.output_dtype == "bfloat16" or backend != "tensorflow"
