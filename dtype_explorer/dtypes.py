@@ -38,6 +38,7 @@ PRESETS: dict[str, str] = {
     "image": "pixel values 0..255, as from an image file",
     "large": "magnitudes around 1e5, beyond float16's maximum of 65504",
     "tiny": "magnitudes around 1e-6, below float16's normal range",
+    "edge": "edge values in turn: 0, -1 (1 for unsigned), the dtype's max and min",
 }
 _ML_DTYPES = {
     "bfloat16": ml_dtypes.bfloat16,
@@ -191,6 +192,8 @@ def sample(
         return words[rng.integers(0, len(words), size=shape)]
     if name == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
+    if preset == "edge":
+        return _edge(name, shape)
     values = _values(rng, shape, preset, unsigned=name.startswith("uint"))
     if is_integer(name):
         info = np.iinfo(np.dtype(name))
@@ -210,7 +213,24 @@ def _values(rng: np.random.Generator, shape, preset: str, *, unsigned: bool) -> 
 
 
 def _scalar(preset: str) -> float:
-    return {"default": 2.0, "image": 255.0, "large": 1e5, "tiny": 1e-6}[preset]
+    return {"default": 2.0, "image": 255.0, "large": 1e5, "tiny": 1e-6, "edge": 0.0}[preset]
+
+
+def _edge(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """0, -1 (1 when unsigned), max and min of ``name``, repeated over ``shape``.
+
+    >>> _edge("int8", (5,)).tolist()
+    [0, -1, 127, -128, 0]
+    """
+    kind = numpy_dtype(name)
+    info = (
+        ml_dtypes.iinfo(kind)
+        if is_integer(name)
+        else ml_dtypes.finfo(kind if family(name) != "complex" else np.float32)
+    )
+    cycle = np.array([0, 1 if name.startswith("uint") else -1, info.max, info.min], dtype=object)
+    flat = np.resize(cycle, int(np.prod(shape)))
+    return flat.astype(kind).reshape(shape)
 
 
 def describe(value: object) -> str:

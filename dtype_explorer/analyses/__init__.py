@@ -10,11 +10,12 @@ from __future__ import annotations
 from dtype_explorer.analyses._audit import check_model
 from dtype_explorer.analyses._probe import probe, resolve_backends
 from dtype_explorer.analyses._promotion import promotion_table
-from dtype_explorer.analyses._survey import DEFAULT_POLICIES, run_specs, survey
+from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, run_specs, survey
 
 __all__ = [
     "DEFAULT_POLICIES",
     "check_model",
+    "expand_targets",
     "probe",
     "promotion_table",
     "resolve_backends",

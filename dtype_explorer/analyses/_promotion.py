@@ -1,5 +1,11 @@
-"""Promotion tables: the dtype an op returns for every pair of input dtypes, three ways, beside
-the tables of the libraries Keras is compared with.
+"""Promotion tables: the dtype an op returns for every pair of input dtypes (every dtype, for a
+unary op), three ways, beside the tables of the libraries Keras is compared with.
+
+Any catalog op with one or two probed inputs has a table (``ops.where`` too: its condition is
+bool). The library functions compared are the catalog's references: the same name in each
+library where it means the same, a small table where names differ (``torch.amax`` for ``max``,
+``torch.remainder`` for ``mod``), and "no counterpart" where the library has none. They run on
+the samples the Keras probes use (valid for the op: no zero divisors, positive ``sqrt`` inputs).
 
 For each pair and backend a probe of ``ops.<op>`` gives the *documented* dtype (Keras's
 ``result_type``, computed in that backend's worker, so TensorFlow's 64-bit results show), the
@@ -18,6 +24,7 @@ changes TensorFlow's global state, so it runs in a throwaway process.
 from __future__ import annotations
 
 import concurrent.futures
+import importlib
 import importlib.util
 import multiprocessing
 import threading
@@ -33,11 +40,18 @@ from dtype_explorer.dtypes import FLOATX
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError, first_line, listed, received, unknown
-from dtype_explorer.records import REFERENCES, ProbeSpec, PromotionTable, RefCell, pair_key
+from dtype_explorer.records import (
+    REFERENCES,
+    UNARY,
+    ProbeSpec,
+    PromotionTable,
+    RefCell,
+    pair_key,
+)
 from dtype_explorer.runtime import pool
 from dtype_explorer.versions import library_version
 
-#: Ops with a promotion table and a same-named function in every reference library.
+#: Ops whose tables the lessons show (any unary or binary op has one).
 OPS: tuple[str, ...] = (
     "add",
     "multiply",
@@ -65,8 +79,9 @@ def promotion_table(
     """Probe ``ops.<op>`` on every pair of ``dtypes`` on every backend, under ``floatx``.
 
     Args:
-        op: a binary ``keras.ops`` function (``"add"`` or ``"ops.add"``; ``"where"`` takes a
-            boolean condition and the pair).
+        op: a ``keras.ops`` function with one or two probed inputs (``"add"``, ``"ops.add"``,
+            ``"ops.nn.relu"``; ``"where"`` takes a boolean condition and the pair). A unary op
+            gets one row per dtype (``table.cell("int8")``).
         dtypes: the dtypes of the grid (default: every Keras dtype but ``string``, plus the
             weak Python scalars ``python_int``, ``python_float`` and ``python_bool``).
         backends: backend names or ``"all"`` (default: every installed one).
@@ -99,7 +114,11 @@ def promotion_table(
         floatx = keras.config.floatx()
     if floatx not in FLOATX:
         raise unknown("floatx", floatx, FLOATX)
-    pairs = [(lhs, rhs) for lhs in names for rhs in names]
+    arity = 1 if entry.arity == 1 else 2
+    if arity == 1:
+        pairs = [(name, UNARY) for name in names]
+    else:
+        pairs = [(lhs, rhs) for lhs in names for rhs in names]
     operands = [_operands(entry, lhs, rhs) for lhs, rhs in pairs]
     pending = {lib: _reference_future(lib, entry, tuple(operands)) for lib in libraries}
     specs = [
@@ -122,6 +141,8 @@ def promotion_table(
             for lib, cells in answers.items()
         },
         reference_versions={lib: library_version(lib) for lib in libraries},
+        arity=arity,
+        reference_paths={lib: entry.references.get(lib) for lib in libraries},
     )
 
 
@@ -129,34 +150,58 @@ def promotion_table(
 
 
 def reference_dtypes(
-    library: str,
-    function: str,
-    operands: tuple[tuple[str, ...], ...],
-    shapes: tuple[tuple[int, ...], ...],
-    kwargs: dict[str, Any],
-    list_input: bool,
+    library: str, op: str, operands: tuple[tuple[str, ...], ...], path: str | None
 ) -> list[RefCell]:
-    """Run ``<library>.<function>`` on samples of each operand tuple and name each result's dtype.
+    """Run the library's counterpart of ``op`` (``path``) on samples of each operand tuple and
+    name each result's dtype.
 
     Runs in a process that imports ``library`` (``"tensorflow"`` expects NumPy behaviour to be
-    on already). The samples are the ones the Keras probes use (``dtypes.sample``).
+    on already). The samples are the ones the Keras probes use (the catalog's inputs by role),
+    with the same Python arguments and kwargs; weak Python scalars go in as Python numbers.
     """
-    module, convert, name_of = _library(library)
-    fn = getattr(module, function)
+    _, convert, name_of = _library(library)
+    fn = _resolve(path)
+    entry = catalog.entry(op)
     cells = []
     for names in operands:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                values = [
-                    _convert(convert, dtypes.sample(n, s, seed=i))
-                    for i, (n, s) in enumerate(zip(names, shapes))
-                ]
-                out = fn(values, **kwargs) if list_input else fn(*values, **kwargs)
+                args, _ = catalog.op_calls.build(entry.inputs, _sampler(names, convert))
+                out = fn(*args, **entry.kwargs)
             cells.append(RefCell(dtype=name_of(out)))
         except Exception as error:
             cells.append(RefCell(error=f"{type(error).__name__}: {first_line(str(error))}"[:300]))
     return cells
+
+
+def _sampler(names: tuple[str, ...], convert: Any) -> Any:
+    """Makes each tensor of one reference call: the probe's sample, in the library's type."""
+    rng = np.random.default_rng(0)
+
+    def tensor(leaf: dict, i: int | None) -> Any:
+        dtype = leaf["dtype"] if i is None else names[i]
+        if dtype in dtypes.PYTHON_SCALARS:
+            return catalog.op_calls.python_scalar(leaf["values"], dtype)
+        values = catalog.op_calls.values(leaf["values"], tuple(leaf["shape"]), dtype, rng)
+        return _convert(convert, values)
+
+    return tensor
+
+
+def _resolve(path: str) -> Any:
+    """The function at ``path`` (``"tensorflow.experimental.numpy.add"``): the longest module
+    prefix imported, the rest read as attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            found = getattr(found, part)
+        return found
+    raise InvalidSpecError(f"no function {path!r}")
 
 
 def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
@@ -174,11 +219,11 @@ def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
 
 def _library(library: str):
     if library == "numpy":
-        return np, None, lambda out: np.asarray(out).dtype.name
+        return np, None, lambda out: np.asarray(_first(out)).dtype.name
     if library == "jax":
         import jax.numpy as jnp
 
-        return jnp, jnp.asarray, lambda out: np.dtype(out.dtype).name
+        return jnp, jnp.asarray, lambda out: np.dtype(_first(out).dtype).name
     if library == "torch":
         import torch
 
@@ -188,12 +233,19 @@ def _library(library: str):
                 return torch.from_numpy(array.astype(np.float32)).to(getattr(torch, name))
             return torch.from_numpy(array)
 
-        return torch, to_torch, lambda out: str(out.dtype).removeprefix("torch.")
+        return torch, to_torch, lambda out: str(_first(out).dtype).removeprefix("torch.")
     if library == "tensorflow":
         import tensorflow as tf
 
-        return tf.experimental.numpy, tf.constant, lambda out: out.dtype.name
+        return tf.experimental.numpy, tf.constant, lambda out: _first(out).dtype.name
     raise InvalidSpecError(f"no reference library {library!r}; valid: {', '.join(REFERENCES)}")
+
+
+def _first(out: Any) -> Any:
+    """The first array of a result (``torch.max`` and friends return tuples)."""
+    while isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    return out
 
 
 def _convert(convert: Any, value: Any) -> Any:
@@ -209,19 +261,20 @@ _answers_lock = threading.Lock()
 def _reference_future(
     library: str, entry: OpEntry, operands: tuple[tuple[str, ...], ...]
 ) -> concurrent.futures.Future[list[RefCell]]:
-    """The library's answers for ``operands``: remembered per library version for the session."""
-    args = (
-        entry.function_name,
-        operands,
-        tuple(entry.shapes),
-        dict(entry.kwargs),
-        entry.input_style == "list",
-    )
+    """The library's answers for ``operands``: remembered per library version for the session;
+    ``missing`` in every cell where the library has no counterpart."""
+    path = entry.references.get(library)
+    if path is None:
+        done: concurrent.futures.Future[list[RefCell]] = concurrent.futures.Future()
+        missing = f"{library} has no function of the same meaning as {entry.name}"
+        done.set_result([RefCell(missing=missing)] * len(operands))
+        return done
+    args = (entry.name, operands, path)
     key = (library, library_version(library), repr(args))
     with _answers_lock:
         known = _answers.get(key)
     if known is not None:
-        done: concurrent.futures.Future[list[RefCell]] = concurrent.futures.Future()
+        done = concurrent.futures.Future()
         done.set_result(known)
         return done
     future = _start_reference(library, args)
@@ -277,23 +330,29 @@ def _op_entry(op: str) -> OpEntry:
     name = op if op.startswith("ops.") else f"ops.{op}"
     found = catalog.entry(name)
     if not isinstance(found, OpEntry) or _pair_arity(found) is None:
+        arity = found.arity if isinstance(found, OpEntry) else 0
         raise InvalidSpecError(
-            f"{name} takes no pair of inputs; promotion tables are for binary ops such as "
-            f"{', '.join(OPS)}"
+            f"{name} takes {arity} probed input dtypes; promotion tables are for ops with one "
+            f"or two (unary ops such as ops.sqrt, binary ops such as {', '.join(OPS)})"
         )
+    if found.skip:
+        raise InvalidSpecError(f"{found.name} cannot be probed standalone: {found.skip}")
     return found
 
 
 def _pair_arity(entry: OpEntry) -> int | None:
-    if entry.arity == 2:
-        return 2
-    if entry.arity == 3 and entry.function_name == "where":
+    if entry.arity in (1, 2):
+        return entry.arity
+    if entry.arity == 3 and entry.short_name == "where":
         return 3
     return None
 
 
 def _operands(entry: OpEntry, lhs: str, rhs: str) -> tuple[str, ...]:
-    """The input dtypes of one probe: the pair, after ``where``'s boolean condition."""
+    """The input dtypes of one probe: the dtype (unary), or the pair, after ``where``'s boolean
+    condition."""
+    if entry.arity == 1:
+        return (lhs,)
     return (lhs, rhs) if entry.arity == 2 else ("bool", lhs, rhs)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import fnmatch
 import functools
 import time
 from collections.abc import Iterator, Sequence
@@ -21,7 +22,7 @@ from tqdm.auto import tqdm
 
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec, validate_policy
-from dtype_explorer.errors import listed
+from dtype_explorer.errors import InvalidSpecError, listed
 from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
 from dtype_explorer.runtime import pool
 
@@ -47,13 +48,15 @@ def survey(
     repeated survey is fast.
 
     Args:
-        targets: catalog names (default: every catalog layer).
+        targets: catalog names, groups or glob patterns (``"ops"``: every op,
+            ``"ops.nn.*"``, ``"ops.linalg"``, ``"Conv*D"``; default: every catalog layer).
         input_dtypes: dtype names (default: every Keras dtype, plus the weak Python scalars when
             an op is among the targets: layers take arrays only).
         policies: policy names (default: ``float32``, ``mixed_float16``, ``mixed_bfloat16``,
-            ``float64``).
+            ``float64``; only ``float32`` when every target is an op: ops take no policy).
         backends: backend names or ``"all"`` (default: every installed one).
-        floatx: ``keras.config.floatx()`` during each probe.
+        floatx: ``keras.config.floatx()`` during each probe (one survey per floatx: compare
+            two with ``.diff``).
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
@@ -71,8 +74,10 @@ def survey(
     timeout = pool.time_limit(timeout)
     names = _targets(targets)
     dtype_names = _input_dtypes(input_dtypes, names)
+    only_ops = all(t.startswith("ops.") for t in names)
+    default_policies = ("float32",) if only_ops else DEFAULT_POLICIES  # an op has no policy
     policy_names = tuple(
-        dict.fromkeys(validate_policy(p) for p in _listed(policies, DEFAULT_POLICIES, "policies"))
+        dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
     )
     chosen = installed(backends)
     specs = [
@@ -165,7 +170,48 @@ def compute_dtype(policy: str) -> str:
 def _targets(targets: Sequence[str] | None) -> tuple[str, ...]:
     if targets is None:
         return tuple(e.name for e in catalog.layers())
-    return tuple(dict.fromkeys(catalog.entry(t).name for t in _listed(targets, (), "targets")))
+    return tuple(
+        dict.fromkeys(n for t in _listed(targets, (), "targets") for n in expand_targets(t))
+    )
+
+
+def expand_targets(pattern: str) -> tuple[str, ...]:
+    """The catalog names a target or a pattern stands for, each once (aliases resolved).
+
+    ``"ops"``: every op; ``"layers"``: every layer; a group (``"ops.nn"``, ``"convolution"``);
+    a glob over every catalog name and alias (``"ops.nn.*"``, ``"Conv*D"``, ``"ops.*log*"``); else
+    one target name. Entries that cannot be probed standalone are left out of the wide forms.
+
+    >>> expand_targets("ops.nn.*")[:3]
+    ('ops.adaptive_average_pool', 'ops.adaptive_max_pool', 'ops.average_pool')
+    >>> "ops.silu" in expand_targets("ops.nn.sw*")
+    True
+    """
+    if not isinstance(pattern, str):
+        raise InvalidSpecError(f"a target is a name or a pattern, not {type(pattern).__name__}")
+    if pattern == "ops":
+        return tuple(e.name for e in catalog.ops())
+    if pattern == "layers":
+        return tuple(e.name for e in catalog.layers())
+    groups = catalog.groups()
+    if pattern in groups:
+        return tuple(groups[pattern])
+    if not any(ch in pattern for ch in "*?["):
+        return (catalog.entry(pattern).name,)
+    probeable = {e.name for e in [*catalog.layers(), *catalog.ops()]}
+    found = tuple(
+        dict.fromkeys(
+            catalog.entry(name).name
+            for name in fnmatch.filter(catalog.names(), pattern)
+            if catalog.entry(name).name in probeable
+        )
+    )
+    if not found:
+        raise InvalidSpecError(
+            f"the pattern {pattern!r} matches no target; patterns are globs over catalog names "
+            "such as 'ops.nn.*', 'ops.*log*', 'Conv*D', or 'ops' and 'layers' for all"
+        )
+    return tuple(sorted(found))
 
 
 def _input_dtypes(names: Sequence[str] | None, targets: tuple[str, ...]) -> tuple[str, ...]:

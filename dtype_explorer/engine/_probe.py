@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,7 @@ from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.records import (
     CastStep,
     ErrorInfo,
+    Numerics,
     ProbeResult,
     ProbeSpec,
     VariableDtypes,
@@ -83,6 +85,8 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
             keras.config.set_dtype_policy(spec.policy)
             if spec.target.startswith("ops."):
                 fields = _run_op(spec, catalog.entry(spec.target), timings, trace)
+            elif spec.target.startswith(("losses.", "metrics.")):
+                fields = _run_objective(spec, catalog.entry(spec.target), timings)
             else:
                 fields = _run_layer(
                     spec, _layer_entry(spec, target), _layer_class(spec, target), timings, trace
@@ -287,66 +291,424 @@ def _declared_layer(
 
 
 def _run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bool) -> dict:
+    """Probe one op the way a user calls it: every probed input converted to a backend tensor
+    of its dtype first (the ``converted`` step), weak Python scalars passed as Python numbers,
+    fixed inputs (indices, shapes, axes) as the catalog gives them."""
     import keras
 
-    shapes = spec.shapes or entry.shapes
-    input_dtypes = _broadcast(spec.input_dtypes, len(shapes))
-    fn = getattr(keras.ops, entry.function_name)
+    if entry.skip:
+        raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
     kwargs = dict(entry.kwargs) | dict(spec.kwargs)
-    samples = [
-        dtypes.sample(d, s, preset=spec.values, seed=spec.seed + i)
-        for i, (d, s) in enumerate(zip(input_dtypes, shapes))
-    ]
-
-    def call(args: list[Any]) -> Any:
-        return fn(list(args), **kwargs) if entry.input_style == "list" else fn(*args, **kwargs)
-
+    input_dtypes = _op_input_dtypes(spec, entry, kwargs)
+    shapes = _op_shapes(spec, entry)
+    rng = np.random.default_rng(spec.seed)
+    samples: dict[int, Any] = {}
+    tensors: dict[int, Any] = {}
     steps: list[CastStep] = []
-    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
-        steps.append(CastStep(stage="input", dtype=given, note="the value given", index=i))
+
+    def sample(leaf: dict, i: int | None) -> Any:
+        if i is None:  # a fixed input: int32 indices, a bool mask, float32 image transforms
+            return catalog.op_calls.values(leaf["values"], tuple(leaf["shape"]), leaf["dtype"], rng)
+        given, shape = input_dtypes[i], shapes[i]
+        if given in dtypes.PYTHON_SCALARS:
+            if spec.values == "default":
+                return catalog.op_calls.python_scalar(leaf["values"], given)
+            return dtypes.sample(given, shape, preset=spec.values, seed=spec.seed + i)
+        if spec.values == "default":
+            return catalog.op_calls.values(leaf["values"], shape, given, rng)
+        return dtypes.sample(given, shape, preset=spec.values, seed=spec.seed + i)
+
+    def eager(leaf: dict, i: int | None) -> Any:
+        value = sample(leaf, i)
+        if i is not None:
+            samples[i] = value
+        if isinstance(value, (bool, int, float)):
+            return value
+        tensor = _op_tensor(value, input_dtypes[i] if i is not None else leaf["dtype"])
+        if i is not None:
+            tensors[i] = tensor
+        return tensor
+
+    def symbolic(leaf: dict, i: int | None) -> Any:
+        given = leaf["dtype"] if i is None else input_dtypes[i]
+        if given in dtypes.PYTHON_SCALARS:
+            return samples[i]
+        return keras.KerasTensor(tuple(leaf["shape"]) if i is None else shapes[i], dtype=given)
+
+    try:
+        args, named = catalog.op_calls.build(
+            _with_shapes(entry.inputs, shapes), lambda leaf, i: eager(leaf, i)
+        )
+    except Exception as error:
+        raise _Invalid(error, "inputs") from error
+    for i, given in enumerate(input_dtypes):
+        steps.append(CastStep(stage="input", dtype=given, note=_given_note(given), index=i))
         if given in dtypes.PYTHON_SCALARS:
             note = "weak Python scalar: it takes the other operand's type where it can"
             steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
             continue
-        conv = _converted_dtype(sample)
+        conv = _op_described(tensors.get(i, samples.get(i)))
+        note = (
+            "backend tensor, dtype kept"
+            if conv == given
+            else f"{given} -> {conv}: keras.ops.convert_to_tensor(x, dtype={given!r})"
+        )
         steps.append(
-            CastStep(
-                stage="converted",
-                dtype=conv,
-                index=i,
-                changed=conv != given,
-                note=_conversion_note(given, conv, True),
-            )
+            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
 
     t0 = time.perf_counter()
     try:
-        symbolic = [
-            s if d in dtypes.PYTHON_SCALARS else keras.KerasTensor(shape, dtype=d)
-            for d, s, shape in zip(input_dtypes, samples, shapes)
-        ]
-        declared = tuple(
-            keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(call(symbolic))
-        )
-    except Exception:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sym_args, sym_named = catalog.op_calls.build(
+                _with_shapes(entry.inputs, shapes), symbolic
+            )
+            declared = _op_leaf_dtypes(
+                catalog.op_calls.call(entry.name, sym_args, sym_named, kwargs)
+            )
+    except Exception:  # the symbolic call fails where eager may not (weak scalars, callables)
         declared = ()
     timings["declared_ms"] = _ms(t0)
 
     t0 = time.perf_counter()
     outputs, error = None, None
-    # ``fn`` was looked up before the trace opened: the steps are the ops it ran itself.
     with _traced(trace) as recorded:
         try:
-            outputs = call(samples)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                outputs = catalog.op_calls.call(entry.name, args, named, kwargs)
         except Exception as exc:
             error = exc
     timings["call_ms"] = _ms(t0)
-    documented = rules.for_op(entry, input_dtypes)
-    fields = _outcome(outputs, error, steps, documented, declared, documented.basis)
+    documented = rules.for_op(entry, input_dtypes, kwargs=kwargs)
+    fields = _op_outcome(outputs, error, steps, documented, declared)
     fields["trace"] = recorded.steps() if recorded is not None else ()
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
+    arrays = [v for v in samples.values() if isinstance(v, np.ndarray)]
     if outputs is not None:
-        fields["numerics"] = measure(outputs, samples, steps, reference=None)
+        fields["numerics"] = _op_numerics(outputs, arrays, steps)
+    return fields
+
+
+def _op_numerics(outputs: Any, arrays: list[np.ndarray], steps: list[CastStep]) -> Numerics:
+    """inf/NaN from finite input; a value that cannot be read back (TensorFlow's 0-d bfloat16
+    tensors have no NumPy view) is said, not raised: the dtypes are the answer."""
+    try:
+        return measure(_op_tensors(outputs), arrays, steps, reference=None)
+    except Exception as error:
+        return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
+
+
+def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """The probed inputs' dtypes; a creation op's probed dtype goes to ``dtype=`` instead."""
+    if entry.probe == "inputs":
+        return _broadcast(spec.input_dtypes, entry.arity)
+    for name in spec.input_dtypes:
+        dtypes.validate(name)
+    if entry.probe == "dtype_kwarg" and "dtype" not in spec.kwargs:
+        given = spec.input_dtypes[0] if spec.input_dtypes else "float32"
+        if given in dtypes.PYTHON_SCALARS:
+            raise InvalidSpecError(
+                f"{entry.name} takes its dtype as dtype=, and {given} is not a dtype; "
+                "pass kwargs={'dtype': None} for its default"
+            )
+        kwargs["dtype"] = given
+    return ()
+
+
+def _op_shapes(spec: ProbeSpec, entry: OpEntry) -> tuple[tuple[int, ...], ...]:
+    if spec.shapes is None:
+        return entry.shapes
+    if len(spec.shapes) == entry.arity:
+        return spec.shapes
+    if len(spec.shapes) == 1:
+        return spec.shapes * entry.arity
+    raise InvalidSpecError(
+        f"{entry.name} takes {entry.arity} probed input(s); got {len(spec.shapes)} shapes"
+    )
+
+
+def _with_shapes(inputs: tuple[dict, ...], shapes: tuple[tuple[int, ...], ...]) -> tuple:
+    """The op's inputs with the probed tensors' shapes replaced by ``shapes``."""
+    counter = iter(shapes)
+
+    def one(leaf: dict) -> dict:
+        if leaf["kind"] in ("list", "tuple", "varargs"):
+            return {**leaf, "items": [one(item) for item in leaf["items"]]}
+        if leaf["kind"] == "tensor" and leaf["dtype"] == "probe":
+            return {**leaf, "shape": list(next(counter))}
+        return leaf
+
+    return tuple(one(leaf) for leaf in inputs)
+
+
+def _op_tensor(value: Any, dtype: str) -> Any:
+    """``value`` as the backend tensor a user would pass: ``convert_to_tensor(x, dtype)``.
+
+    A NumPy array handed to an op is converted by the op itself, and on JAX under
+    ``floatx="bfloat16"`` that conversion makes every array float32; an explicit dtype keeps
+    what the user asked for (or shows the backend cannot: JAX makes float64 float32)."""
+    import keras
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return keras.ops.convert_to_tensor(value, dtype=dtype)
+    except Exception:  # no tensor of this dtype on this backend: the op gets the array
+        return value
+
+
+def _given_note(given: str) -> str:
+    return "a Python number" if given in dtypes.PYTHON_SCALARS else "the sample given"
+
+
+def _op_described(value: Any) -> str:
+    """A leaf's dtype; ``python_int`` (``python_bool``, ...) for a Python value."""
+    import keras
+
+    if isinstance(value, (bool, int, float, complex, str)):
+        return f"python_{type(value).__name__}"
+    if hasattr(value, "dtype"):
+        try:
+            return keras.backend.standardize_dtype(value.dtype)
+        except Exception:
+            return str(value.dtype)
+    return f"python_{type(value).__name__}"
+
+
+def _op_leaves(outputs: Any) -> list[Any]:
+    import keras
+
+    if isinstance(outputs, (str, bytes)):
+        return [outputs]
+    return [leaf for leaf in keras.tree.flatten(outputs) if leaf is not None]
+
+
+def _op_leaf_dtypes(outputs: Any) -> tuple[str, ...]:
+    return tuple(_op_described(leaf) for leaf in _op_leaves(outputs))
+
+
+def _op_tensors(outputs: Any) -> list[Any]:
+    return [leaf for leaf in _op_leaves(outputs) if hasattr(leaf, "dtype")]
+
+
+def _op_outcome(
+    outputs: Any, error: Any, steps: list[CastStep], documented: rules.Documented, declared
+) -> dict:
+    """As ``_outcome``, with Python values (``ops.size``, ``ops.shape``) named as
+    ``python_int``, ``python_bool``, ... instead of being dropped."""
+    fields: dict[str, Any] = {
+        "documented_dtype": documented.dtype,
+        "declared_dtype": declared[0] if declared else None,
+        "result_type_args": documented.result_type_args,
+        "basis": tuple(documented.basis),
+    }
+    if error is not None:
+        fields.update(
+            status="error",
+            error=_error_info(error, "call"),
+            verdict="error",
+            cast_path=tuple(steps),
+        )
+        return fields
+    out_dtypes = _op_leaf_dtypes(outputs)
+    for i, dtype in enumerate(out_dtypes):
+        note = _output_note(dtype, documented.dtype)
+        if dtype.startswith("python_"):
+            note = f"a Python {dtype.removeprefix('python_')}, not a tensor; {note}"
+        steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
+    observed = out_dtypes[0] if out_dtypes else None
+    tensors = _op_tensors(outputs)
+    fields.update(
+        status="ok",
+        output_dtype=observed,
+        output_dtypes=out_dtypes,
+        device=_device(tensors[0]) if tensors else "cpu",
+        cast_path=tuple(steps),
+        verdict=rules.verdict(
+            status="ok",
+            documented=documented.dtype,
+            declared=fields["declared_dtype"],
+            observed=observed,
+        ),
+    )
+    return fields
+
+
+# ---------------------------------------------------------------------- losses, metrics
+
+
+def _run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> dict:
+    """A loss or metric on y_true/y_pred (or a metric's values) as backend tensors of the asked
+    dtypes. A loss class is built with ``dtype=policy`` and its ``call`` is watched (what it
+    received after ``Loss.__call__``'s conversion); a metric class is built the same way, and
+    its variables are read after construction, ``update_state``, and ``reset_state``; the output
+    is the loss, the metric's ``result()``, or the function's return value."""
+
+    if entry.skip:
+        raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
+    input_dtypes = _broadcast(spec.input_dtypes, entry.arity)
+    if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
+        raise InvalidSpecError(f"{entry.name} takes arrays; Python scalars are inputs of ops")
+    shapes = spec.shapes or entry.shapes
+    if len(shapes) != entry.arity:
+        raise InvalidSpecError(f"{entry.name} takes {entry.arity} inputs; got {len(shapes)} shapes")
+    rng = np.random.default_rng(spec.seed)
+    samples = [
+        catalog.objective_calls.values(leaf["values"], tuple(shape), d, rng)
+        if spec.values == "default"
+        else dtypes.sample(d, tuple(shape), preset=spec.values, seed=spec.seed + i)
+        for i, (leaf, shape, d) in enumerate(zip(entry.inputs, shapes, input_dtypes))
+    ]
+    tensors = [_op_tensor(sample, d) for sample, d in zip(samples, input_dtypes)]
+    steps: list[CastStep] = []
+    for i, (leaf, given, tensor) in enumerate(zip(entry.inputs, input_dtypes, tensors)):
+        param = leaf["param"]
+        steps.append(CastStep(stage="input", dtype=given, note=f"{param}", index=i))
+        conv = _op_described(tensor)
+        note = "backend tensor, dtype kept" if conv == given else f"{given} -> {conv}: converted"
+        steps.append(
+            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
+        )
+    target = catalog.objective_calls.resolve(entry)
+    kwargs = dict(spec.kwargs)
+    if entry.kind in ("loss-function", "metric-function"):
+        return _objective_function(entry, target, tensors, shapes, input_dtypes, kwargs, steps)
+    try:
+        built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
+        instance = target(**built, dtype=spec.policy)
+    except Exception as error:
+        raise _Invalid(error, "construct") from error
+    if entry.kind == "loss":
+        return _loss_class(entry, instance, tensors, shapes, input_dtypes, steps, timings)
+    return _metric_class(entry, instance, tensors, steps, timings)
+
+
+def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> dict:
+    import keras
+
+    kwargs = {**entry.kwargs, **kwargs}
+    outputs, error = None, None
+    try:
+        outputs = fn(*tensors, **kwargs)
+    except Exception as exc:
+        error = exc
+    try:
+        symbolic = [keras.KerasTensor(s, dtype=d) for s, d in zip(shapes, input_dtypes)]
+        declared = _op_leaf_dtypes(fn(*symbolic, **kwargs))
+    except Exception:
+        declared = ()
+    documented = rules.Documented(None, (f"Keras documents no dtype rule for {entry.name}",))
+    return _op_outcome(outputs, error, steps, documented, declared)
+
+
+def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> dict:
+    import keras
+
+    received: list[tuple[str, ...]] = []
+    original = loss.call
+
+    def watched(*args: Any, **kw: Any) -> Any:
+        received.append(_op_leaf_dtypes(list(args)))
+        out = original(*args, **kw)
+        received.append(_op_leaf_dtypes(out))
+        return out
+
+    loss.call = watched
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    try:
+        outputs = loss(*tensors)
+    except Exception as exc:
+        error = exc
+    timings["call_ms"] = _ms(t0)
+    watched_calls = list(received)
+    try:
+        symbolic = [keras.KerasTensor(s, dtype=d) for s, d in zip(shapes, input_dtypes)]
+        declared = _op_leaf_dtypes(loss(*symbolic))
+    except Exception:
+        declared = ()
+    loss.call = original
+    dtype = loss.dtype
+    if watched_calls:
+        for i, (got, param) in enumerate(zip(watched_calls[0], ("y_true", "y_pred"))):
+            conv = steps[2 * i + 1].dtype
+            note = (
+                f"{param} as call() received it: Loss.__call__ converts it to the loss dtype "
+                f"{dtype}"
+            )
+            steps.append(
+                CastStep(stage="autocast", dtype=got, index=i, changed=got != conv, note=note)
+            )
+    if len(watched_calls) > 1 and watched_calls[1]:
+        steps.append(
+            CastStep(
+                stage="variables",
+                dtype=watched_calls[1][0],
+                name="unreduced loss",
+                note="what call() returned, before the reduction casts it to the loss dtype",
+            )
+        )
+    documented = rules.Documented(
+        dtype,
+        (
+            f"Loss.__call__ converts y_true and y_pred with convert_to_tensor(x, dtype={dtype!r}) "
+            "(the loss dtype: its policy's compute dtype) and returns the reduced loss in it",
+        ),
+    )
+    return _op_outcome(outputs, error, steps, documented, declared)
+
+
+def _metric_class(entry, metric, tensors, steps, timings) -> dict:
+    import keras
+
+    def variables(when: str) -> None:
+        for v in metric.variables:
+            value = np.asarray(keras.ops.convert_to_numpy(v.value))
+            shown = value.tolist() if value.size <= 4 else f"shape {value.shape}"
+            steps.append(
+                CastStep(
+                    stage="variables",
+                    dtype=keras.backend.standardize_dtype(v.dtype),
+                    name=f"{v.name} {when}",
+                    note=f"value {shown}",
+                )
+            )
+
+    stored = {
+        v.name: VariableDtypes(stored=keras.backend.standardize_dtype(v.dtype), autocast=False)
+        for v in metric.variables
+    }
+    variables("after construction")
+    t0 = time.perf_counter()
+    outputs, error, where = None, None, "update_state"
+    try:
+        metric.update_state(*tensors)
+        variables("after update_state")
+        where = "result"
+        outputs = metric.result()
+        where = "reset_state"
+        metric.reset_state()
+        variables("after reset_state")
+    except Exception as exc:
+        error = exc
+    timings["call_ms"] = _ms(t0)
+    documented = rules.Documented(
+        metric.dtype,
+        (
+            f"{entry.name}(dtype=...) keeps its state and computes its result in its dtype "
+            f"{metric.dtype} (the policy's compute dtype)",
+        ),
+    )
+    if error is not None and outputs is not None:  # result() worked; reset_state failed
+        fields = _op_outcome(outputs, None, steps, documented, ())
+        fields.update(status="error", verdict="error", error=_error_info(error, where))
+    else:
+        fields = _op_outcome(outputs, error, steps, documented, ())
+        if error is not None:
+            fields["error"] = _error_info(error, where)
+    fields["variables"] = stored
     return fields
 
 

@@ -98,15 +98,37 @@ def for_layer(
     return Documented(result, basis, args)
 
 
-def for_op(entry: OpEntry, input_dtypes: tuple[str, ...]) -> Documented:
-    """Documented output dtype of a ``keras.ops`` function from its rule."""
+def for_op(
+    entry: OpEntry, input_dtypes: tuple[str, ...], *, kwargs: dict | None = None
+) -> Documented:
+    """Documented output dtype of a ``keras.ops`` function from its rule.
+
+    ``result_type`` runs under the floatx in force, so ``floatx="bfloat16"`` changes what a
+    weak float or an int-to-float rule documents (Keras resolves them at 16 bits).
+    """
     name = entry.function_name
+    why = f" ({entry.rule_basis})" if entry.rule_basis else ""
+    if entry.rule == "dtype-arg":
+        asked = (kwargs if kwargs is not None else entry.kwargs).get("dtype")
+        if asked is None:
+            return Documented(
+                None, (f"ops.{name} with dtype=None: Keras documents no default dtype rule",)
+            )
+        from keras import backend
+
+        try:
+            dtype = backend.standardize_dtype(asked)
+        except ValueError as error:
+            return Documented(None, (f"dtype={asked!r} is not a dtype: {first_line(str(error))}",))
+        return Documented(dtype, (f"ops.{name} returns the dtype= it is given: {dtype}",))
+    if not input_dtypes and entry.rule in ("promote", "promote-float"):
+        return Documented(None, (f"ops.{name} has no probed input to promote",))
     try:
         if entry.rule == "promote":
             result = result_type(*input_dtypes)
             return Documented(
                 result,
-                (f"ops.{name} promotes its inputs", _rt_basis(input_dtypes, result)),
+                (f"ops.{name} promotes its inputs{why}", _rt_basis(input_dtypes, result)),
                 input_dtypes,
             )
         if entry.rule == "promote-float":
@@ -115,7 +137,7 @@ def for_op(entry: OpEntry, input_dtypes: tuple[str, ...]) -> Documented:
             return Documented(
                 result,
                 (
-                    f"ops.{name} returns a float: inputs promoted with a weak float",
+                    f"ops.{name} returns a float: inputs promoted with a weak float{why}",
                     _rt_basis(args, result),
                 ),
                 args,
@@ -123,9 +145,9 @@ def for_op(entry: OpEntry, input_dtypes: tuple[str, ...]) -> Documented:
     except ValueError as error:
         return Documented(None, (f"result_type raises: {first_line(str(error))}",))
     if entry.rule == "bool":
-        return Documented("bool", (f"ops.{name} returns a boolean tensor",))
+        return Documented("bool", (f"ops.{name} returns a boolean tensor{why}",))
     if entry.rule == "index":
-        return Documented("int32", (f"ops.{name} returns int32 indices",))
+        return Documented("int32", (f"ops.{name} returns int32 indices{why}",))
     return Documented(None, (f"Keras documents no dtype rule for ops.{name}",))
 
 

@@ -4,6 +4,7 @@ dtype-explorer probe Dense --input-dtype uint8 --policy mixed_float16 --kwargs '
 dtype-explorer probe Conv1D --input-dtype uint8 --backend all
 dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.html
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
+dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
 dtype-explorer check model.keras
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
@@ -225,7 +226,10 @@ def probe(
 @_user_errors
 def survey(
     targets: Annotated[
-        str | None, typer.Option(help="Comma-separated targets (default: all).")
+        str | None,
+        typer.Option(
+            help="Comma-separated targets or patterns: ops, ops.nn.*, Dense (default: all layers)."
+        ),
     ] = None,
     input_dtypes: Annotated[str | None, typer.Option(help="Comma-separated input dtypes.")] = None,
     policies: Annotated[str | None, typer.Option(help="Comma-separated policies.")] = None,
@@ -250,7 +254,7 @@ def survey(
 @_user_errors
 def table(
     op: Annotated[
-        str, typer.Argument(help="The op: add, multiply, matmul, divide, where, ...")
+        str, typer.Argument(help="Any op with one or two inputs: add, where, sqrt, nn.relu, ...")
     ] = "add",
     dtypes: Annotated[
         str | None, typer.Option(help="Comma-separated dtypes (default: all).")

@@ -46,8 +46,10 @@ from dtype_explorer.records._probe import (
 )
 from dtype_explorer.records._promotion import (
     KINDS,
+    NO_COUNTERPART,
     RAISES,
     REFERENCES,
+    UNARY,
     Kind,
     PromotionCell,
     PromotionTable,
@@ -75,11 +77,13 @@ from dtype_explorer.records._trace import (
 __all__ = [
     "CLASSIFICATIONS",
     "KINDS",
+    "NO_COUNTERPART",
     "RAISES",
     "REFERENCES",
     "ROW_COLUMNS",
     "SEVERITIES",
     "STAGES",
+    "UNARY",
     "AuditReport",
     "CastStep",
     "Change",

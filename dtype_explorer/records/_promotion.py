@@ -5,7 +5,7 @@ declares and returns for one op, beside the reference libraries' answers, and ea
 from __future__ import annotations
 
 import collections
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
@@ -25,13 +25,24 @@ Kind = Literal["agrees", "references-differ", "backend-specific", "keras-disagre
 #: Cell kinds, least to most worrying.
 KINDS: tuple[Kind, ...] = ("agrees", "references-differ", "backend-specific", "keras-disagrees")
 RAISES = "raises"
+#: The column of a unary op's table: one row per input dtype.
+UNARY = "x"
+NO_COUNTERPART = "no counterpart"
+#: A reference path's module -> the alias it is shown with (``jax.numpy.add`` -> ``jnp.add``).
+_PATH_ALIASES = (
+    ("tensorflow.experimental.numpy.", "tnp."),
+    ("jax.numpy.", "jnp."),
+    ("numpy.", "np."),
+)
 
 
 class RefCell(BaseModel):
-    """A reference library's answer for one pair: a dtype, or the error it raised."""
+    """A reference library's answer for one pair: a dtype, the error it raised, or ``missing``
+    (the library has no function of the same meaning)."""
 
     dtype: str | None = None
     error: str | None = None
+    missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,12 @@ class PromotionCell:
     references: dict[str, RefCell]
 
     op: str
+    paths: dict[str, str | None] = field(default_factory=dict)
+
+    @property
+    def answered(self) -> dict[str, RefCell]:
+        """The references that have a counterpart (a dtype or an error)."""
+        return {lib: ref for lib, ref in self.references.items() if ref.missing is None}
 
     @property
     def documented(self) -> dict[str, str | None]:
@@ -82,7 +99,7 @@ class PromotionCell:
         if len({_value(d) for d in self.documented.values()}) > 1:
             return "backend-specific"
         shown = self.shown
-        if any(_value(ref.dtype) != shown for ref in self.references.values()):
+        if any(_value(ref.dtype) != shown for ref in self.answered.values()):
             return "references-differ"
         return "agrees"
 
@@ -95,7 +112,8 @@ class PromotionCell:
                 said[f"{backend} declared"] = result.declared_dtype
             said[f"{backend} observed"] = _value(result.output_dtype if result.ok else None)
         for library, ref in self.references.items():
-            said[reference_label(library, self.op)] = _value(ref.dtype)
+            label = reference_label(library, self.op, self.paths.get(library))
+            said[label] = NO_COUNTERPART if ref.missing else _value(ref.dtype)
         return said
 
     def who_says(self) -> dict[str, list[str]]:
@@ -114,7 +132,7 @@ class PromotionCell:
         }
         found.update(
             {
-                reference_label(k, self.op): ref.error
+                reference_label(k, self.op, self.paths.get(k)): ref.error
                 for k, ref in self.references.items()
                 if ref.error
             }
@@ -133,11 +151,23 @@ class PromotionTable(GroupedRecord):
     #: library -> ``"lhs,rhs"`` -> its answer.
     references: dict[str, dict[str, RefCell]]
     reference_versions: dict[str, str]
+    #: 2 for a binary op (a dtype x dtype grid), 1 for a unary op (one row per dtype).
+    arity: int = 2
+    #: library -> the function compared (``"torch.amax"``), ``None`` where there is none.
+    reference_paths: dict[str, str | None] = {}
+
+    @property
+    def rhs_dtypes(self) -> tuple[str, ...]:
+        """The columns: every dtype for a binary op, the one column ``"x"`` for a unary op."""
+        return self.dtypes if self.arity == 2 else (UNARY,)
 
     def _build_cells(self) -> dict[tuple[str, str], PromotionCell]:
         by_pair: dict[tuple[str, str], dict[str, ProbeResult]] = {}
         for result in self.results:
-            lhs, rhs = result.spec.input_dtypes[-2:]
+            if self.arity == 1:
+                lhs, rhs = result.spec.input_dtypes[0], UNARY
+            else:
+                lhs, rhs = result.spec.input_dtypes[-2:]
             by_pair.setdefault((lhs, rhs), {})[result.backend] = result
         return {
             (lhs, rhs): PromotionCell(
@@ -146,12 +176,18 @@ class PromotionTable(GroupedRecord):
                 {b: by_pair.get((lhs, rhs), {})[b] for b in self.backends},
                 {lib: cells[pair_key(lhs, rhs)] for lib, cells in self.references.items()},
                 self.op,
+                dict(self.reference_paths),
             )
             for lhs in self.dtypes
-            for rhs in self.dtypes
+            for rhs in self.rhs_dtypes
         }
 
-    def cell(self, lhs: str, rhs: str) -> PromotionCell:
+    def cell(self, lhs: str, rhs: str | None = None) -> PromotionCell:
+        """The cell of ``(lhs, rhs)``; a unary op's table takes the input dtype alone."""
+        if rhs is None:
+            if self.arity != 1:
+                raise ValueError(f"{self.op} is binary: give both dtypes, cell(lhs, rhs)")
+            rhs = UNARY
         try:
             return self._cells[(lhs, rhs)]
         except KeyError:
@@ -174,7 +210,7 @@ class PromotionTable(GroupedRecord):
                 else _value(self.cell(lhs, rhs).documented[backend])
                 for lhs in self.dtypes
             ]
-            for rhs in self.dtypes
+            for rhs in self.rhs_dtypes
         }
         return pd.DataFrame(grid, index=pd.Index(self.dtypes, name="lhs")).rename_axis(
             columns="rhs"
@@ -226,9 +262,19 @@ class PromotionTable(GroupedRecord):
         )
 
 
-def reference_label(library: str, op: str) -> str:
-    """How a reference is named in tables: ``"jnp.add"`` for JAX's ``add``."""
-    return f"{REFERENCES[library]}.{op.removeprefix('ops.')}"
+def reference_label(library: str, op: str, path: str | None = None) -> str:
+    """How a reference is named in tables: ``"jnp.add"`` for JAX's ``add``; with the path of the
+    function compared, its usual spelling (``"torch.amax"``, ``"scipy.special.expit"``).
+
+    >>> reference_label("torch", "ops.max", "torch.amax"), reference_label("jax", "ops.add")
+    ('torch.amax', 'jnp.add')
+    """
+    if path:
+        for module, alias in _PATH_ALIASES:
+            if path.startswith(module):
+                return alias + path.removeprefix(module)
+        return path
+    return f"{REFERENCES[library]}.{op.rsplit('.', 1)[-1]}"
 
 
 def pair_key(lhs: str, rhs: str) -> str:

@@ -170,13 +170,13 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
     kinds = list(KINDS)
     z, labels, hover = [], [], []
     for lhs in table.dtypes:
-        cells = [table.cell(lhs, rhs) for rhs in table.dtypes]
+        cells = [table.cell(lhs, rhs) for rhs in table.rhs_dtypes]
         z.append([kinds.index(c.kind) for c in cells])
         labels.append([short(c.shown) + ("*" if c.kind != "agrees" else "") for c in cells])
         hover.append([_promotion_hover(c, table) for c in cells])
     figure = go.Figure(
         _category_heatmap(
-            z, table.dtypes, table.dtypes, labels, hover, PALETTE["promotion_kinds"], kinds
+            z, table.rhs_dtypes, table.dtypes, labels, hover, PALETTE["promotion_kinds"], kinds
         )
     )
     side = max(420, 40 * len(table.dtypes) + 200)
@@ -199,7 +199,9 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
 
 def _promotion_hover(cell: PromotionCell, table: PromotionTable) -> str:
     lines = [
-        f"<b>{e(table.op)}({e(cell.lhs)}, {e(cell.rhs)})</b> → {e(cell.shown)}",
+        f"<b>{e(table.op)}({e(cell.lhs)}"
+        + ("" if table.arity == 1 else f", {e(cell.rhs)}")
+        + f")</b> → {e(cell.shown)}",
         f"<b>{cell.kind}</b>",
     ]
     for value, who in cell.who_says().items():

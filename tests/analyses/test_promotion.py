@@ -121,10 +121,53 @@ def test_every_op(op: str) -> None:
 
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidSpecError, match=r"ops\.add"):
-        dx.promotion_table("ad")
+        dx.promotion_table("addd")  # every op is a target now: "ad" is closest to "pad"
     with pytest.raises(InvalidSpecError, match="float16"):
         dx.promotion_table("add", ["flaot16"])
     with pytest.raises(InvalidSpecError, match="floatx"):
         dx.promotion_table("add", ["int8"], floatx="float8_e4m3fn")
     with pytest.raises(InvalidSpecError, match="numpy"):
         dx.promotion_table("add", ["int8"], references=["numpyy"])
+
+
+def test_any_binary_op_with_references_found_by_table() -> None:
+    """Not only the lessons' ops: ``mod`` is compared with ``torch.remainder`` (the name
+    differs), beside ``np.mod``; weak Python scalars are rows and columns of their own."""
+    names = ["int8", "float16", "python_int"]
+    table = dx.promotion_table("mod", names, "numpy", references=["numpy", "torch"], progress=False)
+    frame = table.to_frame()
+    assert {"np.mod", "torch.remainder"} <= set(frame.columns)
+    assert table.cell("int8", "python_int").shown == "int8"
+    assert table.cell("python_int", "python_int").results["numpy"].ok
+    assert table.cell("int8", "float16").references["torch"].dtype == "float16"
+
+
+def test_unary_op_has_one_row_per_dtype_and_respects_floatx() -> None:
+    names = ["int8", "float16", "bfloat16", "python_int", "python_float"]
+    shown = {}
+    for floatx in ("float32", "bfloat16"):
+        table = dx.promotion_table(
+            "sqrt", names, "numpy", floatx=floatx, references=["numpy"], progress=False
+        )
+        assert table.arity == 1 and len(table.cells()) == len(names)
+        assert table.rhs_dtypes == ("x",)
+        shown[floatx] = {name: table.cell(name).shown for name in names}
+        assert table.cell("python_int").results["numpy"].ok  # a weak scalar is a row
+        assert "sqrt(int8)" in table.figure().data[0].customdata[0][0]
+    # Keras's rule result_type(int8, float) takes floatx's bit width: float16 under bfloat16
+    assert shown["float32"]["int8"] == "float32" and shown["bfloat16"]["int8"] == "float16"
+    assert shown["bfloat16"]["bfloat16"] == "bfloat16"
+
+
+def test_no_counterpart_is_said_and_not_counted() -> None:
+    table = dx.promotion_table(
+        "ops.nn.relu", ["int8", "float32"], "numpy", references=["numpy"], progress=False
+    )
+    cell = table.cell("float32")
+    assert cell.references["numpy"].missing and cell.sources()["np.relu"] == "no counterpart"
+    assert cell.kind == "agrees"  # numpy has no relu: that is no disagreement
+
+
+def test_ops_without_one_or_two_probed_inputs_are_refused() -> None:
+    with pytest.raises(InvalidSpecError, match="one or two"):
+        dx.promotion_table("zeros", ["int8"], "numpy", references=[], progress=False)

@@ -3,7 +3,9 @@
 Run in a fresh process (the backend is fixed at import):
 ``KERAS_BACKEND=numpy python tests/engine/catalog_smoke.py layers|ops|probe``. Each entry gets its
 default input: float32 for ``float`` inputs, int32 in ``range(INDEX_HIGH)`` for ``index``
-inputs, lists of words for ``string`` inputs; ``ops.where`` gets a bool condition.
+inputs, lists of words for ``string`` inputs; ``ops.where`` gets a bool condition. An op gets
+the catalog's inputs by role in its primary dtype (``op_calls``), as backend tensors; a
+RuntimeWarning (a domain error) or a non-finite output fails it.
 The report gives each entry's output dtype or error, and the seconds it took. ``probe`` runs
 ``dtype_explorer.engine.run_probe`` on each entry with the same default input dtypes instead.
 """
@@ -52,19 +54,45 @@ def _call_layer(entry):
 
 
 def _call_op(entry):
-    from keras import ops
+    """The op on its default inputs (primary dtype), as backend tensors; RuntimeWarnings
+    (numpy's domain errors: invalid value, divide by zero) are raised."""
+    import warnings
 
-    fn = getattr(ops, entry.function_name)
-    xs = _inputs(entry)
-    if entry.input_style == "list":
-        return fn(xs, **entry.kwargs)
-    return fn(*xs, **entry.kwargs)
+    import keras
+
+    from dtype_explorer.engine.catalog import op_calls
+
+    rng = np.random.default_rng(0)
+
+    def tensor(spec, i):
+        dtype = spec["dtype"] if i is None else entry.primary_dtype
+        return keras.ops.convert_to_tensor(
+            op_calls.values(spec["values"], tuple(spec["shape"]), dtype, rng), dtype=dtype
+        )
+
+    args, named = op_calls.build(entry.inputs, tensor)
+    kwargs = dict(entry.kwargs)
+    if entry.probe == "dtype_kwarg":
+        kwargs["dtype"] = entry.primary_dtype
+    with warnings.catch_warnings(), np.errstate(all="raise", under="ignore"):
+        warnings.simplefilter("error", RuntimeWarning)
+        out = op_calls.call(entry.name, args, named, kwargs)
+    leaves = [leaf for leaf in keras.tree.flatten(out) if hasattr(leaf, "dtype")]
+    if not entry.name.endswith(("empty", "empty_like")):
+        for leaf in leaves:
+            arr = np.asarray(keras.ops.convert_to_numpy(leaf))
+            if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+                raise FloatingPointError(f"non-finite output from finite input: {arr}")
+    return out
 
 
 def _first_dtype(output) -> str:
     import keras
 
-    return keras.backend.standardize_dtype(keras.tree.flatten(output)[0].dtype)
+    first = keras.tree.flatten(output)[0]
+    if isinstance(first, (bool, int, float, str)):
+        return f"python_{type(first).__name__}"
+    return keras.backend.standardize_dtype(first.dtype)
 
 
 def _smoke(entries, call) -> dict:
@@ -81,6 +109,10 @@ def _smoke(entries, call) -> dict:
 
 
 def _default_dtypes(entry) -> tuple[str, ...]:
+    if hasattr(entry, "default_dtypes"):  # losses and metrics: their roles' dtypes
+        return entry.default_dtypes
+    if entry.kind == "op" and entry.name != "ops.where":
+        return (entry.primary_dtype,)
     if entry.name == "ops.where":
         return ("bool", "float32", "float32")
     named = {"index": "int32", "string": "string"}
@@ -115,7 +147,7 @@ def main(mode: str) -> None:
     elif mode == "ops":
         report = _smoke(catalog.ops(), _call_op)
     else:
-        report = _probe([*catalog.layers(), *catalog.ops()])
+        report = _probe([*catalog.layers(), *catalog.ops(), *catalog.objectives()])
     print(json.dumps(report))
 
 

@@ -8,17 +8,22 @@ output dtype). The tables themselves live in ``_layers`` and ``_ops``.
 'compute'
 >>> entry("ops.add").arity
 2
+>>> entry("ops.swish") is entry("ops.nn.silu")
+True
 """
 
 from __future__ import annotations
 
 import functools
 
+from dtype_explorer.engine.catalog import _objectives as objective_calls
+from dtype_explorer.engine.catalog import _op_calls as op_calls
 from dtype_explorer.engine.catalog._entries import (
     Contract,
     Entry,
     InputStyle,
     LayerEntry,
+    ObjectiveEntry,
     OpEntry,
     OpRule,
     Role,
@@ -30,7 +35,7 @@ from dtype_explorer.engine.catalog._layers import (
     safe_deserialization,
     sublayer,
 )
-from dtype_explorer.engine.catalog._ops import OPS
+from dtype_explorer.engine.catalog._ops import load as _load_ops
 from dtype_explorer.errors import unknown
 
 
@@ -40,8 +45,9 @@ def _index() -> dict[str, Entry]:
     for layer in LAYERS:
         for name in (layer.name, *layer.aliases):
             table[name] = layer
-    for op in OPS:
-        table[op.name] = op
+    for op in [*_load_ops(), *objective_calls.load()]:
+        for name in (op.name, *op.aliases):
+            table[name] = op
     return table
 
 
@@ -68,15 +74,26 @@ def layers(*, include_skipped: bool = False) -> list[LayerEntry]:
     return [e for e in LAYERS if include_skipped or e.skip is None]
 
 
-def ops() -> list[OpEntry]:
-    """Every op entry."""
-    return list(OPS)
+def ops(*, include_skipped: bool = False) -> list[OpEntry]:
+    """Every op entry, once each (aliases not repeated), by name."""
+    return [e for e in _load_ops() if include_skipped or e.skip is None]
+
+
+def objectives(*, include_skipped: bool = False) -> list[ObjectiveEntry]:
+    """Every loss and metric entry (``losses.*``, ``metrics.*``), once each."""
+    return [e for e in objective_calls.load() if include_skipped or e.skip is None]
+
+
+def names() -> list[str]:
+    """Every target name, aliases included (what a target pattern is matched against)."""
+    return list(_index())
 
 
 def groups() -> dict[str, list[str]]:
-    """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...]}``."""
+    """Target names by group, for pickers: ``{"core": ["Dense", ...], ..., "ops": [...],
+    "ops.nn": [...], "ops.numpy": [...], "ops.linalg": [...], "ops.image": [...]}``."""
     grouped: dict[str, list[str]] = {}
-    for item in [*layers(), *ops()]:
+    for item in [*layers(), *ops(), *objectives()]:
         grouped.setdefault(item.group, []).append(item.name)
     return grouped
 
@@ -87,6 +104,7 @@ __all__ = [
     "Entry",
     "InputStyle",
     "LayerEntry",
+    "ObjectiveEntry",
     "OpEntry",
     "OpRule",
     "Role",
@@ -95,6 +113,10 @@ __all__ = [
     "entry",
     "groups",
     "layers",
+    "names",
+    "objective_calls",
+    "objectives",
+    "op_calls",
     "ops",
     "safe_deserialization",
     "sublayer",

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from dtype_explorer.engine.catalog._op_calls import probed
+
 Role = Literal["float", "index", "string", "any"]
 #: ``compute``: float math in the compute dtype, result_type(input after autocast, compute dtype).
 #: ``passthrough``: returns its input's dtype after autocast (reshaping, dropout, ...).
@@ -17,8 +19,9 @@ Contract = Literal["compute", "passthrough", "layer-dtype", "self-managed", "own
 #: How inputs are handed to ``__call__``: one tensor, a list of tensors, or positionally.
 InputStyle = Literal["single", "list", "positional"]
 #: ``promote``: result_type of the inputs; ``promote-float``: result_type(inputs, float);
-#: ``bool``: a boolean result; ``index``: an int32 index; ``none``: Keras documents no rule.
-OpRule = Literal["promote", "promote-float", "bool", "index", "none"]
+#: ``bool``: a boolean result; ``index``: an int32 index; ``dtype-arg``: the explicit ``dtype=``
+#: argument; ``none``: Keras documents no rule.
+OpRule = Literal["promote", "promote-float", "bool", "index", "dtype-arg", "none"]
 
 
 @dataclass(frozen=True)
@@ -50,17 +53,34 @@ class LayerEntry:
 
 @dataclass(frozen=True)
 class OpEntry:
-    """One ``keras.ops`` function, probed as ``"ops.<name>"``; ``input_style="list"`` ops take
-    their inputs as one list, ``fn([x1, x2])``."""
+    """One ``keras.ops`` function, probed as ``"ops.<name>"`` (``"ops.image.<name>"``).
+
+    ``inputs`` are its positional arguments by role (see ``_op_calls``); ``shapes`` describe
+    the *probed* inputs among them (the tensors a spec's ``input_dtypes`` give a dtype; each
+    takes ``"any"`` dtype, their roles are in ``probed_roles``), so ``arity`` is how many
+    dtypes a spec names. ``probe`` says what the probed
+    dtype feeds: ``inputs``, the ``dtype=`` argument (``dtype_kwarg``: creation ops), or
+    ``none`` (window functions take a Python length only).
+    """
 
     name: str
     rule: OpRule
     shapes: tuple[tuple[int, ...], ...] = ((2, 3), (2, 3))
     kwargs: dict[str, Any] = field(default_factory=dict)
     group: str = "ops"
-    roles: tuple[Role, ...] = ()
+    roles: tuple[str, ...] = ()
     note: str = ""
     input_style: InputStyle = "positional"
+    inputs: tuple[dict[str, Any], ...] = ()
+    category: str = ""
+    subcategory: str = ""
+    probe: Literal["inputs", "dtype_kwarg", "none"] = "inputs"
+    aliases: tuple[str, ...] = ()
+    skip: str | None = None
+    primary_dtype: str = "float32"
+    rule_basis: str = ""
+    references: dict[str, str | None] = field(default_factory=dict)
+    backend_limits: dict[str, str] = field(default_factory=dict)
 
     kind = "op"
 
@@ -70,7 +90,63 @@ class OpEntry:
 
     @property
     def function_name(self) -> str:
+        """The name after ``ops.``: ``"add"``, ``"image.resize"``."""
         return self.name.removeprefix("ops.")
 
+    @property
+    def probed_roles(self) -> tuple[str, ...]:
+        """The role of each probed input: ``data``, ``condition``, ``matrix``, ``image``, ..."""
+        return tuple(spec["role"] for spec in probed(self.inputs))
 
-Entry = LayerEntry | OpEntry
+    @property
+    def short_name(self) -> str:
+        """The function's own name: ``"resize"`` for ``ops.image.resize``."""
+        return self.name.rsplit(".", 1)[-1]
+
+
+ObjectiveKind = Literal["loss", "loss-function", "metric", "metric-function"]
+
+
+@dataclass(frozen=True)
+class ObjectiveEntry:
+    """One public ``keras.losses`` or ``keras.metrics`` name (``"losses.MeanSquaredError"``,
+    ``"losses.mean_squared_error"``, ``"metrics.Sum"``).
+
+    ``inputs`` are ``y_true`` and ``y_pred`` (or a metric's ``values``), each with its role,
+    shape, value preset and default dtype; a spec's input dtypes are theirs, in that order.
+    ``init_kwargs`` are the constructor's required arguments (a ``"keras.<path>"`` string is
+    that Keras object), ``kwargs`` a function's.
+    """
+
+    name: str
+    kind: ObjectiveKind
+    group: str
+    inputs: tuple[dict[str, Any], ...] = ()
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    skip: str | None = None
+    note: str = ""
+
+    @property
+    def arity(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(spec["shape"]) for spec in self.inputs)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return ("any",) * self.arity
+
+    @property
+    def default_dtypes(self) -> tuple[str, ...]:
+        return tuple(spec["dtype"] for spec in self.inputs)
+
+    @property
+    def short_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+
+Entry = LayerEntry | OpEntry | ObjectiveEntry

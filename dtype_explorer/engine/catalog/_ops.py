@@ -1,95 +1,107 @@
-"""The ``keras.ops`` functions we probe, each with the dtype rule Keras declares for it.
+"""Every ``keras.ops`` function, each with its inputs by role and the dtype rule Keras states.
 
-A rule restates the op's ``compute_output_spec`` in ``keras/src/ops/numpy.py`` / ``nn.py``
-(where ``float`` is the weak Python float, i.e. ``floatx``). Ops with ``input_style="list"``
-take their inputs as one list, ``fn([x1, x2])``; every other op is called
-``fn(*inputs, **kwargs)``.
-``ops.where`` has three inputs, so a spec for it has three input dtypes: the condition (bool
-by default), then ``x1`` and ``x2``.
+The table is ``ops_table.json`` beside this module, written by ``tools/build_ops_catalog.py``
+from ``keras.ops`` itself: every public function of ``keras.ops`` and its namespaces
+(``numpy``, ``nn``, ``linalg``, ``image``) once, under its canonical name, with its other
+names as ``aliases`` (``ops.numpy.add``, ``ops.nn.relu``, ``ops.swish`` for ``ops.silu``); its
+class by signature and role; valid default inputs (see ``_op_calls``); its counterparts in
+the array libraries; and the rule Keras's ``compute_output_spec`` states for it (``none``
+where it states none for every int and float input).
+
+``RULES`` below overrides the generated rule where we restate ``compute_output_spec`` by hand
+(joining and linear-algebra ops, ``where``, ``softmax``), with a note on what it declares.
+``ops.where`` has three probed inputs: the condition (bool by default), then ``x1`` and ``x2``.
 """
 
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
 from typing import Any
 
 from dtype_explorer.engine.catalog._entries import OpEntry
+from dtype_explorer.engine.catalog._op_calls import probed
 
-_UNARY = ((2, 3),)
+TABLE = Path(__file__).with_name("ops_table.json")
 _DECLARED_AS_INPUT = "Keras declares the input's dtype (compute_output_spec), ints included"
 
-
-def _op(name: str, rule: str, *shapes: tuple[int, ...], **fields: Any) -> OpEntry:
-    return OpEntry(f"ops.{name}", rule, shapes=shapes or ((2, 3), (2, 3)), **fields)
-
-
-OPS: tuple[OpEntry, ...] = (
-    # element-wise binary: result_type(x1, x2)
-    _op("add", "promote"),
-    _op("subtract", "promote"),
-    _op("multiply", "promote"),
-    _op("maximum", "promote"),
-    _op("minimum", "promote"),
-    _op("power", "promote"),
-    _op("floor_divide", "promote"),
-    _op("mod", "promote", note="bool results become int32"),
-    _op("divide", "promote-float", note="result_type(x1, x2, float)"),
-    _op("true_divide", "promote-float", note="alias of divide: result_type(x1, x2, float)"),
-    _op(
-        "where",
+#: name -> (rule, note, extra kwargs): where the generated rule is restated or refined by hand.
+RULES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "mod": ("promote", "bool results become int32", {}),
+    "divide": ("promote-float", "result_type(x1, x2, float)", {}),
+    "true_divide": ("promote-float", "alias of divide: result_type(x1, x2, float)", {}),
+    "where": (
         "promote",
-        (2, 3),
-        (2, 3),
-        (2, 3),
-        roles=("any", "any", "any"),
-        note="three input dtypes: condition (bool), x1, x2; result_type(x1, x2) - a bool "
+        "three input dtypes: condition (bool), x1, x2; result_type(x1, x2) - a bool "
         "condition never changes the promotion",
+        {},
     ),
-    # linear algebra
-    _op("matmul", "promote", (2, 3), (3, 2), note="int8 @ int8 is declared int32"),
-    _op("dot", "promote", (2, 3), (3, 2)),
-    # joining: called fn([x1, x2])
-    _op("concatenate", "promote", input_style="list", note="called ops.concatenate([x1, x2])"),
-    _op("stack", "promote", input_style="list", note="called ops.stack([x1, x2])"),
-    # reductions
-    _op(
-        "mean",
+    "matmul": ("promote", "int8 @ int8 is declared int32", {}),
+    "dot": ("promote", "", {}),
+    "concatenate": ("promote", "called ops.concatenate([x1, x2])", {}),
+    "stack": ("promote", "called ops.stack([x1, x2])", {}),
+    "mean": (
         "promote-float",
-        *_UNARY,
-        note="int and bool inputs give result_type(x, 'float32'); floats keep their dtype",
+        "int and bool inputs give result_type(x, 'float32'); floats keep their dtype",
+        {},
     ),
-    _op(
-        "sum",
+    "sum": (
         "none",
-        *_UNARY,
-        note="declared: bool/int8/int16 -> int32, uint8/uint16 -> uint32 (int32 on torch), "
+        "declared: bool/int8/int16 -> int32, uint8/uint16 -> uint32 (int32 on torch), "
         "else result_type(x)",
+        {},
     ),
-    _op("max", "promote", *_UNARY),
-    _op("argmax", "index", *_UNARY, kwargs={"axis": -1}),
-    _op("cumsum", "promote", *_UNARY, note="bool results become int32"),
-    # element-wise unary
-    _op("abs", "promote", *_UNARY),
-    _op("negative", "promote", *_UNARY),
-    _op("square", "promote", *_UNARY, note="bool results become int32"),
-    _op(
-        "clip",
-        "promote",
-        *_UNARY,
-        kwargs={"x_min": -1, "x_max": 1},
-        note="x's dtype (bool becomes int32); bounds are Python ints",
-    ),
-    _op("sqrt", "promote-float", *_UNARY, note="ints give result_type(x, float)"),
-    _op("exp", "promote-float", *_UNARY, note="ints and bool give floatx"),
-    _op("log", "promote-float", *_UNARY, note="ints give result_type(x, float)"),
-    _op("tanh", "promote-float", *_UNARY, note="int64 gives floatx"),
-    # comparisons and logic
-    _op("greater", "bool"),
-    _op("less", "bool"),
-    _op("equal", "bool"),
-    _op("not_equal", "bool"),
-    _op("logical_and", "bool"),
-    # activations (keras.ops.nn)
-    _op("relu", "promote", *_UNARY, note=_DECLARED_AS_INPUT),
-    _op("sigmoid", "promote", *_UNARY, note=_DECLARED_AS_INPUT),
-    _op("softmax", "promote", *_UNARY, note=_DECLARED_AS_INPUT),
-)
+    "argmax": ("index", "", {"axis": -1}),
+    "cumsum": ("promote", "bool results become int32", {}),
+    "square": ("promote", "bool results become int32", {}),
+    "clip": ("promote", "x's dtype (bool becomes int32); bounds are Python ints", {}),
+    "sqrt": ("promote-float", "ints give result_type(x, float)", {}),
+    "exp": ("promote-float", "ints and bool give floatx", {}),
+    "log": ("promote-float", "ints give result_type(x, float)", {}),
+    "tanh": ("promote-float", "int64 gives floatx", {}),
+    "relu": ("promote", _DECLARED_AS_INPUT, {}),
+    "sigmoid": ("promote", _DECLARED_AS_INPUT, {}),
+    "softmax": ("promote", _DECLARED_AS_INPUT, {}),
+}
+
+
+def _entry(row: dict[str, Any]) -> OpEntry:
+    name = row["name"]
+    inputs = tuple(row["inputs"])
+    leaves = probed(inputs)
+    rule, note, extra = RULES.get(name.removeprefix("ops."), (row["rule"], row["note"], {}))
+    params = {spec["param"] for spec in inputs}
+    kwargs = {**row["kwargs"], **{k: v for k, v in extra.items() if k not in params}}
+    return OpEntry(
+        name=name,
+        rule=rule,
+        shapes=tuple(tuple(spec["shape"]) for spec in leaves),
+        kwargs=kwargs,
+        group=row["group"],
+        roles=("any",) * len(leaves),
+        note=note,
+        input_style="list" if inputs and inputs[0]["kind"] == "list" else "positional",
+        inputs=inputs,
+        category=row["category"],
+        subcategory=row["subcategory"],
+        probe=row["probe"],
+        aliases=tuple(row["aliases"]),
+        skip=row.get("skip"),
+        primary_dtype=row["primary_dtype"] or "float32",
+        rule_basis=row.get("rule_basis", "") if (rule == row["rule"]) else "",
+        references=row.get("references", {}),
+        backend_limits=row.get("backend_limits", {}),
+    )
+
+
+@functools.cache
+def load() -> tuple[OpEntry, ...]:
+    """Every op entry, read once from ``ops_table.json``."""
+    data = json.loads(TABLE.read_text())
+    return tuple(_entry(row) for row in data["ops"])
+
+
+def keras_version() -> str:
+    """The Keras version the table was made from."""
+    return json.loads(TABLE.read_text())["meta"]["keras"]
