@@ -28,8 +28,8 @@ need_chromium() {
 }
 
 run_tests() {
-  "$PY" -m ruff check dtype_explorer tests benchmarks
-  "$PY" -m ruff format --check dtype_explorer tests benchmarks
+  "$PY" -m ruff check dtype_explorer tests benchmarks tools
+  "$PY" -m ruff format --check dtype_explorer tests benchmarks tools
   "$PY" -m pytest "$@"
 }
 

@@ -5,9 +5,10 @@ inputs by role (y_true, y_pred, or values) and the constructor arguments each ne
 
 Run (the table does not depend on the backend; the symbolic calls run on numpy)::
 
-    KERAS_BACKEND=numpy PYTHONPATH=. python tools/build_ops_catalog.py [RESEARCH_DIR]
+    KERAS_BACKEND=numpy PYTHONPATH=. python tools/build_ops_catalog.py RESEARCH_DIR
 
-Inputs (``RESEARCH_DIR``, default ``/work/research/ops``): ``ops_table.json`` (the enumeration
+Inputs (``RESEARCH_DIR``, a survey of ``keras.ops`` made once, outside the package):
+``ops_table.json`` (the enumeration
 of ``keras.ops`` and its namespaces, the signature classification with its override table and
 the default inputs by role, made and checked by running every op on every backend) and
 ``references.json`` (the numpy / jax / torch / tf.experimental.numpy counterparts).
@@ -25,7 +26,9 @@ What this script adds:
 * ``ops.where``'s condition is a probed input (a spec gives it ``bool``), as before, and so
   are ``ops.unravel_index``'s indices (its only tensor).
 
-Keep this script with the table: rerun it when Keras changes, and commit both.
+Keep this script with the table and commit both. When Keras adds an op,
+``tests/engine/test_catalog.py`` names it: add its row (role, inputs, values) to the committed
+``ops_table.json`` by hand, next to the rows of the ops like it, and rerun the rule check.
 """
 
 from __future__ import annotations
@@ -226,6 +229,8 @@ def build_objectives(research: Path) -> None:
 
 
 if __name__ == "__main__":
-    research_dir = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("/work/research/ops")
+    if len(sys.argv) != 2:
+        sys.exit("usage: python tools/build_ops_catalog.py RESEARCH_DIR")
+    research_dir = Path(sys.argv[1])
     main(research_dir)
     build_objectives(research_dir)
