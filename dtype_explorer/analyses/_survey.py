@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec, validate_policy
-from dtype_explorer.errors import InvalidSpecError, listed
+from dtype_explorer.errors import InvalidSpecError, listed, received
 from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
 from dtype_explorer.runtime import pool
 
@@ -188,7 +188,10 @@ def expand_targets(pattern: str) -> tuple[str, ...]:
     True
     """
     if not isinstance(pattern, str):
-        raise InvalidSpecError(f"a target is a name or a pattern, not {type(pattern).__name__}")
+        raise InvalidSpecError(
+            f"targets: unknown target {received(pattern)}: a target is a name or a pattern such "
+            f"as 'Dense' or 'ops.nn.*', not a {type(pattern).__name__}"
+        )
     if pattern == "ops":
         return tuple(e.name for e in catalog.ops())
     if pattern == "layers":

@@ -403,7 +403,7 @@ def _op_numerics(outputs: Any, arrays: list[np.ndarray], steps: list[CastStep]) 
 def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> tuple[str, ...]:
     """The probed inputs' dtypes; a creation op's probed dtype goes to ``dtype=`` instead."""
     if entry.probe == "inputs":
-        return _broadcast(spec.input_dtypes, entry.arity)
+        return _broadcast(spec.input_dtypes, _op_arity(spec, entry))
     for name in spec.input_dtypes:
         dtypes.validate(name)
     if entry.probe == "dtype_kwarg" and "dtype" not in spec.kwargs:
@@ -417,30 +417,54 @@ def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) ->
     return ()
 
 
+def _op_arity(spec: ProbeSpec, entry: OpEntry) -> int:
+    """How many probed inputs this call has: an op taking a list of tensors takes as many as
+    the spec gives shapes for (``ops.concatenate`` of three tensors), every other op its own."""
+    if entry.input_style == "list" and spec.shapes is not None and len(spec.shapes) > 1:
+        return len(spec.shapes)
+    return entry.arity
+
+
 def _op_shapes(spec: ProbeSpec, entry: OpEntry) -> tuple[tuple[int, ...], ...]:
+    arity = _op_arity(spec, entry)
     if spec.shapes is None:
         return entry.shapes
-    if len(spec.shapes) == entry.arity:
+    if len(spec.shapes) == arity:
         return spec.shapes
     if len(spec.shapes) == 1:
-        return spec.shapes * entry.arity
+        return spec.shapes * arity
     raise InvalidSpecError(
-        f"{entry.name} takes {entry.arity} probed input(s); got {len(spec.shapes)} shapes"
+        f"{entry.name} takes {arity} probed input(s); got {len(spec.shapes)} shapes"
     )
 
 
 def _with_shapes(inputs: tuple[dict, ...], shapes: tuple[tuple[int, ...], ...]) -> tuple:
-    """The op's inputs with the probed tensors' shapes replaced by ``shapes``."""
+    """The op's inputs with the probed tensors' shapes replaced by ``shapes``; a list of
+    tensors grows (its last item repeated) to take the shapes beyond the catalog's count."""
     counter = iter(shapes)
+    extra = [len(shapes) - _probed_count(inputs)]
 
     def one(leaf: dict) -> dict:
         if leaf["kind"] in ("list", "tuple", "varargs"):
-            return {**leaf, "items": [one(item) for item in leaf["items"]]}
+            items = list(leaf["items"])
+            if leaf["kind"] == "list" and items and extra[0] > 0:
+                items += [items[-1]] * extra[0]
+                extra[0] = 0
+            return {**leaf, "items": [one(item) for item in items]}
         if leaf["kind"] == "tensor" and leaf["dtype"] == "probe":
             return {**leaf, "shape": list(next(counter))}
         return leaf
 
     return tuple(one(leaf) for leaf in inputs)
+
+
+def _probed_count(inputs: tuple[dict, ...] | list[dict]) -> int:
+    return sum(
+        _probed_count(leaf["items"])
+        if leaf["kind"] in ("list", "tuple", "varargs")
+        else int(leaf["kind"] == "tensor" and leaf["dtype"] == "probe")
+        for leaf in inputs
+    )
 
 
 def _op_tensor(value: Any, dtype: str) -> Any:

@@ -128,6 +128,9 @@ class ObjectiveEntry:
     skip: str | None = None
     note: str = ""
 
+    #: ``y_true`` and ``y_pred`` (or ``values``) are passed positionally.
+    input_style: InputStyle = "positional"
+
     @property
     def arity(self) -> int:
         return len(self.inputs)
