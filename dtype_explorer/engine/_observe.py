@@ -1,0 +1,134 @@
+"""What every probe path shares: how a failed spec is told from a Keras error, how the eager
+outputs become the ``output`` steps and the verdict, the op trace opened (or not) around a
+call, and small notes and conversions."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import _rules as rules
+from dtype_explorer.engine._trace import op_trace
+from dtype_explorer.errors import InvalidSpecError, keras_message
+from dtype_explorer.records import (
+    CastStep,
+    ErrorInfo,
+)
+
+MAX_MESSAGE = 2000
+
+
+class Invalid(Exception):
+    """The spec cannot make a valid call (Keras's own message is kept)."""
+
+    def __init__(self, error: BaseException, where: str):
+        super().__init__(str(error))
+        self.error = error
+        self.where = where
+
+
+def traced(trace: bool) -> contextlib.AbstractContextManager[Any]:
+    return op_trace() if trace else contextlib.nullcontext()
+
+
+def outcome(
+    outputs, error, steps, documented: rules.Documented, declared: tuple[str, ...], basis
+) -> dict:
+    import keras
+
+    fields: dict[str, Any] = {
+        "documented_dtype": documented.dtype,
+        "declared_dtype": declared[0] if declared else None,
+        "result_type_args": documented.result_type_args,
+        "basis": tuple(basis),
+    }
+    if error is not None:
+        fields.update(
+            status="error",
+            error=error_info(error, "call"),
+            verdict="error",
+            cast_path=tuple(steps),
+        )
+        return fields
+    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
+    out_dtypes = tuple(keras.backend.standardize_dtype(t.dtype) for t in flat)
+    for i, dtype in enumerate(out_dtypes):
+        steps.append(
+            CastStep(
+                stage="output", dtype=dtype, index=i, note=output_note(dtype, documented.dtype)
+            )
+        )
+    observed = out_dtypes[0] if out_dtypes else None
+    fields.update(
+        status="ok",
+        output_dtype=observed,
+        output_dtypes=out_dtypes,
+        device=device(flat[0]) if flat else "cpu",
+        cast_path=tuple(steps),
+        verdict=rules.verdict(
+            status="ok",
+            documented=documented.dtype,
+            declared=fields["declared_dtype"],
+            observed=observed,
+        ),
+    )
+    return fields
+
+
+def converted_dtype(sample: Any) -> str:
+    import keras
+
+    try:
+        return dtypes.describe(keras.ops.convert_to_tensor(sample))
+    except Exception as error:
+        return f"unconvertible ({type(error).__name__})"
+
+
+def conversion_note(given: str, conv: str, converts: bool) -> str:
+    if not converts:
+        return "not converted: this layer takes its inputs as given"
+    if conv == given:
+        return "backend tensor, dtype kept"
+    return f"{given} -> {conv}: the backend's tensor conversion"
+
+
+def output_note(dtype: str, documented: str | None) -> str:
+    if documented is None:
+        return "no documented rule"
+    return "as documented" if dtype == documented else f"documented {documented}"
+
+
+def broadcast(input_dtypes: tuple[str, ...], arity: int) -> tuple[str, ...]:
+    for name in input_dtypes:
+        dtypes.validate(name)
+    if len(input_dtypes) == arity:
+        return tuple(input_dtypes)
+    if len(input_dtypes) == 1:
+        return tuple(input_dtypes) * arity
+    raise InvalidSpecError(
+        f"this target takes {arity} input(s); got {len(input_dtypes)} input dtypes {input_dtypes}"
+    )
+
+
+def device(tensor: Any) -> str:
+    if hasattr(tensor, "devices"):  # jax
+        device = next(iter(tensor.devices()))
+        return f"{device.platform}:{device.id}"
+    device = getattr(tensor, "device", None)
+    if device is None:
+        return "cpu"
+    text = str(device)
+    if text.startswith("/job"):  # tensorflow: /job:localhost/replica:0/task:0/device:CPU:0
+        return text.rsplit("device:", 1)[-1].lower()
+    return text
+
+
+def error_info(error: BaseException, where: str) -> ErrorInfo:
+    message = keras_message(str(error), limit=MAX_MESSAGE)
+    return ErrorInfo(type=type(error).__name__, message=message, where=where)
+
+
+def ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)

@@ -1,0 +1,287 @@
+"""Probe a layer (a catalog layer or a user's): build it under the policy, call it eagerly on a
+sample with wrappers on its ``call()`` (what it received, its variables as read) and the op
+trace open, make the symbolic call for the declared dtype, and measure numerics against the
+same weights in a wider dtype."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import _rules as rules
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._numerics import measure
+from dtype_explorer.engine._observe import (
+    Invalid,
+    broadcast,
+    conversion_note,
+    converted_dtype,
+    ms,
+    outcome,
+    traced,
+)
+from dtype_explorer.engine.catalog import (
+    INDEX_HIGH,
+    LayerEntry,
+    OpEntry,
+    build_kwargs,
+    safe_deserialization,
+)
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import (
+    CastStep,
+    ProbeSpec,
+    VariableDtypes,
+)
+
+
+def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
+    if not spec.target.startswith("custom:"):
+        found = catalog.entry(spec.target)
+        if isinstance(found, OpEntry):
+            raise InvalidSpecError(f"{spec.target!r} is an op, not a layer")
+        if found.skip:
+            raise InvalidSpecError(f"{found.name} cannot be probed standalone: {found.skip}")
+        return found
+    if target is None:
+        raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
+    return catalog.custom_entry(spec.target)
+
+
+def layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
+    import keras
+
+    if target is None:
+        return getattr(keras.layers, catalog.entry(spec.target).name)
+    if isinstance(target, keras.layers.Layer):
+        config = {k: v for k, v in target.get_config().items() if k != "dtype"}
+        return lambda **kwargs: type(target).from_config({**config, **kwargs})
+    return target
+
+
+def run_layer(
+    spec: ProbeSpec,
+    entry: LayerEntry,
+    cls: Callable[..., Any],
+    timings: dict[str, float],
+    trace: bool,
+) -> dict:
+
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
+    roles = entry.input_roles(len(shapes))
+    if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
+        raise InvalidSpecError("Python scalars (python_int, ...) are inputs of ops, not of layers")
+    kwargs = {**entry.kwargs, **spec.kwargs}
+    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+
+    def build() -> Any:
+        try:
+            with safe_deserialization():  # kwargs are data: a config never becomes code
+                return cls(**build_kwargs(kwargs))
+        except Exception as error:
+            raise Invalid(error, "construct") from error
+
+    t0 = time.perf_counter()
+    layer = build()
+    timings["construct_ms"] = ms(t0)
+    policy = layer.dtype_policy
+    converts = bool(getattr(layer, "_convert_input_args", True))
+
+    steps: list[CastStep] = []
+    converted: list[str] = []
+    for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
+        steps.append(CastStep(stage="input", dtype=given, note="the array given", index=i))
+        conv = converted_dtype(sample) if converts else given
+        converted.append(conv)
+        note = conversion_note(given, conv, converts)
+        steps.append(
+            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
+        )
+    autocast_rule = [
+        rules.autocast(
+            c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
+        )
+        for c in converted
+    ]
+
+    recorder = _CallRecorder(layer)
+    t0 = time.perf_counter()
+    outputs, error = None, None
+    with recorder.installed(), traced(trace) as recorded:
+        try:
+            outputs = _call(layer, entry, samples)
+        except Exception as exc:
+            error = exc
+    timings["call_ms"] = ms(t0)
+    t0 = time.perf_counter()
+    trace_steps = recorded.steps() if recorded is not None else ()
+    timings["trace_ms"] = ms(t0)
+
+    # Declared after the eager call: a built layer traces faster. Where both fail, a symbolic
+    # call with the roles' default dtypes tells a dtype problem from a bad shape or kwarg.
+    t0 = time.perf_counter()
+    declared, declared_error = _declared_layer(
+        layer if error is None else build(), entry, shapes, input_dtypes
+    )
+    if error is not None and declared_error is not None:
+        default_dtypes = tuple(
+            {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
+        )
+        if default_dtypes != input_dtypes:
+            _, declared_error = _declared_layer(build(), entry, shapes, default_dtypes)
+        if declared_error is not None:
+            raise Invalid(declared_error, "shape or kwargs")
+    timings["declared_ms"] = ms(t0)
+
+    for i, (conv, got) in enumerate(zip(converted, recorder.received or ())):
+        expected, why = autocast_rule[i]
+        note = why if got == expected else f"{conv} -> {got}: received by call()"
+        steps.append(CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv))
+    variables = recorder.variables
+    for name, var in variables.items():
+        steps.append(
+            CastStep(
+                stage="variables",
+                dtype=var.read or var.stored,
+                name=name,
+                changed=var.read is not None and var.read != var.stored,
+                note=_variable_note(var),
+            )
+        )
+    documented = rules.for_layer(
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=tuple(d for d, _ in autocast_rule),
+    )
+    basis = (
+        _policy_basis(policy),
+        *dict.fromkeys(why for _, why in autocast_rule),
+        *documented.basis,
+    )
+    fields = outcome(outputs, error, steps, documented, declared, basis)
+    fields["variables"] = variables
+    fields["trace"] = trace_steps
+    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
+    if outputs is not None:
+        t0 = time.perf_counter()
+        fields["numerics"] = measure(
+            outputs,
+            samples,
+            steps,
+            reference=lambda dtype: _reference_outputs(build, layer, entry, samples, dtype),
+        )
+        timings["numerics_ms"] = ms(t0)
+    return fields
+
+
+def _call(layer: Any, entry: LayerEntry, inputs: list[Any]) -> Any:
+    if entry.input_style == "list":
+        return layer(list(inputs))
+    if entry.input_style == "positional":
+        return layer(*inputs)
+    return layer(inputs[0])
+
+
+def _reference_outputs(
+    build: Callable[[], Any], layer: Any, entry: LayerEntry, samples: list, dtype: str
+) -> Any:
+    """The same layer, with the same weights, run in ``dtype`` on the same sample."""
+    import keras
+
+    with preserved_keras_state():
+        keras.config.set_dtype_policy(dtype)
+        reference = build()
+    inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
+    _call(reference, entry, inputs)
+    reference.set_weights(
+        [
+            w.astype(dtype) if keras.backend.is_float_dtype(str(w.dtype)) else w
+            for w in layer.get_weights()
+        ]
+    )
+    return _call(reference, entry, inputs)
+
+
+def _declared_layer(
+    layer: Any, entry: LayerEntry, shapes, input_dtypes
+) -> tuple[tuple[str, ...], Exception | None]:
+    import keras
+
+    try:
+        symbolic = [keras.KerasTensor(shape, dtype=d) for shape, d in zip(shapes, input_dtypes)]
+        out = _call(layer, entry, symbolic)
+    except Exception as error:
+        return (), error
+    return tuple(keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(out)), None
+
+
+class _CallRecorder:
+    """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
+    dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
+
+    def __init__(self, layer: Any):
+        self.layer = layer
+        self.received: list[str] | None = None
+        self.variables: dict[str, VariableDtypes] = {}
+        self._depth = 0
+
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        return wrapped_entry_points(self.layer, self._wrap)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0 and self.received is None:
+                self._record(args, kwargs)
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return recorded
+
+    def _record(self, args: tuple, kwargs: dict) -> None:
+        """Inputs by dtype; variables by their path inside the layer (``query/kernel``)."""
+        import keras
+
+        tensors = [
+            t
+            for t in keras.tree.flatten((args, kwargs))
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        self.received = [dtypes.describe(t) for t in tensors]
+        prefix = f"{self.layer.path}/"
+        self.variables = {
+            v.path.removeprefix(prefix): variable_dtypes(v) for v in self.layer.variables
+        }
+
+
+def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:
+    if role == "index" and dtype != "string":
+        rng = np.random.default_rng(spec.seed)
+        return rng.integers(0, INDEX_HIGH, size=shape).astype(dtypes.numpy_dtype(dtype))
+    if dtype == "string":  # strings travel as Python lists, as Keras's own tests pass them
+        return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed).tolist()
+    return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed)
+
+
+def _variable_note(var: VariableDtypes) -> str:
+    if var.read is None:
+        return f"stored {var.stored}"
+    if var.read == var.stored:
+        return f"stored and read as {var.stored}"
+    return f"stored {var.stored}, read as {var.read} inside call()"
+
+
+def _policy_basis(policy: Any) -> str:
+    return (
+        f"policy {policy.name!r}: compute {policy.compute_dtype}, variables {policy.variable_dtype}"
+    )
