@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer import dtypes
@@ -34,10 +35,19 @@ def traced(trace: bool) -> contextlib.AbstractContextManager[Any]:
 
 
 def outcome(
-    outputs, error, steps, documented: rules.Documented, declared: tuple[str, ...], basis
+    outputs,
+    error,
+    steps,
+    documented: rules.Documented,
+    declared: tuple[str, ...],
+    basis,
+    *,
+    described: Callable[[Any], tuple[tuple[str, ...], list[Any]]] | None = None,
 ) -> dict:
-    import keras
-
+    """The answer's fields from the eager call's outputs (or its error): the ``output`` steps,
+    the observed dtypes, the device and the verdict. ``described(outputs)`` gives the output
+    dtypes and the tensors among them (default: every tensor in Keras's tree; an op names its
+    Python values too, ``python_int``)."""
     fields: dict[str, Any] = {
         "documented_dtype": documented.dtype,
         "declared_dtype": declared[0] if declared else None,
@@ -52,20 +62,18 @@ def outcome(
             cast_path=tuple(steps),
         )
         return fields
-    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
-    out_dtypes = tuple(keras.backend.standardize_dtype(t.dtype) for t in flat)
+    out_dtypes, tensors = (described or tensor_outputs)(outputs)
     for i, dtype in enumerate(out_dtypes):
-        steps.append(
-            CastStep(
-                stage="output", dtype=dtype, index=i, note=output_note(dtype, documented.dtype)
-            )
-        )
+        note = output_note(dtype, documented.dtype)
+        if dtype.startswith("python_"):
+            note = f"a Python {dtype.removeprefix('python_')}, not a tensor; {note}"
+        steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
     observed = out_dtypes[0] if out_dtypes else None
     fields.update(
         status="ok",
         output_dtype=observed,
         output_dtypes=out_dtypes,
-        device=device(flat[0]) if flat else "cpu",
+        device=device(tensors[0]) if tensors else "cpu",
         cast_path=tuple(steps),
         verdict=rules.verdict(
             status="ok",
@@ -75,6 +83,14 @@ def outcome(
         ),
     )
     return fields
+
+
+def tensor_outputs(outputs: Any) -> tuple[tuple[str, ...], list[Any]]:
+    """The dtypes of the tensors in ``outputs`` (Keras's tree), and the tensors."""
+    import keras
+
+    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
+    return tuple(keras.backend.standardize_dtype(t.dtype) for t in flat), flat
 
 
 def converted_dtype(sample: Any) -> str:

@@ -17,10 +17,8 @@ from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine._observe import (
     Invalid,
     broadcast,
-    device,
-    error_info,
     ms,
-    output_note,
+    outcome,
     traced,
 )
 from dtype_explorer.engine.catalog import (
@@ -266,39 +264,12 @@ def op_outcome(
 ) -> dict:
     """As ``outcome``, with Python values (``ops.size``, ``ops.shape``) named as
     ``python_int``, ``python_bool``, ... instead of being dropped."""
-    fields: dict[str, Any] = {
-        "documented_dtype": documented.dtype,
-        "declared_dtype": declared[0] if declared else None,
-        "result_type_args": documented.result_type_args,
-        "basis": tuple(documented.basis),
-    }
-    if error is not None:
-        fields.update(
-            status="error",
-            error=error_info(error, "call"),
-            verdict="error",
-            cast_path=tuple(steps),
-        )
-        return fields
-    out_dtypes = op_leaf_dtypes(outputs)
-    for i, dtype in enumerate(out_dtypes):
-        note = output_note(dtype, documented.dtype)
-        if dtype.startswith("python_"):
-            note = f"a Python {dtype.removeprefix('python_')}, not a tensor; {note}"
-        steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
-    observed = out_dtypes[0] if out_dtypes else None
-    tensors = _op_tensors(outputs)
-    fields.update(
-        status="ok",
-        output_dtype=observed,
-        output_dtypes=out_dtypes,
-        device=device(tensors[0]) if tensors else "cpu",
-        cast_path=tuple(steps),
-        verdict=rules.verdict(
-            status="ok",
-            documented=documented.dtype,
-            declared=fields["declared_dtype"],
-            observed=observed,
-        ),
+    return outcome(
+        outputs,
+        error,
+        steps,
+        documented,
+        declared,
+        documented.basis,
+        described=lambda found: (op_leaf_dtypes(found), _op_tensors(found)),
     )
-    return fields
