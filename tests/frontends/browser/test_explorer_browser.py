@@ -174,6 +174,37 @@ def test_conv1d_on_uint8_floats_on_jax_and_raises_on_torch(explorer, artifacts):
     )
 
 
+def test_the_call_box_opens_the_op_trace_and_marks_where_backends_part(explorer, artifacts):
+    """Conv1D on uint8: the traces of jax (promotes) and torch (raises) part at the convolution;
+    the call box opens each card's op list, every step linked to its line in Keras."""
+    page = explorer
+    _select(page, "target", "Conv1D")
+    _select(page, "input-dtype-0", "uint8")
+
+    banner = page.locator('[data-testid="trace-divergence"]')
+    banner.wait_for(timeout=PROBE_TIMEOUT_MS)
+    assert "conv" in banner.inner_text()  # the op where jax's and torch's traces part
+    jax = _card(page, "jax")
+    trace = jax.locator('[data-testid="trace"]')
+    assert trace.get_attribute("open") is not None  # opened where the traces part
+    jax.locator('[data-testid="call-box"]').click()  # the call box closes ...
+    assert trace.get_attribute("open") is None
+    jax.locator('[data-testid="call-box"]').click()  # ... and opens the trace
+    assert trace.get_attribute("open") is not None
+    steps = trace.locator('[data-testid="trace-step"]')
+    assert steps.count() >= 2
+    ops = steps.evaluate_all("items => items.map(i => i.dataset.op)")
+    assert any("conv" in op for op in ops), ops
+    parted = steps.filter(has=page.locator('[data-testid="trace-part"]'))
+    assert parted.count() == 1 and "conv" in parted.get_attribute("data-op")
+    link = trace.locator('a[data-testid="trace-source"]').first
+    href = link.get_attribute("href")
+    assert href.startswith("https://github.com/keras-team/keras/blob/v"), href
+    assert "/keras/src/" in href and "#L" in href
+    assert _card(page, "torch").locator('[data-testid="trace-part"]').count() == 1
+    jax.screenshot(path=artifacts / "explorer-trace-conv1d-uint8.png")
+
+
 def test_policy_change_redraws_the_cast_path(explorer, artifacts):
     page = explorer
     _select(page, "target", "Conv1D")
