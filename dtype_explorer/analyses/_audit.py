@@ -468,7 +468,8 @@ def _sample_for(model: Any, inputs: Any, sample: Any) -> Any:
     expected = keras.tree.flatten(inputs)
     if isinstance(sample, list | tuple) and len(expected) == 1 and not _is_tensor_list(sample):
         sample = _as_array(sample)
-    if isinstance(sample, dict) and not isinstance(inputs, dict):
+    by_name = isinstance(sample, dict) and not isinstance(inputs, dict)
+    if by_name:
         names = {spec.name for spec in expected}
         if set(sample) != names:
             raise InvalidSpecError(
@@ -476,7 +477,7 @@ def _sample_for(model: Any, inputs: Any, sample: Any) -> Any:
                 f"dict; a dict sample needs the input names {sorted(names)} as its keys; "
                 f"got keys {received(sorted(map(str, sample)))}"
             )
-    if isinstance(inputs, dict) != isinstance(sample, dict) and len(expected) > 1:
+    elif isinstance(inputs, dict) != isinstance(sample, dict) and len(expected) > 1:
         raise InvalidSpecError(
             f"the sample does not fit: expected {_expected(inputs)}; got {_sample_text(sample)}"
         )
@@ -484,7 +485,10 @@ def _sample_for(model: Any, inputs: Any, sample: Any) -> Any:
         raise InvalidSpecError(
             f"the sample does not fit: expected keys {sorted(inputs)}; got {sorted(sample)}"
         )
-    leaves = keras.tree.flatten(keras.tree.map_structure(_as_array, sample))
+    if by_name:  # Keras routes a dict to a functional model's inputs by name, not sorted keys
+        leaves = [_as_array(sample[spec.name]) for spec in expected]
+    else:
+        leaves = keras.tree.flatten(keras.tree.map_structure(_as_array, sample))
     if len(leaves) != len(expected):
         raise InvalidSpecError(
             f"the sample does not fit: the model takes {len(expected)} input(s), "
@@ -500,12 +504,18 @@ def _sample_for(model: Any, inputs: Any, sample: Any) -> Any:
     return keras.tree.map_structure(_as_array, sample)
 
 
-def _make_sample(spec: Any) -> np.ndarray:
+def _make_sample(spec: Any) -> Any:
+    """A sample for one ``keras.Input``; strings as a backend string tensor, the way a model
+    takes them (Keras refuses NumPy object arrays)."""
+    import keras
+
     shape = tuple(
         BATCH if i == 0 and d is None else OPEN_DIM if d is None else d
         for i, d in enumerate(spec.shape)
     )
     array = dtypes.sample(spec.dtype, shape)
+    if spec.dtype == "string":
+        return keras.ops.convert_to_tensor(array.tolist())
     return np.abs(array) if dtypes.is_integer(spec.dtype) else array
 
 

@@ -391,6 +391,29 @@ def test_backend_divergence_through_the_pool():
     assert report.backends == ("jax",)
 
 
+def test_a_dict_sample_is_routed_by_input_name_as_keras_routes_it():
+    """Inputs named in an order that is not sorted: Keras takes {name: array}; so must the audit
+    (it used to sort the keys and match them by position, refusing a sample Keras accepts)."""
+    b, a = keras.Input((3,), name="b"), keras.Input((5,), name="a")
+    joined = layers.Concatenate()([layers.Dense(2, name="from_b")(b), layers.Dense(2)(a)])
+    model = keras.Model([b, a], joined, name="two")
+    sample = {"a": np.ones((2, 5), "float64"), "b": np.ones((2, 3), "float32")}
+    assert tuple(model(sample).shape) == (2, 4)  # Keras itself accepts it
+    report = check_model(model, sample)
+    assert row(report, "two/from_b").given[0].dtype == "float32"  # b's array reached b
+    assert only(report, "silent-downcast").details["from"] == "float64"  # a's float64, cast
+    with pytest.raises(InvalidSpecError, match="input names"):
+        check_model(model, {"a": sample["a"], "c": sample["b"]})
+
+
+def test_string_inputs_get_a_sample_when_none_is_given():
+    words = keras.Input((1,), dtype="string", name="words")
+    model = keras.Model(words, layers.StringLookup(vocabulary=["red", "green"])(words))
+    report = check_model(model)  # this session's backend is TensorFlow: strings are tensors
+    assert [t.dtype for t in report.sample] == ["string"]
+    assert report.layers[-1].outputs[0].dtype == "int64"
+
+
 def test_backends_all_means_every_installed_and_allowed_backend(monkeypatch):
     """As on Binder, where torch is not installed: "all" asks only the backends there are."""
     from dtype_explorer import pool
