@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -277,7 +278,8 @@ class ModeRun:
         object.__setattr__(optimizer, "apply", recorded_apply)
         object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
         x = samples[0] if len(samples) == 1 else list(samples)
-        with global_seed_kept():
+        with global_seed_kept(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
             history = model.fit(x, y, batch_size=shape[0], epochs=1, verbose=0, shuffle=False)
         losses = history.history.get("loss") or [None]
         return FitReport(
@@ -289,6 +291,7 @@ class ModeRun:
             loss_scale=scale_before,
             loss_scale_after=_scale(optimizer) if scaling else None,
             gradients=tuple(grads),
+            warnings=tuple(dict.fromkeys(str(w.message) for w in caught)),
             variables_after={
                 v.path.removeprefix(prefix): variable_dtypes(v).stored for v in self.layer.variables
             },

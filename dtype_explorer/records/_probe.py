@@ -124,6 +124,8 @@ class FitReport(Record):
     loss_scale_after: float | None = None
     gradients: tuple[GradientInfo, ...] = ()
     variables_after: dict[str, str] = Field(default_factory=dict)
+    #: What Keras warned during the step ("The model does not have any trainable weights.").
+    warnings: tuple[str, ...] = ()
 
     @property
     def nonfinite_gradients(self) -> list[str]:

@@ -51,6 +51,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
             )
         after = ", ".join(f"{name} {dtype}" for name, dtype in fit.variables_after.items())
         lines.append(f"    variables after the step: {after or '-'}")
+        lines.extend(f"    Keras warned: {w}" for w in fit.warnings)
     if trace and result.trace:
         lines.extend(format_trace(result, detail=detail))
     return "\n".join(lines)

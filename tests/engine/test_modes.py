@@ -140,12 +140,33 @@ def test_predict_on_jax_is_compiled_and_eager_on_torch():
     assert torch.compiled is False and "eager on torch" in torch.execution
 
 
-def test_modes_that_disagree_make_a_diverging_probe_set():
-    rs = dx.probe("Dense", input_dtype="int32", kwargs={"units": 2}, mode=["call", "fit"])
-    results = {r.spec.mode: r for r in rs}
-    assert set(results) == {"call", "fit"}
-    outcomes = {(r.ok, r.output_dtype) for r in rs}
-    assert rs.verdict == ("diverges" if len(outcomes) > 1 else rs.results[0].verdict)
+class QuantizedAtInference(keras.layers.Layer):
+    """A user's layer that answers differently when training, as many do."""
+
+    def call(self, x, training=None):
+        return x if training else keras.ops.cast(x, "int32")
+
+
+def test_modes_that_disagree_make_a_diverging_probe_set_naming_each_mode():
+    rs = dx.probe(QuantizedAtInference, mode=["call", "training"])
+    assert rs["call"].output_dtype == "int32" and rs["training"].output_dtype == "float32"
+    assert rs.verdict == "diverges" and rs.axis == "modes"
+    lines = rs.summary().splitlines()
+    assert "[mode call]" in lines[0] and "mode=training" in lines[1]
+    assert lines[-1] == "across modes: diverges"
+
+
+def test_models_built_for_a_probe_are_not_kept():
+    import gc
+
+    def models():
+        gc.collect()
+        return sum(isinstance(o, keras.Model) for o in gc.get_objects())
+
+    before = models()
+    for mode in ("model", "predict", "fit"):
+        assert dx.probe("Dense", kwargs={"units": 2}, mode=mode).status == "ok"
+    assert models() == before
 
 
 # ------------------------------------------------------------------------------------ fit
