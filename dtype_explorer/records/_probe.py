@@ -289,7 +289,14 @@ class ProbeSet(Record):
     def first_divergence(self) -> TraceDivergence | None:
         """The first op where the backends' traces of the call part (e.g. jax's conv promotes
         uint8 where torch's raises), or ``None`` when they agree or were not traced."""
-        return first_divergence({r.backend: r.trace for r in self.results})
+        return first_divergence({self.label(r): r.trace for r in self.results})
+
+    def label(self, result: ProbeResult) -> str:
+        """How this set names one of its results: its backend, its mode, or both
+        (``"jax/predict"``), by what the results differ in."""
+        if self.axis == "backends":
+            return result.backend
+        return result.spec.mode if self.axis == "modes" else f"{result.backend}/{result.spec.mode}"
 
     def __getitem__(self, key: str) -> ProbeResult:
         """The result of a backend (``"jax"``) or of a mode (``"predict"``)."""

@@ -154,6 +154,8 @@ def test_modes_that_disagree_make_a_diverging_probe_set_naming_each_mode():
     lines = rs.summary().splitlines()
     assert "[mode call]" in lines[0] and "mode=training" in lines[1]
     assert lines[-1] == "across modes: diverges"
+    card = rs._repr_html_()
+    assert "Modes disagree: <b>call</b> int32 · <b>training</b> float32" in card
 
 
 def test_models_built_for_a_probe_are_not_kept():
@@ -208,6 +210,11 @@ def test_fit_a_softmax_head_reports_gradients_and_loss_scaling(policy, scaling, 
     assert fit.variables_after == {"kernel": "float32", "bias": "float32"}
     assert r.output_dtype == compute == r.declared_dtype
     assert "gradient kernel" in str(r) and ("loss scaling on" in str(r)) is scaling
+    card = r._repr_html_()
+    assert (
+        "Training step: LossScaleOptimizer(SGD)" in card if scaling else "no loss scaling" in card
+    )
+    assert "Mode <b>fit</b>" in card
 
 
 def test_fit_on_jax_through_its_worker():
