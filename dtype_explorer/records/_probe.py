@@ -54,8 +54,13 @@ class ProbeSpec(Record):
     mode: Mode = "call"
 
     def cache_key(self) -> str:
-        """A stable string naming this spec (used with the versions as the cache key)."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """A stable string naming this spec (used with the versions as the cache key). The
+        default mode (``"call"``) is left out, so answers stored before modes existed still
+        answer; every other mode is in the key."""
+        data = self.to_dict()
+        if data["mode"] == "call":
+            del data["mode"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 class CastStep(Record):

@@ -232,6 +232,7 @@ def test_the_mode_is_in_the_cache_key(tmp_path, monkeypatch):
     call = ProbeSpec(target="Dense", backend="numpy", kwargs={"units": 2})
     model = call.model_copy(update={"mode": "model"})
     assert cache.key(call) != cache.key(model)
+    assert '"mode":"model"' in model.cache_key() and "mode" not in call.cache_key()
     first, second = pool.submit(call).result(), pool.submit(model).result()
     assert first.ok and second.ok and not second.cached
     assert cache.info()["entries"] == 2
