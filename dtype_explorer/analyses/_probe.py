@@ -56,8 +56,9 @@ def probe(
         mode: how the target runs: ``"call"`` (the eager call), ``"training"`` (the eager
             call with ``training=True``), ``"model"`` (inside a functional ``keras.Model``
             whose ``keras.Input`` has the input dtype), ``"predict"`` (``model.predict``,
-            compiled on jax and tensorflow) or ``"fit"`` (one training step: gradients, loss
-            scaling); a list of modes answers in each.
+            compiled on jax and tensorflow), ``"fit"`` (one training step: gradients, loss
+            scaling) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
+            list of modes answers in each.
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 

@@ -2,7 +2,8 @@
 call with ``training=True`` (``"training"``), inside a functional ``keras.Model``
 (``"model"``: ``Model.__call__`` and its conversion on the cast path, as the ``model`` stage),
 through ``model.predict`` (``"predict"``: compiled on jax and tensorflow), or one training step
-with a real loss and optimizer (``"fit"``: gradients, loss scaling, variables afterwards).
+with a real loss and optimizer (``"fit"``: gradients, loss scaling, variables afterwards), or
+mapped over ``tf.data`` (``"dataset"``, on every backend, tensorflow installed).
 
 Under ``"training"`` and ``"fit"`` random layers are seeded (their ``seed=`` argument, from
 the spec's seed) and Keras's global seed generator, if one exists, is put back, so answers are
@@ -20,6 +21,7 @@ dtype_explorer.errors.InvalidSpecError: mode 'training': ReLU.call() takes no `t
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import inspect
 import warnings
 from collections.abc import Callable, Iterator
@@ -59,6 +61,8 @@ def applicable(target_name: str, layer: Any = None, backend: str | None = None) 
         modes.remove("training")
     if backend == "numpy":
         modes.remove("fit")
+    if importlib.util.find_spec("tensorflow") is None:
+        modes.remove("dataset")
     return modes
 
 
@@ -82,6 +86,8 @@ def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | No
         why = f"{name} is a loss or metric: it is called eagerly, not put in a model"
     elif mode == "training":
         why = f"{name}.call() takes no `training` argument, so training=True changes nothing"
+    elif mode == "dataset":
+        why = "it runs the layer inside tf.data.Dataset.map, and tensorflow is not installed"
     else:
         why = "the numpy backend cannot train (model.fit is not implemented there)"
     raise InvalidSpecError(f"mode {mode!r}: {why}; modes for {name}: {', '.join(modes)}")
@@ -152,6 +158,8 @@ class ModeRun:
             return "Model.__call__ of a functional model"
         if self.mode == "fit":
             return "model.fit: one training step (run eagerly, so gradients can be read)"
+        if self.mode == "dataset":
+            return "tf.data.Dataset.map (a tf.function graph), one batch"
         return f"model.predict, {self.compiled_by}"
 
     @property
@@ -198,6 +206,8 @@ class ModeRun:
         if self.mode == "training":
             with global_seed_kept():
                 return self.call(self.layer, samples, training=True)
+        if self.mode == "dataset":
+            return self._dataset(samples)
         x = samples[0] if len(samples) == 1 else list(samples)
         if self.mode == "model":
             return self.model(x)
@@ -205,6 +215,16 @@ class ModeRun:
             with global_seed_kept():
                 return self.model(x, training=True)
         return self.model.predict(x, batch_size=self.shapes[0][0], verbose=0)
+
+    def _dataset(self, samples: list[Any]) -> Any:
+        """The layer mapped over one batch of ``tf.data``, as Keras documents preprocessing
+        layers on every backend; the batch it yields."""
+        import tensorflow as tf
+
+        batch = self.shapes[0][0]
+        data = tf.data.Dataset.from_tensor_slices(tuple(samples)).batch(batch)
+        mapped = data.map(lambda *xs: self.call(self.layer, list(xs)))
+        return next(iter(mapped))
 
     def model_steps(self, converted: list[str]) -> list[CastStep]:
         """What ``Model.__call__`` handed the layer, one step per input (the ``model`` stage)."""

@@ -195,7 +195,7 @@ def run_layer(
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     fields["execution"] = run.execution
     fields["compiled"] = run.compiled
-    if outputs is not None and mode != "predict":
+    if outputs is not None and mode not in ("predict", "dataset"):
         t0 = time.perf_counter()
         fields["numerics"] = measure(
             outputs,

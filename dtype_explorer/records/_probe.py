@@ -29,9 +29,9 @@ Stage = Literal["input", "converted", "model", "autocast", "variables", "output"
 STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variables", "output")
 #: How a probe runs its target (``ProbeSpec.mode``): the eager call, the eager call with
 #: ``training=True``, inside a functional ``keras.Model`` (``Model.__call__``), through
-#: ``model.predict``, or one training step (``model.fit``).
-Mode = Literal["call", "training", "model", "predict", "fit"]
-MODES: tuple[Mode, ...] = ("call", "training", "model", "predict", "fit")
+#: ``model.predict``, one training step (``model.fit``), or inside ``tf.data.Dataset.map``.
+Mode = Literal["call", "training", "model", "predict", "fit", "dataset"]
+MODES: tuple[Mode, ...] = ("call", "training", "model", "predict", "fit", "dataset")
 
 
 class ProbeSpec(Record):

@@ -171,6 +171,35 @@ def test_models_built_for_a_probe_are_not_kept():
     assert models() == before
 
 
+def test_dataset_mode_maps_a_preprocessing_layer_as_raw_tf_data_does():
+    import tensorflow as tf
+
+    kwargs = {"bin_boundaries": [-1.0, 0.0, 1.0]}
+    r = dx.probe("Discretization", kwargs=kwargs, mode="dataset")
+    assert r.status == "ok", r.error
+    assert "tf.data.Dataset.map" in r.execution
+    layer = keras.layers.Discretization(**kwargs)
+    raw = next(iter(tf.data.Dataset.from_tensor_slices(sample()).batch(2).map(layer)))
+    assert r.output_dtype == keras.backend.standardize_dtype(raw.dtype)
+    # on jax, Keras runs the layer on tf.data's tensors with its TensorFlow backend
+    on_jax = dx.probe("Discretization", kwargs=kwargs, backend="jax", mode="dataset")
+    assert on_jax.status == "ok", on_jax.error
+    assert on_jax.output_dtype == r.output_dtype
+
+
+def test_dataset_mode_without_tensorflow_says_so(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "tensorflow" else find_spec(name, *a),
+    )
+    with pytest.raises(InvalidSpecError, match="tensorflow is not installed; modes for Dense: "):
+        dx.probe("Dense", mode="dataset")
+
+
 # ------------------------------------------------------------------------------------ fit
 
 
@@ -245,7 +274,7 @@ def test_the_mode_is_in_the_cache_key(tmp_path, monkeypatch):
         (
             lambda: dx.probe("ReLU", mode="training"),
             "mode 'training': ReLU.call() takes no `training` argument, so training=True "
-            "changes nothing; modes for ReLU: call, model, predict, fit",
+            "changes nothing; modes for ReLU: call, model, predict, fit, dataset",
         ),
         (lambda: dx.probe("ops.add", mode="fit"), "ops.add is an op"),
         (lambda: dx.probe("ops.add", mode="model"), "modes for ops.add: call"),
