@@ -66,17 +66,26 @@ def applicable(target_name: str, layer: Any = None, backend: str | None = None) 
     return modes
 
 
+def modes_for(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
+    """``applicable``, with a catalog layer's class looked up by its name.
+
+    >>> modes_for("ReLU", backend="numpy")
+    ['call', 'model', 'predict', 'dataset']
+    """
+    if layer is None and not target_name.startswith(("ops.", "losses.", "metrics.", "custom:")):
+        import keras
+
+        layer = getattr(keras.layers, catalog.entry(target_name).name, None)
+    return applicable(target_name, layer, backend)
+
+
 def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | None = None) -> Mode:
     """``mode`` if it names a mode that applies to the target, else ``InvalidSpecError`` saying
     why and listing the modes that do. ``layer`` is the layer class (a catalog name's is looked
     up), needed to tell whether ``training`` applies."""
     if not isinstance(mode, str) or mode not in MODES:
         raise unknown("mode", mode, MODES)
-    if layer is None and not target_name.startswith(("ops.", "losses.", "metrics.", "custom:")):
-        import keras
-
-        layer = getattr(keras.layers, catalog.entry(target_name).name, None)
-    modes = applicable(target_name, layer, backend)
+    modes = modes_for(target_name, layer, backend)
     if mode in modes:
         return mode  # type: ignore[return-value]
     name = target_name.removeprefix("custom:")

@@ -297,3 +297,51 @@ def test_modes_that_cannot_apply_say_why_and_which_do(call, message):
 def test_a_spec_with_a_mode_that_cannot_apply_is_an_invalid_result_not_a_crash():
     r = run_probe(ProbeSpec(target="ReLU", backend="tensorflow", mode="training"))
     assert r.status == "invalid" and "takes no `training` argument" in r.error.message
+
+
+# -------------------------------------------------------------------------------- surveys
+
+
+def test_a_survey_across_modes_marks_cells_whose_answer_depends_on_the_mode():
+    s = dx.survey(
+        ["ReLU", "Dropout"],
+        ["float32"],
+        ["mixed_float16"],
+        backends="jax",
+        modes=["call", "training", "predict"],
+        progress=False,
+    )
+    assert s.modes == ("call", "training", "predict")
+    relu, dropout = s.cell("ReLU", "float32"), s.cell("Dropout", "float32")
+    assert set(relu.results) == {"jax/call", "jax/predict"}  # ReLU takes no training
+    assert set(dropout.results) == {"jax/call", "jax/training", "jax/predict"}
+    assert all(r.ok for c in (relu, dropout) for r in c.results.values())
+    assert relu.classification == dropout.classification == "casts-to-compute"
+    frame = s.to_frame()
+    assert {"jax/call", "jax/predict"} <= set(frame.columns)
+    assert type(s).from_json(s.to_json()).cell("Dropout", "float32").results.keys() == {
+        "jax/call",
+        "jax/training",
+        "jax/predict",
+    }
+    with pytest.raises(InvalidSpecError, match="did you mean 'predict'"):
+        dx.survey(["ReLU"], ["float32"], backends="jax", modes=["predcit"], progress=False)
+    assert "modes: call, training, predict" in s.figure().to_json()
+
+
+def test_a_survey_cell_whose_answer_depends_on_the_mode_diverges():
+    from dtype_explorer.records import Survey
+
+    rs = dx.probe(QuantizedAtInference, mode=["call", "training"])
+    s = Survey(
+        targets=(rs.results[0].spec.target,),
+        input_dtypes=("float32",),
+        policies=("float32",),
+        backends=("tensorflow",),
+        modes=("call", "training"),
+        compute_dtypes={"float32": "float32"},
+        results=rs.results,
+    )
+    cell = s.cell(rs.results[0].spec.target, "float32")
+    assert cell.classification == "diverges"
+    assert cell.backend_classification("tensorflow/call") == "other-dtype"
