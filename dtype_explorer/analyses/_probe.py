@@ -13,6 +13,7 @@ from typing import Any
 
 from dtype_explorer import backends as backend_names
 from dtype_explorer.engine import ShapeArg, make_spec, run_probe
+from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.runtime import pool
 
@@ -30,6 +31,7 @@ def probe(
     values: str = "default",
     floatx: str | None = None,
     seed: int = 0,
+    mode: str | Sequence[str] = "call",
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -49,13 +51,21 @@ def probe(
         shape: the input shape (batch first), or one per input.
         values: the sample's value preset: ``default``, ``image``, ``large`` or ``tiny``.
         floatx: ``keras.config.floatx()`` during the probe.
-        seed: the seed of the sample's values.
+        seed: the seed of the sample's values (and, under ``"training"`` and ``"fit"``, of
+            dropout and noise layers).
+        mode: how the target runs: ``"call"`` (the eager call), ``"training"`` (the eager
+            call with ``training=True``), ``"model"`` (inside a functional ``keras.Model``
+            whose ``keras.Input`` has the input dtype), ``"predict"`` (``model.predict``,
+            compiled on jax and tensorflow), ``"fit"`` (one training step: gradients, loss
+            scaling) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
+            list of modes answers in each.
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 
     Returns:
-        A ``ProbeResult`` for one backend (``backend=None`` or a name); a ``ProbeSet`` with one
-        result per backend for ``"all"`` or a list.
+        A ``ProbeResult`` for one backend (``backend=None`` or a name) and one mode; a
+        ``ProbeSet`` with one result per backend and mode for ``"all"``, a list of backends or
+        a list of modes.
 
     Raises:
         InvalidSpecError: a part of the question does not exist (with the closest match), or
@@ -67,9 +77,16 @@ def probe(
     ('float32', 'as-documented')
     >>> [step.dtype for step in r.notable_steps()]
     ['float64', 'float32', 'float32']
+    >>> modes = dx.probe("Dense", input_dtype="float64", kwargs={"units": 2},
+    ...                  mode=["call", "model"])
+    >>> [(m.spec.mode, m.output_dtype) for m in modes], modes.verdict
+    ([('call', 'float32'), ('model', 'float32')], 'as-documented')
     """
     timeout = pool.time_limit(timeout)
     backends = resolve_backends(backend)
+    modes = [mode] if isinstance(mode, str) else list(mode) if _is_list(mode) else [mode]
+    if not modes:
+        raise InvalidSpecError("mode: give a mode name or a non-empty list of them")
     specs = [
         make_spec(
             target,
@@ -81,21 +98,30 @@ def probe(
             values=values,
             floatx=floatx,
             seed=seed,
+            mode=m,
         )
         for b in backends
+        for m in modes
     ]
     custom = None if isinstance(target, str) else target
+    several = not isinstance(mode, str)
     if backend is None:
-        return run_probe(specs[0], target=custom)
+        if not several:
+            return run_probe(specs[0], target=custom)
+        return ProbeSet(results=tuple(run_probe(s, target=custom) for s in specs))
 
     payload = pool.target_payload(custom) if custom is not None else None
     futures = [
         pool.submit(s, target_payload=payload, timeout=timeout, use_cache=use_cache) for s in specs
     ]
     results = [f.result() for f in futures]
-    if isinstance(backend, str) and backend != "all":
+    if isinstance(backend, str) and backend != "all" and not several:
         return results[0]
     return ProbeSet(results=tuple(results))
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list | tuple) and len(value) <= 16
 
 
 def resolve_backends(backend: str | Sequence[str] | None) -> list[str | None]:

@@ -21,9 +21,9 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import catalog, make_spec, validate_policy
-from dtype_explorer.errors import InvalidSpecError, listed, received
-from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
+from dtype_explorer.engine import catalog, make_spec, modes_for, validate_policy
+from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
+from dtype_explorer.records import MODES, ProbeResult, ProbeSpec, Survey
 from dtype_explorer.runtime import pool
 
 DEFAULT_POLICIES: tuple[str, ...] = ("float32", "mixed_float16", "mixed_bfloat16", "float64")
@@ -38,6 +38,7 @@ def survey(
     backends: Sequence[str] | str | None = None,
     *,
     floatx: str | None = None,
+    modes: Sequence[str] | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
     progress: bool = True,
@@ -57,6 +58,10 @@ def survey(
         backends: backend names or ``"all"`` (default: every installed one).
         floatx: ``keras.config.floatx()`` during each probe (one survey per floatx: compare
             two with ``.diff``).
+        modes: how each target runs (``dx.probe``'s ``mode``; default ``["call"]``). Each
+            target runs in the modes that apply to it (an op only in ``"call"``); with several
+            modes a cell's results are keyed ``"<backend>/<mode>"`` and a cell whose answer
+            depends on the mode is classed ``diverges``.
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
@@ -80,12 +85,18 @@ def survey(
         dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
     )
     chosen = installed(backends)
+    mode_names = tuple(dict.fromkeys(_listed(modes, ("call",), "modes")))
+    for m in mode_names:
+        if m not in MODES:
+            raise unknown("mode", m, MODES)
     specs = [
-        make_spec(t, d, p, b, floatx=floatx)
+        make_spec(t, d, p, b, floatx=floatx, mode=m)
         for t in names
         for d in dtype_names
         for p in policy_names
         for b in chosen
+        for m in mode_names
+        if m == "call" or m in modes_for(t, backend=b)
     ]
     started = time.perf_counter()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -95,6 +106,7 @@ def survey(
         input_dtypes=dtype_names,
         policies=policy_names,
         backends=chosen,
+        modes=mode_names,
         compute_dtypes={p: compute_dtype(p) for p in policy_names},
         floatx=floatx,
         created=created,

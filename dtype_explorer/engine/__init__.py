@@ -19,6 +19,7 @@ from dtype_explorer.engine._keras_state import (
     preserved_keras_state,
     restore_settings,
 )
+from dtype_explorer.engine._modes import modes_for
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
@@ -41,6 +42,7 @@ __all__ = [
     "describe_settings",
     "global_settings",
     "make_spec",
+    "modes_for",
     "op_trace",
     "preserved_keras_state",
     "restore_settings",

@@ -24,6 +24,7 @@ from typing import Any
 
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._modes import check_mode
 from dtype_explorer.engine._observe import (
     Invalid,
     error_info,
@@ -62,6 +63,8 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
             if spec.floatx:
                 keras.config.set_floatx(spec.floatx)
             keras.config.set_dtype_policy(spec.policy)
+            if spec.mode != "call" and spec.target.startswith(("ops.", "losses.", "metrics.")):
+                check_mode(spec.mode, spec.target, backend=backend)
             if spec.target.startswith("ops."):
                 fields = run_op(spec, catalog.entry(spec.target), timings, trace)
             elif spec.target.startswith(("losses.", "metrics.")):

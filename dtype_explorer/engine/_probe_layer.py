@@ -17,12 +17,14 @@ from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras_state import preserved_keras_state
+from dtype_explorer.engine._modes import ModeRun, check_mode, seeded
 from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine._observe import (
     Invalid,
     broadcast,
     conversion_note,
     converted_dtype,
+    error_info,
     ms,
     outcome,
     traced,
@@ -79,7 +81,8 @@ def run_layer(
     roles = entry.input_roles(len(shapes))
     if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
         raise InvalidSpecError("Python scalars (python_int, ...) are inputs of ops, not of layers")
-    kwargs = {**entry.kwargs, **spec.kwargs}
+    mode = spec.mode
+    kwargs = seeded(cls, {**entry.kwargs, **spec.kwargs}, mode, spec.seed)
     samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
 
     def build() -> Any:
@@ -92,6 +95,8 @@ def run_layer(
     t0 = time.perf_counter()
     layer = build()
     timings["construct_ms"] = ms(t0)
+    if mode != "call":  # the built layer: a user's instance is rebuilt through a factory
+        check_mode(mode, spec.target, layer, spec.backend)
     policy = layer.dtype_policy
     converts = bool(getattr(layer, "_convert_input_args", True))
 
@@ -105,22 +110,40 @@ def run_layer(
         steps.append(
             CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
+
+    run = ModeRun(
+        mode,
+        layer,
+        lambda target, inputs, **kw: _call(target, entry, inputs, **kw),
+        shapes,
+        input_dtypes,
+        spec.backend,
+    )
+    outputs, error = None, None
+    t0 = time.perf_counter()
+    try:
+        run.prepare()  # the model's symbolic build, before the recorder sees any call
+    except Exception as exc:  # the layer refused keras.Input: that mode's answer
+        error = exc
+    timings["model_ms"] = ms(t0)
+    recorder = _CallRecorder(layer)
+    t0 = time.perf_counter()
+    with recorder.installed(), traced(trace and run.traced) as recorded:
+        try:
+            if error is None:
+                outputs = run.forward(samples)
+        except Exception as exc:
+            error = exc
+    timings["call_ms"] = ms(t0)
+    model_steps = run.model_steps(converted)
+    steps.extend(model_steps)
+    converted = [step.dtype for step in model_steps] or converted
     autocast_rule = [
         rules.autocast(
             c, policy_dtype=layer.input_dtype, autocast=layer.autocast, converts=converts
         )
         for c in converted
     ]
-
-    recorder = _CallRecorder(layer)
-    t0 = time.perf_counter()
-    outputs, error = None, None
-    with recorder.installed(), traced(trace) as recorded:
-        try:
-            outputs = _call(layer, entry, samples)
-        except Exception as exc:
-            error = exc
-    timings["call_ms"] = ms(t0)
     t0 = time.perf_counter()
     trace_steps = recorded.steps() if recorded is not None else ()
     timings["trace_ms"] = ms(t0)
@@ -170,30 +193,53 @@ def run_layer(
     fields["variables"] = variables
     fields["trace"] = trace_steps
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
-    if outputs is not None:
+    fields["execution"] = run.execution
+    fields["compiled"] = run.compiled
+    if outputs is not None and mode not in ("predict", "dataset"):
         t0 = time.perf_counter()
         fields["numerics"] = measure(
             outputs,
             samples,
             steps,
-            reference=lambda dtype: _reference_outputs(build, layer, entry, samples, dtype),
+            reference=lambda dtype: _reference_outputs(
+                build, layer, entry, samples, dtype, training=mode in ("training", "fit")
+            ),
         )
         timings["numerics_ms"] = ms(t0)
+    if mode == "fit" and outputs is not None:
+        t0 = time.perf_counter()
+        try:
+            fields["fit"] = run.fit_step(samples, outputs, _softmax_head(entry, kwargs))
+        except Exception as exc:
+            fields.update(status="error", verdict="error", error=error_info(exc, "fit"))
+        timings["fit_ms"] = ms(t0)
     return fields
 
 
-def _call(layer: Any, entry: LayerEntry, inputs: list[Any]) -> Any:
+def _softmax_head(entry: LayerEntry, kwargs: dict[str, Any]) -> bool:
+    return entry.name == "Softmax" or kwargs.get("activation") == "softmax"
+
+
+def _call(layer: Any, entry: LayerEntry, inputs: list[Any], **call_kwargs: Any) -> Any:
     if entry.input_style == "list":
-        return layer(list(inputs))
+        return layer(list(inputs), **call_kwargs)
     if entry.input_style == "positional":
-        return layer(*inputs)
-    return layer(inputs[0])
+        return layer(*inputs, **call_kwargs)
+    return layer(inputs[0], **call_kwargs)
 
 
 def _reference_outputs(
-    build: Callable[[], Any], layer: Any, entry: LayerEntry, samples: list, dtype: str
+    build: Callable[[], Any],
+    layer: Any,
+    entry: LayerEntry,
+    samples: list,
+    dtype: str,
+    *,
+    training: bool = False,
 ) -> Any:
-    """The same layer, with the same weights, run in ``dtype`` on the same sample."""
+    """The same layer, with the same weights, run in ``dtype`` on the same sample; under the
+    training modes with ``training=True`` and its seed state as built (the same draws as the
+    probed call, which was the layer's first)."""
     import keras
 
     with preserved_keras_state():
@@ -201,13 +247,24 @@ def _reference_outputs(
         reference = build()
     inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
     _call(reference, entry, inputs)
+    seeds = [
+        (v, keras.ops.convert_to_numpy(v.value))
+        for v in reference.variables
+        if training and "seed_generator" in v.path
+    ]
     reference.set_weights(
         [
             w.astype(dtype) if keras.backend.is_float_dtype(str(w.dtype)) else w
             for w in layer.get_weights()
         ]
     )
-    return _call(reference, entry, inputs)
+    for variable, value in seeds:
+        variable.assign(value)
+    return (
+        _call(reference, entry, inputs, training=True)
+        if training
+        else _call(reference, entry, inputs)
+    )
 
 
 def _declared_layer(

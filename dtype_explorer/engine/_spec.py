@@ -24,6 +24,7 @@ from typing import Any
 from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog
+from dtype_explorer.engine._modes import check_mode
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.records import ProbeSpec
 
@@ -61,8 +62,12 @@ def make_spec(
     values: str = "default",
     floatx: str | None = None,
     seed: int = 0,
+    mode: str = "call",
 ) -> ProbeSpec:
     """Validate every part of a probe and return its ``ProbeSpec``.
+
+    ``mode`` is how the target runs (``"call"``, ``"training"``, ``"model"``, ``"predict"``,
+    ``"fit"``); one that cannot apply to the target raises, listing those that do.
 
     Raises ``InvalidSpecError`` (a ``ValueError``) naming what is wrong, what is valid and the
     closest match. Nothing is evaluated: kwargs must be JSON values.
@@ -85,6 +90,7 @@ def make_spec(
         )
     shapes = _shapes(shape)
     _check_inputs(target_name, input_dtypes, shapes)
+    mode = check_mode(mode, target_name, None if isinstance(target, str) else target, backend)
     return ProbeSpec(
         target=target_name,
         input_dtypes=input_dtypes,
@@ -95,6 +101,7 @@ def make_spec(
         values=values,
         floatx=floatx,
         seed=seed,
+        mode=mode,
     )
 
 

@@ -2,6 +2,7 @@
 
 dtype-explorer probe Dense --input-dtype uint8 --policy mixed_float16 --kwargs '{"units": 4}'
 dtype-explorer probe Conv1D --input-dtype uint8 --backend all
+dtype-explorer probe Dense --input-dtype float64 --policy mixed_float16 --mode model,predict,fit
 dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.html
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
 dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
@@ -176,6 +177,12 @@ def probe(
             "--trace", help="Show every op of the call: dtypes, the line that ran it, links."
         ),
     ] = False,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="How it runs: call, training, model, predict, fit, dataset; a comma list."
+        ),
+    ] = "call",
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     try:
@@ -201,6 +208,7 @@ def probe(
         shape=parsed_shape,
         values=values,
         floatx=floatx,
+        mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
         timeout=_timeout(timeout),
         use_cache=not no_cache,
     )
@@ -212,7 +220,7 @@ def probe(
             typer.echo(views.format_result(result, trace=trace, detail=trace))
             typer.echo("")
         if isinstance(outcome, ProbeSet):
-            typer.echo(f"across backends: {outcome.verdict}")
+            typer.echo(f"across {outcome.axis}: {outcome.verdict}")
             part = outcome.first_divergence() if trace else None
             if part is not None:
                 typer.echo(part.text())

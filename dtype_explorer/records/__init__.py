@@ -32,9 +32,13 @@ from dtype_explorer.records._audit import (
 )
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import (
+    MODES,
     STAGES,
     CastStep,
     ErrorInfo,
+    FitReport,
+    GradientInfo,
+    Mode,
     Numerics,
     ProbeResult,
     ProbeSet,
@@ -77,6 +81,7 @@ from dtype_explorer.records._trace import (
 __all__ = [
     "CLASSIFICATIONS",
     "KINDS",
+    "MODES",
     "NO_COUNTERPART",
     "RAISES",
     "REFERENCES",
@@ -92,8 +97,11 @@ __all__ = [
     "ErrorInfo",
     "Finding",
     "FindingKind",
+    "FitReport",
+    "GradientInfo",
     "Kind",
     "LayerCall",
+    "Mode",
     "Numerics",
     "ProbeResult",
     "ProbeSet",

@@ -25,8 +25,13 @@ Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
     "as-documented", "deviates", "declared-mismatch", "undocumented", "error", "diverges"
 ]
-Stage = Literal["input", "converted", "autocast", "variables", "output"]
-STAGES: tuple[Stage, ...] = ("input", "converted", "autocast", "variables", "output")
+Stage = Literal["input", "converted", "model", "autocast", "variables", "output"]
+STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variables", "output")
+#: How a probe runs its target (``ProbeSpec.mode``): the eager call, the eager call with
+#: ``training=True``, inside a functional ``keras.Model`` (``Model.__call__``), through
+#: ``model.predict``, one training step (``model.fit``), or inside ``tf.data.Dataset.map``.
+Mode = Literal["call", "training", "model", "predict", "fit", "dataset"]
+MODES: tuple[Mode, ...] = ("call", "training", "model", "predict", "fit", "dataset")
 
 
 class ProbeSpec(Record):
@@ -46,10 +51,16 @@ class ProbeSpec(Record):
     values: str = "default"
     floatx: str | None = None
     seed: int = 0
+    mode: Mode = "call"
 
     def cache_key(self) -> str:
-        """A stable string naming this spec (used with the versions as the cache key)."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """A stable string naming this spec (used with the versions as the cache key). The
+        default mode (``"call"``) is left out, so answers stored before modes existed still
+        answer; every other mode is in the key."""
+        data = self.to_dict()
+        if data["mode"] == "call":
+            del data["mode"]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 class CastStep(Record):
@@ -96,6 +107,51 @@ class Numerics(Record):
     note: str = ""
 
 
+class GradientInfo(Record):
+    """One trainable variable's gradient in a training step, as the optimizer received it
+    (scaled by the loss scale when ``LossScaleOptimizer`` is active)."""
+
+    name: str
+    dtype: str
+    variable_dtype: str
+    nonfinite: int = 0
+
+
+class FitReport(Record):
+    """One training step (``mode="fit"``): the loss and optimizer, whether loss scaling was
+    active, each gradient's dtype, and the variables' dtypes after the step."""
+
+    loss: str
+    optimizer: str
+    loss_value: float | None = None
+    loss_scaling: bool = False
+    loss_scale: float | None = None
+    loss_scale_after: float | None = None
+    gradients: tuple[GradientInfo, ...] = ()
+    variables_after: dict[str, str] = Field(default_factory=dict)
+    #: What Keras warned during the step ("The model does not have any trainable weights.").
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def nonfinite_gradients(self) -> list[str]:
+        """The variables whose gradient held inf or NaN."""
+        return [g.name for g in self.gradients if g.nonfinite]
+
+    def text(self) -> str:
+        """``SGD on mean_squared_error, loss 0.12; loss scaling on (scale 32768)``."""
+        value = f", loss {self.loss_value:.4g}" if self.loss_value is not None else ""
+        scaling = (
+            f"loss scaling on (scale {self.loss_scale:g} -> {self.loss_scale_after:g})"
+            if self.loss_scaling
+            and self.loss_scale is not None
+            and self.loss_scale_after is not None
+            else "loss scaling on"
+            if self.loss_scaling
+            else "no loss scaling"
+        )
+        return f"{self.optimizer} on {self.loss}{value}; {scaling}"
+
+
 class ProbeResult(Record):
     """What one probe found: the cast path, the documented, declared and observed dtypes, the
     verdict, numerics and versions (each field is described in docs/architecture.md)."""
@@ -124,6 +180,13 @@ class ProbeResult(Record):
     state_changed: tuple[str, ...] = ()
     trace: tuple[TraceStep, ...] = ()
     trace_dropped: int = 0
+    #: How the target ran, in words (``"eager call"``, ``"model.predict under jax.jit"``).
+    execution: str = ""
+    #: Whether the run was a compiled function (``jax.jit``, ``tf.function``); ``None`` when
+    #: the mode has no compiled form (an eager call).
+    compiled: bool | None = None
+    #: The training step of ``mode="fit"``.
+    fit: FitReport | None = None
 
     @property
     def ok(self) -> bool:
@@ -186,8 +249,10 @@ class ProbeResult(Record):
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
         spec = self.spec
+        mode = f" mode={spec.mode}" if spec.mode != "call" else ""
         return (
-            f"{self.backend:<10} {spec.target} [{spec.policy}] {inputs} -> {said}  ({self.verdict})"
+            f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
+            f"  ({self.verdict})"
         )
 
     def __repr__(self) -> str:
@@ -195,7 +260,9 @@ class ProbeResult(Record):
 
 
 class ProbeSet(Record):
-    """One probe spec answered by several backends, with the cross-backend verdict."""
+    """One question answered by several backends or in several modes (``spec.mode``), with the
+    verdict across them: ``diverges`` when they disagree (eager returns int32, predict
+    float32)."""
 
     results: tuple[ProbeResult, ...]
 
@@ -212,16 +279,42 @@ class ProbeSet(Record):
     def backends(self) -> tuple[str, ...]:
         return tuple(r.backend for r in self.results)
 
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(r.spec.mode for r in self.results)
+
+    @property
+    def axis(self) -> str:
+        """What the results differ by: ``"backends"``, ``"modes"`` or ``"backends and modes"``."""
+        backends, modes = len(set(self.backends)) > 1, len(set(self.modes)) > 1
+        if backends and modes:
+            return "backends and modes"
+        return "modes" if modes else "backends"
+
     def first_divergence(self) -> TraceDivergence | None:
         """The first op where the backends' traces of the call part (e.g. jax's conv promotes
         uint8 where torch's raises), or ``None`` when they agree or were not traced."""
-        return first_divergence({r.backend: r.trace for r in self.results})
+        return first_divergence({self.label(r): r.trace for r in self.results})
 
-    def __getitem__(self, backend: str) -> ProbeResult:
+    def label(self, result: ProbeResult) -> str:
+        """How this set names one of its results: its backend, its mode, or both
+        (``"jax/predict"``), by what the results differ in."""
+        if self.axis == "backends":
+            return result.backend
+        return result.spec.mode if self.axis == "modes" else f"{result.backend}/{result.spec.mode}"
+
+    def __getitem__(self, key: str) -> ProbeResult:
+        """The result of a backend (``"jax"``) or of a mode (``"predict"``)."""
         for result in self.results:
-            if result.backend == backend:
+            if result.backend == key:
                 return result
-        raise KeyError(f"no result for backend {backend!r}; have {list(self.backends)}")
+        for result in self.results:
+            if result.spec.mode == key:
+                return result
+        raise KeyError(
+            f"no result for backend or mode {key!r}; have backends {list(self.backends)}, "
+            f"modes {list(dict.fromkeys(self.modes))}"
+        )
 
     def __iter__(self) -> Iterator[ProbeResult]:  # type: ignore[override]
         return iter(self.results)
@@ -231,7 +324,12 @@ class ProbeSet(Record):
 
     def summary(self) -> str:
         lines = [r.summary() for r in self.results]
-        lines.append(f"across backends: {self.verdict}")
+        if self.axis != "backends":  # name each mode, even "call"
+            lines = [
+                f"{line}  [mode {r.spec.mode}]" if r.spec.mode == "call" else line
+                for line, r in zip(lines, self.results)
+            ]
+        lines.append(f"across {self.axis}: {self.verdict}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

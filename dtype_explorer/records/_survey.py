@@ -92,6 +92,9 @@ class Survey(GroupedRecord):
     input_dtypes: tuple[str, ...]
     policies: tuple[str, ...]
     backends: tuple[str, ...]
+    #: How each target ran (``ProbeSpec.mode``). With several, a cell's results are keyed
+    #: ``"<backend>/<mode>"`` and a cell whose answer depends on the mode is ``diverges``.
+    modes: tuple[str, ...] = ("call",)
     #: policy -> its compute dtype, as Keras's ``DTypePolicy`` names it.
     compute_dtypes: dict[str, str]
     floatx: str | None = None
@@ -103,7 +106,8 @@ class Survey(GroupedRecord):
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
         for r in self.results:
             key = (r.spec.target, r.spec.input_dtypes[0], r.spec.policy)
-            grouped.setdefault(key, {})[r.backend] = r
+            run = r.backend if len(self.modes) == 1 else f"{r.backend}/{r.spec.mode}"
+            grouped.setdefault(key, {})[run] = r
         return {
             key: SurveyCell(*key, self.compute_dtypes[key[2]], by_backend)
             for key, by_backend in grouped.items()

@@ -50,6 +50,8 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
             )
         )
     backends = ", ".join(survey.backends)
+    if len(survey.modes) > 1:  # a cell whose answer depends on the mode is "diverges"
+        backends += f"; modes: {', '.join(survey.modes)}"
     figure.update_layout(
         title={"text": _survey_title(survey, policies[0]), "y": 0.995, "yanchor": "top"},
         height=max(340, 20 * len(survey.targets) + 200),

@@ -40,6 +40,10 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"{e(spec.policy)}{floatx_text(spec.floatx)} · {e(result.backend)} "
             f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
         )
+    if spec.mode != "call":
+        parts.append(
+            f"<div class='dx-meta'>Mode <b>{e(spec.mode)}</b>: {e(result.execution)}</div>"
+        )
     parts.append(cast_path_svg(result))
     parts.append(trace_html(result))
     parts.append(_views_table(result))
@@ -64,7 +68,27 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
         )
     if result.numerics is not None:
         parts.append(f"<div class='dx-meta'>Numerics: {e(_numerics_text(result))}</div>")
+    if result.fit is not None:
+        parts.append(_fit_html(result))
     return "".join(parts)
+
+
+def _fit_html(result: ProbeResult) -> str:
+    """The training step: loss, optimizer, loss scaling, each gradient, variables after."""
+    fit = result.fit
+    assert fit is not None
+    rows = "".join(
+        f"<tr><td>{e(g.name)}</td><td>{chip(g.dtype)}</td><td>{chip(g.variable_dtype)}</td>"
+        f"<td{f' style=color:{ERROR}' if g.nonfinite else ''}>{g.nonfinite}</td>"
+        f"<td>{chip(fit.variables_after.get(g.name))}</td></tr>"
+        for g in fit.gradients
+    )
+    warned = "".join(f"<div class='dx-meta'>Keras warned: {e(w)}</div>" for w in fit.warnings)
+    return (
+        f"<details open><summary>Training step: {e(fit.text())}</summary><table><tr>"
+        "<th>variable</th><th>gradient</th><th>variable dtype</th><th>inf/NaN</th>"
+        f"<th>after the step</th></tr>{rows}</table>{warned}</details>"
+    )
 
 
 def trace_html(result: ProbeResult) -> str:
@@ -172,12 +196,15 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         "<div class='dx-head'>"
         f"<span class='dx-title'>{e(spec.target)}</span>"
         f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy {e(spec.policy)}"
-        f"{floatx_text(spec.floatx)} · {len(results)} backends</span>{badge(verdict)}</div>"
+        f"{floatx_text(spec.floatx)} · {len(results)} {e(probe_set.axis)}</span>"
+        f"{badge(verdict)}</div>"
     )
     banner = ""
+    label = probe_set.label
     if verdict == "diverges":
-        said = " · ".join(f"<b>{e(r.backend)}</b> {e(r.outcome)}" for r in results)
-        banner = f"<div class='dx-banner'>Backends disagree: {said}</div>"
+        said = " · ".join(f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results)
+        who = "Backends" if probe_set.axis == "backends" else probe_set.axis.capitalize()
+        banner = f"<div class='dx-banner'>{e(who)} disagree: {said}</div>"
     part = probe_set.first_divergence()
     if part is not None:
         said = " · ".join(f"<b>{e(b)}</b> {e(o)}" for b, o in part.outcomes.items())
@@ -186,19 +213,20 @@ def probe_set_html(probe_set: ProbeSet) -> str:
     for r in results:
         error = r.error_text()
         rows.append(
-            f"<tr><td><b>{e(r.backend)}</b></td><td>{e(r.status)}</td>"
+            f"<tr><td><b>{e(label(r))}</b></td><td>{e(r.status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
             f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
             f"<td>{badge(r.verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
             f"<td title='{e(error)}'>{e(clip(error, 60))}</td></tr>"
         )
     table = (
-        "<table><tr><th>backend</th><th>status</th><th>observed</th><th>documented</th>"
+        f"<table><tr><th>{'backend' if probe_set.axis == 'backends' else 'run'}</th>"
+        "<th>status</th><th>observed</th><th>documented</th>"
         f"<th>declared</th><th>verdict</th><th>cast path</th><th>error</th></tr>{''.join(rows)}"
         "</table>"
     )
     details = "".join(
-        f"<details><summary>{e(r.backend)}: details</summary>"
+        f"<details><summary>{e(label(r))}: details</summary>"
         f"{_result_body(r, header=False)}</details>"
         for r in results
     )

@@ -57,10 +57,12 @@ def _edges(
     columns: list[tuple[str, list[CastStep | None]]],
     places: dict[tuple[int, int], tuple[float, float]],
 ) -> list[str]:
-    """Data flows input -> converted -> autocast by tensor index, then into the output (past the
-    variables column, whose chips feed the output with dashed lines)."""
+    """Data flows input -> converted -> (model) -> autocast by tensor index, then into the
+    output (past the variables column, whose chips feed the output with dashed lines)."""
     stages = [stage for stage, _ in columns]
-    data = [i for i, stage in enumerate(stages) if stage in ("input", "converted", "autocast")]
+    data = [
+        i for i, stage in enumerate(stages) if stage in ("input", "converted", "model", "autocast")
+    ]
     parts: list[str] = []
     for a, b in itertools.pairwise(data):
         for row, step in enumerate(columns[a][1]):

@@ -14,6 +14,8 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}: "
         f"{result.status}, {result.verdict}"
     ]
+    if spec.mode != "call" or result.execution not in ("", "eager call"):
+        lines.append(f"  mode {spec.mode}: {result.execution or '-'}")
     for step in result.cast_path:
         label = (
             step.name
@@ -39,6 +41,17 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         lines.append(
             f"  numerics: {n.nonfinite_from_finite} inf/NaN from finite input; rel. error {err}"
         )
+    if result.fit is not None:
+        fit = result.fit
+        lines.append(f"  fit: {fit.text()}")
+        for g in fit.gradients:
+            bad = f"  !! {g.nonfinite} inf/NaN" if g.nonfinite else ""
+            lines.append(
+                f"    gradient {g.name:<20} {g.dtype:<10} (variable {g.variable_dtype}){bad}"
+            )
+        after = ", ".join(f"{name} {dtype}" for name, dtype in fit.variables_after.items())
+        lines.append(f"    variables after the step: {after or '-'}")
+        lines.extend(f"    Keras warned: {w}" for w in fit.warnings)
     if trace and result.trace:
         lines.extend(format_trace(result, detail=detail))
     return "\n".join(lines)

@@ -104,3 +104,26 @@ def test_probe_trace_shows_every_op_its_line_and_where_backends_part():
     assert "at keras/src/layers/convolutional/conv1d.py:" in out.output
     assert "https://github.com/keras-team/keras/blob/v" in out.output
     assert "traces part at ops.nn.conv (jax: float32, torch: raises RuntimeError)" in out.output
+
+
+def test_probe_takes_modes_and_says_the_verdict_across_them():
+    out = runner.invoke(
+        app,
+        [
+            "probe",
+            "Dense",
+            "--input-dtype",
+            "float64",
+            "--kwargs",
+            '{"units": 2}',
+            "--backend",
+            "numpy",
+            "--mode",
+            "call,model",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "mode model: Model.__call__" in out.output
+    assert "across modes: as-documented" in out.output
+    bad = runner.invoke(app, ["probe", "ReLU", "--backend", "numpy", "--mode", "training"])
+    assert bad.exit_code == 2 and "takes no `training` argument" in bad.output

@@ -1,0 +1,129 @@
+"""The cost of each probe mode against the same bare Keras work, measured in the same run.
+
+    python benchmarks/modes.py                       # jax, a table
+    python benchmarks/modes.py --backend tensorflow --repeats 5 --json
+
+The case is ``Dense(16)`` on a (8, 32) float32 sample under ``mixed_float16`` (loss scaling in
+"fit"). Each mode's bare work is what a user would write:
+
+* call: construct and call the layer;
+* training: construct ``Dropout(0.5, seed=0)`` and call it with ``training=True`` (Dense's
+  call takes no ``training``; the probe refuses that mode for it);
+* model: construct the layer, build a functional model around it, call the model;
+* predict: the same, then ``model.predict`` (a fresh model, so compiled anew each time);
+* fit: the same, ``compile`` with SGD and MSE, one ``model.fit`` step (eager, as the probe).
+
+The probe runs without the op trace (``trace=False``), so the ratio is the cost of the mode's
+observation, not of the trace (``benchmarks/probe.py`` measures that). Bare and probe alternate
+after a warm-up; medians of process time (``--clock cpu``, the default) or wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+MODES = ("call", "training", "model", "predict", "fit")
+UNITS, SHAPE, POLICY = 16, (8, 32), "mixed_float16"
+
+
+def measure_here(repeats: int, clock: str) -> list[dict]:
+    import keras
+    import numpy as np
+
+    from dtype_explorer.engine import run_probe
+    from dtype_explorer.records import ProbeSpec
+
+    backend = keras.backend.backend()
+    x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype("float32")
+    now = time.process_time if clock == "cpu" else time.perf_counter
+
+    def model() -> object:
+        inputs = keras.Input(shape=SHAPE[1:], batch_size=SHAPE[0])
+        return keras.Model(inputs, keras.layers.Dense(UNITS)(inputs))
+
+    def fit() -> None:
+        m = model()
+        m.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", run_eagerly=True)
+        m.fit(x, np.zeros((SHAPE[0], UNITS), "float32"), batch_size=SHAPE[0], verbose=0)
+
+    bare = {
+        "call": lambda: keras.layers.Dense(UNITS)(x),
+        "training": lambda: keras.layers.Dropout(0.5, seed=0)(x, training=True),
+        "model": lambda: model()(x),
+        "predict": lambda: model().predict(x, batch_size=SHAPE[0], verbose=0),
+        "fit": fit,
+    }
+    rows = []
+    for mode in MODES:
+        if mode == "fit" and backend == "numpy":
+            continue
+        dropout = mode == "training"
+        spec = ProbeSpec(
+            target="Dropout" if dropout else "Dense",
+            backend=backend,
+            policy=POLICY,
+            kwargs={"rate": 0.5} if dropout else {"units": UNITS},
+            shapes=(SHAPE,),
+            mode=mode,
+        )
+
+        def probed(spec=spec) -> None:
+            result = run_probe(spec, trace=False)
+            assert result.status == "ok", result.error
+
+        def bare_work(mode=mode) -> None:
+            keras.config.set_dtype_policy(POLICY)
+            try:
+                bare[mode]()
+            finally:
+                keras.config.set_dtype_policy("float32")
+
+        bare_work(), probed()  # warm-up
+        times: dict[str, list[float]] = {"bare": [], "probe": []}
+        for _ in range(repeats):
+            for name, work in (("bare", bare_work), ("probe", probed)):
+                t0 = now()
+                work()
+                times[name].append((now() - t0) * 1000)
+        b, p = statistics.median(times["bare"]), statistics.median(times["probe"])
+        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "probe_ms": p, "ratio": p / b})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="jax")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.here:
+        print(json.dumps(measure_here(args.repeats, args.clock)))
+        return
+    env = {**os.environ, "KERAS_BACKEND": args.backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
+    out = subprocess.run(
+        [*command, "--clock", args.clock], env=env, capture_output=True, text=True, check=True
+    )
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.clock} time, median of {args.repeats}")
+    print("| backend | mode | bare ms | probe ms | ratio |\n|---|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r['probe_ms']:.2f} "
+            f"| {r['ratio']:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()

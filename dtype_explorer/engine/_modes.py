@@ -1,0 +1,333 @@
+"""How a probe runs its layer (``ProbeSpec.mode``): the eager call (``"call"``), the eager
+call with ``training=True`` (``"training"``), inside a functional ``keras.Model``
+(``"model"``: ``Model.__call__`` and its conversion on the cast path, as the ``model`` stage),
+through ``model.predict`` (``"predict"``: compiled on jax and tensorflow), or one training step
+with a real loss and optimizer (``"fit"``: gradients, loss scaling, variables afterwards), or
+mapped over ``tf.data`` (``"dataset"``, on every backend, tensorflow installed).
+
+Under ``"training"`` and ``"fit"`` random layers are seeded (their ``seed=`` argument, from
+the spec's seed) and Keras's global seed generator, if one exists, is put back, so answers are
+reproducible and cacheable and the user's random stream is untouched. Models built here are
+local: nothing compiled outlives the probe.
+
+>>> check_mode("predict", "Discretization", backend="numpy")
+'predict'
+>>> check_mode("training", "ReLU", backend="numpy")
+Traceback (most recent call last):
+...
+dtype_explorer.errors.InvalidSpecError: mode 'training': ReLU.call() takes no `training` ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import inspect
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine._call_trace import variable_dtypes
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import MODES, CastStep, FitReport, GradientInfo, Mode
+
+#: Modes that build a functional model around the layer.
+MODEL_MODES: tuple[Mode, ...] = ("model", "predict", "fit")
+
+
+def takes_training(cls: Any) -> bool:
+    """Whether a layer class's (or instance's) ``call`` takes a ``training`` argument."""
+    call = getattr(cls if isinstance(cls, type) else type(cls), "call", None)
+    if call is None:
+        return False
+    try:
+        return "training" in inspect.signature(call).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def applicable(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
+    """The modes that apply to a target: only ``"call"`` for an op, a loss or a metric;
+    ``"training"`` only where the layer's ``call`` takes ``training``; ``"fit"`` not on numpy
+    (its backend cannot train)."""
+    if target_name.startswith(("ops.", "losses.", "metrics.")):
+        return ["call"]
+    modes = list(MODES)
+    if layer is not None and not takes_training(layer):
+        modes.remove("training")
+    if backend == "numpy":
+        modes.remove("fit")
+    if importlib.util.find_spec("tensorflow") is None:
+        modes.remove("dataset")
+    return modes
+
+
+def modes_for(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
+    """``applicable``, with a catalog layer's class looked up by its name.
+
+    >>> modes_for("ReLU", backend="numpy")
+    ['call', 'model', 'predict', 'dataset']
+    """
+    if layer is None and not target_name.startswith(("ops.", "losses.", "metrics.", "custom:")):
+        import keras
+
+        layer = getattr(keras.layers, catalog.entry(target_name).name, None)
+    return applicable(target_name, layer, backend)
+
+
+def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | None = None) -> Mode:
+    """``mode`` if it names a mode that applies to the target, else ``InvalidSpecError`` saying
+    why and listing the modes that do. ``layer`` is the layer class (a catalog name's is looked
+    up), needed to tell whether ``training`` applies."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise unknown("mode", mode, MODES)
+    modes = modes_for(target_name, layer, backend)
+    if mode in modes:
+        return mode  # type: ignore[return-value]
+    name = target_name.removeprefix("custom:")
+    if target_name.startswith("ops."):
+        why = f"{name} is an op: it is called eagerly, not trained or put in a model"
+    elif target_name.startswith(("losses.", "metrics.")):
+        why = f"{name} is a loss or metric: it is called eagerly, not put in a model"
+    elif mode == "training":
+        why = f"{name}.call() takes no `training` argument, so training=True changes nothing"
+    elif mode == "dataset":
+        why = "it runs the layer inside tf.data.Dataset.map, and tensorflow is not installed"
+    else:
+        why = "the numpy backend cannot train (model.fit is not implemented there)"
+    raise InvalidSpecError(f"mode {mode!r}: {why}; modes for {name}: {', '.join(modes)}")
+
+
+def seeded(cls: Any, kwargs: dict[str, Any], mode: str, seed: int) -> dict[str, Any]:
+    """The constructor kwargs with ``seed=`` set from the spec under ``"training"``/``"fit"``,
+    for a layer whose constructor takes one and was given none."""
+    if mode not in ("training", "fit") or "seed" in kwargs:
+        return kwargs
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    return {**kwargs, "seed": seed} if "seed" in params else kwargs
+
+
+@contextlib.contextmanager
+def global_seed_kept() -> Iterator[None]:
+    """Put Keras's global seed generator (used by random ops given no seed) back as it was."""
+    import keras
+    from keras.src.backend.common import global_state
+
+    generator = global_state.get_global_attribute("global_seed_generator")
+    saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
+    try:
+        yield
+    finally:
+        if generator is not None:
+            generator.state.assign(saved)
+
+
+class ModeRun:
+    """One layer run in one mode: ``prepare`` builds the model (before any recorder is set,
+    so the symbolic build is not taken for the call), ``forward`` runs it on the samples,
+    ``fit_step`` runs one training step."""
+
+    def __init__(
+        self,
+        mode: str,
+        layer: Any,
+        call: Callable[..., Any],
+        shapes,
+        input_dtypes: tuple[str, ...],
+        backend: str,
+    ):
+        self.mode = mode
+        self.layer = layer
+        self.call = call
+        self.shapes = shapes
+        self.input_dtypes = input_dtypes
+        self.backend = backend
+        self.model: Any = None
+        self.model_received: list[str] | None = None
+
+    @property
+    def traced(self) -> bool:
+        """Whether the op trace can follow this mode: not inside a compiled function."""
+        return self.mode in ("call", "training", "model")
+
+    @property
+    def execution(self) -> str:
+        if self.mode == "call":
+            return "eager call"
+        if self.mode == "training":
+            return "eager call, training=True"
+        if self.mode == "model":
+            return "Model.__call__ of a functional model"
+        if self.mode == "fit":
+            return "model.fit: one training step (run eagerly, so gradients can be read)"
+        if self.mode == "dataset":
+            return "tf.data.Dataset.map (a tf.function graph), one batch"
+        return f"model.predict, {self.compiled_by}"
+
+    @property
+    def compiled(self) -> bool | None:
+        if self.mode != "predict":
+            return None
+        return self.backend in ("jax", "tensorflow")
+
+    @property
+    def compiled_by(self) -> str:
+        if self.backend == "jax":
+            return "compiled by jax.jit"
+        if self.backend == "tensorflow":
+            xla = getattr(self.model, "jit_compile", False) if self.model is not None else False
+            return "compiled by tf.function" + (" with XLA" if xla else "")
+        return f"eager on {self.backend}"
+
+    def prepare(self) -> None:
+        if self.mode not in MODEL_MODES:
+            return
+        import keras
+
+        inputs = [
+            keras.Input(shape=tuple(s[1:]), batch_size=s[0], dtype=d)
+            for s, d in zip(self.shapes, self.input_dtypes)
+        ]
+        outputs = self.call(self.layer, inputs)
+        self.model = keras.Model(inputs[0] if len(inputs) == 1 else inputs, outputs)
+        standardize = self.model._standardize_inputs
+
+        def recorded(inputs: Any) -> Any:
+            flat = standardize(inputs)
+            if self.model_received is None:
+                self.model_received = [
+                    dtypes.describe(t) for t in flat if hasattr(t, "dtype") and hasattr(t, "shape")
+                ]
+            return flat
+
+        object.__setattr__(self.model, "_standardize_inputs", recorded)
+
+    def forward(self, samples: list[Any]) -> Any:
+        if self.mode == "call":
+            return self.call(self.layer, samples)
+        if self.mode == "training":
+            with global_seed_kept():
+                return self.call(self.layer, samples, training=True)
+        if self.mode == "dataset":
+            return self._dataset(samples)
+        x = samples[0] if len(samples) == 1 else list(samples)
+        if self.mode == "model":
+            return self.model(x)
+        if self.mode == "fit":
+            with global_seed_kept():
+                return self.model(x, training=True)
+        return self.model.predict(x, batch_size=self.shapes[0][0], verbose=0)
+
+    def _dataset(self, samples: list[Any]) -> Any:
+        """The layer mapped over one batch of ``tf.data``, as Keras documents preprocessing
+        layers on every backend; the batch it yields."""
+        import tensorflow as tf
+
+        batch = self.shapes[0][0]
+        data = tf.data.Dataset.from_tensor_slices(tuple(samples)).batch(batch)
+        mapped = data.map(lambda *xs: self.call(self.layer, list(xs)))
+        return next(iter(mapped))
+
+    def model_steps(self, converted: list[str]) -> list[CastStep]:
+        """What ``Model.__call__`` handed the layer, one step per input (the ``model`` stage)."""
+        if self.model is None or self.model_received is None:
+            return []
+        return [
+            CastStep(
+                stage="model",
+                dtype=got,
+                index=i,
+                changed=got != conv,
+                note=(
+                    f"Model.__call__ kept {got} (keras.Input dtype {self.input_dtypes[i]})"
+                    if got == conv
+                    else f"{conv} -> {got}: Model.__call__ converted it (keras.Input dtype "
+                    f"{self.input_dtypes[i]}, model policy {self.model.dtype_policy.name})"
+                ),
+            )
+            for i, (conv, got) in enumerate(zip(converted, self.model_received))
+        ]
+
+    def fit_step(self, samples: list[Any], outputs: Any, softmax_head: bool) -> FitReport:
+        """One ``model.fit`` step on the sample against zeros: sparse categorical crossentropy
+        for a softmax head, else mean squared error, with SGD; ``compile`` wraps the optimizer
+        in ``LossScaleOptimizer`` under ``mixed_float16``, as it does for users."""
+        import keras
+
+        model = self.model
+        out = keras.tree.flatten(outputs)[0]
+        shape = tuple(out.shape)
+        if softmax_head:
+            loss, y = "sparse_categorical_crossentropy", np.zeros(shape[:-1], dtype="int32")
+        else:
+            loss, y = "mean_squared_error", np.zeros(shape, dtype="float32")
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss, run_eagerly=True)
+        optimizer = model.optimizer
+        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        scale_before = float(optimizer.initial_scale) if scaling else None  # built by fit
+        prefix = f"{self.layer.path}/"
+        names = [v.path.removeprefix(prefix) for v in model.trainable_variables]
+        stored = [keras.backend.standardize_dtype(v.dtype) for v in model.trainable_variables]
+        grads: list[GradientInfo] = []
+
+        def record(gradients: Any) -> None:
+            if grads:
+                return
+            for name, var_dtype, g in zip(names, stored, gradients):
+                if g is None:
+                    continue
+                values = keras.ops.convert_to_numpy(g)
+                bad = int(np.size(values) - np.isfinite(values.astype("float32")).sum())
+                grads.append(
+                    GradientInfo(
+                        name=name,
+                        dtype=keras.backend.standardize_dtype(g.dtype),
+                        variable_dtype=var_dtype,
+                        nonfinite=bad,
+                    )
+                )
+
+        apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
+
+        def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
+            record(list(gradients))
+            return apply(gradients, *args, **kwargs)
+
+        def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
+            record(list(gradients))
+            return stateless_apply(optimizer_variables, gradients, *args)
+
+        object.__setattr__(optimizer, "apply", recorded_apply)
+        object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
+        x = samples[0] if len(samples) == 1 else list(samples)
+        with global_seed_kept(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
+            history = model.fit(x, y, batch_size=shape[0], epochs=1, verbose=0, shuffle=False)
+        losses = history.history.get("loss") or [None]
+        return FitReport(
+            loss=loss,
+            optimizer=type(optimizer).__name__
+            + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
+            loss_value=None if losses[-1] is None else float(losses[-1]),
+            loss_scaling=scaling,
+            loss_scale=scale_before,
+            loss_scale_after=_scale(optimizer) if scaling else None,
+            gradients=tuple(grads),
+            warnings=tuple(dict.fromkeys(str(w.message) for w in caught)),
+            variables_after={
+                v.path.removeprefix(prefix): variable_dtypes(v).stored for v in self.layer.variables
+            },
+        )
+
+
+def _scale(optimizer: Any) -> float:
+    import keras
+
+    return float(keras.ops.convert_to_numpy(optimizer.dynamic_scale))
