@@ -29,7 +29,7 @@ from dtype_explorer.analyses import promotion_table
 from dtype_explorer.engine import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
-from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
+from dtype_explorer.records import MODES, ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
 from dtype_explorer.runtime import pool
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
@@ -41,6 +41,7 @@ REQUEST_KEYS = (
     "preset",
     "shape",
     "policy",
+    "mode",
     "backends",
     "nonce",
 )
@@ -59,7 +60,8 @@ class DtypeExplorer(_ContractTraits):
     """Probe a Keras layer or op on several backends at once and draw what happened.
 
     ``target``: a catalog name (``"Dense"``, ``"ops.add"``) or a user ``Layer`` class or
-    instance. ``custom_layers``: more user layers to offer in the picker. ``backends``: the
+    instance. ``mode``: how the target runs at first (``"call"``, ``"training"``, ``"model"``,
+    ``"predict"``, ``"fit"``, ``"dataset"``); the page's "runs as" picker changes it. ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
     """
@@ -77,6 +79,7 @@ class DtypeExplorer(_ContractTraits):
         kwargs: dict[str, Any] | None = None,
         shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
         values: str = "default",
+        mode: str = "call",
         custom_layers: Iterable[Any] = (),
         use_cache: bool = True,
         timeout: float | None = None,
@@ -108,6 +111,7 @@ class DtypeExplorer(_ContractTraits):
             "preset": values,
             "shape": json.dumps(start["shapes"] if shape is None else shape),
             "policy": policy,
+            "mode": mode,
             "backends": list(installed if backends is None else backends),
             "nonce": 0,
         }
@@ -120,6 +124,7 @@ class DtypeExplorer(_ContractTraits):
             dtype_families={name: dtypes.family(name) for name in dtypes.all_input_dtypes()},
             policies=list(COMMON_POLICIES),
             presets=dict(dtypes.PRESETS),
+            modes=list(MODES),
             available_backends=installed,
             request=first,
             results={spec.backend: PENDING for spec in specs},
@@ -355,6 +360,7 @@ def _parse_request(
             kwargs=kwargs,
             shape=shape,
             values=_text(request, "preset"),
+            mode=_text(request, "mode") if "mode" in request else "call",
         )
         for backend in dict.fromkeys(backends)
     ]

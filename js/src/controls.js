@@ -99,6 +99,7 @@ export class Controls {
     this.kwargsReset = h("button", { type: "button", class: "dx-link", testid: "kwargs-reset", onclick: () => this.resetKwargs() }, "reset");
     this.dtypeBox = h("div", { class: "dx-dtype-pickers" });
     this.preset = h("select", { class: "dx-input", testid: "preset", "aria-label": "value preset", onchange: () => this.commit({ preset: this.preset.value }) });
+    this.mode = h("select", { class: "dx-input", testid: "mode", "aria-label": "how it runs", onchange: () => this.commit({ mode: this.mode.value }) });
     this.shape = h("input", {
       class: "dx-input dx-mono",
       spellcheck: "false",
@@ -128,6 +129,7 @@ export class Controls {
       field("values", this.preset),
       field("input shape", this.shape, this.shapeHint),
       field("policy", h("span", {}, this.policy, this.policyList)),
+      field("runs as", this.mode),
       field("backends", this.backendBox),
       h(
         "div",
@@ -158,6 +160,7 @@ export class Controls {
         Object.entries(state.presets).map(([name, description]) => h("option", { value: name, title: description }, name)),
       );
     }
+    if (changed("modes")) replaceChildren(this.mode, (state.modes ?? ["call"]).map((m) => h("option", { value: m }, m)));
     this.syncValues();
   }
 
@@ -177,6 +180,7 @@ export class Controls {
     if (idle(this.shape)) this.shape.value = d.shape;
     if (idle(this.policy)) this.policy.value = d.policy;
     this.preset.value = d.preset;
+    this.mode.value = d.mode ?? "call";
     const defaults = this.state.defaults[d.target];
     this.kwargsHint.textContent = defaults ? `catalog defaults: ${JSON.stringify(defaults.kwargs)}` : "";
     this.kwargsHint.classList.remove("dx-hint-bad");

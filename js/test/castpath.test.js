@@ -52,6 +52,23 @@ describe("cast-path model", () => {
   });
 });
 
+describe("a target run inside a model", () => {
+  const inModel = fixture("dense-float64-model").results.jax;
+
+  it("puts Model.__call__'s conversion in a column of its own, between converted and autocast", () => {
+    const model = castPathModel(inModel);
+    const input = model.lanes.find((lane) => lane.kind === "input");
+    expect(input.nodes.map((n) => n.caption)).toContain("model");
+    const geo = layout(model);
+    const cols = input.nodes.map((n) => n.col);
+    const xs = cols.map((c) => geo.x[c]);
+    expect(xs.every((x) => Number.isFinite(x))).toBe(true);
+    expect([...xs].sort((a, b) => a - b)).toEqual(xs);
+    const svg = renderCastPath(inModel);
+    expect(svg.querySelector('[data-stage="model"]')).not.toBeNull();
+  });
+});
+
 describe("cast-path SVG", () => {
   it("draws chips, red edges where the dtype changed, and the notes", () => {
     const svg = renderCastPath(dense);

@@ -86,6 +86,15 @@ describe("control panel", () => {
     expect(sent.at(-1).backends).not.toContain(state.available_backends[0]);
   });
 
+  it("offers the modes the kernel publishes and sends the one chosen", () => {
+    const { el, sent } = mount();
+    const select = byTestId(el, "mode");
+    expect([...select.querySelectorAll("option")].map((o) => o.value)).toEqual(state.modes);
+    expect(select.value).toBe(state.request.mode);
+    change(select, "predict");
+    expect(sent.at(-1).mode).toBe("predict");
+  });
+
   it("searches targets and picks the first match on Enter", () => {
     const { el, sent } = mount();
     const search = byTestId(el, "target-search");

@@ -247,6 +247,18 @@ def test_a_kwarg_keras_rejects_is_shown_as_that_backends_error():
     assert answer.status in ("invalid", "error") and "bogus" in answer.error.message
 
 
+def test_the_page_chooses_how_the_target_runs():
+    widget = explorer(backends=["jax"], input_dtype="float64")
+    assert widget.modes == ["call", "training", "model", "predict", "fit", "dataset"]
+    assert widget.request["mode"] == "call"
+    widget.comm.page_sends(request=request(widget, mode="model"))
+    answer = widget.wait(WAIT)["jax"]
+    assert answer.spec.mode == "model" and widget.error == ""
+    assert [s.dtype for s in answer.steps("model")] == ["float32"]  # Model.__call__ cast it
+    widget.comm.page_sends(request=request(widget, target="ReLU", mode="training"))
+    assert "training" in widget.error and "modes for ReLU" in widget.error
+
+
 def test_a_bad_initial_value_raises_in_the_callers_cell():
     with pytest.raises(ValueError, match="did you mean 'Conv1D'"):
         DtypeExplorer("Conv1d", backends=["jax"])
