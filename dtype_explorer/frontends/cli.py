@@ -14,13 +14,14 @@ with one line on stderr before any work. ``--debug`` (before the command) shows 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,6 +31,7 @@ from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
+from dtype_explorer.runtime import pool
 
 app = typer.Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
@@ -40,15 +42,55 @@ app = typer.Typer(
 MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
 #: The longest error line printed.
 MAX_LINE = 400
-_state = {"debug": False}
+_state = {"debug": False, "verbose": False}
 
 
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            envvar="DTYPE_EXPLORER_VERBOSE",
+            help="Also show what the workers printed (framework start-up lines, warnings).",
+        ),
+    ] = False,
 ) -> None:
     """See what dtype Keras layers and ops really produce, on every backend."""
     _state["debug"] = debug
+    _state["verbose"] = verbose
+
+
+@contextlib.contextmanager
+def _worker_output(backends: str | list[str]) -> Iterator[None]:
+    """With ``--verbose``: what the workers of ``backends`` wrote to their logs inside the
+    block (framework start-up lines, warnings), copied to stderr afterwards. Without it the
+    logs keep it (``pool.log_path``) and the terminal stays quiet."""
+    if not _state["verbose"]:
+        yield
+        return
+    logs = {b: pool.log_path(b) for b in pool.usable(backends)}
+    start = {b: _size(path) for b, path in logs.items()}
+    try:
+        yield
+    finally:
+        for backend, path in logs.items():
+            path = pool.log_path(backend)  # a worker started in the block may have moved it
+            since = start[backend] if path == logs[backend] else 0
+            with contextlib.suppress(OSError):
+                with path.open("rb") as file:
+                    file.seek(since if _size(path) >= since else 0)
+                    text = file.read().decode(errors="replace").rstrip()
+                if text:
+                    typer.echo(f"--- {backend} worker log ({path}):\n{text}", err=True)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -192,18 +234,19 @@ def probe(
         raise InvalidSpecError(
             f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
         ) from None
-    outcome = analyses.probe(
-        target,
-        input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
-        policy=policy,
-        backend=backends,
-        kwargs=parsed_kwargs,
-        shape=parsed_shape,
-        values=values,
-        floatx=floatx,
-        timeout=_timeout(timeout),
-        use_cache=not no_cache,
-    )
+    with _worker_output(backends):
+        outcome = analyses.probe(
+            target,
+            input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
+            policy=policy,
+            backend=backends,
+            kwargs=parsed_kwargs,
+            shape=parsed_shape,
+            values=values,
+            floatx=floatx,
+            timeout=_timeout(timeout),
+            use_cache=not no_cache,
+        )
     results = list(outcome) if isinstance(outcome, ProbeSet) else [outcome]
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
@@ -211,7 +254,7 @@ def probe(
         for result in results:
             typer.echo(views.format_result(result, trace=trace, detail=trace))
             typer.echo("")
-        if isinstance(outcome, ProbeSet):
+        if isinstance(outcome, ProbeSet) and len(outcome) > 1:
             typer.echo(f"across backends: {outcome.verdict}")
             part = outcome.first_divergence() if trace else None
             if part is not None:
