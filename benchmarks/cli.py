@@ -6,7 +6,9 @@ Keras measured in the same run.
 
 Every case is a fresh process (``python -c``), timed wall-clock from start to exit; its
 ``RSS`` is the peak resident memory of that process alone (``RUSAGE_SELF`` written at exit:
-workers and helper processes are not counted). Cases:
+workers and helper processes are not counted). Bytecode is written and reused (as for an
+installed package, whatever ``PYTHONDONTWRITEBYTECODE`` says here), after one unmeasured
+warm-up run of each kind. Cases:
 
 * ``bare python``: ``pass``.
 * ``bare keras``: ``import keras`` on ``KERAS_BACKEND=numpy``; ``+ call``: and one
@@ -84,11 +86,14 @@ def measure(code: str, args: list[str], env: dict[str, str]) -> tuple[float, flo
 
 def run(repeats: int) -> dict:
     root = Path(__file__).resolve().parents[1]
-    base = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("KERAS_", "DTYPE_EXPLORER_"))},
-        "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
-    }
     work = Path(tempfile.mkdtemp(prefix="dx-bench-cli-"))
+    skipped = ("KERAS_", "DTYPE_EXPLORER_", "PYTHONDONTWRITEBYTECODE")
+    base = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(skipped)},
+        "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
+        # bytecode is written and reused, as for an installed package (pip compiles it)
+        "PYTHONPYCACHEPREFIX": str(work / "pycache"),
+    }
     snapshot_home = work / "snapshot"
     cases: dict[str, list[tuple[float, float]]] = {}
 
@@ -106,6 +111,13 @@ def run(repeats: int) -> dict:
     load_before = os.getloadavg()
     try:
         numpy_env = {**base, "KERAS_BACKEND": "numpy"}
+        warm = cache("warm-up", with_snapshot=False)  # writes the bytecode; not measured
+        for code, args, env in (
+            (_BARE_CALL, [], numpy_env),
+            (_CLI, ARGS, warm),
+            (_SCRIPT, [], warm),
+        ):
+            measure(code, args, env)
         for i in range(repeats):
             add("bare python", "pass", [], base)
             add("bare keras (numpy)", "import keras", [], numpy_env)
