@@ -21,6 +21,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,7 +32,7 @@ from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
@@ -84,6 +85,39 @@ def _worker_output(backends: str | list[str]) -> Iterator[None]:
                     text = file.read().decode(errors="replace").rstrip()
                 if text:
                     typer.echo(f"--- {backend} worker log ({path}):\n{text}", err=True)
+
+
+#: The log of what frameworks imported by the CLI's own process print (``workers/cli.log``);
+#: started afresh past this size.
+FRONT_LOG_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _framework_output_to_log() -> Iterator[None]:
+    """Inside the block, what is written to this process's stderr (fd 2: TensorFlow's absl,
+    oneDNN and CUDA lines when a command imports Keras here, as ``check`` and ``table`` do) goes
+    to ``workers/cli.log`` in the cache directory; with ``--verbose`` it stays on stderr. An
+    error is reported after the block, on the terminal."""
+    if _state["verbose"]:
+        yield
+        return
+    path = cache.path() / "workers" / "cli.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = path.open("wb" if _size(path) > FRONT_LOG_BYTES else "ab")
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
 
 
 def _size(path: Path) -> int:
@@ -283,13 +317,14 @@ def survey(
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
-    result = analyses.survey(
-        targets=_names("--targets", targets),
-        input_dtypes=_names("--input-dtypes", input_dtypes),
-        policies=_names("--policies", policies),
-        backends=_names("--backends", backends),
-    )
-    result.save(out)
+    with _framework_output_to_log():
+        result = analyses.survey(
+            targets=_names("--targets", targets),
+            input_dtypes=_names("--input-dtypes", input_dtypes),
+            policies=_names("--policies", policies),
+            backends=_names("--backends", backends),
+        )
+        result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
 
 
@@ -311,13 +346,14 @@ def table(
     ] = False,
 ) -> None:
     """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
-    result = analyses.promotion_table(
-        op=op,
-        dtypes=_names("--dtypes", dtypes),
-        backends=_names("--backends", backends),
-        floatx=floatx,
-    )
-    frame = result.disagreements() if disagreements else result.to_frame()
+    with _framework_output_to_log():
+        result = analyses.promotion_table(
+            op=op,
+            dtypes=_names("--dtypes", dtypes),
+            backends=_names("--backends", backends),
+            floatx=floatx,
+        )
+        frame = result.disagreements() if disagreements else result.to_frame()
     typer.echo(frame.to_string())
 
 
@@ -336,18 +372,19 @@ def check(
     _model_file(model_path)
     requested = _names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import keras
+    with _framework_output_to_log():
+        import keras
 
-    try:
-        model = keras.saving.load_model(model_path)
-    except Exception as error:  # not a model, truncated, corrupt weights, unknown layers
-        if _state["debug"]:
-            raise
-        raise InvalidSpecError(
-            f"could not load {received(str(model_path))} as a Keras model: "
-            f"{type(error).__name__}: {_line(error)}"
-        ) from None
-    report = analyses.check_model(model, policy=policy, backends=requested)
+        try:
+            model = keras.saving.load_model(model_path)
+        except Exception as error:  # not a model, truncated, corrupt weights, unknown layers
+            if _state["debug"]:
+                raise
+            raise InvalidSpecError(
+                f"could not load {received(str(model_path))} as a Keras model: "
+                f"{type(error).__name__}: {_line(error)}"
+            ) from None
+        report = analyses.check_model(model, policy=policy, backends=requested)
     typer.echo(str(report))
 
 

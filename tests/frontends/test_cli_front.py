@@ -170,3 +170,21 @@ def test_a_bad_policy_is_refused_without_importing_keras_once_a_snapshot_exists(
     assert done.returncode == 2
     assert "did you mean 'mixed_float16'" in done.stderr
     assert frameworks == []
+
+
+@pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode,
+    reason="TensorFlow is not installed",
+)
+def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
+    """``check`` audits a model in its own process (Keras's default backend, TensorFlow here):
+    TensorFlow's start-up lines go to workers/cli.log, not to the terminal."""
+    import keras
+
+    path = tmp_path / "tiny.keras"
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).save(path)
+    done, frameworks = _cli("check", str(path), cache_dir=tmp_path / "cache", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tensorflow" in frameworks  # this command does run Keras here
+    assert "dense" in done.stdout.lower()
+    assert _noise(done.stderr) == [] and done.stderr == "", done.stderr
