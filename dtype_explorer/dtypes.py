@@ -15,6 +15,7 @@ import functools
 import ml_dtypes
 import numpy as np
 
+from dtype_explorer import keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 
 PYTHON_SCALARS: dict[str, type] = {"python_int": int, "python_float": float, "python_bool": bool}
@@ -49,10 +50,9 @@ _ML_DTYPES = {
 
 @functools.cache
 def keras_dtypes() -> tuple[str, ...]:
-    """Every dtype name Keras allows (``ALLOWED_DTYPES``), in Keras's order."""
-    from keras.src.backend.common import dtypes as keras_dtypes_module
-
-    return tuple(keras_dtypes_module.ALLOWED_DTYPES)
+    """Every dtype name Keras allows (``ALLOWED_DTYPES``), in Keras's order, read from the
+    snapshot of the installed Keras (``keras_facts``: Keras is not imported here)."""
+    return keras_facts.allowed_dtypes()
 
 
 def all_input_dtypes() -> tuple[str, ...]:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dtype_explorer import backends as backend_names
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._modes import check_mode
 from dtype_explorer.errors import InvalidSpecError, received, unknown
@@ -168,12 +168,10 @@ def validate_policy(policy: Any) -> str:
 
 @functools.cache
 def _checked_policy(name: str) -> str:
-    import keras
-
-    try:
-        keras.dtype_policies.get(name)
-    except (ValueError, TypeError) as error:
-        raise unknown("dtype policy", name, (*COMMON_POLICIES, *dtypes.keras_dtypes())) from error
+    """``name`` if ``keras.dtype_policies.get`` accepts it, as the snapshot of the installed
+    Keras says (``keras_facts``: Keras is imported only for a name the snapshot cannot decide)."""
+    if not keras_facts.policy_accepted(name):
+        raise unknown("dtype policy", name, (*COMMON_POLICIES, *dtypes.keras_dtypes()))
     return name
 
 

@@ -15,13 +15,15 @@ with one line on stderr before any work. ``--debug`` (before the command) shows 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
 import re
 import stat
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,6 +33,7 @@ from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import ProbeSet
+from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
@@ -41,15 +44,88 @@ app = typer.Typer(
 MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
 #: The longest error line printed.
 MAX_LINE = 400
-_state = {"debug": False}
+_state = {"debug": False, "verbose": False}
 
 
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show the traceback of an error.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            envvar="DTYPE_EXPLORER_VERBOSE",
+            help="Also show what the workers printed (framework start-up lines, warnings).",
+        ),
+    ] = False,
 ) -> None:
     """See what dtype Keras layers and ops really produce, on every backend."""
     _state["debug"] = debug
+    _state["verbose"] = verbose
+
+
+@contextlib.contextmanager
+def _worker_output(backends: str | list[str]) -> Iterator[None]:
+    """With ``--verbose``: what the workers of ``backends`` wrote to their logs inside the
+    block (framework start-up lines, warnings), copied to stderr afterwards. Without it the
+    logs keep it (``pool.log_path``) and the terminal stays quiet."""
+    if not _state["verbose"]:
+        yield
+        return
+    logs = {b: pool.log_path(b) for b in pool.usable(backends)}
+    start = {b: _size(path) for b, path in logs.items()}
+    try:
+        yield
+    finally:
+        for backend, path in logs.items():
+            path = pool.log_path(backend)  # a worker started in the block may have moved it
+            since = start[backend] if path == logs[backend] else 0
+            with contextlib.suppress(OSError):
+                with path.open("rb") as file:
+                    file.seek(since if _size(path) >= since else 0)
+                    text = file.read().decode(errors="replace").rstrip()
+                if text:
+                    typer.echo(f"--- {backend} worker log ({path}):\n{text}", err=True)
+
+
+#: The log of what frameworks imported by the CLI's own process print (``workers/cli.log``);
+#: started afresh past this size.
+FRONT_LOG_BYTES = 1 << 20
+
+
+@contextlib.contextmanager
+def _framework_output_to_log() -> Iterator[None]:
+    """Inside the block, what is written to this process's stderr (fd 2: TensorFlow's absl,
+    oneDNN and CUDA lines when a command imports Keras here, as ``check`` and ``table`` do) goes
+    to ``workers/cli.log`` in the cache directory; with ``--verbose`` it stays on stderr. An
+    error is reported after the block, on the terminal."""
+    if _state["verbose"]:
+        yield
+        return
+    path = cache.path() / "workers" / "cli.log"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        log = path.open("wb" if _size(path) > FRONT_LOG_BYTES else "ab")
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        log.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -199,19 +275,20 @@ def probe(
         raise InvalidSpecError(
             f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
         ) from None
-    outcome = analyses.probe(
-        target,
-        input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
-        policy=policy,
-        backend=backends,
-        kwargs=parsed_kwargs,
-        shape=parsed_shape,
-        values=values,
-        floatx=floatx,
-        mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
-        timeout=_timeout(timeout),
-        use_cache=not no_cache,
-    )
+    with _worker_output(backends):
+        outcome = analyses.probe(
+            target,
+            input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
+            policy=policy,
+            backend=backends,
+            kwargs=parsed_kwargs,
+            shape=parsed_shape,
+            values=values,
+            floatx=floatx,
+            mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
+            timeout=_timeout(timeout),
+            use_cache=not no_cache,
+        )
     results = list(outcome) if isinstance(outcome, ProbeSet) else [outcome]
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
@@ -219,7 +296,7 @@ def probe(
         for result in results:
             typer.echo(views.format_result(result, trace=trace, detail=trace))
             typer.echo("")
-        if isinstance(outcome, ProbeSet):
+        if isinstance(outcome, ProbeSet) and len(outcome) > 1:
             typer.echo(f"across {outcome.axis}: {outcome.verdict}")
             part = outcome.first_divergence() if trace else None
             if part is not None:
@@ -248,13 +325,14 @@ def survey(
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
-    result = analyses.survey(
-        targets=_names("--targets", targets),
-        input_dtypes=_names("--input-dtypes", input_dtypes),
-        policies=_names("--policies", policies),
-        backends=_names("--backends", backends),
-    )
-    result.save(out)
+    with _framework_output_to_log():
+        result = analyses.survey(
+            targets=_names("--targets", targets),
+            input_dtypes=_names("--input-dtypes", input_dtypes),
+            policies=_names("--policies", policies),
+            backends=_names("--backends", backends),
+        )
+        result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
 
 
@@ -276,13 +354,14 @@ def table(
     ] = False,
 ) -> None:
     """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
-    result = analyses.promotion_table(
-        op=op,
-        dtypes=_names("--dtypes", dtypes),
-        backends=_names("--backends", backends),
-        floatx=floatx,
-    )
-    frame = result.disagreements() if disagreements else result.to_frame()
+    with _framework_output_to_log():
+        result = analyses.promotion_table(
+            op=op,
+            dtypes=_names("--dtypes", dtypes),
+            backends=_names("--backends", backends),
+            floatx=floatx,
+        )
+        frame = result.disagreements() if disagreements else result.to_frame()
     typer.echo(frame.to_string())
 
 
@@ -301,18 +380,19 @@ def check(
     _model_file(model_path)
     requested = _names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import keras
+    with _framework_output_to_log():
+        import keras
 
-    try:
-        model = keras.saving.load_model(model_path)
-    except Exception as error:  # not a model, truncated, corrupt weights, unknown layers
-        if _state["debug"]:
-            raise
-        raise InvalidSpecError(
-            f"could not load {received(str(model_path))} as a Keras model: "
-            f"{type(error).__name__}: {_line(error)}"
-        ) from None
-    report = analyses.check_model(model, policy=policy, backends=requested)
+        try:
+            model = keras.saving.load_model(model_path)
+        except Exception as error:  # not a model, truncated, corrupt weights, unknown layers
+            if _state["debug"]:
+                raise
+            raise InvalidSpecError(
+                f"could not load {received(str(model_path))} as a Keras model: "
+                f"{type(error).__name__}: {_line(error)}"
+            ) from None
+        report = analyses.check_model(model, policy=policy, backends=requested)
     typer.echo(str(report))
 
 

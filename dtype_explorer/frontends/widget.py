@@ -61,7 +61,8 @@ class DtypeExplorer(_ContractTraits):
 
     ``target``: a catalog name (``"Dense"``, ``"ops.add"``) or a user ``Layer`` class or
     instance. ``mode``: how the target runs at first (``"call"``, ``"training"``, ``"model"``,
-    ``"predict"``, ``"fit"``, ``"dataset"``); the page's "runs as" picker changes it. ``custom_layers``: more user layers to offer in the picker. ``backends``: the
+    ``"predict"``, ``"fit"``, ``"dataset"``); the page's "runs as" picker changes it.
+    ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
     """

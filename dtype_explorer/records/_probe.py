@@ -178,6 +178,10 @@ class ProbeResult(Record):
     #: (``keras.epsilon``, ``jax.jax_enable_x64``, ...); the worker put them back. An answer
     #: with any is never cached.
     state_changed: tuple[str, ...] = ()
+    #: Warnings the call of the target raised in its worker (``"UserWarning: ..."``, a Keras
+    #: deprecation about the layer asked): about the question, so kept with its answer.
+    #: Framework start-up noise goes to the worker's log, never here.
+    warnings: tuple[str, ...] = ()
     trace: tuple[TraceStep, ...] = ()
     trace_dropped: int = 0
     #: How the target ran, in words (``"eager call"``, ``"model.predict under jax.jit"``).
@@ -323,13 +327,15 @@ class ProbeSet(Record):
         return len(self.results)
 
     def summary(self) -> str:
+        """One line per backend, and the verdict across backends when there are several."""
         lines = [r.summary() for r in self.results]
         if self.axis != "backends":  # name each mode, even "call"
             lines = [
                 f"{line}  [mode {r.spec.mode}]" if r.spec.mode == "call" else line
                 for line, r in zip(lines, self.results)
             ]
-        lines.append(f"across {self.axis}: {self.verdict}")
+        if len(self.results) > 1:
+            lines.append(f"across {self.axis}: {self.verdict}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

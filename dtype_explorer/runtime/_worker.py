@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dtype_explorer import keras_facts
 from dtype_explorer.engine import global_settings, restore_settings, run_probe
 from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -107,6 +108,8 @@ def _import_backend(backend: str) -> None:
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
         _state["baseline"] = global_settings()
+        with contextlib.suppress(Exception):  # a fact for the front ends, never a reason to fail
+            keras_facts.write_snapshot()
     except Exception as exc:
         _state["init_error"] = f"{type(exc).__name__}: {exc}"
 
@@ -143,10 +146,13 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             )
     if _state["unrestorable"]:
         return _failure(probe_spec, _unrestorable_error(), replace=True)
-    try:
-        result: ProbeResult = run_probe(probe_spec, target=target)
-    except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
-        result = _raised(probe_spec, exc)
+    with _kept_warnings() as said:
+        try:
+            result: ProbeResult = run_probe(probe_spec, target=target)
+        except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
+            result = _raised(probe_spec, exc)
+    if said:
+        result = result.model_copy(update={"warnings": tuple(said)})
     if result.status != "ok":  # no output tensor told inprocess.run where it ran
         result = result.model_copy(update={"device": _state["device"]})
     restored, lost = _restore_baseline()
@@ -156,6 +162,42 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     if lost:
         answer[REPLACE_ME] = True
     return answer
+
+
+#: The most warnings kept with one answer, and the longest text of one.
+MAX_WARNINGS = 8
+MAX_WARNING_CHARS = 500
+
+
+@contextlib.contextmanager
+def _kept_warnings() -> Iterator[list[str]]:
+    """Record the warnings raised inside the block (the probe's call of the target: a Keras
+    deprecation about the layer asked) as ``"Category: message"`` lines, each once, at most
+    ``MAX_WARNINGS``; they are written to the worker's log too. Deprecations raised inside the
+    frameworks' own internals (not Keras's) are not about the question and are dropped."""
+    said: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        warnings.filterwarnings("always", category=DeprecationWarning, module=r"keras\b")
+        try:
+            yield said
+        finally:
+            for item in caught:
+                text = f"{item.category.__name__}: {item.message}".strip()
+                text = text if len(text) <= MAX_WARNING_CHARS else text[:MAX_WARNING_CHARS] + " ..."
+                if text not in said and len(said) < MAX_WARNINGS:
+                    said.append(text)
+                with contextlib.suppress(Exception):
+                    print(
+                        warnings.formatwarning(
+                            item.message, item.category, item.filename, item.lineno
+                        ),
+                        file=sys.stderr,
+                        end="",
+                        flush=True,
+                    )
 
 
 def _raised(spec: ProbeSpec, exc: BaseException) -> ProbeResult:

@@ -30,20 +30,19 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import diskcache
-import platformdirs
 import pydantic
 
+from dtype_explorer import keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
 from dtype_explorer.versions import placement, settings, versions
 
-ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
+ENV_DIR = keras_facts.ENV_DIR
 _lock = threading.Lock()
 _open: diskcache.Cache | None = None
 
@@ -98,15 +97,9 @@ class _TextDisk(diskcache.Disk):
 
 
 def path() -> Path:
-    """The cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the platform's user cache dir."""
-    return _resolved(os.environ.get(ENV_DIR) or None)
-
-
-@functools.cache
-def _resolved(override: str | None) -> Path:
-    if override:
-        return Path(override).expanduser().resolve()
-    return Path(platformdirs.user_cache_dir("dtype-explorer", appauthor=False))
+    """The cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the platform's user cache dir
+    (``keras_facts.cache_dir``, where the Keras snapshots live too)."""
+    return keras_facts.cache_dir()
 
 
 def _db() -> diskcache.Cache:

@@ -33,6 +33,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     lines.extend(f"  because: {line}" for line in result.basis)
     if result.error is not None:
         lines.append(f"  error ({result.error.where}): {result.error.type}: {result.error.message}")
+    lines.extend(f"  warning: {text}" for text in result.warnings)
     if result.numerics is not None:
         n = result.numerics
         err = (

@@ -178,3 +178,17 @@ def test_first_divergence_names_the_first_step_where_traces_part():
     )
     part = ProbeSet(results=(jax, extra)).first_divergence()
     assert part.op in ("ops.cast", "ops.nn.conv") and part.steps["jax"] in (1, None)
+
+
+def test_a_probe_set_of_one_backend_has_no_across_backends_line():
+    one = ProbeSet(results=(_result(),))
+    assert "across backends" not in one.summary()
+    two = ProbeSet(results=(_result(), _result(backend="jax")))
+    assert two.summary().endswith("across backends: as-documented")
+
+
+def test_warnings_travel_with_the_result_and_are_shown():
+    said = "UserWarning: Do not pass an `input_shape`/`input_dim` argument to a layer."
+    result = _result().model_copy(update={"warnings": (said,)})
+    assert ProbeResult.from_json(result.to_json()).warnings == (said,)
+    assert f"  warning: {said}" in str(result)

@@ -1,0 +1,286 @@
+"""What a front end needs to know about the installed Keras, without importing it.
+
+Validating a question (its dtypes, its policy) needs two facts only Keras knows: its
+``ALLOWED_DTYPES`` and which dtype policy names ``keras.dtype_policies.get`` accepts. Importing
+Keras for them costs a front process its default backend (TensorFlow: seconds, hundreds of MB
+and a screen of log lines) even when the probe runs in a worker on another backend. So the
+facts are read from a **snapshot**: a small JSON file per Keras version, in the user's cache
+directory (:func:`cache_dir`, shared with the result cache), written by the first process that
+has Keras imported (a worker after it imports its backend, an in-process probe, or, when none
+has yet, one short quiet ``python`` run on the numpy backend). Every fact in it came from Keras:
+``ALLOWED_DTYPES`` as Keras lists it, and each policy name's acceptance as
+``keras.dtype_policies.get`` decided it.
+
+A policy name the snapshot does not list is decided by Keras's own rule as its code states it
+(``keras/src/dtype_policies``): a name that starts with a quantization mode (``int8``,
+``float8``, ...) or names a torch or ``jax.numpy`` dtype is asked of Keras itself (imported
+then); any other name is accepted exactly when ``keras.backend.standardize_dtype`` accepts it
+or it is ``mixed_float16``/``mixed_bfloat16``, and all of those are listed.
+
+The cache directory may come from elsewhere (a CI artifact), so a snapshot is validated and a
+bad one is ignored (Keras is asked instead).
+
+>>> "bfloat16" in allowed_dtypes()
+True
+>>> policy_accepted("mixed_float16"), policy_accepted("mixed_flaot16")
+(True, False)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+#: The environment variable that moves the cache directory.
+ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
+#: The snapshot's layout; a file with another is ignored.
+FORMAT = 1
+#: The longest a quiet snapshot run may take before Keras is imported in this process instead.
+_SNAPSHOT_TIMEOUT = 120.0
+#: Policy names Keras accepts beyond dtype names (``DTypePolicy._parse_name``).
+_MIXED = ("mixed_float16", "mixed_bfloat16")
+#: The snapshots this process made, by Keras version.
+_made: dict[str | None, dict[str, Any]] = {}
+
+
+def cache_dir() -> Path:
+    """The user's dtype-explorer cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the
+    platform's user cache dir (the result cache and the Keras snapshots live there).
+
+    Returns:
+        The directory as an absolute path (it may not exist yet).
+
+    >>> cache_dir().name != ""
+    True
+    """
+    return _resolved(os.environ.get(ENV_DIR) or None)
+
+
+@functools.cache
+def _resolved(override: str | None) -> Path:
+    if override:
+        return Path(override).expanduser().resolve()
+    return Path(platformdirs.user_cache_dir("dtype-explorer", appauthor=False))
+
+
+def keras_version() -> str | None:
+    """The installed Keras's version, read from its metadata (Keras is not imported)."""
+    try:
+        return importlib.metadata.version("keras")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def snapshot_path(version: str | None = None) -> Path:
+    """Where the snapshot of Keras ``version`` (default: the installed one) is kept."""
+    named = version or keras_version() or "none"
+    name = "".join(c if c.isalnum() or c in ".-+" else "_" for c in named)
+    return cache_dir() / f"keras-facts-{name}.json"
+
+
+def allowed_dtypes() -> tuple[str, ...]:
+    """Every dtype name Keras allows (``ALLOWED_DTYPES``), in Keras's order.
+
+    Returns:
+        The names, from the snapshot of the installed Keras (made first if there is none).
+
+    >>> allowed_dtypes()[:2]
+    ('float16', 'float32')
+    """
+    return tuple(facts()["allowed_dtypes"])
+
+
+def policy_accepted(name: str) -> bool:
+    """Whether ``keras.dtype_policies.get(name)`` accepts the policy name ``name``.
+
+    Args:
+        name: A policy name such as ``"mixed_float16"`` or ``"int8_from_float32"``.
+
+    Returns:
+        ``True`` when Keras builds a policy from it (answered from the snapshot, or by Keras
+        itself for names the snapshot cannot decide).
+
+    >>> policy_accepted("int8_from_float32"), policy_accepted("float33")
+    (True, False)
+    """
+    known = facts()
+    if name in known["policies"]:
+        return bool(known["policies"][name])
+    if (
+        name.startswith(tuple(known["quantization_modes"]))
+        or "torch" in name
+        or "jax.numpy" in name
+    ):
+        return _ask_keras(name)
+    return False  # not a dtype, not mixed_*, not quantized: standardize_dtype refuses it
+
+
+@functools.cache
+def _ask_keras(name: str) -> bool:
+    import keras
+
+    try:
+        keras.dtype_policies.get(name)
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
+def facts() -> dict[str, Any]:
+    """The snapshot of the installed Keras: ``allowed_dtypes``, ``quantization_modes`` and
+    ``policies`` (name -> accepted). Read from the cache directory; when there is none (or it
+    is not valid), made here if Keras is already imported, else by one quiet short ``python``
+    run, else by importing Keras here; then written for the next process.
+
+    Returns:
+        The snapshot as a dict.
+    """
+    version = keras_version()
+    cached = _read(snapshot_path(version), version)
+    if cached is not None:
+        return cached
+    if version in _made:  # made here before; its file is gone or was spoilt since
+        _write(_made[version])
+        return _made[version]
+    if "keras" not in sys.modules and _run_snapshot_process():
+        cached = _read(snapshot_path(version), version)
+        if cached is not None:
+            return cached
+    return write_snapshot()
+
+
+@functools.cache
+def _read_file(path: Path, stamp: tuple[int, int]) -> dict[str, Any] | None:
+    del stamp  # part of the memo key: a rewritten file is read again
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return data if _valid(data) else None
+
+
+def _read(path: Path, version: str | None) -> dict[str, Any] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    data = _read_file(path, (info.st_mtime_ns, info.st_size))
+    if data is None or data.get("keras") != version:
+        return None
+    return data
+
+
+def _valid(data: Any) -> bool:
+    """A snapshot of the expected layout: nothing else is trusted."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return False
+    allowed, modes, policies = (
+        data.get(k) for k in ("allowed_dtypes", "quantization_modes", "policies")
+    )
+    return (
+        isinstance(allowed, list)
+        and 0 < len(allowed) < 1000
+        and all(isinstance(d, str) for d in allowed)
+        and isinstance(modes, list)
+        and all(isinstance(m, str) and m for m in modes)
+        and isinstance(policies, dict)
+        and len(policies) < 100_000
+        and all(isinstance(k, str) and isinstance(v, bool) for k, v in policies.items())
+        and (isinstance(data.get("keras"), str) or data.get("keras") is None)
+    )
+
+
+def write_snapshot() -> dict[str, Any]:
+    """Ask the Keras of this process (imported here if it is not yet) for the facts, and write
+    them to :func:`snapshot_path` unless an identical snapshot is there (a directory that
+    cannot be written is left alone).
+
+    Returns:
+        The snapshot as a dict.
+    """
+    from keras.src.backend.common import dtypes as keras_dtypes
+    from keras.src.dtype_policies import dtype_policy
+
+    allowed = list(keras_dtypes.ALLOWED_DTYPES)
+    modes = list(dtype_policy.QUANTIZATION_MODES)
+    plain = [*_MIXED, *allowed, *(k for k in keras_dtypes.PYTHON_DTYPES_MAP if isinstance(k, str))]
+    policies = {name: _ask_keras(name) for name in plain}
+    sources = [name for name in plain if policies[name]]
+    for mode in modes:
+        for source in sources:
+            name = f"{mode}_from_{source}"
+            policies[name] = _ask_keras(name)
+    data = {
+        "format": FORMAT,
+        "keras": keras_version(),
+        "allowed_dtypes": allowed,
+        "quantization_modes": modes,
+        "policies": policies,
+    }
+    _made[data["keras"]] = data  # kept even where the directory cannot be written
+    _write(data)
+    return data
+
+
+def _write(data: dict[str, Any]) -> None:
+    """Write ``data`` to its :func:`snapshot_path` (atomically) unless the file there already
+    holds it; a directory that cannot be written is left alone."""
+    path = snapshot_path(data["keras"])
+    if _read(path, data["keras"]) == data:
+        return
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, prefix=".keras-facts-", suffix=".tmp", delete=False
+        ) as handle:
+            json.dump(data, handle, indent=1)
+        os.replace(handle.name, path)
+
+
+def _run_snapshot_process() -> bool:
+    """Write the snapshot from a short ``python`` run on Keras's numpy backend, its output
+    discarded (nothing reaches this process's terminal); ``False`` if it did not work."""
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": "numpy",
+        "JAX_PLATFORMS": "cpu",
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+        ENV_DIR: str(cache_dir()),
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    code = "from dtype_explorer import keras_facts; keras_facts.write_snapshot()"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=_SNAPSHOT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+__all__ = [
+    "ENV_DIR",
+    "allowed_dtypes",
+    "cache_dir",
+    "facts",
+    "keras_version",
+    "policy_accepted",
+    "snapshot_path",
+    "write_snapshot",
+]

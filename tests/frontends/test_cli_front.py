@@ -1,0 +1,190 @@
+"""The CLI as a user runs it: a real ``dtype-explorer`` process (and its real workers), its
+stdout and stderr read whole, and which frameworks its own process imported.
+
+The front process is run through a tiny wrapper that calls the CLI's ``app`` and, at exit,
+writes which of keras/tensorflow/jax/torch its ``sys.modules`` holds: nothing in the product
+is patched or mocked.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Runs the CLI exactly as the ``dtype-explorer`` script does, and reports this process's
+#: frameworks at exit to the file named by $DX_FRONT_REPORT.
+WRAPPER = """
+import atexit, json, os, sys
+
+def _report():
+    frameworks = [m for m in ("keras", "tensorflow", "jax", "torch") if m in sys.modules]
+    with open(os.environ["DX_FRONT_REPORT"], "w") as f:
+        json.dump(frameworks, f)
+
+atexit.register(_report)
+from dtype_explorer.frontends.cli import app
+app(prog_name="dtype-explorer")
+"""
+#: Lines frameworks print while they start (TensorFlow's C++ logging through absl, oneDNN,
+#: CUDA stubs, XLA, torch and jax warnings).
+NOISE = (
+    "absl::InitializeLog",
+    "oneDNN",
+    "cpu_feature_guard",
+    "cuda",
+    "TF-TRT",
+    "Unable to register",
+    "computation_placer",
+    "I0000",
+    "W0000",
+    "E0000",
+    "UserWarning",
+    "FutureWarning",
+)
+ROOT = Path(__file__).resolve().parents[2]
+DENSE = ["probe", "Dense", "--input-dtype", "uint8", "--kwargs", '{"units": 4}']
+
+
+def _cli(*args, cache_dir, tmp_path, env=None):
+    report = tmp_path / "front-modules.json"
+    report.unlink(missing_ok=True)
+    environ = {
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
+        },
+        "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
+        "DX_FRONT_REPORT": str(report),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **(env or {}),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return done, json.loads(report.read_text())
+
+
+def _noise(stderr):
+    return [line for line in stderr.splitlines() if any(n in line for n in NOISE)]
+
+
+def test_a_worker_probe_imports_no_framework_in_the_front_and_json_is_one_document(tmp_path):
+    cache_dir = tmp_path / "cache"  # empty: no Keras snapshot, no cached answer yet
+    live, frameworks = _cli(
+        *DENSE, "--backend", "numpy", "--json", cache_dir=cache_dir, tmp_path=tmp_path
+    )
+    assert live.returncode == 0, live.stderr
+    assert frameworks == [], f"the front process imported {frameworks}"
+    (result,) = json.loads(live.stdout)  # stdout is one JSON document, nothing else
+    assert result["status"] == "ok" and result["cached"] is False
+    assert result["output_dtype"] == "float32"
+    assert live.stderr == "", live.stderr
+
+    cached, frameworks = _cli(
+        *DENSE, "--backend", "numpy", "--json", cache_dir=cache_dir, tmp_path=tmp_path
+    )
+    assert cached.returncode == 0, cached.stderr
+    assert frameworks == []
+    (again,) = json.loads(cached.stdout)
+    assert again["cached"] is True
+    assert {**again, "cached": False} == result  # the cached answer is the live one
+
+
+def test_one_backend_has_no_across_backends_line_and_a_cached_text_answer_matches(tmp_path):
+    cache_dir = tmp_path / "cache"
+    live, _ = _cli(*DENSE, "--backend", "numpy", cache_dir=cache_dir, tmp_path=tmp_path)
+    cached, frameworks = _cli(*DENSE, "--backend", "numpy", cache_dir=cache_dir, tmp_path=tmp_path)
+    assert live.returncode == cached.returncode == 0, live.stderr + cached.stderr
+    assert frameworks == []
+    assert "documented float32 | declared float32 | observed float32" in live.stdout
+    assert "across backends" not in live.stdout
+    assert cached.stdout == live.stdout
+
+
+@pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode,
+    reason="TensorFlow is not installed",
+)
+def test_no_framework_start_up_lines_reach_the_terminal(tmp_path):
+    """A TensorFlow worker prints absl/oneDNN/cpu_feature_guard lines as it starts: they stay
+    in its log, and the front never imports TensorFlow at all."""
+    done, frameworks = _cli(
+        *DENSE, "--backend", "numpy,tensorflow", cache_dir=tmp_path / "cache", tmp_path=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert frameworks == []
+    assert _noise(done.stderr) == [] and done.stderr == "", done.stderr
+    assert "across backends: as-documented" in done.stdout  # two backends: the shared verdict
+
+
+def test_a_warning_about_the_layer_asked_is_kept_and_verbose_shows_the_worker_log(tmp_path):
+    args = ["probe", "Dense", "--kwargs", '{"units": 4, "input_shape": [4]}', "--backend", "numpy"]
+    quiet, _ = _cli(*args, cache_dir=tmp_path / "cache", tmp_path=tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "warning: UserWarning: Do not pass an `input_shape`" in quiet.stdout
+    assert quiet.stderr == "", quiet.stderr
+
+    loud, _ = _cli(
+        *args,
+        "--no-cache",
+        cache_dir=tmp_path / "cache",
+        tmp_path=tmp_path,
+        env={"DTYPE_EXPLORER_VERBOSE": "1"},
+    )
+    assert loud.returncode == 0, loud.stderr
+    assert "--- numpy worker log" in loud.stderr and "Do not pass an `input_shape`" in loud.stderr
+
+
+def test_a_bad_policy_is_refused_without_importing_keras_once_a_snapshot_exists(tmp_path):
+    cache_dir = tmp_path / "cache"
+    first, frameworks = _cli(
+        *DENSE[:2],
+        "--input-dtype",
+        "uint9",
+        "--backend",
+        "numpy",
+        cache_dir=cache_dir,
+        tmp_path=tmp_path,
+    )  # no snapshot yet: one quiet run on the numpy backend writes it, out of this process
+    assert first.returncode == 2 and "did you mean 'uint8'" in first.stderr, first.stderr
+    assert frameworks == []
+    assert list(cache_dir.glob("keras-facts-*.json"))
+    done, frameworks = _cli(
+        *DENSE,
+        "--backend",
+        "numpy",
+        "--policy",
+        "mixed_flaot16",
+        cache_dir=cache_dir,
+        tmp_path=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "did you mean 'mixed_float16'" in done.stderr
+    assert frameworks == []
+
+
+@pytest.mark.skipif(
+    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode,
+    reason="TensorFlow is not installed",
+)
+def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
+    """``check`` audits a model in its own process (Keras's default backend, TensorFlow here):
+    TensorFlow's start-up lines go to workers/cli.log, not to the terminal."""
+    import keras
+
+    path = tmp_path / "tiny.keras"
+    keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).save(path)
+    done, frameworks = _cli("check", str(path), cache_dir=tmp_path / "cache", tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "tensorflow" in frameworks  # this command does run Keras here
+    assert "dense" in done.stdout.lower()
+    assert _noise(done.stderr) == [] and done.stderr == "", done.stderr
