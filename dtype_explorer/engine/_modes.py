@@ -85,6 +85,8 @@ def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | No
     up), needed to tell whether ``training`` applies."""
     if not isinstance(mode, str) or mode not in MODES:
         raise unknown("mode", mode, MODES)
+    if mode == "call":  # every target runs as called, and the front process need not import Keras
+        return mode
     modes = modes_for(target_name, layer, backend)
     if mode in modes:
         return mode  # type: ignore[return-value]
