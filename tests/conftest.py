@@ -21,3 +21,13 @@ def _fresh_cache_and_workers():
 
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """A real IPython shell with ``%load_ext dtype_explorer`` done (``%dtype_check`` tests)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "dtype_explorer")
+    return ip

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import inspect
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -66,13 +67,20 @@ def applicable(target_name: str, layer: Any = None, backend: str | None = None) 
     return modes
 
 
+_NOT_LAYERS = ("ops.", "losses.", "metrics.", "custom:")
+
+
 def modes_for(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
     """``applicable``, with a catalog layer's class looked up by its name.
 
     >>> modes_for("ReLU", backend="numpy")
     ['call', 'model', 'predict', 'dataset']
     """
-    if layer is None and not target_name.startswith(("ops.", "losses.", "metrics.", "custom:")):
+    keras_here = "keras" in sys.modules
+    if layer is None and keras_here and not target_name.startswith(_NOT_LAYERS):
+        # A process that has not imported Keras (the CLI, a script asking workers) leaves the
+        # ``training`` check to the worker, whose answer is then an ``invalid`` result saying
+        # the same: importing Keras here would import its default backend, TensorFlow.
         import keras
 
         layer = getattr(keras.layers, catalog.entry(target_name).name, None)

@@ -169,6 +169,9 @@ MAX_WARNINGS = 8
 MAX_WARNING_CHARS = 500
 
 
+_NUMPY_COPY_NOTICE = r"__array__ implementation doesn't accept a copy keyword"
+
+
 @contextlib.contextmanager
 def _kept_warnings() -> Iterator[list[str]]:
     """Record the warnings raised inside the block (the probe's call of the target: a Keras
@@ -181,6 +184,9 @@ def _kept_warnings() -> Iterator[list[str]]:
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
         warnings.filterwarnings("always", category=DeprecationWarning, module=r"keras\b")
+        # NumPy 2's migration notice when Keras converts a framework's array: about the
+        # libraries' versions, not about the question (it came with every jax probe).
+        warnings.filterwarnings("ignore", message=_NUMPY_COPY_NOTICE, category=DeprecationWarning)
         try:
             yield said
         finally:

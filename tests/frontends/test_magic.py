@@ -6,17 +6,9 @@ import keras
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 from keras import layers
 
 from dtype_explorer.records import AuditReport
-
-
-@pytest.fixture(scope="module")
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "dtype_explorer")
-    return ip
 
 
 @pytest.fixture
