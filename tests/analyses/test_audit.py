@@ -333,8 +333,9 @@ def test_custom_layer_against_its_policy(restore_policy):
     )
 
 
-def test_overflow_in_float16_compute_and_on_entry():
-    model = keras.Sequential(
+def overflowing_net() -> keras.Model:
+    """A float16 Dense whose weights (1000) overflow float16 on inputs of 100."""
+    return keras.Sequential(
         [
             keras.Input((8,)),
             layers.Dense(
@@ -347,6 +348,10 @@ def test_overflow_in_float16_compute_and_on_entry():
         ],
         name="net",
     )
+
+
+def test_overflow_in_float16_compute_and_on_entry():
+    model = overflowing_net()
     inside = only(check_model(model, np.full((2, 8), 100.0, "float32")), "overflow")
     entry = only(check_model(model, np.full((2, 8), 1e6, "float32")), "overflow")
     assert inside.path == entry.path == "net/big" and inside.severity == "error"
@@ -529,19 +534,7 @@ class _HiddenOverflow(layers.Layer):
 def test_findings_name_the_op_and_the_line_where_the_problem_first_appears(restore_policy):
     from pathlib import Path
 
-    model = keras.Sequential(
-        [
-            keras.Input((8,)),
-            layers.Dense(
-                4,
-                kernel_initializer=keras.initializers.Constant(1000.0),
-                dtype="mixed_float16",
-                name="big",
-            ),
-            layers.Dense(1, dtype="float32"),
-        ],
-        name="net",
-    )
+    model = overflowing_net()
     inside = only(check_model(model, np.full((2, 8), 100.0, "float32")), "overflow")
     assert inside.step.op == "ops.matmul" and inside.step.first_nonfinite
     assert inside.step.source.file.endswith("keras/src/layers/core/dense.py")
