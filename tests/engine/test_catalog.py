@@ -104,17 +104,21 @@ OP_NAMESPACES = ("ops", "ops.numpy", "ops.nn", "ops.linalg", "ops.image")
 OP_RULES = {"promote", "promote-float", "bool", "index", "dtype-arg", "none"}
 
 
-def _public_ops() -> dict[int, tuple[object, set[str]]]:
-    """Every public callable of ``keras.ops`` and its namespaces, by identity, with its names."""
+def _public_callables(spaces: dict[str, object]) -> dict[int, tuple[object, set[str]]]:
+    """Every public callable of each ``space -> module``, by identity, with all its names."""
     found: dict[int, tuple[object, set[str]]] = {}
-    for space in OP_NAMESPACES:
-        module = op_calls.resolve(space)
+    for space, module in spaces.items():
         for name in dir(module):
             obj = getattr(module, name)
             if name.startswith("_") or inspect.ismodule(obj) or not callable(obj):
                 continue
             found.setdefault(id(obj), (obj, set()))[1].add(f"{space}.{name}")
     return found
+
+
+def _public_ops() -> dict[int, tuple[object, set[str]]]:
+    """Every public callable of ``keras.ops`` and its namespaces."""
+    return _public_callables({space: op_calls.resolve(space) for space in OP_NAMESPACES})
 
 
 def test_every_public_op_is_catalogued():
@@ -200,15 +204,8 @@ def test_edge_preset_keeps_edge_values():
 
 
 def _public_objectives() -> dict[int, tuple[object, set[str]]]:
-    found: dict[int, tuple[object, set[str]]] = {}
-    for space in ("losses", "metrics"):
-        module = getattr(keras, space)
-        for name in dir(module):
-            obj = getattr(module, name)
-            if name.startswith("_") or inspect.ismodule(obj) or not callable(obj):
-                continue
-            found.setdefault(id(obj), (obj, set()))[1].add(f"{space}.{name}")
-    return found
+    """Every public callable of ``keras.losses`` and ``keras.metrics``."""
+    return _public_callables({space: getattr(keras, space) for space in ("losses", "metrics")})
 
 
 def test_every_public_loss_and_metric_is_catalogued():
