@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "survey": "dtype_explorer.analyses",
     "promotion_table": "dtype_explorer.analyses",
     "check_model": "dtype_explorer.analyses",
+    "bisect": "dtype_explorer.analyses",
     "DtypeExplorer": "dtype_explorer.frontends.widget",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
@@ -35,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "Survey": "dtype_explorer.records",
     "PromotionTable": "dtype_explorer.records",
     "AuditReport": "dtype_explorer.records",
+    "BisectResult": "dtype_explorer.records",
 }
 
 #: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``,
@@ -42,12 +44,13 @@ _EXPORTS: dict[str, str] = {
 _MODULE_EXPORTS = frozenset({"cache", "catalog", "pool"})
 
 if TYPE_CHECKING:
-    from dtype_explorer.analyses import check_model, probe, promotion_table, survey
+    from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
     from dtype_explorer.engine import catalog
     from dtype_explorer.errors import InvalidSpecError
     from dtype_explorer.frontends.widget import DtypeExplorer
     from dtype_explorer.records import (
         AuditReport,
+        BisectResult,
         ProbeResult,
         ProbeSet,
         ProbeSpec,
@@ -82,6 +85,7 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "survey",
     "promotion_table",
     "check_model",
+    "bisect",
     "DtypeExplorer",
     "shutdown",
     "cache",
@@ -94,5 +98,6 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "Survey",
     "PromotionTable",
     "AuditReport",
+    "BisectResult",
     "load_ipython_extension",
 ]

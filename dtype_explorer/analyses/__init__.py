@@ -1,24 +1,35 @@
 """Analyses: the questions users ask, answered with the engine and the runtime.
 
 ``probe`` (one target, one or several backends), ``survey`` (targets x dtypes x policies x
-backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries)
-and ``check_model`` (a model's real forward pass, with findings). Each returns a record.
+backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
+``check_model`` (a model's real forward pass, with findings) and ``bisect`` (one question
+over a range of Keras releases: where its answer changed). Each returns a record.
 """
 
 from __future__ import annotations
 
 from dtype_explorer.analyses._audit import check_model
+from dtype_explorer.analyses._bisect import (
+    PackageIndexError,
+    bisect,
+    index_releases,
+    resolve_versions,
+)
 from dtype_explorer.analyses._probe import probe, resolve_backends
 from dtype_explorer.analyses._promotion import promotion_table
 from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, run_specs, survey
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "PackageIndexError",
+    "bisect",
     "check_model",
     "expand_targets",
+    "index_releases",
     "probe",
     "promotion_table",
     "resolve_backends",
+    "resolve_versions",
     "run_specs",
     "survey",
 ]

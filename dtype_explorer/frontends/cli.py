@@ -7,6 +7,8 @@ dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.h
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
 dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
 dtype-explorer check model.keras
+dtype-explorer bisect Discretization --dtype float32 --backend numpy \
+    --kwargs '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}' --versions 3.10.0..3.13.0
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
 invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
@@ -394,6 +396,67 @@ def check(
             ) from None
         report = analyses.check_model(model, policy=policy, backends=requested)
     typer.echo(str(report))
+
+
+@app.command()
+@_user_errors
+def bisect(
+    target: Annotated[
+        str, typer.Argument(help="Layer class name (Discretization) or ops.<name> (ops.add).")
+    ],
+    versions: Annotated[
+        str,
+        typer.Option(
+            help="Keras releases: a range such as 3.10.0..3.13.0 (from the package index) "
+            "or a comma list 3.10.0,3.12.0."
+        ),
+    ],
+    input_dtype: Annotated[
+        str,
+        typer.Option("--input-dtype", "--dtype", help="Input dtype; comma-separated for several."),
+    ] = "float32",
+    policy: Annotated[
+        str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")
+    ] = "float32",
+    backend: Annotated[str, typer.Option(help="One backend: jax, tensorflow, torch, numpy.")] = (
+        "numpy"
+    ),
+    kwargs: Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")] = "{}",
+    mode: Annotated[
+        str, typer.Option(help="How it runs: call, training, model, predict, fit, dataset.")
+    ] = "call",
+    exhaustive: Annotated[
+        bool,
+        typer.Option(help="Probe every release (every change seen) instead of bisecting."),
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Seconds per probe before giving up.")
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+) -> None:
+    """Find the first Keras release where a probe's answer changed (bisecting the releases)."""
+    try:
+        parsed_kwargs = json.loads(kwargs)
+    except RecursionError:
+        raise InvalidSpecError(f"--kwargs nest deeper than {MAX_KWARGS_DEPTH} levels") from None
+    except ValueError as error:
+        raise InvalidSpecError(f"--kwargs is not valid JSON: {error}") from None
+    with _worker_output(backend):
+        result = analyses.bisect(
+            target,
+            tuple(_names("--input-dtype", input_dtype) or ()),
+            policy,
+            backend,
+            versions=versions,
+            kwargs=parsed_kwargs,
+            mode=mode,
+            exhaustive=exhaustive,
+            progress=not as_json and sys.stderr.isatty(),
+            timeout=_timeout(timeout),
+            use_cache=not no_cache,
+        )
+    typer.echo(result.to_json(indent=2) if as_json else str(result))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``Survey``                targets x dtypes x policies x backends, classified per cell
 ``PromotionTable``        an op over every pair of dtypes, beside the array libraries
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
+``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
 ========================  ==============================================================
 """
@@ -31,6 +32,7 @@ from dtype_explorer.records._audit import (
     TensorInfo,
 )
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
 from dtype_explorer.records._probe import (
     MODES,
     STAGES,
@@ -89,7 +91,10 @@ __all__ = [
     "SEVERITIES",
     "STAGES",
     "UNARY",
+    "AnswerChange",
     "AuditReport",
+    "BisectProbe",
+    "BisectResult",
     "CastStep",
     "Change",
     "Classification",

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from dtype_explorer.records import (
     AuditReport,
+    BisectResult,
     ProbeResult,
     ProbeSet,
     PromotionTable,
     Survey,
     display,
 )
+from dtype_explorer.views._bisect import bisect_html, bisect_text
 from dtype_explorer.views._figures import promotion_figure, survey_figure
 from dtype_explorer.views._html import (
     audit_html,
@@ -40,11 +42,13 @@ from dtype_explorer.views._text import audit_text, format_result, format_trace
 
 display.text.register(ProbeResult, format_result)
 display.text.register(AuditReport, audit_text)
+display.text.register(BisectResult, bisect_text)
 display.html.register(ProbeResult, result_html)
 display.html.register(ProbeSet, probe_set_html)
 display.html.register(Survey, survey_summary_html)
 display.html.register(PromotionTable, promotion_html)
 display.html.register(AuditReport, audit_html)
+display.html.register(BisectResult, bisect_html)
 display.page.register(Survey, survey_html)
 display.figure.register(Survey, survey_figure)
 display.figure.register(PromotionTable, promotion_figure)
@@ -53,6 +57,8 @@ __all__ = [
     "PALETTE",
     "audit_html",
     "audit_text",
+    "bisect_html",
+    "bisect_text",
     "cast_path_svg",
     "chip",
     "dtype_color",

@@ -1,0 +1,339 @@
+"""``bisect``: one question over a range of Keras releases, and the first release where its
+answer changed.
+
+Each release answers through its engine (``engine="keras==3.12.0"``; the installed release is
+the default engine, ``None``). Bisection probes both ends, then the middle of the range whose
+ends disagree, until the two disagreeing releases are neighbours: about ``2 + log2(n)``
+probes for ``n`` releases. It finds *a* change point: an answer that changes and changes back
+between two probed releases with the same answer is not seen (``exhaustive=True`` probes
+every release).
+
+>>> import dtype_explorer as dx
+>>> b = dx.bisect("Discretization", "float32", backend="numpy",
+...               kwargs={"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"},
+...               versions="3.10.0..3.13.0")                           # doctest: +SKIP
+>>> b.first_change.after_version, b.first_change.before, b.first_change.after  # doctest: +SKIP
+('3.12.0', 'float32', 'int32')
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from dtype_explorer import backends as backend_names
+from dtype_explorer import versions as library_versions
+from dtype_explorer.analyses._probe import probe
+from dtype_explorer.analyses._survey import progress_bar
+from dtype_explorer.engine import ShapeArg, make_spec
+from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
+
+#: The Keras major version engines layer over the installed backends.
+KERAS_MAJOR = 3
+#: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
+MAX_VERSIONS = 200
+#: Seconds the package index may take to list the releases.
+INDEX_TIMEOUT_S = 120.0
+
+
+class PackageIndexError(ConnectionError):
+    """The package index could not list the Keras releases (offline, or unreachable)."""
+
+
+def bisect(
+    target: str,
+    input_dtype: str | Sequence[str] = "float32",
+    policy: Any = None,
+    backend: str = "numpy",
+    *,
+    versions: str | Sequence[str],
+    kwargs: dict[str, Any] | None = None,
+    shape: ShapeArg = None,
+    values: str = "default",
+    floatx: str | None = None,
+    seed: int = 0,
+    mode: str = "call",
+    exhaustive: bool = False,
+    progress: bool = True,
+    timeout: float | None = None,
+    use_cache: bool = True,
+) -> BisectResult:
+    """Ask one question of a range of Keras releases and name the first release where the
+    answer (the probe's ``outcome``: ``"float32"``, ``"raises ValueError"``) changed.
+
+    Bisection probes both ends of the range and then about ``log2(n)`` releases between
+    them, so it finds *a* release where the answer changed, with both answers. Between two
+    probed releases with the same answer the answer may have changed and changed back: the
+    result's ``caveat`` says so, and ``exhaustive=True`` probes every release instead.
+
+    Args:
+        target: a ``keras.layers`` class name (``"Discretization"``) or ``"ops.<name>"``.
+        input_dtype: the input's dtype, or one per input.
+        policy: a dtype policy name (``None``: the policy Keras makes from ``floatx``).
+        backend: one backend name; every release answers on it (default ``"numpy"``).
+        versions: the releases: a list (``["3.10.0", "3.12.0"]``) or a range
+            ``"3.10.0..3.13.0"`` (both ends included; either may be left out) of the Keras 3
+            releases the package index lists.
+        kwargs: the constructor's (a layer) or the call's (an op) keyword arguments.
+        shape: the input shape (batch first), or one per input.
+        values: the sample's value preset.
+        floatx: ``keras.config.floatx()`` during each probe.
+        seed: the sample's seed.
+        mode: how the target runs (``"call"``, ``"training"``, ``"model"``, ...).
+        exhaustive: probe every release instead of bisecting, and list every change.
+        progress: show a progress bar (``tqdm``, notebook-aware).
+        timeout: seconds one probe may take in its worker.
+        use_cache: answer from, and store into, the result cache.
+
+    Returns:
+        A ``BisectResult``: every probed release's answer, ``first_change`` (the first release
+        with the new answer, the last with the old one, and both answers; ``None`` when the
+        probed answers are all the same) and ``caveat``.
+
+    Raises:
+        InvalidSpecError: the question or the versions are not valid (with what was received).
+        PackageIndexError: a range was given and the package index could not list releases.
+
+    >>> import dtype_explorer as dx
+    >>> b = dx.bisect("Discretization", "float32", backend="numpy",
+    ...               kwargs={"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"},
+    ...               versions=["3.10.0", "3.11.3", "3.12.0", "3.13.0"])  # doctest: +SKIP
+    >>> print(b.first_change.after_version, b.answers())                 # doctest: +SKIP
+    3.12.0 {'3.10.0': 'float32', '3.11.3': 'float32', '3.12.0': 'int32', '3.13.0': 'int32'}
+    """
+    if not isinstance(target, str):
+        raise InvalidSpecError(
+            "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
+            f"is not rebuilt in other releases); received: {received(target)}"
+        )
+    if not isinstance(backend, str) or backend == backend_names.ALL:
+        raise InvalidSpecError(
+            f"bisect runs on one backend: give its name; received: {received(backend)}"
+        )
+    if not isinstance(mode, str):
+        raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
+    question = dict(
+        input_dtype=input_dtype,
+        policy=policy,
+        backend=backend,
+        kwargs=kwargs,
+        shape=shape,
+        values=values,
+        floatx=floatx,
+        seed=seed,
+        mode=mode,
+    )
+    spec = make_spec(target, **question)  # a bad question fails before any engine is made
+    releases = resolve_versions(versions)
+    started = time.perf_counter()
+    probes: dict[int, BisectProbe] = {}
+
+    def answer(i: int) -> str:
+        engine = engine_for(releases[i])
+        result = _ask(target, question, engine, timeout=timeout, use_cache=use_cache)
+        probes[i] = BisectProbe(version=releases[i], engine=engine, result=result)
+        return result.outcome
+
+    total = len(releases) if exhaustive else planned_probes(len(releases))
+    with progress_bar(total=total, desc=f"bisect {target}", enabled=progress) as bar:
+        for i in search(len(releases), answer, exhaustive=exhaustive):
+            bar.set_postfix_str(f"keras {releases[i]}: {probes[i].outcome}", refresh=False)
+            bar.update(1)
+    return BisectResult(
+        spec=spec,
+        versions=releases,
+        probes=tuple(probes.values()),
+        exhaustive=exhaustive,
+        elapsed_s=round(time.perf_counter() - started, 3),
+    )
+
+
+def _ask(
+    target: str,
+    question: dict[str, Any],
+    engine: str | None,
+    *,
+    timeout: float | None,
+    use_cache: bool,
+) -> ProbeResult:
+    extra = {"engine": engine} if engine is not None else {}
+    return probe(target, **question, timeout=timeout, use_cache=use_cache, **extra)
+
+
+def search(n: int, answer: Callable[[int], str], *, exhaustive: bool = False) -> Iterator[int]:
+    """The indices of ``n`` releases (oldest first) probed, each yielded after ``answer(i)``
+    ran: every one with ``exhaustive``; else both ends, then bisection between the newest
+    release with the first answer and the oldest after it with another, until they are
+    neighbours (each release asked at most once).
+
+    >>> answers = ["a", "a", "a", "b", "b", "b", "b", "b"]
+    >>> list(search(len(answers), answers.__getitem__))
+    [0, 7, 3, 1, 2]
+    >>> list(search(3, ["a", "b", "a"].__getitem__))     # changes and changes back: not seen
+    [0, 2]
+    """
+    if exhaustive:
+        for i in range(n):
+            answer(i)
+            yield i
+        return
+    if n == 0:
+        return
+    first = answer(0)
+    yield 0
+    if n == 1:
+        return
+    last = answer(n - 1)
+    yield n - 1
+    if last == first:
+        return
+    low, high = 0, n - 1  # answer(low) == first != answer(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        same = answer(middle) == first
+        yield middle
+        low, high = (middle, high) if same else (low, middle)
+
+
+def planned_probes(n: int) -> int:
+    """The most probes bisection runs over ``n`` releases: both ends and ``ceil(log2(n - 1))``.
+
+    >>> planned_probes(4), planned_probes(40)
+    (4, 8)
+    """
+    if n <= 2:
+        return n
+    return 2 + (n - 2).bit_length()
+
+
+def engine_for(version: str) -> str | None:
+    """The engine that answers for a Keras release: ``None`` (the installed Keras) for the
+    installed release, else ``"keras==<version>"``.
+
+    >>> engine_for("3.12.0")
+    'keras==3.12.0'
+    """
+    if version == library_versions.library_version("keras"):
+        return None
+    return f"keras=={version}"
+
+
+def resolve_versions(versions: str | Sequence[str]) -> tuple[str, ...]:
+    """The releases named by ``versions``, oldest first: a list of Keras 3 releases, or a
+    range ``"A..B"`` (``"A.."``, ``"..B"``) resolved from the package index.
+
+    >>> resolve_versions(["3.12.0", "3.10.0", "3.12.0"])
+    ('3.10.0', '3.12.0')
+    >>> resolve_versions("3.10.0")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: versions: give at least two releases, ...
+    """
+    if isinstance(versions, str):
+        if ".." in versions:
+            return _release_range(versions)
+        named = [v.strip() for v in versions.split(",") if v.strip()]
+    elif isinstance(versions, list | tuple) and len(versions) <= MAX_VERSIONS:
+        named = list(versions)
+    else:
+        raise InvalidSpecError(
+            f"versions is a list of at most {MAX_VERSIONS} Keras releases or a range such as "
+            f"'3.10.0..3.13.0'; received: {received(versions)}"
+        )
+    parsed = sorted({_release(v): None for v in named})
+    if len(parsed) < 2:
+        raise InvalidSpecError(
+            "versions: give at least two releases, or a range such as '3.10.0..3.13.0'; "
+            f"received: {received(versions)}"
+        )
+    return tuple(str(v) for v in parsed)
+
+
+def _release(value: object) -> Version:
+    if not isinstance(value, str):
+        raise InvalidSpecError(
+            f"a Keras release is a string such as '3.12.0'; received: {received(value)}"
+        )
+    text = value.strip().removeprefix("keras==")
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise InvalidSpecError(
+            f"not a Keras release: {received(value)}; give one such as '3.12.0'"
+        ) from None
+    if version.major != KERAS_MAJOR:
+        raise InvalidSpecError(
+            f"engines run Keras {KERAS_MAJOR} releases (3.0.0 and later); received: "
+            f"{received(value)}"
+        )
+    return version
+
+
+def _release_range(text: str) -> tuple[str, ...]:
+    low_text, _, high_text = text.partition("..")
+    low = _release(low_text) if low_text.strip() else None
+    high = _release(high_text) if high_text.strip() else None
+    if low is not None and high is not None and low > high:
+        raise InvalidSpecError(f"versions: the range runs backwards; received: {received(text)}")
+    listed = [Version(v) for v in index_releases()]
+    chosen = sorted(
+        v
+        for v in listed
+        if v.major == KERAS_MAJOR
+        and not v.is_prerelease
+        and (low is None or v >= low)
+        and (high is None or v <= high)
+    )
+    for end in (low, high):
+        if end is not None and end not in chosen:
+            near = ", ".join(str(v) for v in chosen[:3]) or "none"
+            raise InvalidSpecError(
+                f"versions: Keras {end} is not a release the package index lists (in the "
+                f"range: {near}, ...); received: {received(text)}"
+            )
+    if len(chosen) < 2:
+        raise InvalidSpecError(
+            f"versions: the range holds {len(chosen)} release(s); give one with at least two; "
+            f"received: {received(text)}"
+        )
+    return tuple(str(v) for v in chosen)
+
+
+@functools.cache
+def index_releases(package: str = "keras") -> tuple[str, ...]:
+    """Every release of ``package`` the package index lists (``pip index versions``, with
+    pip's own configuration: index URL, proxies, certificates). Asked once per process.
+
+    Raises:
+        PackageIndexError: pip could not list them (offline, or the index is unreachable).
+
+    >>> "3.12.0" in index_releases()                                    # doctest: +SKIP
+    True
+    """
+    command = [sys.executable, "-m", "pip", "index", "versions", package]
+    command += ["--disable-pip-version-check", "--no-input"]
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise PackageIndexError(
+            f"could not list the {package} releases from the package index: {error}"
+        ) from None
+    match = re.search(r"^Available versions:\s*(.+)$", done.stdout, flags=re.MULTILINE)
+    if done.returncode != 0 or match is None:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        said = lines[-1] if lines else (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PackageIndexError(
+            f"could not list the {package} releases from the package index (offline, or the "
+            f"index is unreachable; pip's configuration sets which index): {said}"
+        )
+    return tuple(v.strip() for v in match.group(1).split(",") if v.strip())
