@@ -191,9 +191,30 @@ class Survey(GroupedRecord):
             raise unknown("policy in this survey", policy, self.policies)
         return _display.figure(self, policy=policy)
 
-    def diff(self, other: Survey) -> pd.DataFrame:
-        """What changed from ``self`` to ``other`` (e.g. two Keras versions): one row per cell
-        and backend whose outcome or class differs, or which only one survey has."""
+    def diff(self, other: Survey, *, outcomes_only: bool = False) -> pd.DataFrame:
+        """What changed from ``self`` to ``other`` (two Keras releases, or two engines such as
+        ``"tf_keras"`` and the installed Keras 3: a migration table): one row per cell and
+        backend whose outcome or class differs, or which only one survey has.
+
+        Args:
+            other: the survey to compare with (the "after" side).
+            outcomes_only: keep only the rows whose outcome (the dtype, or the error) differs,
+                leaving out those where only the class changed.
+
+        Returns:
+            A frame with ``target, input_dtype, policy, backend, before, after, before_class,
+            after_class``; ``frame.attrs["before"]`` and ``["after"]`` name which Keras answered
+            on each side (``"tf_keras 2.21.0"``, ``"keras 3.15.1"``).
+
+        >>> import dtype_explorer as dx
+        >>> k2 = dx.survey(targets=["Discretization"], input_dtypes=["float32"],
+        ...                policies=["float32"], backends=["tensorflow"],
+        ...                engine="tf_keras")                               # doctest: +SKIP
+        >>> k3 = dx.survey(targets=["Discretization"], input_dtypes=["float32"],
+        ...                policies=["float32"], backends=["tensorflow"])   # doctest: +SKIP
+        >>> k2.diff(k3)[["target", "before", "after"]].values.tolist()       # doctest: +SKIP
+        [['Discretization', 'int64', 'int32']]
+        """
         import pandas as pd
 
         columns = ["target", "input_dtype", "policy", "backend", "before", "after"]
@@ -206,9 +227,20 @@ class Survey(GroupedRecord):
             for backend in backends:
                 before = _described(old, backend)
                 after = _described(new, backend)
-                if before != after:
+                if before[0] != after[0] or (before != after and not outcomes_only):
                     rows.append([*key, backend, before[0], after[0], before[1], after[1]])
-        return pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.attrs.update(before=self.keras_label(), after=other.keras_label())
+        return frame
+
+    def keras_label(self) -> str:
+        """Which Keras answered, with its release: ``"keras 3.15.1"``, ``"tf_keras 2.21.0"``
+        (from the results' versions; the engine's name when there are none)."""
+        for result in self.results:
+            for package in ("tf_keras", "keras"):
+                if package in result.versions:
+                    return f"{package} {result.versions[package]}"
+        return getattr(self, "engine", None) or "keras (installed)"
 
     def to_html(self) -> str:
         """A standalone HTML page: the heatmap (plotly.js included) and the class counts."""

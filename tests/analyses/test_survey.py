@@ -8,6 +8,7 @@ import pytest
 import dtype_explorer as dx
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import Survey, classify_cell, classify_result
+from dtype_explorer.versions import library_version
 
 TARGETS = ["Dense", "Conv1D", "Flatten", "BatchNormalization"]
 DTYPES = ["uint8", "float64", "float16"]
@@ -116,6 +117,19 @@ def test_diff(small: Survey) -> None:
     )
     removed = fewer.diff(small)
     assert set(removed.before) == {"absent"} and set(removed.policy) == {"mixed_float16"}
+    keras = library_version("keras")
+    assert diff.attrs == {"before": f"keras {keras}", "after": f"keras {keras}"}
+
+
+def test_diff_outcomes_only_leaves_out_a_change_of_class_alone(small: Survey) -> None:
+    first = small.results[0]
+    assert first.ok and first.declared_dtype == first.output_dtype
+    odd = "int8" if first.output_dtype != "int8" else "int16"
+    mismatch = first.model_copy(update={"declared_dtype": odd})  # same outcome, other class
+    changed = small.model_copy(update={"results": (mismatch, *small.results[1:])})
+    (row,) = small.diff(changed).itertuples()
+    assert row.before == row.after and row.after_class == "declared-mismatch"
+    assert small.diff(changed, outcomes_only=True).empty
 
 
 def test_figure_axes_and_hover(small: Survey) -> None:
