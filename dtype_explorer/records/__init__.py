@@ -14,6 +14,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``PromotionTable``        an op over every pair of dtypes, beside the array libraries
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
+``Engine``                a created engine: which Keras release answers, where, its size
 ========================  ==============================================================
 """
 
@@ -31,6 +32,15 @@ from dtype_explorer.records._audit import (
     TensorInfo,
 )
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._engine import (
+    ENGINE_FORMS,
+    TF_KERAS_BACKEND,
+    Engine,
+    EnginePackage,
+    check_engine_backend,
+    engine_package,
+    engine_spec,
+)
 from dtype_explorer.records._probe import (
     MODES,
     STAGES,
@@ -80,6 +90,7 @@ from dtype_explorer.records._trace import (
 
 __all__ = [
     "CLASSIFICATIONS",
+    "ENGINE_FORMS",
     "KINDS",
     "MODES",
     "NO_COUNTERPART",
@@ -88,12 +99,15 @@ __all__ = [
     "ROW_COLUMNS",
     "SEVERITIES",
     "STAGES",
+    "TF_KERAS_BACKEND",
     "UNARY",
     "AuditReport",
     "CastStep",
     "Change",
     "Classification",
     "Conversion",
+    "Engine",
+    "EnginePackage",
     "ErrorInfo",
     "Finding",
     "FindingKind",
@@ -122,9 +136,12 @@ __all__ = [
     "TraceTensor",
     "VariableDtypes",
     "Verdict",
+    "check_engine_backend",
     "classify_cell",
     "classify_result",
     "display",
+    "engine_package",
+    "engine_spec",
     "pair_key",
     "reference_label",
 ]
