@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "DtypeExplorer": "dtype_explorer.frontends.widget",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
+    "engines": "dtype_explorer.runtime.engines",
+    "Engine": "dtype_explorer.records",
     "pool": "dtype_explorer.runtime.pool",
     "catalog": "dtype_explorer.engine.catalog",
     "ProbeSpec": "dtype_explorer.records",
@@ -41,7 +43,7 @@ _EXPORTS: dict[str, str] = {
 
 #: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``,
 #: ``dx.pool.configure(...)``).
-_MODULE_EXPORTS = frozenset({"cache", "catalog", "pool"})
+_MODULE_EXPORTS = frozenset({"cache", "catalog", "engines", "pool"})
 
 if TYPE_CHECKING:
     from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
@@ -51,13 +53,14 @@ if TYPE_CHECKING:
     from dtype_explorer.records import (
         AuditReport,
         BisectResult,
+        Engine,
         ProbeResult,
         ProbeSet,
         ProbeSpec,
         PromotionTable,
         Survey,
     )
-    from dtype_explorer.runtime import cache, pool
+    from dtype_explorer.runtime import cache, engines, pool
     from dtype_explorer.runtime.pool import shutdown
 
 
@@ -89,6 +92,7 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "DtypeExplorer",
     "shutdown",
     "cache",
+    "engines",
     "catalog",
     "pool",
     "ProbeSpec",
@@ -99,5 +103,6 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "PromotionTable",
     "AuditReport",
     "BisectResult",
+    "Engine",
     "load_ipython_extension",
 ]

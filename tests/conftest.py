@@ -31,3 +31,28 @@ def shell():
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "dtype_explorer")
     return ip
+
+
+def _created_engine(spec: str):
+    """An engine created once per session (in the session's cache dir); creating one needs the
+    package index: when it cannot be reached the test fails (never skips), saying so."""
+    from dtype_explorer import engines
+
+    try:
+        return engines.create(spec, progress=False)
+    except engines.EngineError as exc:
+        pytest.fail(f"creating the engine {spec} needs the package index (pip): {exc}")
+
+
+@pytest.fixture(scope="session")
+def keras_3_11_engine():
+    """Keras 3.11.3 layered over the installed backends: the last release before 3.12.0, whose
+    Discretization(dtype="float32") answers float32 where 3.12.0 on answer int32."""
+    return _created_engine("keras==3.11.3")
+
+
+@pytest.fixture(scope="session")
+def tf_keras_engine():
+    """Keras 2: the tf_keras release matching the installed tensorflow."""
+    pytest.importorskip("tensorflow")
+    return _created_engine("tf_keras")

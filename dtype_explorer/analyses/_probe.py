@@ -8,14 +8,24 @@ backends' worker processes.
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from dtype_explorer import backends as backend_names
 from dtype_explorer.engine import ShapeArg, make_spec, run_probe
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.records import ProbeResult, ProbeSet
-from dtype_explorer.runtime import pool
+from dtype_explorer.records import (
+    TF_KERAS_BACKEND,
+    ProbeResult,
+    ProbeSet,
+    check_engine_backend,
+    engine_spec,
+)
+from dtype_explorer.runtime import engines, pool
+from dtype_explorer.versions import keras_config_path
 
 DtypeArg = str | Sequence[str]
 
@@ -32,6 +42,7 @@ def probe(
     floatx: str | None = None,
     seed: int = 0,
     mode: str | Sequence[str] = "call",
+    engine: str | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -59,6 +70,13 @@ def probe(
             compiled on jax and tensorflow), ``"fit"`` (one training step: gradients, loss
             scaling) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
             list of modes answers in each.
+        engine: which Keras answers: ``None`` (the installed Keras), ``"keras==3.X.Y"`` (a
+            Keras 3 release, layered over the installed backends) or ``"tf_keras"`` (Keras 2,
+            tensorflow only). An engine runs in its own workers; one not created yet is
+            created first (``dx.engines.create``: it needs the package index once, with
+            progress). With ``backend=None`` it runs on tensorflow for Keras 2, else on the
+            backend this process's Keras uses (``$KERAS_BACKEND``, keras.json), never in
+            this process.
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 
@@ -81,9 +99,19 @@ def probe(
     ...                  mode=["call", "model"])
     >>> [(m.spec.mode, m.output_dtype) for m in modes], modes.verdict
     ([('call', 'float32'), ('model', 'float32')], 'as-documented')
+    >>> old = dx.probe("Discretization", kwargs={"bin_boundaries": [0.5, 1.5, 2.5]},
+    ...                backend="numpy", engine="keras==3.11.3")        # doctest: +SKIP
+    >>> old.output_dtype, old.versions["keras"]                        # doctest: +SKIP
+    ('int64', '3.11.3')
     """
     timeout = pool.time_limit(timeout)
+    engine = engine_spec(engine)
+    if engine is not None and backend is None:
+        backend = engine_backend(engine)
     backends = resolve_backends(backend)
+    if engine is not None:
+        for b in backends:
+            check_engine_backend(engine, b)  # before anything is installed
     modes = [mode] if isinstance(mode, str) else list(mode) if _is_list(mode) else [mode]
     if not modes:
         raise InvalidSpecError("mode: give a mode name or a non-empty list of them")
@@ -99,6 +127,7 @@ def probe(
             floatx=floatx,
             seed=seed,
             mode=m,
+            engine=engine,
         )
         for b in backends
         for m in modes
@@ -110,6 +139,7 @@ def probe(
             return run_probe(specs[0], target=custom)
         return ProbeSet(results=tuple(run_probe(s, target=custom) for s in specs))
 
+    engines.ensure(engine)  # created on first use, with progress
     payload = pool.target_payload(custom) if custom is not None else None
     futures = [
         pool.submit(s, target_payload=payload, timeout=timeout, use_cache=use_cache) for s in specs
@@ -122,6 +152,28 @@ def probe(
 
 def _is_list(value: Any) -> bool:
     return isinstance(value, list | tuple) and len(value) <= 16
+
+
+def engine_backend(engine: str) -> str:
+    """The backend an engine runs on when none is given: tensorflow for Keras 2; else the one
+    this process's Keras uses, read without importing it (imported Keras, ``$KERAS_BACKEND``,
+    keras.json's ``backend``, else Keras's default, tensorflow)."""
+    if engine.startswith("tf_keras"):
+        return TF_KERAS_BACKEND
+    keras = sys.modules.get("keras")
+    if keras is not None and hasattr(keras, "backend"):
+        return keras.backend.backend()
+    chosen = os.environ.get("KERAS_BACKEND") or _keras_json_backend() or "tensorflow"
+    return chosen if chosen in backend_names.BACKENDS else "tensorflow"
+
+
+def _keras_json_backend() -> str | None:
+    try:
+        config = json.loads(keras_config_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    backend = config.get("backend") if isinstance(config, dict) else None
+    return backend if isinstance(backend, str) else None
 
 
 def resolve_backends(backend: str | Sequence[str] | None) -> list[str | None]:

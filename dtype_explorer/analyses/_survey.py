@@ -23,8 +23,16 @@ from tqdm.auto import tqdm
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec, modes_for, validate_policy
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
-from dtype_explorer.records import MODES, ProbeResult, ProbeSpec, Survey
-from dtype_explorer.runtime import pool
+from dtype_explorer.records import (
+    MODES,
+    TF_KERAS_BACKEND,
+    ProbeResult,
+    ProbeSpec,
+    Survey,
+    check_engine_backend,
+    engine_spec,
+)
+from dtype_explorer.runtime import engines, pool
 
 DEFAULT_POLICIES: tuple[str, ...] = ("float32", "mixed_float16", "mixed_bfloat16", "float64")
 #: Probes in flight per backend: enough to keep every worker busy, few enough to stop quickly.
@@ -39,6 +47,7 @@ def survey(
     *,
     floatx: str | None = None,
     modes: Sequence[str] | None = None,
+    engine: str | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
     progress: bool = True,
@@ -62,6 +71,10 @@ def survey(
             target runs in the modes that apply to it (an op only in ``"call"``); with several
             modes a cell's results are keyed ``"<backend>/<mode>"`` and a cell whose answer
             depends on the mode is classed ``diverges``.
+        engine: which Keras answers (``dx.probe``'s ``engine``): ``None`` (the installed
+            Keras), ``"keras==3.X.Y"`` or ``"tf_keras"`` (Keras 2; the backends default to
+            tensorflow, the only one it runs on). Created first when missing. Compare two
+            surveys with ``.diff``.
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
@@ -84,13 +97,18 @@ def survey(
     policy_names = tuple(
         dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
     )
+    engine = engine_spec(engine)
+    if engine is not None and engine.startswith("tf_keras") and backends is None:
+        backends = (TF_KERAS_BACKEND,)
     chosen = installed(backends)
+    for b in chosen:
+        check_engine_backend(engine, b)
     mode_names = tuple(dict.fromkeys(_listed(modes, ("call",), "modes")))
     for m in mode_names:
         if m not in MODES:
             raise unknown("mode", m, MODES)
     specs = [
-        make_spec(t, d, p, b, floatx=floatx, mode=m)
+        make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine)
         for t in names
         for d in dtype_names
         for p in policy_names
@@ -98,6 +116,7 @@ def survey(
         for m in mode_names
         if m == "call" or m in modes_for(t, backend=b)
     ]
+    engines.ensure(engine, progress=progress)  # created on first use
     started = time.perf_counter()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     results = run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
@@ -112,6 +131,7 @@ def survey(
         created=created,
         elapsed_s=round(time.perf_counter() - started, 3),
         results=tuple(results),
+        engine=engine,
     )
 
 

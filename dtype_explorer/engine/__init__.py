@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.engine._keras2 import run_keras2
 from dtype_explorer.engine._keras_state import (
     KERAS_STATE_LOCK,
     changed_settings,
@@ -46,6 +47,7 @@ __all__ = [
     "op_trace",
     "preserved_keras_state",
     "restore_settings",
+    "run_keras2",
     "run_probe",
     "validate_policy",
     "variable_dtypes",

@@ -26,7 +26,12 @@ from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._modes import check_mode
 from dtype_explorer.errors import InvalidSpecError, received, unknown
-from dtype_explorer.records import ProbeSpec
+from dtype_explorer.records import (
+    TF_KERAS_BACKEND,
+    ProbeSpec,
+    check_engine_backend,
+    engine_spec,
+)
 
 #: Policies offered in pickers; any name Keras accepts works too.
 COMMON_POLICIES: tuple[str, ...] = (
@@ -63,21 +68,28 @@ def make_spec(
     floatx: str | None = None,
     seed: int = 0,
     mode: str = "call",
+    engine: str | None = None,
 ) -> ProbeSpec:
     """Validate every part of a probe and return its ``ProbeSpec``.
 
     ``mode`` is how the target runs (``"call"``, ``"training"``, ``"model"``, ``"predict"``,
     ``"fit"``); one that cannot apply to the target raises, listing those that do.
+    ``engine`` names which Keras answers (``records.engine_spec``: ``None``,
+    ``"keras==3.X.Y"``, ``"tf_keras"``; Keras 2 on the tensorflow backend only).
 
     Raises ``InvalidSpecError`` (a ``ValueError``) naming what is wrong, what is valid and the
     closest match. Nothing is evaluated: kwargs must be JSON values.
     """
+    engine = engine_spec(engine)
+    if backend is None and engine is not None and engine.startswith("tf_keras"):
+        backend = TF_KERAS_BACKEND
     if backend is None:
         import keras
 
         backend = keras.backend.backend()
     elif not isinstance(backend, str) or backend not in backend_names.BACKENDS:
         raise unknown("backend", backend, backend_names.BACKENDS)
+    check_engine_backend(engine, backend)
     target_name = _target_name(target)
     input_dtypes = _input_dtypes(input_dtype)
     if not isinstance(values, str) or values not in dtypes.PRESETS:
@@ -102,6 +114,7 @@ def make_spec(
         floatx=floatx,
         seed=seed,
         mode=mode,
+        engine=engine,
     )
 
 

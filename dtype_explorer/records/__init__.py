@@ -15,6 +15,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
 ``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
+``Engine``                a created engine: which Keras release answers, where, its size
 ========================  ==============================================================
 """
 
@@ -33,6 +34,15 @@ from dtype_explorer.records._audit import (
 )
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
+from dtype_explorer.records._engine import (
+    ENGINE_FORMS,
+    TF_KERAS_BACKEND,
+    Engine,
+    EnginePackage,
+    check_engine_backend,
+    engine_package,
+    engine_spec,
+)
 from dtype_explorer.records._probe import (
     MODES,
     STAGES,
@@ -82,6 +92,7 @@ from dtype_explorer.records._trace import (
 
 __all__ = [
     "CLASSIFICATIONS",
+    "ENGINE_FORMS",
     "KINDS",
     "MODES",
     "NO_COUNTERPART",
@@ -90,6 +101,7 @@ __all__ = [
     "ROW_COLUMNS",
     "SEVERITIES",
     "STAGES",
+    "TF_KERAS_BACKEND",
     "UNARY",
     "AnswerChange",
     "AuditReport",
@@ -99,6 +111,8 @@ __all__ = [
     "Change",
     "Classification",
     "Conversion",
+    "Engine",
+    "EnginePackage",
     "ErrorInfo",
     "Finding",
     "FindingKind",
@@ -127,9 +141,12 @@ __all__ = [
     "TraceTensor",
     "VariableDtypes",
     "Verdict",
+    "check_engine_backend",
     "classify_cell",
     "classify_result",
     "display",
+    "engine_package",
+    "engine_spec",
     "pair_key",
     "reference_label",
 ]

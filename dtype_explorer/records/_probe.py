@@ -15,10 +15,11 @@ import json
 from collections.abc import Iterator
 from typing import Literal
 
-from pydantic import Field, JsonValue, computed_field
+from pydantic import Field, JsonValue, computed_field, field_validator
 
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._engine import engine_spec
 from dtype_explorer.records._trace import TraceDivergence, TraceStep, call_steps, first_divergence
 
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
@@ -52,14 +53,25 @@ class ProbeSpec(Record):
     floatx: str | None = None
     seed: int = 0
     mode: Mode = "call"
+    #: Which Keras answers (``records.engine_spec``): ``None`` is the installed Keras,
+    #: ``"keras==3.11.3"`` a Keras 3 release layered over the installed backends,
+    #: ``"tf_keras"`` Keras 2 on tensorflow.
+    engine: str | None = None
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine_name(cls, value: object) -> str | None:
+        return engine_spec(value)
 
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
-        default mode (``"call"``) is left out, so answers stored before modes existed still
-        answer; every other mode is in the key."""
+        default mode (``"call"``) and the default engine (``None``) are left out, so answers
+        stored before modes and engines existed still answer; every other value is in the key."""
         data = self.to_dict()
         if data["mode"] == "call":
             del data["mode"]
+        if data["engine"] is None:
+            del data["engine"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

@@ -101,6 +101,8 @@ class Survey(GroupedRecord):
     created: str = ""
     elapsed_s: float = 0.0
     results: tuple[ProbeResult, ...]
+    #: Which Keras answered (``ProbeSpec.engine``): ``None`` is the installed Keras.
+    engine: str | None = None
 
     def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}

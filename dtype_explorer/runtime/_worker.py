@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import importlib
 import os
 import pickle
 import sys
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from dtype_explorer import keras_facts
-from dtype_explorer.engine import global_settings, restore_settings, run_probe
-from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.engine import global_settings, restore_settings, run_keras2, run_probe
+from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
+from dtype_explorer.versions import versions
 
 # Several frameworks share one GPU: none may take all of its memory up front.
 GPU_ETIQUETTE = {
@@ -37,7 +39,23 @@ _state: dict[str, Any] = {
     "init_error": None,
     "baseline": None,  # Keras's and the backend's global settings once the backend imported
     "unrestorable": (),  # settings a probe changed that could not be put back
+    "engine": None,  # the Engine this worker runs (None: the installed Keras)
 }
+
+#: What dtype-explorer's probes use of ``keras`` (checked in an engine's worker, so an old
+#: release says what it lacks instead of failing probe by probe). 3.0.x lacks
+#: ``keras.DTypePolicy`` and ``keras.dtype_policies`` (both from 3.1.0).
+KERAS_API = (
+    "DTypePolicy",
+    "dtype_policies.get",
+    "config.set_dtype_policy",
+    "config.set_floatx",
+    "backend.result_type",
+    "backend.standardize_dtype",
+    "ops.convert_to_tensor",
+    "tree.flatten",
+    "KerasTensor",
+)
 
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
@@ -48,8 +66,19 @@ REPLACE_ME = "_replace_worker"
 _NOT_FOR_WORKERS = ("pandas", "IPython")
 
 
-def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | None) -> None:
+def init(
+    backend: str,
+    parent_pid: int,
+    log_path: str,
+    start_timeout: float | None,
+    engine: dict[str, Any] | None = None,
+) -> None:
     """Fix this process's Keras backend (pebble calls it once per worker start).
+
+    With ``engine`` (an ``Engine``'s dict), its directory goes first on ``sys.path`` before
+    anything imports TensorFlow or Keras (TensorFlow imports Keras itself; spawn gives the
+    child the parent's ``sys.path``, so ``PYTHONPATH`` would not do), and the Keras 2 engine
+    sets ``TF_USE_LEGACY_KERAS=1``, so that ``tf.keras`` is ``tf_keras`` too.
 
     The worker's output (backend chatter, a crash's traceback) goes to ``log_path``, not into
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.
@@ -63,6 +92,8 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | No
     if backend != "jax":  # Keras imports jax everywhere; only the jax worker may use the GPU
         os.environ["JAX_PLATFORMS"] = "cpu"
     _state["backend"] = backend
+    if engine is not None:
+        _enter_engine(Engine.from_dict(engine))
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(Path(log_path), backend)
     _exit_with_parent(parent_pid)
@@ -70,7 +101,8 @@ def init(backend: str, parent_pid: int, log_path: str, start_timeout: float | No
         faulthandler.dump_traceback_later(start_timeout, exit=True)
     try:
         with _kept_out(_NOT_FOR_WORKERS):
-            _import_backend(backend)
+            if _state["init_error"] is None:
+                _import_backend(backend)
     finally:
         faulthandler.cancel_dump_traceback_later()
     with contextlib.suppress(OSError):
@@ -91,9 +123,79 @@ def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
                 del sys.modules[name]
 
 
+def _enter_engine(engine: Engine) -> None:
+    """Put the engine's directory first on ``sys.path``, unless Keras or TensorFlow was
+    imported already (then this worker would answer with the installed Keras: it refuses,
+    and says why). Never raises: a pool respawns a worker whose initializer raised."""
+    _state["engine"] = engine
+    early = [
+        name
+        for name in ("keras", "tensorflow", "tf_keras")
+        if name in sys.modules
+        and not str(getattr(sys.modules[name], "__file__", "") or "").startswith(engine.site)
+    ]
+    if early:
+        _state["init_error"] = (
+            f"{', '.join(early)} was imported from the installed environment before the "
+            f"engine {engine.spec} could be put first on sys.path (a __main__ or sitecustomize "
+            "that imports Keras, re-imported by multiprocessing's spawn?); this worker would "
+            "answer with the installed Keras, so it answers nothing"
+        )
+        return
+    sys.path.insert(0, engine.site)
+    importlib.invalidate_caches()
+    if engine.package == "tf_keras":
+        os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tensorflow then imports tf_keras, not keras
+
+
+def _import_engine_keras2() -> None:
+    """The Keras 2 engine: tensorflow, then tf_keras from the engine (no Keras 3 at all)."""
+    import tensorflow as tf
+
+    for gpu in tf.config.list_physical_devices("GPU"):
+        tf.config.experimental.set_memory_growth(gpu, True)
+    import tf_keras
+
+    _check_from_engine(tf_keras)
+    _state["device"] = _device("tensorflow")
+
+
+def _check_from_engine(module: Any) -> None:
+    engine: Engine = _state["engine"]
+    where = str(getattr(module, "__file__", ""))
+    if not where.startswith(engine.site) or module.__version__ != engine.version:
+        raise ImportError(
+            f"{module.__name__} {module.__version__} was imported from {where}, not from the "
+            f"engine {engine.spec} ({engine.site})"
+        )
+    if module.__name__ == "keras":
+        missing = [name for name in KERAS_API if not _has(module, name)]
+        if missing:
+            raise ImportError(
+                f"Keras {module.__version__} lacks {', '.join('keras.' + m for m in missing)}, "
+                "which dtype-explorer's probes use; engines from Keras 3.1.0 on can probe"
+            )
+
+
+def _has(module: Any, dotted: str) -> bool:
+    value = module
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+        if value is None:
+            return False
+    return True
+
+
 def _import_backend(backend: str) -> None:
     """Import Keras on ``backend`` (TensorFlow told to grow GPU memory as needed) and find the
     device it computes on; a failure is kept for :func:`run` to report with each probe."""
+    engine: Engine | None = _state["engine"]
+    if engine is not None and engine.package == "tf_keras":
+        try:
+            _import_engine_keras2()
+        except Exception as exc:
+            _state["init_error"] = f"{type(exc).__name__}: {exc}"
+        return
     try:
         if backend == "tensorflow":
             import tensorflow as tf
@@ -102,25 +204,31 @@ def _import_backend(backend: str) -> None:
                 tf.config.experimental.set_memory_growth(gpu, True)
         import keras
 
+        if engine is not None:
+            _check_from_engine(keras)
+
         if keras.backend.backend() != backend:  # something imported Keras before init
             with warnings.catch_warnings():  # nothing was built with the old backend yet
                 warnings.simplefilter("ignore")
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
         _state["baseline"] = global_settings()
-        with contextlib.suppress(Exception):  # a fact for the front ends, never a reason to fail
-            keras_facts.write_snapshot()
+        if engine is None:
+            with contextlib.suppress(Exception):  # a fact for the front ends, never to fail
+                keras_facts.write_snapshot()
     except Exception as exc:
         _state["init_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def describe() -> dict[str, Any]:
     """This worker: pid, backend, device and whether its backend imported."""
+    engine: Engine | None = _state["engine"]
     return {
         "pid": os.getpid(),
         "backend": _state["backend"],
         "device": _state["device"],
         "init_error": _state["init_error"],
+        "engine": None if engine is None else engine.spec,
     }
 
 
@@ -128,9 +236,17 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     """Run one probe here and return the ``ProbeResult`` as a dict (cheap to send back)."""
     probe_spec = ProbeSpec.from_dict(spec)
     backend = _state["backend"]
+    engine: Engine | None = _state["engine"]
     if _state["init_error"] is not None:
-        message = f"the {backend} backend could not be imported: {_state['init_error']}"
+        what = f"the {backend} backend" if engine is None else f"engine {engine.spec} on {backend}"
+        message = f"{what} could not be imported: {_state['init_error']}"
         return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
+    if engine is not None and engine.package == "tf_keras":
+        with _kept_warnings() as said:
+            result = run_keras2(probe_spec, {**versions(backend), **engine.versions()})
+        if said:
+            result = result.model_copy(update={"warnings": tuple(said)})
+        return result.to_dict()
     target = None
     if payload is not None:
         try:
@@ -153,6 +269,8 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             result = _raised(probe_spec, exc)
     if said:
         result = result.model_copy(update={"warnings": tuple(said)})
+    if engine is not None:  # the Keras that answered: the engine's release
+        result = result.model_copy(update={"versions": {**result.versions, **engine.versions()}})
     if result.status != "ok":  # no output tensor told inprocess.run where it ran
         result = result.model_copy(update={"device": _state["device"]})
     restored, lost = _restore_baseline()
@@ -263,6 +381,7 @@ def unpack_target(payload: bytes) -> Any:
 
 
 def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
+    engine: Engine | None = _state["engine"]
     answer = ProbeResult(
         spec=spec,
         status="error",
@@ -270,6 +389,7 @@ def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
         device=_state["device"],
         verdict="error",
         error=error,
+        versions={} if engine is None else engine.versions(),
     ).to_dict()
     if replace:
         answer[REPLACE_ME] = True

@@ -40,6 +40,7 @@ import pydantic
 
 from dtype_explorer import keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
+from dtype_explorer.runtime import engines
 from dtype_explorer.versions import placement, settings, versions
 
 ENV_DIR = keras_facts.ENV_DIR
@@ -117,9 +118,11 @@ def _db() -> diskcache.Cache:
 def key(spec: ProbeSpec) -> str:
     """The cache key of ``spec``: the full spec, the versions that answer it, where, and the
     settings a worker starts with."""
-    return (
+    found = (
         f"{spec.cache_key()}|{_stamp(spec.backend)}|{_compact(placement())}|{_compact(settings())}"
     )
+    # An engine's answers: under its pinned release and what it installed (not created: a miss).
+    return found if spec.engine is None else f"{found}|{engines.stamp(spec.engine)}"
 
 
 @functools.cache

@@ -46,10 +46,10 @@ import pebble
 
 from dtype_explorer import backends as backend_names
 from dtype_explorer.errors import InvalidSpecError, unknown
-from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec, engine_spec
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
-from dtype_explorer.runtime import cache
+from dtype_explorer.runtime import cache, engines
 from dtype_explorer.versions import settings, versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
@@ -60,11 +60,11 @@ DEFAULT_START_TIMEOUT = 300.0
 MAX_SECONDS = 1e8
 
 _lock = threading.RLock()
-_pools: dict[str, pebble.ProcessPool] = {}
+_pools: dict[str, pebble.ProcessPool] = {}  # by slot: "<backend>" or "<backend>@<engine>"
 _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
 _shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
-_starts: dict[str, _Start] = {}  # per backend, how its current pool starts workers
+_starts: dict[str, _Start] = {}  # per slot, how its current pool starts workers
 _config: dict[str, Any] = {
     "backends": None,
     "timeout": DEFAULT_TIMEOUT,
@@ -82,6 +82,8 @@ class _Start:
     log_offset: int
     deadline: float | None
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The engine its workers run (``None``: the installed Keras).
+    engine: Engine | None = None
 
 
 class WorkerShutdown(Exception):
@@ -118,7 +120,7 @@ def configure(
     with _lock:
         if chosen is not None:
             _config["backends"] = chosen
-            for name in [b for b in _pools if b not in chosen]:
+            for name in [s for s in _pools if _backend_of(s) not in chosen]:
                 _stop(_pools.pop(name), on_purpose=True)
         _config.update(limits)
 
@@ -233,6 +235,8 @@ def submit(
     backends); its results are never cached. ``timeout`` defaults to the configured one.
     """
     (backend,) = usable(spec.backend)
+    engines.check_backend(spec.engine, backend)
+    engines.require(spec.engine)  # created first (dx.probe does it): a clear error if not
     limit = time_limit(timeout)
     cacheable = use_cache and target_payload is None and not spec.target.startswith("custom:")
     if cacheable:
@@ -241,7 +245,7 @@ def submit(
             if hit is not None:
                 return _completed(hit)
     seconds = _config["timeout"] if limit is None else limit
-    task = _schedule(backend, worker.run, (spec.to_dict(), target_payload), seconds)
+    task = _schedule(slot(spec), worker.run, (spec.to_dict(), target_payload), seconds)
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
     task.add_done_callback(lambda f: _finish(f, out, spec, seconds, cacheable=cacheable))
@@ -269,12 +273,19 @@ def call(backend: str, function: Any, *args: Any, timeout: float | None = None) 
     return _schedule(backend, function, args, seconds)
 
 
-def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+def warm(
+    backends: Iterable[str] | None = None, *, engine: str | None = None
+) -> dict[str, dict[str, Any]]:
     """Start the workers for ``backends`` (default: all installed) in parallel and wait until
     each has imported its backend; returns what each worker says about itself. A worker that
-    cannot start (or not within the start timeout) raises :class:`WorkerStartError`."""
+    cannot start (or not within the start timeout) raises :class:`WorkerStartError`.
+    ``engine`` (a created engine's name) warms that engine's workers instead."""
     names = installed_backends() if backends is None else _validated(backends)
-    futures = {b: _schedule(b, worker.describe) for b in names}
+    for name in names:
+        engines.check_backend(engine, name)
+    engines.require(engine)
+    slots = {b: _slot(b, engine_spec(engine)) for b in names}
+    futures = {b: _schedule(slots[b], worker.describe) for b in names}
     described = {}
     for backend, future in futures.items():
         try:
@@ -282,20 +293,51 @@ def warm(backends: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         except (pebble.ProcessExpired, BrokenProcessPool) as exc:
             if future in _shut_down:
                 raise WorkerShutdown(SHUT_DOWN) from None
-            raise WorkerStartError(_lost_before_answering(backend, exc)[2]) from None
-    _devices.update({b: d["device"] for b, d in described.items()})
+            raise WorkerStartError(_lost_before_answering(slots[backend], exc)[2]) from None
+    _devices.update({slots[b]: d["device"] for b, d in described.items()})
     return described
+
+
+def slot(spec: ProbeSpec) -> str:
+    """The workers that answer ``spec``: its backend's (``"jax"``), or its engine's on that
+    backend (``"jax@keras==3.11.3"``), each a pool of its own."""
+    return _slot(spec.backend, spec.engine)
+
+
+def _slot(backend: str, engine: str | None) -> str:
+    return backend if engine is None else f"{backend}@{engine}"
+
+
+def _backend_of(slot: str) -> str:
+    return slot.partition("@")[0]
+
+
+def _stop_engine(spec: str) -> None:
+    """Stop the workers of the engine ``spec`` (pinned), before it is removed."""
+    with _lock:
+        doomed = [
+            name
+            for name, start in _starts.items()
+            if start.engine is not None and start.engine.spec == spec and name in _pools
+        ]
+        pools = [_pools.pop(name) for name in doomed]
+    for pool in pools:
+        _stop(pool, on_purpose=True)
+
+
+engines._before_remove.append(_stop_engine)
 
 
 def log_path(backend: str) -> Path:
     """Where ``backend``'s worker writes its output (backend messages, crash tracebacks):
-    ``workers/<backend>.log`` in the cache directory it was started with."""
+    ``workers/<backend>.log`` in the cache directory it was started with (an engine's
+    workers, slot ``"jax@keras==3.11.3"``: ``workers/jax@keras-3.11.3.log``)."""
     start = _starts.get(backend)
     return start.log if start else _new_log_path(backend)
 
 
-def _new_log_path(backend: str) -> Path:
-    return cache.path() / "workers" / f"{backend}.log"
+def _new_log_path(slot: str) -> Path:
+    return cache.path() / "workers" / f"{slot.replace('==', '-')}.log"
 
 
 def shutdown() -> None:
@@ -307,35 +349,44 @@ def shutdown() -> None:
         _stop(pool, on_purpose=True)
 
 
-def _pool(backend: str) -> pebble.ProcessPool:
-    """The running pool for ``backend``; a new one if it never started or broke, or if the
-    settings a worker reads at start changed since it started (``KERAS_HOME`` pointed at
-    another keras.json, ``JAX_ENABLE_X64`` set): the cache key says the new settings, so the
-    worker must run under them."""
+def _pool(slot: str) -> pebble.ProcessPool:
+    """The running pool for ``slot`` (a backend, or ``backend@engine``); a new one if it never
+    started or broke, or if the settings a worker reads at start changed since it started
+    (``KERAS_HOME`` pointed at another keras.json, ``JAX_ENABLE_X64`` set): the cache key says
+    the new settings, so the worker must run under them. An engine's workers get its
+    directory, put first on ``sys.path`` before their backend imports (``_worker.init``)."""
     now = settings()
     with _lock:
-        pool = _pools.get(backend)
+        pool = _pools.get(slot)
         if pool is not None and not pool.active:
             _stop(pool, on_purpose=False)
             pool = None
-        if pool is not None and _starts[backend].settings != now:
-            _stop(_pools.pop(backend), on_purpose=True)
+        if pool is not None and _starts[slot].settings != now:
+            _stop(_pools.pop(slot), on_purpose=True)
             pool = None
         if pool is None:
-            log = _new_log_path(backend)
+            backend, _, name = slot.partition("@")
+            engine = engines.require(name or None)
+            log = _new_log_path(slot)
             deadline = _config["start_timeout"]
             worker_log.keep(log)
             start = _Start(
-                log, worker_log.size(log), None if deadline == math.inf else deadline, now
+                log, worker_log.size(log), None if deadline == math.inf else deadline, now, engine
             )
-            _starts[backend] = start
+            _starts[slot] = start
             pool = pebble.ProcessPool(
                 max_workers=1,
                 initializer=worker.init,
-                initargs=(backend, os.getpid(), str(log), start.deadline),
+                initargs=(
+                    backend,
+                    os.getpid(),
+                    str(log),
+                    start.deadline,
+                    None if engine is None else engine.to_dict(),
+                ),
                 context=_WORKER_CONTEXT,
             )
-            _pools[backend] = pool
+            _pools[slot] = pool
         return pool
 
 
@@ -435,9 +486,9 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
     try:
         answer = dict(task.result())
         if answer.pop(worker.REPLACE_ME, False):
-            _retire(spec.backend)
+            _retire(slot(spec))
         result = ProbeResult.from_dict(answer)
-        _devices[spec.backend] = result.device
+        _devices[slot(spec)] = result.device
     except concurrent.futures.CancelledError:
         if task not in _shut_down:
             return
@@ -545,7 +596,7 @@ def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> Pr
         return _failure(spec, "error", "WorkerShutdown", SHUT_DOWN)
     if isinstance(exc, pebble.ProcessExpired):
         return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
-    status, kind, message = _lost_before_answering(spec.backend, exc)
+    status, kind, message = _lost_before_answering(slot(spec), exc)
     return _failure(spec, status, kind, message)
 
 
@@ -554,7 +605,7 @@ def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, 
     pool broke): its log tells whether it was starting, hit its start deadline, or had
     started and died (before pebble saw it take the task)."""
     start = _starts[backend]  # set when its pool was made, which every task went through
-    ending = worker_log.last_start(start.log, backend, since=start.log_offset)
+    ending = worker_log.last_start(start.log, _backend_of(backend), since=start.log_offset)
     if ending == "timed-out":
         return (
             "timeout",
@@ -601,7 +652,7 @@ def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
     return (
         f"the {spec.backend} worker {how} while running this probe (a segfault, os._exit "
         "or running out of memory); it is restarted for the next probe. Its output is in "
-        f"{_kept_log(spec.backend)}"
+        f"{_kept_log(slot(spec))}"
     )
 
 
@@ -610,11 +661,18 @@ def _failure(spec: ProbeSpec, status: str, kind: str, message: str) -> ProbeResu
         spec=spec,
         status=status,  # type: ignore[arg-type]
         backend=spec.backend,
-        device=_devices.get(spec.backend, "unknown"),
+        device=_devices.get(slot(spec), "unknown"),
         verdict="error",
         error=ErrorInfo(type=kind, message=message, where="worker"),
-        versions=versions(spec.backend),
+        versions=_versions(spec),
     )
+
+
+def _versions(spec: ProbeSpec) -> dict[str, str]:
+    """The versions a result of ``spec`` carries: the backend's, and its engine's Keras."""
+    found = versions(spec.backend)
+    engine = engines.get(spec.engine) if spec.engine is not None else None
+    return found if engine is None else {**found, **engine.versions()}
 
 
 def _completed(result: ProbeResult) -> Future[ProbeResult]:

@@ -1,0 +1,258 @@
+"""Probe a layer with Keras 2 (``tf_keras``, what ``tf.keras`` was before Keras 3), in a worker
+of the Keras 2 engine (``TF_USE_LEGACY_KERAS=1``, tensorflow only).
+
+The same cast-path stages as Keras 3 where Keras 2 has them: ``input`` (the array given),
+``autocast`` (what the layer's ``call()`` received: Keras 2 casts floating inputs to the
+compute dtype in ``Layer.__call__``), ``variables`` (stored in the variable dtype; under a
+mixed policy an ``AutoCastVariable`` read in the compute dtype inside ``call()``) and
+``output``. Keras 2 has no ``converted`` stage of its own (``__call__`` converts NumPy inputs
+and casts floating ones in one step) and no ``keras.backend.result_type``: no documented
+dtype is claimed; a layer or op without a Keras 2 counterpart is said to have none.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from dtype_explorer.engine import _rules as rules
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine._observe import Invalid, broadcast, error_info, ms, output_note
+from dtype_explorer.engine._probe_layer import _call, _layer_sample, _variable_note
+from dtype_explorer.engine.catalog import OpEntry
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import CastStep, ProbeResult, ProbeSpec, VariableDtypes
+
+#: Why a stage of the Keras 3 cast path has no Keras 2 counterpart (kept in ``basis``).
+NO_CONVERTED_STAGE = (
+    "converted: no such stage in Keras 2 (Layer.__call__ converts NumPy inputs and casts "
+    "floating ones to the compute dtype in one step)"
+)
+NO_RESULT_TYPE = (
+    "no documented dtype: Keras 2 has no keras.backend.result_type; its policy rule is that "
+    "a layer casts floating-point inputs to its compute dtype"
+)
+
+
+def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
+    """Probe ``spec`` with Keras 2 in this process (``tf_keras`` imported, on tensorflow).
+
+    Args:
+        spec: the question; its target must be a ``keras.layers`` name that ``tf_keras.layers``
+            has, its mode ``"call"``.
+        versions: what the result carries (the engine's Keras 2 version among them).
+
+    Returns:
+        The answer, an ``invalid`` one naming what Keras 2 lacks.
+    """
+    started = time.perf_counter()
+    timings: dict[str, float] = {}
+    base = {"spec": spec, "backend": "tensorflow", "versions": versions, "timings": timings}
+    try:
+        fields = _run(spec, timings)
+    except Invalid as invalid:
+        fields = {"status": "invalid", "error": error_info(invalid.error, invalid.where)}
+    except (InvalidSpecError, ValueError, TypeError) as error:
+        fields = {"status": "invalid", "error": error_info(error, "spec")}
+    timings["total_ms"] = ms(started)
+    fields.setdefault("verdict", "error")
+    return ProbeResult(**base, **fields)
+
+
+def _run(spec: ProbeSpec, timings: dict[str, float]) -> dict[str, Any]:
+    import tensorflow as tf
+    import tf_keras
+
+    if spec.target.startswith("custom:"):
+        raise InvalidSpecError(
+            "a custom layer is a Keras 3 class: the Keras 2 engine probes tf_keras's own layers"
+        )
+    if spec.target.startswith("ops."):
+        raise InvalidSpecError(
+            f"{spec.target} has no counterpart in Keras 2: keras.ops is Keras 3's (Keras 2 "
+            "code calls tf.* ops directly)"
+        )
+    if spec.target.startswith(("losses.", "metrics.")):
+        raise InvalidSpecError(f"{spec.target}: losses and metrics are not probed with Keras 2")
+    if spec.mode != "call":
+        raise InvalidSpecError(
+            f"mode {spec.mode!r} is not probed with Keras 2; the Keras 2 engine runs 'call'"
+        )
+    entry = catalog.entry(spec.target)
+    if isinstance(entry, OpEntry):
+        raise InvalidSpecError(f"{spec.target!r} is an op, not a layer")
+    cls = getattr(tf_keras.layers, entry.name, None)
+    if cls is None:
+        raise InvalidSpecError(
+            f"keras.layers.{entry.name} has no counterpart in Keras 2 "
+            f"(tf_keras {tf_keras.__version__} has no layers.{entry.name})"
+        )
+    if entry.skip:
+        raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
+    kwargs = {**entry.kwargs, **spec.kwargs}
+    nested = [k for k, v in kwargs.items() if isinstance(v, dict)]
+    if nested:
+        raise InvalidSpecError(
+            f"{entry.name}'s {nested} are Keras 3 layer configs; they are not translated to Keras 2"
+        )
+    try:
+        policy = tf_keras.mixed_precision.Policy(spec.policy)
+    except (ValueError, TypeError) as error:
+        raise InvalidSpecError(
+            f"policy {spec.policy!r} does not exist in Keras 2 "
+            f"(tf.keras.mixed_precision.Policy: {error})"
+        ) from None
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
+    roles = entry.input_roles(len(shapes))
+    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+
+    with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
+        tf_keras.mixed_precision.set_global_policy(policy)
+        t0 = time.perf_counter()
+        try:
+            layer = cls(**kwargs)
+        except Exception as error:
+            raise Invalid(error, "construct") from error
+        timings["construct_ms"] = ms(t0)
+        recorder = _Recorder(layer, tf)
+        outputs, error = None, None
+        t0 = time.perf_counter()
+        with recorder.installed():
+            try:
+                outputs = _call(layer, entry, samples)
+            except Exception as exc:
+                error = exc
+        timings["call_ms"] = ms(t0)
+        t0 = time.perf_counter()
+        declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
+        timings["declared_ms"] = ms(t0)
+
+    steps = [
+        CastStep(stage="input", dtype=d, note="the array given", index=i)
+        for i, d in enumerate(input_dtypes)
+    ]
+    for i, (given, got) in enumerate(zip(input_dtypes, recorder.received or ())):
+        note = (
+            "received by call() as given"
+            if got == given
+            else f"{given} -> {got}: cast by Keras 2's Layer.__call__ (autocast)"
+        )
+        steps.append(
+            CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != given)
+        )
+    for name, var in recorder.variables.items():
+        steps.append(
+            CastStep(
+                stage="variables",
+                dtype=var.read or var.stored,
+                name=name,
+                changed=var.read is not None and var.read != var.stored,
+                note=_variable_note(var)
+                + ("" if var.autocast else "; not an AutoCastVariable (never cast)"),
+            )
+        )
+    basis = (
+        f"Keras 2 policy {policy.name!r}: compute {policy.compute_dtype}, "
+        f"variables {policy.variable_dtype}",
+        NO_CONVERTED_STAGE,
+        NO_RESULT_TYPE,
+    )
+    fields: dict[str, Any] = {
+        "declared_dtype": declared[0] if declared else None,
+        "basis": basis,
+        "variables": recorder.variables,
+        "execution": "eager call (Keras 2, tf_keras)",
+    }
+    if error is not None:
+        fields.update(status="error", error=error_info(error, "call"), cast_path=tuple(steps))
+        return fields
+    flat = [t for t in tf.nest.flatten(outputs) if hasattr(t, "dtype")]
+    out_dtypes = tuple(tf.as_dtype(t.dtype).name for t in flat)
+    for i, dtype in enumerate(out_dtypes):
+        steps.append(CastStep(stage="output", dtype=dtype, index=i, note=output_note(dtype, None)))
+    observed = out_dtypes[0] if out_dtypes else None
+    device = str(getattr(flat[0], "device", "")) if flat else ""
+    fields.update(
+        status="ok",
+        output_dtype=observed,
+        output_dtypes=out_dtypes,
+        cast_path=tuple(steps),
+        device=device.rsplit("device:", 1)[-1].lower() if device else "cpu:0",
+        verdict=rules.verdict(
+            status="ok", documented=None, declared=fields["declared_dtype"], observed=observed
+        ),
+    )
+    return fields
+
+
+@contextlib.contextmanager
+def _floatx(tf_keras: Any, floatx: str | None) -> Iterator[None]:
+    """``floatx`` for the probe; Keras 2's floatx and global policy put back after it."""
+    before = tf_keras.backend.floatx()
+    policy = tf_keras.mixed_precision.global_policy()
+    try:
+        if floatx:
+            tf_keras.backend.set_floatx(floatx)
+        yield
+    finally:
+        tf_keras.backend.set_floatx(before)
+        tf_keras.mixed_precision.set_global_policy(policy)
+
+
+def _declared(cls, kwargs, entry, shapes, input_dtypes, tf) -> tuple[str, ...]:
+    """What Keras 2 says symbolically: ``compute_output_signature`` of a fresh layer (under
+    the global policy the probe set)."""
+    try:
+        layer = cls(**kwargs)
+        specs = [tf.TensorSpec(shape, dtype=d) for shape, d in zip(shapes, input_dtypes)]
+        arg = specs if entry.input_style == "list" else specs[0]
+        if entry.input_style == "positional" and len(specs) > 1:
+            return ()
+        out = layer.compute_output_signature(arg)
+    except Exception:
+        return ()
+    return tuple(tf.as_dtype(t.dtype).name for t in tf.nest.flatten(out) if hasattr(t, "dtype"))
+
+
+class _Recorder:
+    """What the layer's outermost ``call()`` received, and its variables as read there."""
+
+    def __init__(self, layer: Any, tf: Any) -> None:
+        self.layer, self.tf = layer, tf
+        self.received: list[str] | None = None
+        self.variables: dict[str, VariableDtypes] = {}
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        original = self.layer.call
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.received is None:
+                self._record(args, kwargs)
+            return original(*args, **kwargs)
+
+        self.layer.call = call
+        try:
+            yield
+        finally:
+            with contextlib.suppress(AttributeError):
+                del self.layer.call
+
+    def _record(self, args: tuple, kwargs: dict) -> None:
+        tf = self.tf
+        self.received = [
+            tf.as_dtype(t.dtype).name
+            for t in tf.nest.flatten((args, kwargs))
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        prefix = f"{self.layer.name}/"
+        for v in self.layer.weights:
+            autocast = hasattr(v, "true_dtype")  # tf_keras's AutoCastVariable
+            stored = tf.as_dtype(v.true_dtype if autocast else v.dtype).name
+            name = v.name.removeprefix(prefix).removesuffix(":0")
+            self.variables[name] = VariableDtypes(
+                stored=stored, read=tf.as_dtype(v.dtype).name, autocast=autocast
+            )

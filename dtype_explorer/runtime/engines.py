@@ -1,0 +1,643 @@
+"""Engines: other Keras 3 releases, and Keras 2 (``tf_keras``), installed beside the user's.
+
+Keras is pure Python, so an engine is one small directory in the user cache dir holding the
+Keras release alone (plus a dependency the installed environment lacks: ``dm-tree`` for
+3.0.x), installed with this interpreter's pip as ``pip install --no-deps --only-binary=:all:
+--target``. Its workers put that directory first on ``sys.path`` before anything imports
+TensorFlow or Keras (``pool``), and so run that Keras over the installed jax, tensorflow,
+torch and numpy. The user's own environment is never changed.
+
+Creating one: ``pip install --dry-run --report`` resolves the release against the installed
+packages (reading only) and an engine that would need to *replace* one (``tf_keras==2.20.1``
+wants tensorflow 2.20) is refused, naming both versions; the install goes into a temporary
+directory next to the engines, the release is imported in a subprocess, then ``engine.json``
+is written and the directory renamed into place: an engine exists whole or not at all. A
+per-engine file lock makes a second creator wait and reuse the first one's engine. pip and
+the check run in their own process group: a ``KeyboardInterrupt`` (or ``cancel``) kills
+them and leaves nothing behind.
+
+>>> import dtype_explorer as dx
+>>> dx.engines.create("keras==3.11.3")       # doctest: +SKIP
+Engine(spec='keras==3.11.3', package='keras', version='3.11.3', ...)
+>>> [e.spec for e in dx.engines.list()]      # doctest: +SKIP
+['keras==3.11.3', 'tf_keras==2.21.0']
+>>> dx.engines.remove("keras==3.11.3")       # doctest: +SKIP
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import filelock
+import pydantic
+from tqdm.auto import tqdm
+
+from dtype_explorer import keras_facts
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import (
+    TF_KERAS_BACKEND,
+    Engine,
+    check_engine_backend,
+    engine_package,
+    engine_spec,
+)
+from dtype_explorer.versions import library_version
+
+#: Where engines live instead of ``<cache dir>/engines`` (tests, a shared team directory).
+ENV_DIR = "DTYPE_EXPLORER_ENGINES_DIR"
+#: The installed libraries an engine is checked against and records (``Engine.base``).
+BASE_DISTRIBUTIONS = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "ml-dtypes")
+#: Seconds pip may take for one step (it retries the index itself; the check imports TF).
+STEP_TIMEOUT = 600.0
+
+Progress = bool | Callable[[str], None]
+
+
+class EngineError(InvalidSpecError):
+    """An engine could not be created or used: offline, no such release, a release that
+    cannot run with the installed backends (naming the versions), or one not created yet."""
+
+
+#: Called with an engine's pinned spec before it is removed (the pool stops its workers).
+_before_remove: list[Callable[[str], None]] = []
+
+
+def root() -> Path:
+    """The directory engines live in: ``$DTYPE_EXPLORER_ENGINES_DIR``, else ``engines/`` in
+    the user cache dir (``dx.cache.info()["path"]``).
+
+    Returns:
+        The directory (it may not exist yet).
+
+    >>> root().name
+    'engines'
+    """
+    override = os.environ.get(ENV_DIR)
+    return (
+        Path(override).expanduser().resolve() if override else keras_facts.cache_dir() / "engines"
+    )
+
+
+def base_versions() -> dict[str, str]:
+    """The installed libraries an engine layers over, read without importing them."""
+    return {name: library_version(name) for name in BASE_DISTRIBUTIONS}
+
+
+def get(spec: str) -> Engine | None:
+    """The created engine for ``spec``, or ``None``; never installs anything.
+
+    Args:
+        spec: ``"keras==3.11.3"``, ``"3.11.3"``, ``"tf_keras"`` or ``"tf_keras==2.21.0"``.
+
+    Returns:
+        The engine (with its disk use), or ``None`` when it was not created.
+
+    >>> get("keras==3.99.0") is None
+    True
+    """
+    return _find(spec, disk=True)
+
+
+def _find(spec: str, *, disk: bool = False) -> Engine | None:
+    """:func:`get`, by default without measuring the disk use (every probe asks)."""
+    package, version = engine_package(spec)
+    where = root()
+    if version is None:
+        version = _tf_keras_series()
+        found = sorted(
+            (_release(p.name.partition("-")[2]), p)
+            for p in where.glob(f"tf_keras-{version}.*")
+            if (p / "engine.json").is_file()
+        )
+        return _read(found[-1][1], disk=disk) if found else None
+    return _read(where / f"{package}-{version}", disk=disk)
+
+
+def require(spec: str | None) -> Engine | None:
+    """The created engine for ``spec`` (``None``: the installed Keras, no engine).
+
+    Raises:
+        EngineError: it was not created yet (saying how to create it).
+    """
+    name = engine_spec(spec)
+    if name is None:
+        return None
+    found = _find(name)
+    if found is None:
+        raise EngineError(
+            f"engine {name!r} is not created yet; dx.engines.create({name!r}) creates it "
+            "(it needs the package index once), or pass it to dx.probe/dx.survey, which "
+            "create it on first use"
+        )
+    return found
+
+
+def ensure(spec: str | None, *, progress: Progress = True) -> Engine | None:
+    """The engine for ``spec``, created first when missing (``None``: no engine)."""
+    name = engine_spec(spec)
+    if name is None:
+        return None
+    return get(name) or create(name, progress=progress)
+
+
+check_backend = check_engine_backend
+
+
+def create(
+    spec: str,
+    *,
+    progress: Progress = True,
+    cancel: threading.Event | None = None,
+) -> Engine:
+    """Create the engine for ``spec`` (or return it when it exists: creating twice reuses).
+
+    Args:
+        spec: ``"keras==3.X.Y"`` (a Keras 3 release; ``"3.X.Y"`` works too), ``"tf_keras"``
+            (Keras 2: the release matching the installed TensorFlow) or ``"tf_keras==2.X.Y"``.
+        progress: ``True`` shows a progress bar (``tqdm``, notebook-aware), ``False``
+            nothing; a callable receives each line pip and the check print.
+        cancel: set this event from another thread to stop the creation (pip is killed);
+            ``KeyboardInterrupt`` does the same. Nothing is left behind either way.
+
+    Returns:
+        The engine.
+
+    Raises:
+        EngineError: offline, no such release (with the closest ones), or a release that
+            needs another version of an installed package or does not import here (the
+            versions named). Nothing is left behind.
+
+    >>> import dtype_explorer as dx
+    >>> engine = dx.engines.create("keras==3.11.3")            # doctest: +SKIP
+    >>> engine.version, engine.disk_bytes // 2**20             # doctest: +SKIP
+    ('3.11.3', 17)
+    """
+    package, version = engine_package(spec)
+    with _Steps(spec, progress) as steps:
+        plan: list[tuple[str, str]] | None = None
+        if version is None:  # tf_keras: the X.Y.* matching tensorflow X.Y
+            found = get(spec)
+            if found is not None:
+                return found
+            series = _tf_keras_series()
+            steps.advance(f"resolving tf_keras=={series}.* for tensorflow {series}")
+            plan = _resolve(f"tf_keras>={series},<{_next_minor(series)}", steps, cancel)
+            version = next(v for n, v in plan if _canon(n) == "tf-keras")
+        name = f"{package}-{version}"
+        where = root()
+        final = where / name
+        if (final / "engine.json").is_file():
+            return _read(final) or _broken(final)
+        (where / ".locks").mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(str(where / ".locks" / f"{name}.lock"))
+        try:
+            lock.acquire(timeout=0.05)
+        except filelock.Timeout:
+            steps.line(f"waiting for another process creating {package}=={version}")
+            lock.acquire()
+        try:
+            if (final / "engine.json").is_file():  # made while we waited
+                return _read(final) or _broken(final)
+            for stale in where.glob(f".tmp-{name}-*"):  # its creator died holding this lock
+                shutil.rmtree(stale, ignore_errors=True)
+            return _build(package, version, plan, final, steps, cancel)
+        finally:
+            lock.release()
+
+
+def _build(
+    package: str,
+    version: str,
+    plan: list[tuple[str, str]] | None,
+    final: Path,
+    steps: _Steps,
+    cancel: threading.Event | None,
+) -> Engine:
+    """Resolve, install into a temporary directory, check, describe, rename (lock held)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
+    try:
+        started = time.monotonic()
+        wanted = f"{package}=={version}"
+        if plan is None:
+            steps.advance(f"resolving {wanted} against the installed packages")
+            plan = _resolve(wanted, steps, cancel)
+        _refuse_replacements(wanted, package, plan)
+        if not any(_canon(n) == _canon(package) for n, _ in plan):
+            plan.append((package, version))  # the installed release itself: layered anyway
+        pins = [f"{n}=={v}" for n, v in plan]
+        steps.advance(f"installing {' '.join(pins)}")
+        code, tail = _run(
+            [
+                *_pip(),
+                "install",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--progress-bar",
+                "off",
+                "--target",
+                str(tmp / "site"),
+                *pins,
+            ],
+            steps,
+            cancel,
+        )
+        if code != 0:
+            raise _pip_failure(f"cannot install {wanted}", tail)
+        installed_s = time.monotonic() - started
+        steps.advance(f"checking that {wanted} imports over the installed backends")
+        _check(tmp / "site", package, version, steps, cancel)
+        info = {
+            "spec": wanted,
+            "package": package,
+            "version": version,
+            "packages": pins,
+            "base": base_versions(),
+            "python": sys.version.split()[0],
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "install_seconds": round(installed_s, 2),
+        }
+        (tmp / "engine.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+        if cancel is not None and cancel.is_set():
+            raise KeyboardInterrupt("engine creation cancelled")
+        os.rename(tmp, final)  # atomic on one filesystem; final does not exist (lock held)
+        engine = _read(final) or _broken(final)
+        steps.advance(f"ready: {engine.spec}, {engine.disk_bytes / 2**20:.1f} MiB")
+        return engine
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def list() -> list[Engine]:
+    """Every created engine, with its disk use.
+
+    Returns:
+        The engines, by name.
+
+    >>> import dtype_explorer as dx
+    >>> [(e.spec, e.disk_bytes // 2**20) for e in dx.engines.list()]   # doctest: +SKIP
+    [('keras==3.11.3', 17), ('tf_keras==2.21.0', 18)]
+    """
+    where = root()
+    if not where.is_dir():
+        return []
+    found = (_read(p) for p in sorted(where.iterdir()) if not p.name.startswith("."))
+    return [e for e in found if e is not None]
+
+
+def remove(spec: str) -> bool:
+    """Remove a created engine (its workers are stopped first).
+
+    Args:
+        spec: the engine's name, as for :func:`create`.
+
+    Returns:
+        ``True`` when it existed.
+
+    >>> remove("keras==3.99.0")
+    False
+    """
+    found = get(spec)
+    if found is None:
+        return False
+    for stop in _before_remove:
+        stop(found.spec)
+    final = Path(found.path)
+    (final.parent / ".locks").mkdir(exist_ok=True)
+    with filelock.FileLock(str(final.parent / ".locks" / f"{found.name}.lock")):
+        if not final.exists():
+            return False
+        doomed = final.parent / f".tmp-removing-{found.name}-{os.getpid()}"
+        os.rename(final, doomed)  # a reader never sees half an engine
+        shutil.rmtree(doomed, ignore_errors=True)
+    return True
+
+
+def stamp(spec: str | None) -> str:
+    """What the cache key adds for an engine: its pinned spec and what it installed
+    (``""`` for the installed Keras). An engine not created yet stamps as missing."""
+    if spec is None:
+        return ""
+    found = _find(spec)
+    if found is None:
+        return f"{spec}:missing"
+    return f"{found.spec}:{','.join(found.packages)}"
+
+
+# ---------------------------------------------------------------- creation's parts
+
+
+class _Steps:
+    """Progress of one creation: a tqdm bar over its steps, or lines to a callable."""
+
+    TOTAL = 4
+
+    def __init__(self, spec: str, progress: Progress) -> None:
+        self.spec = spec
+        self.callback = progress if callable(progress) else None
+        self.bar: Any = None
+        if progress is True:
+            self.bar = tqdm(total=self.TOTAL, desc=f"engine {spec}", unit="step", leave=False)
+
+    def __enter__(self) -> _Steps:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def advance(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.set_postfix_str(text[:60], refresh=False)
+            self.bar.update(1)
+        self.line(f"[engine] {text}")
+
+    def line(self, text: str) -> None:
+        if self.callback is not None:
+            self.callback(text)
+        elif self.bar is not None and not text.startswith("[engine]"):
+            self.bar.set_postfix_str(text[:60])
+
+
+def _pip() -> list[str]:
+    """pip of this interpreter: wheel tags and Requires-Python are the workers' own."""
+    return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+
+
+def _run(
+    command: list[str],
+    steps: _Steps,
+    cancel: threading.Event | None,
+    env: dict[str, str] | None = None,
+) -> tuple[int, list[str]]:
+    """Run ``command`` in its own process group, streaming its lines to ``steps``; returns
+    its exit code and last lines. A cancel, a ``KeyboardInterrupt`` or the step timeout kills
+    the whole group (pip and what it started) and raises."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        start_new_session=True,
+        env=env,
+    )
+    done = threading.Event()
+    deadline = time.monotonic() + STEP_TIMEOUT
+    timed_out = threading.Event()
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def watch() -> None:
+        while not done.wait(0.05):
+            if time.monotonic() > deadline:
+                timed_out.set()
+            if timed_out.is_set() or (cancel is not None and cancel.is_set()):
+                kill()
+                return
+
+    threading.Thread(target=watch, name="dx-engine-watch", daemon=True).start()
+    tail: list[str] = []
+    try:
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.rstrip()
+            if not line or "is ignored: it is neither a file nor a directory" in line:
+                continue
+            tail.append(line)
+            del tail[:-40]
+            steps.line(line)
+        code = process.wait()
+    except BaseException:
+        kill()
+        process.wait()
+        raise
+    finally:
+        done.set()
+    if cancel is not None and cancel.is_set():
+        raise KeyboardInterrupt("engine creation cancelled")
+    if timed_out.is_set():
+        raise EngineError(f"{' '.join(command[3:6])}... took over {STEP_TIMEOUT:g} s; stopped")
+    return code, tail
+
+
+def _resolve(requirement: str, steps: _Steps, cancel: threading.Event | None) -> list:
+    """What pip would install for ``requirement`` into the installed environment, which it
+    does not change: the release plus only the dependencies that environment lacks."""
+    with tempfile.TemporaryDirectory(prefix="dx-engine-") as scratch:
+        report = Path(scratch) / "report.json"
+        code, tail = _run(
+            [
+                *_pip(),
+                "install",
+                "--dry-run",
+                "--quiet",
+                "--only-binary=:all:",
+                "--report",
+                str(report),
+                requirement,
+            ],
+            steps,
+            cancel,
+        )
+        if code != 0 or not report.is_file():
+            raise _pip_failure(f"cannot resolve {requirement}", tail)
+        installs = json.loads(report.read_text(encoding="utf-8")).get("install", [])
+        return [(i["metadata"]["name"], i["metadata"]["version"]) for i in installs]
+
+
+def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]]) -> None:
+    """An engine only adds packages: one whose plan would replace an installed distribution
+    (another tensorflow, numpy, ...) cannot run with the installed backends."""
+    installed = {_canon(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
+    replaced = [
+        f"{n}=={v} (installed: {installed[_canon(n)]})"
+        for n, v in plan
+        if _canon(n) != _canon(package) and _canon(n) in installed
+    ]
+    if replaced:
+        raise EngineError(
+            f"{wanted} cannot run with the installed backends: it needs {', '.join(replaced)}. "
+            "An engine only adds a Keras release beside the installed libraries, it never "
+            "replaces them; pick a release whose requirements the installed versions meet"
+            + (
+                " (tf_keras: the one matching tensorflow, engine='tf_keras')"
+                if "tf" in wanted
+                else ""
+            )
+        )
+
+
+#: Run in a subprocess with the engine's site first: the release imports from there, and no
+#: module of the installed Keras is loaded (tensorflow imports Keras itself).
+_CHECK = r"""
+import json, os, sys
+site, package = sys.argv[1], sys.argv[2]
+sys.path.insert(0, site)
+if package == "tf_keras":
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import tensorflow as tf
+    import tf_keras as k
+    y = k.layers.Dense(2)(tf.ones((1, 3))).dtype.name
+else:
+    import keras as k
+    import numpy as np
+    y = k.layers.Dense(2)(np.ones((1, 3), "float32")).dtype
+    y = k.backend.standardize_dtype(y)
+names = ("keras", "tf_keras")
+foreign = sorted(n for n, m in sys.modules.items() if n.split(".")[0] in names
+                 and getattr(m, "__file__", None) and not m.__file__.startswith(site))
+print("DX-CHECK " + json.dumps({"version": k.__version__, "file": k.__file__,
+                                "foreign": foreign[:5], "dense": y}))
+"""
+
+
+def _check(
+    site: Path, package: str, version: str, steps: _Steps, cancel: threading.Event | None
+) -> None:
+    """Import the release from ``site`` in a subprocess (numpy backend; tensorflow for Keras
+    2) and call a Dense layer; it must be that release, loaded from the engine alone."""
+    env = dict(os.environ, KERAS_BACKEND="numpy", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
+    if package == "tf_keras":
+        env["KERAS_BACKEND"] = TF_KERAS_BACKEND
+    code, tail = _run([sys.executable, "-c", _CHECK, str(site), package], steps, cancel, env)
+    found = [line for line in tail if line.startswith("DX-CHECK ")]
+    report = json.loads(found[-1].removeprefix("DX-CHECK ")) if found else None
+    ok = (
+        code == 0
+        and report is not None
+        and report["version"] == version
+        and report["file"].startswith(str(site))
+        and not report["foreign"]
+    )
+    if not ok:
+        errors = [line for line in tail if "Error" in line][-3:] or tail[-3:]
+        raise EngineError(
+            f"{package}=={version} does not run with the installed backends "
+            f"({_versions_text()}): {report if report else ' | '.join(errors)}"
+        )
+
+
+def _versions_text() -> str:
+    return ", ".join(f"{k} {v}" for k, v in base_versions().items() if v != "missing")
+
+
+def _pip_failure(what: str, tail: list[str]) -> EngineError:
+    """pip's failure in words: offline, no such release (with the closest), or pip's error."""
+    text = "\n".join(tail)
+    errors = [line for line in tail if line.startswith("ERROR")] or tail[-2:]
+    listed = re.search(r"\(from versions: ([^)]*)\)", text)
+    available = [v.strip() for v in listed.group(1).split(",")] if listed else []
+    offline = (
+        any(
+            s in text for s in ("NewConnectionError", "Network is unreachable", "Temporary failure")
+        )
+        or "Could not fetch URL" in text
+        or (listed is not None and available == ["none"])
+    )
+    if offline:
+        return EngineError(
+            f"{what}: the package index could not be reached (offline, or a proxy or index "
+            "setting blocks it). Creating an engine needs the index once; probes on it need "
+            f"no network afterwards. pip said: {' '.join(errors)[:300]}"
+        )
+    if "No matching distribution found" in text:
+        wanted = re.search(r"==\s*([\w.]+)", what)
+        if wanted:
+            major = wanted.group(1).split(".")[0] + "."
+            available = [v for v in available if v.startswith(major)]
+        if wanted and available:
+            try:
+                raise unknown("release", wanted.group(1), available)
+            except InvalidSpecError as exc:
+                close = str(exc)
+            return EngineError(f"{what}: no such release on the package index ({close})")
+        return EngineError(f"{what}: no such release on the package index ({' '.join(errors)})")
+    if "Requires-Python" in text or "requires a different Python" in text:
+        return EngineError(
+            f"{what}: it does not support this Python ({sys.version.split()[0]}): "
+            f"{' '.join(errors)[:300]}"
+        )
+    return EngineError(f"{what}: pip failed: {' '.join(errors)[:400]}")
+
+
+def _tf_keras_series() -> str:
+    """``"2.21"``: the tf_keras series matching the installed tensorflow."""
+    tf = library_version("tensorflow")
+    if tf == "missing":
+        raise EngineError("the Keras 2 engine (tf_keras) needs tensorflow installed; it is not")
+    return ".".join(tf.split(".")[:2])
+
+
+def _next_minor(series: str) -> str:
+    major, minor = series.split(".")
+    return f"{major}.{int(minor) + 1}"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+def _canon(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _read(path: Path, *, disk: bool = True) -> Engine | None:
+    """The engine in ``path`` (``None`` when there is none, or its ``engine.json`` is not
+    ours: an engine directory from elsewhere is not trusted)."""
+    try:
+        info = json.loads((path / "engine.json").read_text(encoding="utf-8"))
+        return Engine(
+            spec=info["spec"],
+            package=info["package"],
+            version=info["version"],
+            path=str(path),
+            disk_bytes=_disk_use(path) if disk else 0,
+            packages=tuple(info.get("packages", ())),
+            base=info.get("base", {}),
+            python=info.get("python", ""),
+            created=info.get("created", ""),
+            install_seconds=info.get("install_seconds"),
+        )
+    except (OSError, ValueError, KeyError, TypeError, pydantic.ValidationError):
+        return None
+
+
+def _broken(path: Path) -> Engine:
+    raise EngineError(f"{path}/engine.json is unreadable; dx.engines.remove it and create again")
+
+
+def _disk_use(path: Path) -> int:
+    """Bytes on disk (allocated blocks, as ``du``) under ``path``."""
+    total = 0
+    for entry in _walk(path):
+        with contextlib.suppress(OSError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def _walk(path: Path) -> Iterator[os.DirEntry]:
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            yield entry
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(Path(entry.path))
