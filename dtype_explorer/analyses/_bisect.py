@@ -35,6 +35,7 @@ from dtype_explorer.analyses._survey import progress_bar
 from dtype_explorer.engine import ShapeArg, make_spec
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
+from dtype_explorer.runtime import engines, pool
 
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
@@ -138,7 +139,9 @@ def bisect(
 
     def answer(i: int) -> str:
         engine = engine_for(releases[i])
-        result = _ask(target, question, engine, timeout=timeout, use_cache=use_cache)
+        result = _ask(
+            target, question, engine, timeout=timeout, use_cache=use_cache, progress=progress
+        )
         probes[i] = BisectProbe(version=releases[i], engine=engine, result=result)
         return result.outcome
 
@@ -163,9 +166,17 @@ def _ask(
     *,
     timeout: float | None,
     use_cache: bool,
+    progress: bool,
 ) -> ProbeResult:
-    extra = {"engine": engine} if engine is not None else {}
-    return probe(target, **question, timeout=timeout, use_cache=use_cache, **extra)
+    """One release's answer; its engine made first when missing (with progress), and its
+    workers stopped afterwards: a bisection asks each release once, and a worker per release
+    kept alive would hold a Keras in memory for nothing."""
+    engines.ensure(engine, progress=progress)
+    try:
+        return probe(target, **question, engine=engine, timeout=timeout, use_cache=use_cache)
+    finally:
+        if engine is not None:
+            pool.stop_engine(engine)
 
 
 def search(n: int, answer: Callable[[int], str], *, exhaustive: bool = False) -> Iterator[int]:

@@ -328,6 +328,17 @@ def _stop_engine(spec: str) -> None:
 engines._before_remove.append(_stop_engine)
 
 
+def stop_engine(spec: str) -> None:
+    """Stop the workers of the engine ``spec`` now, to free their memory (``dx.bisect`` does,
+    after each release it asks); its next probe starts them again.
+
+    >>> stop_engine("keras==3.11.3")   # no workers: nothing to do
+    """
+    found = engines.get(spec) if engine_spec(spec) is not None else None
+    if found is not None:
+        _stop_engine(found.spec)
+
+
 def log_path(backend: str) -> Path:
     """Where ``backend``'s worker writes its output (backend messages, crash tracebacks):
     ``workers/<backend>.log`` in the cache directory it was started with (an engine's
