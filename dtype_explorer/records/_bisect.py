@@ -17,6 +17,8 @@ changes seen but not pinned down, what was not looked at) are computed on this r
 ('3.12.0', 'float32', 'int32')
 >>> b.probed_count, b.exhaustive
 (4, False)
+>>> b
+<BisectResult Discretization on numpy: float32 -> int32 at 3.12.0 (4 of 4 releases probed)>
 """
 
 from __future__ import annotations
@@ -128,6 +130,18 @@ class BisectResult(Record):
     def first_change(self) -> AnswerChange | None:
         """The first change pinned to one release (``None``: no change found)."""
         return next((c for c in self.changes if c.exact), None)
+
+    def __repr__(self) -> str:
+        change = self.first_change
+        found = (
+            f"{change.before} -> {change.after} at {change.after_version}"
+            if change is not None
+            else "no change found"
+        )
+        return (
+            f"<BisectResult {self.spec.target} on {self.spec.backend}: {found} "
+            f"({self.probed_count} of {len(self.versions)} releases probed)>"
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
