@@ -370,8 +370,6 @@ class _Steps:
     def line(self, text: str) -> None:
         if self.callback is not None:
             self.callback(text)
-        elif self.bar is not None and not text.startswith("[engine]"):
-            self.bar.set_postfix_str(text[:60])
 
 
 def _pip() -> list[str]:
