@@ -287,7 +287,7 @@ def list() -> list[Engine]:
     """Every created engine, with its disk use.
 
     Returns:
-        The engines, by name.
+        The engines, by package and release.
 
     >>> import dtype_explorer as dx
     >>> [(e.spec, e.disk_bytes // 2**20) for e in dx.engines.list()]   # doctest: +SKIP
@@ -296,8 +296,10 @@ def list() -> list[Engine]:
     where = root()
     if not where.is_dir():
         return []
-    found = (_read(p) for p in sorted(where.iterdir()) if not p.name.startswith("."))
-    return [e for e in found if e is not None]
+    found = (_read(p) for p in where.iterdir() if not p.name.startswith("."))
+    return sorted(
+        (e for e in found if e is not None), key=lambda e: (e.package, _release(e.version))
+    )
 
 
 def remove(spec: str) -> bool:
