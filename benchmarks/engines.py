@@ -3,14 +3,15 @@ worker against the installed Keras's worker, measured in the same run.
 
     python benchmarks/engines.py                      # keras==3.11.3 on numpy, a table
     python benchmarks/engines.py --engine keras==3.12.0 --backend jax --repeats 50 --json
-    python benchmarks/engines.py --tf-keras           # also create the Keras 2 engine
+    python benchmarks/engines.py --tf-keras           # also Keras 2: create, round trip
 
 Engines are created in a fresh temporary directory (``$DTYPE_EXPLORER_ENGINES_DIR``), so the
 creation is a real one (pip's own HTTP cache may be warm: say so when you record numbers).
 Creation is split into its steps from the progress lines: resolve (``pip install --dry-run
 --report``), install (``pip install --no-deps --target``) and check (import in a subprocess).
 The round trip is ``pool.submit`` of ``Dense(4)`` on float32 (2, 3) without the cache, after
-both workers are warm; default and engine alternate; medians of wall time.
+both workers are warm; default and engine alternate; medians of wall time. With
+``--tf-keras`` the Keras 2 engine is measured too, against the installed Keras, on tensorflow.
 """
 
 from __future__ import annotations
@@ -105,8 +106,10 @@ def main() -> None:
         created = [create(args.engine)]
         if args.tf_keras:
             created.append(create("tf_keras"))
-        trip = round_trip(args.engine, args.backend, args.repeats)
-    out = {"load_average": round(os.getloadavg()[0], 1), "created": created, "round_trip": trip}
+        trips = [round_trip(args.engine, args.backend, args.repeats)]
+        if args.tf_keras:  # Keras 2 against the installed Keras 3, both on tensorflow
+            trips.append(round_trip("tf_keras", "tensorflow", args.repeats))
+    out = {"load_average": round(os.getloadavg()[0], 1), "created": created, "round_trip": trips}
     if args.json:
         print(json.dumps(out, indent=1))
         return
@@ -119,12 +122,13 @@ def main() -> None:
             f"{c.get('install_s', '-')} s | {c.get('check_s', '-')} s | {c['reuse_ms']} ms | "
             f"{c['disk_mib']} MiB |"
         )
-    rt = trip["round_trip_ms"]
-    print(
-        f"\nwarm round trip on {trip['backend']}: default (keras {trip['keras']['default']}) "
-        f"{rt['default']} ms, engine (keras {trip['keras']['engine']}) {rt['engine']} ms, "
-        f"ratio {trip['ratio']}; worker start {trip['worker_start_s']}"
-    )
+    for trip in trips:
+        rt = trip["round_trip_ms"]
+        print(
+            f"warm round trip on {trip['backend']}: default (keras {trip['keras']['default']}) "
+            f"{rt['default']} ms, engine (keras {trip['keras']['engine']}) {rt['engine']} ms, "
+            f"ratio {trip['ratio']}; worker start {trip['worker_start_s']}"
+        )
 
 
 if __name__ == "__main__":

@@ -129,8 +129,10 @@ def policy_accepted(name: str) -> bool:
 def _ask_keras(name: str) -> bool:
     import keras
 
+    # Keras before 3.3 (an engine's release) has no keras.dtype_policies.get
+    get = getattr(getattr(keras, "dtype_policies", None), "get", None) or keras.DTypePolicy
     try:
-        keras.dtype_policies.get(name)
+        get(name)
     except (ValueError, TypeError):
         return False
     return True
@@ -212,8 +214,9 @@ def write_snapshot() -> dict[str, Any]:
     from keras.src.dtype_policies import dtype_policy
 
     allowed = list(keras_dtypes.ALLOWED_DTYPES)
-    modes = list(dtype_policy.QUANTIZATION_MODES)
-    plain = [*_MIXED, *allowed, *(k for k in keras_dtypes.PYTHON_DTYPES_MAP if isinstance(k, str))]
+    modes = list(getattr(dtype_policy, "QUANTIZATION_MODES", ()))  # none before Keras 3.4
+    python = getattr(keras_dtypes, "PYTHON_DTYPES_MAP", {})  # not in Keras 3.1 (an engine)
+    plain = [*_MIXED, *allowed, *(k for k in python if isinstance(k, str))]
     policies = {name: _ask_keras(name) for name in plain}
     sources = [name for name in plain if policies[name]]
     for mode in modes:

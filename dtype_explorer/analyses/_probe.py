@@ -108,6 +108,8 @@ def probe(
     engine = engine_spec(engine)
     if engine is not None and backend is None:
         backend = engine_backend(engine)
+    if engine is not None and engine.startswith("tf_keras") and backend == backend_names.ALL:
+        backend = [TF_KERAS_BACKEND]  # every backend Keras 2 runs on: a ProbeSet of one
     backends = resolve_backends(backend)
     if engine is not None:
         for b in backends:

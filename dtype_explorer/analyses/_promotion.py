@@ -46,9 +46,10 @@ from dtype_explorer.records import (
     ProbeSpec,
     PromotionTable,
     RefCell,
+    engine_spec,
     pair_key,
 )
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import engines, pool
 from dtype_explorer.versions import library_version
 
 #: Ops whose tables the lessons show (any unary or binary op has one).
@@ -72,6 +73,7 @@ def promotion_table(
     *,
     floatx: str | None = None,
     references: Sequence[str] | None = None,
+    engine: str | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
     progress: bool = True,
@@ -89,6 +91,9 @@ def promotion_table(
             ``keras.config.floatx()``); the table records the one it was made under.
         references: the libraries beside Keras: ``jax``, ``numpy``, ``torch``, ``tensorflow``
             (default: every installed one).
+        engine: which Keras answers (``dx.probe``'s ``engine``): ``None`` or a Keras 3
+            release, ``"keras==3.X.Y"`` (created first when missing). Keras 2 has no
+            ``keras.ops``: ``"tf_keras"`` is refused.
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
@@ -104,6 +109,12 @@ def promotion_table(
     'int16'
     """
     timeout = pool.time_limit(timeout)
+    engine = engine_spec(engine)
+    if engine is not None and engine.startswith("tf_keras"):
+        raise InvalidSpecError(
+            "keras.ops has no counterpart in Keras 2 (tf_keras): promotion tables take "
+            f"engine=None or 'keras==3.X.Y'; received: engine={engine!r}"
+        )
     entry = _op_entry(op)
     names = _dtypes(dtypes)
     chosen = installed(backends)
@@ -120,9 +131,10 @@ def promotion_table(
     else:
         pairs = [(lhs, rhs) for lhs in names for rhs in names]
     operands = [_operands(entry, lhs, rhs) for lhs, rhs in pairs]
+    engines.ensure(engine, progress=progress)  # created on first use
     pending = {lib: _reference_future(lib, entry, tuple(operands)) for lib in libraries}
     specs = [
-        ProbeSpec(target=entry.name, input_dtypes=ops_, backend=b, floatx=floatx)
+        ProbeSpec(target=entry.name, input_dtypes=ops_, backend=b, floatx=floatx, engine=engine)
         for ops_ in operands
         for b in chosen
     ]
@@ -143,6 +155,7 @@ def promotion_table(
         reference_versions={lib: library_version(lib) for lib in libraries},
         arity=arity,
         reference_paths={lib: entry.references.get(lib) for lib in libraries},
+        engine=engine,
     )
 
 

@@ -250,7 +250,7 @@ def _reference_outputs(
     seeds = [
         (v, keras.ops.convert_to_numpy(v.value))
         for v in reference.variables
-        if training and "seed_generator" in v.path
+        if training and "seed_generator" in variable_name(reference, v)
     ]
     reference.set_weights(
         [
@@ -315,9 +315,8 @@ class _CallRecorder:
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
         self.received = [dtypes.describe(t) for t in tensors]
-        prefix = f"{self.layer.path}/"
         self.variables = {
-            v.path.removeprefix(prefix): variable_dtypes(v) for v in self.layer.variables
+            variable_name(self.layer, v): variable_dtypes(v) for v in self.layer.variables
         }
 
 
@@ -328,6 +327,15 @@ def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:
     if dtype == "string":  # strings travel as Python lists, as Keras's own tests pass them
         return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed).tolist()
     return dtypes.sample(dtype, shape, preset=spec.values, seed=spec.seed)
+
+
+def variable_name(layer: Any, variable: Any) -> str:
+    """A variable's path inside its layer (``query/kernel``); its name before Keras 3.4 (an
+    engine's release), which had no ``path``."""
+    path = getattr(variable, "path", None)
+    if path is None:
+        return variable.name
+    return path.removeprefix(f"{getattr(layer, 'path', layer.name)}/")
 
 
 def _variable_note(var: VariableDtypes) -> str:

@@ -478,9 +478,11 @@ def _result_type(args: tuple) -> str | None:
 def _classes() -> tuple[type, type]:
     found = _CACHE.get("classes")
     if found is None:
+        from keras.src.backend.common import variables
         from keras.src.backend.common.keras_tensor import KerasTensor
-        from keras.src.backend.common.variables import Variable
 
+        # KerasVariable before Keras 3.7 (an engine's release)
+        Variable = getattr(variables, "Variable", None) or variables.KerasVariable
         found = _CACHE["classes"] = (Variable, KerasTensor)
     return found
 
@@ -582,7 +584,12 @@ def _param_names(fn: Any) -> list[str]:
 def _symbolic(args: tuple, kwargs: dict) -> bool:
     scope = _CACHE.get("in_symbolic_scope")
     if scope is None:
-        from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+        try:
+            from keras.src.backend.common.symbolic_scope import in_symbolic_scope
+        except ImportError:  # Keras before 3.5 (an engine's release): KerasTensors tell
+
+            def in_symbolic_scope() -> bool:
+                return False
 
         scope = _CACHE["in_symbolic_scope"] = in_symbolic_scope
     if scope():

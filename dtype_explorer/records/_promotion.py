@@ -155,6 +155,8 @@ class PromotionTable(GroupedRecord):
     arity: int = 2
     #: library -> the function compared (``"torch.amax"``), ``None`` where there is none.
     reference_paths: dict[str, str | None] = {}
+    #: Which Keras answered (``ProbeSpec.engine``): ``None`` is the installed Keras.
+    engine: str | None = None
 
     @property
     def rhs_dtypes(self) -> tuple[str, ...]:

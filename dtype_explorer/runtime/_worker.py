@@ -42,12 +42,10 @@ _state: dict[str, Any] = {
     "engine": None,  # the Engine this worker runs (None: the installed Keras)
 }
 
-#: What dtype-explorer's probes use of ``keras`` (checked in an engine's worker, so an old
-#: release says what it lacks instead of failing probe by probe). 3.0.x lacks
-#: ``keras.DTypePolicy`` and ``keras.dtype_policies`` (both from 3.1.0).
+#: What dtype-explorer's probes use of ``keras`` in a worker (checked in an engine's worker,
+#: so an old release says what it lacks instead of failing probe by probe): 3.0.x lacks
+#: ``keras.tree`` (from 3.1.0).
 KERAS_API = (
-    "DTypePolicy",
-    "dtype_policies.get",
     "config.set_dtype_policy",
     "config.set_floatx",
     "backend.result_type",

@@ -287,7 +287,7 @@ def list() -> list[Engine]:
     """Every created engine, with its disk use.
 
     Returns:
-        The engines, by name.
+        The engines, by package and release.
 
     >>> import dtype_explorer as dx
     >>> [(e.spec, e.disk_bytes // 2**20) for e in dx.engines.list()]   # doctest: +SKIP
@@ -296,8 +296,10 @@ def list() -> list[Engine]:
     where = root()
     if not where.is_dir():
         return []
-    found = (_read(p) for p in sorted(where.iterdir()) if not p.name.startswith("."))
-    return [e for e in found if e is not None]
+    found = (_read(p) for p in where.iterdir() if not p.name.startswith("."))
+    return sorted(
+        (e for e in found if e is not None), key=lambda e: (e.package, _release(e.version))
+    )
 
 
 def remove(spec: str) -> bool:
@@ -370,8 +372,6 @@ class _Steps:
     def line(self, text: str) -> None:
         if self.callback is not None:
             self.callback(text)
-        elif self.bar is not None and not text.startswith("[engine]"):
-            self.bar.set_postfix_str(text[:60])
 
 
 def _pip() -> list[str]:
