@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dtype_explorer.analyses._audit import check_model
 from dtype_explorer.analyses._bisect import (
+    NoAnswerError,
     PackageIndexError,
     bisect,
     index_releases,
@@ -21,6 +22,7 @@ from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, ru
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "NoAnswerError",
     "PackageIndexError",
     "bisect",
     "check_model",

@@ -39,6 +39,12 @@ from dtype_explorer.runtime import engines, pool
 
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
+#: The oldest release an engine can probe (3.0.x lacks ``keras.tree``, which the probes use;
+#: ``runtime/_worker.KERAS_API``).
+OLDEST = Version("3.1.0")
+#: Where an error says the release was not asked at all (its worker could not import it, the
+#: question could not be sent), rather than what Keras answered.
+NOT_ASKED = ("worker", "transfer")
 #: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
 MAX_VERSIONS = 200
 #: Seconds the package index may take to list the releases.
@@ -47,6 +53,12 @@ INDEX_TIMEOUT_S = 120.0
 
 class PackageIndexError(ConnectionError):
     """The package index could not list the Keras releases (offline, or unreachable)."""
+
+
+class NoAnswerError(RuntimeError):
+    """A release asked by a bisection gave no answer from Keras (its worker crashed or timed
+    out, or could not import that release): comparing that with an answer would name a
+    change that Keras did not make."""
 
 
 def bisect(
@@ -81,8 +93,8 @@ def bisect(
         policy: a dtype policy name (``None``: the policy Keras makes from ``floatx``).
         backend: one backend name; every release answers on it (default ``"numpy"``).
         versions: the releases: a list (``["3.10.0", "3.12.0"]``) or a range
-            ``"3.10.0..3.13.0"`` (both ends included; either may be left out) of the Keras 3
-            releases the package index lists.
+            ``"3.10.0..3.13.0"`` (both ends included; either may be left out: from 3.1.0, the
+            oldest an engine probes, or to the newest) of the releases the package index lists.
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments.
         shape: the input shape (batch first), or one per input.
         values: the sample's value preset.
@@ -102,6 +114,8 @@ def bisect(
     Raises:
         InvalidSpecError: the question or the versions are not valid (with what was received).
         PackageIndexError: a range was given and the package index could not list releases.
+        NoAnswerError: a release asked gave no answer from Keras (crash, timeout, a worker
+            that could not import it), rather than name a change Keras did not make.
 
     >>> import dtype_explorer as dx
     >>> b = dx.bisect("Discretization", "float32", backend="numpy",
@@ -142,6 +156,13 @@ def bisect(
         result = _ask(
             target, question, engine, timeout=timeout, use_cache=use_cache, progress=progress
         )
+        if not answered(result):
+            said = result.error_text() or result.status
+            raise NoAnswerError(
+                f"Keras {releases[i]} gave no answer ({result.status}: {said}); a bisection "
+                "compares answers of Keras itself, so it stops here. Leave this release out "
+                "of versions, or raise timeout"
+            )
         probes[i] = BisectProbe(version=releases[i], engine=engine, result=result)
         return result.outcome
 
@@ -177,6 +198,22 @@ def _ask(
     finally:
         if engine is not None:
             pool.stop_engine(engine)
+
+
+def answered(result: ProbeResult) -> bool:
+    """Whether ``result`` is Keras's answer (a dtype, an error Keras raised, a question this
+    release cannot run), not a failure to ask it (a crash, a timeout, a worker that could not
+    import the release).
+
+    >>> from dtype_explorer.records import ErrorInfo, ProbeSpec
+    >>> lost = ProbeResult(spec=ProbeSpec(target="Dense"), status="error", backend="numpy",
+    ...     error=ErrorInfo(type="ImportError", message="no keras.tree", where="worker"))
+    >>> answered(lost), answered(lost.model_copy(update={"status": "ok", "error": None}))
+    (False, True)
+    """
+    if result.status in ("crashed", "timeout"):
+        return False
+    return result.error is None or result.error.where not in NOT_ASKED
 
 
 def search(n: int, answer: Callable[[int], str], *, exhaustive: bool = False) -> Iterator[int]:
@@ -282,8 +319,13 @@ def _release(value: object) -> Version:
         ) from None
     if version.major != KERAS_MAJOR:
         raise InvalidSpecError(
-            f"engines run Keras {KERAS_MAJOR} releases (3.0.0 and later); received: "
+            f"engines run Keras {KERAS_MAJOR} releases ({OLDEST} and later); received: "
             f"{received(value)}"
+        )
+    if version < OLDEST:
+        raise InvalidSpecError(
+            f"engines probe Keras {OLDEST} and later (3.0.x lacks keras.tree, which the probes "
+            f"use); received: {received(value)}"
         )
     return version
 
@@ -300,7 +342,7 @@ def _release_range(text: str) -> tuple[str, ...]:
         for v in listed
         if v.major == KERAS_MAJOR
         and not v.is_prerelease
-        and (low is None or v >= low)
+        and v >= (low or OLDEST)
         and (high is None or v <= high)
     )
     for end in (low, high):

@@ -152,7 +152,8 @@ def test_a_range_is_resolved_from_the_package_index():
         "3.12.4",
         "3.13.0",
     )
-    assert resolve_versions("..3.0.2") == ("3.0.0", "3.0.1", "3.0.2")  # Keras 2 left out
+    # Keras 2 and 3.0.x (no keras.tree: engines probe from 3.1.0) left out
+    assert resolve_versions("..3.1.1") == ("3.1.0", "3.1.1")
 
 
 def test_an_unreachable_index_is_a_clear_error(monkeypatch):
@@ -170,6 +171,7 @@ def test_an_unreachable_index_is_a_clear_error(monkeypatch):
     [
         ("3.12.0", "at least two releases"),
         (["3.12.0", "2.15.0"], "Keras 3 releases"),
+        (["3.0.5", "3.12.0"], "Keras 3.1.0 and later"),
         (["3.12.0", "three"], "not a Keras release: 'three'"),
         ("3.13.0..3.10.0", "runs backwards"),
         ("3.10.0..3.11.9", "3.11.9 is not a release the package index lists"),
