@@ -33,7 +33,7 @@ from dtype_explorer import versions as library_versions
 from dtype_explorer.analyses._probe import probe
 from dtype_explorer.analyses._survey import progress_bar
 from dtype_explorer.engine import ShapeArg, make_spec
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, closest, received
 from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
 from dtype_explorer.runtime import engines, pool
 
@@ -345,12 +345,14 @@ def _release_range(text: str) -> tuple[str, ...]:
         and v >= (low or OLDEST)
         and (high is None or v <= high)
     )
+    releases = [str(v) for v in listed if v.major == KERAS_MAJOR and v >= OLDEST]
     for end in (low, high):
         if end is not None and end not in chosen:
-            near = ", ".join(str(v) for v in chosen[:3]) or "none"
+            match = closest(str(end), releases)
+            hint = f"; did you mean {match!r}?" if match else ""
             raise InvalidSpecError(
-                f"versions: Keras {end} is not a release the package index lists (in the "
-                f"range: {near}, ...); received: {received(text)}"
+                f"versions: Keras {end} is not a release the package index lists{hint} "
+                f"received: {received(text)}"
             )
     if len(chosen) < 2:
         raise InvalidSpecError(

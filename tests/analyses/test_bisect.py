@@ -174,7 +174,7 @@ def test_an_unreachable_index_is_a_clear_error(monkeypatch):
         (["3.0.5", "3.12.0"], "Keras 3.1.0 and later"),
         (["3.12.0", "three"], "not a Keras release: 'three'"),
         ("3.13.0..3.10.0", "runs backwards"),
-        ("3.10.0..3.11.9", "3.11.9 is not a release the package index lists"),
+        ("3.10.0..3.11.9", "3.11.9 is not a release the package index lists; did you mean '3.11."),
         (42, "a list of at most"),
     ],
 )
