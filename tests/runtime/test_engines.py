@@ -89,6 +89,26 @@ def test_creating_twice_reuses_the_first(keras_3_11_engine):
     assert keras_3_11_engine.base["keras"] == library_version("keras")
 
 
+def test_two_creators_at_once_make_one_engine(monkeypatch, tmp_path):
+    """The second creator waits on the engine's file lock, then reuses the first one's."""
+    monkeypatch.setenv(engines.ENV_DIR, str(tmp_path))
+    lines: list[str] = []
+    made: list = []
+
+    def creator() -> None:
+        made.append(engines.create("keras==3.10.0", progress=lines.append))
+
+    threads = [threading.Thread(target=creator) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert len(made) == 2 and made[0].path == made[1].path
+    assert sum(line.startswith("[engine] installing") for line in lines) == 1
+    assert any(line.startswith("waiting for another process") for line in lines)
+    assert _leftovers(tmp_path) == ["keras-3.10.0"]
+
+
 def test_a_release_that_does_not_exist_leaves_nothing(keras_3_11_engine):
     root = engines.root()
     before = _leftovers(root)
@@ -156,7 +176,11 @@ def test_remove_deletes_the_engine_and_list_shows_disk_use(
     monkeypatch.setenv(engines.ENV_DIR, str(tmp_path))
     (listed,) = engines.list()
     assert listed.spec == "keras==3.11.3" and listed.disk_bytes > 5 * 2**20
+    described = dx.pool.warm(["numpy"], engine="keras==3.11.3")
+    assert described["numpy"]["engine"] == "keras==3.11.3"
+    assert "numpy@keras==3.11.3" in dx.pool._pools
     assert engines.remove("keras==3.11.3") is True
+    assert "numpy@keras==3.11.3" not in dx.pool._pools  # its workers were stopped first
     assert engines.list() == [] and _leftovers(tmp_path) == []
     assert engines.remove("keras==3.11.3") is False
 
