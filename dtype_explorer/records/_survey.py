@@ -242,7 +242,7 @@ class Survey(GroupedRecord):
             for package in ("tf_keras", "keras"):
                 if package in result.versions:
                     return f"{package} {result.versions[package]}"
-        return getattr(self, "engine", None) or "keras (installed)"
+        return self.engine or "keras (installed)"
 
     def to_html(self) -> str:
         """A standalone HTML page: the heatmap (plotly.js included) and the class counts."""
