@@ -22,16 +22,17 @@ DtypeArg = str | Sequence[str]
 
 def probe(
     target: Any,
-    input_dtype: DtypeArg = "float32",
+    input_dtype: DtypeArg | None = None,
     policy: Any = None,
     backend: str | Sequence[str] | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
     shape: ShapeArg = None,
-    values: str = "default",
+    values: Any = "default",
     floatx: str | None = None,
     seed: int = 0,
     mode: str | Sequence[str] = "call",
+    call_kwargs: dict[str, Any] | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -40,7 +41,9 @@ def probe(
     Args:
         target: a ``keras.layers`` class name (``"Dense"``), ``"ops.<name>"``, or a user
             ``Layer`` subclass or instance.
-        input_dtype: the input's dtype, or one per input (``("int8", "float16")``).
+        input_dtype: the input's dtype, or one per input (``("int8", "float16")``); with
+            your own ``values``, one per value (leaf), and left out (``None``) each value
+            keeps its own dtype. ``None`` without values: ``"float32"``.
         policy: a dtype policy name or ``keras.DTypePolicy``. ``None`` is the policy Keras
             makes from ``floatx`` (``"float32"`` unless ``floatx`` is given), whatever this
             session's global policy is, so answers are the same in every process.
@@ -49,7 +52,13 @@ def probe(
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, as JSON
             values; they replace the catalog's defaults.
         shape: the input shape (batch first), or one per input.
-        values: the sample's value preset: ``default``, ``image``, ``large`` or ``tiny``.
+        values: the sample's value preset (``default``, ``image``, ``large``, ``tiny``,
+            ``edge``), or your own values, one per input: NumPy arrays (or anything
+            ``np.asarray`` takes), nested lists, Python numbers (passed to Keras as the
+            Python numbers they are, like ``ops.add(x, 2)``), or dicts and tuples of them for
+            a layer that takes a structure (``[{"images": x, "segmentation_masks": m}]``),
+            passed exactly as given. They travel to workers as data and key the cache by a
+            hash; a value ``input_dtype`` cannot hold exactly (``-1`` as ``uint8``) is refused.
         floatx: ``keras.config.floatx()`` during the probe.
         seed: the seed of the sample's values (and, under ``"training"`` and ``"fit"``, of
             dropout and noise layers).
@@ -59,6 +68,8 @@ def probe(
             compiled on jax and tensorflow), ``"fit"`` (one training step: gradients, loss
             scaling) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
             list of modes answers in each.
+        call_kwargs: keyword arguments of a layer's call, as JSON values
+            (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 
@@ -81,6 +92,11 @@ def probe(
     ...                  mode=["call", "model"])
     >>> [(m.spec.mode, m.output_dtype) for m in modes], modes.verdict
     ([('call', 'float32'), ('model', 'float32')], 'as-documented')
+    >>> r = dx.probe("ops.power", ["int32", "int32"], values=[[2, 3], [-1, -2]])
+    >>> r.spec.input_dtypes, [step.note for step in r.steps("input")]
+    (('int32', 'int32'), ['your value', 'your value'])
+    >>> r.outcome in ("int32", "raises InvalidArgumentError")  # TensorFlow refuses 2 ** -1
+    True
     """
     timeout = pool.time_limit(timeout)
     backends = resolve_backends(backend)
@@ -99,6 +115,7 @@ def probe(
             floatx=floatx,
             seed=seed,
             mode=m,
+            call_kwargs=call_kwargs,
         )
         for b in backends
         for m in modes

@@ -77,10 +77,18 @@ from dtype_explorer.records._trace import (
     TraceStep,
     TraceTensor,
 )
+from dtype_explorer.records._values import (
+    MAX_VALUE_ELEMENTS,
+    MAX_VALUES_BYTES,
+    InputValue,
+    values_digest,
+)
 
 __all__ = [
     "CLASSIFICATIONS",
     "KINDS",
+    "MAX_VALUES_BYTES",
+    "MAX_VALUE_ELEMENTS",
     "MODES",
     "NO_COUNTERPART",
     "RAISES",
@@ -99,6 +107,7 @@ __all__ = [
     "FindingKind",
     "FitReport",
     "GradientInfo",
+    "InputValue",
     "Kind",
     "LayerCall",
     "Mode",
@@ -127,4 +136,5 @@ __all__ = [
     "display",
     "pair_key",
     "reference_label",
+    "values_digest",
 ]

@@ -20,6 +20,7 @@ from pydantic import Field, JsonValue, computed_field
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._trace import TraceDivergence, TraceStep, call_steps, first_divergence
+from dtype_explorer.records._values import InputValue, values_digest
 
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
@@ -52,14 +53,29 @@ class ProbeSpec(Record):
     floatx: str | None = None
     seed: int = 0
     mode: Mode = "call"
+    #: The user's own values (``values=`` given arrays, lists or Python numbers), one leaf each,
+    #: in the order of ``structure``; ``input_dtypes`` and ``shapes`` are then one per leaf.
+    user_values: tuple[InputValue, ...] | None = None
+    #: How the leaves nest into the target's inputs: ``None`` when input ``i`` is leaf ``i``;
+    #: else one node per input, a node being a leaf's number, ``{"tuple": [nodes]}``,
+    #: ``{"list": [nodes]}`` or ``{"dict": [[key, node], ...]}``.
+    structure: JsonValue = None
+    #: Keyword arguments of the call itself (``{"training": True}``), as JSON values.
+    call_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
 
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
         default mode (``"call"``) is left out, so answers stored before modes existed still
-        answer; every other mode is in the key."""
+        answer; every other mode is in the key. So are ``user_values`` (as a SHA-256 of their
+        data), ``structure`` and ``call_kwargs`` when given."""
         data = self.to_dict()
         if data["mode"] == "call":
             del data["mode"]
+        for name in ("user_values", "structure", "call_kwargs"):
+            if not data[name]:
+                del data[name]
+        if self.user_values:
+            data["user_values"] = values_digest(self.user_values)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
