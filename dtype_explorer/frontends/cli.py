@@ -216,7 +216,6 @@ def _model_file(path: Path) -> Path:
     return path
 
 
-@app.command()
 def _json_option(option: str, text: str) -> Any:
     """An option's JSON text, parsed; a clear error when it is not JSON."""
     try:
@@ -227,6 +226,7 @@ def _json_option(option: str, text: str) -> Any:
         raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
 
 
+@app.command()
 @_user_errors
 def probe(
     target: Annotated[

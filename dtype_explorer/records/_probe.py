@@ -239,10 +239,7 @@ class ProbeResult(Record):
     def path_text(self) -> str:
         """The cast path on one line, changed variables included:
         ``uint8 -> float16 (autocast) -> float16 (kernel) -> float16 (output)``."""
-        return " -> ".join(
-            step.dtype if step.stage == "input" else f"{step.dtype} ({step.name or step.stage})"
-            for step in self.notable_steps(variables=True)
-        )
+        return " -> ".join(_step_text(step) for step in self.notable_steps(variables=True))
 
     def call_trace(self) -> list[TraceStep]:
         """The op trace of the call itself: the steps run while building the layer left out."""
@@ -277,6 +274,16 @@ class ProbeResult(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeResult {self.summary()}>"
+
+
+def _step_text(step: CastStep) -> str:
+    """``float16 (autocast)``, ``float16 (kernel)``; a leaf of a structured input or output
+    by its stage and name: ``int32 (input segmentation_masks)``."""
+    if step.stage == "variables":
+        return f"{step.dtype} ({step.name or step.stage})"
+    if step.name is not None:
+        return f"{step.dtype} ({step.stage} {step.name})"
+    return step.dtype if step.stage == "input" else f"{step.dtype} ({step.stage})"
 
 
 class ProbeSet(Record):
