@@ -68,7 +68,8 @@ class ProbeSpec(Record):
         default mode (``"call"``) is left out, so answers stored before modes existed still
         answer; every other mode is in the key. So are ``user_values`` (as a SHA-256 of their
         data), ``structure`` and ``call_kwargs`` when given."""
-        data = self.to_dict()
+        data = self.model_dump(mode="json", exclude={"user_values"})
+        data["user_values"] = None
         if data["mode"] == "call":
             del data["mode"]
         for name in ("user_values", "structure", "call_kwargs"):

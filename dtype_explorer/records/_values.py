@@ -20,7 +20,7 @@ import math
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import PrivateAttr, model_validator
 
 from dtype_explorer import dtypes
 from dtype_explorer.records._base import Record
@@ -44,11 +44,22 @@ class InputValue(Record):
     dtype: str
     shape: tuple[int, ...] = ()
     data: str = ""
+    _decoded: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self) -> InputValue:
-        self.value()  # a row from a cache or a pipe that does not decode is refused here
-        return self
+        if self._decoded is None:  # a row from a cache or a pipe that does not decode is
+            self._decoded = self._decode()  # refused here (once: a record in a record is
+        return self  # validated again)
+
+    def __eq__(self, other: object) -> bool:  # the fields, not the decoded array kept aside
+        return isinstance(other, InputValue) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def _fields(self) -> tuple[str, str, tuple[int, ...], str]:
+        return (self.kind, self.dtype, self.shape, self.data)
 
     @classmethod
     def of_array(cls, array: np.ndarray) -> InputValue:
@@ -61,7 +72,9 @@ class InputValue(Record):
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
             data = base64.b64encode(array.tobytes()).decode("ascii")
-        return cls(kind="array", dtype=name, shape=tuple(array.shape), data=data)
+        made = cls.model_construct(kind="array", dtype=name, shape=tuple(array.shape), data=data)
+        made._decoded = array.copy() if name != "string" else made._decode()
+        return made  # (its fields are made here from the array: nothing to decode again)
 
     @classmethod
     def of_python(cls, number: bool | int | float) -> InputValue:
@@ -84,8 +97,14 @@ class InputValue(Record):
         return len(self.data)
 
     def value(self) -> Any:
-        """The NumPy array (a string array as a NumPy ``object`` array of ``str``), or the
-        Python number. Raises ``ValueError`` for data that does not fit."""
+        """The NumPy array (a string array as a NumPy ``object`` array of ``str``; a fresh
+        copy each time, so a call that writes into its input changes no other), or the Python
+        number."""
+        decoded = self._decoded if self._decoded is not None else self._decode()
+        return decoded.copy() if isinstance(decoded, np.ndarray) else decoded
+
+    def _decode(self) -> Any:
+        """Raises ``ValueError`` for data that does not fit the kind, dtype and shape."""
         if self.kind == "python_bool":
             if self.data not in ("0", "1"):
                 raise ValueError(f"a python_bool value is '0' or '1', not {self.data[:20]!r}")
@@ -104,8 +123,8 @@ class InputValue(Record):
                 raise ValueError("a string value is a JSON list of strings of its shape")
             return items
         kind = dtypes.numpy_dtype(dtypes.validate(self.dtype))
-        try:
-            raw = base64.b64decode(self.data, validate=True)
+        try:  # (not validate=True: 5x slower; a stray character changes the length below)
+            raw = binascii.a2b_base64(self.data)
         except (binascii.Error, ValueError):
             raise ValueError("an array value's data is not base64") from None
         if len(raw) != self.size * kind.itemsize:
@@ -124,5 +143,8 @@ class InputValue(Record):
 
 def values_digest(values: tuple[InputValue, ...]) -> str:
     """A SHA-256 of the values (the cache key holds this, not the data)."""
-    text = json.dumps([v.to_dict() for v in values], sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    digest = hashlib.sha256()
+    for v in values:  # each value's kind, dtype and shape, then its data, in turn
+        digest.update(json.dumps([v.kind, v.dtype, list(v.shape)]).encode())
+        digest.update(v.data.encode("ascii", "backslashreplace") + b"\0")
+    return digest.hexdigest()
