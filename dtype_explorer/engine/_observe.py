@@ -63,10 +63,13 @@ def outcome(
         )
         return fields
     out_dtypes, tensors = (described or output_leaves)(outputs)
+    container = type(outputs).__name__ if isinstance(outputs, tuple | list) else None
     for i, dtype in enumerate(out_dtypes):
         note = output_note(dtype, documented.dtype)
         if dtype.startswith("python_"):
             note = f"a Python {dtype.removeprefix('python_')}, not a tensor; {note}"
+        if container is not None and len(out_dtypes) > 1:  # ops.shape: a tuple of Python ints
+            note = f"item {i} of a Python {container}: {note}"
         steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
     observed = out_dtypes[0] if out_dtypes else None
     fields.update(
