@@ -194,6 +194,17 @@ def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") ->
     bounded; names that are identifiers; not for ops, losses and metrics (their ``kwargs``
     are the call's); no ``training`` where the mode sets it.
 
+    Args:
+        call_kwargs: ``None`` or a dict of JSON values.
+        target_name: the target's name (``"Dropout"``, ``"custom:Mine"``, ``"check_model"``).
+        mode: the probe's mode.
+
+    Returns:
+        The keyword arguments as JSON (a copy).
+
+    Raises:
+        InvalidSpecError: naming what is wrong and what was received.
+
     >>> check_call_kwargs({"training": True}, "Dropout")
     {'training': True}
     >>> check_call_kwargs({"training": True}, "Dropout", "training")

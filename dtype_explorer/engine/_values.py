@@ -364,6 +364,12 @@ def call_arguments(call_kwargs: dict[str, Any]) -> dict[str, Any]:
     """A call's JSON keyword arguments as the call gets them: a list of numbers or bools
     becomes a NumPy array (a mask), everything else is passed as given.
 
+    Args:
+        call_kwargs: checked keyword arguments (``check_call_kwargs``).
+
+    Returns:
+        The keyword arguments the call gets.
+
     >>> call_arguments({"training": True, "mask": [[True, False]]})["mask"].dtype
     dtype('bool')
     """

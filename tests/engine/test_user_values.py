@@ -347,3 +347,34 @@ def test_complex_values_and_outputs_are_first_class(dtype):
     assert r.numerics is not None
     again = ProbeResult.from_json(r.to_json())
     assert again.spec.user_values[0].value().tolist() == value.tolist()
+
+
+class Masked(keras.layers.Layer):
+    """A user's layer taking a mask."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.supports_masking = True
+
+    def call(self, x, mask=None):
+        return x * keras.ops.cast(mask, x.dtype)[..., None]
+
+
+def test_a_mask_in_call_kwargs_is_shown_by_its_name_as_call_received_it():
+    r = dx.probe(
+        Masked,
+        values=[np.ones((2, 3, 4), "float32")],
+        call_kwargs={"mask": [[True, False, True], [True, True, False]]},
+    )
+    assert r.ok, r.error_text()
+    seen = []
+
+    class Spy(Masked):
+        def call(self, x, mask=None):
+            seen.append(keras.backend.standardize_dtype(mask.dtype))
+            return super().call(x, mask=mask)
+
+    Spy()(np.ones((2, 3, 4), "float32"), mask=np.array([[True, False, True], [True, True, False]]))
+    assert steps(r, "autocast") == [(0, None, "float32"), (None, "mask", seen[0])]
+    (mask_step,) = [s for s in r.steps("autocast") if s.name == "mask"]
+    assert "not one of the inputs given" in mask_step.note
