@@ -114,6 +114,8 @@ def test_values_are_in_the_cache_key_as_a_hash(tmp_path, monkeypatch):
     [
         (np.zeros(5_000_000, "float32"), None, "the limit is 4194304 elements"),
         ([np.zeros((1 << 21,), "float64")] * 2, None, "bytes in all; the limit is"),
+        ([[0.0] * 5_000_000], None, "a list of more than 4194304 items"),
+        ([np.zeros((1,) * 9)], None, "8 dims"),
         ([[[1, 2], [3]]], None, "not an array of numbers: ValueError"),
         ([np.array([object()])], None, "NumPy object array"),
         ([lambda: 1], None, "functions and other Python objects are refused"),
