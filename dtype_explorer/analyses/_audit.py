@@ -26,6 +26,9 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import _audit_rules
 from dtype_explorer.engine import (
+    call_arguments,
+    check_call_kwargs,
+    global_seed_kept,
     op_trace,
     preserved_keras_state,
     validate_policy,
@@ -53,6 +56,7 @@ def check_model(
     policy: Any = None,
     backends: str | list[str] | None = None,
     timeout: float | None = None,
+    call_kwargs: dict[str, Any] | None = None,
 ) -> AuditReport:
     """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
 
@@ -67,6 +71,9 @@ def check_model(
         backends: ``"all"`` or a list of backends on which to re-run the layers that take
             integer or odd-dtype inputs, to find divergences.
         timeout: seconds a worker may take for each of those re-runs.
+        call_kwargs: keyword arguments of the model's call, as JSON values (a list becomes
+            a NumPy array): ``{"training": True}`` audits the training pass (dropout, batch
+            statistics) instead of inference (``training=False``).
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -89,6 +96,7 @@ def check_model(
         )
     started = time.perf_counter()
     timeout = pool.time_limit(timeout)
+    arguments = call_arguments(check_call_kwargs(call_kwargs, "check_model"))
     policy = None if policy is None else _policy_name(policy)
     requested = _requested_backends(backends)
     notes = [] if model.built else [f"{_describe(model)} was not built; the audit built it."]
@@ -97,7 +105,7 @@ def check_model(
         inputs = _declared_inputs(target)
         sample = _sample_for(target, inputs, sample)
         tracer = _Tracer(target)
-        outputs = tracer.run(sample, inputs)
+        outputs = tracer.run(sample, inputs, arguments)
         calls = tracer.finish(outputs)
         findings = _audit_rules.find(calls, model=target, policy=policy or target.dtype_policy.name)
         if requested:
@@ -226,15 +234,20 @@ class _Tracer:
                 event.trace = trace.steps()
                 return
 
-    def run(self, sample: Any, inputs: Any) -> Any:
-        """One forward pass in inference mode; ``None`` if it stopped in a layer (recorded there).
-        A sample the model cannot take at all raises ``InvalidSpecError``."""
+    def run(self, sample: Any, inputs: Any, call_kwargs: dict[str, Any] | None = None) -> Any:
+        """One forward pass in inference mode (or as ``call_kwargs`` say, ``training=True``);
+        ``None`` if it stopped in a layer (recorded there). A sample the model cannot take at
+        all raises ``InvalidSpecError``."""
         started = time.perf_counter()
+        kwargs = dict(call_kwargs or {})
+        if _takes_training(self.model):
+            kwargs.setdefault("training", False)
         with self.installed():
             try:
-                if _takes_training(self.model):
-                    return self.model(sample, training=False)
-                return self.model(sample)
+                if kwargs.get("training"):
+                    with global_seed_kept():
+                        return self.model(sample, **kwargs)
+                return self.model(sample, **kwargs)
             except Exception as error:
                 if self.calls and _INCOMPATIBLE not in str(error):
                     return None

@@ -32,17 +32,18 @@ DtypeArg = str | Sequence[str]
 
 def probe(
     target: Any,
-    input_dtype: DtypeArg = "float32",
+    input_dtype: DtypeArg | None = None,
     policy: Any = None,
     backend: str | Sequence[str] | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
     shape: ShapeArg = None,
-    values: str = "default",
+    values: Any = "default",
     floatx: str | None = None,
     seed: int = 0,
     mode: str | Sequence[str] = "call",
     engine: str | None = None,
+    call_kwargs: dict[str, Any] | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -51,7 +52,9 @@ def probe(
     Args:
         target: a ``keras.layers`` class name (``"Dense"``), ``"ops.<name>"``, or a user
             ``Layer`` subclass or instance.
-        input_dtype: the input's dtype, or one per input (``("int8", "float16")``).
+        input_dtype: the input's dtype, or one per input (``("int8", "float16")``); with
+            your own ``values``, one per value (leaf), and left out (``None``) each value
+            keeps its own dtype. ``None`` without values: ``"float32"``.
         policy: a dtype policy name or ``keras.DTypePolicy``. ``None`` is the policy Keras
             makes from ``floatx`` (``"float32"`` unless ``floatx`` is given), whatever this
             session's global policy is, so answers are the same in every process.
@@ -60,7 +63,13 @@ def probe(
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, as JSON
             values; they replace the catalog's defaults.
         shape: the input shape (batch first), or one per input.
-        values: the sample's value preset: ``default``, ``image``, ``large`` or ``tiny``.
+        values: the sample's value preset (``default``, ``image``, ``large``, ``tiny``,
+            ``edge``), or your own values, one per input: NumPy arrays (or anything
+            ``np.asarray`` takes), nested lists, Python numbers (passed to Keras as the
+            Python numbers they are, like ``ops.add(x, 2)``), or dicts and tuples of them for
+            a layer that takes a structure (``[{"images": x, "segmentation_masks": m}]``),
+            passed exactly as given. They travel to workers as data and key the cache by a
+            hash; a value ``input_dtype`` cannot hold exactly (``-1`` as ``uint8``) is refused.
         floatx: ``keras.config.floatx()`` during the probe.
         seed: the seed of the sample's values (and, under ``"training"`` and ``"fit"``, of
             dropout and noise layers).
@@ -77,6 +86,8 @@ def probe(
             progress). With ``backend=None`` it runs on tensorflow for Keras 2, else on the
             backend this process's Keras uses (``$KERAS_BACKEND``, keras.json), never in
             this process.
+        call_kwargs: keyword arguments of a layer's call, as JSON values
+            (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 
@@ -99,6 +110,11 @@ def probe(
     ...                  mode=["call", "model"])
     >>> [(m.spec.mode, m.output_dtype) for m in modes], modes.verdict
     ([('call', 'float32'), ('model', 'float32')], 'as-documented')
+    >>> r = dx.probe("ops.power", ["int32", "int32"], values=[[2, 3], [-1, -2]])
+    >>> r.spec.input_dtypes, [step.note for step in r.steps("input")]
+    (('int32', 'int32'), ['your value', 'your value'])
+    >>> r.outcome in ("int32", "raises InvalidArgumentError")  # TensorFlow refuses 2 ** -1
+    True
     >>> old = dx.probe("Discretization", kwargs={"bin_boundaries": [0.5, 1.5, 2.5]},
     ...                backend="numpy", engine="keras==3.11.3")        # doctest: +SKIP
     >>> old.output_dtype, old.versions["keras"]                        # doctest: +SKIP
@@ -130,6 +146,7 @@ def probe(
             seed=seed,
             mode=m,
             engine=engine,
+            call_kwargs=call_kwargs,
         )
         for b in backends
         for m in modes

@@ -20,17 +20,19 @@ from dtype_explorer.engine._keras_state import (
     preserved_keras_state,
     restore_settings,
 )
-from dtype_explorer.engine._modes import modes_for
+from dtype_explorer.engine._modes import global_seed_kept, modes_for
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
     MAX_KWARGS_DEPTH,
     MAX_SAMPLE_ELEMENTS,
     ShapeArg,
+    check_call_kwargs,
     make_spec,
     validate_policy,
 )
 from dtype_explorer.engine._trace import op_trace
+from dtype_explorer.engine._values import call_arguments
 
 __all__ = [
     "COMMON_POLICIES",
@@ -38,9 +40,12 @@ __all__ = [
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ShapeArg",
+    "call_arguments",
     "catalog",
     "changed_settings",
+    "check_call_kwargs",
     "describe_settings",
+    "global_seed_kept",
     "global_settings",
     "make_spec",
     "modes_for",

@@ -78,7 +78,10 @@ def _first_float(outputs: Any) -> np.ndarray | None:
 
 def _finite(sample: Any) -> bool:
     try:
-        return bool(np.all(np.isfinite(np.asarray(sample).astype(np.float64))))
+        array = np.asarray(sample)
+        if array.dtype.kind == "c":  # complex: both parts (float64 would drop the imaginary)
+            return bool(np.all(np.isfinite(array)))
+        return bool(np.all(np.isfinite(array.astype(np.float64))))
     except (TypeError, ValueError):
         return True
 

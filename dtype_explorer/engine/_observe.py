@@ -62,11 +62,14 @@ def outcome(
             cast_path=tuple(steps),
         )
         return fields
-    out_dtypes, tensors = (described or tensor_outputs)(outputs)
+    out_dtypes, tensors = (described or output_leaves)(outputs)
+    container = type(outputs).__name__ if isinstance(outputs, tuple | list) else None
     for i, dtype in enumerate(out_dtypes):
         note = output_note(dtype, documented.dtype)
         if dtype.startswith("python_"):
             note = f"a Python {dtype.removeprefix('python_')}, not a tensor; {note}"
+        if container is not None and len(out_dtypes) > 1:  # ops.shape: a tuple of Python ints
+            note = f"item {i} of a Python {container}: {note}"
         steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
     observed = out_dtypes[0] if out_dtypes else None
     fields.update(
@@ -82,15 +85,54 @@ def outcome(
             observed=observed,
         ),
     )
+    if (
+        observed is not None
+        and observed.startswith("python_")
+        and fields["verdict"]
+        in (
+            "as-documented",
+            "deviates",
+        )
+    ):  # a Python value has no dtype: no dtype rule judges it
+        kind = observed.removeprefix("python_")
+        fields["verdict"] = "undocumented"
+        fields["basis"] = (
+            *fields["basis"],
+            f"the output is a Python {kind}, not a tensor: no dtype rule applies to it",
+        )
     return fields
 
 
-def tensor_outputs(outputs: Any) -> tuple[tuple[str, ...], list[Any]]:
-    """The dtypes of the tensors in ``outputs`` (Keras's tree), and the tensors."""
+def output_leaves(outputs: Any) -> tuple[tuple[str, ...], list[Any]]:
+    """Every output, named: a tensor by its dtype, a Python value as ``python_int``,
+    ``python_float``, ``python_bool``, ``python_str``, ... (``ops.size`` returns a Python int
+    on some backends; a user's layer may return one), a call that returned only ``None`` as
+    ``python_NoneType``; and the tensors among them."""
     import keras
 
-    flat = [t for t in keras.tree.flatten(outputs) if hasattr(t, "dtype")]
-    return tuple(keras.backend.standardize_dtype(t.dtype) for t in flat), flat
+    if isinstance(outputs, (str, bytes)):
+        leaves: list[Any] = [outputs]
+    else:
+        leaves = [leaf for leaf in keras.tree.flatten(outputs) if leaf is not None]
+    if not leaves:
+        return ("python_NoneType",), []
+    named = tuple(leaf_dtype(leaf) for leaf in leaves)
+    return named, [leaf for leaf in leaves if hasattr(leaf, "dtype")]
+
+
+def leaf_dtype(value: Any) -> str:
+    """A value's dtype; ``python_int`` (``python_bool``, ...) for a Python value."""
+    import keras
+
+    if hasattr(value, "dtype"):  # a tensor, or a NumPy scalar (np.float64 is a float too)
+        try:
+            return keras.backend.standardize_dtype(value.dtype)
+        except Exception:
+            return str(value.dtype)
+    for kind in (bool, int, float, complex, str):
+        if isinstance(value, kind):
+            return f"python_{kind.__name__}"
+    return f"python_{type(value).__name__}"
 
 
 def converted_dtype(sample: Any) -> str:

@@ -6,6 +6,7 @@ same weights in a wider dtype."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +18,7 @@ from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras_state import preserved_keras_state
-from dtype_explorer.engine._modes import ModeRun, check_mode, seeded
+from dtype_explorer.engine._modes import ModeRun, check_mode, global_seed_kept, seeded
 from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine._observe import (
     Invalid,
@@ -29,6 +30,7 @@ from dtype_explorer.engine._observe import (
     outcome,
     traced,
 )
+from dtype_explorer.engine._values import call_arguments, leaf_name, leaf_paths, rebuild
 from dtype_explorer.engine.catalog import (
     INDEX_HIGH,
     LayerEntry,
@@ -77,13 +79,36 @@ def run_layer(
 ) -> dict:
 
     shapes = spec.shapes or entry.shapes
+    if len(shapes) == 1 < len(spec.input_dtypes) and spec.target.startswith("custom:"):
+        shapes = shapes * len(spec.input_dtypes)  # call(self, x, y): the default shape each
     input_dtypes = broadcast(spec.input_dtypes, len(shapes))
     roles = entry.input_roles(len(shapes))
     if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
         raise InvalidSpecError("Python scalars (python_int, ...) are inputs of ops, not of layers")
     mode = spec.mode
-    kwargs = seeded(cls, {**entry.kwargs, **spec.kwargs}, mode, spec.seed)
-    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    # training=True in call_kwargs seeds random layers as the "training" mode does
+    training = mode in ("training", "fit") or spec.call_kwargs.get("training") is True
+    kwargs = seeded(
+        cls, {**entry.kwargs, **spec.kwargs}, "training" if training else mode, spec.seed
+    )
+    # The leaves (arrays) and how they nest into the call's inputs: the user's own values with
+    # their structure, or one sample per input.
+    structure = spec.structure if spec.user_values is not None else None
+    if spec.user_values is not None:
+        samples = [_given_leaf(v.value(), v.dtype) for v in spec.user_values]
+    else:
+        samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    try:
+        inputs_count = len(rebuild(structure, samples))
+        paths = leaf_paths(structure, len(samples))
+    except (ValueError, TypeError, KeyError) as error:
+        raise InvalidSpecError(f"values: the spec's structure does not fit: {error}") from None
+    names = [leaf_name(path, inputs_count) for path in paths]
+    call_kwargs = call_arguments(spec.call_kwargs)
+
+    def call(target: Any, leaves: list[Any], **kw: Any) -> Any:
+        """The target called on the leaves, nested as given, with the call's kwargs."""
+        return _call(target, entry, rebuild(structure, list(leaves)), **{**call_kwargs, **kw})
 
     def build() -> Any:
         try:
@@ -102,23 +127,20 @@ def run_layer(
 
     steps: list[CastStep] = []
     converted: list[str] = []
+    given_note = "your value" if spec.user_values is not None else "the array given"
     for i, (given, sample) in enumerate(zip(input_dtypes, samples)):
-        steps.append(CastStep(stage="input", dtype=given, note="the array given", index=i))
+        name = names[i]
+        steps.append(CastStep(stage="input", dtype=given, note=given_note, index=i, name=name))
         conv = converted_dtype(sample) if converts else given
         converted.append(conv)
         note = conversion_note(given, conv, converts)
         steps.append(
-            CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
+            CastStep(
+                stage="converted", dtype=conv, index=i, name=name, changed=conv != given, note=note
+            )
         )
 
-    run = ModeRun(
-        mode,
-        layer,
-        lambda target, inputs, **kw: _call(target, entry, inputs, **kw),
-        shapes,
-        input_dtypes,
-        spec.backend,
-    )
+    run = ModeRun(mode, layer, call, shapes, input_dtypes, spec.backend)
     outputs, error = None, None
     t0 = time.perf_counter()
     try:
@@ -126,12 +148,13 @@ def run_layer(
     except Exception as exc:  # the layer refused keras.Input: that mode's answer
         error = exc
     timings["model_ms"] = ms(t0)
-    recorder = _CallRecorder(layer)
+    recorder = _CallRecorder(layer, list_input=entry.input_style == "list")
     t0 = time.perf_counter()
     with recorder.installed(), traced(trace and run.traced) as recorded:
         try:
             if error is None:
-                outputs = run.forward(samples)
+                with global_seed_kept() if training else contextlib.nullcontext():
+                    outputs = run.forward(samples)
         except Exception as exc:
             error = exc
     timings["call_ms"] = ms(t0)
@@ -152,22 +175,19 @@ def run_layer(
     # call with the roles' default dtypes tells a dtype problem from a bad shape or kwarg.
     t0 = time.perf_counter()
     declared, declared_error = _declared_layer(
-        layer if error is None else build(), entry, shapes, input_dtypes
+        layer if error is None else build(), call, shapes, input_dtypes
     )
     if error is not None and declared_error is not None:
         default_dtypes = tuple(
             {"index": "int32", "string": "string"}.get(r, "float32") for r in roles
         )
-        if default_dtypes != input_dtypes:
-            _, declared_error = _declared_layer(build(), entry, shapes, default_dtypes)
+        if default_dtypes != input_dtypes and spec.user_values is None:
+            _, declared_error = _declared_layer(build(), call, shapes, default_dtypes)
         if declared_error is not None:
             raise Invalid(declared_error, "shape or kwargs")
     timings["declared_ms"] = ms(t0)
 
-    for i, (conv, got) in enumerate(zip(converted, recorder.received or ())):
-        expected, why = autocast_rule[i]
-        note = why if got == expected else f"{conv} -> {got}: received by call()"
-        steps.append(CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != conv))
+    steps.extend(_received_steps(recorder, paths, names, converted, autocast_rule, steps))
     variables = recorder.variables
     for name, var in variables.items():
         steps.append(
@@ -190,6 +210,8 @@ def run_layer(
         *documented.basis,
     )
     fields = outcome(outputs, error, steps, documented, declared, basis)
+    if outputs is not None and isinstance(outputs, dict):  # {"images": ..., "masks": ...}
+        fields["cast_path"] = _named_outputs(fields["cast_path"], outputs)
     fields["variables"] = variables
     fields["trace"] = trace_steps
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
@@ -202,7 +224,7 @@ def run_layer(
             samples,
             steps,
             reference=lambda dtype: _reference_outputs(
-                build, layer, entry, samples, dtype, training=mode in ("training", "fit")
+                build, layer, call, samples, dtype, training=training
             ),
         )
         timings["numerics_ms"] = ms(t0)
@@ -231,7 +253,7 @@ def _call(layer: Any, entry: LayerEntry, inputs: list[Any], **call_kwargs: Any) 
 def _reference_outputs(
     build: Callable[[], Any],
     layer: Any,
-    entry: LayerEntry,
+    call: Callable[..., Any],
     samples: list,
     dtype: str,
     *,
@@ -245,8 +267,11 @@ def _reference_outputs(
     with preserved_keras_state():
         keras.config.set_dtype_policy(dtype)
         reference = build()
-    inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
-    _call(reference, entry, inputs)
+    inputs = [
+        s.astype(dtype) if isinstance(s, np.ndarray) and dtypes.is_float(dtypes.describe(s)) else s
+        for s in samples
+    ]
+    call(reference, inputs, **({"training": False} if training else {}))  # built, no draw
     seeds = [
         (v, keras.ops.convert_to_numpy(v.value))
         for v in reference.variables
@@ -260,21 +285,17 @@ def _reference_outputs(
     )
     for variable, value in seeds:
         variable.assign(value)
-    return (
-        _call(reference, entry, inputs, training=True)
-        if training
-        else _call(reference, entry, inputs)
-    )
+    return call(reference, inputs, training=True) if training else call(reference, inputs)
 
 
 def _declared_layer(
-    layer: Any, entry: LayerEntry, shapes, input_dtypes
+    layer: Any, call: Callable[..., Any], shapes, input_dtypes
 ) -> tuple[tuple[str, ...], Exception | None]:
     import keras
 
     try:
         symbolic = [keras.KerasTensor(shape, dtype=d) for shape, d in zip(shapes, input_dtypes)]
-        out = _call(layer, entry, symbolic)
+        out = call(layer, symbolic)
     except Exception as error:
         return (), error
     return tuple(keras.backend.standardize_dtype(t.dtype) for t in keras.tree.flatten(out)), None
@@ -284,9 +305,13 @@ class _CallRecorder:
     """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
     dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
 
-    def __init__(self, layer: Any):
+    def __init__(self, layer: Any, *, list_input: bool = False):
         self.layer = layer
+        self.list_input = list_input
         self.received: list[str] | None = None
+        #: Each tensor ``call`` received: where (``("arg", 0, "images")``, ``("kw", "mask")``),
+        #: the name of that argument, and its dtype.
+        self.received_at: list[tuple[tuple[Any, ...], str, str]] = []
         self.variables: dict[str, VariableDtypes] = {}
         self._depth = 0
 
@@ -296,7 +321,7 @@ class _CallRecorder:
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         def recorded(*args: Any, **kwargs: Any) -> Any:
             if self._depth == 0 and self.received is None:
-                self._record(args, kwargs)
+                self._record(args, kwargs, original)
             self._depth += 1
             try:
                 return original(*args, **kwargs)
@@ -305,19 +330,95 @@ class _CallRecorder:
 
         return recorded
 
-    def _record(self, args: tuple, kwargs: dict) -> None:
-        """Inputs by dtype; variables by their path inside the layer (``query/kernel``)."""
+    def _record(self, args: tuple, kwargs: dict, original: Callable[..., Any]) -> None:
+        """Inputs by dtype and where ``call`` got them; variables by their path inside the
+        layer (``query/kernel``)."""
         import keras
 
-        tensors = [
-            t
-            for t in keras.tree.flatten((args, kwargs))
+        try:
+            params = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            params = []
+        found = [
+            (("arg", j, *path), params[j] if j < len(params) else f"arg{j}", leaf)
+            for j, arg in enumerate(args)
+            for path, leaf in keras.tree.flatten_with_path(arg)
+        ] + [
+            (("kw", key, *path), "/".join([key, *map(str, path)]), leaf)
+            for key, value in kwargs.items()
+            for path, leaf in keras.tree.flatten_with_path(value)
+        ]
+        self.received_at = [
+            (where, name, dtypes.describe(t))
+            for where, name, t in found
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
-        self.received = [dtypes.describe(t) for t in tensors]
+        self.received = [dtype for _, _, dtype in self.received_at]
         self.variables = {
             variable_name(self.layer, v): variable_dtypes(v) for v in self.layer.variables
         }
+
+
+def _received_steps(
+    recorder: _CallRecorder,
+    paths: list[tuple[Any, ...]],
+    names: list[str | None],
+    converted: list[str],
+    autocast_rule: list[tuple[str, str]],
+    steps: list[CastStep],
+) -> list[CastStep]:
+    """The ``autocast`` steps: each tensor ``call()`` received, matched to the input leaf it
+    came from by where it sits (argument, then keys); a tensor that matches none (a mask
+    Keras passed) is shown by its argument's name, and a leaf ``call()`` never received says
+    so on its ``converted`` step."""
+    offset = ("arg", 0) if recorder.list_input else ("arg",)
+    leaf_at = {(*offset, *path): i for i, path in enumerate(paths)}
+    found: list[CastStep] = []
+    seen: set[int] = set()
+    for where, name, got in recorder.received_at:
+        i = leaf_at.get(where)
+        if i is None or i in seen:
+            note = f"received by call() as {name!r}, not one of the inputs given"
+            found.append(CastStep(stage="autocast", dtype=got, note=note, name=name))
+            continue
+        seen.add(i)
+        expected, why = autocast_rule[i]
+        conv = converted[i]
+        note = why if got == expected else f"{conv} -> {got}: received by call()"
+        found.append(
+            CastStep(
+                stage="autocast", dtype=got, note=note, index=i, name=names[i], changed=got != conv
+            )
+        )
+    if recorder.received is not None:
+        for k, step in enumerate(steps):
+            if step.stage == "converted" and step.index is not None and step.index not in seen:
+                note = f"{step.note}; call() did not receive it as a tensor"
+                steps[k] = step.model_copy(update={"note": note})
+    return found
+
+
+def _named_outputs(cast_path: tuple[CastStep, ...], outputs: dict) -> tuple[CastStep, ...]:
+    """The output steps of a dict of outputs named by their keys (``images``)."""
+    import keras
+
+    names = [
+        "/".join(map(str, path))
+        for path, leaf in keras.tree.flatten_with_path(outputs)
+        if leaf is not None
+    ]
+    return tuple(
+        step.model_copy(update={"name": names[step.index]})
+        if step.stage == "output" and step.index is not None and step.index < len(names)
+        else step
+        for step in cast_path
+    )
+
+
+def _given_leaf(value: Any, dtype: str) -> Any:
+    """A user's leaf as the layer gets it: strings as a Python list, as Keras's own tests
+    pass them; arrays as NumPy arrays."""
+    return value.tolist() if dtype == "string" else value
 
 
 def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:

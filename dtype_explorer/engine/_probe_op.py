@@ -17,6 +17,7 @@ from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine._observe import (
     Invalid,
     broadcast,
+    leaf_dtype,
     ms,
     outcome,
     traced,
@@ -52,6 +53,8 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
         if i is None:  # a fixed input: int32 indices, a bool mask, float32 image transforms
             return catalog.op_calls.values(leaf["values"], tuple(leaf["shape"]), leaf["dtype"], rng)
         given, shape = input_dtypes[i], shapes[i]
+        if spec.user_values is not None:  # the user's own array or Python number, as given
+            return spec.user_values[i].value()
         if given in dtypes.PYTHON_SCALARS:
             if spec.values == "default":
                 return catalog.op_calls.python_scalar(leaf["values"], given)
@@ -84,7 +87,8 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     except Exception as error:
         raise Invalid(error, "inputs") from error
     for i, given in enumerate(input_dtypes):
-        steps.append(CastStep(stage="input", dtype=given, note=_given_note(given), index=i))
+        note = "your value" if spec.user_values is not None else _given_note(given)
+        steps.append(CastStep(stage="input", dtype=given, note=note, index=i))
         if given in dtypes.PYTHON_SCALARS:
             note = "weak Python scalar: it takes the other operand's type where it can"
             steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
@@ -231,16 +235,7 @@ def _given_note(given: str) -> str:
 
 def op_described(value: Any) -> str:
     """A leaf's dtype; ``python_int`` (``python_bool``, ...) for a Python value."""
-    import keras
-
-    if isinstance(value, (bool, int, float, complex, str)):
-        return f"python_{type(value).__name__}"
-    if hasattr(value, "dtype"):
-        try:
-            return keras.backend.standardize_dtype(value.dtype)
-        except Exception:
-            return str(value.dtype)
-    return f"python_{type(value).__name__}"
+    return leaf_dtype(value)
 
 
 def _op_leaves(outputs: Any) -> list[Any]:

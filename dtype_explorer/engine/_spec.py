@@ -25,6 +25,7 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._modes import check_mode
+from dtype_explorer.engine._values import GivenValues, user_values
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
@@ -58,27 +59,52 @@ ShapeArg = Sequence[int] | Sequence[Sequence[int]] | None
 
 def make_spec(
     target: Any,
-    input_dtype: DtypeArg = "float32",
+    input_dtype: DtypeArg | None = None,
     policy: Any = None,
     backend: str | None = None,
     *,
     kwargs: dict[str, Any] | None = None,
     shape: ShapeArg = None,
-    values: str = "default",
+    values: Any = "default",
     floatx: str | None = None,
     seed: int = 0,
     mode: str = "call",
     engine: str | None = None,
+    call_kwargs: dict[str, Any] | None = None,
 ) -> ProbeSpec:
     """Validate every part of a probe and return its ``ProbeSpec``.
 
-    ``mode`` is how the target runs (``"call"``, ``"training"``, ``"model"``, ``"predict"``,
-    ``"fit"``); one that cannot apply to the target raises, listing those that do.
-    ``engine`` names which Keras answers (``records.engine_spec``: ``None``,
-    ``"keras==3.X.Y"``, ``"tf_keras"``; Keras 2 on the tensorflow backend only).
+    Args:
+        target: a layer name, ``"ops.<name>"``, or a ``keras.layers.Layer`` class or instance.
+        input_dtype: a dtype name, or one per input (per leaf with structured ``values``);
+            ``None``: ``"float32"``, or each user value's own dtype.
+        policy: a dtype policy name or ``keras.DTypePolicy``.
+        backend: a backend name; ``None``: the one this process's Keras runs on.
+        kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, JSON.
+        shape: one shape, or one per input (not with user values: they have theirs).
+        values: a value preset name (``dtypes.PRESETS``), or the user's own values, one per
+            input: arrays, nested lists, Python numbers, or dicts and tuples of them
+            (``engine._values``).
+        floatx: ``keras.config.floatx()`` during the probe.
+        seed: the seed of the sample (and of random layers under ``"training"``).
+        mode: how the target runs (``"call"``, ``"training"``, ``"model"``, ``"predict"``,
+            ``"fit"``, ``"dataset"``); one that cannot apply raises, listing those that do.
+        call_kwargs: keyword arguments of a layer's call (``{"training": True}``), JSON
+            values; a list becomes a NumPy array (``{"mask": [[True, False]]}``).
+        engine: which Keras answers (``records.engine_spec``: ``None``, ``"keras==3.X.Y"``,
+            ``"tf_keras"``; Keras 2 on the tensorflow backend only).
 
-    Raises ``InvalidSpecError`` (a ``ValueError``) naming what is wrong, what is valid and the
-    closest match. Nothing is evaluated: kwargs must be JSON values.
+    Returns:
+        The ``ProbeSpec``.
+
+    Raises:
+        InvalidSpecError: (a ``ValueError``) naming what is wrong, what is valid and the
+            closest match. Nothing is evaluated: kwargs must be JSON values, values data.
+
+    >>> spec = make_spec("ops.power", ["int32", "int32"], backend="numpy",
+    ...                  values=[[2, 3], [-1, -2]])
+    >>> spec.input_dtypes, spec.shapes, [v.value().tolist() for v in spec.user_values]
+    (('int32', 'int32'), ((2,), (2,)), [[2, 3], [-1, -2]])
     """
     engine = engine_spec(engine)
     if backend is None and engine is not None and engine.startswith("tf_keras"):
@@ -91,17 +117,29 @@ def make_spec(
         raise unknown("backend", backend, backend_names.BACKENDS)
     check_engine_backend(engine, backend)
     target_name = _target_name(target)
-    input_dtypes = _input_dtypes(input_dtype)
-    if not isinstance(values, str) or values not in dtypes.PRESETS:
-        raise unknown("value preset (values)", values, dtypes.PRESETS)
+    given: GivenValues | None = None
+    if isinstance(values, str):
+        if values not in dtypes.PRESETS:
+            raise unknown("value preset (values)", values, dtypes.PRESETS)
+        input_dtypes = _input_dtypes("float32" if input_dtype is None else input_dtype)
+    else:
+        if shape is not None:
+            raise InvalidSpecError(
+                "shape: give shape or your own values, not both (values have their own shapes)"
+            )
+        given = user_values(values, input_dtype)
+        input_dtypes = given.dtypes
     if floatx is not None and (not isinstance(floatx, str) or floatx not in dtypes.FLOATX):
         raise unknown("floatx", floatx, dtypes.FLOATX)
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise InvalidSpecError(
             f"seed must be an int in [0, 2**32); received: {received(seed)} ({type(seed).__name__})"
         )
-    shapes = _shapes(shape)
-    _check_inputs(target_name, input_dtypes, shapes)
+    shapes = _shapes(shape) if given is None else given.shapes
+    if given is None:
+        _check_inputs(target_name, input_dtypes, shapes)
+    else:
+        _check_values(target_name, given, mode)
     mode = check_mode(mode, target_name, None if isinstance(target, str) else target, backend)
     return ProbeSpec(
         target=target_name,
@@ -110,12 +148,101 @@ def make_spec(
         backend=backend,
         kwargs=_json_kwargs(kwargs if kwargs is not None else {}),
         shapes=shapes,
-        values=values,
+        values=values if given is None else "default",
         floatx=floatx,
         seed=seed,
         mode=mode,
         engine=engine,
+        user_values=given.leaves if given is not None else None,
+        structure=given.structure if given is not None else None,
+        call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
     )
+
+
+def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
+    """As many values as the target takes inputs; structures only where a call takes them."""
+    entry = _entry(target_name)
+    if getattr(entry, "skip", None):
+        raise InvalidSpecError(f"target: {entry.name} cannot be probed standalone: {entry.skip}")
+    if target_name.startswith(("losses.", "metrics.")):
+        raise InvalidSpecError(
+            f"values: {entry.name} takes y_true and y_pred from presets; your own values are "
+            "for layers and ops (give values='default', 'large', ...)"
+        )
+    op = target_name.startswith("ops.")
+    if op:
+        if given.structure is not None:
+            raise InvalidSpecError(
+                f"values: {entry.name} takes one array or Python number per probed input, "
+                "not dicts or tuples"
+            )
+        if getattr(entry, "probe", "inputs") != "inputs":
+            raise InvalidSpecError(
+                f"values: {entry.name} takes no probed input (its dtype goes to dtype=)"
+            )
+    else:
+        python = [d for d in given.dtypes if d in dtypes.PYTHON_SCALARS]
+        if python:
+            raise InvalidSpecError(
+                f"values: a layer's inputs are arrays, and {python[0]} is a Python number; "
+                "give an array (np.array(2)) or input_dtype to make one"
+            )
+        if given.structure is not None and mode not in ("call", "training"):
+            raise InvalidSpecError(
+                f"values: dicts and tuples of inputs run in modes 'call' and 'training'; "
+                f"received mode={mode!r}"
+            )
+    many = entry.input_style == "list" or target_name.startswith("custom:")
+    most = MAX_LIST_INPUTS if many else entry.arity
+    if given.inputs > most or (op and not many and given.inputs != most):
+        one = " (one input of several rows is np.array(...) or [[...]])" if most == 1 else ""
+        raise InvalidSpecError(
+            f"values: {entry.name} takes {_inputs(most)} but {given.inputs} values were "
+            f"given; give one value per input{one}"
+        )
+
+
+def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") -> dict[str, Any]:
+    """A layer's (or a model's) call keyword arguments, checked as kwargs are: JSON values,
+    bounded; names that are identifiers; not for ops, losses and metrics (their ``kwargs``
+    are the call's); no ``training`` where the mode sets it.
+
+    Args:
+        call_kwargs: ``None`` or a dict of JSON values.
+        target_name: the target's name (``"Dropout"``, ``"custom:Mine"``, ``"check_model"``).
+        mode: the probe's mode.
+
+    Returns:
+        The keyword arguments as JSON (a copy).
+
+    Raises:
+        InvalidSpecError: naming what is wrong and what was received.
+
+    >>> check_call_kwargs({"training": True}, "Dropout")
+    {'training': True}
+    >>> check_call_kwargs({"training": True}, "Dropout", "training")
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: call_kwargs: mode='training' sets training=True ...
+    """
+    if call_kwargs is None or call_kwargs == {}:
+        return {}
+    checked = _json_kwargs(call_kwargs, "call_kwargs")
+    if target_name.startswith(("ops.", "losses.", "metrics.")):
+        raise InvalidSpecError(
+            f"call_kwargs: {target_name} is called with kwargs= (its call's arguments); "
+            "call_kwargs are a layer call's"
+        )
+    for name in checked:
+        if not name.isidentifier():
+            raise InvalidSpecError(
+                f"call_kwargs: keys are argument names; received: {received(name)}"
+            )
+    if "training" in checked and mode in ("training", "fit"):
+        raise InvalidSpecError(
+            f"call_kwargs: mode={mode!r} sets training=True itself; leave 'training' out"
+        )
+    return checked
 
 
 def _input_dtypes(input_dtype: Any) -> tuple[str, ...]:
@@ -148,13 +275,16 @@ def _check_inputs(
     entry = _entry(target_name)
     if getattr(entry, "skip", None):
         raise InvalidSpecError(f"target: {entry.name} cannot be probed standalone: {entry.skip}")
-    most = MAX_LIST_INPUTS if entry.input_style == "list" else entry.arity
+    custom = target_name.startswith("custom:")  # a user's call may take several inputs
+    most = MAX_LIST_INPUTS if entry.input_style == "list" or custom else entry.arity
     if shapes is not None and len(shapes) > most:
         raise InvalidSpecError(
             f"shape: {entry.name} takes {_inputs(most)} but {len(shapes)} shapes were given; "
             f"give one shape per input (batch first), e.g. {[list(s) for s in entry.shapes]}"
         )
     inputs = len(shapes) if shapes is not None else entry.arity
+    if custom and shapes is None:
+        inputs = len(input_dtypes)
     if len(input_dtypes) not in (1, inputs):
         raise InvalidSpecError(
             f"input_dtype: {entry.name} gets {_inputs(inputs)} but {len(input_dtypes)} input "
@@ -203,18 +333,19 @@ def _target_name(target: Any) -> str:
     return f"custom:{cls.__qualname__}"
 
 
-def _json_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _json_kwargs(kwargs: dict[str, Any], parameter: str = "kwargs") -> dict[str, Any]:
     if not isinstance(kwargs, dict):
         raise InvalidSpecError(
-            f"kwargs must be a dict of JSON values; received: {received(kwargs)} "
+            f"{parameter} must be a dict of JSON values; received: {received(kwargs)} "
             f"({type(kwargs).__name__})"
         )
-    check_json_size(kwargs, "kwargs")
+    check_json_size(kwargs, parameter)
     try:
         return json.loads(json.dumps(kwargs, allow_nan=False))
     except (TypeError, ValueError) as error:
         raise InvalidSpecError(
-            f"kwargs must be JSON values (numbers, strings, lists, dicts): {received(str(error))}"
+            f"{parameter} must be JSON values (numbers, strings, lists, dicts): "
+            f"{received(str(error))}"
         ) from None
 
 

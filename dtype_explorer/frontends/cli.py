@@ -218,6 +218,16 @@ def _model_file(path: Path) -> Path:
     return path
 
 
+def _json_option(option: str, text: str) -> Any:
+    """An option's JSON text, parsed; a clear error when it is not JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InvalidSpecError(f"{option} nest deeper than {MAX_KWARGS_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
+        raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
+
+
 @app.command()
 @_user_errors
 def probe(
@@ -225,8 +235,12 @@ def probe(
         str, typer.Argument(help="Layer class name (Dense) or ops.<name> (ops.add).")
     ],
     input_dtype: Annotated[
-        str, typer.Option(help="Input dtype; comma-separated for several inputs.")
-    ] = "float32",
+        str | None,
+        typer.Option(
+            help="Input dtype; comma-separated for several inputs (default float32, or the "
+            "dtypes of --values given as JSON)."
+        ),
+    ] = None,
     policy: Annotated[
         str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")
     ] = "float32",
@@ -238,7 +252,11 @@ def probe(
         str | None, typer.Option(help="Input shape, e.g. 2,8,3 (batch first).")
     ] = None,
     values: Annotated[
-        str, typer.Option(help="Value preset: default, image, large, tiny.")
+        str,
+        typer.Option(
+            help="Value preset (default, image, large, tiny, edge), or your values as a JSON "
+            "list, one per input: '[[2, 3], [-1, -2]]'."
+        ),
     ] = "default",
     floatx: Annotated[
         str | None, typer.Option(help="Run under keras.config.set_floatx(...).")
@@ -261,14 +279,15 @@ def probe(
             help="How it runs: call, training, model, predict, fit, dataset; a comma list."
         ),
     ] = "call",
+    call_kwargs: Annotated[
+        str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
+    ] = "{}",
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
-    try:
-        parsed_kwargs = json.loads(kwargs)
-    except RecursionError:
-        raise InvalidSpecError(f"--kwargs nest deeper than {MAX_KWARGS_DEPTH} levels") from None
-    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
-        raise InvalidSpecError(f"--kwargs is not valid JSON: {error}") from None
+    parsed_kwargs = _json_option("--kwargs", kwargs)
+    parsed_call_kwargs = _json_option("--call-kwargs", call_kwargs)
+    given = _json_option("--values", values) if values.lstrip().startswith("[") else values
+    dtype_names = _names("--input-dtype", input_dtype) if input_dtype is not None else None
     backends = backend if backend == "all" else _names("--backend", backend)
     dims = _names("--shape", shape)
     try:
@@ -280,14 +299,15 @@ def probe(
     with _worker_output(backends):
         outcome = analyses.probe(
             target,
-            input_dtype=tuple(_names("--input-dtype", input_dtype) or ()),
+            input_dtype=tuple(dtype_names or ()) if dtype_names is not None else None,
             policy=policy,
             backend=backends,
             kwargs=parsed_kwargs,
             shape=parsed_shape,
-            values=values,
+            values=given,
             floatx=floatx,
             mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
+            call_kwargs=parsed_call_kwargs,
             timeout=_timeout(timeout),
             use_cache=not no_cache,
         )

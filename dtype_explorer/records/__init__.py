@@ -89,11 +89,19 @@ from dtype_explorer.records._trace import (
     TraceStep,
     TraceTensor,
 )
+from dtype_explorer.records._values import (
+    MAX_VALUE_ELEMENTS,
+    MAX_VALUES_BYTES,
+    InputValue,
+    values_digest,
+)
 
 __all__ = [
     "CLASSIFICATIONS",
     "ENGINE_FORMS",
     "KINDS",
+    "MAX_VALUES_BYTES",
+    "MAX_VALUE_ELEMENTS",
     "MODES",
     "NO_COUNTERPART",
     "RAISES",
@@ -118,6 +126,7 @@ __all__ = [
     "FindingKind",
     "FitReport",
     "GradientInfo",
+    "InputValue",
     "Kind",
     "LayerCall",
     "Mode",
@@ -149,4 +158,5 @@ __all__ = [
     "engine_spec",
     "pair_key",
     "reference_label",
+    "values_digest",
 ]

@@ -21,6 +21,7 @@ from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import engine_spec
 from dtype_explorer.records._trace import TraceDivergence, TraceStep, call_steps, first_divergence
+from dtype_explorer.records._values import InputValue, values_digest
 
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
@@ -57,6 +58,15 @@ class ProbeSpec(Record):
     #: ``"keras==3.11.3"`` a Keras 3 release layered over the installed backends,
     #: ``"tf_keras"`` Keras 2 on tensorflow.
     engine: str | None = None
+    #: The user's own values (``values=`` given arrays, lists or Python numbers), one leaf each,
+    #: in the order of ``structure``; ``input_dtypes`` and ``shapes`` are then one per leaf.
+    user_values: tuple[InputValue, ...] | None = None
+    #: How the leaves nest into the target's inputs: ``None`` when input ``i`` is leaf ``i``;
+    #: else one node per input, a node being a leaf's number, ``{"tuple": [nodes]}``,
+    #: ``{"list": [nodes]}`` or ``{"dict": [[key, node], ...]}``.
+    structure: JsonValue = None
+    #: Keyword arguments of the call itself (``{"training": True}``), as JSON values.
+    call_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -65,13 +75,20 @@ class ProbeSpec(Record):
 
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
-        default mode (``"call"``) and the default engine (``None``) are left out, so answers
-        stored before modes and engines existed still answer; every other value is in the key."""
-        data = self.to_dict()
+        defaults of what came later (mode ``"call"``, engine ``None``, no user values,
+        structure or call kwargs) are left out, so answers stored before them still answer;
+        every other value is in the key, ``user_values`` as a SHA-256 of their data."""
+        data = self.model_dump(mode="json", exclude={"user_values"})
+        data["user_values"] = None
         if data["mode"] == "call":
             del data["mode"]
         if data["engine"] is None:
             del data["engine"]
+        for name in ("user_values", "structure", "call_kwargs"):
+            if not data[name]:
+                del data[name]
+        if self.user_values:
+            data["user_values"] = values_digest(self.user_values)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -235,10 +252,7 @@ class ProbeResult(Record):
     def path_text(self) -> str:
         """The cast path on one line, changed variables included:
         ``uint8 -> float16 (autocast) -> float16 (kernel) -> float16 (output)``."""
-        return " -> ".join(
-            step.dtype if step.stage == "input" else f"{step.dtype} ({step.name or step.stage})"
-            for step in self.notable_steps(variables=True)
-        )
+        return " -> ".join(_step_text(step) for step in self.notable_steps(variables=True))
 
     def call_trace(self) -> list[TraceStep]:
         """The op trace of the call itself: the steps run while building the layer left out."""
@@ -273,6 +287,16 @@ class ProbeResult(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeResult {self.summary()}>"
+
+
+def _step_text(step: CastStep) -> str:
+    """``float16 (autocast)``, ``float16 (kernel)``; a leaf of a structured input or output
+    by its stage and name: ``int32 (input segmentation_masks)``."""
+    if step.stage == "variables":
+        return f"{step.dtype} ({step.name or step.stage})"
+    if step.name is not None:
+        return f"{step.dtype} ({step.stage} {step.name})"
+    return step.dtype if step.stage == "input" else f"{step.dtype} ({step.stage})"
 
 
 class ProbeSet(Record):

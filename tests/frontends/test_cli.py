@@ -127,3 +127,46 @@ def test_probe_takes_modes_and_says_the_verdict_across_them():
     assert "across modes: as-documented" in out.output
     bad = runner.invoke(app, ["probe", "ReLU", "--backend", "numpy", "--mode", "training"])
     assert bad.exit_code == 2 and "takes no `training` argument" in bad.output
+
+
+def test_probe_takes_your_values_and_call_kwargs_as_json():
+    out = runner.invoke(
+        app,
+        [
+            "probe",
+            "ops.power",
+            "--input-dtype",
+            "int32",
+            "--values",
+            "[[2, 3], [-1, -2]]",
+            "--backend",
+            "numpy",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output)
+    assert result["spec"]["input_dtypes"] == ["int32", "int32"]
+    assert [v["shape"] for v in result["spec"]["user_values"]] == [[2], [2]]
+    out = runner.invoke(
+        app,
+        [
+            "probe",
+            "Dropout",
+            "--kwargs",
+            '{"rate": 0.5}',
+            "--call-kwargs",
+            '{"training": true}',
+            "--backend",
+            "numpy",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    (result,) = json.loads(out.output)
+    assert result["spec"]["call_kwargs"] == {"training": True}
+    out = runner.invoke(
+        app,
+        ["probe", "ops.abs", "--values", "[[-1]]", "--input-dtype", "uint8", "--backend", "numpy"],
+    )
+    assert out.exit_code == 2 and "becomes 255 as uint8" in out.output

@@ -63,10 +63,11 @@ def entry(name: str) -> Entry:
 
 
 def custom_entry(target_name: str) -> LayerEntry:
-    """The entry a user layer (``"custom:<Name>"``) is probed with: one float input, the
-    compute contract, the default shape."""
+    """The entry a user layer (``"custom:<Name>"``) is probed with: float inputs passed
+    positionally (one by default; ``call(self, x, y)`` takes two), the compute contract, the
+    default shape."""
     name = target_name.removeprefix("custom:")
-    return LayerEntry(name=name, group="custom", contract="compute")
+    return LayerEntry(name=name, group="custom", contract="compute", input_style="positional")
 
 
 def layers(*, include_skipped: bool = False) -> list[LayerEntry]:
