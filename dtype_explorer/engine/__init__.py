@@ -30,6 +30,7 @@ from dtype_explorer.engine._spec import (
     validate_policy,
 )
 from dtype_explorer.engine._trace import op_trace
+from dtype_explorer.engine._training import compiled_by, global_seed_kept, train_one_step
 
 __all__ = [
     "COMMON_POLICIES",
@@ -39,7 +40,9 @@ __all__ = [
     "ShapeArg",
     "catalog",
     "changed_settings",
+    "compiled_by",
     "describe_settings",
+    "global_seed_kept",
     "global_settings",
     "make_spec",
     "modes_for",
@@ -47,6 +50,7 @@ __all__ = [
     "preserved_keras_state",
     "restore_settings",
     "run_probe",
+    "train_one_step",
     "validate_policy",
     "variable_dtypes",
     "wrapped_entry_points",

@@ -128,7 +128,7 @@ def run_layer(
     timings["model_ms"] = ms(t0)
     recorder = _CallRecorder(layer)
     t0 = time.perf_counter()
-    with recorder.installed(), traced(trace and run.traced) as recorded:
+    with recorder.installed(), traced(trace and run.traced, numerics=run.values) as recorded:
         try:
             if error is None:
                 outputs = run.forward(samples)
@@ -193,6 +193,7 @@ def run_layer(
     fields["variables"] = variables
     fields["trace"] = trace_steps
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
+    fields["trace_note"] = run.trace_note(len(trace_steps)) if recorded is not None else ""
     fields["execution"] = run.execution
     fields["compiled"] = run.compiled
     if outputs is not None and mode not in ("predict", "dataset"):

@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from dtype_explorer.records import display
 from dtype_explorer.records._audit import (
+    AUDIT_MODES,
     ROW_COLUMNS,
     SEVERITIES,
+    AuditMode,
     AuditReport,
     Finding,
     FindingKind,
     LayerCall,
+    LayerDifference,
+    PredictReport,
     Severity,
     TensorInfo,
 )
@@ -79,6 +83,7 @@ from dtype_explorer.records._trace import (
 )
 
 __all__ = [
+    "AUDIT_MODES",
     "CLASSIFICATIONS",
     "KINDS",
     "MODES",
@@ -89,6 +94,7 @@ __all__ = [
     "SEVERITIES",
     "STAGES",
     "UNARY",
+    "AuditMode",
     "AuditReport",
     "CastStep",
     "Change",
@@ -101,8 +107,10 @@ __all__ = [
     "GradientInfo",
     "Kind",
     "LayerCall",
+    "LayerDifference",
     "Mode",
     "Numerics",
+    "PredictReport",
     "ProbeResult",
     "ProbeSet",
     "ProbeSpec",
