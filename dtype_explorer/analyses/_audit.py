@@ -36,7 +36,7 @@ from dtype_explorer.engine import (
     variable_dtypes,
     wrapped_entry_points,
 )
-from dtype_explorer.errors import InvalidSpecError, as_sentence, received, unknown
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, received, unknown
 from dtype_explorer.records import (
     AUDIT_MODES,
     MODES,
@@ -105,7 +105,7 @@ def check_model(
     >>> import keras, numpy as np
     >>> import dtype_explorer as dx
     >>> inputs = keras.Input((3,), dtype="float64")
-    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
     >>> report = dx.check_model(model)
     >>> [f.kind for f in report.findings]
     ['silent-downcast']
@@ -340,10 +340,12 @@ def _training_copy(model: Any, sample: Any) -> Any:
                 copy(sample)
             copy.set_weights(model.get_weights())
         except Exception as error:
+            said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
             raise InvalidSpecError(
                 f"mode 'fit' trains a copy of {_describe(model)}, and it could not be copied: "
-                f"{type(error).__name__}: {as_sentence(str(error))} (a subclassed model needs "
-                "get_config()/from_config())"
+                f"{type(error).__name__}: {said} (a subclassed "
+                "model needs get_config()/from_config()); modes that need no copy: call, "
+                "training, predict"
             ) from error
     finally:
         random.setstate(state)

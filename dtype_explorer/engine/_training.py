@@ -10,7 +10,7 @@ the probe's ``"fit"`` mode and by ``check_model(..., mode="fit")``.
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
->>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+>>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
 >>> model.compile(optimizer="sgd", loss="mse")
 >>> report = train_one_step(model, np.ones((2, 3), "float32"), np.zeros((2, 2), "float32"))
 >>> [(g.name, g.dtype, g.nonfinite) for g in report.gradients]

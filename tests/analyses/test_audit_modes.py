@@ -116,6 +116,7 @@ def test_predict_names_the_preprocessing_layer_whose_dtype_differs_from_the_eage
     # the layers as the compiled function saw them: dtypes, no values
     rescale = next(c for c in report.layers if c.path == "pre/rescale")
     assert rescale.received[0].dtype == predict_received and rescale.received[0].finite is None
+    assert rescale.trace and all(step.abstract for step in rescale.trace)  # ops, traced symbolic
     # values at the outputs: predict's own, beside the eager call's
     assert report.predict.outputs[0].dtype == str(raw_predict.dtype)
     assert report.predict.nonfinite == report.predict.eager_nonfinite == (0,)
@@ -365,3 +366,54 @@ def test_the_copy_trained_and_the_predict_function_made_are_not_kept():
     check_model(model, mode="predict")
     assert models() == before
     assert model.__dict__.get("predict_function") is None
+
+
+def test_fit_under_xla_reads_inf_gradients_and_without_loss_scaling_it_is_an_error():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="dense")(inputs), name="m")
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    huge = np.full((2, 4), 1e30, "float32")
+    # raw Keras: the same step's kernel gradient, computed eagerly, is not finite
+    import tensorflow as tf  # this session's backend (conftest)
+
+    with tf.GradientTape() as tape:
+        loss = keras.ops.mean(keras.losses.mean_squared_error(np.zeros((2, 3)), model(huge)))
+    raw = tape.gradient(loss, model.trainable_variables)
+    raw_bad = [int(np.size(g) - np.isfinite(keras.ops.convert_to_numpy(g)).sum()) for g in raw]
+    before = snapshot(model)
+    report = check_model(model, huge, mode="fit")
+    fit = report.fit
+    assert fit.compiled and fit.execution.endswith("compiled by tf.function with XLA")
+    assert [g.nonfinite for g in fit.gradients] == raw_bad and raw_bad[0] > 0
+    (finding,) = report.by_kind("nonfinite-gradient")
+    assert finding.severity == "error" and "no loss scaling guards the step" in finding.message
+    assert_unchanged(model, before)
+    eager = keras.Model(inputs, model.outputs)
+    eager.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    fit = check_model(eager, mode="fit").fit
+    assert fit.compiled is False and "run_eagerly=True" in fit.execution
+
+
+class Unconfigurable(keras.Model):
+    """A subclassed model whose constructor takes a layer: Keras cannot rebuild it from config."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.inner = layer
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def test_fit_on_a_model_that_cannot_be_copied_says_why_and_what_works():
+    model = Unconfigurable(keras.layers.Dense(2))
+    x = np.ones((2, 4), "float32")
+    model(x)
+    before = snapshot(model)
+    with pytest.raises(
+        InvalidSpecError, match=r"could not be copied: .*get_config.*call, training"
+    ):
+        check_model(model, x, mode="fit")
+    report = check_model(model, x, mode="predict")  # needs no copy
+    assert report.predict.outputs[0].dtype == "float32"
+    assert_unchanged(model, before)
