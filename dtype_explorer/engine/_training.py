@@ -193,7 +193,7 @@ def train_one_step(
 
     optimizer = model.optimizer
     scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    scale_before = _scale(optimizer) if scaling and optimizer.built else None
+    scale_before = _scale(optimizer) if scaling else None
     if scaling and scale_before is None:
         scale_before = float(optimizer.initial_scale)
     compiled, execution = compiled_by(model)
@@ -257,7 +257,10 @@ def _loss_name(model: Any) -> str:
     return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
 
 
-def _scale(optimizer: Any) -> float:
+def _scale(optimizer: Any) -> float | None:
+    """The loss scale now; ``None`` when the optimizer was never built (no trainable
+    variables: the step applied nothing)."""
     import keras
 
-    return float(keras.ops.convert_to_numpy(optimizer.dynamic_scale))
+    scale = getattr(optimizer, "dynamic_scale", None)
+    return None if scale is None else float(keras.ops.convert_to_numpy(scale))

@@ -361,3 +361,16 @@ def test_a_survey_cell_whose_answer_depends_on_the_mode_diverges():
     cell = s.cell(rs.results[0].spec.target, "float32")
     assert cell.classification == "diverges"
     assert cell.backend_classification("tensorflow/call") == "other-dtype"
+
+
+def test_fit_of_dropout_under_mixed_float16_is_seeded_and_survives_no_trainable_weights():
+    """Nothing to train: LossScaleOptimizer is never built (it had no dynamic_scale to read);
+    the compiled step's dropout draws the same mask each time."""
+    ask = {"kwargs": {"rate": 0.5}, "policy": "mixed_float16", "mode": "fit"}
+    first, second = dx.probe("Dropout", **ask), dx.probe("Dropout", **ask)
+    assert first.status == second.status == "ok", first.error
+    assert not first.cached and not second.cached
+    assert first.fit.loss_scaling and first.fit.loss_scale == 2.0**15
+    assert first.fit.loss_scale_after is None and first.fit.gradients == ()
+    assert "The model does not have any trainable weights." in first.fit.warnings
+    assert first.fit.loss_value == second.fit.loss_value is not None
