@@ -286,6 +286,29 @@ def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
     """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
     output with inf/NaN under predict that the eager call did not have."""
     for diff in predict.differences:
+        if "/" not in diff.path and diff.where == "received":  # the model itself
+            inside = [d for d in predict.differences if d.path.startswith(diff.path + "/")]
+            yield Finding(
+                kind="mode-divergence",
+                severity="info" if not inside else "warning",
+                path=diff.path,
+                message=(
+                    f"model.predict hands the model {', '.join(diff.predict)} where model(x) "
+                    f"hands it {', '.join(diff.eager)}: predict converts the sample before "
+                    f"its function runs ({predict.execution}). "
+                    + (
+                        f"{len(inside)} layer call(s) inside see other dtypes (below)."
+                        if inside
+                        else "Its layers receive the same dtypes as in the eager call."
+                    )
+                ),
+                details={
+                    "where": diff.where,
+                    "eager": list(diff.eager),
+                    "predict": list(diff.predict),
+                },
+            )
+            continue
         yield Finding(
             kind="mode-divergence",
             severity="warning",

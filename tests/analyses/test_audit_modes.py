@@ -417,3 +417,23 @@ def test_fit_on_a_model_that_cannot_be_copied_says_why_and_what_works():
     report = check_model(model, x, mode="predict")  # needs no copy
     assert report.predict.outputs[0].dtype == "float32"
     assert_unchanged(model, before)
+
+
+def test_predict_converting_the_sample_is_named_at_the_model():
+    from keras.src.trainers.data_adapters import get_data_adapter
+
+    inputs = keras.Input((4,), dtype="float64", name="x")
+    model = keras.Model(inputs, keras.layers.Discretization([0.0])(inputs), name="disc")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)  # float64
+    # raw Keras: the batches model.predict's data adapter makes of a float64 array
+    batch = next(iter(get_data_adapter(x, batch_size=2).get_numpy_iterator()))
+    assert str(batch.dtype) == "float32"
+    report = check_model(model, x, mode="predict")
+    (finding,) = [f for f in report.by_kind("mode-divergence") if f.path == "disc"]
+    assert finding.details == {"where": "received", "eager": ["float64"], "predict": ["float32"]}
+    assert "model.predict hands the model float32 where model(x) hands it float64" in (
+        finding.message
+    )
+    # the model converts what it is handed to its keras.Input dtype: its layers see the same
+    assert [d.path for d in report.predict.differences] == ["disc"]
+    assert finding.severity == "info" and "same dtypes as in the eager call" in finding.message
