@@ -137,14 +137,16 @@ def check_model(
         target = _cloned(model, policy) if policy is not None else model
         inputs = _declared_inputs(target)
         sample = _sample_for(target, inputs, sample)
-        audited = _training_copy(target, sample) if mode == "fit" else target
+        # under policy=, the copy is built as the model would be under that policy
+        own = policy or target.dtype_policy.name
+        audited = _training_copy(target, sample, own) if mode == "fit" else target
         tracer = _Tracer(audited)
         with _variables_kept(audited) if mode == "training" else contextlib.nullcontext():
             outputs = tracer.run(sample, inputs, training=mode in ("training", "fit"))
         calls = tracer.finish(outputs)
         timings["forward_ms"] = tracer.forward_ms
         if mode == "fit":
-            _compile_copy(audited, target, outputs)
+            _compile_copy(audited, model, outputs)  # the user's compile config
         findings = _audit_rules.find(
             calls, model=audited, policy=policy or target.dtype_policy.name
         )
@@ -171,7 +173,7 @@ def check_model(
                 "The training step ran on a copy of the model (weights copied, "
                 + (
                     "compiled from the model's compile config, with a fresh optimizer"
-                    if _is_compiled(target)
+                    if _is_compiled(model)
                     else f"compiled with SGD and {ran['fit'].loss}: the model is not compiled"
                 )
                 + "); the model itself was not trained."
@@ -322,16 +324,18 @@ def _is_compiled(model: Any) -> bool:
     return bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
 
 
-def _training_copy(model: Any, sample: Any) -> Any:
-    """A copy of ``model`` to train: the same layers, policies and weights; Python's random
-    stream (which Keras draws unseeded layers' seeds from) seeded for the copy and put back,
-    so the copy's noise is reproducible and the user's stream untouched."""
+def _training_copy(model: Any, sample: Any, policy_name: str) -> Any:
+    """A copy of ``model`` to train, built under ``policy_name`` (the model's own policy,
+    which decides whether ``compile`` adds loss scaling): the same layers, policies and
+    weights; Python's random stream (which Keras draws unseeded layers' seeds from) seeded for
+    the copy and put back, so the copy's noise is reproducible and the user's stream
+    untouched."""
     import keras
 
     state, policy = random.getstate(), keras.config.dtype_policy()
     random.seed(0)
     try:
-        keras.config.set_dtype_policy(model.dtype_policy.name)  # the model's own, for compile
+        keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
         try:
             if _declared_inputs(model) is not None:
                 copy = keras.models.clone_model(model)

@@ -437,3 +437,16 @@ def test_predict_converting_the_sample_is_named_at_the_model():
     # the model converts what it is handed to its keras.Input dtype: its layers see the same
     assert [d.path for d in report.predict.differences] == ["disc"]
     assert finding.severity == "info" and "same dtypes as in the eager call" in finding.message
+
+
+def test_fit_under_another_policy_keeps_the_models_compile_config():
+    """policy= audits a clone; its training step still uses the model's loss and optimizer,
+    and compile wraps the optimizer as it would for a model built under that policy."""
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="dense")(inputs), name="m")
+    model.compile(optimizer="sgd", loss="mae")
+    before = snapshot(model)
+    report = check_model(model, policy="mixed_float16", mode="fit")
+    assert report.fit.loss == "mae" and report.fit.optimizer == "LossScaleOptimizer(SGD)"
+    assert "compiled from the model's compile config" in " ".join(report.notes)
+    assert_unchanged(model, before)
