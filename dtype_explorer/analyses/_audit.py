@@ -157,9 +157,13 @@ def check_model(
             t0 = time.perf_counter()
             ran["predict"], predicted = _predict(target, sample, calls, outputs)
             timings["predict_ms"] = _ms(t0)
-            findings += _audit_rules.find(
-                predicted, model=target, policy=policy or target.dtype_policy.name
-            )
+            findings += [  # a layer that raised only here is the mode-divergence below
+                f
+                for f in _audit_rules.find(
+                    predicted, model=target, policy=policy or target.dtype_policy.name
+                )
+                if f.kind != "call-error"
+            ]
             findings += _audit_rules.mode_divergences(ran["predict"])
             ran.update(compiled=ran["predict"].compiled, execution=ran["predict"].execution)
             calls = predicted
@@ -262,7 +266,12 @@ def _predict(
     import keras
 
     tracer = _Tracer(model, values=False)
-    outputs, symbolic = tracer.run_predict(sample)
+    error = None
+    try:
+        outputs, symbolic = tracer.run_predict(sample)
+    except Exception as exc:  # the eager call ran: that predict does not is the finding
+        outputs = symbolic = None
+        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
     calls = tracer.finish(symbolic)
     compiled, how = _predict_compiled(model)
     by_key = {(c.path, c.call_index): c for c in eager}
@@ -286,7 +295,7 @@ def _predict(
                     )
                 )
     eager_leaves = keras_flatten(eager_outputs)
-    leaves = [np.asarray(x) for x in keras.tree.flatten(outputs)]
+    leaves = [] if outputs is None else [np.asarray(x) for x in keras.tree.flatten(outputs)]
     report = PredictReport(
         compiled=compiled,
         execution=f"model.predict, {how}",
@@ -295,6 +304,9 @@ def _predict(
         eager_outputs=tuple(_info(x) for x in eager_leaves),
         eager_nonfinite=tuple(_nonfinite(x) for x in eager_leaves),
         differences=tuple(differences),
+        error=error,
+        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
+        cause=None if tracer.failed_at is None else tracer.failed_at.error,
     )
     return report, calls
 

@@ -285,6 +285,30 @@ def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
 def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
     """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
     output with inf/NaN under predict that the eager call did not have."""
+    if predict.error is not None:
+        where = predict.failed_at or "the model"
+        cause = predict.cause or predict.error
+        also = (
+            f" (model.predict re-raised it as {predict.error.type}: "
+            f"{as_sentence(predict.error.message)})"
+            if cause.type != predict.error.type
+            else ""
+        )
+        yield Finding(
+            kind="mode-divergence",
+            severity="error",
+            path=predict.failed_at or "model.predict",
+            message=(
+                f"Under {predict.execution}, {where} raised {cause.type} where the eager call "
+                f"ran: {as_sentence(cause.message)}{also}"
+            ),
+            fix=(
+                "# inside a compiled function tensors have no values: no float(x), x.numpy()\n"
+                "# or Python `if` on a tensor; use keras.ops (ops.where, ops.cond) instead.\n"
+                "model.compile(..., run_eagerly=True)   # to debug it eagerly"
+            ),
+            details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
+        )
     for diff in predict.differences:
         if "/" not in diff.path and diff.where == "received":  # the model itself
             inside = [d for d in predict.differences if d.path.startswith(diff.path + "/")]

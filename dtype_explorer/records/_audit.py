@@ -157,6 +157,11 @@ class PredictReport(Record):
     eager_outputs: tuple[TensorInfo, ...] = ()
     eager_nonfinite: tuple[int, ...] = ()
     differences: tuple[LayerDifference, ...] = ()
+    #: What ``model.predict`` raised where the eager call ran, the layer it stopped in and
+    #: what that layer's call raised (Keras may re-raise it as another error on jax).
+    error: ErrorInfo | None = None
+    failed_at: str | None = None
+    cause: ErrorInfo | None = None
 
     def text(self) -> str:
         """``model.predict, compiled by jax.jit: float32 (0 inf/NaN); eager call: float32 (0
@@ -165,6 +170,12 @@ class PredictReport(Record):
         def outs(infos: tuple[TensorInfo, ...], bad: tuple[int, ...]) -> str:
             return ", ".join(f"{t.dtype} ({n} inf/NaN)" for t, n in zip(infos, bad)) or "-"
 
+        if self.error is not None:
+            at = f" in {self.failed_at}" if self.failed_at else ""
+            return (
+                f"{self.execution}: raised {self.error.type}{at}; eager call: "
+                f"{outs(self.eager_outputs, self.eager_nonfinite)}"
+            )
         return (
             f"{self.execution}: {outs(self.outputs, self.nonfinite)}; "
             f"eager call: {outs(self.eager_outputs, self.eager_nonfinite)}"

@@ -450,3 +450,32 @@ def test_fit_under_another_policy_keeps_the_models_compile_config():
     assert report.fit.loss == "mae" and report.fit.optimizer == "LossScaleOptimizer(SGD)"
     assert "compiled from the model's compile config" in " ".join(report.notes)
     assert_unchanged(model, before)
+
+
+class ScaledByItsMax(keras.layers.Layer):
+    """Reads a value in Python: fine in model(x), impossible inside a compiled function."""
+
+    def call(self, x):
+        return x / float(keras.ops.max(x))
+
+    def compute_output_shape(self, shape):
+        return shape
+
+
+def test_a_layer_that_breaks_only_under_predict_is_an_error_at_that_layer():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, ScaledByItsMax(name="scale")(inputs), name="net")
+    x = np.arange(1, 9, dtype="float32").reshape(2, 4)
+    model(x)  # raw Keras: the eager call runs ...
+    with pytest.raises(Exception) as raised:  # ... and model.predict does not
+        model.predict(x, verbose=0)
+    model.predict_function = None
+    before = snapshot(model)
+    report = check_model(model, x, mode="predict")
+    assert report.predict.error.type == type(raised.value).__name__
+    assert report.predict.failed_at == "net/scale" and report.predict.outputs == ()
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.kind == "mode-divergence" and finding.path == "net/scale"
+    assert "net/scale raised TypeError where the eager call ran" in finding.message
+    assert "raised" in report.predict.text() and "run_eagerly=True" in finding.fix
+    assert_unchanged(model, before)
