@@ -169,16 +169,21 @@ def check_model(
             calls = predicted
         if mode == "fit" and outputs is not None:
             t0 = time.perf_counter()
-            ran["fit"] = _fit(audited, sample, outputs, labels)
+            ran["fit"], failed = _fit(audited, sample, outputs, labels)
             timings["fit_ms"] = _ms(t0)
-            findings += _audit_rules.gradient_findings(ran["fit"], audited)
-            ran.update(compiled=ran["fit"].compiled, execution=ran["fit"].execution)
+            compiled, how = compiled_by(audited)
+            ran.update(compiled=compiled, execution=f"model.fit: one training step, {how}")
+            if failed is not None:
+                findings.append(failed)
+            else:
+                findings += _audit_rules.gradient_findings(ran["fit"], audited)
             notes.append(
                 "The training step ran on a copy of the model (weights copied, "
                 + (
                     "compiled from the model's compile config, with a fresh optimizer"
                     if _is_compiled(model)
-                    else f"compiled with SGD and {ran['fit'].loss}: the model is not compiled"
+                    else "compiled with SGD and a loss fitting its output: the model is not "
+                    "compiled"
                 )
                 + "); the model itself was not trained."
             )
@@ -403,8 +408,10 @@ def _softmax_output(model: Any) -> bool:
     return bool(makers) and all(_is_softmax(layer) for layer in makers)
 
 
-def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> FitReport:
-    """One real ``model.fit`` step of the compiled copy on ``sample``."""
+def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
+    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
+    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
+    that the step refuses are an ``InvalidSpecError``."""
     import keras
 
     loss = getattr(copy, "loss", None)
@@ -414,6 +421,7 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> FitReport:
         else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
     )
     sparse = "sparse" in str(name).lower()
+    given = labels is not None
     if labels is None:
         labels = keras.tree.map_structure(
             lambda t: (
@@ -425,13 +433,18 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> FitReport:
         )
     try:
         with global_seed_kept():
-            return train_one_step(copy, sample, labels, loss=str(name), prefix=f"{copy.name}/")
+            report = train_one_step(copy, sample, labels, loss=str(name), prefix=f"{copy.name}/")
+        return report, None
     except Exception as error:
-        raise InvalidSpecError(
-            f"one model.fit step of a copy of {_describe(copy)} failed: {type(error).__name__}: "
-            f"{as_sentence(str(error))} (labels: {_sample_text(labels)}; pass labels=... or "
-            "--labels NAME)"
-        ) from error
+        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        if given:
+            raise InvalidSpecError(
+                f"one model.fit step of a copy of {_describe(copy)} failed with the labels "
+                f"given ({_sample_text(labels)}): {said}"
+            ) from error
+        return None, _audit_rules.step_failed(
+            copy, said, compiled_by(copy)[1], str(name), _sample_text(labels)
+        )
 
 
 # --------------------------------------------------------------------------- tracing

@@ -365,6 +365,25 @@ def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
             )
 
 
+def step_failed(model: Any, said: str, how: str, loss: str, labels: str) -> Finding:
+    """The training step raised where the eager ``training=True`` call ran."""
+    return Finding(
+        kind="mode-divergence",
+        severity="error",
+        path=model.name,
+        message=(
+            f"One model.fit step ({how}, loss {loss}, labels {labels}) raised where the eager "
+            f"training=True call ran: {said}"
+        ),
+        fix=(
+            "# inside a compiled step tensors have no values: no float(x), x.numpy() or a\n"
+            "# Python `if` on a tensor; use keras.ops. If the loss needs other targets:\n"
+            "check_model(model, x, mode='fit', labels=y)   # %dtype_check ... --labels y"
+        ),
+        details={"error": said},
+    )
+
+
 def gradient_findings(fit: FitReport, model: Any) -> Iterator[Finding]:
     """inf/NaN gradients in the training step: an error without loss scaling; with it, a note
     (``LossScaleOptimizer`` skips the step and lowers its scale, as designed)."""

@@ -479,3 +479,20 @@ def test_a_layer_that_breaks_only_under_predict_is_an_error_at_that_layer():
     assert "net/scale raised TypeError where the eager call ran" in finding.message
     assert "raised" in report.predict.text() and "run_eagerly=True" in finding.fix
     assert_unchanged(model, before)
+
+
+def test_a_layer_that_breaks_only_in_the_compiled_step_is_a_finding_bad_labels_an_error():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, ScaledByItsMax(name="scale")(inputs), name="net")
+    x = np.arange(1, 9, dtype="float32").reshape(2, 4)
+    before = snapshot(model)
+    report = check_model(model, x, mode="fit")
+    assert report.fit is None and report.compiled is True
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.kind == "mode-divergence" and "raised where the eager" in finding.message
+    assert "TypeError" in finding.message and "labels=y" in finding.fix
+    assert_unchanged(model, before)
+    dense_in = keras.Input((4,))
+    dense = keras.Model(dense_in, keras.layers.Dense(3)(dense_in))
+    with pytest.raises(InvalidSpecError, match="failed with the labels given"):
+        check_model(dense, x, mode="fit", labels=np.zeros((5, 7), "float32"))
