@@ -11,7 +11,8 @@ The case is ``Dense(16)`` on a (8, 32) float32 sample under ``mixed_float16`` (l
   call takes no ``training``; the probe refuses that mode for it);
 * model: construct the layer, build a functional model around it, call the model;
 * predict: the same, then ``model.predict`` (a fresh model, so compiled anew each time);
-* fit: the same, ``compile`` with SGD and MSE, one ``model.fit`` step (eager, as the probe).
+* fit: the same, ``compile`` with SGD and MSE, one ``model.fit`` step (compiled on jax and
+  tensorflow, as the probe's).
 
 The probe runs without the op trace (``trace=False``), so the ratio is the cost of the mode's
 observation, not of the trace (``benchmarks/probe.py`` measures that). Bare and probe alternate
@@ -49,7 +50,7 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
 
     def fit() -> None:
         m = model()
-        m.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", run_eagerly=True)
+        m.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
         m.fit(x, np.zeros((SHAPE[0], UNITS), "float32"), batch_size=SHAPE[0], verbose=0)
 
     bare = {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -28,15 +29,28 @@ from dtype_explorer.analyses import _audit_rules
 from dtype_explorer.engine import (
     call_arguments,
     check_call_kwargs,
+    compiled_by,
     global_seed_kept,
     op_trace,
     preserved_keras_state,
+    train_one_step,
     validate_policy,
     variable_dtypes,
     wrapped_entry_points,
 )
-from dtype_explorer.errors import InvalidSpecError, as_sentence, received
-from dtype_explorer.records import AuditReport, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, received, unknown
+from dtype_explorer.records import (
+    AUDIT_MODES,
+    MODES,
+    AuditReport,
+    ErrorInfo,
+    FitReport,
+    LayerCall,
+    LayerDifference,
+    PredictReport,
+    TensorInfo,
+    VariableDtypes,
+)
 from dtype_explorer.runtime import pool
 
 #: How Keras says that an input does not fit a layer's input spec.
@@ -57,10 +71,22 @@ def check_model(
     backends: str | list[str] | None = None,
     timeout: float | None = None,
     call_kwargs: dict[str, Any] | None = None,
+    mode: str = "call",
+    labels: Any = None,
 ) -> AuditReport:
     """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
 
-    Never changes the model's weights or policy, nor Keras's floatx or global policy.
+    Never changes the model's weights, optimizer, compile state or policy, nor Keras's floatx
+    or global policy.
+
+    ``mode`` audits the model the way it will be used: ``"call"`` its eager call
+    (``Model.__call__``, inference); ``"training"`` the eager call with ``training=True`` (the
+    model's variables, moving statistics and seed states put back bitwise); ``"predict"`` the
+    real ``model.predict`` (compiled on jax and tensorflow, eager on torch), its layers as the
+    compiled function saw them (dtypes; values only at the outputs), beside the eager call;
+    ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
+    compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients
+    and loss scaling.
 
     Args:
         model: a Keras model or layer.
@@ -74,6 +100,9 @@ def check_model(
         call_kwargs: keyword arguments of the model's call, as JSON values (a list becomes
             a NumPy array): ``{"training": True}`` audits the training pass (dropout, batch
             statistics) instead of inference (``training=False``).
+        mode: ``"call"`` (default), ``"training"``, ``"predict"`` or ``"fit"``.
+        labels: the targets of the ``"fit"`` step (default: zeros fitting the output and the
+            loss: class indices for a sparse loss).
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -82,10 +111,13 @@ def check_model(
     >>> import keras, numpy as np
     >>> import dtype_explorer as dx
     >>> inputs = keras.Input((3,), dtype="float64")
-    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
     >>> report = dx.check_model(model)
     >>> [f.kind for f in report.findings]
     ['silent-downcast']
+    >>> fit = dx.check_model(model, mode="fit").fit  # one real step on a copy
+    >>> fit.loss, [(g.name, g.dtype) for g in fit.gradients]
+    ('mean_squared_error', [('dense/kernel', 'float32'), ('dense/bias', 'float32')])
     """
     import keras
 
@@ -95,23 +127,80 @@ def check_model(
             f"got {type(model).__module__}.{type(model).__qualname__}"
         )
     started = time.perf_counter()
+    mode = _audit_mode(mode, model)
+    if labels is not None and mode != "fit":
+        raise InvalidSpecError(
+            f"labels are the targets of a training step: pass them with mode='fit'; got "
+            f"mode={mode!r}"
+        )
     timeout = pool.time_limit(timeout)
     arguments = call_arguments(check_call_kwargs(call_kwargs, "check_model"))
+    if "training" in arguments and mode != "call":
+        raise InvalidSpecError(
+            f"call_kwargs: mode={mode!r} sets training itself; pass training in call_kwargs "
+            f"only with mode='call'. Received: call_kwargs={call_kwargs!r}"
+        )
     policy = None if policy is None else _policy_name(policy)
     requested = _requested_backends(backends)
     notes = [] if model.built else [f"{_describe(model)} was not built; the audit built it."]
+    timings: dict[str, float] = {}
+    ran: dict[str, Any] = {"execution": _EXECUTION.get(mode, "")}
     with preserved_keras_state():
         target = _cloned(model, policy) if policy is not None else model
         inputs = _declared_inputs(target)
         sample = _sample_for(target, inputs, sample)
-        tracer = _Tracer(target)
-        outputs = tracer.run(sample, inputs, arguments)
+        # under policy=, the copy is built as the model would be under that policy
+        own = policy or target.dtype_policy.name
+        audited = _training_copy(target, sample, own) if mode == "fit" else target
+        tracer = _Tracer(audited)
+        trains = mode == "training" or bool(arguments.get("training"))
+        with _variables_kept(audited) if trains else contextlib.nullcontext():
+            outputs = tracer.run(sample, inputs, arguments, training=mode in ("training", "fit"))
         calls = tracer.finish(outputs)
-        findings = _audit_rules.find(calls, model=target, policy=policy or target.dtype_policy.name)
+        timings["forward_ms"] = tracer.forward_ms
+        if mode == "fit":
+            _compile_copy(audited, model, outputs)  # the user's compile config
+        findings = _audit_rules.find(
+            calls, model=audited, policy=policy or target.dtype_policy.name
+        )
         if requested:
             layers = {path: layer for layer, path, _ in tracer.layers.values()}
             findings += _audit_rules.divergences(calls, layers, requested, timeout=timeout)
-    timings = {"forward_ms": tracer.forward_ms, "total_ms": _ms(started)}
+        if mode == "predict" and outputs is not None:
+            t0 = time.perf_counter()
+            ran["predict"], predicted = _predict(target, sample, calls, outputs)
+            timings["predict_ms"] = _ms(t0)
+            findings += [  # a layer that raised only here is the mode-divergence below
+                f
+                for f in _audit_rules.find(
+                    predicted, model=target, policy=policy or target.dtype_policy.name
+                )
+                if f.kind != "call-error"
+            ]
+            findings += _audit_rules.mode_divergences(ran["predict"])
+            ran.update(compiled=ran["predict"].compiled, execution=ran["predict"].execution)
+            calls = predicted
+        if mode == "fit" and outputs is not None:
+            t0 = time.perf_counter()
+            ran["fit"], failed = _fit(audited, sample, outputs, labels)
+            timings["fit_ms"] = _ms(t0)
+            compiled, how = compiled_by(audited)
+            ran.update(compiled=compiled, execution=f"model.fit: one training step, {how}")
+            if failed is not None:
+                findings.append(failed)
+            else:
+                findings += _audit_rules.gradient_findings(ran["fit"], audited)
+            notes.append(
+                "The training step ran on a copy of the model (weights copied, "
+                + (
+                    "compiled from the model's compile config, with a fresh optimizer"
+                    if _is_compiled(model)
+                    else "compiled with SGD and a loss fitting its output: the model is not "
+                    "compiled"
+                )
+                + "); the model itself was not trained."
+            )
+    timings["total_ms"] = _ms(started)
     return AuditReport(
         model=model.name,
         model_class=type(model).__name__,
@@ -124,7 +213,251 @@ def check_model(
         backends=tuple(requested),
         notes=tuple(notes),
         timings=timings,
+        mode=mode,
+        **ran,
     )
+
+
+# --------------------------------------------------------------------------- modes
+
+_EXECUTION = {
+    "call": "",
+    "training": "the eager call with training=True",
+}
+
+
+def _audit_mode(mode: Any, model: Any) -> str:
+    """``mode`` if an audit of ``model`` can run that way, else ``InvalidSpecError`` saying why
+    and listing the modes that apply."""
+    import keras
+
+    is_model = isinstance(model, keras.Model)
+    usable = [
+        m
+        for m in AUDIT_MODES
+        if is_model or m not in ("predict", "fit")
+        if keras.backend.backend() != "numpy" or m != "fit"
+    ]
+    if not isinstance(mode, str) or mode not in MODES:
+        raise unknown("mode", mode, AUDIT_MODES)
+    if mode in usable:
+        return mode
+    if mode == "model":
+        why = "an audit's 'call' already runs the model through Model.__call__"
+    elif mode == "dataset":
+        why = (
+            "it maps one layer over tf.data; probe a layer that way with "
+            "dx.probe(layer, mode='dataset')"
+        )
+    elif mode in ("predict", "fit") and not is_model:
+        why = (
+            f"{_describe(model)} is a layer, not a keras.Model: it has no {mode}(); "
+            "wrap it in a keras.Model to audit it that way"
+        )
+    else:
+        why = "the numpy backend cannot train (model.fit is not implemented there)"
+    raise InvalidSpecError(
+        f"mode {mode!r} cannot audit {_describe(model)}: {why}; modes that apply: "
+        f"{', '.join(usable)}"
+    )
+
+
+@contextlib.contextmanager
+def _variables_kept(model: Any) -> Iterator[None]:
+    """Every variable of ``model`` (weights, moving statistics, seed states) put back bitwise:
+    an eager ``training=True`` call updates some of them."""
+    import keras
+
+    saved = [(v, keras.ops.convert_to_numpy(v.value).copy()) for v in model.variables]
+    try:
+        yield
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+
+
+def _predict(
+    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any
+) -> tuple[PredictReport, list[LayerCall]]:
+    """The real ``model.predict`` on ``sample``, every layer call recorded as the compiled
+    function traced it, compared with the eager pass ``eager``."""
+    import keras
+
+    tracer = _Tracer(model, values=False)
+    error = None
+    try:
+        outputs, symbolic = tracer.run_predict(sample)
+    except Exception as exc:  # the eager call ran: that predict does not is the finding
+        outputs = symbolic = None
+        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
+    calls = tracer.finish(symbolic)
+    compiled, how = _predict_compiled(model)
+    by_key = {(c.path, c.call_index): c for c in eager}
+    differences = []
+    for call in calls:
+        before = by_key.get((call.path, call.call_index))
+        if before is None or (before.error is not None and not before.retried):
+            continue
+        for where in ("received", "outputs"):
+            was = tuple(t.dtype for t in getattr(before, where))
+            now = tuple(t.dtype for t in getattr(call, where))
+            if was != now and now:
+                differences.append(
+                    LayerDifference(
+                        path=call.path,
+                        layer_class=call.layer_class,
+                        call_index=call.call_index,
+                        where="received" if where == "received" else "output",
+                        eager=was,
+                        predict=now,
+                    )
+                )
+    eager_leaves = keras_flatten(eager_outputs)
+    leaves = [] if outputs is None else [np.asarray(x) for x in keras.tree.flatten(outputs)]
+    report = PredictReport(
+        compiled=compiled,
+        execution=f"model.predict, {how}",
+        outputs=tuple(_info(x) for x in leaves),
+        nonfinite=tuple(_nonfinite(x) for x in leaves),
+        eager_outputs=tuple(_info(x) for x in eager_leaves),
+        eager_nonfinite=tuple(_nonfinite(x) for x in eager_leaves),
+        differences=tuple(differences),
+        error=error,
+        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
+        cause=None if tracer.failed_at is None else tracer.failed_at.error,
+    )
+    return report, calls
+
+
+def _predict_compiled(model: Any) -> tuple[bool, str]:
+    import keras
+
+    backend = keras.backend.backend()
+    if getattr(model, "run_eagerly", False):
+        return False, "eager (compiled with run_eagerly=True)"
+    if backend in ("jax", "tensorflow"):
+        return compiled_by(model)
+    return False, f"eager on {backend}"
+
+
+def _nonfinite(tensor: Any) -> int:
+    """How many inf/NaN values a float tensor or array holds (0 for other dtypes)."""
+    import keras
+
+    if not dtypes.is_float(_dtype(tensor)):
+        return 0
+    array = np.asarray(keras.ops.convert_to_numpy(tensor)).astype(np.float32)
+    return int(array.size - np.isfinite(array).sum())
+
+
+def _is_compiled(model: Any) -> bool:
+    return bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
+
+
+def _training_copy(model: Any, sample: Any, policy_name: str) -> Any:
+    """A copy of ``model`` to train, built under ``policy_name`` (the model's own policy,
+    which decides whether ``compile`` adds loss scaling): the same layers, policies and
+    weights; Python's random stream (which Keras draws unseeded layers' seeds from) seeded for
+    the copy and put back, so the copy's noise is reproducible and the user's stream
+    untouched."""
+    import keras
+
+    state, policy = random.getstate(), keras.config.dtype_policy()
+    random.seed(0)
+    try:
+        keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
+        try:
+            if _declared_inputs(model) is not None:
+                copy = keras.models.clone_model(model)
+            else:
+                copy = type(model).from_config(model.get_config())
+                copy(sample)
+            copy.set_weights(model.get_weights())
+        except Exception as error:
+            said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
+            raise InvalidSpecError(
+                f"mode 'fit' trains a copy of {_describe(model)}, and it could not be copied: "
+                f"{type(error).__name__}: {said} (a subclassed "
+                "model needs get_config()/from_config()); modes that need no copy: call, "
+                "training, predict"
+            ) from error
+    finally:
+        random.setstate(state)
+        keras.config.set_dtype_policy(policy)
+    return copy
+
+
+def _compile_copy(copy: Any, model: Any, outputs: Any) -> None:
+    """Compile the copy as the model is (its compile config; a fresh optimizer of the same
+    kind), or, for a model not compiled, with SGD and a loss fitting its output."""
+    import keras
+
+    if _is_compiled(model):
+        try:
+            copy.compile_from_config(model.get_compile_config())
+            return
+        except Exception:
+            optimizer = model.optimizer
+            copy.compile(
+                optimizer=type(optimizer).from_config(optimizer.get_config()),
+                loss=model.loss,
+                run_eagerly=model.run_eagerly,
+            )
+            return
+    last = keras_flatten(outputs)
+    softmax = bool(last) and _softmax_output(copy)
+    loss = "sparse_categorical_crossentropy" if softmax else "mean_squared_error"
+    copy.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+
+
+def _softmax_output(model: Any) -> bool:
+    from keras.src.models.functional import Functional
+
+    functional = getattr(model, "_functional", None) or model
+    if isinstance(functional, Functional):
+        makers = [t._keras_history.operation for t in functional.outputs]
+    else:
+        makers = list(getattr(model, "layers", ())[-1:])
+    return bool(makers) and all(_is_softmax(layer) for layer in makers)
+
+
+def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
+    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
+    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
+    that the step refuses are an ``InvalidSpecError``."""
+    import keras
+
+    loss = getattr(copy, "loss", None)
+    name = (
+        loss
+        if isinstance(loss, str)
+        else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
+    )
+    sparse = "sparse" in str(name).lower()
+    given = labels is not None
+    if labels is None:
+        labels = keras.tree.map_structure(
+            lambda t: (
+                np.zeros(tuple(t.shape)[:-1], "int32")
+                if sparse
+                else np.zeros(tuple(t.shape), "float32")
+            ),
+            outputs,
+        )
+    try:
+        with global_seed_kept():
+            report = train_one_step(copy, sample, labels, loss=str(name), prefix=f"{copy.name}/")
+        return report, None
+    except Exception as error:
+        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        if given:
+            raise InvalidSpecError(
+                f"one model.fit step of a copy of {_describe(copy)} failed with the labels "
+                f"given ({_sample_text(labels)}): {said}"
+            ) from error
+        return None, _audit_rules.step_failed(
+            copy, said, compiled_by(copy)[1], str(name), _sample_text(labels)
+        )
 
 
 # --------------------------------------------------------------------------- tracing
@@ -178,8 +511,12 @@ class _Event:
 class _Tracer:
     """Records every call of every layer inside ``model`` on this thread."""
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, *, values: bool = True):
         self.model = model
+        #: Whether values can be read (an eager pass); inside a compiled function only dtypes.
+        self.values = values
+        self.done = False
+        self.root_outputs: Any = None
         self.forward_ms = 0.0
         self.layers = _layer_paths(model)
         self.calls: list[_Event] = []
@@ -206,11 +543,13 @@ class _Tracer:
             key = id(layer)
             if key not in tracer.layers or not tracer._recording():
                 return original_dunder(layer, *args, **kwargs)
-            tracer._pending.setdefault(key, []).append(_infos((args, _tensor_kwargs(kwargs))))
+            tracer._pending.setdefault(key, []).append(
+                _infos((args, _tensor_kwargs(kwargs)), tracer.values)
+            )
             first_event = len(tracer.calls)
             # the ops of this call (its conversion and autocast included): a sublayer's call
             # opens its own trace inside, so each call keeps only the ops it ran itself
-            with op_trace() as trace:
+            with op_trace(numerics=tracer.values) as trace:
                 try:
                     return original_dunder(layer, *args, **kwargs)
                 finally:
@@ -234,13 +573,21 @@ class _Tracer:
                 event.trace = trace.steps()
                 return
 
-    def run(self, sample: Any, inputs: Any, call_kwargs: dict[str, Any] | None = None) -> Any:
-        """One forward pass in inference mode (or as ``call_kwargs`` say, ``training=True``);
-        ``None`` if it stopped in a layer (recorded there). A sample the model cannot take at
-        all raises ``InvalidSpecError``."""
+    def run(
+        self,
+        sample: Any,
+        inputs: Any,
+        call_kwargs: dict[str, Any] | None = None,
+        training: bool = False,
+    ) -> Any:
+        """One forward pass, in inference mode unless ``training`` (or ``call_kwargs`` say
+        ``training=True``); ``None`` if it stopped in a layer (recorded there). A sample the
+        model cannot take at all raises ``InvalidSpecError``."""
         started = time.perf_counter()
         kwargs = dict(call_kwargs or {})
-        if _takes_training(self.model):
+        if training:
+            kwargs["training"] = True
+        elif _takes_training(self.model):
             kwargs.setdefault("training", False)
         with self.installed():
             try:
@@ -264,11 +611,32 @@ class _Tracer:
             finally:
                 self.forward_ms = _ms(started)
 
+    def run_predict(self, sample: Any) -> tuple[Any, Any]:
+        """The real ``model.predict`` on ``sample`` as one batch: its outputs, and the root
+        call's outputs as the compiled function traced them. The model's predict function is
+        made afresh (one made before was traced without the recorders) and put back after,
+        so nothing compiled here stays on the model."""
+        import keras
+
+        batch = int(keras.tree.flatten(sample)[0].shape[0])
+        had = "predict_function" in self.model.__dict__
+        before = getattr(self.model, "predict_function", None)
+        self.model.predict_function = None
+        try:
+            with self.installed():
+                outputs = self.model.predict(sample, batch_size=batch, verbose=0)
+        finally:
+            self.model.predict_function = before
+            if not had:
+                self.model.__dict__.pop("predict_function", None)
+        return outputs, self.root_outputs
+
     def _recording(self) -> bool:
-        """On the auditing thread, outside the symbolic traces Keras runs to build layers."""
+        """On the auditing thread, outside the symbolic traces Keras runs to build layers; in
+        a compiled function, its first trace only."""
         from keras.src.backend.common.symbolic_scope import in_symbolic_scope
 
-        return threading.get_ident() == self._thread and not in_symbolic_scope()
+        return not self.done and threading.get_ident() == self._thread and not in_symbolic_scope()
 
     def _wrap(self, layer: Any, path: str, depth: int, _name: str, original: Any) -> Any:
         leaf = not any(child is not layer for child in layer._flatten_layers(include_self=False))
@@ -283,7 +651,7 @@ class _Tracer:
             self.calls.append(event)
             pending = self._pending.get(key)
             event.given = pending[-1] if pending else None
-            event.received = _infos((args, _tensor_kwargs(kwargs)))
+            event.received = _infos((args, _tensor_kwargs(kwargs)), self.values)
             event.variables = _variables(layer)
             self._active.add(key)
             try:
@@ -295,9 +663,11 @@ class _Tracer:
                 outputs = self._retry(event, original, args, kwargs, error)
             finally:
                 self._active.discard(key)
-            event.outputs = _infos(outputs)
+            event.outputs = _infos(outputs, self.values)
             event.keep = keras_flatten(outputs)
             event.output_ids = {id(t) for t in event.keep}
+            if depth == 0 and not self.values:  # the compiled function's first trace is done
+                self.root_outputs, self.done = outputs, True
             return outputs
 
         return traced_call
@@ -307,7 +677,7 @@ class _Tracer:
     ) -> Any:
         """Re-run a call that raised with the dtype fix the rules would propose; re-raise if
         there is none or it does not help."""
-        fix = _retry_cast(event.layer, event.received)
+        fix = _retry_cast(event.layer, event.received) if self.values else None
         if fix is None:
             self.failed_at = event
             raise error
@@ -351,13 +721,13 @@ def _dtype(tensor: Any) -> str:
     return dtypes.describe(tensor)
 
 
-def _info(tensor: Any) -> TensorInfo:
+def _info(tensor: Any, values: bool = True) -> TensorInfo:
     shape = tuple(None if d is None else int(d) for d in tensor.shape)
-    return TensorInfo(dtype=_dtype(tensor), shape=shape, finite=_finite(tensor))
+    return TensorInfo(dtype=_dtype(tensor), shape=shape, finite=_finite(tensor) if values else None)
 
 
-def _infos(structure: Any) -> tuple[TensorInfo, ...]:
-    return tuple(_info(t) for t in keras_flatten(structure))
+def _infos(structure: Any, values: bool = True) -> tuple[TensorInfo, ...]:
+    return tuple(_info(t, values) for t in keras_flatten(structure))
 
 
 def _finite(tensor: Any) -> bool | None:

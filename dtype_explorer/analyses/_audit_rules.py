@@ -13,7 +13,14 @@ from typing import Any
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, as_sentence
-from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep
+from dtype_explorer.records import (
+    SEVERITIES,
+    Finding,
+    FitReport,
+    LayerCall,
+    PredictReport,
+    TraceStep,
+)
 from dtype_explorer.runtime import pool
 
 HALF = ("float16", "bfloat16")
@@ -269,6 +276,148 @@ def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
             f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{name}())\n"
             "model.compile(optimizer=optimizer, loss=...)"
         ),
+    )
+
+
+# --------------------------------------------------------------------------- across modes
+
+
+def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
+    """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
+    output with inf/NaN under predict that the eager call did not have."""
+    if predict.error is not None:
+        where = predict.failed_at or "the model"
+        cause = predict.cause or predict.error
+        also = (
+            f" (model.predict re-raised it as {predict.error.type}: "
+            f"{as_sentence(predict.error.message)})"
+            if cause.type != predict.error.type
+            else ""
+        )
+        yield Finding(
+            kind="mode-divergence",
+            severity="error",
+            path=predict.failed_at or "model.predict",
+            message=(
+                f"Under {predict.execution}, {where} raised {cause.type} where the eager call "
+                f"ran: {as_sentence(cause.message)}{also}"
+            ),
+            fix=(
+                "# inside a compiled function tensors have no values: no float(x), x.numpy()\n"
+                "# or Python `if` on a tensor; use keras.ops (ops.where, ops.cond) instead.\n"
+                "model.compile(..., run_eagerly=True)   # to debug it eagerly"
+            ),
+            details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
+        )
+    for diff in predict.differences:
+        if "/" not in diff.path and diff.where == "received":  # the model itself
+            inside = [d for d in predict.differences if d.path.startswith(diff.path + "/")]
+            yield Finding(
+                kind="mode-divergence",
+                severity="info" if not inside else "warning",
+                path=diff.path,
+                message=(
+                    f"model.predict hands the model {', '.join(diff.predict)} where model(x) "
+                    f"hands it {', '.join(diff.eager)}: predict converts the sample before "
+                    f"its function runs ({predict.execution}). "
+                    + (
+                        f"{len(inside)} layer call(s) inside see other dtypes (below)."
+                        if inside
+                        else "Its layers receive the same dtypes as in the eager call."
+                    )
+                ),
+                details={
+                    "where": diff.where,
+                    "eager": list(diff.eager),
+                    "predict": list(diff.predict),
+                },
+            )
+            continue
+        yield Finding(
+            kind="mode-divergence",
+            severity="warning",
+            path=diff.path,
+            message=(
+                f"{diff.layer_class} {'returns' if diff.where == 'output' else 'receives'} "
+                f"{', '.join(diff.predict)} under {predict.execution}, but "
+                f"{', '.join(diff.eager)} in the eager call: code tested with model(x) meets "
+                "another dtype in model.predict."
+            ),
+            fix=(
+                "# cast where the dtype must not depend on how the model runs:\n"
+                f"x = keras.ops.cast(x, {diff.eager[0]!r})"
+                if diff.eager
+                else ""
+            ),
+            details={"where": diff.where, "eager": list(diff.eager), "predict": list(diff.predict)},
+        )
+    for i, (now, was) in enumerate(zip(predict.nonfinite, predict.eager_nonfinite)):
+        if now > was:
+            yield Finding(
+                kind="mode-divergence",
+                severity="error",
+                path=f"output {i}",
+                message=(
+                    f"model.predict's output {i} holds {now} inf/NaN values where the eager "
+                    f"call's holds {was} ({predict.execution})."
+                ),
+                details={"nonfinite": now, "eager_nonfinite": was},
+            )
+
+
+def step_failed(model: Any, said: str, how: str, loss: str, labels: str) -> Finding:
+    """The training step raised where the eager ``training=True`` call ran."""
+    return Finding(
+        kind="mode-divergence",
+        severity="error",
+        path=model.name,
+        message=(
+            f"One model.fit step ({how}, loss {loss}, labels {labels}) raised where the eager "
+            f"training=True call ran: {said}"
+        ),
+        fix=(
+            "# inside a compiled step tensors have no values: no float(x), x.numpy() or a\n"
+            "# Python `if` on a tensor; use keras.ops. If the loss needs other targets:\n"
+            "check_model(model, x, mode='fit', labels=y)   # %dtype_check ... --labels y"
+        ),
+        details={"error": said},
+    )
+
+
+def gradient_findings(fit: FitReport, model: Any) -> Iterator[Finding]:
+    """inf/NaN gradients in the training step: an error without loss scaling; with it, a note
+    (``LossScaleOptimizer`` skips the step and lowers its scale, as designed)."""
+    bad = fit.nonfinite_gradients
+    if not bad:
+        return
+    shown = ", ".join(bad[:5]) + (f", ... ({len(bad)} in all)" if len(bad) > 5 else "")
+    if fit.loss_scaling:
+        yield Finding(
+            kind="nonfinite-gradient",
+            severity="info",
+            path=model.name,
+            message=(
+                f"The scaled gradients of {shown} held inf/NaN at loss scale "
+                f"{fit.loss_scale:g}: LossScaleOptimizer skipped the step and lowered the "
+                f"scale to {fit.loss_scale_after:g}, as designed. If it keeps happening, the "
+                "gradients overflow float16 even unscaled."
+            ),
+            details={"variables": bad},
+        )
+        return
+    yield Finding(
+        kind="nonfinite-gradient",
+        severity="error",
+        path=model.name,
+        message=(
+            f"One training step ({fit.optimizer} on {fit.loss}) gave inf/NaN gradients for "
+            f"{shown}, and no loss scaling guards the step: the weights become NaN."
+        ),
+        fix=(
+            "# keep the loss and the last layer in float32, or scale the loss:\n"
+            "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)"
+        ),
+        details={"variables": bad},
     )
 
 

@@ -20,7 +20,7 @@ from dtype_explorer.engine._keras_state import (
     preserved_keras_state,
     restore_settings,
 )
-from dtype_explorer.engine._modes import global_seed_kept, modes_for
+from dtype_explorer.engine._modes import modes_for
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
@@ -32,6 +32,7 @@ from dtype_explorer.engine._spec import (
     validate_policy,
 )
 from dtype_explorer.engine._trace import op_trace
+from dtype_explorer.engine._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.engine._values import call_arguments
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "catalog",
     "changed_settings",
     "check_call_kwargs",
+    "compiled_by",
     "describe_settings",
     "global_seed_kept",
     "global_settings",
@@ -54,6 +56,7 @@ __all__ = [
     "restore_settings",
     "run_keras2",
     "run_probe",
+    "train_one_step",
     "validate_policy",
     "variable_dtypes",
     "wrapped_entry_points",

@@ -20,21 +20,19 @@ dtype_explorer.errors.InvalidSpecError: mode 'training': ReLU.call() takes no `t
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import inspect
 import sys
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.engine import catalog
-from dtype_explorer.engine._call_trace import variable_dtypes
+from dtype_explorer.engine._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.errors import InvalidSpecError, unknown
-from dtype_explorer.records import MODES, CastStep, FitReport, GradientInfo, Mode
+from dtype_explorer.records import MODES, CastStep, FitReport, Mode
 
 #: Modes that build a functional model around the layer.
 MODEL_MODES: tuple[Mode, ...] = ("model", "predict", "fit")
@@ -124,21 +122,6 @@ def seeded(cls: Any, kwargs: dict[str, Any], mode: str, seed: int) -> dict[str, 
     return {**kwargs, "seed": seed} if "seed" in params else kwargs
 
 
-@contextlib.contextmanager
-def global_seed_kept() -> Iterator[None]:
-    """Put Keras's global seed generator (used by random ops given no seed) back as it was."""
-    import keras
-    from keras.src.backend.common import global_state
-
-    generator = global_state.get_global_attribute("global_seed_generator")
-    saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
-    try:
-        yield
-    finally:
-        if generator is not None:
-            generator.state.assign(saved)
-
-
 class ModeRun:
     """One layer run in one mode: ``prepare`` builds the model (before any recorder is set,
     so the symbolic build is not taken for the call), ``forward`` runs it on the samples,
@@ -164,8 +147,38 @@ class ModeRun:
 
     @property
     def traced(self) -> bool:
-        """Whether the op trace can follow this mode: not inside a compiled function."""
-        return self.mode in ("call", "training", "model")
+        """Whether the op trace can follow this mode: every mode; inside a compiled function
+        (``predict``, ``dataset``) it records dtypes per op, not values."""
+        return True
+
+    def trace_note(self, steps: int) -> str:
+        """What the op trace of this mode covers, or why it has none."""
+        if self.mode == "fit":
+            return (
+                "the op trace is the eager training=True call's; the compiled training step "
+                "(loss, gradients) is reported in fit, not traced"
+            )
+        if self.mode == "dataset" and not steps and self.backend != "tensorflow":
+            return (
+                "no op trace: inside tf.data a preprocessing layer switches itself to "
+                f"TensorFlow's ops, and the trace wraps the {self.backend} backend's"
+            )
+        if self.mode in ("predict", "dataset"):
+            where = "model.predict's" if self.mode == "predict" else "tf.data.map's"
+            compiled = self.mode == "dataset" or bool(self.compiled)
+            if not steps:
+                return f"no op trace: {where} function ran no Keras op the trace wraps"
+            if compiled:
+                return (
+                    f"dtypes per op as {where} compiled function traced them (symbolic "
+                    "tensors: no values, so no inf/NaN per op)"
+                )
+        return ""
+
+    @property
+    def values(self) -> bool:
+        """Whether the call runs eagerly, so the op trace and numerics can read values."""
+        return self.mode not in ("predict", "dataset")
 
     @property
     def execution(self) -> str:
@@ -176,13 +189,16 @@ class ModeRun:
         if self.mode == "model":
             return "Model.__call__ of a functional model"
         if self.mode == "fit":
-            return "model.fit: one training step (run eagerly, so gradients can be read)"
+            how = compiled_by(self.model)[1]
+            return f"model.fit: the eager training=True call, then one step {how}"
         if self.mode == "dataset":
             return "tf.data.Dataset.map (a tf.function graph), one batch"
         return f"model.predict, {self.compiled_by}"
 
     @property
     def compiled(self) -> bool | None:
+        if self.mode == "fit":
+            return compiled_by(self.model)[0]
         if self.mode != "predict":
             return None
         return self.backend in ("jax", "tensorflow")
@@ -268,76 +284,18 @@ class ModeRun:
     def fit_step(self, samples: list[Any], outputs: Any, softmax_head: bool) -> FitReport:
         """One ``model.fit`` step on the sample against zeros: sparse categorical crossentropy
         for a softmax head, else mean squared error, with SGD; ``compile`` wraps the optimizer
-        in ``LossScaleOptimizer`` under ``mixed_float16``, as it does for users."""
+        in ``LossScaleOptimizer`` under ``mixed_float16``, as it does for users. The step is
+        the one Keras compiles (``jax.jit``, ``tf.function``; eager on torch)."""
         import keras
 
-        model = self.model
         out = keras.tree.flatten(outputs)[0]
         shape = tuple(out.shape)
         if softmax_head:
             loss, y = "sparse_categorical_crossentropy", np.zeros(shape[:-1], dtype="int32")
         else:
             loss, y = "mean_squared_error", np.zeros(shape, dtype="float32")
-        model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss, run_eagerly=True)
-        optimizer = model.optimizer
-        scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-        scale_before = float(optimizer.initial_scale) if scaling else None  # built by fit
-        prefix = f"{self.layer.path}/"
-        names = [v.path.removeprefix(prefix) for v in model.trainable_variables]
-        stored = [keras.backend.standardize_dtype(v.dtype) for v in model.trainable_variables]
-        grads: list[GradientInfo] = []
-
-        def record(gradients: Any) -> None:
-            if grads:
-                return
-            for name, var_dtype, g in zip(names, stored, gradients):
-                if g is None:
-                    continue
-                values = keras.ops.convert_to_numpy(g)
-                bad = int(np.size(values) - np.isfinite(values.astype("float32")).sum())
-                grads.append(
-                    GradientInfo(
-                        name=name,
-                        dtype=keras.backend.standardize_dtype(g.dtype),
-                        variable_dtype=var_dtype,
-                        nonfinite=bad,
-                    )
-                )
-
-        apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
-
-        def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
-            record(list(gradients))
-            return apply(gradients, *args, **kwargs)
-
-        def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
-            record(list(gradients))
-            return stateless_apply(optimizer_variables, gradients, *args)
-
-        object.__setattr__(optimizer, "apply", recorded_apply)
-        object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
+        self.model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
         x = samples[0] if len(samples) == 1 else list(samples)
-        with global_seed_kept(), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
-            history = model.fit(x, y, batch_size=shape[0], epochs=1, verbose=0, shuffle=False)
-        losses = history.history.get("loss") or [None]
-        return FitReport(
-            loss=loss,
-            optimizer=type(optimizer).__name__
-            + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
-            loss_value=None if losses[-1] is None else float(losses[-1]),
-            loss_scaling=scaling,
-            loss_scale=scale_before,
-            loss_scale_after=_scale(optimizer) if scaling else None,
-            gradients=tuple(grads),
-            warnings=tuple(dict.fromkeys(str(w.message) for w in caught)),
-            variables_after={
-                v.path.removeprefix(prefix): variable_dtypes(v).stored for v in self.layer.variables
-            },
+        return train_one_step(
+            self.model, x, y, loss=loss, prefix=f"{self.layer.path}/", variables_of=self.layer
         )
-
-
-def _scale(optimizer: Any) -> float:
-    import keras
-
-    return float(keras.ops.convert_to_numpy(optimizer.dynamic_scale))

@@ -30,8 +30,8 @@ class Invalid(Exception):
         self.where = where
 
 
-def traced(trace: bool) -> contextlib.AbstractContextManager[Any]:
-    return op_trace() if trace else contextlib.nullcontext()
+def traced(trace: bool, *, numerics: bool = True) -> contextlib.AbstractContextManager[Any]:
+    return op_trace(numerics=numerics) if trace else contextlib.nullcontext()
 
 
 def outcome(

@@ -18,7 +18,7 @@ from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras_state import preserved_keras_state
-from dtype_explorer.engine._modes import ModeRun, check_mode, global_seed_kept, seeded
+from dtype_explorer.engine._modes import ModeRun, check_mode, seeded
 from dtype_explorer.engine._numerics import measure
 from dtype_explorer.engine._observe import (
     Invalid,
@@ -30,6 +30,7 @@ from dtype_explorer.engine._observe import (
     outcome,
     traced,
 )
+from dtype_explorer.engine._training import global_seed_kept
 from dtype_explorer.engine._values import call_arguments, leaf_name, leaf_paths, rebuild
 from dtype_explorer.engine.catalog import (
     INDEX_HIGH,
@@ -150,7 +151,7 @@ def run_layer(
     timings["model_ms"] = ms(t0)
     recorder = _CallRecorder(layer, list_input=entry.input_style == "list")
     t0 = time.perf_counter()
-    with recorder.installed(), traced(trace and run.traced) as recorded:
+    with recorder.installed(), traced(trace and run.traced, numerics=run.values) as recorded:
         try:
             if error is None:
                 with global_seed_kept() if training else contextlib.nullcontext():
@@ -215,6 +216,7 @@ def run_layer(
     fields["variables"] = variables
     fields["trace"] = trace_steps
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
+    fields["trace_note"] = run.trace_note(len(trace_steps)) if recorded is not None else ""
     fields["execution"] = run.execution
     fields["compiled"] = run.compiled
     if outputs is not None and mode not in ("predict", "dataset"):

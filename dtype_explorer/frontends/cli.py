@@ -397,6 +397,13 @@ def check(
     backends: Annotated[
         str | None, typer.Option(help="Also compare layers across these backends.")
     ] = None,
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="How the model runs: call (its eager call), training, predict (the real "
+            "model.predict), fit (one real training step on a copy)."
+        ),
+    ] = "call",
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     _model_file(model_path)
@@ -414,7 +421,7 @@ def check(
                 f"could not load {received(str(model_path))} as a Keras model: "
                 f"{type(error).__name__}: {_line(error)}"
             ) from None
-        report = analyses.check_model(model, policy=policy, backends=requested)
+        report = analyses.check_model(model, policy=policy, backends=requested, mode=mode)
     typer.echo(str(report))
 
 

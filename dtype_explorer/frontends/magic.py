@@ -40,6 +40,20 @@ class DtypeMagics(Magics):
         help="'all' or a comma-separated list of backends on which to re-run the layers "
         "fed integer or 64-bit data",
     )
+    @argument(
+        "--mode",
+        metavar="M",
+        default="call",
+        help="how the model runs: call (its eager call, the default), training "
+        "(training=True), predict (the real model.predict: compiled on jax and tensorflow), "
+        "fit (one real training step on a copy: gradients, loss scaling)",
+    )
+    @argument(
+        "--labels",
+        metavar="NAME",
+        help="a variable holding the targets of the --mode fit step (default: zeros fitting "
+        "the output and the loss)",
+    )
     @argument("-h", "--help", action="store_true", help="show this help")
     @line_magic
     def dtype_check(self, line: str) -> Any:
@@ -55,6 +69,8 @@ class DtypeMagics(Magics):
             %dtype_check model
             %dtype_check model --sample x_batch --policy mixed_float16
             %dtype_check model --backends all
+            %dtype_check model --mode predict
+            %dtype_check model --mode fit --sample x_batch --labels y_batch
         """
         try:
             args = parse_argstring(self.dtype_check, line)
@@ -67,8 +83,16 @@ class DtypeMagics(Magics):
             return None
         model = self._lookup(args.model, "model")
         sample = None if args.sample is None else self._lookup(args.sample, "--sample")
+        labels = None if args.labels is None else self._lookup(args.labels, "--labels")
         try:
-            return check_model(model, sample, policy=args.policy, backends=args.backends)
+            return check_model(
+                model,
+                sample,
+                policy=args.policy,
+                backends=args.backends,
+                mode=args.mode,
+                labels=labels,
+            )
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None
         except (ValueError, TypeError) as error:  # a sample NumPy or Keras cannot read

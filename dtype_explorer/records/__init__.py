@@ -23,12 +23,16 @@ from __future__ import annotations
 
 from dtype_explorer.records import display
 from dtype_explorer.records._audit import (
+    AUDIT_MODES,
     ROW_COLUMNS,
     SEVERITIES,
+    AuditMode,
     AuditReport,
     Finding,
     FindingKind,
     LayerCall,
+    LayerDifference,
+    PredictReport,
     Severity,
     TensorInfo,
 )
@@ -97,6 +101,7 @@ from dtype_explorer.records._values import (
 )
 
 __all__ = [
+    "AUDIT_MODES",
     "CLASSIFICATIONS",
     "ENGINE_FORMS",
     "KINDS",
@@ -112,6 +117,7 @@ __all__ = [
     "TF_KERAS_BACKEND",
     "UNARY",
     "AnswerChange",
+    "AuditMode",
     "AuditReport",
     "BisectProbe",
     "BisectResult",
@@ -129,8 +135,10 @@ __all__ = [
     "InputValue",
     "Kind",
     "LayerCall",
+    "LayerDifference",
     "Mode",
     "Numerics",
+    "PredictReport",
     "ProbeResult",
     "ProbeSet",
     "ProbeSpec",

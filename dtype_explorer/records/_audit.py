@@ -10,7 +10,7 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
+from dtype_explorer.records._probe import ErrorInfo, FitReport, VariableDtypes
 from dtype_explorer.records._trace import TraceStep
 
 Severity = Literal["error", "warning", "info"]
@@ -24,7 +24,14 @@ FindingKind = Literal[
     "no-loss-scaling",
     "backend-divergence",
     "call-error",
+    "mode-divergence",
+    "nonfinite-gradient",
 ]
+#: How an audit runs the model (``check_model(..., mode=)``, ``%dtype_check --mode``): its
+#: eager call (``Model.__call__``, inference), the eager call with ``training=True``, the real
+#: ``model.predict`` (compiled on jax and tensorflow), one real ``model.fit`` step on a copy.
+AuditMode = Literal["call", "training", "predict", "fit"]
+AUDIT_MODES: tuple[AuditMode, ...] = ("call", "training", "predict", "fit")
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 
@@ -118,6 +125,63 @@ class Finding(Record):
         return f"{self.step.op}{at}"
 
 
+class LayerDifference(Record):
+    """A layer call whose dtypes differ between the eager call and ``model.predict``."""
+
+    path: str
+    layer_class: str
+    call_index: int = 0
+    #: ``"received"`` (what ``call()`` got) or ``"output"``.
+    where: str
+    eager: tuple[str, ...] = ()
+    predict: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        """``discretization output: eager int64, predict float32``."""
+        name = self.path.rsplit("/", 1)[-1]
+        return (
+            f"{name} {self.where}: eager {', '.join(self.eager) or '-'}, "
+            f"predict {', '.join(self.predict) or '-'}"
+        )
+
+
+class PredictReport(Record):
+    """``model.predict`` beside the eager call (``mode="predict"``): how predict ran, its
+    outputs (values read only there: inside a compiled function tensors are symbolic), the
+    inf/NaN count of each output in both, and the layers whose dtypes differ."""
+
+    compiled: bool
+    execution: str
+    outputs: tuple[TensorInfo, ...] = ()
+    nonfinite: tuple[int, ...] = ()
+    eager_outputs: tuple[TensorInfo, ...] = ()
+    eager_nonfinite: tuple[int, ...] = ()
+    differences: tuple[LayerDifference, ...] = ()
+    #: What ``model.predict`` raised where the eager call ran, the layer it stopped in and
+    #: what that layer's call raised (Keras may re-raise it as another error on jax).
+    error: ErrorInfo | None = None
+    failed_at: str | None = None
+    cause: ErrorInfo | None = None
+
+    def text(self) -> str:
+        """``model.predict, compiled by jax.jit: float32 (0 inf/NaN); eager call: float32 (0
+        inf/NaN)``."""
+
+        def outs(infos: tuple[TensorInfo, ...], bad: tuple[int, ...]) -> str:
+            return ", ".join(f"{t.dtype} ({n} inf/NaN)" for t, n in zip(infos, bad)) or "-"
+
+        if self.error is not None:
+            at = f" in {self.failed_at}" if self.failed_at else ""
+            return (
+                f"{self.execution}: raised {self.error.type}{at}; eager call: "
+                f"{outs(self.eager_outputs, self.eager_nonfinite)}"
+            )
+        return (
+            f"{self.execution}: {outs(self.outputs, self.nonfinite)}; "
+            f"eager call: {outs(self.eager_outputs, self.eager_nonfinite)}"
+        )
+
+
 class AuditReport(Record):
     """What ``check_model`` / ``%dtype_check`` found: the per-layer dtype flow and the findings."""
 
@@ -132,6 +196,13 @@ class AuditReport(Record):
     backends: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     timings: dict[str, float] = Field(default_factory=dict)
+    #: How the model ran (:data:`AUDIT_MODES`); ``layers`` are the calls of that run (under
+    #: ``"predict"`` as the compiled function saw them: dtypes, no values).
+    mode: AuditMode = "call"
+    execution: str = ""
+    compiled: bool | None = None
+    predict: PredictReport | None = None
+    fit: FitReport | None = None
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]
@@ -156,7 +227,11 @@ class AuditReport(Record):
             or "no findings"
         )
         under = f" under {self.policy_override}" if self.policy_override else ""
-        return f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}: {found}"
+        mode = f" ({self.execution})" if self.mode != "call" and self.execution else ""
+        return (
+            f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}{mode}: "
+            f"{found}"
+        )
 
     def __repr__(self) -> str:
         return self.__str__()

@@ -143,7 +143,8 @@ class GradientInfo(Record):
     name: str
     dtype: str
     variable_dtype: str
-    nonfinite: int = 0
+    #: inf/NaN values in the gradient; ``None`` when the step could not report them.
+    nonfinite: int | None = 0
 
 
 class FitReport(Record):
@@ -160,6 +161,10 @@ class FitReport(Record):
     variables_after: dict[str, str] = Field(default_factory=dict)
     #: What Keras warned during the step ("The model does not have any trainable weights.").
     warnings: tuple[str, ...] = ()
+    #: Whether the step ran as ``model.fit`` compiles it (``jax.jit``, ``tf.function``);
+    #: ``execution`` says how, in words.
+    compiled: bool | None = None
+    execution: str = ""
 
     @property
     def nonfinite_gradients(self) -> list[str]:
@@ -220,6 +225,9 @@ class ProbeResult(Record):
     compiled: bool | None = None
     #: The training step of ``mode="fit"``.
     fit: FitReport | None = None
+    #: What the op trace covers in this mode, or why there is none (``""`` for an eager call,
+    #: traced in full): inside a compiled function dtypes per op, not values.
+    trace_note: str = ""
 
     @property
     def ok(self) -> bool:

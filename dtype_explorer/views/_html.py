@@ -46,6 +46,8 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
         )
     parts.append(cast_path_svg(result))
     parts.append(trace_html(result))
+    if result.trace_note:
+        parts.append(f"<div class='dx-meta'>Op trace: {e(result.trace_note)}</div>")
     parts.append(_views_table(result))
     if result.basis:
         items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
@@ -334,9 +336,24 @@ def audit_html(report: AuditReport) -> str:
         "<p>No findings: no dtype hazards in this forward pass.</p>"
     )
     notes = "".join(f"<p><i>{e(n)}</i></p>" for n in report.notes)
+    how = ""
+    if report.predict is not None:
+        diffs = "".join(f"<li>{e(d.text())}</li>" for d in report.predict.differences)
+        how = f"<p>{e(report.predict.text())}</p>" + (f"<ul>{diffs}</ul>" if diffs else "")
+    if report.fit is not None:
+        grads = "".join(
+            f"<li><code>{e(g.name)}</code>: {e(g.dtype)} (variable {e(g.variable_dtype)})"
+            + (f", <b>{g.nonfinite} inf/NaN</b>" if g.nonfinite else "")
+            + "</li>"
+            for g in report.fit.gradients
+        )
+        how = (
+            f"<p>Training step ({e(report.fit.execution)}): {e(report.fit.text())}</p>"
+            f"<ul>{grads}</ul>"
+        )
     return (
         f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{how}"
         f"<h4>Findings</h4>{findings}{notes}</div>"
     )
 

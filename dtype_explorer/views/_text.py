@@ -55,6 +55,8 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         lines.extend(f"    Keras warned: {w}" for w in fit.warnings)
     if trace and result.trace:
         lines.extend(format_trace(result, detail=detail))
+    if trace and result.trace_note:
+        lines.append(f"  trace: {result.trace_note}")
     return "\n".join(lines)
 
 
@@ -134,6 +136,16 @@ def audit_text(report: AuditReport) -> str:
             "  ".join(cells[c][: widths[c]].ljust(widths[c]) for c in ROW_COLUMNS).rstrip()
         )
     lines.insert(len(lines) - len(rows) - 1, "")
+    if report.predict is not None:
+        lines += ["", report.predict.text()]
+        lines += [f"  differs: {d.text()}" for d in report.predict.differences]
+    if report.fit is not None:
+        lines += ["", f"training step ({report.fit.execution}): {report.fit.text()}"]
+        lines += [
+            f"  gradient {g.name}: {g.dtype} (variable {g.variable_dtype})"
+            + (f", {g.nonfinite} inf/NaN" if g.nonfinite else "")
+            for g in report.fit.gradients
+        ]
     if report.findings:
         lines += ["", "Findings:"]
     for finding in report.findings:

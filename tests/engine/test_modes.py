@@ -138,6 +138,12 @@ def test_predict_on_jax_is_compiled_and_eager_on_torch():
     assert jax.status == torch.status == "ok", (jax.error, torch.error)
     assert jax.compiled is True and "jax.jit" in jax.execution
     assert torch.compiled is False and "eager on torch" in torch.execution
+    # the op trace follows predict into jax.jit: dtypes per op on symbolic tensors, no values
+    digitize = [s for s in jax.call_trace() if s.op.endswith("digitize")]
+    assert digitize and digitize[0].abstract and digitize[0].outputs[0].dtype == "int32"
+    assert "compiled function" in jax.trace_note and "no values" in jax.trace_note
+    assert any(s.op.endswith("digitize") and not s.abstract for s in torch.call_trace())
+    assert torch.trace_note == ""
 
 
 class QuantizedAtInference(keras.layers.Layer):
@@ -185,6 +191,10 @@ def test_dataset_mode_maps_a_preprocessing_layer_as_raw_tf_data_does():
     on_jax = dx.probe("Discretization", kwargs=kwargs, backend="jax", mode="dataset")
     assert on_jax.status == "ok", on_jax.error
     assert on_jax.output_dtype == r.output_dtype
+    # the trace follows tf.data's map on tensorflow; on jax it says why it has none
+    assert any(s.op.endswith("digitize") and s.abstract for s in r.call_trace())
+    assert on_jax.trace == () and "switches itself to TensorFlow's ops" in on_jax.trace_note
+    assert "trace: no op trace" in str(on_jax)
 
 
 def test_dataset_mode_without_tensorflow_says_so(monkeypatch):
@@ -237,6 +247,10 @@ def test_fit_a_softmax_head_reports_gradients_and_loss_scaling(policy, scaling, 
     else:  # bfloat16 has float32's range: nothing overflows unscaled
         assert not fit.nonfinite_gradients and fit.loss_scale_after is None
     assert fit.variables_after == {"kernel": "float32", "bias": "float32"}
+    # the step is the one model.fit compiles, its gradients read inside tf.function
+    assert fit.compiled is True and r.compiled is True and "tf.function" in fit.execution
+    assert all(g.nonfinite is not None for g in fit.gradients)
+    assert "compiled training step" in r.trace_note and r.call_trace()  # the eager call's
     assert r.output_dtype == compute == r.declared_dtype
     assert "gradient kernel" in str(r) and ("loss scaling on" in str(r)) is scaling
     card = r._repr_html_()
@@ -251,6 +265,8 @@ def test_fit_on_jax_through_its_worker():
     assert r.status == "ok", r.error
     assert r.fit.loss == "mean_squared_error" and r.fit.loss_scaling
     assert {g.dtype for g in r.fit.gradients} == {"float32"}
+    assert r.fit.compiled is True and "jax.jit" in r.fit.execution and "jax.jit" in r.execution
+    assert all(g.nonfinite is not None for g in r.fit.gradients)
 
 
 # ------------------------------------------------------------------------- cache and errors
@@ -345,3 +361,16 @@ def test_a_survey_cell_whose_answer_depends_on_the_mode_diverges():
     cell = s.cell(rs.results[0].spec.target, "float32")
     assert cell.classification == "diverges"
     assert cell.backend_classification("tensorflow/call") == "other-dtype"
+
+
+def test_fit_of_dropout_under_mixed_float16_is_seeded_and_survives_no_trainable_weights():
+    """Nothing to train: LossScaleOptimizer is never built (it had no dynamic_scale to read);
+    the compiled step's dropout draws the same mask each time."""
+    ask = {"kwargs": {"rate": 0.5}, "policy": "mixed_float16", "mode": "fit"}
+    first, second = dx.probe("Dropout", **ask), dx.probe("Dropout", **ask)
+    assert first.status == second.status == "ok", first.error
+    assert not first.cached and not second.cached
+    assert first.fit.loss_scaling and first.fit.loss_scale == 2.0**15
+    assert first.fit.loss_scale_after is None and first.fit.gradients == ()
+    assert "The model does not have any trainable weights." in first.fit.warnings
+    assert first.fit.loss_value == second.fit.loss_value is not None

@@ -83,13 +83,20 @@ def test_check_audits_a_saved_model(tmp_path):
     import keras
     import numpy as np
 
-    model = keras.Sequential([keras.Input((4,), dtype="float64"), keras.layers.Dense(2)])
+    model = keras.Sequential([keras.Input((4,), dtype="float64"), keras.layers.Dense(2, name="d")])
     model(np.zeros((1, 4)))
     path = tmp_path / "m.keras"
     model.save(path)
     out = runner.invoke(app, ["check", str(path)])
     assert out.exit_code == 0, out.output
     assert "silent-downcast" in out.output
+    # --mode fit: one real training step of a copy (the saved model is compiled by none)
+    out = runner.invoke(app, ["check", str(path), "--mode", "fit"])
+    assert out.exit_code == 0, out.output
+    assert "training step (model.fit: one training step, compiled by tf.function)" in out.output
+    assert "gradient d/kernel: float32" in out.output
+    out = runner.invoke(app, ["check", str(path), "--mode", "dataset"])
+    assert out.exit_code == 2 and "modes that apply: call, training, predict, fit" in out.output
 
 
 def test_probe_trace_shows_every_op_its_line_and_where_backends_part():

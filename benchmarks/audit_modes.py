@@ -1,0 +1,123 @@
+"""The cost of each audit mode (``check_model(..., mode=)``) against the bare Keras work it
+stands for, measured in the same run.
+
+    python benchmarks/audit_modes.py                      # jax, a table
+    python benchmarks/audit_modes.py --backend tensorflow --repeats 5 --json
+
+The model is ``Dense(64) -> Dropout(0.5) -> Dense(10, softmax)`` on a (32, 128) float32 sample
+under ``mixed_float16``, compiled with SGD and sparse categorical crossentropy (loss scaling).
+Each mode's bare work is what a user would run:
+
+* call: ``model(x)``;
+* training: ``model(x, training=True)``;
+* predict: ``model.predict(x)`` with its ``predict_function`` made afresh (the audit makes
+  one, traced with its recorders, each time);
+* fit: a copy of the model (``clone_model``, weights copied), compiled from the model's
+  compile config, one ``model.fit`` step (the audit trains a copy, never the model).
+
+Bare and audit alternate after a warm-up; medians of process time (``--clock cpu``, the
+default) or wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+MODES = ("call", "training", "predict", "fit")
+SHAPE = (32, 128)
+
+
+def measure_here(repeats: int, clock: str) -> list[dict]:
+    import keras
+    import numpy as np
+
+    from dtype_explorer import check_model
+
+    backend = keras.backend.backend()
+    x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype("float32")
+    y = np.zeros(SHAPE[:1], "int32")
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    keras.config.set_dtype_policy("mixed_float16")
+    inputs = keras.Input(SHAPE[1:])
+    h = keras.layers.Dense(64)(inputs)
+    h = keras.layers.Dropout(0.5)(h)
+    outputs = keras.layers.Dense(10, activation="softmax", dtype="float32")(h)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    keras.config.set_dtype_policy("float32")
+
+    def predict() -> None:
+        model.predict_function = None
+        model.predict(x, batch_size=SHAPE[0], verbose=0)
+
+    def fit() -> None:
+        keras.config.set_dtype_policy("mixed_float16")
+        copy = keras.models.clone_model(model)
+        keras.config.set_dtype_policy("float32")
+        copy.set_weights(model.get_weights())
+        copy.compile_from_config(model.get_compile_config())
+        copy.fit(x, y, batch_size=SHAPE[0], epochs=1, verbose=0)
+
+    bare = {
+        "call": lambda: model(x),
+        "training": lambda: model(x, training=True),
+        "predict": predict,
+        "fit": fit,
+    }
+    rows = []
+    for mode in MODES:
+        if mode == "fit" and backend == "numpy":
+            continue
+
+        def audited(mode=mode) -> None:
+            check_model(model, x, mode=mode)
+
+        bare[mode](), audited()  # warm-up
+        times: dict[str, list[float]] = {"bare": [], "audit": []}
+        for _ in range(repeats):
+            for name, work in (("bare", bare[mode]), ("audit", audited)):
+                t0 = now()
+                work()
+                times[name].append((now() - t0) * 1000)
+        b, a = statistics.median(times["bare"]), statistics.median(times["audit"])
+        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "audit_ms": a, "ratio": a / b})
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="jax")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.here:
+        print(json.dumps(measure_here(args.repeats, args.clock)))
+        return
+    env = {**os.environ, "KERAS_BACKEND": args.backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
+    out = subprocess.run(
+        [*command, "--clock", args.clock], env=env, capture_output=True, text=True, check=True
+    )
+    rows = json.loads(out.stdout.strip().splitlines()[-1])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"load average {os.getloadavg()[0]:.1f}; {args.clock} time, median of {args.repeats}")
+    print("| backend | mode | bare ms | audit ms | ratio |\n|---|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r['audit_ms']:.2f} "
+            f"| {r['ratio']:.2f}x |"
+        )
+
+
+if __name__ == "__main__":
+    main()

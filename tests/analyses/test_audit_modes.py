@@ -1,0 +1,498 @@
+"""The model audit run the way the model will be used (``check_model(..., mode=)``,
+``%dtype_check --mode``): the real ``model.predict`` beside the eager call, one real
+``model.fit`` step on a copy. Real Keras: tensorflow in-process (see conftest), jax and torch
+in fresh processes; each answer is checked against raw Keras doing the same work, and the
+user's model against itself before the audit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+
+from dtype_explorer import check_model
+from dtype_explorer.errors import InvalidSpecError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def uint8_images():
+    return np.arange(2 * 4, dtype="uint8").reshape(2, 4) * 30
+
+
+def rescaling_model(layer_class=keras.layers.Rescaling):
+    inputs = keras.Input((4,), dtype="uint8", name="pixels")
+    return keras.Model(inputs, layer_class(1 / 255, name="rescale")(inputs), name="pre")
+
+
+def mixed_float16_net(*, model_policy: str) -> keras.Model:
+    """Dense layers under mixed_float16 in a model whose own policy is ``model_policy``
+    (compile adds loss scaling only when that is mixed_float16)."""
+    keras.config.set_dtype_policy(model_policy)
+    try:
+        inputs = keras.Input((4,), name="x")
+        x = keras.layers.Dense(8, dtype="mixed_float16", name="hidden")(inputs)
+        x = keras.layers.Dropout(0.5, dtype="mixed_float16", name="drop")(x)
+        outputs = keras.layers.Dense(3, dtype="mixed_float16", name="head")(x)
+        return keras.Model(inputs, outputs, name="net")
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def snapshot(model):
+    optimizer = getattr(model, "optimizer", None)
+    return {
+        "weights": [w.copy() for w in model.get_weights()],
+        "variables": [keras.ops.convert_to_numpy(v.value).copy() for v in model.variables],
+        "policy": model.dtype_policy.name,
+        "layer_policies": [layer.dtype_policy.name for layer in model.layers],
+        "optimizer": optimizer,
+        "iterations": None if optimizer is None else int(optimizer.iterations.numpy()),
+        "optimizer_variables": None
+        if optimizer is None
+        else [keras.ops.convert_to_numpy(v.value).copy() for v in optimizer.variables],
+        "compiled": getattr(model, "compiled", False),
+        "train_function": getattr(model, "train_function", None),
+        "predict_function": getattr(model, "predict_function", None),
+    }
+
+
+def assert_unchanged(model, before):
+    after = snapshot(model)
+    assert len(after["variables"]) == len(before["variables"])
+    for a, b in zip(after["variables"], before["variables"], strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()  # bitwise
+    for a, b in zip(after["weights"], before["weights"], strict=True):
+        assert a.tobytes() == b.tobytes()
+    for key in ("policy", "layer_policies", "iterations", "compiled"):
+        assert after[key] == before[key], key
+    assert after["optimizer"] is before["optimizer"]
+    assert after["train_function"] is before["train_function"]
+    assert after["predict_function"] is before["predict_function"]
+    if before["optimizer_variables"] is not None:
+        for a, b in zip(after["optimizer_variables"], before["optimizer_variables"], strict=True):
+            assert a.tobytes() == b.tobytes()
+    assert keras.config.dtype_policy().name == "float32"
+
+
+# ------------------------------------------------------------------------------ predict
+
+
+def test_predict_names_the_preprocessing_layer_whose_dtype_differs_from_the_eager_call():
+    """Rescaling (a TFDataLayer) converts its input to its compute dtype inside a TF graph:
+    model.predict's tf.function hands it float32 where the eager call hands it uint8."""
+    seen: list[tuple[str, str]] = []
+
+    class Spy(keras.layers.Rescaling):
+        def call(self, inputs):
+            seen.append(keras.backend.standardize_dtype(inputs.dtype))
+            return super().call(inputs)
+
+    raw = rescaling_model(Spy)  # raw Keras: what call() receives in each
+    raw(uint8_images())
+    eager_received = seen[-1]
+    raw_predict = raw.predict(uint8_images(), verbose=0)
+    predict_received = seen[-1]
+    assert eager_received != predict_received  # the fact the audit must find
+
+    model = rescaling_model()
+    model.predict(uint8_images(), verbose=0)  # the user predicted before: a predict_function
+    before = snapshot(model)
+    report = check_model(model, uint8_images(), mode="predict")
+    assert report.mode == "predict" and report.compiled is True
+    assert "tf.function" in report.execution and "tf.function" in report.summary()
+    (diff,) = [d for d in report.predict.differences if d.path == "pre/rescale"]
+    assert diff.where == "received"
+    assert diff.eager == (eager_received,) and diff.predict == (predict_received,)
+    (finding,) = report.by_kind("mode-divergence")
+    assert finding.path == "pre/rescale" and "model.predict" in finding.message
+    # the layers as the compiled function saw them: dtypes, no values
+    rescale = next(c for c in report.layers if c.path == "pre/rescale")
+    assert rescale.received[0].dtype == predict_received and rescale.received[0].finite is None
+    assert rescale.trace and all(step.abstract for step in rescale.trace)  # ops, traced symbolic
+    # values at the outputs: predict's own, beside the eager call's
+    assert report.predict.outputs[0].dtype == str(raw_predict.dtype)
+    assert report.predict.nonfinite == report.predict.eager_nonfinite == (0,)
+    assert_unchanged(model, before)
+    text = str(report)
+    assert "rescale received: eager uint8, predict float32" in text
+    assert "rescale received" in report._repr_html_()
+
+
+def test_predict_without_differences_and_on_a_model_never_predicted():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    before = snapshot(model)
+    assert before["predict_function"] is None
+    report = check_model(model, mode="predict")
+    assert report.predict.differences == () and report.by_kind("mode-divergence") == []
+    assert [c.path.rsplit("/", 1)[-1] for c in report.layers][-1] == "dense"
+    assert report.layers[-1].final_output  # credited from the compiled trace's outputs
+    assert_unchanged(model, before)
+
+
+# ---------------------------------------------------------------------------------- fit
+
+
+def test_fit_under_mixed_float16_with_loss_scaling_on_a_compiled_model():
+    model = mixed_float16_net(model_policy="mixed_float16")
+    model.compile(optimizer="sgd", loss="mse")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)  # raw Keras
+    big = np.full((2, 4), 300.0, "float32")  # scaled by 32768, float16 gradients overflow
+    before = snapshot(model)
+    report = check_model(model, big, mode="fit")
+    fit = report.fit
+    assert report.mode == "fit" and fit.compiled is True and report.compiled is True
+    assert "tf.function" in fit.execution
+    assert fit.loss == "mse" and fit.optimizer == "LossScaleOptimizer(SGD)" and fit.loss_scaling
+    stored = {v.path: keras.backend.standardize_dtype(v.dtype) for v in model.trainable_variables}
+    assert {g.name: g.variable_dtype for g in fit.gradients} == stored
+    assert all(g.dtype == "float32" and g.nonfinite is not None for g in fit.gradients)
+    # read from inside the compiled step: the overflow LossScaleOptimizer answers by skipping
+    assert fit.nonfinite_gradients and fit.loss_scale == 2.0**15
+    assert fit.loss_scale_after == fit.loss_scale / 2
+    (note,) = report.by_kind("nonfinite-gradient")
+    assert note.severity == "info" and "LossScaleOptimizer skipped the step" in note.message
+    assert report.by_kind("no-loss-scaling") == []
+    assert "float16-output" in {f.kind for f in report.findings}
+    assert_unchanged(model, before)
+    assert "training step (model.fit: one training step, compiled by tf.function)" in str(report)
+
+
+def test_fit_without_loss_scaling_on_a_model_not_compiled():
+    model = mixed_float16_net(model_policy="float32")  # layers mixed_float16, model float32
+    before = snapshot(model)
+    report = check_model(model, mode="fit")
+    fit = report.fit
+    assert fit.loss == "mean_squared_error" and fit.optimizer == "SGD"
+    assert not fit.loss_scaling and fit.loss_scale is None and fit.compiled is True
+    assert not fit.nonfinite_gradients and all(g.nonfinite == 0 for g in fit.gradients)
+    assert {g.name for g in fit.gradients} == {
+        "hidden/kernel",
+        "hidden/bias",
+        "head/kernel",
+        "head/bias",
+    }
+    assert report.by_kind("no-loss-scaling")  # the copy compiled as Keras compiles the model
+    assert "not compiled" in " ".join(report.notes)
+    assert_unchanged(model, before)
+    assert not getattr(model, "compiled", False)
+
+
+def test_fit_is_reproducible_with_dropout_and_leaves_the_random_streams_alone():
+    import random
+
+    model = mixed_float16_net(model_policy="float32")
+    state = random.getstate()
+    first = check_model(model, mode="fit").fit
+    second = check_model(model, mode="fit").fit
+    assert first.loss_value == second.loss_value
+    assert random.getstate() == state
+
+
+def test_training_mode_puts_moving_statistics_back():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.BatchNormalization()(inputs))
+    before = snapshot(model)
+    report = check_model(model, np.full((2, 4), 5.0, "float32"), mode="training")
+    assert report.mode == "training" and report.layers
+    assert_unchanged(model, before)
+
+
+@pytest.mark.parametrize(
+    "mode, target, message",
+    [
+        (
+            "dataset",
+            "model",
+            "mode 'dataset' cannot audit .*modes that apply: call, training, predict, fit",
+        ),
+        ("model", "model", "already runs the model through Model.__call__"),
+        (
+            "fit",
+            "layer",
+            "is a layer, not a keras.Model: it has no fit\\(\\).*modes that apply: call, training$",
+        ),
+        ("predict", "layer", "no predict\\(\\)"),
+        ("fitt", "model", "unknown mode 'fitt'; did you mean 'fit'"),
+    ],
+)
+def test_modes_that_cannot_apply_say_why_and_list_those_that_do(mode, target, message):
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    layer = keras.layers.Dense(2)
+    with pytest.raises(InvalidSpecError, match=message):
+        check_model(model if target == "model" else layer, np.ones((2, 4)), mode=mode)
+
+
+def test_labels_belong_to_fit():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    with pytest.raises(InvalidSpecError, match="labels are the targets of a training step"):
+        check_model(model, labels=np.zeros((2, 2)))
+    report = check_model(model, mode="fit", labels=np.ones((2, 2), "float32"))
+    assert report.fit.loss_value is not None
+
+
+# ------------------------------------------------------------------------------ magic
+
+
+@pytest.fixture
+def namespace(shell):
+    model = mixed_float16_net(model_policy="mixed_float16")
+    model.compile(optimizer="sgd", loss="mse")
+    shell.user_ns.update(
+        net=model, pre=rescaling_model(), images=uint8_images(), y=np.zeros((2, 3), "float32")
+    )
+    yield shell.user_ns
+    for name in ("net", "pre", "images", "y", "report"):
+        shell.user_ns.pop(name, None)
+
+
+def test_magic_mode_predict(shell, namespace):
+    result = shell.run_cell("report = %dtype_check pre --sample images --mode predict")
+    assert result.success
+    report = namespace["report"]
+    assert report.mode == "predict" and report.by_kind("mode-divergence")
+
+
+def test_magic_mode_fit_leaves_the_model_alone(shell, namespace):
+    before = snapshot(namespace["net"])
+    report = shell.run_line_magic("dtype_check", "net --mode fit --labels y")
+    assert report.mode == "fit" and report.fit.loss_scaling and report.fit.loss == "mse"
+    assert_unchanged(namespace["net"], before)
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("net --mode dataset", "%dtype_check: mode 'dataset' cannot audit"),
+        ("net --mode predcit", "did you mean 'predict'"),
+        ("net --mode fit --labels nowhere", "--labels 'nowhere' is not defined"),
+    ],
+)
+def test_magic_bad_modes_are_usage_errors(shell, namespace, line, message):
+    with pytest.raises(UsageError, match=message):
+        shell.run_line_magic("dtype_check", line)
+
+
+def test_magic_help_documents_mode(shell, capsys):
+    shell.run_line_magic("dtype_check", "--help")
+    out = capsys.readouterr().out
+    assert "--mode" in out and "--labels" in out and "--mode fit" in out
+
+
+# ------------------------------------------------------------------- jax and torch
+
+
+_OTHER_BACKEND = textwrap.dedent(
+    """
+    import json, warnings
+    import keras, numpy as np
+    import dtype_explorer as dx
+
+    keras.config.set_dtype_policy("mixed_float16")
+    inputs = keras.Input((4,))
+    x = keras.layers.Dense(8, name="hidden")(inputs)
+    outputs = keras.layers.Dense(3, activation="softmax", dtype="float32", name="head")(x)
+    model = keras.Model(inputs, outputs, name="net")
+    keras.config.set_dtype_policy("float32")
+    weights = [w.copy() for w in model.get_weights()]
+    predict = dx.check_model(model, mode="predict")
+    fit = dx.check_model(model, mode="fit")
+    print(json.dumps({
+        "predict_compiled": predict.compiled,
+        "predict_execution": predict.execution,
+        "differences": [d.text() for d in predict.predict.differences],
+        "fit": fit.fit.to_dict(),
+        "unchanged": all(a.tobytes() == b.tobytes() for a, b in zip(weights, model.get_weights())),
+        "compiled_after": getattr(model, "compiled", False),
+        "policy": model.dtype_policy.name,
+    }))
+    """
+)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_predict_and_fit_audits_on_other_backends(backend):
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-c", _OTHER_BACKEND],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    fit = got["fit"]
+    if backend == "jax":
+        assert got["predict_compiled"] is True and "jax.jit" in got["predict_execution"]
+        assert fit["compiled"] is True and "jax.jit" in fit["execution"]
+    else:
+        assert got["predict_compiled"] is False and "eager on torch" in got["predict_execution"]
+        assert fit["compiled"] is False and "eager on torch" in fit["execution"]
+    assert fit["loss"] == "sparse_categorical_crossentropy" and fit["loss_scaling"] is True
+    assert fit["optimizer"] == "LossScaleOptimizer(SGD)" and fit["loss_scale"] == 2.0**15
+    assert {g["name"] for g in fit["gradients"]} == {
+        "hidden/kernel",
+        "hidden/bias",
+        "head/kernel",
+        "head/bias",
+    }
+    assert all(g["dtype"] == "float32" and g["nonfinite"] is not None for g in fit["gradients"])
+    assert got["differences"] == []
+    assert got["unchanged"] and got["compiled_after"] is False and got["policy"] == "mixed_float16"
+
+
+def test_the_copy_trained_and_the_predict_function_made_are_not_kept():
+    import gc
+
+    def models():
+        gc.collect()
+        return sum(isinstance(o, keras.Model) for o in gc.get_objects())
+
+    model = mixed_float16_net(model_policy="float32")
+    before = models()
+    check_model(model, mode="fit")
+    check_model(model, mode="predict")
+    assert models() == before
+    assert model.__dict__.get("predict_function") is None
+
+
+def test_fit_under_xla_reads_inf_gradients_and_without_loss_scaling_it_is_an_error():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="dense")(inputs), name="m")
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+    huge = np.full((2, 4), 1e30, "float32")
+    # raw Keras: the same step's kernel gradient, computed eagerly, is not finite
+    import tensorflow as tf  # this session's backend (conftest)
+
+    with tf.GradientTape() as tape:
+        loss = keras.ops.mean(keras.losses.mean_squared_error(np.zeros((2, 3)), model(huge)))
+    raw = tape.gradient(loss, model.trainable_variables)
+    raw_bad = [int(np.size(g) - np.isfinite(keras.ops.convert_to_numpy(g)).sum()) for g in raw]
+    before = snapshot(model)
+    report = check_model(model, huge, mode="fit")
+    fit = report.fit
+    assert fit.compiled and fit.execution.endswith("compiled by tf.function with XLA")
+    assert [g.nonfinite for g in fit.gradients] == raw_bad and raw_bad[0] > 0
+    (finding,) = report.by_kind("nonfinite-gradient")
+    assert finding.severity == "error" and "no loss scaling guards the step" in finding.message
+    assert_unchanged(model, before)
+    eager = keras.Model(inputs, model.outputs)
+    eager.compile(optimizer="sgd", loss="mse", run_eagerly=True)
+    fit = check_model(eager, mode="fit").fit
+    assert fit.compiled is False and "run_eagerly=True" in fit.execution
+
+
+class Unconfigurable(keras.Model):
+    """A subclassed model whose constructor takes a layer: Keras cannot rebuild it from config."""
+
+    def __init__(self, layer):
+        super().__init__()
+        self.inner = layer
+
+    def call(self, x):
+        return self.inner(x)
+
+
+def test_fit_on_a_model_that_cannot_be_copied_says_why_and_what_works():
+    model = Unconfigurable(keras.layers.Dense(2))
+    x = np.ones((2, 4), "float32")
+    model(x)
+    before = snapshot(model)
+    with pytest.raises(
+        InvalidSpecError, match=r"could not be copied: .*get_config.*call, training"
+    ):
+        check_model(model, x, mode="fit")
+    report = check_model(model, x, mode="predict")  # needs no copy
+    assert report.predict.outputs[0].dtype == "float32"
+    assert_unchanged(model, before)
+
+
+def test_predict_converting_the_sample_is_named_at_the_model():
+    from keras.src.trainers.data_adapters import get_data_adapter
+
+    inputs = keras.Input((4,), dtype="float64", name="x")
+    model = keras.Model(inputs, keras.layers.Discretization([0.0])(inputs), name="disc")
+    x = np.linspace(-1, 1, 8).reshape(2, 4)  # float64
+    # raw Keras: the batches model.predict's data adapter makes of a float64 array
+    batch = next(iter(get_data_adapter(x, batch_size=2).get_numpy_iterator()))
+    assert str(batch.dtype) == "float32"
+    report = check_model(model, x, mode="predict")
+    (finding,) = [f for f in report.by_kind("mode-divergence") if f.path == "disc"]
+    assert finding.details == {"where": "received", "eager": ["float64"], "predict": ["float32"]}
+    assert "model.predict hands the model float32 where model(x) hands it float64" in (
+        finding.message
+    )
+    # the model converts what it is handed to its keras.Input dtype: its layers see the same
+    assert [d.path for d in report.predict.differences] == ["disc"]
+    assert finding.severity == "info" and "same dtypes as in the eager call" in finding.message
+
+
+def test_fit_under_another_policy_keeps_the_models_compile_config():
+    """policy= audits a clone; its training step still uses the model's loss and optimizer,
+    and compile wraps the optimizer as it would for a model built under that policy."""
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.Dense(3, name="dense")(inputs), name="m")
+    model.compile(optimizer="sgd", loss="mae")
+    before = snapshot(model)
+    report = check_model(model, policy="mixed_float16", mode="fit")
+    assert report.fit.loss == "mae" and report.fit.optimizer == "LossScaleOptimizer(SGD)"
+    assert "compiled from the model's compile config" in " ".join(report.notes)
+    assert_unchanged(model, before)
+
+
+class ScaledByItsMax(keras.layers.Layer):
+    """Reads a value in Python: fine in model(x), impossible inside a compiled function."""
+
+    def call(self, x):
+        return x / float(keras.ops.max(x))
+
+    def compute_output_shape(self, shape):
+        return shape
+
+
+def test_a_layer_that_breaks_only_under_predict_is_an_error_at_that_layer():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, ScaledByItsMax(name="scale")(inputs), name="net")
+    x = np.arange(1, 9, dtype="float32").reshape(2, 4)
+    model(x)  # raw Keras: the eager call runs ...
+    with pytest.raises(Exception) as raised:  # ... and model.predict does not
+        model.predict(x, verbose=0)
+    model.predict_function = None
+    before = snapshot(model)
+    report = check_model(model, x, mode="predict")
+    assert report.predict.error.type == type(raised.value).__name__
+    assert report.predict.failed_at == "net/scale" and report.predict.outputs == ()
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.kind == "mode-divergence" and finding.path == "net/scale"
+    assert "net/scale raised TypeError where the eager call ran" in finding.message
+    assert "raised" in report.predict.text() and "run_eagerly=True" in finding.fix
+    assert_unchanged(model, before)
+
+
+def test_a_layer_that_breaks_only_in_the_compiled_step_is_a_finding_bad_labels_an_error():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, ScaledByItsMax(name="scale")(inputs), name="net")
+    x = np.arange(1, 9, dtype="float32").reshape(2, 4)
+    before = snapshot(model)
+    report = check_model(model, x, mode="fit")
+    assert report.fit is None and report.compiled is True
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.kind == "mode-divergence" and "raised where the eager" in finding.message
+    assert "TypeError" in finding.message and "labels=y" in finding.fix
+    assert_unchanged(model, before)
+    dense_in = keras.Input((4,))
+    dense = keras.Model(dense_in, keras.layers.Dense(3)(dense_in))
+    with pytest.raises(InvalidSpecError, match="failed with the labels given"):
+        check_model(dense, x, mode="fit", labels=np.zeros((5, 7), "float32"))
