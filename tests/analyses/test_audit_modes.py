@@ -206,6 +206,19 @@ def test_training_mode_puts_moving_statistics_back():
     assert_unchanged(model, before)
 
 
+def test_call_kwargs_training_puts_moving_statistics_back_and_a_mode_setting_it_refuses():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, keras.layers.BatchNormalization()(inputs))
+    before = snapshot(model)
+    report = check_model(model, np.full((2, 4), 5.0, "float32"), call_kwargs={"training": True})
+    assert report.layers
+    assert_unchanged(model, before)  # the moving statistics a training call updated
+    with pytest.raises(InvalidSpecError, match="mode='fit' sets training itself"):
+        check_model(
+            model, np.full((2, 4), 5.0, "float32"), call_kwargs={"training": True}, mode="fit"
+        )
+
+
 @pytest.mark.parametrize(
     "mode, target, message",
     [
