@@ -7,6 +7,7 @@ Creating one needs the package index: a test that needs it fails when it is unre
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import shutil
@@ -134,18 +135,24 @@ def test_offline_is_a_clear_error_that_leaves_nothing(monkeypatch, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
-def test_a_cancel_kills_pip_and_leaves_nothing(monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["cancel", "ctrl-c"])
+def test_a_cancel_kills_pip_and_leaves_nothing(how, monkeypatch, tmp_path):
+    """``cancel`` set from another thread, or Ctrl-C (KeyboardInterrupt in the main thread)
+    while pip is installing: pip's whole process group is killed, nothing is left."""
     monkeypatch.setenv(engines.ENV_DIR, str(tmp_path))
     cancel = threading.Event()
     started: list[int] = []
 
-    def cancel_once_pip_runs(line: str) -> None:
-        if not line.startswith("[engine]"):  # pip's own output: it is installing
+    def stop_once_pip_runs(line: str) -> None:
+        if not line.startswith("[engine]") and not started:  # pip's output: installing
             started.extend(p.pid for p in psutil.Process().children(recursive=True))
-            cancel.set()
+            if how == "cancel":
+                threading.Thread(target=cancel.set).start()
+            else:
+                _thread.interrupt_main()  # as Ctrl-C: delivered to the main thread
 
     with pytest.raises(KeyboardInterrupt):
-        engines.create("keras==3.10.0", progress=cancel_once_pip_runs, cancel=cancel)
+        engines.create("keras==3.10.0", progress=stop_once_pip_runs, cancel=cancel)
     assert started, "pip never started"
     assert not [p for p in map(_alive, started) if p], "a pip process survived the cancel"
     assert _leftovers(tmp_path) == []
