@@ -132,6 +132,11 @@ class AuditReport(Record):
     backends: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     timings: dict[str, float] = Field(default_factory=dict)
+    #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
+    #: an engine audits the model rebuilt from its config in that release's worker.
+    engine: str | None = None
+    #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
+    keras: str = ""
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

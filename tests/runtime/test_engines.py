@@ -383,3 +383,23 @@ def test_surveys_and_promotion_tables_run_on_an_engine(keras_3_11_engine):
     assert table.cell("int8", "uint8").results["numpy"].output_dtype == "int16"
     with pytest.raises(InvalidSpecError, match="no counterpart in Keras 2"):
         dx.promotion_table("add", dtypes=["int8"], backends="tensorflow", engine="tf_keras")
+
+
+def test_check_model_on_an_engine_rebuilds_the_model_there(keras_3_11_engine):
+    """The model (built with the installed Keras) is rebuilt from its config in 3.11.3's
+    worker, on this process's backend: Discretization's output is float32 there, int32 here.
+    Arguments 3.11.3 does not know and that are None (quantization_config) are left out."""
+    import keras
+
+    inputs = keras.Input((3,), dtype="float32")
+    x = keras.layers.Dense(4)(inputs)
+    out = keras.layers.Discretization(bin_boundaries=[0.5, 1.5, 2.5], dtype="float32")(x)
+    model = keras.Model(inputs, out)
+    here = dx.check_model(model)
+    there = dx.check_model(model, engine="keras==3.11.3")
+    assert (here.engine, there.engine, there.keras) == (None, "keras==3.11.3", "3.11.3")
+    assert here.layers[-1].outputs[0].dtype == "int32"
+    assert there.layers[-1].outputs[0].dtype == "float32"
+    assert any("Dense.quantization_config" in n for n in there.notes)
+    with pytest.raises(InvalidSpecError, match="Keras 2 engine cannot audit"):
+        dx.check_model(model, engine="tf_keras")
