@@ -33,6 +33,14 @@ pytestmark = pytest.mark.timeout(900)
 DISCRETIZATION = {"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _engine_workers_stopped():
+    """Other modules count the pool's workers: the engines' are stopped after this one."""
+    yield
+    for engine in engines.list():
+        dx.pool._stop_engine(engine.spec)
+
+
 def _leftovers(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if p.name != ".locks") if root.exists() else []
 
@@ -145,7 +153,7 @@ def test_a_cancel_kills_pip_and_leaves_nothing(how, monkeypatch, tmp_path):
 
     def stop_once_pip_runs(line: str) -> None:
         if not line.startswith("[engine]") and not started:  # pip's output: installing
-            started.extend(p.pid for p in psutil.Process().children(recursive=True))
+            started.extend(_pip_processes())
             if how == "cancel":
                 threading.Thread(target=cancel.set).start()
             else:
@@ -156,6 +164,18 @@ def test_a_cancel_kills_pip_and_leaves_nothing(how, monkeypatch, tmp_path):
     assert started, "pip never started"
     assert not [p for p in map(_alive, started) if p], "a pip process survived the cancel"
     assert _leftovers(tmp_path) == []
+
+
+def _pip_processes() -> list[int]:
+    """This process's children running pip (not the pool's workers)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "pip" in child.cmdline():
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:
