@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import inspect
+import json
+import math
 import random
 import threading
 import time
@@ -38,7 +42,14 @@ from dtype_explorer.engine import (
     variable_dtypes,
     wrapped_entry_points,
 )
-from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, received, unknown
+from dtype_explorer.errors import (
+    InvalidSpecError,
+    as_sentence,
+    first_line,
+    keras_message,
+    received,
+    unknown,
+)
 from dtype_explorer.records import (
     AUDIT_MODES,
     MODES,
@@ -50,8 +61,9 @@ from dtype_explorer.records import (
     PredictReport,
     TensorInfo,
     VariableDtypes,
+    engine_spec,
 )
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import engines, pool
 
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
@@ -73,6 +85,7 @@ def check_model(
     call_kwargs: dict[str, Any] | None = None,
     mode: str = "call",
     labels: Any = None,
+    engine: str | None = None,
 ) -> AuditReport:
     """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
 
@@ -103,6 +116,11 @@ def check_model(
         mode: ``"call"`` (default), ``"training"``, ``"predict"`` or ``"fit"``.
         labels: the targets of the ``"fit"`` step (default: zeros fitting the output and the
             loss: class indices for a sparse loss).
+        engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
+            created first when missing): the model is rebuilt from its config (with its
+            weights) in that release's worker, on this process's backend. A model whose
+            config that release cannot rebuild raises. The Keras 2 engine is refused: the
+            audit traces Keras 3 layers.
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -142,6 +160,10 @@ def check_model(
         )
     policy = None if policy is None else _policy_name(policy)
     requested = _requested_backends(backends)
+    engine = engine_spec(engine)
+    if engine is not None:
+        options = {"call_kwargs": call_kwargs, "mode": mode, "labels": labels}
+        return _check_on_engine(model, sample, policy, requested, timeout, engine, options)
     notes = [] if model.built else [f"{_describe(model)} was not built; the audit built it."]
     timings: dict[str, float] = {}
     ran: dict[str, Any] = {"execution": _EXECUTION.get(mode, "")}
@@ -215,6 +237,7 @@ def check_model(
         timings=timings,
         mode=mode,
         **ran,
+        keras=keras.__version__,
     )
 
 
@@ -458,6 +481,141 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport |
         return None, _audit_rules.step_failed(
             copy, said, compiled_by(copy)[1], str(name), _sample_text(labels)
         )
+
+
+def _check_on_engine(
+    model: Any,
+    sample: Any,
+    policy: str | None,
+    requested: list[str],
+    timeout: float | None,
+    engine: str,
+    options: dict[str, Any],
+) -> AuditReport:
+    """``check_model`` in the engine's worker on this process's backend, on the model rebuilt
+    there from its config and weights; ``options`` are check_model's ``call_kwargs``,
+    ``mode`` and ``labels``."""
+    import keras
+
+    if engine.startswith("tf_keras"):
+        raise InvalidSpecError(
+            "check_model traces Keras 3 layers: the Keras 2 engine cannot audit a model; "
+            f"received: engine={engine!r}"
+        )
+    if requested:
+        raise InvalidSpecError(
+            "check_model on an engine audits on this process's backend only; give backends= "
+            f"or engine=, not both; received: backends={requested!r}, engine={engine!r}"
+        )
+    try:
+        config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidSpecError(
+            f"{_describe(model)} cannot be rebuilt from its config for engine {engine!r}: {exc}"
+        ) from None
+    weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
+    if sample is not None:
+        sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
+    if options.get("labels") is not None:
+        options = {
+            **options,
+            "labels": keras.tree.map_structure(keras.ops.convert_to_numpy, options["labels"]),
+        }
+    engines.ensure(engine)
+    backend = keras.backend.backend()
+    future = pool.call(
+        backend,
+        audit_rebuilt,
+        config,
+        weights,
+        sample,
+        policy,
+        options,
+        timeout=math.inf if timeout is None else timeout + 120,
+        engine=engine,
+    )
+    answer = future.result()
+    if isinstance(answer, str):
+        raise InvalidSpecError(answer)
+    report = AuditReport.from_dict(answer)
+    note = f"audited with Keras {report.keras} (engine {engine}), the model rebuilt from its config"
+    return report.model_copy(update={"engine": engine, "notes": (*report.notes, note)})
+
+
+def audit_rebuilt(
+    config: dict[str, Any],
+    weights: list[Any],
+    sample: Any,
+    policy: str | None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any] | str:
+    """In an engine's worker: rebuild the model from its config and weights with this
+    release's Keras, and audit it; the report as a dict, or why it could not be rebuilt."""
+    import keras
+
+    dropped: list[str] = []
+    try:
+        model = keras.saving.deserialize_keras_object(_older_config(config, dropped))
+        model.set_weights(weights)
+    except Exception as exc:
+        return (
+            f"Keras {keras.__version__} cannot rebuild this model from its config "
+            f"({type(exc).__name__}: {first_line(str(exc))})"
+        )
+    report = check_model(model, sample, policy=policy, **(options or {}))
+    if dropped:
+        note = (
+            f"left out of the config, unknown to Keras {keras.__version__} and None (their "
+            f"default): {', '.join(sorted(set(dropped)))}"
+        )
+        report = report.model_copy(update={"notes": (*report.notes, note)})
+    return report.to_dict()
+
+
+def _older_config(config: Any, dropped: list[str]) -> Any:
+    """``config`` (a serialized Keras object) with the arguments this process's Keras does not
+    know left out where their value is ``None`` (what a newer release's default writes, e.g.
+    ``quantization_config``); every other value is kept, so anything else fails loudly."""
+    if isinstance(config, list):
+        return [_older_config(c, dropped) for c in config]
+    if not isinstance(config, dict):
+        return config
+    out = {k: _older_config(v, dropped) for k, v in config.items()}
+    inner = out.get("config")
+    cls = _serialized_class(out) if isinstance(inner, dict) else None
+    if cls is not None:
+        known = _init_parameters(cls)
+        for key in [k for k, v in inner.items() if v is None and k not in known]:
+            del inner[key]
+            dropped.append(f"{out['class_name']}.{key}")
+    return out
+
+
+def _serialized_class(config: dict[str, Any]) -> type | None:
+    module, name = config.get("module"), config.get("class_name")
+    if not isinstance(module, str) or not isinstance(name, str) or not module.startswith("keras"):
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _init_parameters(cls: type) -> set[str]:
+    """Every named parameter of the ``__init__``s along ``cls``'s MRO."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            names.update(
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            )
+    return names
 
 
 # --------------------------------------------------------------------------- tracing

@@ -203,6 +203,11 @@ class AuditReport(Record):
     compiled: bool | None = None
     predict: PredictReport | None = None
     fit: FitReport | None = None
+    #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
+    #: an engine audits the model rebuilt from its config in that release's worker.
+    engine: str | None = None
+    #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
+    keras: str = ""
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -462,7 +462,28 @@ def _resolve(requirement: str, steps: _Steps, cancel: threading.Event | None) ->
         if code != 0 or not report.is_file():
             raise _pip_failure(f"cannot resolve {requirement}", tail)
         installs = json.loads(report.read_text(encoding="utf-8")).get("install", [])
-        return [(i["metadata"]["name"], i["metadata"]["version"]) for i in installs]
+        plan = [(i["metadata"]["name"], i["metadata"]["version"]) for i in installs]
+        return [(n, v) for n, v in plan if not _installed_under_another_name(n, v)]
+
+
+#: Distributions that install the same modules under another name: TensorFlow's CPU-only and
+#: platform builds are ``import tensorflow`` too, but pip cannot see that they satisfy a
+#: ``tensorflow`` requirement (tf_keras's), and would plan the full wheel beside them.
+SAME_MODULES = {"tensorflow": ("tensorflow-cpu", "tensorflow-intel", "tensorflow-macos")}
+
+
+def _installed_under_another_name(name: str, version: str) -> bool:
+    """Whether the plan's ``name==version`` is installed under another name of the same
+    modules (tensorflow-cpu for tensorflow) in the same major.minor series."""
+    series = version.split(".")[:2]
+    for other in SAME_MODULES.get(_canon(name), ()):
+        try:
+            installed = metadata.version(other)
+        except metadata.PackageNotFoundError:
+            continue
+        if installed.split(".")[:2] == series:
+            return True
+    return False
 
 
 def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]]) -> None:

@@ -264,13 +264,22 @@ def run_many(
         yield future.result()
 
 
-def call(backend: str, function: Any, *args: Any, timeout: float | None = None) -> Future:
+def call(
+    backend: str,
+    function: Any,
+    *args: Any,
+    timeout: float | None = None,
+    engine: str | None = None,
+) -> Future:
     """Run a module-level ``function(*args)`` in ``backend``'s worker, where that backend's
-    library is already imported (reference promotion tables use it); a raw future."""
+    library is already imported (reference promotion tables use it); a raw future.
+    ``engine`` (a created engine's name) runs it in that engine's worker instead."""
     usable(backend)
+    engines.check_backend(engine, backend)
+    engines.require(engine)
     limit = time_limit(timeout)
     seconds = _config["timeout"] if limit is None else limit
-    return _schedule(backend, function, args, seconds)
+    return _schedule(_slot(backend, engine_spec(engine)), function, args, seconds)
 
 
 def warm(

@@ -7,6 +7,7 @@ Creating one needs the package index: a test that needs it fails when it is unre
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import shutil
@@ -30,6 +31,14 @@ pytestmark = pytest.mark.timeout(900)
 #: The answer that changed at Keras 3.12.0 (research/engines/NOTES.md §3.1): float32 up to
 #: 3.11.3, int32 from 3.12.0, on every backend.
 DISCRETIZATION = {"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _engine_workers_stopped():
+    """Other modules count the pool's workers: the engines' are stopped after this one."""
+    yield
+    for engine in engines.list():
+        dx.pool._stop_engine(engine.spec)
 
 
 def _leftovers(root: Path) -> list[str]:
@@ -134,21 +143,39 @@ def test_offline_is_a_clear_error_that_leaves_nothing(monkeypatch, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
-def test_a_cancel_kills_pip_and_leaves_nothing(monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["cancel", "ctrl-c"])
+def test_a_cancel_kills_pip_and_leaves_nothing(how, monkeypatch, tmp_path):
+    """``cancel`` set from another thread, or Ctrl-C (KeyboardInterrupt in the main thread)
+    while pip is installing: pip's whole process group is killed, nothing is left."""
     monkeypatch.setenv(engines.ENV_DIR, str(tmp_path))
     cancel = threading.Event()
     started: list[int] = []
 
-    def cancel_once_pip_runs(line: str) -> None:
-        if not line.startswith("[engine]"):  # pip's own output: it is installing
-            started.extend(p.pid for p in psutil.Process().children(recursive=True))
-            cancel.set()
+    def stop_once_pip_runs(line: str) -> None:
+        if not line.startswith("[engine]") and not started:  # pip's output: installing
+            started.extend(_pip_processes())
+            if how == "cancel":
+                threading.Thread(target=cancel.set).start()
+            else:
+                _thread.interrupt_main()  # as Ctrl-C: delivered to the main thread
 
     with pytest.raises(KeyboardInterrupt):
-        engines.create("keras==3.10.0", progress=cancel_once_pip_runs, cancel=cancel)
+        engines.create("keras==3.10.0", progress=stop_once_pip_runs, cancel=cancel)
     assert started, "pip never started"
     assert not [p for p in map(_alive, started) if p], "a pip process survived the cancel"
     assert _leftovers(tmp_path) == []
+
+
+def _pip_processes() -> list[int]:
+    """This process's children running pip (not the pool's workers)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "pip" in child.cmdline():
+                found.append(child.pid)
+        except psutil.Error:
+            continue
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -376,3 +403,23 @@ def test_surveys_and_promotion_tables_run_on_an_engine(keras_3_11_engine):
     assert table.cell("int8", "uint8").results["numpy"].output_dtype == "int16"
     with pytest.raises(InvalidSpecError, match="no counterpart in Keras 2"):
         dx.promotion_table("add", dtypes=["int8"], backends="tensorflow", engine="tf_keras")
+
+
+def test_check_model_on_an_engine_rebuilds_the_model_there(keras_3_11_engine):
+    """The model (built with the installed Keras) is rebuilt from its config in 3.11.3's
+    worker, on this process's backend: Discretization's output is float32 there, int32 here.
+    Arguments 3.11.3 does not know and that are None (quantization_config) are left out."""
+    import keras
+
+    inputs = keras.Input((3,), dtype="float32")
+    x = keras.layers.Dense(4)(inputs)
+    out = keras.layers.Discretization(bin_boundaries=[0.5, 1.5, 2.5], dtype="float32")(x)
+    model = keras.Model(inputs, out)
+    here = dx.check_model(model)
+    there = dx.check_model(model, engine="keras==3.11.3")
+    assert (here.engine, there.engine, there.keras) == (None, "keras==3.11.3", "3.11.3")
+    assert here.layers[-1].outputs[0].dtype == "int32"
+    assert there.layers[-1].outputs[0].dtype == "float32"
+    assert any("Dense.quantization_config" in n for n in there.notes)
+    with pytest.raises(InvalidSpecError, match="Keras 2 engine cannot audit"):
+        dx.check_model(model, engine="tf_keras")
