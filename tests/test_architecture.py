@@ -19,8 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dtype_explorer"
 #: The only things a function may import: frameworks kept out of ``import dtype_explorer``.
-LATE_IMPORTS = ("keras", "tensorflow", "jax", "torch", "pandas", "plotly")
-FRAMEWORKS = ("keras", "tensorflow", "jax", "torch", "pandas", "plotly", "IPython")
+LATE_IMPORTS = ("keras", "tensorflow", "jax", "torch", "pandas", "plotly", "distributed")
+FRAMEWORKS = ("keras", "tensorflow", "jax", "torch", "pandas", "plotly", "IPython", "distributed")
 
 
 def test_import_contracts_are_kept():
