@@ -7,6 +7,8 @@ dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.h
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
 dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
 dtype-explorer check model.keras
+dtype-explorer atlas build --targets Dense,ops.add --backends numpy --out atlas/
+dtype-explorer atlas diff keras-3.14/atlas.json keras-3.15/atlas.json --out review/
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
 invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
@@ -32,7 +34,7 @@ import typer
 from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.records import ProbeSet
+from dtype_explorer.records import Atlas, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
@@ -394,6 +396,97 @@ def check(
             ) from None
         report = analyses.check_model(model, policy=policy, backends=requested)
     typer.echo(str(report))
+
+
+atlas_app = typer.Typer(
+    help="The dtype atlas: the whole map as one JSON and a static site, and its diff.",
+    no_args_is_help=True,
+)
+app.add_typer(atlas_app, name="atlas")
+
+
+@atlas_app.command("build")
+@_user_errors
+def atlas_build(
+    targets: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated targets or patterns: layers, ops, ops.nn.*, Dense."),
+    ] = None,
+    backends: Annotated[
+        str | None, typer.Option(help="Comma-separated backends (default: installed).")
+    ] = None,
+    input_dtypes: Annotated[str | None, typer.Option(help="Comma-separated input dtypes.")] = None,
+    policies: Annotated[str | None, typer.Option(help="Comma-separated policies.")] = None,
+    out: Annotated[
+        Path, typer.Option(help="Directory for atlas.json, index.html and targets/.")
+    ] = Path("atlas"),
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="A Dask scheduler's address (tcp://host:8786) to spread the probes."),
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per probe.")] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Survey the map and write the atlas; run it again to resume (answers are cached)."""
+    directory = analyses.writable_directory(out)  # before the work, not after it
+    client = _client(cluster) if cluster else None
+    try:
+        with _framework_output_to_log():
+            atlas = analyses.build_atlas(
+                targets=_names("--targets", targets),
+                input_dtypes=_names("--input-dtypes", input_dtypes),
+                policies=_names("--policies", policies),
+                backends=_names("--backends", backends),
+                out=directory,
+                timeout=_timeout(timeout),
+                cluster=client,
+                progress=progress,
+            )
+    finally:
+        if client is not None:
+            client.close()
+    counts = " · ".join(f"{k} {v}" for k, v in atlas.counts().items())
+    typer.echo(f"wrote {Path(directory) / 'index.html'} ({len(atlas.cells)} cells: {counts})")
+
+
+def _client(address: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InvalidSpecError(
+            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
+        ) from None
+    try:
+        return Client(address, timeout="20s")
+    except OSError as error:
+        raise InvalidSpecError(
+            f"--cluster: no Dask scheduler answered at {received(address)}: {_line(error)}"
+        ) from None
+
+
+@atlas_app.command("diff")
+@_user_errors
+def atlas_diff(
+    before: Annotated[Path, typer.Argument(help="The first atlas.json (or its directory).")],
+    after: Annotated[Path, typer.Argument(help="The second atlas.json (or its directory).")],
+    out: Annotated[Path, typer.Option(help="Directory for diff.html and diff.json.")] = Path(
+        "atlas-diff"
+    ),
+    fail_on_change: Annotated[
+        bool, typer.Option(help="Exit 1 when any cell changed (for CI).")
+    ] = False,
+) -> None:
+    """Every cell whose outcome changed between two atlases, grouped by kind of change."""
+    old, new = Atlas.load(before), Atlas.load(after)
+    directory = analyses.writable_directory(out)
+    diff = old.diff(new)
+    (directory / "diff.json").write_text(diff.to_json(), encoding="utf-8")
+    (directory / "diff.html").write_text(diff.to_html(), encoding="utf-8")
+    counts = " · ".join(f"{k} {v}" for k, v in diff.counts().items()) or "no cell changed"
+    typer.echo(f"{len(diff.changes)} changed runs in {diff.cells_compared} cells: {counts}")
+    typer.echo(f"wrote {directory / 'diff.html'} and {directory / 'diff.json'}")
+    if fail_on_change and diff.changes:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,23 @@ nothing; records reach their views through ``display``, never by importing them.
 ``PromotionTable``        an op over every pair of dtypes, beside the array libraries
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
+``Atlas``                 a survey made into a report (traces summarised); ``AtlasDiff``
+                          the cells whose outcome changed between two atlases
 ========================  ==============================================================
 """
 
 from __future__ import annotations
 
 from dtype_explorer.records import display
+from dtype_explorer.records._atlas import (
+    CHANGE_KINDS,
+    Atlas,
+    AtlasCell,
+    AtlasChange,
+    AtlasDiff,
+    AtlasRun,
+    ChangeKind,
+)
 from dtype_explorer.records._audit import (
     ROW_COLUMNS,
     SEVERITIES,
@@ -79,6 +90,7 @@ from dtype_explorer.records._trace import (
 )
 
 __all__ = [
+    "CHANGE_KINDS",
     "CLASSIFICATIONS",
     "KINDS",
     "MODES",
@@ -89,9 +101,15 @@ __all__ = [
     "SEVERITIES",
     "STAGES",
     "UNARY",
+    "Atlas",
+    "AtlasCell",
+    "AtlasChange",
+    "AtlasDiff",
+    "AtlasRun",
     "AuditReport",
     "CastStep",
     "Change",
+    "ChangeKind",
     "Classification",
     "Conversion",
     "ErrorInfo",
