@@ -74,12 +74,12 @@ def _worker_output(backends: str | list[str]) -> Iterator[None]:
     if not _state["verbose"]:
         yield
         return
-    logs = {b: pool.log_path(b) for b in pool.usable(backends)}
-    start = {b: _size(path) for b, path in logs.items()}
+    logs = {s: pool.log_path(s) for b in pool.usable(backends) for s in pool.slots(b)}
+    start = {s: _size(path) for s, path in logs.items()}
     try:
         yield
     finally:
-        for backend, path in logs.items():
+        for backend, path in logs.items():  # each worker's (numpy, numpy-1, ...)
             path = pool.log_path(backend)  # a worker started in the block may have moved it
             since = start[backend] if path == logs[backend] else 0
             with contextlib.suppress(OSError):
