@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import math
 import multiprocessing
+import os
 import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -109,7 +110,11 @@ def run_partition(
     process = multiprocessing.current_process()
     if process.daemon:
         process._config["daemon"] = False  # type: ignore[attr-defined]
-    if neighbours and pool._config["workers_per_backend"] is None:
+    if (
+        neighbours
+        and pool._config["workers_per_backend"] is None
+        and not os.environ.get(pool.ENV_WORKERS)
+    ):
         from distributed import get_worker
 
         sharing = neighbours.get(_host(get_worker().address), 1)

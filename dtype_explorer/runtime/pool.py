@@ -56,6 +56,7 @@ from dtype_explorer.runtime import cache
 from dtype_explorer.versions import settings, versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
+ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
 DEFAULT_TIMEOUT = 60.0
 #: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
 DEFAULT_START_TIMEOUT = 300.0
@@ -86,7 +87,7 @@ _config: dict[str, Any] = {
     "backends": None,
     "timeout": DEFAULT_TIMEOUT,
     "start_timeout": DEFAULT_START_TIMEOUT,
-    "workers_per_backend": None,  # None: default_workers_per_backend()
+    "workers_per_backend": None,  # a number, "auto", or None: $DTYPE_EXPLORER_WORKERS_PER_BACKEND
 }
 
 
@@ -139,7 +140,7 @@ def configure(
 
     >>> configure(workers_per_backend=2); workers_per_backend()
     2
-    >>> configure(workers_per_backend="auto")
+    >>> configure(workers_per_backend=1)
     >>> configure(workers_per_backend=0)  # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
     InvalidSpecError: workers_per_backend must be a whole number from 1 to 64, or 'auto' ...
@@ -158,13 +159,13 @@ def configure(
                 _stop(_pools.pop(name), on_purpose=True)
         _config.update(limits)
         if count is not None:
-            _config["workers_per_backend"] = None if count == "auto" else count
-            keep = _config["workers_per_backend"] or default_workers_per_backend()
+            _config["workers_per_backend"] = count
+            keep = _workers()
             for name in [s for s in _pools if _slot_index(s) >= keep]:
                 _stop(_pools.pop(name), on_purpose=True)
 
 
-def _worker_count(value: Any) -> int | str:
+def _worker_count(value: Any, name: str = "workers_per_backend") -> int | str:
     """``workers_per_backend`` checked: a whole number from 1 to :data:`MAX_WORKERS`, or
     ``"auto"``."""
     if value == "auto" and isinstance(value, str):
@@ -172,7 +173,7 @@ def _worker_count(value: Any) -> int | str:
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WORKERS:
         return value
     raise InvalidSpecError(
-        f"workers_per_backend must be a whole number from 1 to {MAX_WORKERS}, or 'auto' for "
+        f"{name} must be a whole number from 1 to {MAX_WORKERS}, or 'auto' for "
         f"the default from the cores and memory ({default_workers_per_backend()} here). "
         f"Received: {_short(value)}"
     )
@@ -180,7 +181,8 @@ def _worker_count(value: Any) -> int | str:
 
 def workers_per_backend() -> int:
     """How many worker processes each backend runs: ``configure(workers_per_backend=...)``,
-    else :func:`default_workers_per_backend`.
+    else ``$DTYPE_EXPLORER_WORKERS_PER_BACKEND`` (a number or ``auto``), else
+    :func:`default_workers_per_backend`.
 
     Returns:
         The number of workers per backend (at least 1).
@@ -188,8 +190,18 @@ def workers_per_backend() -> int:
     >>> workers_per_backend() >= 1
     True
     """
+    return _workers()
+
+
+def _workers() -> int:
     configured = _config["workers_per_backend"]
-    return configured if configured is not None else default_workers_per_backend()
+    if configured is None:  # not configured: the environment's, if set
+        env = os.environ.get(ENV_WORKERS, "").strip()
+        if env:
+            configured = _worker_count(int(env) if env.isdigit() else env, f"${ENV_WORKERS}")
+    if configured is None or configured == "auto":
+        return default_workers_per_backend()
+    return int(configured)
 
 
 @functools.cache

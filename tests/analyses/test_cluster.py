@@ -32,7 +32,11 @@ def client():
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            env={"DTYPE_EXPLORER_CACHE_DIR": worker_cache, "DTYPE_EXPLORER_BACKENDS": "numpy"},
+            env={
+                "DTYPE_EXPLORER_CACHE_DIR": worker_cache,
+                "DTYPE_EXPLORER_BACKENDS": "numpy",
+                "DTYPE_EXPLORER_WORKERS_PER_BACKEND": "",  # the default, shared by the two
+            },
         ) as local,
         distributed.Client(local) as connected,
     ):

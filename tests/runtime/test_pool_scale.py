@@ -64,6 +64,19 @@ def test_workers_per_backend_is_checked_and_nothing_changes(bad, monkeypatch):
     assert pool._config["timeout"] != 5  # the valid argument beside it did not apply either
 
 
+def test_the_environment_sets_it_unless_configured(monkeypatch):
+    monkeypatch.setitem(pool._config, "workers_per_backend", None)
+    monkeypatch.setenv(pool.ENV_WORKERS, "3")
+    assert pool.workers_per_backend() == 3
+    monkeypatch.setenv(pool.ENV_WORKERS, "auto")
+    assert pool.workers_per_backend() == pool.default_workers_per_backend()
+    monkeypatch.setenv(pool.ENV_WORKERS, "lots")
+    with pytest.raises(InvalidSpecError, match=r"\$DTYPE_EXPLORER_WORKERS_PER_BACKEND must be"):
+        pool.workers_per_backend()
+    pool.configure(workers_per_backend=2)  # the call wins over the environment
+    assert pool.workers_per_backend() == 2
+
+
 def test_the_default_follows_cores_and_memory(monkeypatch):
     monkeypatch.setitem(pool._config, "workers_per_backend", None)
     default = pool.default_workers_per_backend()
