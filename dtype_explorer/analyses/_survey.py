@@ -80,13 +80,7 @@ def survey(
     """
     timeout = pool.time_limit(timeout)
     client = None if cluster is None else check_client(cluster)
-    names = _targets(targets)
-    dtype_names = _input_dtypes(input_dtypes, names)
-    only_ops = all(t.startswith("ops.") for t in names)
-    default_policies = ("float32",) if only_ops else DEFAULT_POLICIES  # an op has no policy
-    policy_names = tuple(
-        dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
-    )
+    names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
     chosen = installed(backends)
     mode_names = tuple(dict.fromkeys(_listed(modes, ("call",), "modes")))
     for m in mode_names:
@@ -122,6 +116,23 @@ def survey(
         elapsed_s=round(time.perf_counter() - started, 3),
         results=tuple(results),
     )
+
+
+def resolve(
+    targets: Sequence[str] | None,
+    input_dtypes: Sequence[str] | None,
+    policies: Sequence[str] | None,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The targets, input dtypes and policies a survey of these arguments covers (patterns
+    expanded, defaults filled in for the whole list of targets, every name checked)."""
+    names = _targets(targets)
+    dtype_names = _input_dtypes(input_dtypes, names)
+    only_ops = all(t.startswith("ops.") for t in names)
+    default_policies = ("float32",) if only_ops else DEFAULT_POLICIES  # an op has no policy
+    policy_names = tuple(
+        dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
+    )
+    return names, dtype_names, policy_names
 
 
 def installed(backends: Sequence[str] | str | None) -> tuple[str, ...]:

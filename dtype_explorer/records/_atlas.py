@@ -37,6 +37,7 @@ import collections
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -230,6 +231,38 @@ class Atlas(Record):
                 **build,
             },
             cells=tuple(cells),
+        )
+
+    @classmethod
+    def merged(cls, parts: Sequence[Atlas]) -> Atlas:
+        """One atlas of ``parts`` (surveys of different targets over the same dtypes,
+        policies and backends): their cells in order, versions and devices together, build
+        facts summed."""
+        if not parts:
+            raise InvalidSpecError("an atlas needs at least one part to merge")
+        first = parts[0]
+        versions: dict[str, dict[str, str]] = {}
+        devices: dict[str, set[str]] = {}
+        compute: dict[str, str] = {}
+        for part in parts:
+            for backend, said in part.versions.items():
+                versions.setdefault(backend, said)
+            for backend, found in part.devices.items():
+                devices.setdefault(backend, set()).update(found)
+            compute.update(part.compute_dtypes)
+        build = dict(first.build)
+        for key in ("elapsed_s", "probes", "from_cache"):
+            build[key] = round(sum(p.build.get(key, 0) for p in parts), 3)
+        return first.model_copy(
+            update={
+                "targets": tuple(t for p in parts for t in p.targets),
+                "backends": tuple(dict.fromkeys(b for p in parts for b in p.backends)),
+                "compute_dtypes": compute,
+                "versions": dict(sorted(versions.items())),
+                "devices": {b: tuple(sorted(d)) for b, d in sorted(devices.items())},
+                "build": build,
+                "cells": tuple(c for p in parts for c in p.cells),
+            }
         )
 
     def content(self) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dtype_explorer.analyses import _atlas as atlas_module
 from dtype_explorer.analyses import build_atlas
 from dtype_explorer.records import Atlas, AtlasDiff
 from dtype_explorer.views import target_href
@@ -79,6 +80,14 @@ def test_an_atlas_is_one_json_and_a_static_site_without_traces(small):
     dense = atlas.cell("Dense", "uint8", "mixed_float16")
     assert dense.runs["numpy"].output_dtype == "float16"
     assert atlas.versions["numpy"]["keras"] and atlas.devices["numpy"] == ("cpu",)
+
+
+def test_an_atlas_built_target_by_target_is_the_one_of_the_whole_survey(small, monkeypatch):
+    whole, _ = small
+    monkeypatch.setattr(atlas_module, "CHUNK_TARGETS", 1)  # memory: one target's traces at a time
+    chunked = build_atlas(**SMALL)
+    assert chunked.content() == whole.content()
+    assert chunked.build["probes"] == len(whole.cells)
 
 
 def test_a_build_killed_mid_way_and_resumed_is_the_same_atlas(small, tmp_path):
