@@ -425,9 +425,16 @@ def atlas_build(
         typer.Option(help="A Dask scheduler's address (tcp://host:8786) to spread the probes."),
     ] = None,
     timeout: Annotated[float | None, typer.Option(help="Seconds per probe.")] = None,
+    workers_per_backend: Annotated[
+        str | None,
+        typer.Option(help="Workers per backend: a number, or auto (from the cores and memory)."),
+    ] = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Survey the map and write the atlas; run it again to resume (answers are cached)."""
+    if workers_per_backend is not None:
+        count = workers_per_backend.strip()
+        pool.configure(workers_per_backend=int(count) if count.isdigit() else count)
     directory = analyses.writable_directory(out)  # before the work, not after it
     client = _client(cluster) if cluster else None
     try:

@@ -162,6 +162,7 @@ def test_atlas_commands_refuse_bad_input_in_one_line(tmp_path):
         (["atlas", "diff", str(tmp_path / "none.json"), str(not_atlas)], "cannot read"),
         (["atlas", "build", "--out", str(a_file), "--targets", "Dense"], "not a file"),
         (["atlas", "build", "--targets", "Dens", "--out", str(tmp_path)], "Dense"),
+        (["atlas", "build", "--workers-per-backend", "0", "--out", str(tmp_path)], "from 1 to"),
     ]:
         done = cli(*args, cache_dir=tmp_path / "cache")
         out, err = done.communicate(timeout=120)
