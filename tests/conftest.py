@@ -10,6 +10,9 @@ import pytest
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# One worker per backend unless a test asks for more (tests/runtime/test_pool_scale.py): the
+# fault tests name the one worker's log, whatever the machine's cores.
+os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
 _CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
 os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
 

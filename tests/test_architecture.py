@@ -19,8 +19,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "dtype_explorer"
 #: The only things a function may import: frameworks kept out of ``import dtype_explorer``.
-LATE_IMPORTS = ("keras", "tf_keras", "tensorflow", "jax", "torch", "pandas", "plotly")
-FRAMEWORKS = ("keras", "tf_keras", "tensorflow", "jax", "torch", "pandas", "plotly", "IPython")
+LATE_IMPORTS = (
+    "keras",
+    "tf_keras",
+    "tensorflow",
+    "jax",
+    "torch",
+    "pandas",
+    "plotly",
+    "distributed",
+)
+FRAMEWORKS = (
+    "keras",
+    "tf_keras",
+    "tensorflow",
+    "jax",
+    "torch",
+    "pandas",
+    "plotly",
+    "IPython",
+    "distributed",
+)
 
 
 def test_import_contracts_are_kept():

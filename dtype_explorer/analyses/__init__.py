@@ -2,12 +2,14 @@
 
 ``probe`` (one target, one or several backends), ``survey`` (targets x dtypes x policies x
 backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
-``check_model`` (a model's real forward pass, with findings) and ``bisect`` (one question
-over a range of Keras releases: where its answer changed). Each returns a record.
+``check_model`` (a model's real forward pass, with findings), ``bisect`` (one question
+over a range of Keras releases: where its answer changed) and ``build_atlas`` (a survey made
+into a report, written as JSON and a static site). Each returns a record.
 """
 
 from __future__ import annotations
 
+from dtype_explorer.analyses._atlas import build_atlas, save_atlas, writable_directory
 from dtype_explorer.analyses._audit import check_model
 from dtype_explorer.analyses._bisect import (
     NoAnswerError,
@@ -25,6 +27,7 @@ __all__ = [
     "NoAnswerError",
     "PackageIndexError",
     "bisect",
+    "build_atlas",
     "check_model",
     "expand_targets",
     "index_releases",
@@ -33,5 +36,7 @@ __all__ = [
     "resolve_backends",
     "resolve_versions",
     "run_specs",
+    "save_atlas",
     "survey",
+    "writable_directory",
 ]

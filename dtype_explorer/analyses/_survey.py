@@ -10,24 +10,21 @@ and its cache, in parallel across backends. The answers and their classification
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import fnmatch
 import functools
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from dtype_explorer import dtypes
+from dtype_explorer.analyses._cluster import check_client, run_on_cluster
+from dtype_explorer.analyses._run import progress_bar, run_specs
 from dtype_explorer.engine import catalog, make_spec, modes_for, validate_policy
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,
-    ProbeResult,
-    ProbeSpec,
     Survey,
     check_engine_backend,
     engine_spec,
@@ -35,8 +32,6 @@ from dtype_explorer.records import (
 from dtype_explorer.runtime import engines, pool
 
 DEFAULT_POLICIES: tuple[str, ...] = ("float32", "mixed_float16", "mixed_bfloat16", "float64")
-#: Probes in flight per backend: enough to keep every worker busy, few enough to stop quickly.
-WINDOW = 32
 
 
 def survey(
@@ -51,11 +46,12 @@ def survey(
     timeout: float | None = None,
     use_cache: bool = True,
     progress: bool = True,
+    cluster: Any = None,
 ) -> Survey:
     """Probe every target on every input dtype under every policy on every backend.
 
-    Backends run in parallel, one worker each; every probe goes through the cache, so a
-    repeated survey is fast.
+    Backends run in parallel, each on ``pool.workers_per_backend()`` workers; every probe
+    goes through the cache, so a repeated survey is fast.
 
     Args:
         targets: catalog names, groups or glob patterns (``"ops"``: every op,
@@ -78,6 +74,10 @@ def survey(
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
+        cluster: a ``distributed.Client``: the cells are partitioned across its workers,
+            each machine answering with its own pool and cache; answers stream back and
+            merge into one ``Survey`` (a lost worker's partitions run elsewhere). Needs
+            ``pip install 'dtype-explorer[cluster]'``.
 
     Returns:
         A ``Survey``: ``.to_frame()``, ``.figure()``, ``.counts()``, ``.diff(other)``,
@@ -90,13 +90,8 @@ def survey(
     'keeps-input'
     """
     timeout = pool.time_limit(timeout)
-    names = _targets(targets)
-    dtype_names = _input_dtypes(input_dtypes, names)
-    only_ops = all(t.startswith("ops.") for t in names)
-    default_policies = ("float32",) if only_ops else DEFAULT_POLICIES  # an op has no policy
-    policy_names = tuple(
-        dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
-    )
+    client = None if cluster is None else check_client(cluster)
+    names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
     engine = engine_spec(engine)
     if engine is not None and engine.startswith("tf_keras") and backends is None:
         backends = (TF_KERAS_BACKEND,)
@@ -119,7 +114,13 @@ def survey(
     engines.ensure(engine, progress=progress)  # created on first use
     started = time.perf_counter()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    results = run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
+    if client is None:
+        results = run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
+    else:
+        with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
+            results = run_on_cluster(
+                client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
+            )
     return Survey(
         targets=names,
         input_dtypes=dtype_names,
@@ -135,54 +136,21 @@ def survey(
     )
 
 
-def run_specs(
-    specs: Sequence[ProbeSpec],
-    *,
-    timeout: float | None = None,
-    use_cache: bool = True,
-    progress: bool = True,
-    desc: str = "survey",
-) -> list[ProbeResult]:
-    """Answer ``specs`` through the pool, every backend at once, in ``specs`` order.
-
-    At most ``WINDOW`` probes per backend are in flight, so an interrupt stops soon and
-    cancels the rest.
-    """
-    results: list[ProbeResult | None] = [None] * len(specs)
-    backends = {s.backend for s in specs}
-    limit = WINDOW * max(1, len(backends))
-    queue: Iterator[tuple[int, ProbeSpec]] = iter(enumerate(specs))
-    running: dict[concurrent.futures.Future[ProbeResult], int] = {}
-    with progress_bar(total=len(specs), desc=desc, enabled=progress) as bar:
-        try:
-            while True:
-                for index, spec in queue:
-                    future = pool.submit(spec, timeout=timeout, use_cache=use_cache)
-                    if future.done():
-                        results[index] = future.result()
-                        bar.update(1)
-                        continue
-                    running[future] = index
-                    if len(running) >= limit:
-                        break
-                if not running:
-                    break
-                done, _ = concurrent.futures.wait(
-                    running, return_when=concurrent.futures.FIRST_COMPLETED
-                )
-                for future in done:
-                    results[running.pop(future)] = future.result()
-                bar.update(len(done))
-        except BaseException:
-            for future in running:
-                future.cancel()
-            raise
-    return [r for r in results if r is not None]
-
-
-def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:
-    """A notebook-aware progress bar (``tqdm.auto``)."""
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="probe")
+def resolve(
+    targets: Sequence[str] | None,
+    input_dtypes: Sequence[str] | None,
+    policies: Sequence[str] | None,
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The targets, input dtypes and policies a survey of these arguments covers (patterns
+    expanded, defaults filled in for the whole list of targets, every name checked)."""
+    names = _targets(targets)
+    dtype_names = _input_dtypes(input_dtypes, names)
+    only_ops = all(t.startswith("ops.") for t in names)
+    default_policies = ("float32",) if only_ops else DEFAULT_POLICIES  # an op has no policy
+    policy_names = tuple(
+        dict.fromkeys(validate_policy(p) for p in _listed(policies, default_policies, "policies"))
+    )
+    return names, dtype_names, policy_names
 
 
 def installed(backends: Sequence[str] | str | None) -> tuple[str, ...]:

@@ -9,6 +9,8 @@ dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends nump
 dtype-explorer check model.keras
 dtype-explorer bisect Discretization --dtype float32 --backend numpy \
     --kwargs '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}' --versions 3.10.0..3.13.0
+dtype-explorer atlas build --targets Dense,ops.add --backends numpy --out atlas/
+dtype-explorer atlas diff keras-3.14/atlas.json keras-3.15/atlas.json --out review/
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
 invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
@@ -34,7 +36,7 @@ import typer
 from dtype_explorer import analyses, views
 from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.records import ProbeSet
+from dtype_explorer.records import Atlas, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
@@ -74,12 +76,12 @@ def _worker_output(backends: str | list[str]) -> Iterator[None]:
     if not _state["verbose"]:
         yield
         return
-    logs = {b: pool.log_path(b) for b in pool.usable(backends)}
-    start = {b: _size(path) for b, path in logs.items()}
+    logs = {s: pool.log_path(s) for b in pool.usable(backends) for s in pool.slots(b)}
+    start = {s: _size(path) for s, path in logs.items()}
     try:
         yield
     finally:
-        for backend, path in logs.items():
+        for backend, path in logs.items():  # each worker's (numpy, numpy-1, ...)
             path = pool.log_path(backend)  # a worker started in the block may have moved it
             since = start[backend] if path == logs[backend] else 0
             with contextlib.suppress(OSError):
@@ -484,6 +486,109 @@ def bisect(
             use_cache=not no_cache,
         )
     typer.echo(result.to_json(indent=2) if as_json else str(result))
+
+
+atlas_app = typer.Typer(
+    help="The dtype atlas: the whole map as one JSON and a static site, and its diff.",
+    no_args_is_help=True,
+)
+app.add_typer(atlas_app, name="atlas")
+
+
+@atlas_app.command("build")
+@_user_errors
+def atlas_build(
+    targets: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated targets or patterns: layers, ops, ops.nn.*, Dense."),
+    ] = None,
+    backends: Annotated[
+        str | None, typer.Option(help="Comma-separated backends (default: installed).")
+    ] = None,
+    input_dtypes: Annotated[str | None, typer.Option(help="Comma-separated input dtypes.")] = None,
+    policies: Annotated[str | None, typer.Option(help="Comma-separated policies.")] = None,
+    out: Annotated[
+        Path, typer.Option(help="Directory for atlas.json, index.html and targets/.")
+    ] = Path("atlas"),
+    cluster: Annotated[
+        str | None,
+        typer.Option(help="A Dask scheduler's address (tcp://host:8786) to spread the probes."),
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(help="Seconds per probe.")] = None,
+    workers_per_backend: Annotated[
+        str | None,
+        typer.Option(help="Workers per backend: a number, or auto (from the cores and memory)."),
+    ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="Which Keras answers: keras==3.X.Y or tf_keras (default: installed)."),
+    ] = None,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Survey the map and write the atlas; run it again to resume (answers are cached)."""
+    if workers_per_backend is not None:
+        count = workers_per_backend.strip()
+        pool.configure(workers_per_backend=int(count) if count.isdigit() else count)
+    directory = analyses.writable_directory(out)  # before the work, not after it
+    client = _client(cluster) if cluster else None
+    try:
+        with _framework_output_to_log():
+            atlas = analyses.build_atlas(
+                targets=_names("--targets", targets),
+                input_dtypes=_names("--input-dtypes", input_dtypes),
+                policies=_names("--policies", policies),
+                backends=_names("--backends", backends),
+                engine=engine,
+                out=directory,
+                timeout=_timeout(timeout),
+                cluster=client,
+                progress=progress,
+            )
+    finally:
+        if client is not None:
+            client.close()
+    counts = " · ".join(f"{k} {v}" for k, v in atlas.counts().items())
+    typer.echo(f"wrote {Path(directory) / 'index.html'} ({len(atlas.cells)} cells: {counts})")
+
+
+def _client(address: str) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InvalidSpecError(
+            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
+        ) from None
+    try:
+        return Client(address, timeout="20s")
+    except OSError as error:
+        raise InvalidSpecError(
+            f"--cluster: no Dask scheduler answered at {received(address)}: {_line(error)}"
+        ) from None
+
+
+@atlas_app.command("diff")
+@_user_errors
+def atlas_diff(
+    before: Annotated[Path, typer.Argument(help="The first atlas.json (or its directory).")],
+    after: Annotated[Path, typer.Argument(help="The second atlas.json (or its directory).")],
+    out: Annotated[Path, typer.Option(help="Directory for diff.html and diff.json.")] = Path(
+        "atlas-diff"
+    ),
+    fail_on_change: Annotated[
+        bool, typer.Option(help="Exit 1 when any cell changed (for CI).")
+    ] = False,
+) -> None:
+    """Every cell whose outcome changed between two atlases, grouped by kind of change."""
+    old, new = Atlas.load(before), Atlas.load(after)
+    directory = analyses.writable_directory(out)
+    diff = old.diff(new)
+    (directory / "diff.json").write_text(diff.to_json(), encoding="utf-8")
+    (directory / "diff.html").write_text(diff.to_html(), encoding="utf-8")
+    counts = " · ".join(f"{k} {v}" for k, v in diff.counts().items()) or "no cell changed"
+    typer.echo(f"{len(diff.changes)} changed runs in {diff.cells_compared} cells: {counts}")
+    typer.echo(f"wrote {directory / 'diff.html'} and {directory / 'diff.json'}")
+    if fail_on_change and diff.changes:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

@@ -16,12 +16,23 @@ nothing; records reach their views through ``display``, never by importing them.
 ``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
 ``Engine``                a created engine: which Keras release answers, where, its size
+``Atlas``                 a survey made into a report (traces summarised); ``AtlasDiff``
+                          the cells whose outcome changed between two atlases
 ========================  ==============================================================
 """
 
 from __future__ import annotations
 
 from dtype_explorer.records import display
+from dtype_explorer.records._atlas import (
+    CHANGE_KINDS,
+    Atlas,
+    AtlasCell,
+    AtlasChange,
+    AtlasDiff,
+    AtlasRun,
+    ChangeKind,
+)
 from dtype_explorer.records._audit import (
     AUDIT_MODES,
     ROW_COLUMNS,
@@ -102,6 +113,7 @@ from dtype_explorer.records._values import (
 
 __all__ = [
     "AUDIT_MODES",
+    "CHANGE_KINDS",
     "CLASSIFICATIONS",
     "ENGINE_FORMS",
     "KINDS",
@@ -117,12 +129,18 @@ __all__ = [
     "TF_KERAS_BACKEND",
     "UNARY",
     "AnswerChange",
+    "Atlas",
+    "AtlasCell",
+    "AtlasChange",
+    "AtlasDiff",
+    "AtlasRun",
     "AuditMode",
     "AuditReport",
     "BisectProbe",
     "BisectResult",
     "CastStep",
     "Change",
+    "ChangeKind",
     "Classification",
     "Conversion",
     "Engine",

@@ -1,7 +1,10 @@
-"""One long-lived worker process per Keras backend, so one kernel can ask all four at once.
+"""Long-lived worker processes per Keras backend, so one kernel can ask all four at once.
 
-Keras fixes its backend at import, so each backend gets its own ``pebble.ProcessPool`` with a
-single spawned worker (:mod:`dtype_explorer.runtime._worker`), started on first use and reused. The
+Keras fixes its backend at import, so each backend gets its own workers: one or more *slots*,
+each a ``pebble.ProcessPool`` with a single spawned worker
+(:mod:`dtype_explorer.runtime._worker`) and its own log, started on first use and reused. A
+probe goes to the backend's slot with the fewest probes waiting (:func:`workers_per_backend`:
+the default follows the cores and memory, ``configure(workers_per_backend=...)`` sets it). The
 kernel's own Keras is never touched. pebble enforces the per-probe timeout (the worker is
 killed and restarted) and notices a worker that dies mid-probe (reported as ``crashed``, and
 restarted for the next probe). Answers go through the persistent
@@ -30,6 +33,7 @@ import multiprocessing.context
 import multiprocessing.spawn
 import os
 import pickle
+import re
 import signal
 import sys
 import threading
@@ -53,14 +57,30 @@ from dtype_explorer.runtime import cache, engines
 from dtype_explorer.versions import settings, versions
 
 ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
+ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
 DEFAULT_TIMEOUT = 60.0
 #: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
 DEFAULT_START_TIMEOUT = 300.0
 #: The longest finite time limit (faulthandler's timer cannot count past ~30 years).
 MAX_SECONDS = 1e8
 
+#: What one worker may hold, in MiB: its measured resident set after importing its backend
+#: and probing Dense, Conv2D, LSTM and MultiHeadAttention (numpy 273, jax 394, tensorflow
+#: 698, torch 473 on Linux x86-64, CPU; ``benchmarks/README.md``), with room to grow over a
+#: survey (jax's compile cache, TensorFlow's graphs). The default number of workers per
+#: backend leaves room for this much per worker.
+WORKER_MIB = {"numpy": 400, "jax": 800, "tensorflow": 1000, "torch": 700}
+#: The share of the memory available at the first probe that the default lets workers take.
+MEMORY_SHARE = 0.5
+#: The most workers per backend the default chooses, and the most ``configure`` accepts.
+MAX_DEFAULT_WORKERS = 8
+MAX_WORKERS = 64
+
 _lock = threading.RLock()
-_pools: dict[str, pebble.ProcessPool] = {}  # by slot: "<backend>" or "<backend>@<engine>"
+#: Running pools by slot name: a *group* (the backend, ``numpy``, or an engine's workers on
+#: it, ``numpy@keras==3.11.3``) for its first worker (log ``workers/numpy.log``), and
+#: ``<group>-<k>`` for the next ones (``workers/numpy-1.log``).
+_pools: dict[str, pebble.ProcessPool] = {}
 _pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
 _shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
 _devices: dict[str, str] = {}
@@ -69,6 +89,7 @@ _config: dict[str, Any] = {
     "backends": None,
     "timeout": DEFAULT_TIMEOUT,
     "start_timeout": DEFAULT_START_TIMEOUT,
+    "workers_per_backend": None,  # a number, "auto", or None: $DTYPE_EXPLORER_WORKERS_PER_BACKEND
 }
 
 
@@ -102,14 +123,31 @@ def configure(
     backends: Iterable[str] | None = None,
     timeout: float | None = None,
     start_timeout: float | None = None,
+    workers_per_backend: int | str | None = None,
 ) -> None:
-    """Cap the backends that may start a worker (small machines) and set the time limits.
+    """Cap the backends that may start a worker (small machines), set the time limits and how
+    many workers each backend runs.
 
-    ``backends`` overrides ``$DTYPE_EXPLORER_BACKENDS`` (e.g. ``jax,numpy``); running workers
-    of backends left out are stopped. ``timeout`` is in seconds, per probe. ``start_timeout``
-    bounds a worker's start (importing its backend) and applies to backends whose workers
-    start after this call (``shutdown()`` first to apply it to all). ``math.inf``: no limit.
-    Nothing changes when an argument is invalid.
+    Args:
+        backends: overrides ``$DTYPE_EXPLORER_BACKENDS`` (e.g. ``jax,numpy``); running
+            workers of backends left out are stopped.
+        timeout: seconds per probe.
+        start_timeout: bounds a worker's start (importing its backend); applies to workers
+            that start after this call (``shutdown()`` first to apply it to all).
+            ``math.inf``: no limit.
+        workers_per_backend: worker processes per backend, 1 to :data:`MAX_WORKERS`, or
+            ``"auto"`` for :func:`default_workers_per_backend`. Workers beyond a lower number
+            are stopped (their probes answer ``WorkerShutdown``); more start on first use.
+
+    Returns:
+        ``None``. Nothing changes when an argument is invalid.
+
+    >>> configure(workers_per_backend=2); workers_per_backend()
+    2
+    >>> configure(workers_per_backend=1)
+    >>> configure(workers_per_backend=0)  # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
+    Traceback (most recent call last):
+    InvalidSpecError: workers_per_backend must be a whole number from 1 to 64, or 'auto' ...
     """
     chosen = None if backends is None else _validated(backends)
     limits = {
@@ -117,12 +155,143 @@ def configure(
         for name, value in (("timeout", timeout), ("start_timeout", start_timeout))
         if value is not None
     }
+    count = None if workers_per_backend is None else _worker_count(workers_per_backend)
     with _lock:
         if chosen is not None:
             _config["backends"] = chosen
             for name in [s for s in _pools if _backend_of(s) not in chosen]:
                 _stop(_pools.pop(name), on_purpose=True)
         _config.update(limits)
+        if count is not None:
+            _config["workers_per_backend"] = count
+            keep = _workers()
+            for name in [s for s in _pools if _slot_index(s) >= keep]:
+                _stop(_pools.pop(name), on_purpose=True)
+
+
+def _worker_count(value: Any, name: str = "workers_per_backend") -> int | str:
+    """``workers_per_backend`` checked: a whole number from 1 to :data:`MAX_WORKERS`, or
+    ``"auto"``."""
+    if value == "auto" and isinstance(value, str):
+        return "auto"
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WORKERS:
+        return value
+    raise InvalidSpecError(
+        f"{name} must be a whole number from 1 to {MAX_WORKERS}, or 'auto' for "
+        f"the default from the cores and memory ({default_workers_per_backend()} here). "
+        f"Received: {_short(value)}"
+    )
+
+
+def workers_per_backend() -> int:
+    """How many worker processes each backend runs: ``configure(workers_per_backend=...)``,
+    else ``$DTYPE_EXPLORER_WORKERS_PER_BACKEND`` (a number or ``auto``), else
+    :func:`default_workers_per_backend`.
+
+    Returns:
+        The number of workers per backend (at least 1).
+
+    >>> workers_per_backend() >= 1
+    True
+    """
+    return _workers()
+
+
+def _workers() -> int:
+    configured = _config["workers_per_backend"]
+    if configured is None:  # not configured: the environment's, if set
+        env = os.environ.get(ENV_WORKERS, "").strip()
+        if env:
+            configured = _worker_count(int(env) if env.isdigit() else env, f"${ENV_WORKERS}")
+    if configured is None or configured == "auto":
+        return default_workers_per_backend()
+    return int(configured)
+
+
+@functools.cache
+def default_workers_per_backend() -> int:
+    """The default number of workers per backend, chosen once per process: the CPUs this
+    process may use shared among the installed, allowed backends, and no more workers of all
+    of them than half the memory available holds (:data:`WORKER_MIB` each); at least 1, at
+    most :data:`MAX_DEFAULT_WORKERS`. On 2 cores with four backends: 1 (the four workers
+    already take turns on two cores); on 16 cores and 64 GB with four backends: 4.
+
+    Returns:
+        The default, at least 1.
+
+    >>> 1 <= default_workers_per_backend() <= MAX_DEFAULT_WORKERS
+    True
+    """
+    backends = installed_backends() or ["numpy"]
+    by_cores = _cpus() // len(backends)
+    per_round = sum(WORKER_MIB.get(b, max(WORKER_MIB.values())) for b in backends) << 20
+    by_memory = int(_available_memory() * MEMORY_SHARE // per_round)
+    return max(1, min(by_cores, by_memory, MAX_DEFAULT_WORKERS))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (its affinity, and a cgroup's CPU quota if lower)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            count = min(count, max(1, int(int(quota) // int(period))))
+    return max(1, count)
+
+
+def _available_memory() -> int:
+    """Bytes of memory available now (Linux: ``MemAvailable``, capped by a cgroup limit);
+    elsewhere the physical memory."""
+    available = None
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                available = int(line.split()[1]) * 1024
+    if available is None:
+        try:
+            available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, OSError, ValueError):
+            available = 8 << 30
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            available = min(available, int(limit))
+    return available
+
+
+def _group(backend: str, engine: str | None) -> str:
+    """The workers that answer for ``backend`` and ``engine``: the backend's (``"jax"``), or
+    the engine's on that backend (``"jax@keras==3.11.3"``), each group its own workers."""
+    return backend if engine is None else f"{backend}@{engine}"
+
+
+def _slot_name(group: str, index: int) -> str:
+    return group if index == 0 else f"{group}-{index}"
+
+
+def _group_of(slot: str) -> str:
+    """The group of worker ``slot`` (``numpy-1`` -> ``numpy``); an engine's name never ends
+    in ``-<digits>`` (``keras==3.11.3``, ``tf_keras``)."""
+    return re.sub(r"-\d+$", "", slot)
+
+
+def _backend_of(slot: str) -> str:
+    return _group_of(slot).partition("@")[0]
+
+
+def _slot_index(slot: str) -> int:
+    found = re.search(r"-(\d+)$", slot)
+    return int(found.group(1)) if found else 0
+
+
+def slots(backend: str, engine: str | None = None) -> list[str]:
+    """The slot names of ``backend``'s workers (``numpy``, ``numpy-1``, ...; an engine's:
+    ``numpy@keras==3.11.3``, ...), one per worker (:func:`workers_per_backend`); each has its
+    own pool and log (:func:`log_path`)."""
+    return [_slot_name(_group(backend, engine), k) for k in range(workers_per_backend())]
 
 
 def time_limit(value: Any, name: str = "timeout") -> float | None:
@@ -245,10 +414,12 @@ def submit(
             if hit is not None:
                 return _completed(hit)
     seconds = _config["timeout"] if limit is None else limit
-    task = _schedule(slot(spec), worker.run, (spec.to_dict(), target_payload), seconds)
+    task, slot = _schedule(
+        backend, worker.run, (spec.to_dict(), target_payload), seconds, engine=spec.engine
+    )
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
-    task.add_done_callback(lambda f: _finish(f, out, spec, seconds, cacheable=cacheable))
+    task.add_done_callback(lambda f: _finish(f, out, spec, seconds, slot, cacheable=cacheable))
     return out
 
 
@@ -279,46 +450,40 @@ def call(
     engines.require(engine)
     limit = time_limit(timeout)
     seconds = _config["timeout"] if limit is None else limit
-    return _schedule(_slot(backend, engine_spec(engine)), function, args, seconds)
+    return _schedule(backend, function, args, seconds, engine=engine_spec(engine))[0]
 
 
 def warm(
     backends: Iterable[str] | None = None, *, engine: str | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Start the workers for ``backends`` (default: all installed) in parallel and wait until
-    each has imported its backend; returns what each worker says about itself. A worker that
-    cannot start (or not within the start timeout) raises :class:`WorkerStartError`.
-    ``engine`` (a created engine's name) warms that engine's workers instead."""
+    """Start every worker of ``backends`` (default: all installed) in parallel and wait until
+    each has imported its backend; returns what each backend's first worker says about itself,
+    with ``pids``, every worker's. A worker that cannot start (or not within the start
+    timeout) raises :class:`WorkerStartError`. ``engine`` (a created engine's name) warms
+    that engine's workers instead."""
     names = installed_backends() if backends is None else _validated(backends)
     for name in names:
         engines.check_backend(engine, name)
     engines.require(engine)
-    slots = {b: _slot(b, engine_spec(engine)) for b in names}
-    futures = {b: _schedule(slots[b], worker.describe) for b in names}
-    described = {}
-    for backend, future in futures.items():
+    engine = engine_spec(engine)
+    futures = {s: _schedule(b, worker.describe, slot=s)[0] for b in names for s in slots(b, engine)}
+    by_slot = {}
+    for slot, future in futures.items():
         try:
-            described[backend] = future.result()
+            by_slot[slot] = future.result()
         except (pebble.ProcessExpired, BrokenProcessPool) as exc:
             if future in _shut_down:
                 raise WorkerShutdown(SHUT_DOWN) from None
-            raise WorkerStartError(_lost_before_answering(slots[backend], exc)[2]) from None
-    _devices.update({slots[b]: d["device"] for b, d in described.items()})
+            raise WorkerStartError(_lost_before_answering(slot, exc)[2]) from None
+    described = {}
+    for backend in names:  # the first worker's description, and every worker's pid
+        first = by_slot[_slot_name(_group(backend, engine), 0)]
+        described[backend] = {
+            **first,
+            "pids": [by_slot[s]["pid"] for s in slots(backend, engine)],
+        }
+    _devices.update({_group(b, engine): d["device"] for b, d in described.items()})
     return described
-
-
-def slot(spec: ProbeSpec) -> str:
-    """The workers that answer ``spec``: its backend's (``"jax"``), or its engine's on that
-    backend (``"jax@keras==3.11.3"``), each a pool of its own."""
-    return _slot(spec.backend, spec.engine)
-
-
-def _slot(backend: str, engine: str | None) -> str:
-    return backend if engine is None else f"{backend}@{engine}"
-
-
-def _backend_of(slot: str) -> str:
-    return slot.partition("@")[0]
 
 
 def _stop_engine(spec: str) -> None:
@@ -349,11 +514,17 @@ def stop_engine(spec: str) -> None:
 
 
 def log_path(backend: str) -> Path:
-    """Where ``backend``'s worker writes its output (backend messages, crash tracebacks):
-    ``workers/<backend>.log`` in the cache directory it was started with (an engine's
-    workers, slot ``"jax@keras==3.11.3"``: ``workers/jax@keras-3.11.3.log``)."""
+    """Where worker ``backend``'s output goes (backend messages, crash tracebacks):
+    ``workers/<backend>.log`` in the cache directory it was started with; a slot name gives
+    that worker's log (``numpy-1``; an engine's, ``jax@keras==3.11.3``:
+    ``workers/jax@keras-3.11.3.log``)."""
     start = _starts.get(backend)
     return start.log if start else _new_log_path(backend)
+
+
+def log_paths(backend: str, engine: str | None = None) -> list[Path]:
+    """The logs of every worker of ``backend`` (:func:`slots`), the first one first."""
+    return [log_path(slot) for slot in slots(backend, engine)]
 
 
 def _new_log_path(slot: str) -> Path:
@@ -370,12 +541,13 @@ def shutdown() -> None:
 
 
 def _pool(slot: str) -> pebble.ProcessPool:
-    """The running pool for ``slot`` (a backend, or ``backend@engine``); a new one if it never
-    started or broke, or if the settings a worker reads at start changed since it started
-    (``KERAS_HOME`` pointed at another keras.json, ``JAX_ENABLE_X64`` set): the cache key says
-    the new settings, so the worker must run under them. An engine's workers get its
-    directory, put first on ``sys.path`` before their backend imports (``_worker.init``)."""
+    """The running pool of worker ``slot``; a new one if it never started or broke, or if the
+    settings a worker reads at start changed since it started (``KERAS_HOME`` pointed at
+    another keras.json, ``JAX_ENABLE_X64`` set): the cache key says the new settings, so the
+    worker must run under them. An engine's workers get its directory, put first on
+    ``sys.path`` before their backend imports (``_worker.init``)."""
     now = settings()
+    backend = _backend_of(slot)
     with _lock:
         pool = _pools.get(slot)
         if pool is not None and not pool.active:
@@ -385,8 +557,7 @@ def _pool(slot: str) -> pebble.ProcessPool:
             _stop(_pools.pop(slot), on_purpose=True)
             pool = None
         if pool is None:
-            backend, _, name = slot.partition("@")
-            engine = engines.require(name or None)
+            engine = engines.require(_group_of(slot).partition("@")[2] or None)
             log = _new_log_path(slot)
             deadline = _config["start_timeout"]
             worker_log.keep(log)
@@ -465,22 +636,38 @@ _WORKER_CONTEXT = _WorkerContext()
 
 
 def _schedule(
-    backend: str, function: Any, args: tuple = (), timeout: float | None = None
-) -> Future:
-    """Schedule on ``backend``'s pool, replacing it once if it broke just now."""
+    backend: str,
+    function: Any,
+    args: tuple = (),
+    timeout: float | None = None,
+    *,
+    slot: str | None = None,
+    engine: str | None = None,
+) -> tuple[Future, str]:
+    """Schedule on one of ``backend``'s workers (of ``engine``'s, when given): ``slot``, else
+    the one with the fewest probes waiting, replacing its pool once if it broke just now;
+    ``(task, slot)``."""
     if timeout == math.inf:
         timeout = None
     with _lock:
+        if slot is None:
+            slot = min(slots(backend, engine), key=_waiting)
         try:
-            pool = _pool(backend)
+            pool = _pool(slot)
             task = pool.schedule(function, args=args, timeout=timeout)
         except RuntimeError:  # the pool broke between the check and the call
-            pool = _pool(backend)
+            pool = _pool(slot)
             task = pool.schedule(function, args=args, timeout=timeout)
         pending = _pending.setdefault(pool, set())
         pending.add(task)
     task.add_done_callback(pending.discard)
-    return task
+    return task, slot
+
+
+def _waiting(slot: str) -> int:
+    """Probes sent to ``slot``'s worker and not answered yet (0: no pool yet)."""
+    pool = _pools.get(slot)
+    return len(_pending.get(pool, ())) if pool is not None else 0
 
 
 def _stop(pool: pebble.ProcessPool, *, on_purpose: bool) -> None:
@@ -499,20 +686,22 @@ def _stop(pool: pebble.ProcessPool, *, on_purpose: bool) -> None:
             )
 
 
-def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cacheable: bool) -> None:
-    """Turn the worker's answer (or its failure) into a ``ProbeResult`` and store it."""
+def _finish(
+    task: Future, out: Future, spec: ProbeSpec, seconds: float, slot: str, *, cacheable: bool
+) -> None:
+    """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it."""
     if out.done():  # cancelled by the caller
         return
     try:
         answer = dict(task.result())
         if answer.pop(worker.REPLACE_ME, False):
-            _retire(slot(spec))
+            _retire(slot)
         result = ProbeResult.from_dict(answer)
-        _devices[slot(spec)] = result.device
+        _devices[_group_of(slot)] = result.device
     except concurrent.futures.CancelledError:
         if task not in _shut_down:
             return
-        result = _lost_worker(spec, WorkerShutdown(SHUT_DOWN), on_purpose=True)
+        result = _lost_worker(spec, slot, WorkerShutdown(SHUT_DOWN), on_purpose=True)
     except concurrent.futures.TimeoutError:
         message = (
             f"no answer within {seconds:g} s; the {spec.backend} worker was stopped and "
@@ -520,7 +709,7 @@ def _finish(task: Future, out: Future, spec: ProbeSpec, seconds: float, *, cache
         )
         result = _failure(spec, "timeout", "TimeoutError", message)
     except (pebble.ProcessExpired, BrokenProcessPool, WorkerShutdown) as exc:
-        result = _lost_worker(spec, exc, on_purpose=task in _shut_down)
+        result = _lost_worker(spec, slot, exc, on_purpose=task in _shut_down)
     except BaseException as exc:  # a bug in the worker's code, or a
         # BaseException that got out of it: reported, never raised into pebble's thread
         result = _failure(spec, "error", type(exc).__name__, str(exc)[:2000])
@@ -597,35 +786,38 @@ def storable(result: ProbeResult) -> bool:
     return not any(text in error.message for text in _TRANSIENT_TEXT)
 
 
-def _retire(backend: str) -> None:
-    """Replace ``backend``'s worker after a probe changed settings it could not put back: new
+def _retire(slot: str) -> None:
+    """Replace worker ``slot`` after a probe changed settings it could not put back: new
     probes go to a new pool; the old one ends once its queued probes (refused by the worker
     meanwhile, see ``_worker.run``) are answered."""
     with _lock:
-        pool = _pools.pop(backend, None)
+        pool = _pools.pop(slot, None)
     if pool is not None:
         pool.close()
         threading.Thread(target=pool.join, name="dx-retire", daemon=True).start()
 
 
-def _lost_worker(spec: ProbeSpec, exc: BaseException, *, on_purpose: bool) -> ProbeResult:
+def _lost_worker(
+    spec: ProbeSpec, slot: str, exc: BaseException, *, on_purpose: bool
+) -> ProbeResult:
     """The answer for a probe whose worker went away: stopped on purpose (``shutdown``,
     ``configure``; pebble may then report the killed worker as expired or the pool as broken),
     stopped at its start deadline, or died on its own."""
     if on_purpose or isinstance(exc, WorkerShutdown):
         return _failure(spec, "error", "WorkerShutdown", SHUT_DOWN)
     if isinstance(exc, pebble.ProcessExpired):
-        return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, exc.exitcode))
-    status, kind, message = _lost_before_answering(slot(spec), exc)
+        return _failure(spec, "crashed", "WorkerCrashed", _crash_message(spec, slot, exc.exitcode))
+    status, kind, message = _lost_before_answering(slot, exc)
     return _failure(spec, status, kind, message)
 
 
-def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, str]:
-    """``(status, error type, message)`` for a worker that pebble reports only as gone (the
-    pool broke): its log tells whether it was starting, hit its start deadline, or had
+def _lost_before_answering(slot: str, exc: BaseException) -> tuple[str, str, str]:
+    """``(status, error type, message)`` for worker ``slot`` that pebble reports only as gone
+    (the pool broke): its log tells whether it was starting, hit its start deadline, or had
     started and died (before pebble saw it take the task)."""
-    start = _starts[backend]  # set when its pool was made, which every task went through
-    ending = worker_log.last_start(start.log, _backend_of(backend), since=start.log_offset)
+    backend = _backend_of(slot)
+    start = _starts[slot]  # set when its pool was made, which every task went through
+    ending = worker_log.last_start(start.log, backend, since=start.log_offset)
     if ending == "timed-out":
         return (
             "timeout",
@@ -634,7 +826,7 @@ def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, 
             f"within {start.deadline:g} s and was stopped; the next probe starts a new one "
             f"(pool.configure(start_timeout=...) allows longer). Where it hung: {start.log}",
         )
-    kept = _kept_log(backend)
+    kept = _kept_log(slot)
     if ending == "died-starting":
         return (
             "crashed",
@@ -650,21 +842,21 @@ def _lost_before_answering(backend: str, exc: BaseException) -> tuple[str, str, 
     )
 
 
-def _kept_log(backend: str) -> Path:
+def _kept_log(slot: str) -> Path:
     """The file that keeps a dead worker's output (its traceback): its log, moved aside now
     when the next worker would start it afresh (``_worker_log.keep``). Called before pebble
     starts the replacement (it runs the task's callbacks first)."""
-    start = _starts.get(backend)
+    start = _starts.get(slot)
     if start is None:
-        return log_path(backend)
+        return log_path(slot)
     with _lock:
         kept = worker_log.keep(start.log)
         if kept != start.log:  # the new log starts at 0
-            _starts[backend] = dataclasses.replace(start, log_offset=0)
+            _starts[slot] = dataclasses.replace(start, log_offset=0)
     return kept
 
 
-def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
+def _crash_message(spec: ProbeSpec, slot: str, exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         how = f"was killed by {signal.Signals(-exitcode).name}"
     else:
@@ -672,7 +864,7 @@ def _crash_message(spec: ProbeSpec, exitcode: int | None) -> str:
     return (
         f"the {spec.backend} worker {how} while running this probe (a segfault, os._exit "
         "or running out of memory); it is restarted for the next probe. Its output is in "
-        f"{_kept_log(slot(spec))}"
+        f"{_kept_log(slot)}"
     )
 
 
@@ -681,7 +873,7 @@ def _failure(spec: ProbeSpec, status: str, kind: str, message: str) -> ProbeResu
         spec=spec,
         status=status,  # type: ignore[arg-type]
         backend=spec.backend,
-        device=_devices.get(slot(spec), "unknown"),
+        device=_devices.get(_group(spec.backend, spec.engine), "unknown"),
         verdict="error",
         error=ErrorInfo(type=kind, message=message, where="worker"),
         versions=_versions(spec),

@@ -17,6 +17,8 @@ True
 from __future__ import annotations
 
 from dtype_explorer.records import (
+    Atlas,
+    AtlasDiff,
     AuditReport,
     BisectResult,
     ProbeResult,
@@ -25,6 +27,7 @@ from dtype_explorer.records import (
     Survey,
     display,
 )
+from dtype_explorer.views._atlas import atlas_diff_html, atlas_site, target_href
 from dtype_explorer.views._bisect import bisect_html, bisect_text
 from dtype_explorer.views._figures import promotion_figure, survey_figure
 from dtype_explorer.views._html import (
@@ -50,11 +53,15 @@ display.html.register(PromotionTable, promotion_html)
 display.html.register(AuditReport, audit_html)
 display.html.register(BisectResult, bisect_html)
 display.page.register(Survey, survey_html)
+display.page.register(Atlas, atlas_site)
+display.page.register(AtlasDiff, atlas_diff_html)
 display.figure.register(Survey, survey_figure)
 display.figure.register(PromotionTable, promotion_figure)
 
 __all__ = [
     "PALETTE",
+    "atlas_diff_html",
+    "atlas_site",
     "audit_html",
     "audit_text",
     "bisect_html",
@@ -72,4 +79,5 @@ __all__ = [
     "survey_figure",
     "survey_html",
     "survey_summary_html",
+    "target_href",
 ]

@@ -1,0 +1,69 @@
+"""Probes answered through the worker pool, every backend at once, with progress: what a
+survey, a promotion table and a cluster's partition run."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from dtype_explorer.records import ProbeResult, ProbeSpec
+from dtype_explorer.runtime import pool
+
+#: Probes in flight per worker: enough to keep every worker busy, few enough to stop quickly
+#: and to spread the last probes over all of a backend's workers (each goes to the worker with
+#: the fewest waiting).
+WINDOW = 8
+
+
+def run_specs(
+    specs: Sequence[ProbeSpec],
+    *,
+    timeout: float | None = None,
+    use_cache: bool = True,
+    progress: bool = True,
+    desc: str = "survey",
+) -> list[ProbeResult]:
+    """Answer ``specs`` through the pool, every backend at once, in ``specs`` order.
+
+    At most ``WINDOW`` probes per worker are in flight (``pool.workers_per_backend()`` per
+    backend), so the cells spread over every worker, and an interrupt stops soon and cancels
+    the rest.
+    """
+    results: list[ProbeResult | None] = [None] * len(specs)
+    groups = {(s.backend, s.engine) for s in specs}  # each backend's (or engine's) workers
+    limit = WINDOW * max(1, len(groups)) * pool.workers_per_backend()
+    queue: Iterator[tuple[int, ProbeSpec]] = iter(enumerate(specs))
+    running: dict[concurrent.futures.Future[ProbeResult], int] = {}
+    with progress_bar(total=len(specs), desc=desc, enabled=progress) as bar:
+        try:
+            while True:
+                for index, spec in queue:
+                    future = pool.submit(spec, timeout=timeout, use_cache=use_cache)
+                    if future.done():
+                        results[index] = future.result()
+                        bar.update(1)
+                        continue
+                    running[future] = index
+                    if len(running) >= limit:
+                        break
+                if not running:
+                    break
+                done, _ = concurrent.futures.wait(
+                    running, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in done:
+                    results[running.pop(future)] = future.result()
+                bar.update(len(done))
+        except BaseException:
+            for future in running:
+                future.cancel()
+            raise
+    return [r for r in results if r is not None]
+
+
+def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:
+    """A notebook-aware progress bar (``tqdm.auto``)."""
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="probe")

@@ -1,0 +1,447 @@
+"""The dtype atlas: a survey made into a report, and the diff of two atlases.
+
+An ``Atlas`` holds, per cell (target, input dtype, policy), each backend's answer as an
+``AtlasRun``: the outcome, the three dtypes, the verdict, the whole cast path (variables,
+stored and read, included), the error (its message cut to :data:`MAX_MESSAGE` characters) and a
+summary of the op trace (how many ops, the first one that changed a dtype, the first inf/NaN)
+instead of the trace itself (one LSTM trace is ~61 KB; the whole default map would be
+gigabytes). Versions and devices are kept once per backend. Keras numbers the objects it names
+itself per process (``seed_generator_6/seed_generator_state``, ``'lstm_3'`` in a message): that
+number says how many the worker built before, not what the question asked, so the atlas drops
+it (:func:`unnumbered`), and an atlas does not depend on the order its probes ran in. What
+differs between two builds of the same map (when, how long, what came from the cache) is in
+``build`` and left out of :meth:`Atlas.content`, so a build resumed from the cache and an
+uninterrupted one have the same content.
+
+``Atlas.diff(other)`` is the upgrade review: every cell and run whose outcome or class changed,
+each with its kind of change (:data:`CHANGE_KINDS`).
+
+>>> from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
+>>> spec = ProbeSpec(target="Dense", input_dtypes=("uint8",), backend="numpy")
+>>> r = ProbeResult(spec=spec, status="ok", backend="numpy", output_dtype="float32",
+...                 verdict="as-documented")
+>>> s = Survey(targets=("Dense",), input_dtypes=("uint8",), policies=("float32",),
+...            backends=("numpy",), compute_dtypes={"float32": "float32"}, results=(r,))
+>>> a = Atlas.from_survey(s)
+>>> a.cell("Dense", "uint8", "float32").classification
+'casts-to-compute'
+>>> b = Atlas.from_survey(s.model_copy(update={"results": (r.model_copy(
+...     update={"status": "error", "output_dtype": None}),)}))
+>>> [(c.kind, c.before, c.after) for c in a.diff(b).changes]
+[('now-raises', 'float32', 'raises')]
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import display as _display
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import CastStep, ProbeResult
+from dtype_explorer.records._survey import Classification, Survey, classify_cell, classify_result
+
+#: The longest error message an atlas keeps (the first lines say what Keras refused).
+MAX_MESSAGE = 400
+#: The atlas format; readers refuse another.
+FORMAT = 1
+
+ChangeKind = Literal[
+    "now-raises",
+    "now-works",
+    "dtype-changed",
+    "error-changed",
+    "class-changed",
+    "added",
+    "removed",
+]
+#: Kinds of change, most serious first: an answer that now raises, one that now works, an
+#: output dtype that changed, another error, the same outcome classed otherwise (declared vs
+#: observed), and cells or runs only one atlas has.
+CHANGE_KINDS: tuple[ChangeKind, ...] = (
+    "now-raises",
+    "now-works",
+    "dtype-changed",
+    "error-changed",
+    "class-changed",
+    "added",
+    "removed",
+)
+
+
+class AtlasRun(Record):
+    """One backend's answer to a cell, without the op trace (summarised)."""
+
+    status: str
+    outcome: str
+    classification: Classification
+    output_dtype: str | None = None
+    output_dtypes: tuple[str, ...] = ()
+    documented_dtype: str | None = None
+    declared_dtype: str | None = None
+    verdict: str = "error"
+    cast_path: tuple[CastStep, ...] = ()
+    path_text: str = ""
+    error_type: str | None = None
+    error_where: str | None = None
+    error_message: str | None = None
+    device: str = "cpu"
+    #: The op trace in brief: how many ops the call ran, the first that changed a dtype (with
+    #: what it did and its line in Keras), the first whose output held inf/NaN.
+    trace_ops: int = 0
+    first_change: str | None = None
+    first_change_note: str | None = None
+    first_change_at: str | None = None
+    first_nonfinite: str | None = None
+
+    @classmethod
+    def from_result(cls, result: ProbeResult, compute_dtype: str) -> AtlasRun:
+        change = result.first_dtype_change()
+        nonfinite = result.first_nonfinite_step()
+        error = result.error
+        steps = tuple(
+            step.model_copy(update={"name": unnumbered(step.name)}) if step.name else step
+            for step in result.cast_path
+        )
+        return cls(
+            status=result.status,
+            outcome=result.outcome,
+            classification=classify_result(result, compute_dtype),
+            output_dtype=result.output_dtype,
+            output_dtypes=result.output_dtypes,
+            documented_dtype=result.documented_dtype,
+            declared_dtype=result.declared_dtype,
+            verdict=result.verdict,
+            cast_path=steps,
+            path_text=unnumbered(result.path_text()),
+            error_type=error.type if error else None,
+            error_where=error.where if error else None,
+            error_message=unnumbered(error.message[:MAX_MESSAGE]) if error else None,
+            device=result.device,
+            trace_ops=len(result.call_trace()),
+            first_change=change.op if change else None,
+            first_change_note=change.change_text() if change else None,
+            first_change_at=change.source.short if change and change.source else None,
+            first_nonfinite=nonfinite.op if nonfinite else None,
+        )
+
+
+_NAME_PART = re.compile(
+    r"(?<![\w.])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_\d+(?=[/'\"\s),:]|$)"
+)
+
+
+def unnumbered(text: str) -> str:
+    """``text`` without the numbers Keras appends to the names it makes unique per process
+    (``seed_generator_6/seed_generator_state`` -> ``seed_generator/seed_generator_state``).
+
+    >>> unnumbered("seed_generator_6/seed_generator_state (variables)")
+    'seed_generator/seed_generator_state (variables)'
+    >>> unnumbered("Layer 'lstm_3' expected 1 input; float16 (kernel)")
+    "Layer 'lstm' expected 1 input; float16 (kernel)"
+    """
+    return _NAME_PART.sub(r"\1", text)
+
+
+class AtlasCell(Record):
+    """One target on one input dtype under one policy: each backend's (or ``backend/mode``'s)
+    run and the cell's class across them."""
+
+    target: str
+    input_dtype: str
+    policy: str
+    compute_dtype: str
+    classification: Classification
+    runs: dict[str, AtlasRun]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target, self.input_dtype, self.policy)
+
+
+class Atlas(Record):
+    """The whole map: every cell of a survey, the versions and devices that produced it."""
+
+    format: int = FORMAT
+    targets: tuple[str, ...]
+    input_dtypes: tuple[str, ...]
+    policies: tuple[str, ...]
+    backends: tuple[str, ...]
+    modes: tuple[str, ...] = ("call",)
+    floatx: str | None = None
+    compute_dtypes: dict[str, str]
+    #: backend -> library versions (keras, the backend's, numpy, ...), as the workers said.
+    versions: dict[str, dict[str, str]] = Field(default_factory=dict)
+    #: backend -> the devices its answers ran on.
+    devices: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    #: How this copy was built (``created``, ``elapsed_s``, ``probes``, ``from_cache``); not
+    #: part of :meth:`content`.
+    build: dict[str, Any] = Field(default_factory=dict)
+    cells: tuple[AtlasCell, ...]
+
+    @classmethod
+    def from_survey(cls, survey: Survey, **build: Any) -> Atlas:
+        """The atlas of ``survey`` (``build``: facts about this build, kept in ``build``)."""
+        cells = []
+        for cell in survey.cells():
+            runs = {
+                run: AtlasRun.from_result(result, cell.compute_dtype)
+                for run, result in sorted(cell.results.items())
+            }
+            cells.append(
+                AtlasCell(
+                    target=cell.target,
+                    input_dtype=cell.input_dtype,
+                    policy=cell.policy,
+                    compute_dtype=cell.compute_dtype,
+                    classification=classify_cell(cell.results.values(), cell.compute_dtype),
+                    runs=runs,
+                )
+            )
+        versions: dict[str, collections.Counter] = {}
+        devices: dict[str, set[str]] = {}
+        for r in survey.results:
+            if r.versions:
+                key = json.dumps(r.versions, sort_keys=True)
+                versions.setdefault(r.backend, collections.Counter())[key] += 1
+            devices.setdefault(r.backend, set()).add(r.device)
+        return cls(
+            targets=survey.targets,
+            input_dtypes=survey.input_dtypes,
+            policies=survey.policies,
+            backends=survey.backends,
+            modes=survey.modes,
+            floatx=survey.floatx,
+            compute_dtypes=survey.compute_dtypes,
+            versions={b: json.loads(c.most_common(1)[0][0]) for b, c in sorted(versions.items())},
+            devices={b: tuple(sorted(d)) for b, d in sorted(devices.items())},
+            build={
+                "created": survey.created,
+                "elapsed_s": survey.elapsed_s,
+                "probes": len(survey.results),
+                "from_cache": sum(r.cached for r in survey.results),
+                **build,
+            },
+            cells=tuple(cells),
+        )
+
+    @classmethod
+    def merged(cls, parts: Sequence[Atlas]) -> Atlas:
+        """One atlas of ``parts`` (surveys of different targets over the same dtypes,
+        policies and backends): their cells in order, versions and devices together, build
+        facts summed."""
+        if not parts:
+            raise InvalidSpecError("an atlas needs at least one part to merge")
+        first = parts[0]
+        versions: dict[str, dict[str, str]] = {}
+        devices: dict[str, set[str]] = {}
+        compute: dict[str, str] = {}
+        for part in parts:
+            for backend, said in part.versions.items():
+                versions.setdefault(backend, said)
+            for backend, found in part.devices.items():
+                devices.setdefault(backend, set()).update(found)
+            compute.update(part.compute_dtypes)
+        build = dict(first.build)
+        for key in ("elapsed_s", "probes", "from_cache"):
+            build[key] = round(sum(p.build.get(key, 0) for p in parts), 3)
+        return first.model_copy(
+            update={
+                "targets": tuple(t for p in parts for t in p.targets),
+                "backends": tuple(dict.fromkeys(b for p in parts for b in p.backends)),
+                "compute_dtypes": compute,
+                "versions": dict(sorted(versions.items())),
+                "devices": {b: tuple(sorted(d)) for b, d in sorted(devices.items())},
+                "build": build,
+                "cells": tuple(c for p in parts for c in p.cells),
+            }
+        )
+
+    def content(self) -> dict[str, Any]:
+        """Everything but ``build``: what two builds of the same map share."""
+        return self.model_dump(mode="json", exclude={"build"})
+
+    def fingerprint(self) -> str:
+        """A short hash of :meth:`content` (two builds of the same map have the same)."""
+        text = json.dumps(self.content(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def cell(self, target: str, input_dtype: str, policy: str | None = None) -> AtlasCell:
+        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first)."""
+        key = (target, input_dtype, policy or self.policies[0])
+        found = self._index().get(key)
+        if found is None:
+            for value, valid, kind in zip(
+                key, (self.targets, self.input_dtypes, self.policies), ("target", "dtype", "policy")
+            ):
+                if value not in valid:
+                    raise unknown(f"{kind} in this atlas", value, valid)
+            raise InvalidSpecError(f"this atlas has no cell {key}")
+        return found
+
+    def cells_of(self, target: str) -> list[AtlasCell]:
+        """Every cell of ``target``, in the atlas's order."""
+        return [c for c in self.cells if c.target == target]
+
+    def counts(self, target: str | None = None) -> dict[str, int]:
+        """How many cells (of ``target``, or all) fall in each class."""
+        found = collections.Counter(
+            c.classification for c in self.cells if target is None or c.target == target
+        )
+        return {k: found[k] for k in sorted(found)}
+
+    def diff(self, other: Atlas) -> AtlasDiff:
+        """Every cell and run whose outcome or class changed from ``self`` to ``other``."""
+        return AtlasDiff.between(self, other)
+
+    def to_html(self) -> dict[str, str]:
+        """The static site: relative path -> page (``index.html``, ``targets/<name>.html``)."""
+        return _display.page(self)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Atlas:
+        """Read an ``atlas.json`` (or the directory holding one)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "atlas.json"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidSpecError(f"cannot read the atlas {str(path)!r}: {exc}") from None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidSpecError(f"{str(path)!r} is not JSON: {exc}") from None
+        if not isinstance(data, dict) or "cells" not in data:
+            raise InvalidSpecError(
+                f"{str(path)!r} is not an atlas (no 'cells'); give the atlas.json that "
+                "`dtype-explorer atlas build` wrote"
+            )
+        if data.get("format", FORMAT) != FORMAT:
+            raise InvalidSpecError(
+                f"{str(path)!r} is atlas format {data.get('format')!r}; this dtype-explorer "
+                f"reads format {FORMAT}"
+            )
+        return cls.model_validate(data)
+
+    def _index(self) -> dict[tuple[str, str, str], AtlasCell]:
+        return {c.key: c for c in self.cells}
+
+    def __repr__(self) -> str:
+        return (
+            f"<Atlas {len(self.targets)} targets x {len(self.input_dtypes)} dtypes x "
+            f"{len(self.policies)} policies on {', '.join(self.backends)}: {len(self.cells)} cells>"
+        )
+
+
+class AtlasChange(Record):
+    """One run of one cell whose answer changed between two atlases."""
+
+    target: str
+    input_dtype: str
+    policy: str
+    run: str
+    kind: ChangeKind
+    before: str
+    after: str
+    before_class: str
+    after_class: str
+    before_path: str = ""
+    after_path: str = ""
+
+
+class AtlasDiff(Record):
+    """What changed from atlas ``before`` to ``after``: the changes grouped by kind, and the
+    versions and devices on each side (what the review compares)."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    cells_compared: int
+    changes: tuple[AtlasChange, ...]
+
+    @classmethod
+    def between(cls, old: Atlas, new: Atlas) -> AtlasDiff:
+        changes = []
+        before, after = old._index(), new._index()
+        for key in dict.fromkeys([*before, *after]):
+            a, b = before.get(key), after.get(key)
+            runs = dict.fromkeys([*(a.runs if a else {}), *(b.runs if b else {})])
+            for run in runs:
+                x = a.runs.get(run) if a else None
+                y = b.runs.get(run) if b else None
+                kind = change_kind(x, y)
+                if kind is not None:
+                    changes.append(
+                        AtlasChange(
+                            target=key[0],
+                            input_dtype=key[1],
+                            policy=key[2],
+                            run=run,
+                            kind=kind,
+                            before=x.outcome if x else "absent",
+                            after=y.outcome if y else "absent",
+                            before_class=x.classification if x else "absent",
+                            after_class=y.classification if y else "absent",
+                            before_path=x.path_text if x else "",
+                            after_path=y.path_text if y else "",
+                        )
+                    )
+        order = {k: i for i, k in enumerate(CHANGE_KINDS)}
+        changes.sort(key=lambda c: order[c.kind])
+        return cls(
+            before=_side(old),
+            after=_side(new),
+            cells_compared=len(set(before) | set(after)),
+            changes=tuple(changes),
+        )
+
+    def by_kind(self) -> dict[str, list[AtlasChange]]:
+        """The changes grouped by kind, most serious first (kinds with none left out)."""
+        grouped: dict[str, list[AtlasChange]] = {}
+        for change in self.changes:
+            grouped.setdefault(change.kind, []).append(change)
+        return grouped
+
+    def counts(self) -> dict[str, int]:
+        return {kind: len(found) for kind, found in self.by_kind().items()}
+
+    def to_html(self) -> str:
+        """A standalone page, the changes grouped by kind."""
+        return _display.page(self)
+
+
+def change_kind(before: AtlasRun | None, after: AtlasRun | None) -> ChangeKind | None:
+    """How a run changed (``None``: it did not)."""
+    if before is None and after is None:
+        return None
+    if before is None:
+        return "added"
+    if after is None:
+        return "removed"
+    was_ok, is_ok = before.status == "ok", after.status == "ok"
+    if was_ok and not is_ok:
+        return "now-raises"
+    if is_ok and not was_ok:
+        return "now-works"
+    if before.outcome != after.outcome:
+        return "dtype-changed" if is_ok else "error-changed"
+    if before.classification != after.classification:
+        return "class-changed"
+    return None
+
+
+def _side(atlas: Atlas) -> dict[str, Any]:
+    return {
+        "versions": atlas.versions,
+        "devices": {b: list(d) for b, d in atlas.devices.items()},
+        "created": atlas.build.get("created", ""),
+        "fingerprint": atlas.fingerprint(),
+    }

@@ -1,0 +1,279 @@
+"""The atlas as a static site, and an atlas diff as a page: plain HTML with the stylesheet
+(``atlas.css``) and the script (``atlas.js``) inlined, so the pages open from the file system
+with no server and no CDN. Colours are the one palette's; every fact comes from the records.
+
+``index.html``: the versions and devices that produced the atlas, the class counts, every
+target with its counts and a search box. ``targets/<name>.html``: a page per layer and op with
+its heatmaps (input dtype x policy, coloured by the cell's class, then by each backend's) and,
+for a chosen cell, each run's cast path, error, op-trace summary, device and versions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from dtype_explorer.records import CHANGE_KINDS, CLASSIFICATIONS, Atlas, AtlasCell, AtlasDiff
+from dtype_explorer.views._markup import e, short
+from dtype_explorer.views._palette import PALETTE, color, dtype_color
+
+CSS = Path(__file__).with_name("atlas.css").read_text(encoding="utf-8")
+SCRIPT = Path(__file__).with_name("atlas.js").read_text(encoding="utf-8")
+#: What each kind of change means, for the diff page.
+CHANGE_TEXT = {
+    "now-raises": "answered before, raises now",
+    "now-works": "raised before, answers now",
+    "dtype-changed": "another output dtype",
+    "error-changed": "another error (or a timeout, a crash)",
+    "class-changed": "same outcome, classed otherwise (declared vs observed)",
+    "added": "only in the second atlas",
+    "removed": "only in the first atlas",
+}
+
+
+def target_href(target: str) -> str:
+    """The page of ``target``, relative to the site's root (a file name safe everywhere).
+
+    >>> target_href("ops.nn.relu"), target_href("Conv1D")
+    ('targets/ops.nn.relu.html', 'targets/Conv1D.html')
+    """
+    return f"targets/{re.sub(r'[^A-Za-z0-9._-]', '_', target)}.html"
+
+
+def atlas_site(atlas: Atlas) -> dict[str, str]:
+    """Every page of ``atlas``'s site: relative path -> HTML."""
+    index = [{"name": t, "href": target_href(t), "counts": atlas.counts(t)} for t in atlas.targets]
+    colors = _colors(atlas)
+    pages = {"index.html": _index_page(atlas, index, colors)}
+    for target in atlas.targets:
+        pages[target_href(target)] = _target_page(atlas, target, index, colors)
+    return pages
+
+
+def _colors(atlas: Atlas) -> dict[str, str]:
+    names = set(atlas.input_dtypes) | set(atlas.compute_dtypes.values())
+    for cell in atlas.cells:
+        for run in cell.runs.values():
+            names.update(s.dtype for s in run.cast_path)
+            if run.output_dtype:
+                names.add(run.output_dtype)
+    return {n: dtype_color(n) for n in sorted(names)}
+
+
+def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
+    payload = json.dumps({**data, "base": base}, separators=(",", ":")).replace("</", "<\\/")
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
+        "<header class='ax-top'>"
+        f"<a class='ax-home' href='{base}index.html' data-testid='home'>dtype atlas</a>"
+        "<div class='ax-search'><input id='ax-search' type='search' data-testid='search' "
+        "placeholder='search layers and ops…' aria-label='search layers and ops' "
+        "autocomplete='off'><ul id='ax-hits' class='ax-hits'></ul></div></header>"
+        f"<main>{body}</main>"
+        f"<script id='ax-data' type='application/json'>{payload}</script>"
+        f"<script>{SCRIPT}</script></body></html>"
+    )
+
+
+def _legend() -> str:
+    items = "".join(
+        f"<span style='background:{color('survey_classes', c)}'>{e(c)}</span>"
+        for c in CLASSIFICATIONS
+    )
+    return f"<div class='ax-legend'>{items}</div>"
+
+
+def _bar(counts: dict[str, int]) -> str:
+    total = sum(counts.values()) or 1
+    parts = "".join(
+        f"<span style='width:{100 * counts[c] / total:.2f}%;"
+        f"background:{color('survey_classes', c)}' title='{e(c)}: {counts[c]}'></span>"
+        for c in CLASSIFICATIONS
+        if counts.get(c)
+    )
+    return f"<span class='ax-bar'>{parts}</span>"
+
+
+def _meta(atlas: Atlas) -> str:
+    rows = [
+        (
+            "map",
+            f"{len(atlas.targets)} targets x {len(atlas.input_dtypes)} input dtypes x "
+            f"{len(atlas.policies)} policies x {len(atlas.backends)} backends"
+            + (f" x modes {', '.join(atlas.modes)}" if atlas.modes != ("call",) else "")
+            + f" = {len(atlas.cells)} cells",
+        ),
+        ("policies", ", ".join(atlas.policies)),
+        (
+            "built",
+            f"{atlas.build.get('created', '')} · {atlas.build.get('probes', 0)} probes, "
+            f"{atlas.build.get('from_cache', 0)} from the cache · "
+            f"{atlas.build.get('elapsed_s', 0)} s",
+        ),
+    ]
+    if atlas.floatx:
+        rows.append(("floatx", atlas.floatx))
+    for backend in atlas.backends:
+        versions = ", ".join(f"{k} {v}" for k, v in atlas.versions.get(backend, {}).items())
+        devices = ", ".join(atlas.devices.get(backend, ()))
+        rows.append((backend, f"{versions} · device {devices}"))
+    body = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows)
+    return f"<table class='ax-meta' data-testid='meta'>{body}</table>"
+
+
+def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str]) -> str:
+    counts = atlas.counts()
+    rows = "".join(
+        f"<tr data-target='{e(t['name'])}' data-testid='target-row'>"
+        f"<td><a href='{e(t['href'])}'>{e(t['name'])}</a></td><td>{_bar(t['counts'])}</td>"
+        f"<td class='ax-muted'>{sum(t['counts'].values())} cells</td></tr>"
+        for t in index
+    )
+    overall = " · ".join(f"{e(k)} {v}" for k, v in counts.items())
+    body = (
+        "<h1>The dtype atlas</h1>"
+        "<p class='ax-muted'>What every Keras layer and op returns for every input dtype and "
+        "policy, on each backend: observed by running Keras, next to what Keras documents and "
+        "declares. Choose a target, then a cell, for its cast path.</p>"
+        f"{_meta(atlas)}{_legend()}<p data-testid='counts'>{overall}</p>"
+        f"<h2>Targets</h2><table class='ax-targets'>{rows}</table>"
+    )
+    data = {"palette": PALETTE, "targets": index, "colors": colors, "versions": atlas.versions}
+    return _page("dtype atlas", body, data, base="")
+
+
+def _label(cell: AtlasCell) -> str:
+    outcomes = {run.outcome for run in cell.runs.values()}
+    if len(outcomes) != 1:
+        return "≠"
+    (outcome,) = outcomes
+    return "raises" if outcome.startswith("raises") else short(outcome)
+
+
+def _grid(atlas: Atlas, target: str, cells: list[AtlasCell], *, per_run: bool) -> str:
+    position = {c.key: i for i, c in enumerate(cells)}
+    runs = sorted({r for c in cells for r in c.runs}) if per_run else [None]
+    head = "".join(
+        f"<th>{e(p)}{'<br>' + e(r) if r else ''}</th>" for p in atlas.policies for r in runs
+    )
+    rows = []
+    for dtype in atlas.input_dtypes:
+        tds = []
+        for policy in atlas.policies:
+            key = (target, dtype, policy)
+            cell = cells[position[key]] if key in position else None
+            for run in runs:
+                if cell is None or (run is not None and run not in cell.runs):
+                    tds.append("<td class='ax-cell ax-none'></td>")
+                    continue
+                answer = cell.runs[run] if run else None
+                kind = answer.classification if answer else cell.classification
+                text = (
+                    ("raises" if answer.status != "ok" else short(answer.outcome))
+                    if answer
+                    else _label(cell)
+                )
+                tip = f"{dtype} under {policy}" + (f" on {run}" if run else "") + f": {kind}"
+                tds.append(
+                    f"<td class='ax-cell' data-cell='{position[key]}' data-testid='cell' "
+                    f"data-dtype='{e(dtype)}' data-policy='{e(policy)}' "
+                    f"data-class='{e(kind)}' title='{e(tip)}' "
+                    f"style='background:{color('survey_classes', kind)}'>{e(text)}</td>"
+                )
+        rows.append(f"<tr><th class='ax-row'>{e(dtype)}</th>{''.join(tds)}</tr>")
+    testid = "heatmap-runs" if per_run else "heatmap"
+    return (
+        f"<table class='ax-grid' data-testid='{testid}'><tr><th></th>{head}</tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def _target_page(
+    atlas: Atlas, target: str, index: list[dict[str, Any]], colors: dict[str, str]
+) -> str:
+    cells = atlas.cells_of(target)
+    counts = " · ".join(f"{e(k)} {v}" for k, v in atlas.counts(target).items())
+    body = (
+        f"<h1 data-testid='target'>{e(target)}</h1><p>{counts}</p>{_legend()}"
+        "<h2>By cell (every backend)</h2>"
+        f"{_grid(atlas, target, cells, per_run=False)}"
+        "<h2>By backend</h2>"
+        f"{_grid(atlas, target, cells, per_run=True)}"
+        "<div id='ax-detail' class='ax-detail' data-testid='detail'></div>"
+        f"<h2>Versions and devices</h2>{_meta(atlas)}"
+    )
+    data = {
+        "palette": PALETTE,
+        "targets": index,
+        "colors": colors,
+        "versions": atlas.versions,
+        "target": target,
+        "cells": [c.model_dump(mode="json", exclude_none=True) for c in cells],
+    }
+    return _page(f"{target} · dtype atlas", body, data, base="../")
+
+
+def atlas_diff_html(diff: AtlasDiff) -> str:
+    """The upgrade review: what differs in versions and devices, then every changed run,
+    grouped by kind of change."""
+    backends = sorted({*diff.before["versions"], *diff.after["versions"]})
+    rows = []
+    for backend in backends:
+        old = diff.before["versions"].get(backend, {})
+        new = diff.after["versions"].get(backend, {})
+        for name in sorted({*old, *new}):
+            a, b = old.get(name, "—"), new.get(name, "—")
+            mark = " class='ax-diffver'" if a != b else ""
+            rows.append(
+                f"<tr{mark}><th>{e(backend)}</th><td>{e(name)}</td><td>{e(a)}</td>"
+                f"<td>{e(b)}</td></tr>"
+            )
+        devices = [
+            ", ".join(side["devices"].get(backend, [])) for side in (diff.before, diff.after)
+        ]
+        mark = " class='ax-diffver'" if devices[0] != devices[1] else ""
+        rows.append(
+            f"<tr{mark}><th>{e(backend)}</th><td>device</td><td>{e(devices[0])}</td>"
+            f"<td>{e(devices[1])}</td></tr>"
+        )
+    versions = (
+        "<table class='ax-changes' data-testid='versions'><tr><th>backend</th><th></th>"
+        f"<th>before</th><th>after</th></tr>{''.join(rows)}</table>"
+    )
+    groups = []
+    grouped = diff.by_kind()
+    for kind in CHANGE_KINDS:
+        found = grouped.get(kind)
+        if not found:
+            continue
+        lines = "".join(
+            f"<tr data-testid='change' data-kind='{e(kind)}' "
+            f"data-target='{e(c.target)}'><td>{e(c.target)}</td><td>{e(c.input_dtype)}</td>"
+            f"<td>{e(c.policy)}</td><td>{e(c.run)}</td><td>{e(c.before)} → {e(c.after)}</td>"
+            f"<td class='ax-muted'>{e(c.before_class)} → {e(c.after_class)}</td>"
+            f"<td class='ax-note'>{e(c.before_path)}<br>{e(c.after_path)}</td></tr>"
+            for c in found
+        )
+        groups.append(
+            f"<h2 data-testid='kind-{e(kind)}'>{e(kind)}: {len(found)} "
+            f"<span class='ax-muted'>({e(CHANGE_TEXT[kind])})</span></h2>"
+            "<table class='ax-changes'><tr><th>target</th><th>input</th><th>policy</th>"
+            "<th>run</th><th>outcome</th><th>class</th><th>cast path before / after</th></tr>"
+            f"{lines}</table>"
+        )
+    summary = " · ".join(f"{e(k)} {v}" for k, v in diff.counts().items()) or "no cell changed"
+    body = (
+        "<h1>Atlas diff</h1>"
+        f"<p data-testid='summary'>{len(diff.changes)} changed runs in "
+        f"{diff.cells_compared} cells: {summary}</p>"
+        f"<p class='ax-muted'>before: {e(diff.before['created'])} "
+        f"({e(diff.before['fingerprint'])}) · after: {e(diff.after['created'])} "
+        f"({e(diff.after['fingerprint'])})</p>"
+        f"{versions}{''.join(groups)}"
+    )
+    data = {"palette": PALETTE, "targets": []}  # the search box filters the rows here
+    return _page("dtype atlas diff", body, data, base="")

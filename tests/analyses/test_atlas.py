@@ -1,0 +1,170 @@
+"""The dtype atlas (issue 17): built from real probes on the numpy worker, written as one JSON
+and a self-contained static site, resumed after being killed mid-build (the same atlas as an
+uninterrupted build), and diffed (every changed run, grouped by kind, as HTML and JSON)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dtype_explorer.analyses import _atlas as atlas_module
+from dtype_explorer.analyses import build_atlas
+from dtype_explorer.records import Atlas, AtlasDiff
+from dtype_explorer.views import target_href
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = {
+    "targets": ["Dense", "LSTM", "ops.sqrt", "ops.divide"],
+    "input_dtypes": ["float32", "int32", "uint8", "float16"],
+    "policies": ["float32", "mixed_float16"],
+    "backends": "numpy",
+    "progress": False,
+}
+
+
+def cli(*args: str, cache_dir: Path, **options) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
+        "DTYPE_EXPLORER_BACKENDS": "numpy",
+        "KERAS_BACKEND": "numpy",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "dtype_explorer", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # killed with its workers, as a build stopped by the machine
+        **options,
+    )
+
+
+def cached_answers(cache_dir: Path) -> int:
+    try:
+        with sqlite3.connect(cache_dir / "cache.db", timeout=30) as db:
+            return db.execute("SELECT COUNT(*) FROM Cache").fetchone()[0]
+    except sqlite3.Error:  # not made yet
+        return 0
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> tuple[Atlas, Path]:
+    out = tmp_path_factory.mktemp("atlas")
+    return build_atlas(**SMALL, out=out), out
+
+
+def test_an_atlas_is_one_json_and_a_static_site_without_traces(small):
+    atlas, out = small
+    assert Atlas.load(out / "atlas.json") == atlas == Atlas.load(out)
+    assert len(atlas.cells) == 4 * 4 * 2
+    for target in SMALL["targets"]:
+        page = (out / target_href(target)).read_text()
+        assert f"data-testid='target'>{target}</h1>" in page
+        assert "<script src" not in page and "<link" not in page  # nothing from outside
+    lstm = atlas.cell("LSTM", "float32", "float32").runs["numpy"]
+    assert lstm.trace_ops > 0 and lstm.cast_path  # summarised, the cast path whole
+    text = (out / "atlas.json").read_text()
+    assert '"trace"' not in text
+    runs = sum(len(c.runs) for c in atlas.cells)
+    assert len(text) / runs < 2500  # bytes per run, bounded whatever the trace's length
+    dense = atlas.cell("Dense", "uint8", "mixed_float16")
+    assert dense.runs["numpy"].output_dtype == "float16"
+    assert atlas.versions["numpy"]["keras"] and atlas.devices["numpy"] == ("cpu",)
+
+
+def test_an_atlas_built_target_by_target_is_the_one_of_the_whole_survey(small, monkeypatch):
+    whole, _ = small
+    monkeypatch.setattr(atlas_module, "CHUNK_TARGETS", 1)  # memory: one target's traces at a time
+    chunked = build_atlas(**SMALL)
+    assert chunked.content() == whole.content()
+    assert chunked.build["probes"] == len(whole.cells)
+
+
+def test_a_build_killed_mid_way_and_resumed_is_the_same_atlas(small, tmp_path):
+    uninterrupted, _ = small
+    args = ["atlas", "build", "--targets", ",".join(SMALL["targets"]), "--backends", "numpy"]
+    args += ["--input-dtypes", ",".join(SMALL["input_dtypes"]), "--no-progress"]
+    args += ["--policies", ",".join(SMALL["policies"]), "--out", str(tmp_path / "atlas")]
+    cache_dir = tmp_path / "cache"
+    build = cli(*args, cache_dir=cache_dir)
+    deadline = time.monotonic() + 240
+    while cached_answers(cache_dir) < 5 and build.poll() is None:
+        assert time.monotonic() < deadline, "the build never stored an answer"
+        time.sleep(0.05)
+    os.killpg(build.pid, signal.SIGKILL)  # the build and its worker, at once
+    build.wait()
+    answered = cached_answers(cache_dir)
+    assert 5 <= answered < 32, "killed after all was done: nothing to resume"
+    assert not (tmp_path / "atlas" / "atlas.json").exists()
+    again = cli(*args, cache_dir=cache_dir)
+    out, err = again.communicate(timeout=400)
+    assert again.returncode == 0, err[-3000:]
+    assert "wrote" in out
+    resumed = Atlas.load(tmp_path / "atlas")
+    assert resumed.build["from_cache"] >= answered - 1  # the last one may not have committed
+    assert resumed.content() == uninterrupted.content()
+    assert resumed.fingerprint() == uninterrupted.fingerprint()
+
+
+def test_the_diff_of_two_atlases_groups_every_changed_run(small, tmp_path):
+    _, before_dir = small
+    after = build_atlas(**{**SMALL, "targets": ["Dense", "ops.sqrt", "Flatten"]}, floatx="float16")
+    after_dir = tmp_path / "after"
+    from dtype_explorer.analyses import save_atlas
+
+    after_dir.mkdir()
+    save_atlas(after, after_dir)
+    done = cli(
+        "atlas",
+        "diff",
+        str(before_dir / "atlas.json"),
+        str(after_dir),
+        "--out",
+        str(tmp_path / "review"),
+        "--fail-on-change",
+        cache_dir=tmp_path / "cache",
+    )
+    out, err = done.communicate(timeout=120)
+    assert done.returncode == 1, err  # --fail-on-change: changes were found
+    diff = AtlasDiff.from_json((tmp_path / "review" / "diff.json").read_text())
+    kinds = diff.counts()
+    # floatx float16: sqrt of an int is floatx (float16), not float32, under Keras's rule
+    sqrt = [c for c in diff.changes if c.target == "ops.sqrt"]
+    assert {(c.input_dtype, c.before, c.after) for c in sqrt} >= {("int32", "float32", "float16")}
+    assert all(c.kind == "dtype-changed" for c in sqrt)
+    assert kinds["removed"] == 2 * 4 * 2  # LSTM and ops.divide: only before
+    assert kinds["added"] == 4 * 2  # Flatten: only after
+    assert not [c for c in diff.changes if c.target == "Dense"]  # Dense's policy decides
+    html = (tmp_path / "review" / "diff.html").read_text()
+    for kind in kinds:
+        assert f"data-testid='kind-{kind}'" in html
+    assert f"{len(diff.changes)} changed runs" in out
+    assert json.loads((tmp_path / "review" / "diff.json").read_text())["before"]["fingerprint"]
+
+
+def test_atlas_commands_refuse_bad_input_in_one_line(tmp_path):
+    not_atlas = tmp_path / "survey.json"
+    not_atlas.write_text(json.dumps({"targets": []}))
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    for args, said in [
+        (["atlas", "diff", str(not_atlas), str(not_atlas)], "is not an atlas"),
+        (["atlas", "diff", str(tmp_path / "none.json"), str(not_atlas)], "cannot read"),
+        (["atlas", "build", "--out", str(a_file), "--targets", "Dense"], "not a file"),
+        (["atlas", "build", "--targets", "Dens", "--out", str(tmp_path)], "Dense"),
+        (["atlas", "build", "--workers-per-backend", "0", "--out", str(tmp_path)], "from 1 to"),
+    ]:
+        done = cli(*args, cache_dir=tmp_path / "cache")
+        out, err = done.communicate(timeout=120)
+        assert done.returncode == 2, (args, out, err)
+        assert said in err and len(err.strip().splitlines()) == 1, err

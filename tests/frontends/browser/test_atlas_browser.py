@@ -1,0 +1,69 @@
+"""The atlas site opened from the file system in Debian's Chromium (issue 17): nothing is
+fetched from anywhere but the files, the search finds a target and opens its page, and a
+heatmap cell shows each backend's cast path, error, device and versions as the atlas says."""
+
+from __future__ import annotations
+
+import pytest
+
+from dtype_explorer.analyses import build_atlas
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("atlas-site")
+    atlas = build_atlas(
+        ["Dense", "Conv1D", "ops.add"],
+        ["float32", "uint8"],
+        ["float32", "mixed_float16"],
+        backends="numpy",
+        progress=False,
+        out=out,
+    )
+    return atlas, out
+
+
+def test_search_then_a_cell_shows_its_cast_path(site, browser, artifacts):
+    atlas, out = site
+    page = browser.new_page()
+    fetched, failures = [], []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.on("pageerror", lambda error: failures.append(str(error)))
+    page.goto((out / "index.html").as_uri())
+    assert page.get_by_test_id("target-row").count() == 3
+
+    page.get_by_test_id("search").fill("conv")
+    assert page.locator("[data-testid=target-row]:visible").count() == 1  # the table filters
+    hit = page.get_by_test_id("search-hit")
+    assert hit.all_inner_texts() == ["Conv1D"]
+    hit.click()
+    page.wait_for_url("**/targets/Conv1D.html")
+    assert page.get_by_test_id("target").inner_text() == "Conv1D"
+
+    expected = atlas.cell("Conv1D", "uint8", "mixed_float16")
+    cell = page.locator("[data-testid=heatmap] td[data-dtype=uint8][data-policy=mixed_float16]")
+    assert cell.get_attribute("data-class") == expected.classification
+    cell.click()
+    detail = page.get_by_test_id("detail")
+    assert (
+        "Conv1D on uint8 under mixed_float16" in detail.get_by_test_id("detail-title").inner_text()
+    )
+    run = detail.locator("[data-testid=run][data-run=numpy]")
+    answer = expected.runs["numpy"]
+    steps = run.get_by_test_id("cast-path").locator(".ax-step .ax-chip").all_inner_texts()
+    assert steps == [s.dtype for s in answer.cast_path]
+    if answer.error_type:
+        assert answer.error_type in run.get_by_test_id("error").inner_text()
+    versions = run.get_by_test_id("versions").inner_text()
+    assert f"keras {atlas.versions['numpy']['keras']}" in versions and "device cpu" in versions
+    page.screenshot(path=str(artifacts / "atlas-cell.png"), full_page=True)
+
+    page.get_by_test_id("search").fill("ops.a")
+    page.keyboard.press("Enter")
+    page.wait_for_url("**/targets/ops.add.html")
+    assert page.get_by_test_id("target").inner_text() == "ops.add"
+    assert all(url.startswith("file://") for url in fetched), fetched
+    assert failures == []
+    page.close()
