@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.engine._expect import array_library, resolve_function
 from dtype_explorer.engine._keras_state import (
     KERAS_STATE_LOCK,
     changed_settings,
@@ -20,6 +21,7 @@ from dtype_explorer.engine._keras_state import (
     restore_settings,
 )
 from dtype_explorer.engine._modes import modes_for
+from dtype_explorer.engine._numerics import check_values, error_limit, reference_dtype
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
@@ -37,14 +39,19 @@ __all__ = [
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ShapeArg",
+    "array_library",
     "catalog",
     "changed_settings",
+    "check_values",
     "describe_settings",
+    "error_limit",
     "global_settings",
     "make_spec",
     "modes_for",
     "op_trace",
     "preserved_keras_state",
+    "reference_dtype",
+    "resolve_function",
     "restore_settings",
     "run_probe",
     "validate_policy",

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.engine import _expect as expect
 from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
@@ -27,6 +28,7 @@ from dtype_explorer.engine._observe import (
     error_info,
     ms,
     outcome,
+    tensor_outputs,
     traced,
 )
 from dtype_explorer.engine.catalog import (
@@ -39,6 +41,7 @@ from dtype_explorer.engine.catalog import (
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import (
     CastStep,
+    Expectation,
     ProbeSpec,
     VariableDtypes,
 )
@@ -126,7 +129,8 @@ def run_layer(
     except Exception as exc:  # the layer refused keras.Input: that mode's answer
         error = exc
     timings["model_ms"] = ms(t0)
-    recorder = _CallRecorder(layer)
+    # compiled runs (predict, tf.data) trace call() as a graph: weights are left as drawn there
+    recorder = _CallRecorder(layer, seed=spec.seed if mode not in ("predict", "dataset") else None)
     t0 = time.perf_counter()
     with recorder.installed(), traced(trace and run.traced) as recorded:
         try:
@@ -189,7 +193,39 @@ def run_layer(
         *dict.fromkeys(why for _, why in autocast_rule),
         *documented.basis,
     )
-    fields = outcome(outputs, error, steps, documented, declared, basis)
+    expectations = expect.for_layer(
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=tuple(d for d, _ in autocast_rule),
+        documented=documented,
+    )
+    expected = expect.winner(expectations, kind="layer")
+    observed = tensor_outputs(outputs)[0] if outputs is not None else ()
+    wrapped = (
+        expect.wrapped_op(trace_steps, observed[0])
+        if spec.target.startswith("custom:") and observed
+        else None
+    )
+    if wrapped is not None:  # a user's layer that is one op: judged by the op's expectation
+        op_entry, op_inputs = wrapped
+        op_documented = rules.for_op(op_entry, op_inputs)
+        if op_documented.dtype is not None:
+            expected = Expectation(
+                source="result_type",
+                dtype=op_documented.dtype,
+                basis=f"its call is {op_entry.name}: {op_documented.basis[-1]}",
+            )
+            expectations = [e for e in expectations if e.source != "result_type"] + [expected]
+    fields = outcome(
+        outputs,
+        error,
+        steps,
+        documented,
+        declared,
+        basis,
+        expectations=expectations,
+        expected=expected,
+    )
     fields["variables"] = variables
     fields["trace"] = trace_steps
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
@@ -204,6 +240,9 @@ def run_layer(
             reference=lambda dtype: _reference_outputs(
                 build, layer, entry, samples, dtype, training=mode in ("training", "fit")
             ),
+            comparable=_comparable(layer),
+            integer_reference=entry.contract in ("compute", "self-managed")
+            or entry.group == "merging",
         )
         timings["numerics_ms"] = ms(t0)
     if mode == "fit" and outputs is not None:
@@ -245,7 +284,14 @@ def _reference_outputs(
     with preserved_keras_state():
         keras.config.set_dtype_policy(dtype)
         reference = build()
-    inputs = [s.astype(dtype) if dtypes.is_float(dtypes.describe(s)) else s for s in samples]
+    roles = entry.input_roles(len(samples))
+    inputs = [
+        s.astype(dtype)
+        if dtypes.is_float(dtypes.describe(s))
+        or (dtypes.is_integer(dtypes.describe(s)) and role != "index")
+        else s
+        for s, role in zip(samples, roles)
+    ]
     _call(reference, entry, inputs)
     seeds = [
         (v, keras.ops.convert_to_numpy(v.value))
@@ -284,8 +330,9 @@ class _CallRecorder:
     """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
     dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
 
-    def __init__(self, layer: Any):
+    def __init__(self, layer: Any, seed: int | None = 0):
         self.layer = layer
+        self.seed = seed
         self.received: list[str] | None = None
         self.variables: dict[str, VariableDtypes] = {}
         self._depth = 0
@@ -315,10 +362,39 @@ class _CallRecorder:
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
         self.received = [dtypes.describe(t) for t in tensors]
+        if self.seed is not None:
+            same_weights(self.layer, self.seed)
         prefix = f"{self.layer.path}/"
         self.variables = {
             v.path.removeprefix(prefix): variable_dtypes(v) for v in self.layer.variables
         }
+
+
+def same_weights(layer: Any, seed: int) -> None:
+    """Give the trainable float weights each backend drew with its own RNG the same values on
+    every backend, before ``call()`` computes, so that backends can be compared on numbers:
+    uniform in -0.5..0.5 from ``seed`` and the variable's place among the layer's trainable
+    variables (not its path, which holds a per-process name counter). Constant weights (zero
+    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
+    import keras
+
+    for place, variable in enumerate(layer.trainable_variables):
+        dtype = dtypes.describe(variable)
+        if dtypes.family(dtype) != "float":
+            continue
+        drawn = np.asarray(keras.ops.convert_to_numpy(variable))
+        if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
+            continue
+        rng = np.random.default_rng([seed, place])
+        variable.assign(rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype)))
+
+
+def _comparable(layer: Any) -> tuple[bool, str]:
+    """Whether this layer's numbers can be compared across backends: not when it draws random
+    numbers in the call (each backend's own generator)."""
+    if any("seed_generator" in v.path for v in layer.variables):
+        return False, "a random layer: each backend draws its own numbers"
+    return True, ""
 
 
 def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:

@@ -32,19 +32,24 @@ from dtype_explorer.records._audit import (
 )
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import (
+    HEAD,
     MODES,
     STAGES,
     CastStep,
     ErrorInfo,
+    Expectation,
     FitReport,
     GradientInfo,
     Mode,
     Numerics,
+    OutputValues,
     ProbeResult,
     ProbeSet,
     ProbeSpec,
     Stage,
     Status,
+    ValueDivergence,
+    ValueFinding,
     VariableDtypes,
     Verdict,
 )
@@ -80,6 +85,7 @@ from dtype_explorer.records._trace import (
 
 __all__ = [
     "CLASSIFICATIONS",
+    "HEAD",
     "KINDS",
     "MODES",
     "NO_COUNTERPART",
@@ -95,6 +101,7 @@ __all__ = [
     "Classification",
     "Conversion",
     "ErrorInfo",
+    "Expectation",
     "Finding",
     "FindingKind",
     "FitReport",
@@ -103,6 +110,7 @@ __all__ = [
     "LayerCall",
     "Mode",
     "Numerics",
+    "OutputValues",
     "ProbeResult",
     "ProbeSet",
     "ProbeSpec",
@@ -120,6 +128,8 @@ __all__ = [
     "TraceDivergence",
     "TraceStep",
     "TraceTensor",
+    "ValueDivergence",
+    "ValueFinding",
     "VariableDtypes",
     "Verdict",
     "classify_cell",

@@ -24,6 +24,14 @@ FindingKind = Literal[
     "no-loss-scaling",
     "backend-divergence",
     "call-error",
+    # wrong numbers in a right dtype (named at the first output element that shows them)
+    "wraparound",
+    "saturation",
+    "truncation",
+    "reference-error",
+    "value-divergence",
+    # the policy rule and result_type name different dtypes
+    "rules-disagree",
 ]
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
