@@ -62,7 +62,9 @@ def measure(
     narrowest = min((_float_bits(s.dtype, 99) for s in steps if s.stage != "input"), default=99)
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
-    integers = integer_reference and any(dtypes.family(s.dtype) in ("int", "uint") for s in steps)
+    integers = integer_reference and any(  # the data, not a variable (a seed's uint32 state)
+        dtypes.family(s.dtype) in ("int", "uint") for s in steps if s.stage != "variables"
+    )
     findings: list[ValueFinding] = []
     if reference is None or not (narrowed or integers):
         notes.append("no narrowing or integer on the path; no reference run")

@@ -31,6 +31,7 @@ from dtype_explorer.engine._observe import (
     tensor_outputs,
     traced,
 )
+from dtype_explorer.engine._trace import untraced
 from dtype_explorer.engine.catalog import (
     INDEX_HIGH,
     LayerEntry,
@@ -363,7 +364,8 @@ class _CallRecorder:
         ]
         self.received = [dtypes.describe(t) for t in tensors]
         if self.seed is not None:
-            same_weights(self.layer, self.seed)
+            with untraced():
+                same_weights(self.layer, self.seed)
         prefix = f"{self.layer.path}/"
         self.variables = {
             v.path.removeprefix(prefix): variable_dtypes(v) for v in self.layer.variables
