@@ -117,6 +117,13 @@ def check_values(
     of the values' scale; ``None`` when the numbers hold."""
     if ref is None or out.shape != ref.shape or out.size == 0:
         return None
+    with np.errstate(all="ignore"):  # inf - inf where both overflowed: masked out below
+        return _first_wrong(out, dtype, ref, ref_dtype, limit=limit, output=output)
+
+
+def _first_wrong(
+    out: np.ndarray, dtype: str, ref: np.ndarray, ref_dtype: str, *, limit: float, output: int
+) -> ValueFinding | None:
     both = np.isfinite(out) & np.isfinite(ref)
     if not both.any():
         return None
