@@ -293,7 +293,14 @@ def _reference_outputs(
         else s
         for s, role in zip(samples, roles)
     ]
-    _call(reference, entry, inputs)
+    try:  # built symbolically: no computation before the weights are set
+        _call(
+            reference,
+            entry,
+            [keras.KerasTensor(np.shape(x), dtype=dtypes.describe(x)) for x in inputs],
+        )
+    except Exception:
+        _call(reference, entry, inputs)
     seeds = [
         (v, keras.ops.convert_to_numpy(v.value))
         for v in reference.variables

@@ -432,7 +432,10 @@ class ProbeSet(Record):
     def value_divergence(self) -> ValueDivergence | None:
         """The first output element where the backends' numbers part beyond the tolerance of
         the output dtypes (the widest tolerance among them), for the same inputs and weights;
-        ``None`` when they agree, or cannot be compared (a random layer, different shapes)."""
+        ``None`` when they agree, or cannot be compared (a random layer, different shapes, or
+        different modes: ``training=True`` is meant to change the numbers)."""
+        if self.axis != "backends":
+            return None
         carried = [
             (self.label(r), r.numerics)
             for r in self.results

@@ -73,6 +73,16 @@ def test_values_that_part_across_backends_are_named():
     assert "numbers diverge" in probes.summary()
 
 
+@pytest.mark.skipif(not {"numpy", "jax"} <= set(BACKENDS), reason="needs numpy and jax")
+def test_one_dtype_and_numbers_apart():
+    # uint8 ** uint8: every backend says uint8, and they do not agree on the numbers
+    probes = dx.probe("ops.power", "uint8", backend=["numpy", "jax"], values="image")
+    assert {r.output_dtype for r in probes} == {"uint8"} and probes.verdict != "diverges"
+    parted = probes.value_divergence()
+    assert parted is not None and parted.tolerance == 0.0  # integers agree exactly or not at all
+    assert parted.values["numpy"] != parted.values["jax"]
+
+
 def test_same_inputs_and_weights_give_the_same_numbers_everywhere():
     # weights drawn by each backend's generator are made the same before call() computes
     probes = dx.probe("Dense", "float32", backend=BACKENDS, kwargs={"units": 3})
