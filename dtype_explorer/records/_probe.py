@@ -357,7 +357,13 @@ class ProbeResult(Record):
     def rules_disagree(self) -> str | None:
         """``"Keras's rules disagree here: ..."`` when the policy rule and ``result_type``
         name different dtypes (or, for an op, the array libraries keep a float width that
-        ``result_type`` narrows); ``None`` when they agree."""
+        ``result_type`` narrows); ``None`` when they agree.
+
+        >>> import dtype_explorer as dx
+        >>> r = dx.probe("Dense", "float64", policy="float64", backend="torch")   # doctest: +SKIP
+        >>> r.verdict, r.expected_by, r.rules_disagree()[:34]                     # doctest: +SKIP
+        ('as-documented', 'policy', "Keras's rules disagree here: policy")
+        """
         rt = self.expectation("result_type")
         if rt is None or rt.dtype is None:
             return None
@@ -375,7 +381,13 @@ class ProbeResult(Record):
         )
 
     def value_findings(self) -> tuple[ValueFinding, ...]:
-        """Wrong numbers in a right dtype (``numerics.findings``)."""
+        """Wrong numbers in a right dtype (``numerics.findings``), each at its first element.
+
+        >>> import dtype_explorer as dx
+        >>> r = dx.probe("ops.add", "uint8", values="image", backend="jax")   # doctest: +SKIP
+        >>> r.value_findings()[0].kind, r.value_findings()[0].element         # doctest: +SKIP
+        ('wraparound', (0, 0))
+        """
         return self.numerics.findings if self.numerics is not None else ()
 
     def error_text(self) -> str:
@@ -433,7 +445,18 @@ class ProbeSet(Record):
         """The first output element where the backends' numbers part beyond the tolerance of
         the output dtypes (the widest tolerance among them), for the same inputs and weights;
         ``None`` when they agree, or cannot be compared (a random layer, different shapes, or
-        different modes: ``training=True`` is meant to change the numbers)."""
+        different modes: ``training=True`` is meant to change the numbers).
+
+        Returns:
+            A ``ValueDivergence`` (``output``, ``element``, ``values`` by backend,
+            ``tolerance``, ``message``), or ``None``.
+
+        >>> import dtype_explorer as dx
+        >>> rs = dx.probe("ops.power", "uint8", backend=["numpy", "jax"],
+        ...               values="image")                                  # doctest: +SKIP
+        >>> rs.value_divergence().values                                   # doctest: +SKIP
+        {'numpy': 0.0, 'jax': 130.0}
+        """
         if self.axis != "backends":
             return None
         carried = [
