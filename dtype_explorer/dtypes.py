@@ -251,11 +251,13 @@ __all__ = [
     "FLOATX",
     "PRESETS",
     "PYTHON_SCALARS",
+    "TOLERANCE_ULPS",
     "InvalidSpecError",
     "all_input_dtypes",
     "bits",
     "describe",
     "family",
+    "int_range",
     "is_float",
     "is_integer",
     "keras_dtypes",
@@ -263,5 +265,41 @@ __all__ = [
     "numpy_dtype",
     "sample",
     "standardize",
+    "tolerance",
     "validate",
 ]
+
+
+#: How many units in the last place (at 1.0) two results in one dtype may differ by and still
+#: agree: backends sum in different orders, so float results agree to a few ulps, not exactly.
+TOLERANCE_ULPS = 16
+
+
+def tolerance(name: str | None) -> float:
+    """The relative difference (to the values' scale) two results in dtype ``name`` may show and
+    still agree: :data:`TOLERANCE_ULPS` times its epsilon; ``0.0`` for integers and bool (exact).
+
+    >>> tolerance("float16"), tolerance("int8"), tolerance("float32") < 1e-5
+    (0.015625, 0.0, True)
+    """
+    kind = family(name)
+    if kind in ("float", "float8"):
+        return TOLERANCE_ULPS * float(ml_dtypes.finfo(numpy_dtype(str(name))).eps)
+    if kind == "complex":
+        part = "float32" if name == "complex64" else "float64"
+        return TOLERANCE_ULPS * float(ml_dtypes.finfo(numpy_dtype(part)).eps)
+    if name == "python_float":
+        return TOLERANCE_ULPS * float(np.finfo(np.float64).eps)
+    return 0.0
+
+
+def int_range(name: str | None) -> tuple[int, int] | None:
+    """The smallest and largest value of an integer dtype; ``None`` for any other dtype.
+
+    >>> int_range("uint8"), int_range("int8"), int_range("float32")
+    ((0, 255), (-128, 127), None)
+    """
+    if family(name) not in ("int", "uint"):
+        return None
+    info = ml_dtypes.iinfo(numpy_dtype(str(name)))
+    return int(info.min), int(info.max)

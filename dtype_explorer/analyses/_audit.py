@@ -185,6 +185,9 @@ def check_model(
         findings = _audit_rules.find(
             calls, model=audited, policy=policy or target.dtype_policy.name
         )
+        findings += _audit_rules.wrong_numbers(
+            [(call, event.layer, event.values) for call, event in zip(calls, tracer.calls)]
+        )
         if requested:
             layers = {path: layer for layer, path, _ in tracer.layers.values()}
             findings += _audit_rules.divergences(calls, layers, requested, timeout=timeout)
@@ -638,6 +641,9 @@ class _Event:
         self.error: ErrorInfo | None = None
         self.retried: str | None = None
         self.trace: tuple = ()
+        #: The call's arguments and outputs as NumPy, kept for the value check of a call that
+        #: did arithmetic on integers (``_audit_rules.wrong_numbers``).
+        self.values: tuple[Any, Any, Any] | None = None
 
     def record(self, final: bool) -> LayerCall:
         layer = self.layer
@@ -822,6 +828,13 @@ class _Tracer:
             finally:
                 self._active.discard(key)
             event.outputs = _infos(outputs, self.values)
+            if (
+                self.values
+                and leaf
+                and event.error is None
+                and _audit_rules.worth_value_check(event.received)
+            ):
+                event.values = _as_numpy((args, kwargs, outputs))
             event.keep = keras_flatten(outputs)
             event.output_ids = {id(t) for t in event.keep}
             if depth == 0 and not self.values:  # the compiled function's first trace is done
@@ -862,6 +875,23 @@ class _Tracer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _as_numpy(structure: Any) -> Any:
+    """Every tensor of ``structure`` as a NumPy array (other leaves kept); ``None`` when they
+    hold more than :data:`MAX_CHECKED` values in all (the value check is skipped)."""
+    import keras
+
+    if sum(int(np.prod(t.shape)) for t in keras_flatten(structure)) > MAX_CHECKED:
+        return None
+    return keras.tree.map_structure(
+        lambda x: np.asarray(keras.ops.convert_to_numpy(x)) if hasattr(x, "shape") else x,
+        structure,
+    )
+
+
+#: The most values (inputs and outputs together) a layer call keeps for its value check.
+MAX_CHECKED = 1_000_000
 
 
 def keras_flatten(structure: Any) -> list[Any]:

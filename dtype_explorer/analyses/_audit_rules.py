@@ -10,8 +10,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
 from dtype_explorer import dtypes
-from dtype_explorer.engine import catalog, make_spec
+from dtype_explorer.engine import catalog, check_values, error_limit, make_spec, reference_dtype
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.records import (
     SEVERITIES,
@@ -19,6 +21,7 @@ from dtype_explorer.records import (
     FitReport,
     LayerCall,
     PredictReport,
+    ProbeSet,
     TraceStep,
 )
 from dtype_explorer.runtime import pool
@@ -40,6 +43,7 @@ def find(calls: list[LayerCall], *, model: Any, policy: str) -> list[Finding]:
         _float16_outputs,
         _overflows,
         lambda c: _no_loss_scaling(c, model),
+        _rules_disagree,
     )
     return _unique(f for rule in rules for f in rule(calls))
 
@@ -421,6 +425,154 @@ def gradient_findings(fit: FitReport, model: Any) -> Iterator[Finding]:
     )
 
 
+def _rules_disagree(calls: list[LayerCall]) -> Iterator[Finding]:
+    """A layer computing in its compute dtype (every float input autocast to it) where
+    ``result_type`` of those inputs and the compute dtype names another dtype: Keras's two
+    rules disagree (``result_type('float64', 'float64')`` is float32 on torch and numpy)."""
+    import keras
+
+    for call in calls:
+        entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
+        if entry is None or entry.contract != "compute" or call.error is not None:
+            continue
+        floats = [t.dtype for t in call.received if dtypes.family(t.dtype) == "float"]
+        if not floats or set(floats) != {call.compute_dtype}:
+            continue
+        said = keras.backend.result_type(*floats, call.compute_dtype)
+        if said == call.compute_dtype:
+            continue
+        got = _names(call.outputs)
+        yield Finding(
+            kind="rules-disagree",
+            severity="info" if got == call.compute_dtype else "warning",
+            path=call.path,
+            message=(
+                f"Keras's rules disagree here: the policy {call.policy} says {call.layer_class} "
+                f"computes in {call.compute_dtype}, result_type({', '.join(floats)}, "
+                f"{call.compute_dtype}) says {said} on {keras.backend.backend()}. It returned "
+                f"{got}: the policy's answer is the documented one for a layer."
+            ),
+            details={"policy": call.compute_dtype, "result_type": said, "output": got},
+        )
+
+
+# --------------------------------------------------------------------------- wrong numbers
+
+
+def worth_value_check(received: Iterable[Any]) -> bool:
+    """A call that does arithmetic on integer tensors: where numbers wrap around, saturate or
+    are truncated while the dtypes look right."""
+    return any(dtypes.family(t.dtype) in ("int", "uint") for t in received)
+
+
+def wrong_numbers(calls: list[tuple[LayerCall, Any, Any]]) -> list[Finding]:
+    """Re-run each leaf call kept for a value check (its layer, same weights) on its own inputs
+    in the widest float the backend computes in, and report the first output element whose
+    number is wrong: wrapped around, saturated, truncated, or off beyond the dtype's error."""
+    import keras
+
+    wide = reference_dtype(keras.backend.backend())
+    findings = []
+    for call, layer, values in calls:
+        if values is None or not _computes_on_values(call):
+            continue
+        args, kwargs, outputs = values
+        try:
+            refs = keras_leaves(_reference_call(layer, args, kwargs, wide))
+        except Exception:
+            continue  # a layer that cannot be rebuilt in the wide dtype: no check
+        outs = keras_leaves(outputs)
+        for i, (out, ref, info) in enumerate(zip(outs, refs, call.outputs)):
+            found = check_values(
+                out.astype(np.float64),
+                info.dtype,
+                np.asarray(ref).astype(np.float64),
+                wide,
+                limit=error_limit(call.compute_dtype),
+                output=i,
+            )
+            if found is None:
+                continue
+            where = f"output {i} [{', '.join(map(str, found.element))}]"
+            findings.append(
+                Finding(
+                    kind=found.kind,
+                    severity="warning",
+                    path=call.path,
+                    message=(
+                        f"{call.layer_class} returned {_names(call.outputs)} on "
+                        f"{_names(call.received)} input, but the numbers are wrong: at {where}, "
+                        f"{found.message}."
+                    ),
+                    fix=(
+                        f'x = keras.ops.cast(x, "{_fix_dtype(call)}")   '
+                        f"# before {call.layer_class}: compute on floats (or a wider integer)"
+                    ),
+                    details={
+                        "output": i,
+                        "element": list(found.element),
+                        "value": found.value,
+                        "expected": found.expected,
+                        "reference_dtype": wide,
+                    },
+                )
+            )
+            break
+    return findings
+
+
+def _computes_on_values(call: LayerCall) -> bool:
+    """Not a lookup, hashing or index layer (an integer there is an id, not a number)."""
+    entry = _catalog_entry(call.layer_class) if call.builtin else None
+    return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
+
+
+def _fix_dtype(call: LayerCall) -> str:
+    if dtypes.is_float(call.compute_dtype) and not all(
+        dtypes.is_integer(t.dtype) for t in call.outputs
+    ):
+        return call.compute_dtype
+    return (
+        "int32"
+        if any(t.dtype in ("int8", "uint8", "int16", "uint16") for t in call.outputs)
+        else "int64"
+    )
+
+
+def _reference_call(layer: Any, args: Any, kwargs: Any, wide: str) -> Any:
+    """``layer`` rebuilt under the ``wide`` policy with the same weights, called on the same
+    values with every number array in ``wide``."""
+    import keras
+
+    config = {**layer.get_config(), "dtype": wide}
+    clone = type(layer).from_config(config)
+
+    def widen(x: Any) -> Any:
+        if isinstance(x, np.ndarray) and dtypes.family(x.dtype.name) in ("int", "uint", "float"):
+            return x.astype(wide)
+        return x
+
+    args, kwargs = keras.tree.map_structure(widen, (args, kwargs))
+    clone(*args, **kwargs)
+    clone.set_weights(
+        [
+            w.astype(wide) if dtypes.family(str(w.dtype)) == "float" else w
+            for w in layer.get_weights()
+        ]
+    )
+    return clone(*args, **kwargs)
+
+
+def keras_leaves(structure: Any) -> list[np.ndarray]:
+    import keras
+
+    return [
+        np.asarray(keras.ops.convert_to_numpy(x))
+        for x in keras.tree.flatten(structure)
+        if hasattr(x, "shape")
+    ]
+
+
 # --------------------------------------------------------------------------- across backends
 
 
@@ -448,6 +600,7 @@ def divergences(
         outcomes = {spec.backend: results[spec.cache_key()] for spec in specs}
         finished = [r for r in outcomes.values() if r.status in ("ok", "error")]
         if len({(r.status, r.output_dtype) for r in finished}) < 2:
+            findings.extend(_value_divergence(call, list(outcomes.values())))
             continue
         shown = {backend: _outcome(r) for backend, r in outcomes.items()}
         findings.append(
@@ -469,6 +622,27 @@ def divergences(
             )
         )
     return findings
+
+
+def _value_divergence(call: LayerCall, results: list[Any]) -> Iterator[Finding]:
+    """The backends agree on the dtype, but not on the numbers (same inputs and weights)."""
+    parted = ProbeSet(results=tuple(results)).value_divergence()
+    if parted is None:
+        return
+    yield Finding(
+        kind="value-divergence",
+        severity="warning",
+        path=call.path,
+        message=(
+            f"{call.layer_class} on {', '.join(results[0].spec.input_dtypes)} input under "
+            f"{call.policy}: every backend returns {results[0].outcome}, but {parted.message}."
+        ),
+        fix=(
+            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
+            f"# hand {call.layer_class} its compute dtype: every backend computes the same"
+        ),
+        details={"values": parted.values, "element": list(parted.element)},
+    )
 
 
 def _probe_specs(call: LayerCall, layer: Any, backends: list[str]) -> list[Any]:

@@ -37,7 +37,9 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.analyses._survey import installed, run_specs
 from dtype_explorer.dtypes import FLOATX
+from dtype_explorer.engine import array_library as _library
 from dtype_explorer.engine import catalog
+from dtype_explorer.engine import resolve_function as _resolve
 from dtype_explorer.engine.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError, first_line, listed, received, unknown
 from dtype_explorer.records import (
@@ -202,21 +204,6 @@ def _sampler(names: tuple[str, ...], convert: Any) -> Any:
     return tensor
 
 
-def _resolve(path: str) -> Any:
-    """The function at ``path`` (``"tensorflow.experimental.numpy.add"``): the longest module
-    prefix imported, the rest read as attributes."""
-    parts = path.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            found: Any = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for part in parts[cut:]:
-            found = getattr(found, part)
-        return found
-    raise InvalidSpecError(f"no function {path!r}")
-
-
 def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
     """:func:`reference_dtypes` for TensorFlow with its NumPy behaviour switched on.
 
@@ -228,37 +215,6 @@ def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
     tf.get_logger().setLevel("ERROR")  # it warns about every op it does not cover
     tf.experimental.numpy.experimental_enable_numpy_behavior(dtype_conversion_mode="all")
     return reference_dtypes("tensorflow", *args)
-
-
-def _library(library: str):
-    if library == "numpy":
-        return np, None, lambda out: np.asarray(_first(out)).dtype.name
-    if library == "jax":
-        import jax.numpy as jnp
-
-        return jnp, jnp.asarray, lambda out: np.dtype(_first(out).dtype).name
-    if library == "torch":
-        import torch
-
-        def to_torch(array: np.ndarray) -> Any:
-            name = array.dtype.name
-            if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # no NumPy twin in torch
-                return torch.from_numpy(array.astype(np.float32)).to(getattr(torch, name))
-            return torch.from_numpy(array)
-
-        return torch, to_torch, lambda out: str(_first(out).dtype).removeprefix("torch.")
-    if library == "tensorflow":
-        import tensorflow as tf
-
-        return tf.experimental.numpy, tf.constant, lambda out: _first(out).dtype.name
-    raise InvalidSpecError(f"no reference library {library!r}; valid: {', '.join(REFERENCES)}")
-
-
-def _first(out: Any) -> Any:
-    """The first array of a result (``torch.max`` and friends return tuples)."""
-    while isinstance(out, (tuple, list)) and out:
-        out = out[0]
-    return out
 
 
 def _convert(convert: Any, value: Any) -> Any:

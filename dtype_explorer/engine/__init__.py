@@ -12,6 +12,7 @@ from __future__ import annotations
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.engine._keras2 import run_keras2
+from dtype_explorer.engine._expect import array_library, resolve_function
 from dtype_explorer.engine._keras_state import (
     KERAS_STATE_LOCK,
     changed_settings,
@@ -21,6 +22,7 @@ from dtype_explorer.engine._keras_state import (
     restore_settings,
 )
 from dtype_explorer.engine._modes import modes_for
+from dtype_explorer.engine._numerics import check_values, error_limit, reference_dtype
 from dtype_explorer.engine._probe import run as run_probe
 from dtype_explorer.engine._spec import (
     COMMON_POLICIES,
@@ -41,18 +43,23 @@ __all__ = [
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ShapeArg",
+    "array_library",
     "call_arguments",
     "catalog",
     "changed_settings",
     "check_call_kwargs",
+    "check_values",
     "compiled_by",
     "describe_settings",
+    "error_limit",
     "global_seed_kept",
     "global_settings",
     "make_spec",
     "modes_for",
     "op_trace",
     "preserved_keras_state",
+    "reference_dtype",
+    "resolve_function",
     "restore_settings",
     "run_keras2",
     "run_probe",

@@ -1,4 +1,6 @@
-"""Numerical side effects of a dtype: overflow to inf/NaN, and error against higher precision."""
+"""Numerical side effects of a dtype: overflow to inf/NaN, error against a wider reference run,
+and wrong numbers in a right dtype (integer wraparound and saturation, truncation of a
+fractional result), each named at the first output element that shows it."""
 
 from __future__ import annotations
 
@@ -8,7 +10,12 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.records import CastStep, Numerics
+from dtype_explorer.records import HEAD, CastStep, Numerics, OutputValues, ValueFinding
+
+#: Relative error (to the values' scale) against the reference run beyond which the numbers
+#: are called wrong: this many ulps of the narrowest float on the path, within the bounds below.
+REFERENCE_ULPS = 64
+REFERENCE_ERROR_BOUNDS = (1e-3, 0.1)
 
 
 def reference_dtype(backend: str) -> str:
@@ -23,14 +30,25 @@ def measure(
     steps: list[CastStep],
     *,
     reference: Callable[[str], Any] | None,
+    comparable: tuple[bool, str] = (True, ""),
+    integer_reference: bool = True,
 ) -> Numerics:
-    """Count inf/NaN made from finite input; compare with ``reference(dtype)`` when the path
-    narrowed a float (16-bit compute, or float64 data computed in float32)."""
+    """Count inf/NaN made from finite input; carry a bounded sample of every output's values;
+    run ``reference(dtype)`` (the same computation, same weights, inputs in the widest float)
+    when the path narrowed a float (16-bit compute, float64 data computed in float32) or an
+    integer went in or came out (``integer_reference``: a target that does arithmetic on it),
+    and name the first element where the numbers are wrong. ``comparable``: whether these
+    values may be compared with another backend's, and why not."""
     import keras
 
-    out = _first_float(outputs)
+    arrays = _arrays(outputs)
+    values = tuple(_values(i, dtype, array) for i, (dtype, array) in enumerate(arrays))
+    base = {"outputs": values, "comparable": comparable[0], "comparable_note": comparable[1]}
+    out = next((a for d, a in arrays if dtypes.family(d) == "float"), None)
     if out is None:
-        return Numerics(note="no float output")
+        out = next((a for d, a in arrays if dtypes.is_integer(d)), None)
+    if out is None:
+        return Numerics(note="no float output", **base)
     finite_input = all(_finite(s) for s in samples)
     fields: dict[str, Any] = {
         "output_count": int(out.size),
@@ -44,36 +62,199 @@ def measure(
     narrowest = min((_float_bits(s.dtype, 99) for s in steps if s.stage != "input"), default=99)
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
-    if reference is None or not narrowed:
-        notes.append("no narrowing on the path; no reference run")
-    elif _float_bits(wide, 0) <= narrowest:
+    integers = integer_reference and any(  # the data, not a variable (a seed's uint32 state)
+        dtypes.family(s.dtype) in ("int", "uint") for s in steps if s.stage != "variables"
+    )
+    findings: list[ValueFinding] = []
+    if reference is None or not (narrowed or integers):
+        notes.append("no narrowing or integer on the path; no reference run")
+    elif narrowed and not integers and _float_bits(wide, 0) <= narrowest:
         notes.append(f"{keras.backend.backend()} computes no wider than {wide}; no reference run")
     else:
         try:
-            ref = _first_float(reference(wide))
-            fields["reference_dtype"] = wide
-            fields["max_rel_error"] = _relative_error(out, ref)
-            notes.append(f"max |out - ref| / max |ref| against the same weights in {wide}")
+            refs = [a for _, a in _arrays(reference(wide))]
         except Exception as error:
             notes.append(f"reference run failed: {type(error).__name__}")
-    return Numerics(**fields, note="; ".join(notes))
+        else:
+            fields["reference_dtype"] = wide
+            matching = next((r for r, (_, a) in zip(refs, arrays) if a is out), None)
+            fields["max_rel_error"] = _relative_error(out, matching)
+            notes.append(f"max |out - ref| / max |ref| against the same weights in {wide}")
+            limit = error_limit(_narrowest(steps))
+            for i, ((dtype, array), ref_array) in enumerate(zip(arrays, refs)):
+                found = check_values(array, dtype, ref_array, wide, limit=limit, output=i)
+                if found is not None:
+                    findings.append(found)
+    if finite_input and not any(f.kind != "reference-error" for f in findings):
+        findings.extend(_nonfinite(arrays))
+    return Numerics(**fields, **base, findings=tuple(findings), note="; ".join(notes))
+
+
+def error_limit(dtype: str) -> float:
+    """The relative error against the reference run beyond which numbers computed in ``dtype``
+    are wrong rather than rounded: :data:`REFERENCE_ULPS` ulps, within
+    :data:`REFERENCE_ERROR_BOUNDS`.
+
+    >>> error_limit("float16"), error_limit("float32")
+    (0.0625, 0.001)
+    """
+    ulp = dtypes.tolerance(dtype) / dtypes.TOLERANCE_ULPS
+    low, high = REFERENCE_ERROR_BOUNDS
+    return min(max(REFERENCE_ULPS * ulp, low), high)
+
+
+def check_values(
+    out: np.ndarray,
+    dtype: str,
+    ref: np.ndarray,
+    ref_dtype: str,
+    *,
+    limit: float,
+    output: int = 0,
+) -> ValueFinding | None:
+    """The first element where ``out`` (of ``dtype``) is wrong against ``ref``: wrapped around
+    or saturated at an integer's range, truncated to an integer, or off by more than ``limit``
+    of the values' scale; ``None`` when the numbers hold."""
+    if ref is None or out.shape != ref.shape or out.size == 0:
+        return None
+    with np.errstate(all="ignore"):  # inf - inf where both overflowed: masked out below
+        return _first_wrong(out, dtype, ref, ref_dtype, limit=limit, output=output)
+
+
+def _first_wrong(
+    out: np.ndarray, dtype: str, ref: np.ndarray, ref_dtype: str, *, limit: float, output: int
+) -> ValueFinding | None:
+    both = np.isfinite(out) & np.isfinite(ref)
+    if not both.any():
+        return None
+
+    def finding(kind: Any, k: int, message: str) -> ValueFinding:
+        index = tuple(int(i) for i in np.unravel_index(k, out.shape)) if out.shape else ()
+        return ValueFinding(
+            kind=kind,
+            output=output,
+            element=index,
+            value=_plain(out.flat[k]),
+            expected=_plain(ref.flat[k]),
+            reference_dtype=ref_dtype,
+            message=message,
+        )
+
+    bounds = dtypes.int_range(dtype)
+    if bounds is not None:
+        lo, hi = bounds
+        outside = both & ((ref < lo) | (ref > hi))
+        if outside.any():
+            k = int(np.flatnonzero(outside.ravel())[0])
+            want, got = float(ref.flat[k]), float(out.flat[k])
+            span = hi - lo + 1
+            if got == (np.floor(want) - lo) % span + lo or got == (np.trunc(want) - lo) % span + lo:
+                kind, how = "wraparound", "wraps around"
+            elif got == min(max(want, lo), hi):
+                kind, how = "saturation", f"saturates at {lo if want < lo else hi}"
+            else:
+                kind, how = "reference-error", "cannot hold it"
+            return finding(
+                kind,
+                k,
+                f"{_num(got)} where the same computation in {ref_dtype} gives {_num(want)}: "
+                f"{dtype} holds {lo}..{hi} and {how}",
+            )
+    fractional = both & (np.abs(ref - np.round(ref)) > 1e-6 * np.maximum(1.0, np.abs(ref)))
+    integral = bool(np.all(out[np.isfinite(out)] == np.round(out[np.isfinite(out)])))
+    scale = float(np.max(np.abs(ref[both]))) or 1.0
+    wrong = both & (np.abs(out - ref) > limit * scale)
+    if not wrong.any():
+        return None
+    k = int(np.flatnonzero(wrong.ravel())[0])
+    if integral and (fractional & wrong).any():
+        k = int(np.flatnonzero((fractional & wrong).ravel())[0])
+        return finding(
+            "truncation",
+            k,
+            f"{_num(out.flat[k])} where {_num(ref.flat[k])} in {ref_dtype}: every value came out "
+            f"a whole number in {dtype}, the fractional part was lost (an integer dtype on the "
+            "way)",
+        )
+    error = float(np.max(np.abs(out[both] - ref[both]))) / scale
+    return finding(
+        "reference-error",
+        k,
+        f"{_num(out.flat[k])} where {_num(ref.flat[k])} in {ref_dtype}: error {error:.2g} of the "
+        f"values' scale, beyond {limit:.2g}",
+    )
+
+
+def _nonfinite(arrays: list[tuple[str, np.ndarray]]) -> list[ValueFinding]:
+    for i, (dtype, array) in enumerate(arrays):
+        bad = ~np.isfinite(array)
+        if bad.any():
+            k = int(np.flatnonzero(bad.ravel())[0])
+            index = tuple(int(j) for j in np.unravel_index(k, array.shape)) if array.shape else ()
+            return [
+                ValueFinding(
+                    kind="nonfinite",
+                    output=i,
+                    element=index,
+                    value=_plain(array.flat[k]),
+                    message=f"{_num(array.flat[k])} in {dtype} from finite input",
+                )
+            ]
+    return []
+
+
+def _arrays(outputs: Any) -> list[tuple[str, np.ndarray]]:
+    """Every numeric tensor among ``outputs``: its dtype and its values as float64 (complex:
+    the real part; bool: 0 and 1)."""
+    import keras
+
+    found = []
+    for tensor in keras.tree.flatten(outputs):
+        if not hasattr(tensor, "dtype") or not hasattr(tensor, "shape"):
+            continue
+        dtype = keras.backend.standardize_dtype(tensor.dtype)
+        if dtype == "string":
+            continue
+        array = np.asarray(keras.ops.convert_to_numpy(tensor))
+        if dtypes.family(dtype) == "complex":
+            array = array.real
+        found.append((dtype, array.astype(np.float64)))
+    return found
+
+
+def _values(index: int, dtype: str, array: np.ndarray) -> OutputValues:
+    flat = array.ravel()
+    head = flat[:HEAD]
+    finite = np.isfinite(flat)
+    return OutputValues(
+        index=index,
+        dtype=dtype,
+        shape=tuple(int(d) for d in array.shape),
+        head=tuple(float(x) if np.isfinite(x) else None for x in head),
+        nonfinite=int(flat.size - np.count_nonzero(finite)),
+        abs_sum=float(np.sum(np.abs(flat[finite]))) if flat.size else None,
+    )
+
+
+def _plain(x: Any) -> float | str:
+    x = float(x)
+    return x if np.isfinite(x) else str(x)
+
+
+def _num(x: Any) -> str:
+    return f"{float(x):.6g}"
+
+
+def _narrowest(steps: list[CastStep]) -> str:
+    """The narrowest float the path computed in (``float32`` when none)."""
+    floats = [s.dtype for s in steps if s.stage != "input" and _float_bits(s.dtype, 0)]
+    return min(floats, key=lambda d: (_float_bits(d, 99), -dtypes.tolerance(d)), default="float32")
 
 
 def _float_bits(dtype: str, default: int) -> int:
     """The bits of a float16/bfloat16/float32/float64 dtype (float8, which Keras only stores,
     never computes in, and any other dtype: ``default``)."""
     return (dtypes.bits(dtype) or default) if dtypes.family(dtype) == "float" else default
-
-
-def _first_float(outputs: Any) -> np.ndarray | None:
-    import keras
-
-    for tensor in keras.tree.flatten(outputs):
-        if hasattr(tensor, "dtype") and keras.backend.is_float_dtype(
-            keras.backend.standardize_dtype(tensor.dtype)
-        ):
-            return np.asarray(keras.ops.convert_to_numpy(tensor)).astype(np.float64)
-    return None
 
 
 def _finite(sample: Any) -> bool:

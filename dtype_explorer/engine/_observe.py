@@ -10,12 +10,14 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer import dtypes
+from dtype_explorer.engine import _expect as expect
 from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine._trace import op_trace
 from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.records import (
     CastStep,
     ErrorInfo,
+    Expectation,
 )
 
 MAX_MESSAGE = 2000
@@ -43,17 +45,34 @@ def outcome(
     basis,
     *,
     described: Callable[[Any], tuple[tuple[str, ...], list[Any]]] | None = None,
+    expectations: list[Expectation] | None = None,
+    expected: Expectation | None = None,
 ) -> dict:
     """The answer's fields from the eager call's outputs (or its error): the ``output`` steps,
     the observed dtypes, the device and the verdict. ``described(outputs)`` gives the output
     dtypes and the tensors among them (default: every tensor in Keras's tree; an op names its
-    Python values too, ``python_int``)."""
+    Python values too, ``python_int``). With ``expectations`` (``engine/_expect.py``), the one
+    in ``expected`` is the documented dtype the verdicts use; every output gets a verdict."""
     fields: dict[str, Any] = {
         "documented_dtype": documented.dtype,
         "declared_dtype": declared[0] if declared else None,
         "result_type_args": documented.result_type_args,
         "basis": tuple(basis),
     }
+    if expectations is not None:
+        fields["documented_dtype"] = expected.dtype if expected is not None else None
+        fields["expected_by"] = expected.source if expected is not None else None
+        said = (
+            (Expectation(source="declared", dtype=declared[0], basis="Keras's symbolic call"),)
+            if declared
+            else ()
+        )
+        fields["expectations"] = (*expectations, *said)
+        if expected is not None and expected.dtype != documented.dtype:
+            fields["basis"] = (*fields["basis"], f"expected {expected.dtype}: {expected.basis}")
+    documented = rules.Documented(
+        fields["documented_dtype"], documented.basis, documented.result_type_args
+    )
     if error is not None:
         fields.update(
             status="error",
@@ -72,18 +91,15 @@ def outcome(
             note = f"item {i} of a Python {container}: {note}"
         steps.append(CastStep(stage="output", dtype=dtype, index=i, note=note))
     observed = out_dtypes[0] if out_dtypes else None
+    each, overall = expect.verdicts(documented.dtype, tuple(declared), tuple(out_dtypes))
     fields.update(
         status="ok",
         output_dtype=observed,
         output_dtypes=out_dtypes,
         device=device(tensors[0]) if tensors else "cpu",
         cast_path=tuple(steps),
-        verdict=rules.verdict(
-            status="ok",
-            documented=documented.dtype,
-            declared=fields["declared_dtype"],
-            observed=observed,
-        ),
+        verdict=overall,
+        output_verdicts=each,
     )
     if (
         observed is not None

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.engine import _expect as expect
 from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
@@ -28,8 +29,10 @@ from dtype_explorer.engine._observe import (
     error_info,
     ms,
     outcome,
+    tensor_outputs,
     traced,
 )
+from dtype_explorer.engine._trace import untraced
 from dtype_explorer.engine._training import global_seed_kept
 from dtype_explorer.engine._values import call_arguments, leaf_name, leaf_paths, rebuild
 from dtype_explorer.engine.catalog import (
@@ -42,6 +45,7 @@ from dtype_explorer.engine.catalog import (
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import (
     CastStep,
+    Expectation,
     ProbeSpec,
     VariableDtypes,
 )
@@ -149,7 +153,12 @@ def run_layer(
     except Exception as exc:  # the layer refused keras.Input: that mode's answer
         error = exc
     timings["model_ms"] = ms(t0)
-    recorder = _CallRecorder(layer, list_input=entry.input_style == "list")
+    # compiled runs (predict, tf.data) trace call() as a graph: weights are left as drawn there
+    recorder = _CallRecorder(
+        layer,
+        list_input=entry.input_style == "list",
+        seed=spec.seed if mode not in ("predict", "dataset") else None,
+    )
     t0 = time.perf_counter()
     with recorder.installed(), traced(trace and run.traced, numerics=run.values) as recorded:
         try:
@@ -210,7 +219,39 @@ def run_layer(
         *dict.fromkeys(why for _, why in autocast_rule),
         *documented.basis,
     )
-    fields = outcome(outputs, error, steps, documented, declared, basis)
+    expectations = expect.for_layer(
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=tuple(d for d, _ in autocast_rule),
+        documented=documented,
+    )
+    expected = expect.winner(expectations, kind="layer")
+    observed = tensor_outputs(outputs)[0] if outputs is not None else ()
+    wrapped = (
+        expect.wrapped_op(trace_steps, observed[0])
+        if spec.target.startswith("custom:") and observed
+        else None
+    )
+    if wrapped is not None:  # a user's layer that is one op: judged by the op's expectation
+        op_entry, op_inputs = wrapped
+        op_documented = rules.for_op(op_entry, op_inputs)
+        if op_documented.dtype is not None:
+            expected = Expectation(
+                source="result_type",
+                dtype=op_documented.dtype,
+                basis=f"its call is {op_entry.name}: {op_documented.basis[-1]}",
+            )
+            expectations = [e for e in expectations if e.source != "result_type"] + [expected]
+    fields = outcome(
+        outputs,
+        error,
+        steps,
+        documented,
+        declared,
+        basis,
+        expectations=expectations,
+        expected=expected,
+    )
     if outputs is not None and isinstance(outputs, dict):  # {"images": ..., "masks": ...}
         fields["cast_path"] = _named_outputs(fields["cast_path"], outputs)
     fields["variables"] = variables
@@ -226,8 +267,11 @@ def run_layer(
             samples,
             steps,
             reference=lambda dtype: _reference_outputs(
-                build, layer, call, samples, dtype, training=training
+                build, layer, entry, call, samples, dtype, training=training
             ),
+            comparable=_comparable(layer),
+            integer_reference=entry.contract in ("compute", "self-managed")
+            or entry.group == "merging",
         )
         timings["numerics_ms"] = ms(t0)
     if mode == "fit" and outputs is not None:
@@ -255,6 +299,7 @@ def _call(layer: Any, entry: LayerEntry, inputs: list[Any], **call_kwargs: Any) 
 def _reference_outputs(
     build: Callable[[], Any],
     layer: Any,
+    entry: LayerEntry,
     call: Callable[..., Any],
     samples: list,
     dtype: str,
@@ -269,11 +314,30 @@ def _reference_outputs(
     with preserved_keras_state():
         keras.config.set_dtype_policy(dtype)
         reference = build()
+    roles = entry.input_roles(len(samples))
+
+    def widen(leaf: Any, role: str) -> Any:
+        if not isinstance(leaf, np.ndarray):
+            return leaf  # a Python number, a string list: as given
+        kind = dtypes.describe(leaf)
+        if dtypes.is_float(kind) or (dtypes.is_integer(kind) and role != "index"):
+            return leaf.astype(dtype)
+        return leaf
+
     inputs = [
-        s.astype(dtype) if isinstance(s, np.ndarray) and dtypes.is_float(dtypes.describe(s)) else s
-        for s in samples
+        keras.tree.map_structure(lambda leaf, role=role: widen(leaf, role), s)
+        for s, role in zip(samples, roles)
     ]
-    call(reference, inputs, **({"training": False} if training else {}))  # built, no draw
+    symbolic = keras.tree.map_structure(
+        lambda x: keras.KerasTensor(np.shape(x), dtype=dtypes.describe(x))
+        if isinstance(x, np.ndarray)
+        else x,
+        inputs,
+    )
+    try:  # built symbolically: no computation (no draw) before the weights are set
+        call(reference, symbolic)
+    except Exception:
+        call(reference, inputs, **({"training": False} if training else {}))
     seeds = [
         (v, keras.ops.convert_to_numpy(v.value))
         for v in reference.variables
@@ -307,9 +371,10 @@ class _CallRecorder:
     """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
     dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
 
-    def __init__(self, layer: Any, *, list_input: bool = False):
+    def __init__(self, layer: Any, *, list_input: bool = False, seed: int | None = 0):
         self.layer = layer
         self.list_input = list_input
+        self.seed = seed
         self.received: list[str] | None = None
         #: Each tensor ``call`` received: where (``("arg", 0, "images")``, ``("kw", "mask")``),
         #: the name of that argument, and its dtype.
@@ -356,6 +421,9 @@ class _CallRecorder:
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
         self.received = [dtype for _, _, dtype in self.received_at]
+        if self.seed is not None:
+            with untraced():
+                same_weights(self.layer, self.seed)
         self.variables = {
             variable_name(self.layer, v): variable_dtypes(v) for v in self.layer.variables
         }
@@ -421,6 +489,33 @@ def _given_leaf(value: Any, dtype: str) -> Any:
     """A user's leaf as the layer gets it: strings as a Python list, as Keras's own tests
     pass them; arrays as NumPy arrays."""
     return value.tolist() if dtype == "string" else value
+
+
+def same_weights(layer: Any, seed: int) -> None:
+    """Give the trainable float weights each backend drew with its own RNG the same values on
+    every backend, before ``call()`` computes, so that backends can be compared on numbers:
+    uniform in -0.5..0.5 from ``seed`` and the variable's place among the layer's trainable
+    variables (not its path, which holds a per-process name counter). Constant weights (zero
+    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
+    import keras
+
+    for place, variable in enumerate(layer.trainable_variables):
+        dtype = dtypes.describe(variable)
+        if dtypes.family(dtype) != "float":
+            continue
+        drawn = np.asarray(keras.ops.convert_to_numpy(variable))
+        if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
+            continue
+        rng = np.random.default_rng([seed, place])
+        variable.assign(rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype)))
+
+
+def _comparable(layer: Any) -> tuple[bool, str]:
+    """Whether this layer's numbers can be compared across backends: not when it draws random
+    numbers in the call (each backend's own generator)."""
+    if any("seed_generator" in variable_name(layer, v) for v in layer.variables):
+        return False, "a random layer: each backend draws its own numbers"
+    return True, ""
 
 
 def _layer_sample(dtype: str, shape, role: str, spec: ProbeSpec) -> Any:

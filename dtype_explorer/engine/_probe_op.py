@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.engine import _expect as expect
 from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._numerics import measure
@@ -28,6 +29,7 @@ from dtype_explorer.engine.catalog import (
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import (
     CastStep,
+    Expectation,
     Numerics,
     ProbeSpec,
 )
@@ -47,6 +49,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     rng = np.random.default_rng(spec.seed)
     samples: dict[int, Any] = {}
     tensors: dict[int, Any] = {}
+    made: list[tuple[dict, int | None, Any]] = []  # every leaf in call order, for the reruns
     steps: list[CastStep] = []
 
     def sample(leaf: dict, i: int | None) -> Any:
@@ -65,6 +68,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
 
     def eager(leaf: dict, i: int | None) -> Any:
         value = sample(leaf, i)
+        made.append((leaf, i, value))
         if i is not None:
             samples[i] = value
         if isinstance(value, (bool, int, float)):
@@ -128,20 +132,63 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
             error = exc
     timings["call_ms"] = ms(t0)
     documented = rules.for_op(entry, input_dtypes, kwargs=kwargs)
-    fields = op_outcome(outputs, error, steps, documented, declared)
+    t0 = time.perf_counter()
+    expectations = expect.for_op(
+        entry, documented, _with_shapes(entry.inputs, shapes), made, spec.backend
+    )
+    converted = tuple(s.dtype for s in steps if s.stage == "converted")
+    expected = expect.winner(expectations, kind="op", converted=converted)
+    timings["expect_ms"] = ms(t0)
+    fields = op_outcome(outputs, error, steps, documented, declared, expectations, expected)
     fields["trace"] = recorded.steps() if recorded is not None else ()
     fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
     arrays = [v for v in samples.values() if isinstance(v, np.ndarray)]
     if outputs is not None:
-        fields["numerics"] = _op_numerics(outputs, arrays, steps)
+        t0 = time.perf_counter()
+
+        def reference(dtype: str) -> Any:
+            """The same op on the same values, every probed number array in ``dtype``."""
+            replay = iter(made)
+
+            def again(leaf: dict, i: int | None) -> Any:
+                _, _, value = next(replay)
+                if isinstance(value, (bool, int, float)):
+                    return value
+                if i is None:
+                    return op_tensor(value, leaf["dtype"])
+                numeric = dtypes.family(dtypes.describe(value)) in ("int", "uint", "float")
+                if isinstance(value, np.ndarray) and numeric:
+                    return op_tensor(value.astype(dtype), dtype)
+                return op_tensor(value, input_dtypes[i])
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref_args, ref_named = catalog.op_calls.build(
+                    _with_shapes(entry.inputs, shapes), again
+                )
+                return _op_tensors(catalog.op_calls.call(entry.name, ref_args, ref_named, kwargs))
+
+        fields["numerics"] = _op_numerics(
+            outputs, arrays, steps, reference if entry.rule in _ARITHMETIC else None
+        )
+        timings["numerics_ms"] = ms(t0)
     return fields
 
 
-def _op_numerics(outputs: Any, arrays: list[np.ndarray], steps: list[CastStep]) -> Numerics:
-    """inf/NaN from finite input; a value that cannot be read back (TensorFlow's 0-d bfloat16
-    tensors have no NumPy view) is said, not raised: the dtypes are the answer."""
+#: Op rules whose result is arithmetic on the inputs' values, checked against the same op in a
+#: wider type (a bool, an index or a dtype= result cannot wrap around or truncate, and an op
+#: with no rule may mean something else on floats: ``bincount``, the bitwise ops).
+_ARITHMETIC = ("promote", "promote-float")
+
+
+def _op_numerics(
+    outputs: Any, arrays: list[np.ndarray], steps: list[CastStep], reference: Any
+) -> Numerics:
+    """inf/NaN from finite input, values against ``reference``; a value that cannot be read
+    back (TensorFlow's 0-d bfloat16 tensors have no NumPy view) is said, not raised: the
+    dtypes are the answer."""
     try:
-        return measure(_op_tensors(outputs), arrays, steps, reference=None)
+        return measure(_op_tensors(outputs), arrays, steps, reference=reference)
     except Exception as error:
         return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
 
@@ -255,7 +302,13 @@ def _op_tensors(outputs: Any) -> list[Any]:
 
 
 def op_outcome(
-    outputs: Any, error: Any, steps: list[CastStep], documented: rules.Documented, declared
+    outputs: Any,
+    error: Any,
+    steps: list[CastStep],
+    documented: rules.Documented,
+    declared,
+    expectations: list[Expectation] | None = None,
+    expected: Expectation | None = None,
 ) -> dict:
     """As ``outcome``, with Python values (``ops.size``, ``ops.shape``) named as
     ``python_int``, ``python_bool``, ... instead of being dropped."""
@@ -267,4 +320,6 @@ def op_outcome(
         declared,
         documented.basis,
         described=lambda found: (op_leaf_dtypes(found), _op_tensors(found)),
+        expectations=expectations,
+        expected=expected,
     )

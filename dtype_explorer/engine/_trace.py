@@ -166,6 +166,21 @@ def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False)
         trace._values.clear()
 
 
+@contextmanager
+def untraced() -> Iterator[None]:
+    """Nothing run inside is recorded by the op trace open on this thread: dtype-explorer's
+    own work inside a traced call (giving a layer's weights the same values everywhere)."""
+    trace = getattr(_TLS, "trace", None)
+    if trace is None or trace.busy:
+        yield
+        return
+    trace.busy = True
+    try:
+        yield
+    finally:
+        trace.busy = False
+
+
 def wrapped_bindings() -> dict[tuple[str, str], int]:
     """``{(module, name): id(value)}`` of every binding a trace replaces while it is open."""
     if _STATE["groups"] is None:

@@ -325,7 +325,10 @@ def promotion_tables(results: Sequence[ProbeResult]) -> dict[str, Any]:
 
 
 def _cell(result: ProbeResult) -> str | dict[str, str]:
-    if result.documented_dtype is not None:
+    said = result.expectation("result_type")  # the result_type table, whatever the verdict uses
+    if said is not None and said.dtype is not None:
+        return said.dtype
+    if said is None and result.documented_dtype is not None:
         return result.documented_dtype
     return {"error": next((b for b in result.basis if "raises" in b), "result_type raises")}
 

@@ -26,6 +26,14 @@ FindingKind = Literal[
     "call-error",
     "mode-divergence",
     "nonfinite-gradient",
+    # wrong numbers in a right dtype (named at the first output element that shows them)
+    "wraparound",
+    "saturation",
+    "truncation",
+    "reference-error",
+    "value-divergence",
+    # the policy rule and result_type name different dtypes
+    "rules-disagree",
 ]
 #: How an audit runs the model (``check_model(..., mode=)``, ``%dtype_check --mode``): its
 #: eager call (``Model.__call__``, inference), the eager call with ``training=True``, the real

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, computed_field, field_validator
 
+from dtype_explorer.dtypes import tolerance
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import engine_spec
@@ -121,6 +122,88 @@ class ErrorInfo(Record):
     where: str = "call"
 
 
+#: How many leading elements of each output a result carries (``OutputValues.head``).
+HEAD = 32
+ValueProblem = Literal["wraparound", "saturation", "truncation", "reference-error", "nonfinite"]
+#: Who states an expected dtype: the dtype policy's rule, ``keras.backend.result_type``, an
+#: array library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API),
+#: or Keras's symbolic call (``declared``).
+ExpectationSource = Literal[
+    "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
+]
+#: The array libraries' short names, as tables show them.
+LIBRARY_NAMES = {"numpy": "np", "jax": "jnp", "torch": "torch", "tensorflow": "tnp"}
+
+
+class OutputValues(Record):
+    """A bounded sample of one output's values: its first :data:`HEAD` elements (row-major;
+    ``None`` for inf/NaN), the count of inf/NaN, and the sum of the finite magnitudes."""
+
+    index: int = 0
+    dtype: str
+    shape: tuple[int, ...] = ()
+    head: tuple[float | None, ...] = ()
+    nonfinite: int = 0
+    abs_sum: float | None = None
+
+    def element(self, flat: int) -> tuple[int, ...]:
+        """The index of the ``flat``-th element (row-major) in this output's shape."""
+        size = 1
+        for dim in self.shape:
+            size *= dim
+        if not self.shape or flat >= size:
+            return (flat,)
+        index = []
+        for dim in reversed(self.shape):
+            index.append(flat % dim)
+            flat //= dim
+        return tuple(reversed(index))
+
+
+class ValueFinding(Record):
+    """A right dtype with wrong numbers, at the first output element that shows it: ``value``
+    observed there, ``expected`` by the same computation in a wider type (``reference_dtype``)."""
+
+    kind: ValueProblem
+    output: int = 0
+    element: tuple[int, ...] = ()
+    value: float | str | None = None
+    expected: float | str | None = None
+    reference_dtype: str | None = None
+    message: str = ""
+
+    def text(self) -> str:
+        """``wraparound at output 0 [0]: 44 where 300 (uint8 holds 0..255)``."""
+        where = f"output {self.output} [{', '.join(map(str, self.element))}]"
+        return f"{self.kind} at {where}: {self.message}"
+
+
+class Expectation(Record):
+    """One independent statement of the output dtype, and who makes it."""
+
+    source: ExpectationSource
+    dtype: str | None = None
+    basis: str = ""
+    #: The library's function raised (its error, in a line), or Keras's rule raised.
+    error: str | None = None
+
+    @property
+    def name(self) -> str:
+        """How tables name the source: ``policy``, ``result_type``, ``np``, ``jnp``, ..."""
+        return LIBRARY_NAMES.get(self.source, self.source)
+
+
+class ValueDivergence(Record):
+    """Backends that gave numbers far apart (beyond ``tolerance``, relative to the values'
+    scale) for the same inputs and weights, at the first element where they part."""
+
+    output: int = 0
+    element: tuple[int, ...] = ()
+    values: dict[str, float | None] = Field(default_factory=dict)
+    tolerance: float = 0.0
+    message: str = ""
+
+
 class Numerics(Record):
     """Numerical side effects of running in this dtype.
 
@@ -134,6 +217,16 @@ class Numerics(Record):
     max_rel_error: float | None = None
     reference_dtype: str | None = None
     note: str = ""
+    #: A bounded sample of every output's values (the first :data:`HEAD` elements and a sum),
+    #: what ``ProbeSet.value_divergence`` compares across backends.
+    outputs: tuple[OutputValues, ...] = ()
+    #: Wrong numbers in a right dtype: wraparound, saturation, truncation, error against the
+    #: reference run, inf/NaN from finite input; each names its first element.
+    findings: tuple[ValueFinding, ...] = ()
+    #: Whether these values may be compared with another backend's: not when a random layer
+    #: drew them (``comparable_note`` says why).
+    comparable: bool = True
+    comparable_note: str = ""
 
 
 class GradientInfo(Record):
@@ -228,6 +321,12 @@ class ProbeResult(Record):
     #: What the op trace covers in this mode, or why there is none (``""`` for an eager call,
     #: traced in full): inside a compiled function dtypes per op, not values.
     trace_note: str = ""
+    #: Every expectation side by side: the policy rule, ``result_type`` on this backend, the
+    #: array libraries (ops), the declared spec. ``expected_by`` says which one the verdict used.
+    expectations: tuple[Expectation, ...] = ()
+    expected_by: str | None = None
+    #: One verdict per output (``verdict`` is the worst of them).
+    output_verdicts: tuple[Verdict, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -277,6 +376,53 @@ class ProbeResult(Record):
     def float16_overflow_steps(self) -> list[TraceStep]:
         """Steps of the call whose float16 output (or a child's) left float16's range."""
         return [s for s in self.call_trace() if s.float16_overflow or s.hidden_overflow()]
+
+    def expectation(self, source: str) -> Expectation | None:
+        """The expectation of ``source`` (``"policy"``, ``"result_type"``, ``"numpy"``, ...)."""
+        return next((e for e in self.expectations if e.source == source), None)
+
+    def disagreements(self) -> list[Expectation]:
+        """The expectations that name a dtype other than the one the verdict used (or, with no
+        winner, than the observed dtype)."""
+        wanted = self.expectation(self.expected_by) if self.expected_by else None
+        against = wanted.dtype if wanted is not None else self.output_dtype
+        return [e for e in self.expectations if e.dtype is not None and e.dtype != against]
+
+    def rules_disagree(self) -> str | None:
+        """``"Keras's rules disagree here: ..."`` when the policy rule and ``result_type``
+        name different dtypes (or, for an op, the array libraries keep a float width that
+        ``result_type`` narrows); ``None`` when they agree.
+
+        >>> import dtype_explorer as dx
+        >>> r = dx.probe("Dense", "float64", policy="float64", backend="torch")   # doctest: +SKIP
+        >>> r.verdict, r.expected_by, r.rules_disagree()[:34]                     # doctest: +SKIP
+        ('as-documented', 'policy', "Keras's rules disagree here: policy")
+        """
+        rt = self.expectation("result_type")
+        if rt is None or rt.dtype is None:
+            return None
+        other = self.expectation("policy")
+        if other is None or other.dtype is None:
+            libraries = [
+                e for e in self.expectations if e.source in LIBRARY_NAMES and e.dtype is not None
+            ]
+            other = next((e for e in libraries if e.source == self.expected_by), None)
+        if other is None or other.dtype == rt.dtype:
+            return None
+        return (
+            f"Keras's rules disagree here: {other.name} says {other.dtype} ({other.basis}), "
+            f"result_type says {rt.dtype} ({rt.basis})"
+        )
+
+    def value_findings(self) -> tuple[ValueFinding, ...]:
+        """Wrong numbers in a right dtype (``numerics.findings``), each at its first element.
+
+        >>> import dtype_explorer as dx
+        >>> r = dx.probe("ops.add", "uint8", values="image", backend="jax")   # doctest: +SKIP
+        >>> r.value_findings()[0].kind, r.value_findings()[0].element         # doctest: +SKIP
+        ('wraparound', (0, 0))
+        """
+        return self.numerics.findings if self.numerics is not None else ()
 
     def error_text(self) -> str:
         """``"ValueError: first line of the message"``, or ``""``."""
@@ -339,6 +485,55 @@ class ProbeSet(Record):
             return "backends and modes"
         return "modes" if modes else "backends"
 
+    def value_divergence(self) -> ValueDivergence | None:
+        """The first output element where the backends' numbers part beyond the tolerance of
+        the output dtypes (the widest tolerance among them), for the same inputs and weights;
+        ``None`` when they agree, or cannot be compared (a random layer, different shapes, or
+        different modes: ``training=True`` is meant to change the numbers).
+
+        Returns:
+            A ``ValueDivergence`` (``output``, ``element``, ``values`` by backend,
+            ``tolerance``, ``message``), or ``None``.
+
+        >>> import dtype_explorer as dx
+        >>> rs = dx.probe("ops.power", "uint8", backend=["numpy", "jax"],
+        ...               values="image")                                  # doctest: +SKIP
+        >>> rs.value_divergence().values                                   # doctest: +SKIP
+        {'numpy': 0.0, 'jax': 130.0}
+        """
+        if self.axis != "backends":
+            return None
+        carried = [
+            (self.label(r), r.numerics)
+            for r in self.results
+            if r.ok and r.numerics is not None and r.numerics.outputs
+        ]
+        if len(carried) < 2 or not all(n.comparable for _, n in carried):
+            return None
+        count = min(len(n.outputs) for _, n in carried)
+        for out in range(count):
+            values = [(label, n.outputs[out]) for label, n in carried]
+            if len({v.shape for _, v in values}) > 1:
+                continue
+            tol = max(tolerance(v.dtype) for _, v in values)
+            heads = [v.head for _, v in values]
+            finite = [abs(x) for h in heads for x in h if x is not None]
+            scale = max(finite, default=0.0) or 1.0
+            for k in range(min(len(h) for h in heads)):
+                column = [h[k] for h in heads]
+                numbers = [x for x in column if x is not None]
+                apart = len(numbers) not in (0, len(column)) or (
+                    numbers and max(numbers) - min(numbers) > tol * scale
+                )
+                if apart:
+                    return _divergence(values, out, k, tol, "")
+            sums = [v.abs_sum for _, v in values]
+            if all(x is not None for x in sums):
+                top = max(sums) or 1.0  # type: ignore[type-var]
+                if max(sums) - min(sums) > tol * top * 4:  # type: ignore[type-var,operator]
+                    return _divergence(values, out, None, tol, "")
+        return None
+
     def first_divergence(self) -> TraceDivergence | None:
         """The first op where the backends' traces of the call part (e.g. jax's conv promotes
         uint8 where torch's raises), or ``None`` when they agree or were not traced."""
@@ -380,6 +575,9 @@ class ProbeSet(Record):
             ]
         if len(self.results) > 1:
             lines.append(f"across {self.axis}: {self.verdict}")
+            apart = self.value_divergence()
+            if apart is not None:
+                lines.append(f"numbers diverge: {apart.message}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -387,3 +585,32 @@ class ProbeSet(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeSet {self.results[0].spec.target if self.results else ''}: {self.verdict}>"
+
+
+def _divergence(
+    values: list[tuple[str, OutputValues]], out: int, k: int | None, tol: float, _: str
+) -> ValueDivergence:
+    first = values[0][1]
+    if k is None:
+        shown = {label: v.abs_sum for label, v in values}
+        where = f"output {out}: the sums of |values| (beyond the first {HEAD} elements)"
+        element: tuple[int, ...] = ()
+    else:
+        shown = {label: v.head[k] for label, v in values}
+        element = first.element(k)
+        where = f"output {out} [{', '.join(map(str, element))}]"
+    said = ", ".join(f"{label} {_number(x)}" for label, x in shown.items())
+    return ValueDivergence(
+        output=out,
+        element=element,
+        values=shown,
+        tolerance=tol,
+        message=(
+            f"same inputs and weights, numbers apart at {where}: {said} "
+            f"(tolerance {tol:.2g} of the values' scale)"
+        ),
+    )
+
+
+def _number(x: float | None) -> str:
+    return "inf/NaN" if x is None else f"{x:.6g}"

@@ -8,6 +8,7 @@ from dtype_explorer.records import (
     KINDS,
     ROW_COLUMNS,
     AuditReport,
+    Expectation,
     Finding,
     LayerCall,
     ProbeResult,
@@ -49,6 +50,7 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
     if result.trace_note:
         parts.append(f"<div class='dx-meta'>Op trace: {e(result.trace_note)}</div>")
     parts.append(_views_table(result))
+    parts.append(expectations_html(result))
     if result.basis:
         items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
         parts.append(f"<div class='dx-meta'>Why (documented rule):</div><ul>{items}</ul>")
@@ -70,6 +72,10 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
         )
     if result.numerics is not None:
         parts.append(f"<div class='dx-meta'>Numerics: {e(_numerics_text(result))}</div>")
+        parts.extend(
+            f"<div class='dx-banner'>A right dtype with wrong numbers: {e(f.text())}</div>"
+            for f in result.numerics.findings
+        )
     if result.fit is not None:
         parts.append(_fit_html(result))
     return "".join(parts)
@@ -172,6 +178,38 @@ def _views_table(result: ProbeResult) -> str:
     return f"<table><tr>{head}</tr><tr>{''.join(cells)}</tr></table>"
 
 
+def expectations_html(result: ProbeResult) -> str:
+    """Every expectation side by side: who says which dtype and why; the one the verdict uses
+    is marked, the ones naming another dtype are flagged; a verdict per output when there are
+    several; Keras's rules disagreeing as a banner."""
+    if not result.expectations:
+        return ""
+    odd = {id(x) for x in result.disagreements()}
+
+    def said(x: Expectation) -> str:
+        return chip(x.dtype, odd=id(x) in odd) if x.dtype else e("raises" if x.error else "-")
+
+    rows = "".join(
+        f"<tr><td>{e(x.name)}{' <b>(verdict)</b>' if x.source == result.expected_by else ''}"
+        f"</td><td>{said(x)}</td><td>{e(clip(x.error or x.basis, 110))}</td></tr>"
+        for x in result.expectations
+    )
+    html = (
+        "<details open><summary>Expectations</summary><table><tr><th>who</th><th>dtype</th>"
+        f"<th>why</th></tr>{rows}</table></details>"
+    )
+    disagree = result.rules_disagree()
+    if disagree:
+        html += f"<div class='dx-banner'>{e(disagree)}</div>"
+    if len(result.output_verdicts) > 1:
+        cells = "".join(
+            f"<tr><td>#{i}</td><td>{chip(dtype)}</td><td>{badge(verdict)}</td></tr>"
+            for i, (dtype, verdict) in enumerate(zip(result.output_dtypes, result.output_verdicts))
+        )
+        html += f"<table><tr><th>output</th><th>observed</th><th>verdict</th></tr>{cells}</table>"
+    return html
+
+
 def _numerics_text(result: ProbeResult) -> str:
     n = result.numerics
     if n is None:
@@ -207,6 +245,9 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         said = " · ".join(f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results)
         who = "Backends" if probe_set.axis == "backends" else probe_set.axis.capitalize()
         banner = f"<div class='dx-banner'>{e(who)} disagree: {said}</div>"
+    apart = probe_set.value_divergence()
+    if apart is not None:
+        banner += f"<div class='dx-banner'>Numbers diverge: {e(apart.message)}</div>"
     part = probe_set.first_divergence()
     if part is not None:
         said = " · ".join(f"<b>{e(b)}</b> {e(o)}" for b, o in part.outcomes.items())

@@ -31,6 +31,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         f" | observed {result.output_dtype or '-'}"
     )
     lines.extend(f"  because: {line}" for line in result.basis)
+    lines.extend(expectation_lines(result))
     if result.error is not None:
         lines.append(f"  error ({result.error.where}): {result.error.type}: {result.error.message}")
     lines.extend(f"  warning: {text}" for text in result.warnings)
@@ -42,6 +43,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         lines.append(
             f"  numerics: {n.nonfinite_from_finite} inf/NaN from finite input; rel. error {err}"
         )
+        lines.extend(f"  !! wrong numbers: {f.text()}" for f in n.findings)
     if result.fit is not None:
         fit = result.fit
         lines.append(f"  fit: {fit.text()}")
@@ -58,6 +60,30 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     if trace and result.trace_note:
         lines.append(f"  trace: {result.trace_note}")
     return "\n".join(lines)
+
+
+def expectation_lines(result: ProbeResult) -> list[str]:
+    """Every expectation side by side (``*`` the one the verdict uses, ``!`` one that names
+    another dtype), Keras's rules disagreeing, and a verdict per output when there are several."""
+    if not result.expectations:
+        return []
+    odd = {id(x) for x in result.disagreements()}
+    said = "  ".join(
+        ("*" if x.source == result.expected_by else "!" if id(x) in odd else "")
+        + f"{x.name} {x.dtype or ('raises' if x.error else '-')}"
+        for x in result.expectations
+    )
+    lines = [f"  expected: {said}"]
+    disagree = result.rules_disagree()
+    if disagree:
+        lines.append(f"  ! {disagree}")
+    if len(result.output_verdicts) > 1:
+        each = ", ".join(
+            f"#{i} {dtype} {verdict}"
+            for i, (dtype, verdict) in enumerate(zip(result.output_dtypes, result.output_verdicts))
+        )
+        lines.append(f"  per output: {each}")
+    return lines
 
 
 def format_trace(result: ProbeResult, *, detail: bool = False) -> list[str]:

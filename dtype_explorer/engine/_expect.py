@@ -1,0 +1,273 @@
+"""Every expectation of an output dtype, side by side, and the verdict that uses the right one.
+
+Four statements can be made about what a target should return:
+
+* the **policy** rule: a layer computes in its compute dtype (float inputs autocast to it);
+* **result_type**: ``keras.backend.result_type`` on this backend, Keras's promotion lattice;
+* the **array libraries**: the op's counterpart in NumPy and in the probing backend's own
+  library (``jax.numpy``, ``torch``, ``tf.experimental.numpy``), run here on the same values;
+* the **declared** spec: Keras's symbolic call.
+
+Which one the verdict uses (``expected_by``), and why:
+
+* a layer is judged by the policy rule wherever that rule fixes the dtype (every float input
+  autocast to the compute dtype, or a layer that returns its compute dtype): it is what Keras
+  documents for layers, and ``result_type`` is only how it gets there. Where the two disagree
+  (``result_type('float64', 'float64')`` is ``float32`` on torch and numpy) that is reported
+  as its own finding, and a layer that returns the policy's dtype is not a deviation;
+* an op is judged by its Keras rule (``result_type`` of its inputs, or its bool/index/dtype=
+  rule): Keras's lattice differs from NumPy's on purpose (weak scalars, floatx for int to
+  float, no 64-bit defaults). Except where ``result_type`` narrows a float input the array
+  libraries keep (``maximum`` of float64 is float64 in NumPy and torch, float32 by
+  ``result_type`` on torch): there the libraries win, and the narrowing is a deviation;
+* a user's layer whose call is one ``keras.ops`` function is judged by that op's expectation;
+* the declared spec never decides the verdict; it disagreeing with the output is
+  ``declared-mismatch``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.engine import _rules as rules
+from dtype_explorer.engine import catalog
+from dtype_explorer.engine.catalog import LayerEntry, OpEntry
+from dtype_explorer.errors import InvalidSpecError, first_line
+from dtype_explorer.records import Expectation, Verdict
+
+#: The array library each backend's worker already imports, beside NumPy.
+OWN_LIBRARY = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}
+#: Verdicts from worst to best: the overall verdict is the worst of the outputs'.
+_ORDER: tuple[Verdict, ...] = (
+    "error",
+    "deviates",
+    "declared-mismatch",
+    "as-documented",
+    "undocumented",
+)
+
+
+def for_layer(
+    entry: LayerEntry,
+    *,
+    compute_dtype: str,
+    autocast_dtypes: tuple[str, ...],
+    documented: rules.Documented,
+) -> list[Expectation]:
+    """The policy rule's and ``result_type``'s expectations for a layer's output."""
+    found = []
+    floats = {
+        d
+        for d, role in zip(autocast_dtypes, entry.input_roles(len(autocast_dtypes)))
+        if role != "index" and dtypes.is_float(d)
+    }
+    if entry.contract in ("compute", "layer-dtype", "self-managed") and floats <= {compute_dtype}:
+        found.append(
+            Expectation(
+                source="policy",
+                dtype=compute_dtype,
+                basis=f"the layer computes in its compute dtype {compute_dtype}",
+            )
+        )
+    elif entry.contract == "passthrough" and len(set(autocast_dtypes)) == 1:
+        found.append(
+            Expectation(
+                source="policy",
+                dtype=autocast_dtypes[0],
+                basis=f"passes its input through, as autocast: {autocast_dtypes[0]}",
+            )
+        )
+    if documented.result_type_args:
+        args = ", ".join(documented.result_type_args)
+        found.append(
+            Expectation(
+                source="result_type",
+                dtype=documented.dtype,
+                basis=f"result_type({args}) on this backend",
+            )
+        )
+    elif documented.dtype is None and documented.basis[-1:] and "raises" in documented.basis[-1]:
+        found.append(Expectation(source="result_type", error=documented.basis[-1]))
+    return found
+
+
+def for_op(
+    entry: OpEntry,
+    documented: rules.Documented,
+    inputs: tuple[dict, ...],
+    leaves: list[tuple[dict, int | None, Any]],
+    backend: str,
+) -> list[Expectation]:
+    """Keras's rule for the op, and the array libraries' answers on the same values
+    (``inputs``: the op's argument structure as called; ``leaves``: every leaf of the call, in
+    order, as NumPy values or Python numbers)."""
+    found = []
+    if entry.rule in ("promote", "promote-float") and documented.result_type_args:
+        args = ", ".join(documented.result_type_args)
+        found.append(
+            Expectation(
+                source="result_type",
+                dtype=documented.dtype,
+                basis=f"result_type({args}) on this backend",
+            )
+        )
+    elif entry.rule in ("bool", "index", "dtype-arg") and documented.dtype is not None:
+        found.append(
+            Expectation(source="result_type", dtype=documented.dtype, basis=documented.basis[-1])
+        )
+    for library in dict.fromkeys(("numpy", OWN_LIBRARY.get(backend, "numpy"))):
+        path = entry.references.get(library)
+        if path is not None and leaves:
+            found.append(library_expectation(library, path, entry, inputs, leaves))
+    return found
+
+
+def library_expectation(
+    library: str,
+    path: str,
+    entry: OpEntry,
+    inputs: tuple[dict, ...],
+    leaves: list[tuple[dict, int | None, Any]],
+) -> Expectation:
+    """The dtype ``library``'s counterpart of the op returns on the same values."""
+    _, convert, name_of = array_library(library)
+    replay = iter(leaves)
+
+    def value(_leaf: dict, _i: int | None) -> Any:
+        _, _, made = next(replay)
+        if convert is None or isinstance(made, (bool, int, float)):
+            return made
+        return convert(np.asarray(made))
+
+    try:
+        fn = resolve_function(path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            args, _ = catalog.op_calls.build(inputs, value)
+            dtype = name_of(fn(*args, **entry.kwargs))
+    except Exception as error:
+        return Expectation(
+            source=library,
+            error=f"{type(error).__name__}: {first_line(str(error))}"[:200],
+            basis=path,
+        )
+    return Expectation(source=library, dtype=dtypes.standardize(dtype), basis=path)
+
+
+def wrapped_op(trace: Any, observed: str | None) -> tuple[OpEntry, tuple[str, ...]] | None:
+    """The ``keras.ops`` function a user's layer's call amounts to: the one op of its call
+    (Keras's conversion of the inputs aside) whose output is the layer's output, with its
+    input dtypes; ``None`` otherwise."""
+    steps = [s for s in trace if s.phase == "call" and "convert_to_tensor" not in s.op]
+    if len(steps) != 1 or not steps[0].outputs or steps[0].outputs[0].dtype != observed:
+        return None
+    name = steps[0].op if steps[0].op.startswith("ops.") else f"ops.{steps[0].op.split('.')[-1]}"
+    try:
+        entry = catalog.entry(name)
+    except InvalidSpecError:
+        return None
+    if not isinstance(entry, OpEntry) or entry.rule not in ("promote", "promote-float"):
+        return None
+    return entry, tuple(t.dtype for t in steps[0].inputs if t.dtype)
+
+
+def winner(
+    expectations: list[Expectation], *, kind: str, converted: tuple[str, ...] = ()
+) -> Expectation | None:
+    """The expectation the verdict uses (see the module's docstring for why)."""
+    by = {e.source: e for e in expectations if e.dtype is not None}
+    if kind == "layer":
+        return by.get("policy") or by.get("result_type")
+    rt = by.get("result_type")
+    floats = [d for d in converted if dtypes.family(d) == "float"]
+    widest = max(floats, key=lambda d: dtypes.bits(d) or 0, default=None)
+    if rt is not None and widest is not None and dtypes.narrows(widest, rt.dtype or ""):
+        keeping = [
+            e for e in expectations if e.source in OWN_LIBRARY.values() or e.source == "numpy"
+        ]
+        kept = [e for e in keeping if e.dtype == widest]
+        if kept:
+            return kept[-1]  # the backend's own library before NumPy, when both keep it
+    return rt
+
+
+def verdicts(
+    expected: str | None,
+    declared: tuple[str, ...],
+    observed: tuple[str, ...],
+) -> tuple[tuple[Verdict, ...], Verdict]:
+    """One verdict per output, and the worst of them. The expected dtype applies to the first
+    output and to every other output of its family (an LSTM's states); an output of another
+    family (``top_k``'s indices) is judged only against its declared dtype."""
+    each: list[Verdict] = []
+    for i, got in enumerate(observed):
+        said = declared[i] if i < len(declared) else None
+        applies = i == 0 or (
+            expected is not None and dtypes.family(said or got) == dtypes.family(expected)
+        )
+        each.append(
+            rules.verdict(
+                status="ok",
+                documented=expected if applies else None,
+                declared=said,
+                observed=got,
+            )
+        )
+    if not each:
+        return (), rules.verdict(status="ok", documented=expected, declared=None, observed=None)
+    return tuple(each), min(each, key=_ORDER.index)
+
+
+def array_library(library: str) -> tuple[Any, Any, Any]:
+    """``(module, convert, name_of)`` for an array library: its NumPy API, how a NumPy array
+    becomes its array, and how its result's dtype is named."""
+    if library == "numpy":
+        return np, None, lambda out: np.asarray(_first(out)).dtype.name
+    if library == "jax":
+        import jax.numpy as jnp
+
+        return jnp, jnp.asarray, lambda out: np.dtype(_first(out).dtype).name
+    if library == "torch":
+        import torch
+
+        def to_torch(array: np.ndarray) -> Any:
+            name = array.dtype.name
+            if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):  # no NumPy twin in torch
+                return torch.from_numpy(array.astype(np.float32)).to(getattr(torch, name))
+            return torch.from_numpy(np.ascontiguousarray(array))
+
+        return torch, to_torch, lambda out: str(_first(out).dtype).removeprefix("torch.")
+    if library == "tensorflow":
+        import tensorflow as tf
+
+        return tf.experimental.numpy, tf.constant, lambda out: _first(out).dtype.name
+    raise InvalidSpecError(
+        f"no array library {library!r}; valid: 'numpy', 'jax', 'torch', 'tensorflow'"
+    )
+
+
+def resolve_function(path: str) -> Any:
+    """The function at ``path`` (``"tensorflow.experimental.numpy.add"``): the longest module
+    prefix imported, the rest read as attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for part in parts[cut:]:
+            found = getattr(found, part)
+        return found
+    raise InvalidSpecError(f"no function {path!r}")
+
+
+def _first(out: Any) -> Any:
+    """The first array of a result (``torch.max`` and friends return tuples)."""
+    while isinstance(out, (tuple, list)) and out:
+        out = out[0]
+    return out

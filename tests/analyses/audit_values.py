@@ -1,0 +1,43 @@
+"""Run by test_audit_values.py in a fresh process of one backend (KERAS_BACKEND): the audit of
+three small models whose dtypes are right and whose numbers (or rules) are not. Prints the
+findings as JSON on its last line."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+
+import dtype_explorer as dx
+
+
+def findings(model, sample=None) -> list[dict]:
+    report = dx.check_model(model, sample)
+    return [{"kind": f.kind, "message": f.message, "details": f.details} for f in report.findings]
+
+
+def main() -> None:
+    found = {}
+    pixels = keras.Input((3,), dtype="uint8")
+    more = keras.Input((3,), dtype="uint8")
+    added = keras.Model([pixels, more], keras.layers.Add()([pixels, more]))
+    a, b = np.array([[200, 1, 2]], dtype="uint8"), np.array([[100, 1, 2]], dtype="uint8")
+    found["add_uint8"] = findings(added, [a, b])
+
+    ints = keras.Input((4,), dtype="int32")
+    normed = keras.Model(ints, keras.layers.LayerNormalization()(ints))
+    found["layernorm_int32"] = findings(normed, np.array([[1, 5, 9, 2]], dtype="int32"))
+
+    keras.config.set_dtype_policy("float64")
+    try:
+        wide = keras.Input((3,), dtype="float64")
+        dense = keras.Model(wide, keras.layers.Dense(2)(wide))
+    finally:
+        keras.config.set_dtype_policy("float32")
+    found["dense_float64"] = findings(dense)
+    print(json.dumps(found))
+
+
+if __name__ == "__main__":
+    main()

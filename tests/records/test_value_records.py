@@ -1,0 +1,81 @@
+"""The records' value facts, computed once on the record: where backends' numbers part (within
+the output dtype's tolerance they agree), a finding's element, every expectation's standing."""
+
+from __future__ import annotations
+
+from dtype_explorer.records import (
+    Expectation,
+    Numerics,
+    OutputValues,
+    ProbeResult,
+    ProbeSet,
+    ProbeSpec,
+)
+
+
+def result(backend: str, head: tuple, dtype: str = "float32", **numerics) -> ProbeResult:
+    values = OutputValues(
+        dtype=dtype, shape=(2, 2), head=head, abs_sum=sum(abs(x or 0) for x in head)
+    )
+    return ProbeResult(
+        spec=ProbeSpec(target="Dense", backend=backend),
+        status="ok",
+        backend=backend,
+        output_dtype=dtype,
+        numerics=Numerics(outputs=(values,), **numerics),
+    )
+
+
+def test_numbers_within_the_dtype_tolerance_agree():
+    near = ProbeSet(
+        results=(result("jax", (1.0, 2.0, 3.0, 4.0)), result("torch", (1.0, 2.0, 3.0, 4.000001)))
+    )
+    assert near.value_divergence() is None
+
+
+def test_numbers_beyond_it_are_named_at_their_first_element():
+    far = ProbeSet(
+        results=(result("jax", (1.0, 2.0, 3.0, 4.0)), result("torch", (1.0, 2.0, 0.0, 4.0)))
+    )
+    parted = far.value_divergence()
+    assert parted.element == (1, 0) and parted.values == {"jax": 3.0, "torch": 0.0}
+    assert "output 0 [1, 0]" in parted.message and "numbers diverge" in far.summary()
+    # float16 tolerates what float32 does not
+    loose = ProbeSet(
+        results=(
+            result("jax", (1.0, 2.0, 3.0, 4.0), "float16"),
+            result("torch", (1.0, 2.0, 3.0, 4.004), "float16"),
+        )
+    )
+    assert loose.value_divergence() is None
+
+
+def test_inf_against_a_number_parts_and_random_layers_are_not_compared():
+    bad = ProbeSet(
+        results=(result("jax", (1.0, None, 3.0, 4.0)), result("numpy", (1.0, 2.0, 3.0, 4.0)))
+    )
+    assert bad.value_divergence().element == (0, 1)
+    drawn = ProbeSet(
+        results=(
+            result("jax", (1.0, 2.0, 3.0, 4.0), comparable=False),
+            result("numpy", (9.0, 2.0, 3.0, 4.0), comparable=False),
+        )
+    )
+    assert drawn.value_divergence() is None
+
+
+def test_rules_disagree_and_disagreements_name_the_odd_expectation():
+    r = result("torch", (1.0, 2.0, 3.0, 4.0), "float64").model_copy(
+        update={
+            "expectations": (
+                Expectation(source="policy", dtype="float64", basis="compute dtype"),
+                Expectation(source="result_type", dtype="float32", basis="result_type(...)"),
+                Expectation(source="declared", dtype="float64"),
+            ),
+            "expected_by": "policy",
+        }
+    )
+    assert [x.source for x in r.disagreements()] == ["result_type"]
+    assert r.rules_disagree().startswith("Keras's rules disagree here: policy says float64")
+    round_trip = ProbeResult.from_json(r.to_json())
+    assert round_trip.rules_disagree() == r.rules_disagree()
