@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
-from dtype_explorer.engine._keras2 import run_keras2
 from dtype_explorer.engine._expect import array_library, resolve_function
+from dtype_explorer.engine._keras2 import run_keras2
 from dtype_explorer.engine._keras_state import (
     KERAS_STATE_LOCK,
     changed_settings,

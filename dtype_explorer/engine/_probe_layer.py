@@ -29,7 +29,7 @@ from dtype_explorer.engine._observe import (
     error_info,
     ms,
     outcome,
-    tensor_outputs,
+    output_leaves,
     traced,
 )
 from dtype_explorer.engine._trace import untraced
@@ -226,7 +226,7 @@ def run_layer(
         documented=documented,
     )
     expected = expect.winner(expectations, kind="layer")
-    observed = tensor_outputs(outputs)[0] if outputs is not None else ()
+    observed = output_leaves(outputs)[0] if outputs is not None else ()
     wrapped = (
         expect.wrapped_op(trace_steps, observed[0])
         if spec.target.startswith("custom:") and observed
@@ -329,9 +329,11 @@ def _reference_outputs(
         for s, role in zip(samples, roles)
     ]
     symbolic = keras.tree.map_structure(
-        lambda x: keras.KerasTensor(np.shape(x), dtype=dtypes.describe(x))
-        if isinstance(x, np.ndarray)
-        else x,
+        lambda x: (
+            keras.KerasTensor(np.shape(x), dtype=dtypes.describe(x))
+            if isinstance(x, np.ndarray)
+            else x
+        ),
         inputs,
     )
     try:  # built symbolically: no computation (no draw) before the weights are set
