@@ -56,6 +56,8 @@ def keras_3_11_engine():
 
 @pytest.fixture(scope="session")
 def tf_keras_engine():
-    """Keras 2: the tf_keras release matching the installed tensorflow."""
-    pytest.importorskip("tensorflow")
+    """Keras 2: the tf_keras release matching the installed tensorflow (installed in CI:
+    a missing tensorflow fails here, never skips)."""
+    import tensorflow  # noqa: F401
+
     return _created_engine("tf_keras")

@@ -500,16 +500,22 @@ def same_weights(layer: Any, seed: int) -> None:
     variables (not its path, which holds a per-process name counter). Constant weights (zero
     biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
     import keras
+    from keras.src.backend.common.variables import AutocastScope
 
-    for place, variable in enumerate(layer.trainable_variables):
-        dtype = dtypes.describe(variable)
-        if dtypes.family(dtype) != "float":
-            continue
-        drawn = np.asarray(keras.ops.convert_to_numpy(variable))
-        if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
-            continue
-        rng = np.random.default_rng([seed, place])
-        variable.assign(rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype)))
+    # Called from inside call(), where the layer's autocast scope reads a mixed policy's float32
+    # variables as float16: out of it, the stored values are read and written (on torch an
+    # assignment inside the scope does not reach the variable).
+    with AutocastScope(None):
+        for place, variable in enumerate(layer.trainable_variables):
+            dtype = dtypes.describe(variable)
+            if dtypes.family(dtype) != "float":
+                continue
+            drawn = np.asarray(keras.ops.convert_to_numpy(variable))
+            if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
+                continue
+            rng = np.random.default_rng([seed, place])
+            value = rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype))
+            variable.assign(value)
 
 
 def _comparable(layer: Any) -> tuple[bool, str]:

@@ -284,6 +284,13 @@ def probe(
     call_kwargs: Annotated[
         str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
     ] = "{}",
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
+            "package index) or tf_keras (Keras 2); default: the installed Keras."
+        ),
+    ] = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     parsed_kwargs = _json_option("--kwargs", kwargs)
@@ -310,6 +317,7 @@ def probe(
             floatx=floatx,
             mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
             call_kwargs=parsed_call_kwargs,
+            engine=engine,
             timeout=_timeout(timeout),
             use_cache=not no_cache,
         )
@@ -346,6 +354,13 @@ def survey(
         str | None, typer.Option(help="Comma-separated backends (default: installed).")
     ] = None,
     out: Annotated[Path, typer.Option(help="Output file: .html or .json.")] = Path("survey.html"),
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
+            "package index) or tf_keras (Keras 2); default: the installed Keras."
+        ),
+    ] = None,
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
@@ -355,6 +370,7 @@ def survey(
             input_dtypes=_names("--input-dtypes", input_dtypes),
             policies=_names("--policies", policies),
             backends=_names("--backends", backends),
+            engine=engine,
         )
         result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
@@ -376,6 +392,13 @@ def table(
     disagreements: Annotated[
         bool, typer.Option(help="Only the cells where someone disagrees.")
     ] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use "
+            "from the package index); default: the installed Keras."
+        ),
+    ] = None,
 ) -> None:
     """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
     with _framework_output_to_log():
@@ -384,6 +407,7 @@ def table(
             dtypes=_names("--dtypes", dtypes),
             backends=_names("--backends", backends),
             floatx=floatx,
+            engine=engine,
         )
         frame = result.disagreements() if disagreements else result.to_frame()
     typer.echo(frame.to_string())
@@ -406,6 +430,13 @@ def check(
             "model.predict), fit (one real training step on a copy)."
         ),
     ] = "call",
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
+            "package index) the model rebuilt from its config there; default: the installed Keras."
+        ),
+    ] = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     _model_file(model_path)
@@ -423,7 +454,9 @@ def check(
                 f"could not load {received(str(model_path))} as a Keras model: "
                 f"{type(error).__name__}: {_line(error)}"
             ) from None
-        report = analyses.check_model(model, policy=policy, backends=requested, mode=mode)
+        report = analyses.check_model(
+            model, policy=policy, backends=requested, mode=mode, engine=engine
+        )
     typer.echo(str(report))
 
 

@@ -54,6 +54,12 @@ class DtypeMagics(Magics):
         help="a variable holding the targets of the --mode fit step (default: zeros fitting "
         "the output and the loss)",
     )
+    @argument(
+        "--engine",
+        metavar="E",
+        help="audit with another Keras release (keras==3.X.Y: the model rebuilt from its "
+        "config in that release's worker; created on first use)",
+    )
     @argument("-h", "--help", action="store_true", help="show this help")
     @line_magic
     def dtype_check(self, line: str) -> Any:
@@ -71,6 +77,7 @@ class DtypeMagics(Magics):
             %dtype_check model --backends all
             %dtype_check model --mode predict
             %dtype_check model --mode fit --sample x_batch --labels y_batch
+            %dtype_check model --engine keras==3.11.3
         """
         try:
             args = parse_argstring(self.dtype_check, line)
@@ -92,6 +99,7 @@ class DtypeMagics(Magics):
                 backends=args.backends,
                 mode=args.mode,
                 labels=labels,
+                engine=args.engine,
             )
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None

@@ -128,7 +128,7 @@ def test_predict_names_the_preprocessing_layer_whose_dtype_differs_from_the_eage
 
 def test_predict_without_differences_and_on_a_model_never_predicted():
     inputs = keras.Input((4,))
-    model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
     before = snapshot(model)
     assert before["predict_function"] is None
     report = check_model(model, mode="predict")

@@ -9,14 +9,13 @@ import os
 import signal
 import tempfile
 
+import distributed  # the test command installs it (the cluster extra): missing fails
 import pytest
 
 import dtype_explorer as dx
 from dtype_explorer.analyses import _cluster as cluster
 from dtype_explorer.engine import make_spec
 from dtype_explorer.errors import InvalidSpecError
-
-distributed = pytest.importorskip("distributed")
 
 TARGETS = ["Dense", "Conv1D", "LSTM", "Flatten"]
 DTYPES = ["float32", "float16", "int8", "uint8", "int32", "float64"]

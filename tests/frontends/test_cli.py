@@ -177,3 +177,38 @@ def test_probe_takes_your_values_and_call_kwargs_as_json():
         ["probe", "ops.abs", "--values", "[[-1]]", "--input-dtype", "uint8", "--backend", "numpy"],
     )
     assert out.exit_code == 2 and "becomes 255 as uint8" in out.output
+
+
+def test_probe_survey_and_check_take_an_engine(keras_3_11_engine, tmp_path):
+    kwargs = '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}'
+    asked = ["probe", "Discretization", "--backend", "numpy", "--kwargs", kwargs, "--json"]
+    out = runner.invoke(app, [*asked, "--engine", "keras==3.11.3"])
+    assert out.exit_code == 0, out.output
+    (old,) = json.loads(out.output)
+    out = runner.invoke(app, asked)
+    (new,) = json.loads(out.output)
+    assert (old["versions"]["keras"], old["output_dtype"]) == ("3.11.3", "float32")
+    assert new["output_dtype"] == "int32"  # 3.12.0 on
+    out = runner.invoke(
+        app,
+        [
+            "survey",
+            "--targets",
+            "Dense",
+            "--input-dtypes",
+            "uint8",
+            "--policies",
+            "float32",
+            "--backends",
+            "numpy",
+            "--engine",
+            "keras==3.11.3",
+            "--out",
+            str(tmp_path / "s.json"),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    saved = json.loads((tmp_path / "s.json").read_text())
+    assert saved["engine"] == "keras==3.11.3"
+    out = runner.invoke(app, ["probe", "Dense", "--backend", "numpy", "--engine", "keras==9"])
+    assert out.exit_code == 2 and "keras==9" in out.output

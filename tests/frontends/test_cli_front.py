@@ -12,8 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 #: Runs the CLI exactly as the ``dtype-explorer`` script does, and reports this process's
 #: frameworks at exit to the file named by $DX_FRONT_REPORT.
 WRAPPER = """
@@ -110,10 +108,6 @@ def test_one_backend_has_no_across_backends_line_and_a_cached_text_answer_matche
     assert cached.stdout == live.stdout
 
 
-@pytest.mark.skipif(
-    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode,
-    reason="TensorFlow is not installed",
-)
 def test_no_framework_start_up_lines_reach_the_terminal(tmp_path):
     """A TensorFlow worker prints absl/oneDNN/cpu_feature_guard lines as it starts: they stay
     in its log, and the front never imports TensorFlow at all."""
@@ -172,10 +166,6 @@ def test_a_bad_policy_is_refused_without_importing_keras_once_a_snapshot_exists(
     assert frameworks == []
 
 
-@pytest.mark.skipif(
-    subprocess.run([sys.executable, "-c", "import tensorflow"], capture_output=True).returncode,
-    reason="TensorFlow is not installed",
-)
 def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
     """``check`` audits a model in its own process (Keras's default backend, TensorFlow here):
     TensorFlow's start-up lines go to workers/cli.log, not to the terminal."""

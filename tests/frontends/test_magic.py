@@ -72,3 +72,11 @@ def test_bad_use_shows_no_traceback_in_a_cell(shell, namespace, capsys):
     captured = capsys.readouterr()
     assert "Traceback" not in captured.out + captured.err
     assert "not defined" in captured.out + captured.err
+
+
+def test_engine_audits_the_model_rebuilt_in_that_release(shell, namespace, keras_3_11_engine):
+    report = shell.run_line_magic("dtype_check", "model --engine keras==3.11.3")
+    assert (report.engine, report.keras) == ("keras==3.11.3", "3.11.3")
+    assert [c.path for c in report.layers][-1].endswith("out")
+    with pytest.raises(UsageError, match=r"keras==3\.99\.0"):
+        shell.run_line_magic("dtype_check", "model --engine keras==3.99.0")
