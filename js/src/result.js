@@ -128,6 +128,13 @@ function basis(lines) {
   );
 }
 
+/** Which Keras answered (`versions.keras`; Keras 2 names its tf_keras release). */
+export function kerasLabel(result) {
+  const v = result?.versions ?? {};
+  if (v.tf_keras) return `Keras 2 (tf_keras ${v.tf_keras})`;
+  return v.keras ? `Keras ${v.keras}` : null;
+}
+
 function timing(result, roundTripMs) {
   const parts = [];
   if (result.cached) parts.push("cached");
@@ -161,6 +168,9 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     { class: "dx-answer-head" },
     h("span", { class: "dx-backend" }, backend),
     result?.device && status !== "pending" ? h("span", { class: "dx-device" }, result.device) : null,
+    status !== "pending" && kerasLabel(result)
+      ? h("span", { class: "dx-device dx-keras", testid: "keras-version", title: result.versions.engine ? `engine ${result.versions.engine}` : "the installed Keras" }, kerasLabel(result))
+      : null,
     status === "pending" ? h("span", { class: "dx-spinner", "aria-label": "pending" }) : null,
     status !== "pending" ? timing(result, roundTripMs) : null,
   );

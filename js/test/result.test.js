@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderResultCard } from "../src/result.js";
+import { kerasLabel, renderResultCard } from "../src/result.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const dense = fixture("dense-float64-mixed").results.jax;
@@ -66,5 +66,18 @@ describe("result card", () => {
   it("reports how long the answer took", () => {
     const card = renderResultCard("jax", dense, { roundTripMs: 42.4 });
     expect(card.textContent).toContain("answered in 42 ms");
+  });
+
+  it("is labelled with the Keras that answered", () => {
+    const card = renderResultCard("jax", dense);
+    expect(byTestId(card, "keras-version").textContent).toBe(`Keras ${dense.versions.keras}`);
+    // answered through the widget's request path by a created engine (generate.py)
+    const old = fixture("discretization-keras-3-11").results.numpy;
+    expect(old.versions).toMatchObject({ keras: "3.11.3", engine: "keras==3.11.3" });
+    const oldCard = renderResultCard("numpy", old);
+    expect(byTestId(oldCard, "keras-version").textContent).toBe("Keras 3.11.3");
+    expect(byTestId(oldCard, "keras-version").title).toBe("engine keras==3.11.3");
+    expect(kerasLabel({ versions: { keras: "2.21.0", tf_keras: "2.21.0", engine: "tf_keras==2.21.0" } })).toBe("Keras 2 (tf_keras 2.21.0)");
+    expect(byTestId(renderResultCard("torch", { status: "pending" }), "keras-version")).toBeNull();
   });
 });
