@@ -120,7 +120,7 @@ export class Controls {
     this.preset = h("select", { class: "dx-input", testid: "preset", "aria-label": "value preset", onchange: () => this.commit({ preset: this.preset.value }) });
     this.mode = h("select", { class: "dx-input", testid: "mode", "aria-label": "how it runs", onchange: () => this.commit({ mode: this.mode.value }) });
     this.engine = h("select", {
-      class: "dx-input dx-mono",
+      class: "dx-input",
       testid: "engine",
       "aria-label": "which Keras answers",
       title: ENGINE_HELP,
