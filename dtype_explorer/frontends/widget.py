@@ -29,8 +29,18 @@ from dtype_explorer.analyses import promotion_table
 from dtype_explorer.engine import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
-from dtype_explorer.records import MODES, ErrorInfo, ProbeResult, ProbeSet, ProbeSpec
-from dtype_explorer.runtime import pool
+from dtype_explorer.records import (
+    MODES,
+    TF_KERAS_BACKEND,
+    ErrorInfo,
+    ProbeResult,
+    ProbeSet,
+    ProbeSpec,
+    check_engine_backend,
+    engine_spec,
+)
+from dtype_explorer.runtime import engines, pool
+from dtype_explorer.versions import library_version
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
 #: The keys of a request from the page; anything else is refused.
@@ -42,6 +52,7 @@ REQUEST_KEYS = (
     "shape",
     "policy",
     "mode",
+    "engine",
     "backends",
     "nonce",
 )
@@ -62,6 +73,9 @@ class DtypeExplorer(_ContractTraits):
     ``target``: a catalog name (``"Dense"``, ``"ops.add"``) or a user ``Layer`` class or
     instance. ``mode``: how the target runs at first (``"call"``, ``"training"``, ``"model"``,
     ``"predict"``, ``"fit"``, ``"dataset"``); the page's "runs as" picker changes it.
+    ``engine``: which Keras answers at first (``None``: the installed Keras; a created engine,
+    ``"keras==3.11.3"`` or ``"tf_keras"``); the page's Keras picker offers the installed Keras
+    and every created engine (the widget never creates one: ``dx.engines.create`` does).
     ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
@@ -81,6 +95,7 @@ class DtypeExplorer(_ContractTraits):
         shape: Sequence[int] | Sequence[Sequence[int]] | None = None,
         values: str = "default",
         mode: str = "call",
+        engine: str | None = None,
         custom_layers: Iterable[Any] = (),
         use_cache: bool = True,
         timeout: float | None = None,
@@ -104,6 +119,7 @@ class DtypeExplorer(_ContractTraits):
         if name not in defaults:
             raise unknown("target", name, defaults)
         start = defaults[name]
+        offered = engine_choices()
         chosen = input_dtype or start["input_dtypes"]
         first = {
             "target": name,
@@ -113,11 +129,15 @@ class DtypeExplorer(_ContractTraits):
             "shape": json.dumps(start["shapes"] if shape is None else shape),
             "policy": policy,
             "mode": mode,
-            "backends": list(installed if backends is None else backends),
+            "engine": engine_spec(engine),
+            "backends": list(
+                _default_backends(installed, engine) if backends is None else backends
+            ),
             "nonce": 0,
         }
         # A bad initial value raises here, in the caller's cell; later ones only set `error`.
-        specs, nonce = _parse_request(first, self._custom, defaults)
+        specs, nonce = _parse_request(first, self._custom, defaults, offered)
+        first["engine"] = specs[0].engine  # pinned: "tf_keras" -> "tf_keras==2.X.Y"
         super().__init__(
             catalog=_catalog(self._custom),
             defaults=defaults,
@@ -127,6 +147,7 @@ class DtypeExplorer(_ContractTraits):
             presets=dict(dtypes.PRESETS),
             modes=list(MODES),
             available_backends=installed,
+            engines=_offered_with(offered, specs[0].engine),
             request=first,
             results={spec.backend: PENDING for spec in specs},
             **widget_kwargs,
@@ -158,7 +179,7 @@ class DtypeExplorer(_ContractTraits):
     def _on_request(self, change: dict[str, Any]) -> None:
         """A new request from the page: refuse it with a message, or probe it."""
         try:
-            parsed = _parse_request(change["new"], self._custom, self.defaults)
+            parsed = _parse_request(change["new"], self._custom, self.defaults, self.engines)
         except (InvalidSpecError, ValueError, TypeError) as error:
             with self._lock:
                 self._generation += 1
@@ -167,7 +188,23 @@ class DtypeExplorer(_ContractTraits):
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
                     self.trace_divergence = {}
             return
+        engine = parsed[0][0].engine
+        if engine not in (choice["engine"] for choice in self.engines):
+            self.engines = _offered_with(self.engines, engine)  # created since the list was made
         self._start(*parsed)
+
+    def refresh_engines(self) -> list[dict[str, Any]]:
+        """Read the created engines again (after ``dx.engines.create`` or ``remove``) and
+        offer them in the page's Keras picker.
+
+        Returns:
+            The engines offered (:attr:`engines`).
+
+        >>> explorer.refresh_engines()[0]["label"]       # doctest: +SKIP
+        'installed Keras 3.15.1'
+        """
+        self.engines = engine_choices()
+        return self.engines
 
     def _start(self, specs: list[ProbeSpec], nonce: int) -> None:
         """Show each backend as pending and submit its probe; older probes' answers are dropped.
@@ -260,7 +297,7 @@ class DtypeExplorer(_ContractTraits):
     def _promote(self, generation: int, answered: list[ProbeResult]) -> None:
         """Fill :attr:`promotion` with the ``result_type`` tables behind the documented dtypes."""
         try:
-            tables = promotion_tables(answered)
+            tables = promotion_tables(answered, engine=answered[0].spec.engine)
         except Exception as error:  # shown beside the results, never raised in the kernel
             tables = {"tables": [], "note": f"no promotion table: {type(error).__name__}: {error}"}
         with self._lock:
@@ -287,9 +324,10 @@ class DtypeExplorer(_ContractTraits):
         return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
 
 
-def promotion_tables(results: Sequence[ProbeResult]) -> dict[str, Any]:
-    """The promotion tables (``keras.backend.result_type``, run in each backend's worker) for the
-    dtypes the results' documented dtypes were promoted from, one per group of agreeing backends.
+def promotion_tables(results: Sequence[ProbeResult], engine: str | None = None) -> dict[str, Any]:
+    """The promotion tables (``keras.backend.result_type``, run in each backend's worker, by the
+    Keras of ``engine``) for the dtypes the results' documented dtypes were promoted from, one
+    per group of agreeing backends.
     """
     with_args = [r for r in results if r.result_type_args]
     involved = list(dict.fromkeys(d for r in with_args for d in r.result_type_args))
@@ -300,6 +338,7 @@ def promotion_tables(results: Sequence[ProbeResult]) -> dict[str, Any]:
         dtypes=involved,
         backends=[r.backend for r in with_args],
         references=(),
+        engine=engine,
         progress=False,
     )
     groups: dict[str, dict[str, Any]] = {}
@@ -333,10 +372,90 @@ def _cell(result: ProbeResult) -> str | dict[str, str]:
     return {"error": next((b for b in result.basis if "raises" in b), "result_type raises")}
 
 
+def engine_choices() -> list[dict[str, Any]]:
+    """The engines the page's Keras picker offers: the installed Keras (``engine: None``), then
+    every created engine (``dx.engines.list()``), each with the Keras release that answers and
+    the backends it runs on (``None``: every one).
+
+    Returns:
+        One dict per engine: ``engine``, ``keras``, ``label``, ``backends``.
+
+    >>> engine_choices()[0]["engine"] is None
+    True
+    """
+    installed = library_version("keras")
+    return [
+        {
+            "engine": None,
+            "keras": installed,
+            "label": f"installed Keras {installed}",
+            "backends": None,
+        },
+        *(_choice(e.spec, e.version, e.backends) for e in engines.list()),
+    ]
+
+
+def _choice(spec: str, version: str, runs_on: Sequence[str] | None) -> dict[str, Any]:
+    keras2 = spec.startswith("tf_keras")
+    label = f"Keras 2, tf_keras {version} (engine)" if keras2 else f"Keras {version} (engine)"
+    return {
+        "engine": spec,
+        "keras": version,
+        "label": label,
+        "backends": None if runs_on is None else list(runs_on),
+    }
+
+
+def _default_backends(installed: list[str], engine: str | None) -> list[str]:
+    """Every installed backend, or the ones the engine runs on (Keras 2: tensorflow)."""
+    name = engine_spec(engine)
+    if name is not None and name.startswith("tf_keras"):
+        return [b for b in installed if b == TF_KERAS_BACKEND]
+    return installed
+
+
+def _offered_with(offered: list[dict[str, Any]], engine: str | None) -> list[dict[str, Any]]:
+    """``offered``, with ``engine`` (an engine created since the list was read) added."""
+    if engine in (choice["engine"] for choice in offered):
+        return offered
+    return engine_choices()
+
+
+def _engine(
+    request: dict[str, Any], offered: Sequence[dict[str, Any]], backends: list[str]
+) -> str | None:
+    """The request's engine: ``None`` (the installed Keras) or a created engine's name. Keras 2
+    asked on a backend other than tensorflow is refused (named), not answered 'invalid'."""
+    value = request.get("engine")
+    names = [choice["engine"] for choice in offered]
+    valid = ", ".join("None (the installed Keras)" if n is None else repr(n) for n in names)
+    create = 'dx.engines.create("keras==3.11.3") creates one (then refresh_engines())'
+    try:
+        name = engine_spec(value)
+    except InvalidSpecError:
+        raise InvalidSpecError(
+            f"unknown engine; received: {received(value)}; valid: {valid}; {create}"
+        ) from None
+    for backend in backends:
+        check_engine_backend(name, backend)
+    if name is None or name in names:
+        return name
+    found = engines.get(name)  # created since the list was read (never created here)
+    if found is None:
+        raise InvalidSpecError(
+            f"engine {name!r} is not created; received: {received(value)}; valid: {valid}; {create}"
+        )
+    return found.spec
+
+
 def _parse_request(
-    request: Any, custom: dict[str, Any], defaults: dict[str, Any]
+    request: Any,
+    custom: dict[str, Any],
+    defaults: dict[str, Any],
+    offered: Sequence[dict[str, Any]] = (),
 ) -> tuple[list[ProbeSpec], int]:
-    """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce."""
+    """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce.
+    ``offered``: the engines the page may name (:func:`engine_choices`)."""
     if not isinstance(request, dict):
         raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
     extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
@@ -352,6 +471,7 @@ def _parse_request(
     if not backends:
         raise InvalidSpecError("choose at least one backend")
     pool.usable(backends)
+    engine = _engine(request, offered or engine_choices(), backends)
     nonce = request.get("nonce", 0)
     if not isinstance(nonce, int) or isinstance(nonce, bool):
         raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
@@ -365,6 +485,7 @@ def _parse_request(
             shape=shape,
             values=_text(request, "preset"),
             mode=_text(request, "mode") if "mode" in request else "call",
+            engine=engine,
         )
         for backend in dict.fromkeys(backends)
     ]

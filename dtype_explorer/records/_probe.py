@@ -187,6 +187,7 @@ class Expectation(Record):
     #: The library's function raised (its error, in a line), or Keras's rule raised.
     error: str | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def name(self) -> str:
         """How tables name the source: ``policy``, ``result_type``, ``np``, ``jnp``, ..."""
@@ -380,6 +381,19 @@ class ProbeResult(Record):
     def expectation(self, source: str) -> Expectation | None:
         """The expectation of ``source`` (``"policy"``, ``"result_type"``, ``"numpy"``, ...)."""
         return next((e for e in self.expectations if e.source == source), None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def disagreeing(self) -> tuple[str, ...]:
+        """The sources of :meth:`disagreements` (``("result_type",)``): travels in the JSON, so
+        the widget's page flags them without comparing dtypes itself."""
+        return tuple(e.source for e in self.disagreements())
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rules_disagreement(self) -> str | None:
+        """:meth:`rules_disagree`, in the JSON for the widget's page."""
+        return self.rules_disagree()
 
     def disagreements(self) -> list[Expectation]:
         """The expectations that name a dtype other than the one the verdict used (or, with no

@@ -5,6 +5,25 @@ import { groupDtypes } from "./dtype.js";
 
 const TYPING_DELAY_MS = 600;
 
+/** The Keras picker's help: it offers created engines only, and says how to make one. */
+export const ENGINE_HELP =
+  'Which Keras answers: the installed one, or an engine created in Python with dx.engines.create("keras==3.11.3") ' +
+  '(or "tf_keras" for Keras 2, tensorflow only), then explorer.refresh_engines(). The widget never creates one.';
+
+/** The engine a picker value stands for: `""` is the installed Keras (`null`). */
+const engineOf = (value) => (value ? value : null);
+
+/**
+ * The request after choosing `engine`: the backends it cannot run on are dropped (Keras 2 runs
+ * on tensorflow only); when none is left, the ones it runs on are chosen.
+ */
+export function reengine(request, engine, engines, available) {
+  const runsOn = engines.find((c) => c.engine === engine)?.backends;
+  if (!runsOn) return { ...request, engine };
+  const kept = request.backends.filter((b) => runsOn.includes(b));
+  return { ...request, engine, backends: kept.length ? kept : available.filter((b) => runsOn.includes(b)) };
+}
+
 /** Parse JSON text; `{ok, value}` or `{ok: false, message}`. */
 export function parseJson(text) {
   try {
@@ -100,6 +119,14 @@ export class Controls {
     this.dtypeBox = h("div", { class: "dx-dtype-pickers" });
     this.preset = h("select", { class: "dx-input", testid: "preset", "aria-label": "value preset", onchange: () => this.commit({ preset: this.preset.value }) });
     this.mode = h("select", { class: "dx-input", testid: "mode", "aria-label": "how it runs", onchange: () => this.commit({ mode: this.mode.value }) });
+    this.engine = h("select", {
+      class: "dx-input",
+      testid: "engine",
+      "aria-label": "which Keras answers",
+      title: ENGINE_HELP,
+      onchange: () => this.chooseEngine(engineOf(this.engine.value)),
+    });
+    this.engineHint = h("span", { class: "dx-hint", testid: "engine-help", title: ENGINE_HELP }, "more: dx.engines.create(…)");
     this.shape = h("input", {
       class: "dx-input dx-mono",
       spellcheck: "false",
@@ -130,6 +157,7 @@ export class Controls {
       field("input shape", this.shape, this.shapeHint),
       field("policy", h("span", {}, this.policy, this.policyList)),
       field("runs as", this.mode),
+      field("Keras", this.engine, this.engineHint),
       field("backends", this.backendBox),
       h(
         "div",
@@ -161,6 +189,12 @@ export class Controls {
       );
     }
     if (changed("modes")) replaceChildren(this.mode, (state.modes ?? ["call"]).map((m) => h("option", { value: m }, m)));
+    if (changed("engines")) {
+      replaceChildren(
+        this.engine,
+        this.engines().map((c) => h("option", { value: c.engine ?? "", title: c.backends ? `runs on ${c.backends.join(", ")} only` : null }, c.label)),
+      );
+    }
     this.syncValues();
   }
 
@@ -181,6 +215,7 @@ export class Controls {
     if (idle(this.policy)) this.policy.value = d.policy;
     this.preset.value = d.preset;
     this.mode.value = d.mode ?? "call";
+    this.engine.value = d.engine ?? "";
     const defaults = this.state.defaults[d.target];
     this.kwargsHint.textContent = defaults ? `catalog defaults: ${JSON.stringify(defaults.kwargs)}` : "";
     this.kwargsHint.classList.remove("dx-hint-bad");
@@ -229,7 +264,21 @@ export class Controls {
         ),
       );
     }
-    for (const box of this.backendBox.querySelectorAll("input")) box.checked = this.draft.backends.includes(box.value);
+    const runsOn = this.engines().find((c) => c.engine === (this.draft.engine ?? null))?.backends;
+    for (const box of this.backendBox.querySelectorAll("input")) {
+      box.checked = this.draft.backends.includes(box.value);
+      box.disabled = Boolean(runsOn) && !runsOn.includes(box.value);
+      box.parentElement.title = box.disabled ? `this Keras runs on ${runsOn.join(", ")} only` : "";
+    }
+  }
+
+  /** The engines the kernel offers (the installed Keras alone when it publishes none). */
+  engines() {
+    return this.state.engines?.length ? this.state.engines : [{ engine: null, keras: "", label: "installed Keras", backends: null }];
+  }
+
+  chooseEngine(engine) {
+    this.send(reengine(this.draft, engine, this.engines(), this.state.available_backends));
   }
 
   /** Live hint while typing JSON; sends it once it parses and the typing pauses. */

@@ -128,6 +128,54 @@ function basis(lines) {
   );
 }
 
+/**
+ * Every expectation side by side (ProbeResult.expectations): who says which dtype and why. The
+ * one the verdict uses (`expected_by`) is marked, the ones naming another dtype
+ * (`disagreeing`, computed in Python) are flagged, Keras's rules disagreeing is a banner, and
+ * several outputs get a verdict each (`output_verdicts`).
+ */
+export function renderExpectations(result) {
+  const expectations = result?.expectations ?? [];
+  if (!expectations.length) return null;
+  const odd = new Set(result.disagreeing ?? []);
+  const outputs = result.output_verdicts?.length > 1 ? result.output_verdicts : [];
+  return h(
+    "details",
+    { class: "dx-section dx-expectations", testid: "expectations", open: odd.size > 0 || Boolean(result.rules_disagreement) },
+    h("summary", {}, "expectations", h("span", { class: "dx-muted" }, odd.size ? ` · ${odd.size} of ${expectations.length} name another dtype` : ` · all ${expectations.length} agree`)),
+    h(
+      "table",
+      { class: "dx-vars" },
+      h("tr", {}, h("th", {}, "who"), h("th", {}, "dtype"), h("th", {}, "why")),
+      expectations.map((x) =>
+        h(
+          "tr",
+          { testid: `expectation-${x.source}`, "data-disagrees": odd.has(x.source) ? "true" : null, "data-verdict-uses": x.source === result.expected_by ? "true" : null },
+          h("td", {}, x.name ?? x.source, x.source === result.expected_by ? h("strong", { class: "dx-uses" }, " (verdict)") : null),
+          h("td", {}, x.dtype ? chip(x.dtype, { extra: odd.has(x.source) && "dx-chip-changed", title: odd.has(x.source) ? `${x.dtype}: not what the verdict expects` : x.dtype }) : h("span", { class: "dx-muted" }, x.error ? "raises" : "—")),
+          h("td", { class: "dx-muted" }, x.error ?? x.basis),
+        ),
+      ),
+    ),
+    result.rules_disagreement ? h("div", { class: "dx-banner dx-banner-diverges", testid: "rules-disagree" }, result.rules_disagreement) : null,
+    outputs.length
+      ? h(
+          "table",
+          { class: "dx-vars", testid: "output-verdicts" },
+          h("tr", {}, h("th", {}, "output"), h("th", {}, "observed"), h("th", {}, "verdict")),
+          outputs.map((verdict, i) => h("tr", {}, h("td", {}, `#${i}`), h("td", {}, chip(result.output_dtypes?.[i])), h("td", {}, verdictBadge(verdict)))),
+        )
+      : null,
+  );
+}
+
+/** Which Keras answered (`versions.keras`; Keras 2 names its tf_keras release). */
+export function kerasLabel(result) {
+  const v = result?.versions ?? {};
+  if (v.tf_keras) return `Keras 2 (tf_keras ${v.tf_keras})`;
+  return v.keras ? `Keras ${v.keras}` : null;
+}
+
 function timing(result, roundTripMs) {
   const parts = [];
   if (result.cached) parts.push("cached");
@@ -161,6 +209,9 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     { class: "dx-answer-head" },
     h("span", { class: "dx-backend" }, backend),
     result?.device && status !== "pending" ? h("span", { class: "dx-device" }, result.device) : null,
+    status !== "pending" && kerasLabel(result)
+      ? h("span", { class: "dx-device dx-keras", testid: "keras-version", title: result.versions.engine ? `engine ${result.versions.engine}` : "the installed Keras" }, kerasLabel(result))
+      : null,
     status === "pending" ? h("span", { class: "dx-spinner", "aria-label": "pending" }) : null,
     status !== "pending" ? timing(result, roundTripMs) : null,
   );
@@ -190,6 +241,7 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     result.cast_path?.length
       ? h("details", { class: "dx-section" }, h("summary", {}, "cast path as text"), renderCastSteps(result))
       : null,
+    renderExpectations(result),
     numerics(result.numerics),
     variables(result.variables),
     basis(result.basis),

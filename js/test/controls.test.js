@@ -1,14 +1,14 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { Controls, filterCatalog, parseJson, retarget, shapeCount } from "../src/controls.js";
+import { Controls, ENGINE_HELP, filterCatalog, parseJson, reengine, retarget, shapeCount } from "../src/controls.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const state = fixture("widget-state");
 
-function mount() {
+function mount(shown = state) {
   const sent = [];
   const controls = new Controls({ onRequest: (r) => sent.push(r) });
   document.body.replaceChildren(controls.el);
-  controls.update(state);
+  controls.update(shown);
   return { controls, sent, el: controls.el };
 }
 
@@ -93,6 +93,50 @@ describe("control panel", () => {
     expect(select.value).toBe(state.request.mode);
     change(select, "predict");
     expect(sent.at(-1).mode).toBe("predict");
+  });
+
+  it("offers the installed Keras and every created engine, and sends the one chosen", () => {
+    // widget-state.json was published by a real DtypeExplorer with keras==3.11.3 created
+    const { el, sent } = mount();
+    const select = byTestId(el, "engine");
+    const options = [...select.querySelectorAll("option")];
+    expect(options.map((o) => o.textContent)).toEqual(state.engines.map((c) => c.label));
+    expect(options[0].value).toBe("");
+    expect(state.engines[0].engine).toBeNull();
+    expect(options[0].textContent).toBe(`installed Keras ${state.engines[0].keras}`);
+    expect(options.map((o) => o.value)).toContain("keras==3.11.3");
+    expect(select.value).toBe("");
+    change(select, "keras==3.11.3");
+    expect(sent.at(-1).engine).toBe("keras==3.11.3");
+    expect(sent.at(-1).backends).toEqual(state.request.backends);
+    change(select, "");
+    expect(sent.at(-1).engine).toBeNull();
+  });
+
+  it("says how to create an engine, and never asks the kernel to", () => {
+    const { el } = mount();
+    expect(ENGINE_HELP).toContain('dx.engines.create("keras==3.11.3")');
+    expect(byTestId(el, "engine").title).toBe(ENGINE_HELP);
+    expect(byTestId(el, "engine-help").title).toBe(ENGINE_HELP);
+  });
+
+  it("keeps a Keras 2 engine to the backends it runs on", () => {
+    const keras2 = { engine: "tf_keras==2.21.0", keras: "2.21.0", label: "Keras 2, tf_keras 2.21.0 (engine)", backends: ["tensorflow"] };
+    const all = { ...state, engines: [...state.engines, keras2], request: { ...state.request, backends: state.available_backends } };
+    const { el, sent } = mount(all);
+    change(byTestId(el, "engine"), keras2.engine);
+    expect(sent.at(-1)).toMatchObject({ engine: keras2.engine, backends: ["tensorflow"] });
+    for (const b of state.available_backends) expect(byTestId(el, `backend-${b}`).disabled).toBe(b !== "tensorflow");
+    change(byTestId(el, "engine"), "");
+    expect(sent.at(-1).engine).toBeNull();
+    for (const b of state.available_backends) expect(byTestId(el, `backend-${b}`).disabled).toBe(false);
+  });
+
+  it("chooses the engine's own backends when none of the chosen ones fit", () => {
+    const engines = [{ engine: null, backends: null }, { engine: "tf_keras==2.21.0", backends: ["tensorflow"] }];
+    const request = { engine: null, backends: ["jax"] };
+    expect(reengine(request, "tf_keras==2.21.0", engines, ["jax", "tensorflow"]).backends).toEqual(["tensorflow"]);
+    expect(reengine(request, null, engines, ["jax", "tensorflow"])).toEqual({ engine: null, backends: ["jax"] });
   });
 
   it("searches targets and picks the first match on Enter", () => {

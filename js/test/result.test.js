@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { renderResultCard } from "../src/result.js";
+import { kerasLabel, renderExpectations, renderResultCard } from "../src/result.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const dense = fixture("dense-float64-mixed").results.jax;
@@ -66,5 +66,58 @@ describe("result card", () => {
   it("reports how long the answer took", () => {
     const card = renderResultCard("jax", dense, { roundTripMs: 42.4 });
     expect(card.textContent).toContain("answered in 42 ms");
+  });
+
+  it("is labelled with the Keras that answered", () => {
+    const card = renderResultCard("jax", dense);
+    expect(byTestId(card, "keras-version").textContent).toBe(`Keras ${dense.versions.keras}`);
+    // answered through the widget's request path by a created engine (generate.py)
+    const old = fixture("discretization-keras-3-11").results.numpy;
+    expect(old.versions).toMatchObject({ keras: "3.11.3", engine: "keras==3.11.3" });
+    const oldCard = renderResultCard("numpy", old);
+    expect(byTestId(oldCard, "keras-version").textContent).toBe("Keras 3.11.3");
+    expect(byTestId(oldCard, "keras-version").title).toBe("engine keras==3.11.3");
+    expect(kerasLabel({ versions: { keras: "2.21.0", tf_keras: "2.21.0", engine: "tf_keras==2.21.0" } })).toBe("Keras 2 (tf_keras 2.21.0)");
+    expect(byTestId(renderResultCard("torch", { status: "pending" }), "keras-version")).toBeNull();
+  });
+});
+
+const ALL = ["conv1d-uint8", "dense-float64-mixed", "add-int8-float16", "softmax-large-mixed", "dense-bad-kwarg", "dense-float64-model", "dense-float64-policy-float64", "discretization-keras-3-11"].flatMap(
+  (name) => Object.entries(fixture(name).results).map(([backend, result]) => [`${name} on ${backend}`, result]),
+);
+
+describe("expectations table", () => {
+  it.each(ALL.filter(([, r]) => r.expectations?.length))("shows every expectation side by side: %s", (_, result) => {
+    const table = renderExpectations(result);
+    const rows = result.expectations.map((x) => byTestId(table, `expectation-${x.source}`));
+    expect(rows.every(Boolean)).toBe(true);
+    result.expectations.forEach((x, i) => {
+      const cells = rows[i].querySelectorAll("td");
+      expect(cells[0].textContent).toContain(x.name);
+      expect(cells[1].textContent).toBe(x.dtype ?? (x.error ? "raises" : "—"));
+      expect(cells[2].textContent).toBe(x.error ?? x.basis);
+    });
+    const uses = rows.filter((row) => row.dataset.verdictUses === "true").map((row) => row.dataset.testid);
+    expect(uses).toEqual(result.expected_by ? [`expectation-${result.expected_by}`] : []);
+    const flagged = rows.filter((row) => row.dataset.disagrees === "true").map((row) => row.dataset.testid.slice("expectation-".length));
+    expect(flagged).toEqual(result.disagreeing);
+    expect(byTestId(table, "rules-disagree")?.textContent ?? null).toBe(result.rules_disagreement);
+    // open where something disagrees, closed (all agree) otherwise
+    expect(table.open).toBe(result.disagreeing.length > 0 || result.rules_disagreement != null);
+    expect(table.querySelector("summary").textContent).toContain(result.disagreeing.length ? "name another dtype" : "agree");
+  });
+
+  it("is drawn in the card, and flags at least one disagreement among the fixtures", () => {
+    const withOdd = ALL.filter(([, r]) => r.disagreeing?.length);
+    expect(withOdd.length).toBeGreaterThan(0);
+    const [, result] = withOdd[0];
+    const card = renderResultCard(result.backend, result);
+    expect(byTestId(card, "expectations")).not.toBeNull();
+    const odd = byTestId(card, `expectation-${result.disagreeing[0]}`);
+    expect(odd.querySelector(".dx-chip-changed")).not.toBeNull();
+  });
+
+  it("draws nothing without expectations", () => {
+    expect(renderExpectations({ status: "error", expectations: [] })).toBeNull();
   });
 });

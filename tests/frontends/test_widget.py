@@ -259,6 +259,68 @@ def test_the_page_chooses_how_the_target_runs():
     assert "training" in widget.error and "modes for ReLU" in widget.error
 
 
+def test_the_engine_picker_offers_the_installed_keras_and_every_created_engine(
+    keras_3_11_engine,
+):
+    from dtype_explorer.versions import library_version
+
+    widget = explorer(backends=["numpy"])
+    offered = widget.comm.sent[0]["data"]["state"]["engines"]
+    assert offered[0] == {
+        "engine": None,
+        "keras": library_version("keras"),
+        "label": f"installed Keras {library_version('keras')}",
+        "backends": None,
+    }
+    created = {choice["engine"]: choice for choice in offered[1:]}
+    assert created["keras==3.11.3"]["keras"] == "3.11.3"
+    assert created["keras==3.11.3"]["backends"] is None
+    assert created["keras==3.11.3"]["label"] == "Keras 3.11.3 (engine)"
+    assert widget.request["engine"] is None
+    assert widget.results["numpy"]["versions"]["keras"] == library_version("keras")
+
+
+def test_a_probe_on_a_created_engine_runs_in_its_workers_from_the_page(keras_3_11_engine):
+    """The same question from the page, answered by the installed Keras and by 3.11.3, whose
+    Discretization outputs int64 where 3.12.0 on output int32."""
+    widget = explorer(backends=["numpy"], use_cache=False)
+    question = dict(
+        target="Discretization",
+        kwargs=json.dumps({"bin_boundaries": [0.5, 1.5, 2.5]}),
+        policy="float32",
+    )
+    widget.comm.page_sends(request=request(widget, **question))
+    installed = widget.wait(WAIT)["numpy"]
+    widget.comm.page_sends(request=request(widget, engine="keras==3.11.3"))
+    old = widget.wait(WAIT)["numpy"]
+    assert widget.error == ""
+    assert old.spec.engine == "keras==3.11.3" and installed.spec.engine is None
+    assert old.versions["keras"] == "3.11.3" and old.versions["engine"] == "keras==3.11.3"
+    assert installed.versions["keras"] != "3.11.3"
+    assert (installed.output_dtype, old.output_dtype) == ("int32", "int64")
+    assert pool.log_paths("numpy", "keras==3.11.3")[0].is_file()  # the engine's own worker
+    published = widget.comm.updates("results")[-1]["numpy"]
+    assert published["versions"]["keras"] == "3.11.3"  # what the page labels the card with
+
+
+def test_an_engine_the_page_may_not_name_is_refused_naming_it(keras_3_11_engine):
+    widget = explorer(backends=["numpy"])
+    valid = "valid: None (the installed Keras), 'keras==3.11.3'"
+    for engine, message in [
+        ("keras==3.11", "unknown engine; received: 'keras==3.11'"),
+        ("--index-url=http://x keras", "unknown engine; received:"),
+        (7, "unknown engine; received: 7"),
+        ("keras==3.9.9", "engine 'keras==3.9.9' is not created; received: 'keras==3.9.9'"),
+    ]:
+        widget.comm.page_sends(request=request(widget, engine=engine))
+        assert message in widget.error and valid in widget.error, widget.error
+        assert 'dx.engines.create("keras==3.11.3")' in widget.error
+        assert widget.results == {}
+    # Keras 2 runs on tensorflow only: another backend is a clear error, not an answer
+    widget.comm.page_sends(request=request(widget, engine="tf_keras", backends=["numpy"]))
+    assert "runs on the tensorflow backend only; received: backend='numpy'" in widget.error
+
+
 def test_a_bad_initial_value_raises_in_the_callers_cell():
     with pytest.raises(ValueError, match="did you mean 'Conv1D'"):
         DtypeExplorer("Conv1d", backends=["jax"])

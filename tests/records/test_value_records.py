@@ -79,3 +79,21 @@ def test_rules_disagree_and_disagreements_name_the_odd_expectation():
     assert r.rules_disagree().startswith("Keras's rules disagree here: policy says float64")
     round_trip = ProbeResult.from_json(r.to_json())
     assert round_trip.rules_disagree() == r.rules_disagree()
+
+
+def test_the_odd_expectations_travel_in_the_json_for_the_page():
+    """The widget's page flags disagreeing expectations from the JSON: computed here, once."""
+    r = result("torch", (1.0, 2.0, 3.0, 4.0), "float64").model_copy(
+        update={
+            "expectations": (
+                Expectation(source="policy", dtype="float64", basis="compute dtype"),
+                Expectation(source="numpy", dtype="float32", basis="np.add"),
+            ),
+            "expected_by": "policy",
+        }
+    )
+    sent = r.to_dict()
+    assert sent["disagreeing"] == ["numpy"]
+    assert [x["name"] for x in sent["expectations"]] == ["policy", "np"]
+    assert sent["rules_disagreement"] == r.rules_disagree()
+    assert ProbeResult.from_dict(sent) == r  # computed facts are recomputed on the way back

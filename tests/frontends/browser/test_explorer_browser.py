@@ -174,6 +174,25 @@ def test_conv1d_on_uint8_floats_on_jax_and_raises_on_torch(explorer, artifacts):
     )
 
 
+def test_the_keras_picker_offers_the_installed_keras_beside_the_mode_picker(explorer):
+    from dtype_explorer.versions import library_version
+
+    page = explorer
+    installed = f"installed Keras {library_version('keras')}"
+    picker = page.locator('[data-testid="engine"]')
+    options = picker.locator("option")
+    assert options.first.inner_text() == installed and options.first.get_attribute("value") == ""
+    assert page.input_value('[data-testid="engine"]') == ""
+    assert 'dx.engines.create("keras==3.11.3")' in picker.get_attribute("title")
+    # beside the mode picker, in the same control panel
+    fields = page.locator(".dx-controls > .dx-field").evaluate_all(
+        "fields => fields.map(f => f.querySelector('[data-testid]')?.dataset.testid)"
+    )
+    assert fields.index("engine") == fields.index("mode") + 1, fields
+    label = _card(page, "jax").locator('[data-testid="keras-version"]')
+    assert label.inner_text() == f"Keras {library_version('keras')}"
+
+
 def test_the_call_box_opens_the_op_trace_and_marks_where_backends_part(explorer, artifacts):
     """Conv1D on uint8: the traces of jax (promotes) and torch (raises) part at the convolution;
     the call box opens each card's op list, every step linked to its line in Keras."""
