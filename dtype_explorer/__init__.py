@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Public name -> the module that holds it. The code is laid out by role (see
 #: docs/architecture.md): records, engine, runtime, analyses, views, front ends.
