@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
+
+import _harness as harness  # benchmarks/, beside this script
 
 MODES = ("call", "training", "predict", "fit")
 SHAPE = (32, 128)
@@ -42,7 +39,7 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
     backend = keras.backend.backend()
     x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype("float32")
     y = np.zeros(SHAPE[:1], "int32")
-    now = time.process_time if clock == "cpu" else time.perf_counter
+    now = harness.clock(clock)
     keras.config.set_dtype_policy("mixed_float16")
     inputs = keras.Input(SHAPE[1:])
     h = keras.layers.Dense(64)(inputs)
@@ -78,15 +75,9 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
         def audited(mode=mode) -> None:
             check_model(model, x, mode=mode)
 
-        bare[mode](), audited()  # warm-up
-        times: dict[str, list[float]] = {"bare": [], "audit": []}
-        for _ in range(repeats):
-            for name, work in (("bare", bare[mode]), ("audit", audited)):
-                t0 = now()
-                work()
-                times[name].append((now() - t0) * 1000)
-        b, a = statistics.median(times["bare"]), statistics.median(times["audit"])
-        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "audit_ms": a, "ratio": a / b})
+        found = harness.medians({"bare": bare[mode], "audit": audited}, repeats, now)
+        b, m = found["bare"], found["audit"]
+        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "audit_ms": m, "ratio": m / b})
     return rows
 
 
@@ -101,22 +92,13 @@ def main() -> None:
     if args.here:
         print(json.dumps(measure_here(args.repeats, args.clock)))
         return
-    env = {**os.environ, "KERAS_BACKEND": args.backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
-    out = subprocess.run(
-        [*command, "--clock", args.clock], env=env, capture_output=True, text=True, check=True
+    rows = harness.in_backend(
+        __file__, args.backend, "--repeats", str(args.repeats), "--clock", args.clock
     )
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.clock} time, median of {args.repeats}")
-    print("| backend | mode | bare ms | audit ms | ratio |\n|---|---|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r['audit_ms']:.2f} "
-            f"| {r['ratio']:.2f}x |"
-        )
+    harness.print_table(rows, "audit", args.clock, args.repeats)
 
 
 if __name__ == "__main__":

@@ -23,11 +23,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
-import sys
-import time
+
+import _harness as harness  # benchmarks/, beside this script
 
 MODES = ("call", "training", "model", "predict", "fit")
 UNITS, SHAPE, POLICY = 16, (8, 32), "mixed_float16"
@@ -42,7 +39,7 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
 
     backend = keras.backend.backend()
     x = np.random.default_rng(0).uniform(-3, 3, SHAPE).astype("float32")
-    now = time.process_time if clock == "cpu" else time.perf_counter
+    now = harness.clock(clock)
 
     def model() -> object:
         inputs = keras.Input(shape=SHAPE[1:], batch_size=SHAPE[0])
@@ -85,15 +82,9 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
             finally:
                 keras.config.set_dtype_policy("float32")
 
-        bare_work(), probed()  # warm-up
-        times: dict[str, list[float]] = {"bare": [], "probe": []}
-        for _ in range(repeats):
-            for name, work in (("bare", bare_work), ("probe", probed)):
-                t0 = now()
-                work()
-                times[name].append((now() - t0) * 1000)
-        b, p = statistics.median(times["bare"]), statistics.median(times["probe"])
-        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "probe_ms": p, "ratio": p / b})
+        found = harness.medians({"bare": bare_work, "probe": probed}, repeats, now)
+        b, m = found["bare"], found["probe"]
+        rows.append({"backend": backend, "mode": mode, "bare_ms": b, "probe_ms": m, "ratio": m / b})
     return rows
 
 
@@ -108,22 +99,13 @@ def main() -> None:
     if args.here:
         print(json.dumps(measure_here(args.repeats, args.clock)))
         return
-    env = {**os.environ, "KERAS_BACKEND": args.backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
-    out = subprocess.run(
-        [*command, "--clock", args.clock], env=env, capture_output=True, text=True, check=True
+    rows = harness.in_backend(
+        __file__, args.backend, "--repeats", str(args.repeats), "--clock", args.clock
     )
-    rows = json.loads(out.stdout.strip().splitlines()[-1])
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"load average {os.getloadavg()[0]:.1f}; {args.clock} time, median of {args.repeats}")
-    print("| backend | mode | bare ms | probe ms | ratio |\n|---|---|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r['probe_ms']:.2f} "
-            f"| {r['ratio']:.2f}x |"
-        )
+    harness.print_table(rows, "probe", args.clock, args.repeats)
 
 
 if __name__ == "__main__":

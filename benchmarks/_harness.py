@@ -1,0 +1,58 @@
+"""What the per-mode benchmarks share (``modes.py``, ``audit_modes.py``): alternating bare and
+measured work after a warm-up, and running the measurement in a fresh process per backend
+(the backend is fixed when Keras is imported)."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def clock(name: str) -> Callable[[], float]:
+    """Process time (``"cpu"``) or wall time (``"wall"``)."""
+    return time.process_time if name == "cpu" else time.perf_counter
+
+
+def medians(works: dict[str, Callable[[], Any]], repeats: int, now: Callable[[], float]) -> dict:
+    """Run each of ``works`` once to warm up, then ``repeats`` times, alternating; the median
+    milliseconds of each."""
+    for work in works.values():
+        work()
+    times: dict[str, list[float]] = {name: [] for name in works}
+    for _ in range(repeats):
+        for name, work in works.items():
+            t0 = now()
+            work()
+            times[name].append((now() - t0) * 1000)
+    return {name: statistics.median(found) for name, found in times.items()}
+
+
+def in_backend(script: str, backend: str, *arguments: str) -> Any:
+    """Run ``script --here ARGUMENTS`` with Keras on ``backend``; what it printed last, as
+    JSON."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run(
+        [sys.executable, script, "--here", *arguments],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_table(rows: list[dict], measured: str, clock_name: str, repeats: int) -> None:
+    """The Markdown table of ``rows`` (backend, mode, bare ms, ``measured`` ms, ratio)."""
+    print(f"load average {os.getloadavg()[0]:.1f}; {clock_name} time, median of {repeats}")
+    print(f"| backend | mode | bare ms | {measured} ms | ratio |\n|---|---|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r[measured + '_ms']:.2f} "
+            f"| {r['ratio']:.2f}x |"
+        )
