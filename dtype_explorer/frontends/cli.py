@@ -230,6 +230,17 @@ def _json_option(option: str, text: str) -> Any:
         raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
 
 
+#: ``--engine`` on every command that asks Keras a question.
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use from "
+        "the package index) or tf_keras (Keras 2, tensorflow only; not for table and check, "
+        "which need keras.ops or Keras 3 layers); default: the installed Keras."
+    ),
+]
+
+
 @app.command()
 @_user_errors
 def probe(
@@ -284,13 +295,7 @@ def probe(
     call_kwargs: Annotated[
         str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
     ] = "{}",
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
-            "package index) or tf_keras (Keras 2); default: the installed Keras."
-        ),
-    ] = None,
+    engine: EngineOption = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     parsed_kwargs = _json_option("--kwargs", kwargs)
@@ -354,13 +359,7 @@ def survey(
         str | None, typer.Option(help="Comma-separated backends (default: installed).")
     ] = None,
     out: Annotated[Path, typer.Option(help="Output file: .html or .json.")] = Path("survey.html"),
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
-            "package index) or tf_keras (Keras 2); default: the installed Keras."
-        ),
-    ] = None,
+    engine: EngineOption = None,
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
@@ -392,13 +391,7 @@ def table(
     disagreements: Annotated[
         bool, typer.Option(help="Only the cells where someone disagrees.")
     ] = False,
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use "
-            "from the package index); default: the installed Keras."
-        ),
-    ] = None,
+    engine: EngineOption = None,
 ) -> None:
     """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
     with _framework_output_to_log():
@@ -430,13 +423,7 @@ def check(
             "model.predict), fit (one real training step on a copy)."
         ),
     ] = "call",
-    engine: Annotated[
-        str | None,
-        typer.Option(
-            help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
-            "package index) the model rebuilt from its config there; default: the installed Keras."
-        ),
-    ] = None,
+    engine: EngineOption = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     _model_file(model_path)
@@ -498,12 +485,7 @@ def bisect(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
 ) -> None:
     """Find the first Keras release where a probe's answer changed (bisecting the releases)."""
-    try:
-        parsed_kwargs = json.loads(kwargs)
-    except RecursionError:
-        raise InvalidSpecError(f"--kwargs nest deeper than {MAX_KWARGS_DEPTH} levels") from None
-    except ValueError as error:
-        raise InvalidSpecError(f"--kwargs is not valid JSON: {error}") from None
+    parsed_kwargs = _json_option("--kwargs", kwargs)
     with _worker_output(backend):
         result = analyses.bisect(
             target,
@@ -552,10 +534,7 @@ def atlas_build(
         str | None,
         typer.Option(help="Workers per backend: a number, or auto (from the cores and memory)."),
     ] = None,
-    engine: Annotated[
-        str | None,
-        typer.Option(help="Which Keras answers: keras==3.X.Y or tf_keras (default: installed)."),
-    ] = None,
+    engine: EngineOption = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Survey the map and write the atlas; run it again to resume (answers are cached)."""
