@@ -60,7 +60,7 @@ def custom(name: str, body: str) -> type:
     namespace: dict = {}
     exec(
         textwrap.dedent(f"""
-        import ctypes, os, time
+        import ctypes, os, sys, time
         import keras
 
         class {name}(keras.layers.Layer):

@@ -4,10 +4,9 @@ fewer workers stop the extra ones. Real numpy workers (the cheapest to start).""
 
 from __future__ import annotations
 
-import textwrap
-
 import psutil
 import pytest
+from test_pool import custom  # a Layer subclass whose call runs a body first (tests/runtime)
 
 import dtype_explorer as dx
 from dtype_explorer import pool
@@ -15,23 +14,6 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeSpec
 
 ANSWER_WITHIN = 240
-
-
-def custom(name: str, body: str) -> type:
-    namespace: dict = {}
-    exec(
-        textwrap.dedent(f"""
-        import os, sys, time
-        import keras
-
-        class {name}(keras.layers.Layer):
-            def call(self, x):
-                {body}
-                return x * 2
-        """),
-        namespace,
-    )
-    return namespace[name]
 
 
 def worker_pids() -> set[int]:
