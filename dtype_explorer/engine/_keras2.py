@@ -20,7 +20,7 @@ from typing import Any
 from dtype_explorer.engine import _rules as rules
 from dtype_explorer.engine import catalog
 from dtype_explorer.engine._observe import Invalid, broadcast, error_info, ms, output_note
-from dtype_explorer.engine._probe_layer import _call, _layer_sample, _variable_note
+from dtype_explorer.engine._probe_layer import _call, _layer_sample, variable_steps
 from dtype_explorer.engine.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import CastStep, ProbeResult, ProbeSpec, VariableDtypes
@@ -143,17 +143,12 @@ def _run(spec: ProbeSpec, timings: dict[str, float]) -> dict[str, Any]:
         steps.append(
             CastStep(stage="autocast", dtype=got, note=note, index=i, changed=got != given)
         )
-    for name, var in recorder.variables.items():
-        steps.append(
-            CastStep(
-                stage="variables",
-                dtype=var.read or var.stored,
-                name=name,
-                changed=var.read is not None and var.read != var.stored,
-                note=_variable_note(var)
-                + ("" if var.autocast else "; not an AutoCastVariable (never cast)"),
-            )
+    steps.extend(
+        variable_steps(
+            recorder.variables,
+            lambda var: "" if var.autocast else "; not an AutoCastVariable (never cast)",
         )
+    )
     basis = (
         f"Keras 2 policy {policy.name!r}: compute {policy.compute_dtype}, "
         f"variables {policy.variable_dtype}",

@@ -199,16 +199,7 @@ def run_layer(
 
     steps.extend(_received_steps(recorder, paths, names, converted, autocast_rule, steps))
     variables = recorder.variables
-    for name, var in variables.items():
-        steps.append(
-            CastStep(
-                stage="variables",
-                dtype=var.read or var.stored,
-                name=name,
-                changed=var.read is not None and var.read != var.stored,
-                note=_variable_note(var),
-            )
-        )
+    steps.extend(variable_steps(variables))
     documented = rules.for_layer(
         entry,
         compute_dtype=policy.compute_dtype,
@@ -542,6 +533,23 @@ def variable_name(layer: Any, variable: Any) -> str:
     if path is None:
         return variable.name
     return path.removeprefix(f"{getattr(layer, 'path', layer.name)}/")
+
+
+def variable_steps(
+    variables: dict[str, VariableDtypes], more: Callable[[VariableDtypes], str] = lambda _: ""
+) -> list[CastStep]:
+    """The ``variables`` stage: each variable as stored and as ``call()`` read it (``more``
+    adds to a variable's note: Keras 2 says which are not AutoCastVariables)."""
+    return [
+        CastStep(
+            stage="variables",
+            dtype=var.read or var.stored,
+            name=name,
+            changed=var.read is not None and var.read != var.stored,
+            note=_variable_note(var) + more(var),
+        )
+        for name, var in variables.items()
+    ]
 
 
 def _variable_note(var: VariableDtypes) -> str:

@@ -39,7 +39,7 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import Field
 
@@ -66,15 +66,7 @@ ChangeKind = Literal[
 #: Kinds of change, most serious first: an answer that now raises, one that now works, an
 #: output dtype that changed, another error, the same outcome classed otherwise (declared vs
 #: observed), and cells or runs only one atlas has.
-CHANGE_KINDS: tuple[ChangeKind, ...] = (
-    "now-raises",
-    "now-works",
-    "dtype-changed",
-    "error-changed",
-    "class-changed",
-    "added",
-    "removed",
-)
+CHANGE_KINDS: tuple[ChangeKind, ...] = get_args(ChangeKind)
 
 
 class AtlasRun(Record):
