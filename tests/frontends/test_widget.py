@@ -15,7 +15,7 @@ from typing import Any
 
 import comm
 import pytest
-from comm.base_comm import BaseComm
+from page_comm import PageComm, request
 
 from dtype_explorer import pool
 from dtype_explorer.frontends.widget import PENDING, DtypeExplorer
@@ -26,45 +26,9 @@ BACKENDS = ["jax", "torch"]
 WAIT = 240
 
 
-class RecordingComm(BaseComm):
-    """A comm that keeps every message the kernel sends to the page."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.sent: list[dict[str, Any]] = []
-        super().__init__(**kwargs)
-
-    def publish_msg(
-        self,
-        msg_type: str,
-        data: Any = None,
-        metadata: Any = None,
-        buffers: Any = None,
-        **keys: Any,
-    ) -> None:
-        self.sent.append({"type": msg_type, "data": data})
-
-    def updates(self, key: str) -> list[Any]:
-        """Every value of ``key`` sent to the page, in order (the opening state first)."""
-        found = []
-        for message in self.sent:
-            state = (message["data"] or {}).get("state", {})
-            if key in state:
-                found.append(state[key])
-        return found
-
-    def page_sends(self, **state: Any) -> None:
-        """Deliver an update from the page, as the widget manager does."""
-        self.handle_msg(
-            {
-                "content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
-                "buffers": [],
-            }
-        )
-
-
 @pytest.fixture(autouse=True)
 def recording_comms(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(comm, "create_comm", RecordingComm)
+    monkeypatch.setattr(comm, "create_comm", PageComm)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -77,14 +41,6 @@ def explorer(**kwargs: Any) -> DtypeExplorer:
     widget = DtypeExplorer(**kwargs)
     widget.wait(WAIT)
     return widget
-
-
-def request(widget: DtypeExplorer, **changes: Any) -> dict[str, Any]:
-    """The widget's request with ``changes``, as the page sends it; a new target starts from
-    its catalog defaults (empty kwargs and shape), as the page's target picker does."""
-    if "target" in changes:
-        changes = {"kwargs": "", "shape": "", **changes}
-    return {**widget.request, "nonce": widget.request.get("nonce", 0) + 1, **changes}
 
 
 def test_bundle_is_built_into_the_package():

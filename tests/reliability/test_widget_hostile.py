@@ -12,8 +12,8 @@ from typing import Any
 import comm
 import keras
 import pytest
-from comm.base_comm import BaseComm
 from keras.src.saving import serialization_lib
+from page_comm import PageComm, request
 
 from dtype_explorer import pool
 from dtype_explorer.frontends import _contract
@@ -22,39 +22,6 @@ from dtype_explorer.frontends.widget import PENDING, DtypeExplorer
 from dtype_explorer.records import ProbeSpec
 
 WAIT = 240
-
-
-class PageComm(BaseComm):
-    """A comm that records what the kernel sends, and lets a test speak as the page."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.sent: list[dict[str, Any]] = []
-        super().__init__(**kwargs)
-
-    def publish_msg(
-        self,
-        msg_type: str,
-        data: Any = None,
-        metadata: Any = None,
-        buffers: Any = None,
-        **keys: Any,
-    ) -> None:
-        self.sent.append({"type": msg_type, "data": data})
-
-    def last_sent(self, key: str) -> Any:
-        for message in reversed(self.sent):
-            state = (message["data"] or {}).get("state", {})
-            if key in state and (message["data"] or {}).get("method") != "echo_update":
-                return state[key]
-        raise KeyError(key)
-
-    def page_sends(self, **state: Any) -> None:
-        self.handle_msg(
-            {
-                "content": {"data": {"method": "update", "state": state, "buffer_paths": []}},
-                "buffers": [],
-            }
-        )
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -75,12 +42,6 @@ def answered(page_comms) -> DtypeExplorer:
     widget = DtypeExplorer(backends=["jax"])
     widget.wait(WAIT)
     return widget
-
-
-def request(widget: DtypeExplorer, **changes: Any) -> dict[str, Any]:
-    if "target" in changes:
-        changes = {"kwargs": "", "shape": "", **changes}
-    return {**widget.request, "nonce": widget.request.get("nonce", 0) + 1, **changes}
 
 
 def good(widget: DtypeExplorer) -> dict[str, Any]:
