@@ -56,3 +56,25 @@ def print_table(rows: list[dict], measured: str, clock_name: str, repeats: int) 
             f"| {r['backend']} | {r['mode']} | {r['bare_ms']:.2f} | {r[measured + '_ms']:.2f} "
             f"| {r['ratio']:.2f}x |"
         )
+
+
+def main(script: str, description: str, measure_here: Callable[[int, str], list], measured: str):
+    """The command line both scripts have: ``--backend``, ``--repeats``, ``--clock``,
+    ``--json``; the measurement runs in a fresh process on that backend (``--here``)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--backend", default="jax")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.here:
+        print(json.dumps(measure_here(args.repeats, args.clock)))
+        return
+    rows = in_backend(script, args.backend, "--repeats", str(args.repeats), "--clock", args.clock)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print_table(rows, measured, args.clock, args.repeats)

@@ -21,9 +21,6 @@ default) or wall time.
 
 from __future__ import annotations
 
-import argparse
-import json
-
 import _harness as harness  # benchmarks/, beside this script
 
 MODES = ("call", "training", "predict", "fit")
@@ -81,25 +78,5 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="jax")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.here:
-        print(json.dumps(measure_here(args.repeats, args.clock)))
-        return
-    rows = harness.in_backend(
-        __file__, args.backend, "--repeats", str(args.repeats), "--clock", args.clock
-    )
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return
-    harness.print_table(rows, "audit", args.clock, args.repeats)
-
-
 if __name__ == "__main__":
-    main()
+    harness.main(__file__, __doc__.splitlines()[0], measure_here, "audit")
