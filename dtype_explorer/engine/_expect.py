@@ -83,17 +83,18 @@ def for_layer(
             )
         )
     if documented.result_type_args:
-        args = ", ".join(documented.result_type_args)
-        found.append(
-            Expectation(
-                source="result_type",
-                dtype=documented.dtype,
-                basis=f"result_type({args}) on this backend",
-            )
-        )
+        found.append(_result_type(documented))
     elif documented.dtype is None and documented.basis[-1:] and "raises" in documented.basis[-1]:
         found.append(Expectation(source="result_type", error=documented.basis[-1]))
     return found
+
+
+def _result_type(documented: rules.Documented) -> Expectation:
+    """Keras's ``result_type`` of the documented arguments, on this backend."""
+    args = ", ".join(documented.result_type_args)
+    return Expectation(
+        source="result_type", dtype=documented.dtype, basis=f"result_type({args}) on this backend"
+    )
 
 
 def for_op(
@@ -108,14 +109,7 @@ def for_op(
     order, as NumPy values or Python numbers)."""
     found = []
     if entry.rule in ("promote", "promote-float") and documented.result_type_args:
-        args = ", ".join(documented.result_type_args)
-        found.append(
-            Expectation(
-                source="result_type",
-                dtype=documented.dtype,
-                basis=f"result_type({args}) on this backend",
-            )
-        )
+        found.append(_result_type(documented))
     elif entry.rule in ("bool", "index", "dtype-arg") and documented.dtype is not None:
         found.append(
             Expectation(source="result_type", dtype=documented.dtype, basis=documented.basis[-1])
