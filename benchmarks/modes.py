@@ -31,7 +31,7 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
     import keras
     import numpy as np
 
-    from dtype_explorer.engine import run_probe
+    from dtype_explorer.keras_run import run_probe
     from dtype_explorer.records import ProbeSpec
 
     backend = keras.backend.backend()

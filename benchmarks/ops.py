@@ -35,7 +35,7 @@ def floor(backend: str, dtype_names: list[str]) -> dict:
     import numpy as np
 
     from dtype_explorer import catalog
-    from dtype_explorer.engine.catalog import op_calls
+    from dtype_explorer.keras_run.catalog import op_calls
 
     assert keras.backend.backend() == backend
     total, calls, errors = 0.0, 0, 0

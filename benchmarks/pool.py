@@ -95,7 +95,7 @@ def round_trips(spec, repeat: int) -> tuple[list[float], list[float], list[float
     """Interleaved timings (ms) of the probe in this process and through the warm worker, and
     the pool's own share of each round trip (wall time minus the worker's ``total_ms``)."""
     from dtype_explorer import pool
-    from dtype_explorer.engine import run_probe as run
+    from dtype_explorer.keras_run import run_probe as run
 
     local, remote, transport = [], [], []
     for _ in range(repeat):

@@ -54,7 +54,7 @@ def measure_case(
     import keras
     import numpy as np
 
-    from dtype_explorer.engine import run_probe as run
+    from dtype_explorer.keras_run import run_probe as run
     from dtype_explorer.records import ProbeSpec
 
     backend = keras.backend.backend()

@@ -32,7 +32,7 @@ def measure(repeats: int, clock: str) -> list[dict]:
     import keras
     import numpy as np
 
-    from dtype_explorer.engine import make_spec, run_probe
+    from dtype_explorer.keras_run import make_spec, run_probe
     from dtype_explorer.records import ProbeSpec
 
     now = time.process_time if clock == "cpu" else time.perf_counter

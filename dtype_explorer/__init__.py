@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "engines": "dtype_explorer.runtime.engines",
     "Engine": "dtype_explorer.records",
     "pool": "dtype_explorer.runtime.pool",
-    "catalog": "dtype_explorer.engine.catalog",
+    "catalog": "dtype_explorer.keras_run.catalog",
     "ProbeSpec": "dtype_explorer.records",
     "ProbeResult": "dtype_explorer.records",
     "ProbeSet": "dtype_explorer.records",
@@ -47,9 +47,9 @@ _MODULE_EXPORTS = frozenset({"cache", "catalog", "engines", "pool"})
 
 if TYPE_CHECKING:
     from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
-    from dtype_explorer.engine import catalog
     from dtype_explorer.errors import InvalidSpecError
     from dtype_explorer.frontends.widget import DtypeExplorer
+    from dtype_explorer.keras_run import catalog
     from dtype_explorer.records import (
         AuditReport,
         BisectResult,

@@ -1,5 +1,5 @@
-"""Write ``dtype_explorer/engine/catalog/ops_table.json``: every ``keras.ops`` function, classified,
-with valid inputs by role, its references, and the dtype rule Keras states for it; and
+"""Write ``dtype_explorer/keras_run/catalog/ops_table.json``: every ``keras.ops`` function,
+classified, with valid inputs by role, its references, and the dtype rule Keras states for it; and
 ``losses_metrics.json``: every public ``keras.losses`` and ``keras.metrics`` name, with the
 inputs by role (y_true, y_pred, or values) and the constructor arguments each needs.
 
@@ -27,7 +27,7 @@ What this script adds:
   are ``ops.unravel_index``'s indices (its only tensor).
 
 Keep this script with the table and commit both. When Keras adds an op,
-``tests/engine/test_catalog.py`` names it: add its row (role, inputs, values) to the committed
+``tests/keras_run/test_catalog.py`` names it: add its row (role, inputs, values) to the committed
 ``ops_table.json`` by hand, next to the rows of the ops like it, and rerun the rule check.
 """
 
@@ -65,7 +65,7 @@ def _group(row: dict) -> str:
 def _declared(name: str, inputs: list, kwargs: dict, dtypes: tuple[str, ...]) -> str | None:
     import keras
 
-    from dtype_explorer.engine.catalog import _op_calls
+    from dtype_explorer.keras_run.catalog import _op_calls
 
     def tensor(spec, i):
         dtype = spec["dtype"] if i is None else dtypes[i]
@@ -86,7 +86,7 @@ def derive_rule(name: str, row: dict) -> tuple[str, str]:
     """The rule Keras's symbolic call states for every int and float combination, and why."""
     from keras.src.backend.common import dtypes as kd
 
-    from dtype_explorer.engine.catalog import _op_calls
+    from dtype_explorer.keras_run.catalog import _op_calls
 
     if row["probe"] == "dtype_kwarg" or row["subcategory"] == "cast":
         return "dtype-arg", "the dtype= argument decides the output dtype"

@@ -30,7 +30,15 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import _audit_rules
-from dtype_explorer.engine import (
+from dtype_explorer.errors import (
+    InvalidSpecError,
+    as_sentence,
+    first_line,
+    keras_message,
+    received,
+    unknown,
+)
+from dtype_explorer.keras_run import (
     call_arguments,
     check_call_kwargs,
     compiled_by,
@@ -41,14 +49,6 @@ from dtype_explorer.engine import (
     validate_policy,
     variable_dtypes,
     wrapped_entry_points,
-)
-from dtype_explorer.errors import (
-    InvalidSpecError,
-    as_sentence,
-    first_line,
-    keras_message,
-    received,
-    unknown,
 )
 from dtype_explorer.records import (
     AUDIT_MODES,

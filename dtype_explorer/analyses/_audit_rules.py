@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import catalog, check_values, error_limit, make_spec, reference_dtype
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run import catalog, check_values, error_limit, make_spec, reference_dtype
 from dtype_explorer.records import (
     SEVERITIES,
     Finding,

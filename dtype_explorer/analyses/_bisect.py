@@ -32,8 +32,8 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import versions as library_versions
 from dtype_explorer.analyses._probe import probe
 from dtype_explorer.analyses._survey import progress_bar
-from dtype_explorer.engine import ShapeArg, make_spec
 from dtype_explorer.errors import InvalidSpecError, closest, received
+from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
 from dtype_explorer.runtime import engines, pool
 

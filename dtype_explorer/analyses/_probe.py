@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dtype_explorer import backends as backend_names
-from dtype_explorer.engine import ShapeArg, make_spec, run_probe
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import ShapeArg, make_spec, run_probe
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     ProbeResult,

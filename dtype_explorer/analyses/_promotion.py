@@ -37,11 +37,11 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.analyses._survey import installed, run_specs
 from dtype_explorer.dtypes import FLOATX
-from dtype_explorer.engine import array_library as _library
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine import resolve_function as _resolve
-from dtype_explorer.engine.catalog import OpEntry
 from dtype_explorer.errors import InvalidSpecError, first_line, listed, received, unknown
+from dtype_explorer.keras_run import array_library as _library
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run import resolve_function as _resolve
+from dtype_explorer.keras_run.catalog import OpEntry
 from dtype_explorer.records import (
     REFERENCES,
     UNARY,

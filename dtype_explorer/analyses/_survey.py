@@ -20,8 +20,8 @@ from typing import Any
 from dtype_explorer import dtypes
 from dtype_explorer.analyses._cluster import check_client, run_on_cluster
 from dtype_explorer.analyses._run import progress_bar, run_specs
-from dtype_explorer.engine import catalog, make_spec, modes_for, validate_policy
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
+from dtype_explorer.keras_run import catalog, make_spec, modes_for, validate_policy
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,

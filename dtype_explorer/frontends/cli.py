@@ -34,8 +34,8 @@ from typing import Annotated, Any
 import typer
 
 from dtype_explorer import analyses, views
-from dtype_explorer.engine import MAX_KWARGS_DEPTH
 from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
 from dtype_explorer.records import Atlas, ProbeSet
 from dtype_explorer.runtime import cache, pool
 

@@ -26,9 +26,9 @@ import traitlets
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
-from dtype_explorer.engine import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
+from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,

@@ -289,6 +289,6 @@ def _value(dtype: str | None) -> str:
 
 def _rule(result: ProbeResult) -> str | None:
     """Keras's own rule for a cell, ``result_type`` (``None`` where it raises), even where the
-    probe's verdict is judged by an array library (``engine/_expect.py``)."""
+    probe's verdict is judged by an array library (``keras_run/_expect.py``)."""
     said = result.expectation("result_type")
     return said.dtype if said is not None else result.documented_dtype

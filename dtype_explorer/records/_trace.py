@@ -1,6 +1,6 @@
 """The op trace of one eager call: every op a layer ran, its dtypes, and the line that ran it.
 
-``engine/_trace.py`` records it by running Keras; these records hold it and the facts derived
+``keras_run/_trace.py`` records it by running Keras; these records hold it and the facts derived
 from it (which step changed a dtype, which step first made inf/NaN, where two backends' traces
 part), computed here once for every view.
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from dtype_explorer import keras_facts
-from dtype_explorer.engine import global_settings, restore_settings, run_keras2, run_probe
+from dtype_explorer.keras_run import global_settings, restore_settings, run_keras2, run_probe
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.versions import versions

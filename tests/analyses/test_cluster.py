@@ -14,8 +14,8 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer.analyses import _cluster as cluster
-from dtype_explorer.engine import make_spec
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import make_spec
 
 TARGETS = ["Dense", "Conv1D", "LSTM", "Flatten"]
 DTYPES = ["float32", "float16", "int8", "uint8", "int32", "float64"]

@@ -131,7 +131,7 @@ def test_the_key_holds_keras_json_and_the_jax_variables(tmp_path, monkeypatch):
 SESSION = """
 import json, sys
 from dtype_explorer import pool
-from dtype_explorer.engine import describe_settings
+from dtype_explorer.keras_run import describe_settings
 from dtype_explorer.records import ProbeSpec
 
 spec = ProbeSpec(target="Conv2D", backend="numpy", kwargs={"filters": 2, "kernel_size": 3})
@@ -218,7 +218,7 @@ def test_a_cache_file_truncated_while_probes_run_does_not_kill_the_process(tmp_p
 def test_a_worker_started_under_other_settings_is_replaced(tmp_path, monkeypatch):
     """The key says the settings of now, so the worker must run under them: a session that
     points ``KERAS_HOME`` elsewhere gets workers that read that keras.json."""
-    from dtype_explorer.engine import describe_settings
+    from dtype_explorer.keras_run import describe_settings
 
     def image_data_format() -> str:
         return pool.call("numpy", describe_settings).result()["keras.image_data_format"]

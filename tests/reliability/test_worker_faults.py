@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dtype_explorer import cache, pool
-from dtype_explorer.engine import describe_settings
+from dtype_explorer.keras_run import describe_settings
 from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
 
 #: Longest wait for any one answer: a hang fails the test instead of blocking it.

@@ -9,7 +9,7 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import cache, pool
-from dtype_explorer.engine import run_probe as run
+from dtype_explorer.keras_run import run_probe as run
 from dtype_explorer.records import ProbeSpec
 
 

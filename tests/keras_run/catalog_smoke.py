@@ -1,13 +1,13 @@
 """Build and call every catalog entry on the backend Keras imports; print one JSON report.
 
 Run in a fresh process (the backend is fixed at import):
-``KERAS_BACKEND=numpy python tests/engine/catalog_smoke.py layers|ops|probe``. Each entry gets its
-default input: float32 for ``float`` inputs, int32 in ``range(INDEX_HIGH)`` for ``index``
+``KERAS_BACKEND=numpy python tests/keras_run/catalog_smoke.py layers|ops|probe``. Each entry gets
+its default input: float32 for ``float`` inputs, int32 in ``range(INDEX_HIGH)`` for ``index``
 inputs, lists of words for ``string`` inputs; ``ops.where`` gets a bool condition. An op gets
 the catalog's inputs by role in its primary dtype (``op_calls``), as backend tensors; a
 RuntimeWarning (a domain error) or a non-finite output fails it.
 The report gives each entry's output dtype or error, and the seconds it took. ``probe`` runs
-``dtype_explorer.engine.run_probe`` on each entry with the same default input dtypes instead.
+``dtype_explorer.keras_run.run_probe`` on each entry with the same default input dtypes instead.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 
 def _inputs(entry) -> list:
     from dtype_explorer.dtypes import sample
-    from dtype_explorer.engine.catalog import INDEX_HIGH
+    from dtype_explorer.keras_run.catalog import INDEX_HIGH
 
     rng = np.random.default_rng(0)
     made = []
@@ -42,7 +42,7 @@ def _inputs(entry) -> list:
 def _call_layer(entry):
     import keras
 
-    from dtype_explorer.engine.catalog import build_kwargs
+    from dtype_explorer.keras_run.catalog import build_kwargs
 
     layer = getattr(keras.layers, entry.name)(**build_kwargs(entry.kwargs))
     xs = _inputs(entry)
@@ -60,7 +60,7 @@ def _call_op(entry):
 
     import keras
 
-    from dtype_explorer.engine.catalog import op_calls
+    from dtype_explorer.keras_run.catalog import op_calls
 
     rng = np.random.default_rng(0)
 
@@ -122,7 +122,7 @@ def _default_dtypes(entry) -> tuple[str, ...]:
 def _probe(entries) -> dict:
     import keras
 
-    from dtype_explorer.engine import run_probe as run
+    from dtype_explorer.keras_run import run_probe as run
     from dtype_explorer.records import ProbeSpec
 
     report = {}

@@ -15,7 +15,7 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import pool
-from dtype_explorer.engine import make_spec, run_probe
+from dtype_explorer.keras_run import make_spec, run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 RAW = ROOT / "tests" / "engine" / "raw_ops.py"

@@ -1,6 +1,6 @@
 """Bare Keras: one representative op of each class, called by hand on backend tensors.
 
-``KERAS_BACKEND=jax python tests/engine/raw_ops.py`` prints one JSON line: case -> the output
+``KERAS_BACKEND=jax python tests/keras_run/raw_ops.py`` prints one JSON line: case -> the output
 dtype (or ``"python_int"``, or ``"raises <Type>"``). Nothing of dtype_explorer is imported: this
 is the floor the probes are checked against (``test_ops_backends.py``).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import keras
 
-from dtype_explorer.engine import make_spec, run_probe
+from dtype_explorer.keras_run import make_spec, run_probe
 
 
 def _probe(target, input_dtypes, policy=None):

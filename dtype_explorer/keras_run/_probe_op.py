@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import _expect as expect
-from dtype_explorer.engine import _rules as rules
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._numerics import measure
-from dtype_explorer.engine._observe import (
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import _expect as expect
+from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._numerics import measure
+from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     leaf_dtype,
@@ -23,10 +24,9 @@ from dtype_explorer.engine._observe import (
     outcome,
     traced,
 )
-from dtype_explorer.engine.catalog import (
+from dtype_explorer.keras_run.catalog import (
     OpEntry,
 )
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import (
     CastStep,
     Expectation,

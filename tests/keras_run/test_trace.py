@@ -15,8 +15,8 @@ import pytest
 import dtype_explorer as dx
 from dtype_explorer import dtypes
 from dtype_explorer.backends import BACKENDS
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._trace import op_trace
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._trace import op_trace
 from dtype_explorer.records import ProbeResult
 
 ALL = list(BACKENDS)
@@ -298,7 +298,7 @@ class ManyOps(keras.layers.Layer):
 
 
 def test_a_call_running_many_ops_keeps_the_first_ones_and_counts_the_rest():
-    from dtype_explorer.engine._trace import MAX_STEPS
+    from dtype_explorer.keras_run._trace import MAX_STEPS
 
     r = dx.probe(ManyOps, input_dtype="float32")
     assert r.status == "ok", r.error

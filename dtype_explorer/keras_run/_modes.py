@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.records import MODES, CastStep, FitReport, Mode
 
 #: Modes that build a functional model around the layer.

@@ -23,10 +23,10 @@ from typing import Any
 
 from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes, keras_facts
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._modes import check_mode
-from dtype_explorer.engine._values import GivenValues, user_values
 from dtype_explorer.errors import InvalidSpecError, received, unknown
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._modes import check_mode
+from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     ProbeSpec,

@@ -16,9 +16,9 @@ import pytest
 from keras.src.backend.common import dtypes as keras_dtypes
 
 from dtype_explorer import catalog
-from dtype_explorer.engine import make_spec, run_probe
-from dtype_explorer.engine.catalog import op_calls
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import make_spec, run_probe
+from dtype_explorer.keras_run.catalog import op_calls
 from dtype_explorer.records import ProbeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -315,7 +315,7 @@ def test_every_op_entry_calls_on_numpy():
 
 
 def test_probe_runs_every_entry_on_numpy():
-    """Every catalog entry probes through the engine (``dtype_explorer.engine.run_probe``)."""
+    """Every catalog entry probes through the engine (``dtype_explorer.keras_run.run_probe``)."""
     report = _run_smoke("probe", "numpy")
     every = [*catalog.layers(), *catalog.ops(), *catalog.objectives()]
     assert set(report) == {e.name for e in every}

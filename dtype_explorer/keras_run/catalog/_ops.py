@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from dtype_explorer.engine.catalog._entries import OpEntry
-from dtype_explorer.engine.catalog._op_calls import probed
+from dtype_explorer.keras_run.catalog._entries import OpEntry
+from dtype_explorer.keras_run.catalog._op_calls import probed
 
 TABLE = Path(__file__).with_name("ops_table.json")
 _DECLARED_AS_INPUT = "Keras declares the input's dtype (compute_output_spec), ints included"

@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import _rules as rules
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._observe import (
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     error_info,
     ms,
 )
-from dtype_explorer.engine._probe_op import op_described, op_leaf_dtypes, op_outcome, op_tensor
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run._probe_op import op_described, op_leaf_dtypes, op_outcome, op_tensor
 from dtype_explorer.records import (
     CastStep,
     ProbeSpec,

@@ -14,14 +14,15 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import _expect as expect
-from dtype_explorer.engine import _rules as rules
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
-from dtype_explorer.engine._keras_state import preserved_keras_state
-from dtype_explorer.engine._modes import ModeRun, check_mode, seeded
-from dtype_explorer.engine._numerics import measure
-from dtype_explorer.engine._observe import (
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import _expect as expect
+from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.keras_run._keras_state import preserved_keras_state
+from dtype_explorer.keras_run._modes import ModeRun, check_mode, seeded
+from dtype_explorer.keras_run._numerics import measure
+from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     conversion_note,
@@ -32,17 +33,16 @@ from dtype_explorer.engine._observe import (
     output_leaves,
     traced,
 )
-from dtype_explorer.engine._trace import untraced
-from dtype_explorer.engine._training import global_seed_kept
-from dtype_explorer.engine._values import call_arguments, leaf_name, leaf_paths, rebuild
-from dtype_explorer.engine.catalog import (
+from dtype_explorer.keras_run._trace import untraced
+from dtype_explorer.keras_run._training import global_seed_kept
+from dtype_explorer.keras_run._values import call_arguments, leaf_name, leaf_paths, rebuild
+from dtype_explorer.keras_run.catalog import (
     INDEX_HIGH,
     LayerEntry,
     OpEntry,
     build_kwargs,
     safe_deserialization,
 )
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import (
     CastStep,
     Expectation,

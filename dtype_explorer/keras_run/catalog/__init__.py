@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import functools
 
-from dtype_explorer.engine.catalog import _objectives as objective_calls
-from dtype_explorer.engine.catalog import _op_calls as op_calls
-from dtype_explorer.engine.catalog._entries import (
+from dtype_explorer.errors import unknown
+from dtype_explorer.keras_run.catalog import _objectives as objective_calls
+from dtype_explorer.keras_run.catalog import _op_calls as op_calls
+from dtype_explorer.keras_run.catalog._entries import (
     Contract,
     Entry,
     InputStyle,
@@ -28,15 +29,14 @@ from dtype_explorer.engine.catalog._entries import (
     OpRule,
     Role,
 )
-from dtype_explorer.engine.catalog._layers import (
+from dtype_explorer.keras_run.catalog._layers import (
     INDEX_HIGH,
     LAYERS,
     build_kwargs,
     safe_deserialization,
     sublayer,
 )
-from dtype_explorer.engine.catalog._ops import load as _load_ops
-from dtype_explorer.errors import unknown
+from dtype_explorer.keras_run.catalog._ops import load as _load_ops
 
 
 @functools.cache

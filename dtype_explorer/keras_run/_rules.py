@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dtype_explorer.dtypes import PYTHON_SCALARS
-from dtype_explorer.engine.catalog import LayerEntry, OpEntry
 from dtype_explorer.errors import first_line
+from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 
 
 @dataclass(frozen=True)

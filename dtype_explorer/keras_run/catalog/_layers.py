@@ -28,7 +28,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from dtype_explorer.engine.catalog._entries import LayerEntry
+from dtype_explorer.keras_run.catalog._entries import LayerEntry
 
 #: Exclusive upper bound of the values given to ``index`` inputs.
 INDEX_HIGH = 8

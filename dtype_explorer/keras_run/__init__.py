@@ -9,11 +9,11 @@ function needs it: importing the engine imports no backend.
 
 from __future__ import annotations
 
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._call_trace import variable_dtypes, wrapped_entry_points
-from dtype_explorer.engine._expect import array_library, resolve_function
-from dtype_explorer.engine._keras2 import run_keras2
-from dtype_explorer.engine._keras_state import (
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.keras_run._expect import array_library, resolve_function
+from dtype_explorer.keras_run._keras2 import run_keras2
+from dtype_explorer.keras_run._keras_state import (
     KERAS_STATE_LOCK,
     changed_settings,
     describe_settings,
@@ -21,10 +21,10 @@ from dtype_explorer.engine._keras_state import (
     preserved_keras_state,
     restore_settings,
 )
-from dtype_explorer.engine._modes import modes_for
-from dtype_explorer.engine._numerics import check_values, error_limit, reference_dtype
-from dtype_explorer.engine._probe import run as run_probe
-from dtype_explorer.engine._spec import (
+from dtype_explorer.keras_run._modes import modes_for
+from dtype_explorer.keras_run._numerics import check_values, error_limit, reference_dtype
+from dtype_explorer.keras_run._probe import run as run_probe
+from dtype_explorer.keras_run._spec import (
     COMMON_POLICIES,
     MAX_KWARGS_DEPTH,
     MAX_SAMPLE_ELEMENTS,
@@ -33,9 +33,9 @@ from dtype_explorer.engine._spec import (
     make_spec,
     validate_policy,
 )
-from dtype_explorer.engine._trace import op_trace
-from dtype_explorer.engine._training import compiled_by, global_seed_kept, train_one_step
-from dtype_explorer.engine._values import call_arguments
+from dtype_explorer.keras_run._trace import op_trace
+from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
+from dtype_explorer.keras_run._values import call_arguments
 
 __all__ = [
     "COMMON_POLICIES",

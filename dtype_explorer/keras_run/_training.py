@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.engine._call_trace import variable_dtypes
+from dtype_explorer.keras_run._call_trace import variable_dtypes
 from dtype_explorer.records import FitReport, GradientInfo
 
 

@@ -22,18 +22,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine._keras_state import preserved_keras_state
-from dtype_explorer.engine._modes import check_mode
-from dtype_explorer.engine._observe import (
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._keras_state import preserved_keras_state
+from dtype_explorer.keras_run._modes import check_mode
+from dtype_explorer.keras_run._observe import (
     Invalid,
     error_info,
     ms,
 )
-from dtype_explorer.engine._probe_layer import layer_class, layer_entry, run_layer
-from dtype_explorer.engine._probe_objective import run_objective
-from dtype_explorer.engine._probe_op import run_op
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run._probe_layer import layer_class, layer_entry, run_layer
+from dtype_explorer.keras_run._probe_objective import run_objective
+from dtype_explorer.keras_run._probe_op import run_op
 from dtype_explorer.records import (
     ProbeResult,
     ProbeSpec,

@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import _rules as rules
-from dtype_explorer.engine import catalog
-from dtype_explorer.engine.catalog import LayerEntry, OpEntry
 from dtype_explorer.errors import InvalidSpecError, first_line
+from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 from dtype_explorer.records import Expectation, Verdict
 
 #: The array library each backend's worker already imports, beside NumPy.

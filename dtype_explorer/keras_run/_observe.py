@@ -10,10 +10,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer import dtypes
-from dtype_explorer.engine import _expect as expect
-from dtype_explorer.engine import _rules as rules
-from dtype_explorer.engine._trace import op_trace
 from dtype_explorer.errors import InvalidSpecError, keras_message
+from dtype_explorer.keras_run import _expect as expect
+from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run._trace import op_trace
 from dtype_explorer.records import (
     CastStep,
     ErrorInfo,
@@ -51,7 +51,7 @@ def outcome(
     """The answer's fields from the eager call's outputs (or its error): the ``output`` steps,
     the observed dtypes, the device and the verdict. ``described(outputs)`` gives the output
     dtypes and the tensors among them (default: every tensor in Keras's tree; an op names its
-    Python values too, ``python_int``). With ``expectations`` (``engine/_expect.py``), the one
+    Python values too, ``python_int``). With ``expectations`` (``keras_run/_expect.py``), the one
     in ``expected`` is the documented dtype the verdicts use; every output gets a verdict."""
     fields: dict[str, Any] = {
         "documented_dtype": documented.dtype,

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.engine.catalog._entries import ObjectiveEntry
-from dtype_explorer.engine.catalog._op_calls import values as op_values
+from dtype_explorer.keras_run.catalog._entries import ObjectiveEntry
+from dtype_explorer.keras_run.catalog._op_calls import values as op_values
 
 TABLE = Path(__file__).with_name("losses_metrics.json")
 

@@ -9,8 +9,8 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import cache, pool
-from dtype_explorer.engine import run_probe
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import run_probe
 from dtype_explorer.records import ProbeSpec
 
 

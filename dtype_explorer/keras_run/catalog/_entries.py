@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dtype_explorer.engine.catalog._op_calls import probed
+from dtype_explorer.keras_run.catalog._op_calls import probed
 
 Role = Literal["float", "index", "string", "any"]
 #: ``compute``: float math in the compute dtype, result_type(input after autocast, compute dtype).
