@@ -64,6 +64,7 @@ from dtype_explorer.records import (
     engine_spec,
 )
 from dtype_explorer.runtime import engines, pool
+from dtype_explorer.timing import ms
 
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
@@ -194,7 +195,7 @@ def check_model(
         if mode == "predict" and outputs is not None:
             t0 = time.perf_counter()
             ran["predict"], predicted = _predict(target, sample, calls, outputs)
-            timings["predict_ms"] = _ms(t0)
+            timings["predict_ms"] = ms(t0)
             findings += [  # a layer that raised only here is the mode-divergence below
                 f
                 for f in _audit_rules.find(
@@ -208,7 +209,7 @@ def check_model(
         if mode == "fit" and outputs is not None:
             t0 = time.perf_counter()
             ran["fit"], failed = _fit(audited, sample, outputs, labels)
-            timings["fit_ms"] = _ms(t0)
+            timings["fit_ms"] = ms(t0)
             compiled, how = compiled_by(audited)
             ran.update(compiled=compiled, execution=f"model.fit: one training step, {how}")
             if failed is not None:
@@ -225,7 +226,7 @@ def check_model(
                 )
                 + "); the model itself was not trained."
             )
-    timings["total_ms"] = _ms(started)
+    timings["total_ms"] = ms(started)
     return AuditReport(
         model=model.name,
         model_class=type(model).__name__,
@@ -773,7 +774,7 @@ class _Tracer:
                     + f" The sample is {_sample_text(sample)}."
                 ) from None
             finally:
-                self.forward_ms = _ms(started)
+                self.forward_ms = ms(started)
 
     def run_predict(self, sample: Any) -> tuple[Any, Any]:
         """The real ``model.predict`` on ``sample`` as one batch: its outputs, and the root
@@ -1167,10 +1168,6 @@ def _requested_backends(backends: str | list[str] | None) -> list[str]:
         return []
     names = backends.split(",") if isinstance(backends, str) and backends != "all" else backends
     return pool.usable(names)
-
-
-def _ms(started: float) -> float:
-    return round((time.perf_counter() - started) * 1000, 2)
 
 
 def _describe(model: Any) -> str:

@@ -40,6 +40,7 @@ from dtype_explorer.records import (
     engine_spec,
 )
 from dtype_explorer.runtime import engines, pool
+from dtype_explorer.timing import ms
 from dtype_explorer.versions import library_version
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
@@ -275,7 +276,7 @@ class DtypeExplorer(_ContractTraits):
     def _publish(
         self, generation: int, spec: ProbeSpec, started: float, result: ProbeResult
     ) -> None:
-        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        elapsed = ms(started)
         with self._lock:
             if generation != self._generation:
                 return

@@ -20,10 +20,11 @@ from typing import Any
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, ms, output_note
+from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, output_note
 from dtype_explorer.keras_run._probe_layer import _call, _layer_sample, variable_steps
 from dtype_explorer.keras_run.catalog import OpEntry
 from dtype_explorer.records import CastStep, ProbeResult, ProbeSpec, VariableDtypes
+from dtype_explorer.timing import ms
 
 #: Why a stage of the Keras 3 cast path has no Keras 2 counterpart (kept in ``basis``).
 NO_CONVERTED_STAGE = (

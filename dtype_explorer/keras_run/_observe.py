@@ -5,7 +5,6 @@ call, and small notes and conversions."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -202,7 +201,3 @@ def device(tensor: Any) -> str:
 def error_info(error: BaseException, where: str) -> ErrorInfo:
     message = keras_message(str(error), limit=MAX_MESSAGE)
     return ErrorInfo(type=type(error).__name__, message=message, where=where)
-
-
-def ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)

@@ -9,7 +9,8 @@ observes every dtype on the way by running Keras: ``keras.ops.convert_to_tensor`
 variables it *read*, and the returned tensors for ``output``. The symbolic call gives the
 declared dtype; ``rules`` gives the documented one.
 
->>> from dtype_explorer.records import ProbeSpec
+>>> from dtype_explorer.timing import ms
+from dtype_explorer.records import ProbeSpec
 >>> import keras
 >>> r = run(ProbeSpec(target="Dense", input_dtypes=("float64",), kwargs={"units": 2},
 ...                   backend=keras.backend.backend()))
@@ -29,7 +30,6 @@ from dtype_explorer.keras_run._modes import check_mode
 from dtype_explorer.keras_run._observe import (
     Invalid,
     error_info,
-    ms,
 )
 from dtype_explorer.keras_run._probe_layer import layer_class, layer_entry, run_layer
 from dtype_explorer.keras_run._probe_objective import run_objective
@@ -38,6 +38,7 @@ from dtype_explorer.records import (
     ProbeResult,
     ProbeSpec,
 )
+from dtype_explorer.timing import ms
 from dtype_explorer.versions import versions
 
 

@@ -28,7 +28,6 @@ from dtype_explorer.keras_run._observe import (
     conversion_note,
     converted_dtype,
     error_info,
-    ms,
     outcome,
     output_leaves,
     traced,
@@ -49,6 +48,7 @@ from dtype_explorer.records import (
     ProbeSpec,
     VariableDtypes,
 )
+from dtype_explorer.timing import ms
 
 
 def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:

@@ -17,7 +17,6 @@ from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     error_info,
-    ms,
 )
 from dtype_explorer.keras_run._probe_op import op_described, op_leaf_dtypes, op_outcome, op_tensor
 from dtype_explorer.records import (
@@ -25,6 +24,7 @@ from dtype_explorer.records import (
     ProbeSpec,
     VariableDtypes,
 )
+from dtype_explorer.timing import ms
 
 
 def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> dict:

@@ -20,7 +20,6 @@ from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     leaf_dtype,
-    ms,
     outcome,
     traced,
 )
@@ -33,6 +32,7 @@ from dtype_explorer.records import (
     Numerics,
     ProbeSpec,
 )
+from dtype_explorer.timing import ms
 
 
 def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bool) -> dict:
