@@ -106,6 +106,7 @@ from dtype_explorer.records._trace import (
     Conversion,
     SourceLine,
     TraceDivergence,
+    TraceFlag,
     TraceStep,
     TraceTensor,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "SurveyCell",
     "TensorInfo",
     "TraceDivergence",
+    "TraceFlag",
     "TraceStep",
     "TraceTensor",
     "ValueDivergence",
