@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import Field, JsonValue, computed_field, field_validator
 
+from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.dtypes import tolerance
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
@@ -131,8 +132,6 @@ ValueProblem = Literal["wraparound", "saturation", "truncation", "reference-erro
 ExpectationSource = Literal[
     "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
 ]
-#: The array libraries' short names, as tables show them.
-LIBRARY_NAMES = {"numpy": "np", "jax": "jnp", "torch": "torch", "tensorflow": "tnp"}
 
 
 class OutputValues(Record):
@@ -191,7 +190,7 @@ class Expectation(Record):
     @property
     def name(self) -> str:
         """How tables name the source: ``policy``, ``result_type``, ``np``, ``jnp``, ..."""
-        return LIBRARY_NAMES.get(self.source, self.source)
+        return LIBRARIES.get(self.source, self.source)
 
 
 class ValueDivergence(Record):
@@ -418,7 +417,7 @@ class ProbeResult(Record):
         other = self.expectation("policy")
         if other is None or other.dtype is None:
             libraries = [
-                e for e in self.expectations if e.source in LIBRARY_NAMES and e.dtype is not None
+                e for e in self.expectations if e.source in LIBRARIES and e.dtype is not None
             ]
             other = next((e for e in libraries if e.source == self.expected_by), None)
         if other is None or other.dtype == rt.dtype:
