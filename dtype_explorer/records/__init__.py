@@ -71,7 +71,6 @@ from dtype_explorer.records._probe import (
     Numerics,
     OutputValues,
     ProbeResult,
-    ProbeSet,
     ProbeSpec,
     Stage,
     Status,
@@ -80,6 +79,7 @@ from dtype_explorer.records._probe import (
     VariableDtypes,
     Verdict,
 )
+from dtype_explorer.records._probe_set import ProbeSet
 from dtype_explorer.records._promotion import (
     KINDS,
     NO_COUNTERPART,
