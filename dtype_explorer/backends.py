@@ -4,6 +4,8 @@
 ['jax', 'numpy']
 >>> names("all")
 ['jax', 'tensorflow', 'torch', 'numpy']
+>>> LIBRARIES["tensorflow"]
+'tnp'
 >>> names(["jaxx"])
 Traceback (most recent call last):
 ...
@@ -18,6 +20,12 @@ from dtype_explorer.errors import InvalidSpecError, unknown
 
 BACKENDS: tuple[str, ...] = ("jax", "tensorflow", "torch", "numpy")
 ALL = "all"
+#: The one library-name map: each backend's array library (its NumPy API: ``jax.numpy``,
+#: ``tf.experimental.numpy``, ``torch``, ``numpy``) -> its usual alias, as tables name it
+#: (``np.add``, ``jnp.add``; an expectation from ``torch`` is ``torch``). These libraries are
+#: the references a promotion table and a probe's expectations compare Keras with, in the
+#: order a promotion table lists them.
+LIBRARIES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
 
 
 def names(backends: str | Iterable[str]) -> list[str]:

@@ -1,20 +1,23 @@
-// Bundle the widget into the Python package: dtype_explorer/static/widget.{js,css}.
+// Bundle the front ends into the Python package: dtype_explorer/static/widget.{js,css} (the
+// widget, an ES module anywidget loads) and dtype_explorer/static/atlas.js (the atlas site's
+// script, a classic script views/_atlas.py inlines into every page).
 import * as esbuild from "esbuild";
 
-const options = {
-  entryPoints: { widget: "src/index.js" },
+const common = {
   bundle: true,
-  format: "esm",
   target: ["es2022"],
   minify: !process.argv.includes("--watch"),
   sourcemap: false,
   outdir: "../dtype_explorer/static",
   logLevel: "info",
 };
+const builds = [
+  { ...common, entryPoints: { widget: "src/index.js" }, format: "esm" },
+  { ...common, entryPoints: { atlas: "src/atlas-page.js" }, format: "iife" },
+];
 
 if (process.argv.includes("--watch")) {
-  const context = await esbuild.context(options);
-  await context.watch();
+  for (const options of builds) await (await esbuild.context(options)).watch();
 } else {
-  await esbuild.build(options);
+  await Promise.all(builds.map((options) => esbuild.build(options)));
 }

@@ -44,19 +44,8 @@ from dtype_explorer.timing import ms
 from dtype_explorer.versions import library_version
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
-#: The keys of a request from the page; anything else is refused.
-REQUEST_KEYS = (
-    "target",
-    "kwargs",
-    "input_dtypes",
-    "preset",
-    "shape",
-    "policy",
-    "mode",
-    "engine",
-    "backends",
-    "nonce",
-)
+#: The keys of a request from the page (the contract's); anything else is refused.
+REQUEST_KEYS = _contract.REQUEST_KEYS
 #: The input dtype a picker starts at for each input role of the catalog.
 ROLE_DTYPES = {"float": "float32", "index": "int32", "string": "string", "any": "float32"}
 #: The longest JSON text accepted for kwargs or shapes.
@@ -64,11 +53,7 @@ MAX_TEXT = 20_000
 PENDING: dict[str, str] = {"status": "pending"}
 
 
-#: The synced traits, made from the contract the page reads too (``widget_contract.json``).
-_ContractTraits = type("_ContractTraits", (anywidget.AnyWidget,), _contract.traits())
-
-
-class DtypeExplorer(_ContractTraits):
+class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
     """Probe a Keras layer or op on several backends at once and draw what happened.
 
     ``target``: a catalog name (``"Dense"``, ``"ops.add"``) or a user ``Layer`` class or

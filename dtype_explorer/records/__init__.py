@@ -71,7 +71,6 @@ from dtype_explorer.records._probe import (
     Numerics,
     OutputValues,
     ProbeResult,
-    ProbeSet,
     ProbeSpec,
     Stage,
     Status,
@@ -80,6 +79,7 @@ from dtype_explorer.records._probe import (
     VariableDtypes,
     Verdict,
 )
+from dtype_explorer.records._probe_set import ProbeSet
 from dtype_explorer.records._promotion import (
     KINDS,
     NO_COUNTERPART,
@@ -106,6 +106,7 @@ from dtype_explorer.records._trace import (
     Conversion,
     SourceLine,
     TraceDivergence,
+    TraceFlag,
     TraceStep,
     TraceTensor,
 )
@@ -180,6 +181,7 @@ __all__ = [
     "SurveyCell",
     "TensorInfo",
     "TraceDivergence",
+    "TraceFlag",
     "TraceStep",
     "TraceTensor",
     "ValueDivergence",

@@ -87,12 +87,15 @@ class AtlasRun(Record):
     error_message: str | None = None
     device: str = "cpu"
     #: The op trace in brief: how many ops the call ran, the first that changed a dtype (with
-    #: what it did and its line in Keras), the first whose output held inf/NaN.
+    #: what it did and its line in Keras), the first whose output held inf/NaN, and each
+    #: flagged step with its flags (``#3 ops.exp: first inf/NaN from finite inputs``, worded
+    #: by ``TraceStep.flags`` as the text, the cards and the widget word them).
     trace_ops: int = 0
     first_change: str | None = None
     first_change_note: str | None = None
     first_change_at: str | None = None
     first_nonfinite: str | None = None
+    trace_flags: tuple[str, ...] = ()
 
     @classmethod
     def from_result(cls, result: ProbeResult, compute_dtype: str) -> AtlasRun:
@@ -123,6 +126,9 @@ class AtlasRun(Record):
             first_change_note=change.change_text() if change else None,
             first_change_at=change.source.short if change and change.source else None,
             first_nonfinite=nonfinite.op if nonfinite else None,
+            trace_flags=tuple(
+                f"#{s.index} {s.op}: {s.flag_text()}" for s in result.call_trace() if s.flags
+            ),
         )
 
 

@@ -5,6 +5,17 @@ answer changed.
 chosen by bisection and keeps each answer here. The facts a view shows (the change found, the
 changes seen but not pinned down, what was not looked at) are computed on this record, once.
 
+``changes`` lists every pair of neighbouring *probed* releases whose answers differ (``exact``
+when they are neighbours in the range, so ``after_version`` is the first release with the new
+answer), ``first_change`` the first exact one, and ``caveat`` says in words that between two
+probed releases with the same answer the answer may have changed and changed back unseen (the
+research found 17 such cells on numpy, e.g. ``Conv1D(dtype="float64")`` on float32: float32 ->
+float64 at 3.7.0 -> float32 at 3.12.0, which a bisection of 3.0.0..3.15.1 reports as "no
+change found"). With several changes between the ends, bisection pins one of them (not
+necessarily the first); ``exhaustive`` bisections probe every release and list every change.
+Only Keras's own answers are compared: a dtype, an error Keras raised, or ``invalid`` (a layer
+or keyword the release does not have yet, a change worth finding).
+
 >>> from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult, ProbeSpec
 >>> spec = ProbeSpec(target="Discretization", kwargs={"bin_boundaries": [0.5, 1.5, 2.5]})
 >>> def answer(version, dtype):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import first_line, unknown
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._base import GroupedRecord
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 #: Reference library -> its usual alias: cells are labelled ``"np.add"``, ``"jnp.add"``, ...
-REFERENCES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
+#: (the one map, :data:`dtype_explorer.backends.LIBRARIES`).
+REFERENCES: dict[str, str] = LIBRARIES
 Kind = Literal["agrees", "references-differ", "backend-specific", "keras-disagrees"]
 #: Cell kinds, least to most worrying.
 KINDS: tuple[Kind, ...] = ("agrees", "references-differ", "backend-specific", "keras-disagrees")

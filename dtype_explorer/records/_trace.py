@@ -12,6 +12,8 @@ part), computed here once for every view.
 (True, 'ops.multiply(bfloat16, float32) -> float32')
 >>> TraceStep.from_json(step.to_json()) == step
 True
+>>> TraceStep(index=3, op="ops.exp", nonfinite=True, first_nonfinite=True).flags
+(TraceFlag(kind='first-nonfinite', text='first inf/NaN from finite inputs'),)
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, computed_field
 
 from dtype_explorer.records._base import Record
 
@@ -31,6 +33,17 @@ Change = Literal["kept", "promoted", "cast", "noop-cast", "created", "changed", 
 #: The kind of a dtype change: float bits lost, int to float, float to int, int bits lost.
 Conversion = Literal["downcast", "int->float", "float->int", "int-narrowing"]
 Phase = Literal["build", "call"]
+#: What a step's flag warns of: the call's first inf/NaN made from finite inputs, a later one,
+#: a float16 output that left float16's range, or such an overflow in one of the ops the step
+#: ran itself while its own output is finite (hidden by it).
+FlagKind = Literal["first-nonfinite", "nonfinite", "float16-overflow", "hidden-overflow"]
+#: Each flag's words, the same in the text, the cards and the widget's page.
+FLAG_TEXT: dict[str, str] = {
+    "first-nonfinite": "first inf/NaN from finite inputs",
+    "nonfinite": "inf/NaN from finite inputs",
+    "float16-overflow": "left float16's range",
+    "hidden-overflow": "float16 overflow inside, hidden by this op",
+}
 
 
 class SourceLine(Record):
@@ -77,6 +90,14 @@ class TraceTensor(Record):
         return f"{self.dtype}[{shape}]{var}"
 
 
+class TraceFlag(Record):
+    """One warning on a trace step: its ``kind`` and its words (``text``), computed once on
+    the record (``TraceStep.flags``) and laid out by every medium as it is."""
+
+    kind: FlagKind
+    text: str
+
+
 class TraceStep(Record):
     """One op of the call, as the calling code wrote it (``ops.cast``, ``backend.nn.conv``).
 
@@ -85,7 +106,7 @@ class TraceStep(Record):
     ``nonfinite`` marks an output holding inf/NaN made from finite inputs, ``first_nonfinite``
     the first such step of the call, ``float16_overflow`` a float16 output that left
     float16's range (even when a later op hides it). ``children`` are the ops it ran itself,
-    one level down.
+    one level down. ``flags`` (computed, in the JSON) are the warnings every view shows.
     """
 
     index: int
@@ -139,6 +160,28 @@ class TraceStep(Record):
     def hidden_overflow(self) -> bool:
         """A child of this step left float16's range while this step's own output is finite."""
         return not self.nonfinite and any(c.float16_overflow for c in self.children)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def flags(self) -> tuple[TraceFlag, ...]:
+        """The step's warnings, in order: its inf/NaN from finite inputs (the call's first, or a
+        later one), a float16 overflow of its own, one hidden inside it. Text, cards and the
+        widget's page all show these, worded as :data:`FLAG_TEXT` says."""
+        kinds: list[FlagKind] = []
+        if self.first_nonfinite:
+            kinds.append("first-nonfinite")
+        elif self.nonfinite:
+            kinds.append("nonfinite")
+        if self.float16_overflow:
+            kinds.append("float16-overflow")
+        if self.hidden_overflow():
+            kinds.append("hidden-overflow")
+        return tuple(TraceFlag(kind=k, text=FLAG_TEXT[k]) for k in kinds)
+
+    def flag_text(self) -> str:
+        """The flags in one line (``first inf/NaN from finite inputs; left float16's range``),
+        or ``""``."""
+        return "; ".join(f.text for f in self.flags)
 
 
 class TraceDivergence(Record):

@@ -1,6 +1,10 @@
 """The atlas as a static site, and an atlas diff as a page: plain HTML with the stylesheet
-(``atlas.css``) and the script (``atlas.js``) inlined, so the pages open from the file system
-with no server and no CDN. Colours are the one palette's; every fact comes from the records.
+(``atlas.css``) and the script inlined, so the pages open from the file system with no server
+and no CDN. Colours are the one palette's; every fact comes from the records.
+
+The script is ``js/src/atlas.js`` (unit-tested with the widget's modules, reading the same
+palette module), bundled by ``npm run build`` into ``dtype_explorer/static/atlas.js``, which the
+wheel ships beside the widget's bundle.
 
 ``index.html``: the versions and devices that produced the atlas, the class counts, every
 target with its counts and a search box. ``targets/<name>.html``: a page per layer and op with
@@ -10,6 +14,7 @@ for a chosen cell, each run's cast path, error, op-trace summary, device and ver
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -17,10 +22,11 @@ from typing import Any
 
 from dtype_explorer.records import CHANGE_KINDS, CLASSIFICATIONS, Atlas, AtlasCell, AtlasDiff
 from dtype_explorer.views._markup import e, short
-from dtype_explorer.views._palette import PALETTE, color, dtype_color
+from dtype_explorer.views._palette import color, dtype_color
 
 CSS = Path(__file__).with_name("atlas.css").read_text(encoding="utf-8")
-SCRIPT = Path(__file__).with_name("atlas.js").read_text(encoding="utf-8")
+#: The bundled atlas script (``npm run build`` in ``js/`` writes it; a wheel ships it).
+SCRIPT_PATH = Path(__file__).parents[1] / "static" / "atlas.js"
 #: What each kind of change means, for the diff page.
 CHANGE_TEXT = {
     "now-raises": "answered before, raises now",
@@ -62,6 +68,17 @@ def _colors(atlas: Atlas) -> dict[str, str]:
     return {n: dtype_color(n) for n in sorted(names)}
 
 
+@functools.cache
+def site_script() -> str:
+    """The atlas pages' script, ready to inline (read once from :data:`SCRIPT_PATH`)."""
+    if not SCRIPT_PATH.is_file():
+        raise FileNotFoundError(
+            f"the atlas site's script {str(SCRIPT_PATH)!r} is missing: it is built from "
+            "js/src/atlas.js by `npm run build` in js/ (an editable install runs it)"
+        )
+    return SCRIPT_PATH.read_text(encoding="utf-8").replace("</script", "<\\/script")
+
+
 def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
     payload = json.dumps({**data, "base": base}, separators=(",", ":")).replace("</", "<\\/")
     return (
@@ -75,7 +92,7 @@ def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
         "autocomplete='off'><ul id='ax-hits' class='ax-hits'></ul></div></header>"
         f"<main>{body}</main>"
         f"<script id='ax-data' type='application/json'>{payload}</script>"
-        f"<script>{SCRIPT}</script></body></html>"
+        f"<script>{site_script()}</script></body></html>"
     )
 
 
@@ -142,7 +159,7 @@ def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str
         f"{_meta(atlas)}{_legend()}<p data-testid='counts'>{overall}</p>"
         f"<h2>Targets</h2><table class='ax-targets'>{rows}</table>"
     )
-    data = {"palette": PALETTE, "targets": index, "colors": colors, "versions": atlas.versions}
+    data = {"targets": index, "colors": colors, "versions": atlas.versions}
     return _page("dtype atlas", body, data, base="")
 
 
@@ -207,7 +224,6 @@ def _target_page(
         f"<h2>Versions and devices</h2>{_meta(atlas)}"
     )
     data = {
-        "palette": PALETTE,
         "targets": index,
         "colors": colors,
         "versions": atlas.versions,
@@ -275,5 +291,5 @@ def atlas_diff_html(diff: AtlasDiff) -> str:
         f"({e(diff.after['fingerprint'])})</p>"
         f"{versions}{''.join(groups)}"
     )
-    data = {"palette": PALETTE, "targets": []}  # the search box filters the rows here
+    data = {"targets": []}  # the search box filters the rows here
     return _page("dtype atlas diff", body, data, base="")

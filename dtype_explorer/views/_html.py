@@ -127,18 +127,11 @@ def _trace_item(step: TraceStep) -> str:
     else:
         outs = " ".join(chip(t.dtype, title=t.text()) for t in step.outputs)
     said = step.change_text() + (f" ({', '.join(step.conversions)})" if step.conversions else "")
-    flags = []
-    if step.first_nonfinite:
-        flags.append("first inf/NaN from finite inputs")
-    if step.float16_overflow:
-        flags.append("left float16's range")
-    if step.hidden_overflow():
-        flags.append("float16 overflow inside, hidden by this op")
     edge = ERROR if step.first_nonfinite else ACCENT if step.changes_dtype else ""
     style = f" style='border-left-color:{edge}'" if edge else ""
     flag = (
-        f" <span class='dx-flag' style='color:{ERROR}'>{e('; '.join(flags))}</span>"
-        if flags
+        f" <span class='dx-flag' style='color:{ERROR}'>{e(step.flag_text())}</span>"
+        if step.flags
         else ""
     )
     return (

@@ -89,9 +89,9 @@ def expectation_lines(result: ProbeResult) -> list[str]:
 def format_trace(result: ProbeResult, *, detail: bool = False) -> list[str]:
     """The op trace of the call, one step a line with the line that ran it under it.
 
-    ``*`` marks a step that changed a dtype, ``!!`` the first inf/NaN made from finite inputs
-    and a float16 overflow; ``detail`` adds the link to each Keras line and the ops each step
-    ran itself (one level down).
+    ``*`` marks a step that changed a dtype, ``!!`` its flags (``TraceStep.flags``: inf/NaN
+    made from finite inputs, a float16 overflow, one hidden inside it); ``detail`` adds the
+    link to each Keras line and the ops each step ran itself (one level down).
     """
     steps = result.call_trace()
     built = len(result.trace) - len(steps)
@@ -122,16 +122,7 @@ def _step_line(step: TraceStep, *, numbered: bool = True) -> str:
     said = f"RAISED {step.error}" if step.error else step.change_text()
     if step.conversions:
         said += f" ({', '.join(step.conversions)})"
-    flags = []
-    if step.first_nonfinite:
-        flags.append("first inf/NaN from finite inputs")
-    elif step.nonfinite:
-        flags.append("inf/NaN from finite inputs")
-    if step.float16_overflow:
-        flags.append("left float16's range")
-    if step.hidden_overflow():
-        flags.append("float16 overflow inside, hidden")
-    alarm = f"  !! {'; '.join(flags)}" if flags else ""
+    alarm = f"  !! {step.flag_text()}" if step.flags else ""
     number = f"#{step.index:<3}" if numbered else ""
     return f"{number}{mark}{step.op}({ins}) -> {step.outcome}  [{said}]{alarm}"
 

@@ -1,3 +1,4 @@
+// @ts-check
 // The whole explorer: controls on top, then the answers as they arrive.
 import { renderComparison, renderDivergence } from "./compare.js";
 import { CONTROL_TRAITS } from "./contract.js";
@@ -7,6 +8,9 @@ import { setDtypeFamilies } from "./dtype.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
 import { renderTracePart } from "./trace.js";
+
+/** @typedef {import("./contract-types.js").WidgetRequest} WidgetRequest */
+/** @typedef {import("./contract-types.js").WidgetState} WidgetState */
 
 
 /** Run `callback` once the browser has painted what was just rendered. */
@@ -43,6 +47,8 @@ export class App {
     el.append(this.root);
   }
 
+  /** Send `content` (a request without its nonce) to the Python side, numbered.
+   *  @param {Omit<WidgetRequest, "nonce">} content */
   request(content) {
     this.nonce = Math.max(this.nonce, this.state?.request_id ?? 0) + 1;
     this.sentAt.set(this.nonce, this.now());
@@ -51,7 +57,7 @@ export class App {
     this.send({ ...content, nonce: this.nonce });
   }
 
-  /** Redraw from a full snapshot of the model's state. */
+  /** Redraw from a full snapshot of the model's state. @param {WidgetState} state */
   update(state) {
     const previous = this.state;
     this.state = state;

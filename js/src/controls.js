@@ -1,7 +1,10 @@
+// @ts-check
 // The control panel. It edits a draft of the request and hands each change to `onRequest`;
 // the Python side validates every value it receives, this side only gives early hints.
 import { h, replaceChildren } from "./dom.js";
 import { groupDtypes } from "./dtype.js";
+
+/** @typedef {import("./contract-types.js").WidgetRequest} WidgetRequest */
 
 const TYPING_DELAY_MS = 600;
 
@@ -16,6 +19,10 @@ const engineOf = (value) => (value ? value : null);
 /**
  * The request after choosing `engine`: the backends it cannot run on are dropped (Keras 2 runs
  * on tensorflow only); when none is left, the ones it runs on are chosen.
+ * @param {Omit<WidgetRequest, "nonce">} request
+ * @param {string | null} engine
+ * @param {{engine: string | null, backends: string[] | null}[]} engines
+ * @param {string[]} available
  */
 export function reengine(request, engine, engines, available) {
   const runsOn = engines.find((c) => c.engine === engine)?.backends;
@@ -48,7 +55,9 @@ export function filterCatalog(catalog, query) {
     .filter(([, names]) => names.length);
 }
 
-/** The request after choosing `target`: its catalog defaults, the input dtypes kept where they fit. */
+/** The request after choosing `target`: its catalog defaults, the input dtypes kept where they fit.
+ *  @param {Omit<WidgetRequest, "nonce">} request @param {string} target
+ *  @param {Object<string, {kwargs: object, shapes: number[][], input_dtypes: string[]}>} defaults */
 export function retarget(request, target, defaults) {
   const next = defaults[target] ?? { kwargs: {}, shapes: [[2, 4]], input_dtypes: ["float32"] };
   const before = defaults[request.target]?.input_dtypes ?? [];
@@ -318,7 +327,8 @@ export class Controls {
     this.send({ ...this.draft, ...change });
   }
 
-  /** Hand the request on, unless it only repeats the last one (`force` re-runs it). */
+  /** Hand the request on, unless it only repeats the last one (`force` re-runs it).
+   *  @param {WidgetRequest | Omit<WidgetRequest, "nonce">} request */
   send(request, { force = false } = {}) {
     const { nonce: _, ...content } = request;
     const key = JSON.stringify(content);

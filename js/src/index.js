@@ -1,11 +1,15 @@
+// @ts-check
 // anywidget entry point of dtype_explorer.DtypeExplorer.
 import { App } from "./app.js";
 import { TRAITS } from "./contract.js";
 import "./widget.css";
 
+/** @typedef {import("./contract-types.js").WidgetRequest} WidgetRequest */
+
 
 function render({ model, el }) {
   const app = new App(el, {
+    /** @param {WidgetRequest} request */
     send(request) {
       model.set("request", request);
       model.save_changes();

@@ -1,7 +1,8 @@
 // Inside the call: the op trace of one probe (ProbeResult.trace), as a list.
 //
 // Every fact comes from the Python side: which step changed a dtype (`change`, `conversions`),
-// which step first made inf/NaN from finite values (`first_nonfinite`), and, across backends,
+// which step first made inf/NaN from finite values (`first_nonfinite`), each step's warnings
+// worded once (`flags`, TraceStep.flags, as the text and the cards show them), and, across backends,
 // where the traces part (the `trace_divergence` trait, from ProbeSet.first_divergence).
 import { h } from "./dom.js";
 import { chip } from "./dtype.js";
@@ -33,10 +34,7 @@ function sourceLink(src) {
 function stepItem(step, { parted }) {
   const changed = changesDtype(step);
   const said = (step.note || step.change) + ((step.conversions ?? []).length ? ` (${step.conversions.join(", ")})` : "");
-  const flags = [];
-  if (step.first_nonfinite) flags.push("first inf/NaN from finite inputs");
-  if (step.float16_overflow) flags.push("left float16's range");
-  if ((step.children ?? []).some((c) => c.float16_overflow) && !step.nonfinite) flags.push("float16 overflow inside, hidden");
+  const flags = (step.flags ?? []).map((f) => f.text);
   const outs = step.error
     ? h("span", { class: "dx-trace-raised", title: step.error }, `raised ${step.error.split(":")[0]}`)
     : (step.outputs ?? []).map((t) => chip(t.dtype));

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { App } from "../src/app.js";
+import { REQUEST_KEYS } from "../src/contract.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const state = fixture("widget-state");
@@ -25,6 +26,8 @@ describe("explorer app", () => {
     select.dispatchEvent(new Event("change"));
     expect(sent).toHaveLength(1);
     expect(sent[0].nonce).toBeGreaterThan(state.request_id);
+    // the request holds the contract's keys (widget_contract.json "request"), and only them
+    expect(Object.keys(sent[0]).sort()).toEqual([...REQUEST_KEYS].sort());
   });
 
   it("shows pending backends, then each answer with the divergence", () => {

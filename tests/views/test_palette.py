@@ -39,13 +39,18 @@ def test_the_families_table_covers_every_keras_dtype():
 def test_the_widget_reads_the_same_palette_and_holds_no_colour_of_its_own():
     palette_js = (ROOT / "js" / "src" / "palette.js").read_text()
     assert "dtype_explorer/views/palette.json" in palette_js
-    for source in (ROOT / "js" / "src").glob("*.js"):
-        assert not HEX.search(source.read_text()), f"{source.name} holds a colour literal"
-    css = (ROOT / "js" / "src" / "widget.css").read_text()
-    for colour in [
-        c for section in ("dtype_kinds", "survey_classes") for c in PALETTE[section].values()
-    ]:
-        assert colour not in css, f"{colour} is the palette's, not widget.css's"
+    sources = {source.name: source.read_text() for source in (ROOT / "js" / "src").glob("*.js")}
+    assert "atlas.js" in sources  # the atlas site's script is one of them, checked alike
+    assert 'from "./palette.js"' in sources["atlas.js"]
+    for name, text in sources.items():
+        assert not HEX.search(text), f"{name} holds a colour literal"
+    # the package holds no script of its own beside the bundles js/ builds
+    assert not list((ROOT / "dtype_explorer" / "views").glob("*.js"))
+    for css in (ROOT / "js" / "src" / "widget.css", ROOT / "dtype_explorer/views/atlas.css"):
+        for colour in [
+            c for section in ("dtype_kinds", "survey_classes") for c in PALETTE[section].values()
+        ]:
+            assert colour not in css.read_text(), f"{colour} is the palette's, not {css.name}'s"
 
 
 def test_each_stylesheet_is_scoped_to_its_own_root():

@@ -1,0 +1,183 @@
+"""One question answered by several backends or modes: ``ProbeSet``, the verdict across its
+results, and where their numbers (``value_divergence``) or op traces (``first_divergence``) part.
+
+>>> from dtype_explorer.records import ProbeResult, ProbeSpec
+>>> spec = ProbeSpec(target="ops.add", input_dtypes=("int8", "float16"))
+>>> rs = ProbeSet(results=tuple(ProbeResult(spec=spec.model_copy(update={"backend": b}),
+...     status="ok", backend=b, output_dtype=d, verdict="as-documented")
+...     for b, d in [("jax", "float16"), ("torch", "float32")]))
+>>> rs.verdict, rs.axis, rs["torch"].output_dtype
+('diverges', 'backends', 'float32')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from dtype_explorer.dtypes import tolerance
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._probe import HEAD, OutputValues, ProbeResult, ValueDivergence, Verdict
+from dtype_explorer.records._trace import TraceDivergence, first_divergence
+
+
+class ProbeSet(Record):
+    """One question answered by several backends or in several modes (``spec.mode``), with the
+    verdict across them: ``diverges`` when they disagree (eager returns int32, predict
+    float32)."""
+
+    results: tuple[ProbeResult, ...]
+
+    @property
+    def verdict(self) -> Verdict:
+        """``diverges`` when backends disagree on success or output dtype, else the shared one."""
+        outcomes = {(r.ok, r.output_dtype) for r in self.results}
+        if len(outcomes) > 1:
+            return "diverges"
+        verdicts = {r.verdict for r in self.results}
+        return verdicts.pop() if len(verdicts) == 1 else "deviates"
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        return tuple(r.backend for r in self.results)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return tuple(r.spec.mode for r in self.results)
+
+    @property
+    def axis(self) -> str:
+        """What the results differ by: ``"backends"``, ``"modes"`` or ``"backends and modes"``."""
+        backends, modes = len(set(self.backends)) > 1, len(set(self.modes)) > 1
+        if backends and modes:
+            return "backends and modes"
+        return "modes" if modes else "backends"
+
+    def value_divergence(self) -> ValueDivergence | None:
+        """The first output element where the backends' numbers part beyond the tolerance of
+        the output dtypes (the widest tolerance among them), for the same inputs and weights;
+        ``None`` when they agree, or cannot be compared (a random layer, different shapes, or
+        different modes: ``training=True`` is meant to change the numbers).
+
+        Returns:
+            A ``ValueDivergence`` (``output``, ``element``, ``values`` by backend,
+            ``tolerance``, ``message``), or ``None``.
+
+        >>> import dtype_explorer as dx
+        >>> rs = dx.probe("ops.power", "uint8", backend=["numpy", "jax"],
+        ...               values="image")                                  # doctest: +SKIP
+        >>> rs.value_divergence().values                                   # doctest: +SKIP
+        {'numpy': 0.0, 'jax': 130.0}
+        """
+        if self.axis != "backends":
+            return None
+        carried = [
+            (self.label(r), r.numerics)
+            for r in self.results
+            if r.ok and r.numerics is not None and r.numerics.outputs
+        ]
+        if len(carried) < 2 or not all(n.comparable for _, n in carried):
+            return None
+        count = min(len(n.outputs) for _, n in carried)
+        for out in range(count):
+            values = [(label, n.outputs[out]) for label, n in carried]
+            if len({v.shape for _, v in values}) > 1:
+                continue
+            tol = max(tolerance(v.dtype) for _, v in values)
+            heads = [v.head for _, v in values]
+            finite = [abs(x) for h in heads for x in h if x is not None]
+            scale = max(finite, default=0.0) or 1.0
+            for k in range(min(len(h) for h in heads)):
+                column = [h[k] for h in heads]
+                numbers = [x for x in column if x is not None]
+                apart = len(numbers) not in (0, len(column)) or (
+                    numbers and max(numbers) - min(numbers) > tol * scale
+                )
+                if apart:
+                    return _divergence(values, out, k, tol, "")
+            sums = [v.abs_sum for _, v in values]
+            if all(x is not None for x in sums):
+                top = max(sums) or 1.0  # type: ignore[type-var]
+                if max(sums) - min(sums) > tol * top * 4:  # type: ignore[type-var,operator]
+                    return _divergence(values, out, None, tol, "")
+        return None
+
+    def first_divergence(self) -> TraceDivergence | None:
+        """The first op where the backends' traces of the call part (e.g. jax's conv promotes
+        uint8 where torch's raises), or ``None`` when they agree or were not traced."""
+        return first_divergence({self.label(r): r.trace for r in self.results})
+
+    def label(self, result: ProbeResult) -> str:
+        """How this set names one of its results: its backend, its mode, or both
+        (``"jax/predict"``), by what the results differ in."""
+        if self.axis == "backends":
+            return result.backend
+        return result.spec.mode if self.axis == "modes" else f"{result.backend}/{result.spec.mode}"
+
+    def __getitem__(self, key: str) -> ProbeResult:
+        """The result of a backend (``"jax"``) or of a mode (``"predict"``)."""
+        for result in self.results:
+            if result.backend == key:
+                return result
+        for result in self.results:
+            if result.spec.mode == key:
+                return result
+        raise KeyError(
+            f"no result for backend or mode {key!r}; have backends {list(self.backends)}, "
+            f"modes {list(dict.fromkeys(self.modes))}"
+        )
+
+    def __iter__(self) -> Iterator[ProbeResult]:  # type: ignore[override]
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def summary(self) -> str:
+        """One line per backend, and the verdict across backends when there are several."""
+        lines = [r.summary() for r in self.results]
+        if self.axis != "backends":  # name each mode, even "call"
+            lines = [
+                f"{line}  [mode {r.spec.mode}]" if r.spec.mode == "call" else line
+                for line, r in zip(lines, self.results)
+            ]
+        if len(self.results) > 1:
+            lines.append(f"across {self.axis}: {self.verdict}")
+            apart = self.value_divergence()
+            if apart is not None:
+                lines.append(f"numbers diverge: {apart.message}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return f"<ProbeSet {self.results[0].spec.target if self.results else ''}: {self.verdict}>"
+
+
+def _divergence(
+    values: list[tuple[str, OutputValues]], out: int, k: int | None, tol: float, _: str
+) -> ValueDivergence:
+    first = values[0][1]
+    if k is None:
+        shown = {label: v.abs_sum for label, v in values}
+        where = f"output {out}: the sums of |values| (beyond the first {HEAD} elements)"
+        element: tuple[int, ...] = ()
+    else:
+        shown = {label: v.head[k] for label, v in values}
+        element = first.element(k)
+        where = f"output {out} [{', '.join(map(str, element))}]"
+    said = ", ".join(f"{label} {_number(x)}" for label, x in shown.items())
+    return ValueDivergence(
+        output=out,
+        element=element,
+        values=shown,
+        tolerance=tol,
+        message=(
+            f"same inputs and weights, numbers apart at {where}: {said} "
+            f"(tolerance {tol:.2g} of the values' scale)"
+        ),
+    )
+
+
+def _number(x: float | None) -> str:
+    return "inf/NaN" if x is None else f"{x:.6g}"

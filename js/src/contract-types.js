@@ -1,0 +1,42 @@
+// @ts-check
+// Generated from dtype_explorer/frontends/widget_contract.json by
+// tools/contract_typedefs.py: do not edit (tests/frontends/test_contract.py checks it).
+
+/**
+ * What the page sends in the `request` trait (the kernel refuses any other key).
+ * @typedef {object} WidgetRequest
+ * @property {string} target a catalog name (Dense, ops.add) or a custom layer's name
+ * @property {string} kwargs the constructor's keyword arguments as JSON text ({"units": 4}); '' for the catalog's
+ * @property {string[]} input_dtypes one input dtype per input
+ * @property {string} preset the value preset (one of presets)
+ * @property {string} shape the input shapes as JSON text ([[2, 4]], one shape per input); '' for the catalog's
+ * @property {string} policy the dtype policy (any name Keras accepts)
+ * @property {string} mode how the target runs (one of modes; call when left out)
+ * @property {string | null} engine null: the installed Keras; else one of engines ('keras==3.X.Y')
+ * @property {string[]} backends the backends to probe on (of available_backends)
+ * @property {number} nonce the page's number for this request; request_id echoes it
+ */
+
+/**
+ * Every synced trait of the widget, as the page reads them.
+ * @typedef {object} WidgetState
+ * @property {Object<string, *>} catalog group -> target names (the catalog's groups, then 'custom')
+ * @property {Object<string, *>} defaults target -> the kwargs, shapes and input dtypes a picker starts from
+ * @property {Array<*>} dtypes every input dtype a picker offers
+ * @property {Object<string, *>} dtype_families dtype name -> its family (float, int, uint, ...), from dtype_explorer.dtypes.FAMILIES
+ * @property {Array<*>} policies the dtype policies offered (any name Keras accepts works too)
+ * @property {Object<string, *>} presets value preset -> what its values are
+ * @property {Array<*>} modes how a target can run: call, training, model, predict, fit, dataset
+ * @property {Array<*>} available_backends the installed backends a request may name
+ * @property {Array<*>} engines the engines (which Keras answers) a request may name, the installed Keras first: [{engine: null | 'keras==3.X.Y' | 'tf_keras==2.X.Y', keras: its release, label, backends: null (every one) | ['tensorflow']}]; only created engines (dx.engines.create makes one)
+ * @property {WidgetRequest} request the question the page asks (validated before use): an object of the 'request' keys below
+ * @property {number} request_id the nonce of the request that results answer
+ * @property {Object<string, *>} results backend -> ProbeResult.to_dict() (with its computed outcome), or {status: pending} until it answers
+ * @property {Object<string, *>} timings backend -> milliseconds from submitting its probe to its answer
+ * @property {string} verdict the verdict across the backends that answered ('diverges', ...), or ''
+ * @property {Object<string, *>} trace_divergence where the backends' op traces of the call first part (ProbeSet.first_divergence: op, steps by backend, outcomes), or {}
+ * @property {Object<string, *>} promotion {tables: [...]}: the result_type tables behind the documented dtypes
+ * @property {string} error why the last request from the page was refused, or ''
+ */
+
+export {};
