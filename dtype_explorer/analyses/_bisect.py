@@ -18,10 +18,6 @@ every release).
 
 from __future__ import annotations
 
-import functools
-import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -36,6 +32,23 @@ from dtype_explorer.errors import InvalidSpecError, closest, received
 from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
 from dtype_explorer.runtime import engines, pool
+from dtype_explorer.runtime.engines import PackageIndexError, index_releases
+
+__all__ = [
+    "KERAS_MAJOR",
+    "MAX_VERSIONS",
+    "NOT_ASKED",
+    "OLDEST",
+    "NoAnswerError",
+    "PackageIndexError",
+    "answered",
+    "bisect",
+    "engine_for",
+    "index_releases",
+    "planned_probes",
+    "resolve_versions",
+    "search",
+]
 
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
@@ -47,12 +60,6 @@ OLDEST = Version("3.1.0")
 NOT_ASKED = ("worker", "transfer")
 #: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
 MAX_VERSIONS = 200
-#: Seconds the package index may take to list the releases.
-INDEX_TIMEOUT_S = 120.0
-
-
-class PackageIndexError(ConnectionError):
-    """The package index could not list the Keras releases (offline, or unreachable)."""
 
 
 class NoAnswerError(RuntimeError):
@@ -360,35 +367,3 @@ def _release_range(text: str) -> tuple[str, ...]:
             f"received: {received(text)}"
         )
     return tuple(str(v) for v in chosen)
-
-
-@functools.cache
-def index_releases(package: str = "keras") -> tuple[str, ...]:
-    """Every release of ``package`` the package index lists (``pip index versions``, with
-    pip's own configuration: index URL, proxies, certificates). Asked once per process.
-
-    Raises:
-        PackageIndexError: pip could not list them (offline, or the index is unreachable).
-
-    >>> "3.12.0" in index_releases()                                    # doctest: +SKIP
-    True
-    """
-    command = [sys.executable, "-m", "pip", "index", "versions", package]
-    command += ["--disable-pip-version-check", "--no-input"]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise PackageIndexError(
-            f"could not list the {package} releases from the package index: {error}"
-        ) from None
-    match = re.search(r"^Available versions:\s*(.+)$", done.stdout, flags=re.MULTILINE)
-    if done.returncode != 0 or match is None:
-        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
-        said = lines[-1] if lines else (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PackageIndexError(
-            f"could not list the {package} releases from the package index (offline, or the "
-            f"index is unreachable; pip's configuration sets which index): {said}"
-        )
-    return tuple(v.strip() for v in match.group(1).split(",") if v.strip())
