@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from packaging.version import InvalidVersion, Version
 
@@ -131,18 +131,9 @@ def bisect(
     >>> print(b.first_change.after_version, b.answers())                 # doctest: +SKIP
     3.12.0 {'3.10.0': 'float32', '3.11.3': 'float32', '3.12.0': 'int32', '3.13.0': 'int32'}
     """
-    if not isinstance(target, str):
-        raise InvalidSpecError(
-            "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
-            f"is not rebuilt in other releases); received: {received(target)}"
-        )
-    if not isinstance(backend, str) or backend == backend_names.ALL:
-        raise InvalidSpecError(
-            f"bisect runs on one backend: give its name; received: {received(backend)}"
-        )
-    if not isinstance(mode, str):
-        raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
-    question = dict(
+    # 1. Validate: one named target, one backend, one mode; the question; the releases.
+    _check_one_question(target, backend, mode)
+    question = _Question(
         input_dtype=input_dtype,
         policy=policy,
         backend=backend,
@@ -155,8 +146,68 @@ def bisect(
     )
     spec = make_spec(target, **question)  # a bad question fails before any engine is made
     releases = resolve_versions(versions)
+    # 2. Search: ask the releases bisection (or exhaustive) picks, each once.
     started = time.perf_counter()
     probes: dict[int, BisectProbe] = {}
+    answer = _answerer(
+        target, question, releases, probes, timeout=timeout, use_cache=use_cache, progress=progress
+    )
+    total = len(releases) if exhaustive else planned_probes(len(releases))
+    with progress_bar(total=total, desc=f"bisect {target}", enabled=progress) as bar:
+        for i in search(len(releases), answer, exhaustive=exhaustive):
+            bar.set_postfix_str(f"keras {releases[i]}: {probes[i].outcome}", refresh=False)
+            bar.update(1)
+    # 3. Collect: every probed release's answer (the result names the first change).
+    return BisectResult(
+        spec=spec,
+        versions=releases,
+        probes=tuple(probes.values()),
+        exhaustive=exhaustive,
+        elapsed_s=round(time.perf_counter() - started, 3),
+    )
+
+
+class _Question(TypedDict):
+    """What every release is asked (``dx.probe``'s arguments but the target and engine)."""
+
+    input_dtype: str | Sequence[str]
+    policy: Any
+    backend: str
+    kwargs: dict[str, Any] | None
+    shape: ShapeArg
+    values: str
+    floatx: str | None
+    seed: int
+    mode: str
+
+
+def _check_one_question(target: Any, backend: Any, mode: Any) -> None:
+    """A bisection asks one named target on one backend in one mode."""
+    if not isinstance(target, str):
+        raise InvalidSpecError(
+            "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
+            f"is not rebuilt in other releases); received: {received(target)}"
+        )
+    if not isinstance(backend, str) or backend == backend_names.ALL:
+        raise InvalidSpecError(
+            f"bisect runs on one backend: give its name; received: {received(backend)}"
+        )
+    if not isinstance(mode, str):
+        raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
+
+
+def _answerer(
+    target: str,
+    question: _Question,
+    releases: tuple[str, ...],
+    probes: dict[int, BisectProbe],
+    *,
+    timeout: float | None,
+    use_cache: bool,
+    progress: bool,
+) -> Callable[[int], str]:
+    """``answer(i)``: release ``i``'s outcome, its probe kept in ``probes``; a release that
+    gives no answer from Keras raises :class:`NoAnswerError`."""
 
     def answer(i: int) -> str:
         engine = engine_for(releases[i])
@@ -173,23 +224,12 @@ def bisect(
         probes[i] = BisectProbe(version=releases[i], engine=engine, result=result)
         return result.outcome
 
-    total = len(releases) if exhaustive else planned_probes(len(releases))
-    with progress_bar(total=total, desc=f"bisect {target}", enabled=progress) as bar:
-        for i in search(len(releases), answer, exhaustive=exhaustive):
-            bar.set_postfix_str(f"keras {releases[i]}: {probes[i].outcome}", refresh=False)
-            bar.update(1)
-    return BisectResult(
-        spec=spec,
-        versions=releases,
-        probes=tuple(probes.values()),
-        exhaustive=exhaustive,
-        elapsed_s=round(time.perf_counter() - started, 3),
-    )
+    return answer
 
 
 def _ask(
     target: str,
-    question: dict[str, Any],
+    question: _Question,
     engine: str | None,
     *,
     timeout: float | None,
