@@ -18,13 +18,9 @@ every release).
 
 from __future__ import annotations
 
-import functools
-import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from packaging.version import InvalidVersion, Version
 
@@ -36,6 +32,23 @@ from dtype_explorer.errors import InvalidSpecError, closest, received
 from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
 from dtype_explorer.runtime import engines, pool
+from dtype_explorer.runtime.engines import PackageIndexError, index_releases
+
+__all__ = [
+    "KERAS_MAJOR",
+    "MAX_VERSIONS",
+    "NOT_ASKED",
+    "OLDEST",
+    "NoAnswerError",
+    "PackageIndexError",
+    "answered",
+    "bisect",
+    "engine_for",
+    "index_releases",
+    "planned_probes",
+    "resolve_versions",
+    "search",
+]
 
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
@@ -47,12 +60,6 @@ OLDEST = Version("3.1.0")
 NOT_ASKED = ("worker", "transfer")
 #: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
 MAX_VERSIONS = 200
-#: Seconds the package index may take to list the releases.
-INDEX_TIMEOUT_S = 120.0
-
-
-class PackageIndexError(ConnectionError):
-    """The package index could not list the Keras releases (offline, or unreachable)."""
 
 
 class NoAnswerError(RuntimeError):
@@ -124,18 +131,9 @@ def bisect(
     >>> print(b.first_change.after_version, b.answers())                 # doctest: +SKIP
     3.12.0 {'3.10.0': 'float32', '3.11.3': 'float32', '3.12.0': 'int32', '3.13.0': 'int32'}
     """
-    if not isinstance(target, str):
-        raise InvalidSpecError(
-            "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
-            f"is not rebuilt in other releases); received: {received(target)}"
-        )
-    if not isinstance(backend, str) or backend == backend_names.ALL:
-        raise InvalidSpecError(
-            f"bisect runs on one backend: give its name; received: {received(backend)}"
-        )
-    if not isinstance(mode, str):
-        raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
-    question = dict(
+    # 1. Validate: one named target, one backend, one mode; the question; the releases.
+    _check_one_question(target, backend, mode)
+    question = _Question(
         input_dtype=input_dtype,
         policy=policy,
         backend=backend,
@@ -148,8 +146,68 @@ def bisect(
     )
     spec = make_spec(target, **question)  # a bad question fails before any engine is made
     releases = resolve_versions(versions)
+    # 2. Search: ask the releases bisection (or exhaustive) picks, each once.
     started = time.perf_counter()
     probes: dict[int, BisectProbe] = {}
+    answer = _answerer(
+        target, question, releases, probes, timeout=timeout, use_cache=use_cache, progress=progress
+    )
+    total = len(releases) if exhaustive else planned_probes(len(releases))
+    with progress_bar(total=total, desc=f"bisect {target}", enabled=progress) as bar:
+        for i in search(len(releases), answer, exhaustive=exhaustive):
+            bar.set_postfix_str(f"keras {releases[i]}: {probes[i].outcome}", refresh=False)
+            bar.update(1)
+    # 3. Collect: every probed release's answer (the result names the first change).
+    return BisectResult(
+        spec=spec,
+        versions=releases,
+        probes=tuple(probes.values()),
+        exhaustive=exhaustive,
+        elapsed_s=round(time.perf_counter() - started, 3),
+    )
+
+
+class _Question(TypedDict):
+    """What every release is asked (``dx.probe``'s arguments but the target and engine)."""
+
+    input_dtype: str | Sequence[str]
+    policy: Any
+    backend: str
+    kwargs: dict[str, Any] | None
+    shape: ShapeArg
+    values: str
+    floatx: str | None
+    seed: int
+    mode: str
+
+
+def _check_one_question(target: Any, backend: Any, mode: Any) -> None:
+    """A bisection asks one named target on one backend in one mode."""
+    if not isinstance(target, str):
+        raise InvalidSpecError(
+            "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
+            f"is not rebuilt in other releases); received: {received(target)}"
+        )
+    if not isinstance(backend, str) or backend == backend_names.ALL:
+        raise InvalidSpecError(
+            f"bisect runs on one backend: give its name; received: {received(backend)}"
+        )
+    if not isinstance(mode, str):
+        raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
+
+
+def _answerer(
+    target: str,
+    question: _Question,
+    releases: tuple[str, ...],
+    probes: dict[int, BisectProbe],
+    *,
+    timeout: float | None,
+    use_cache: bool,
+    progress: bool,
+) -> Callable[[int], str]:
+    """``answer(i)``: release ``i``'s outcome, its probe kept in ``probes``; a release that
+    gives no answer from Keras raises :class:`NoAnswerError`."""
 
     def answer(i: int) -> str:
         engine = engine_for(releases[i])
@@ -166,23 +224,12 @@ def bisect(
         probes[i] = BisectProbe(version=releases[i], engine=engine, result=result)
         return result.outcome
 
-    total = len(releases) if exhaustive else planned_probes(len(releases))
-    with progress_bar(total=total, desc=f"bisect {target}", enabled=progress) as bar:
-        for i in search(len(releases), answer, exhaustive=exhaustive):
-            bar.set_postfix_str(f"keras {releases[i]}: {probes[i].outcome}", refresh=False)
-            bar.update(1)
-    return BisectResult(
-        spec=spec,
-        versions=releases,
-        probes=tuple(probes.values()),
-        exhaustive=exhaustive,
-        elapsed_s=round(time.perf_counter() - started, 3),
-    )
+    return answer
 
 
 def _ask(
     target: str,
-    question: dict[str, Any],
+    question: _Question,
     engine: str | None,
     *,
     timeout: float | None,
@@ -360,35 +407,3 @@ def _release_range(text: str) -> tuple[str, ...]:
             f"received: {received(text)}"
         )
     return tuple(str(v) for v in chosen)
-
-
-@functools.cache
-def index_releases(package: str = "keras") -> tuple[str, ...]:
-    """Every release of ``package`` the package index lists (``pip index versions``, with
-    pip's own configuration: index URL, proxies, certificates). Asked once per process.
-
-    Raises:
-        PackageIndexError: pip could not list them (offline, or the index is unreachable).
-
-    >>> "3.12.0" in index_releases()                                    # doctest: +SKIP
-    True
-    """
-    command = [sys.executable, "-m", "pip", "index", "versions", package]
-    command += ["--disable-pip-version-check", "--no-input"]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise PackageIndexError(
-            f"could not list the {package} releases from the package index: {error}"
-        ) from None
-    match = re.search(r"^Available versions:\s*(.+)$", done.stdout, flags=re.MULTILINE)
-    if done.returncode != 0 or match is None:
-        lines = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
-        said = lines[-1] if lines else (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PackageIndexError(
-            f"could not list the {package} releases from the package index (offline, or the "
-            f"index is unreachable; pip's configuration sets which index): {said}"
-        )
-    return tuple(v.strip() for v in match.group(1).split(",") if v.strip())

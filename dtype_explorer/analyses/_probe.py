@@ -21,6 +21,7 @@ from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     ProbeResult,
     ProbeSet,
+    ProbeSpec,
     check_engine_backend,
     engine_spec,
 )
@@ -120,19 +121,16 @@ def probe(
     >>> old.output_dtype, old.versions["keras"]                        # doctest: +SKIP
     ('int64', '3.11.3')
     """
+    # 1. Validate: the time limit, the engine and the backends it runs on, the modes.
     timeout = pool.time_limit(timeout)
     engine = engine_spec(engine)
-    if engine is not None and backend is None:
-        backend = engine_backend(engine)
-    if engine is not None and engine.startswith("tf_keras") and backend == backend_names.ALL:
-        backend = [TF_KERAS_BACKEND]  # every backend Keras 2 runs on: a ProbeSet of one
+    backend = _engine_default(engine, backend)
     backends = resolve_backends(backend)
     if engine is not None:
         for b in backends:
             check_engine_backend(engine, b)  # before anything is installed
-    modes = [mode] if isinstance(mode, str) else list(mode) if _is_list(mode) else [mode]
-    if not modes:
-        raise InvalidSpecError("mode: give a mode name or a non-empty list of them")
+    modes = _modes(mode)
+    # 2. Plan: one spec per backend and mode (each checked: a bad question fails here).
     specs = [
         make_spec(
             target,
@@ -153,20 +151,54 @@ def probe(
     ]
     custom = None if isinstance(target, str) else target
     several = not isinstance(mode, str)
+    # 3. Run: in this process (backend=None), else in the backends' workers.
     if backend is None:
         if not several:
             return run_probe(specs[0], target=custom)
         return ProbeSet(results=tuple(run_probe(s, target=custom) for s in specs))
+    results = _in_workers(specs, custom, engine, timeout=timeout, use_cache=use_cache)
+    # 4. Collect: one backend by name in one mode is a result; anything more, a ProbeSet.
+    if isinstance(backend, str) and backend != "all" and not several:
+        return results[0]
+    return ProbeSet(results=tuple(results))
 
+
+def _engine_default(
+    engine: str | None, backend: str | Sequence[str] | None
+) -> str | Sequence[str] | None:
+    """The backends an engine runs on: the one it defaults to (``backend=None``: an engine
+    never runs in this process), and Keras 2's only one for ``"all"``."""
+    if engine is not None and backend is None:
+        backend = engine_backend(engine)
+    if engine is not None and engine.startswith("tf_keras") and backend == backend_names.ALL:
+        backend = [TF_KERAS_BACKEND]  # every backend Keras 2 runs on: a ProbeSet of one
+    return backend
+
+
+def _modes(mode: str | Sequence[str]) -> list[Any]:
+    """``mode`` as a non-empty list (each name is checked by ``make_spec``)."""
+    modes = [mode] if isinstance(mode, str) else list(mode) if _is_list(mode) else [mode]
+    if not modes:
+        raise InvalidSpecError("mode: give a mode name or a non-empty list of them")
+    return modes
+
+
+def _in_workers(
+    specs: list[ProbeSpec],
+    custom: Any,
+    engine: str | None,
+    *,
+    timeout: float | None,
+    use_cache: bool,
+) -> list[ProbeResult]:
+    """Every spec answered by its backend's workers, all at once (the engine created first,
+    with progress; a custom layer pickled once for every backend)."""
     engines.ensure(engine)  # created on first use, with progress
     payload = pool.target_payload(custom) if custom is not None else None
     futures = [
         pool.submit(s, target_payload=payload, timeout=timeout, use_cache=use_cache) for s in specs
     ]
-    results = [f.result() for f in futures]
-    if isinstance(backend, str) and backend != "all" and not several:
-        return results[0]
-    return ProbeSet(results=tuple(results))
+    return [f.result() for f in futures]
 
 
 def _is_list(value: Any) -> bool:

@@ -110,29 +110,22 @@ def promotion_table(
     >>> t.cell("int8", "uint8").shown                                     # doctest: +SKIP
     'int16'
     """
+    # 1. Validate: the time limit, the engine (Keras 3: ops), the op and the grid's axes.
     timeout = pool.time_limit(timeout)
-    engine = engine_spec(engine)
-    if engine is not None and engine.startswith("tf_keras"):
-        raise InvalidSpecError(
-            "keras.ops has no counterpart in Keras 2 (tf_keras): promotion tables take "
-            f"engine=None or 'keras==3.X.Y'; received: engine={engine!r}"
-        )
+    engine = _ops_engine(engine)
     entry = _op_entry(op)
     names = _dtypes(dtypes)
     chosen = installed(backends)
     libraries = _references(references)
-    if floatx is None:
-        import keras
-
-        floatx = keras.config.floatx()
-    if floatx not in FLOATX:
-        raise unknown("floatx", floatx, FLOATX)
+    floatx = _floatx(floatx)
+    # 2. Plan: every dtype (unary) or pair of dtypes, and the operands each stands for.
     arity = 1 if entry.arity == 1 else 2
     if arity == 1:
         pairs = [(name, UNARY) for name in names]
     else:
         pairs = [(lhs, rhs) for lhs in names for rhs in names]
     operands = [_operands(entry, lhs, rhs) for lhs, rhs in pairs]
+    # 3. Run: the references in their libraries' workers, beside Keras's probes.
     engines.ensure(engine, progress=progress)  # created on first use
     pending = {lib: _reference_future(lib, entry, tuple(operands)) for lib in libraries}
     specs = [
@@ -144,6 +137,7 @@ def promotion_table(
         specs, timeout=timeout, use_cache=use_cache, progress=progress, desc=entry.name
     )
     answers = {lib: _answers_or_failure(lib, future, len(pairs)) for lib, future in pending.items()}
+    # 4. Collect: Keras's answers and each reference's, by pair.
     return PromotionTable(
         op=entry.name,
         floatx=floatx,
@@ -159,6 +153,28 @@ def promotion_table(
         reference_paths={lib: entry.references.get(lib) for lib in libraries},
         engine=engine,
     )
+
+
+def _ops_engine(engine: str | None) -> str | None:
+    """``engine`` checked to have ``keras.ops``: the installed Keras or a Keras 3 release."""
+    engine = engine_spec(engine)
+    if engine is not None and engine.startswith("tf_keras"):
+        raise InvalidSpecError(
+            "keras.ops has no counterpart in Keras 2 (tf_keras): promotion tables take "
+            f"engine=None or 'keras==3.X.Y'; received: engine={engine!r}"
+        )
+    return engine
+
+
+def _floatx(floatx: str | None) -> str:
+    """``floatx`` checked (``None``: this session's ``keras.config.floatx()``)."""
+    if floatx is None:
+        import keras
+
+        floatx = keras.config.floatx()
+    if floatx not in FLOATX:
+        raise unknown("floatx", floatx, FLOATX)
+    return floatx
 
 
 # ------------------------------------------------------------------------------ references

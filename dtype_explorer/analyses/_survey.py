@@ -25,6 +25,8 @@ from dtype_explorer.keras_run import catalog, make_spec, modes_for, validate_pol
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,
+    ProbeResult,
+    ProbeSpec,
     Survey,
     check_engine_backend,
     engine_spec,
@@ -89,6 +91,7 @@ def survey(
     >>> s.cell("Flatten", "uint8").classification                        # doctest: +SKIP
     'keeps-input'
     """
+    # 1. Validate: the time limit, the cluster, the axes, the engine's backends, the modes.
     timeout = pool.time_limit(timeout)
     client = None if cluster is None else check_client(cluster)
     names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
@@ -98,10 +101,8 @@ def survey(
     chosen = installed(backends)
     for b in chosen:
         check_engine_backend(engine, b)
-    mode_names = tuple(dict.fromkeys(_listed(modes, ("call",), "modes")))
-    for m in mode_names:
-        if m not in MODES:
-            raise unknown("mode", m, MODES)
+    mode_names = _modes(modes)
+    # 2. Plan: one spec per cell and mode that applies to its target on its backend.
     specs = [
         make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine)
         for t in names
@@ -111,16 +112,12 @@ def survey(
         for m in mode_names
         if m == "call" or m in modes_for(t, backend=b)
     ]
+    # 3. Run: through this machine's pool, or partitioned over the cluster's workers.
     engines.ensure(engine, progress=progress)  # created on first use
     started = time.perf_counter()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    if client is None:
-        results = run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
-    else:
-        with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
-            results = run_on_cluster(
-                client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
-            )
+    results = _answers(specs, client, timeout=timeout, use_cache=use_cache, progress=progress)
+    # 4. Collect: the answers and the axes they cover.
     return Survey(
         targets=names,
         input_dtypes=dtype_names,
@@ -134,6 +131,27 @@ def survey(
         results=tuple(results),
         engine=engine,
     )
+
+
+def _modes(modes: Sequence[str] | None) -> tuple[str, ...]:
+    """The modes a survey runs (default ``("call",)``), each once and checked."""
+    names = tuple(dict.fromkeys(_listed(modes, ("call",), "modes")))
+    for m in names:
+        if m not in MODES:
+            raise unknown("mode", m, MODES)
+    return names
+
+
+def _answers(
+    specs: list[ProbeSpec], client: Any, *, timeout: float | None, use_cache: bool, progress: bool
+) -> list[ProbeResult]:
+    """Every spec answered, in order: by this machine's pool, or by ``client``'s workers."""
+    if client is None:
+        return run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
+    with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
+        return run_on_cluster(
+            client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
+        )
 
 
 def resolve(

@@ -22,10 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
 import os
-import re
-import stat
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,8 +32,30 @@ import typer
 
 from dtype_explorer import analyses, views
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
-from dtype_explorer.records import Atlas, ProbeSet
+from dtype_explorer.frontends._cli_options import (
+    BackendOption,
+    CallKwargsOption,
+    EngineOption,
+    FloatxOption,
+    InputDtypeOption,
+    JsonOption,
+    KwargsOption,
+    ModesOption,
+    NoCacheOption,
+    PolicyOption,
+    ProbeTimeoutOption,
+    ShapeOption,
+    TraceOption,
+    ValuesOption,
+    json_option,
+    model_file,
+    names,
+    one_line,
+    out_path,
+    shape_option,
+    timeout_option,
+)
+from dtype_explorer.records import Atlas, ProbeResult, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
@@ -44,10 +63,6 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-#: Suffixes ``keras.saving.load_model`` reads.
-MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
-#: The longest error line printed.
-MAX_LINE = 400
 _state = {"debug": False, "verbose": False}
 
 
@@ -132,18 +147,8 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _split(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
-
-
-def _line(error: BaseException | str) -> str:
-    """An error as one line, cut to ``MAX_LINE`` characters."""
-    text = re.sub(r"\s+", " ", str(error)).strip() or type(error).__name__
-    return text if len(text) <= MAX_LINE else text[:MAX_LINE] + " ..."
-
-
 def _fail(error: BaseException | str, code: int = 2) -> None:
-    typer.secho(f"error: {_line(error)}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {one_line(error)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
@@ -169,179 +174,92 @@ def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
-def _timeout(value: float | None) -> float | None:
-    if value is not None and (math.isnan(value) or value <= 0):
-        raise InvalidSpecError(
-            f"--timeout must be a positive number of seconds (inf: no limit); received: {value}"
-        )
-    return value
-
-
-def _names(option: str, value: str | None) -> list[str] | None:
-    names = _split(value)
-    if names is not None and not names:
-        raise InvalidSpecError(f"{option} names nothing; received: {received(value)}")
-    return names
-
-
-def _out_path(out: Path, suffixes: tuple[str, ...]) -> Path:
-    """``out`` checked before any work: a writable file in an existing folder, by suffix."""
-    if out.suffix.lower() not in suffixes:
-        raise InvalidSpecError(
-            f"--out must end in {' or '.join(suffixes)}; received: {received(str(out))}"
-        )
-    if out.is_dir():
-        raise InvalidSpecError(f"--out is a folder, not a file: {received(str(out))}")
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        raise InvalidSpecError(f"--out: no such folder {received(str(folder))}")
-    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise InvalidSpecError(f"--out: cannot write {received(str(out))}")
-    return out
-
-
-def _model_file(path: Path) -> Path:
-    """``path`` checked to be a regular file Keras can read (never a FIFO or a device: reading
-    one would block or never end)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        raise InvalidSpecError(f"no such file: {received(str(path))}") from None
-    if not stat.S_ISREG(mode):
-        raise InvalidSpecError(
-            f"not a regular file (a folder, FIFO or device): {received(str(path))}; "
-            f"give a saved model ({', '.join(MODEL_SUFFIXES)})"
-        )
-    if path.suffix.lower() not in MODEL_SUFFIXES:
-        raise InvalidSpecError(
-            f"{received(str(path))} is not a saved Keras model: expected "
-            f"{', '.join(MODEL_SUFFIXES)}"
-        )
-    return path
-
-
-def _json_option(option: str, text: str) -> Any:
-    """An option's JSON text, parsed; a clear error when it is not JSON."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise InvalidSpecError(f"{option} nest deeper than {MAX_KWARGS_DEPTH} levels") from None
-    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
-        raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
-
-
-#: ``--engine`` on every command that asks Keras a question.
-EngineOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use from "
-        "the package index) or tf_keras (Keras 2, tensorflow only; not for table and check, "
-        "which need keras.ops or Keras 3 layers); default: the installed Keras."
-    ),
-]
-
-
 @app.command()
 @_user_errors
 def probe(
     target: Annotated[
         str, typer.Argument(help="Layer class name (Dense) or ops.<name> (ops.add).")
     ],
-    input_dtype: Annotated[
-        str | None,
-        typer.Option(
-            help="Input dtype; comma-separated for several inputs (default float32, or the "
-            "dtypes of --values given as JSON)."
-        ),
-    ] = None,
-    policy: Annotated[
-        str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")
-    ] = "float32",
-    backend: Annotated[
-        str, typer.Option(help="jax, tensorflow, torch, numpy, a comma list, or all.")
-    ] = "all",
-    kwargs: Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")] = "{}",
-    shape: Annotated[
-        str | None, typer.Option(help="Input shape, e.g. 2,8,3 (batch first).")
-    ] = None,
-    values: Annotated[
-        str,
-        typer.Option(
-            help="Value preset (default, image, large, tiny, edge), or your values as a JSON "
-            "list, one per input: '[[2, 3], [-1, -2]]'."
-        ),
-    ] = "default",
-    floatx: Annotated[
-        str | None, typer.Option(help="Run under keras.config.set_floatx(...).")
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(help="Seconds per backend before giving up (default: the pool's, 60)."),
-    ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
-    trace: Annotated[
-        bool,
-        typer.Option(
-            "--trace", help="Show every op of the call: dtypes, the line that ran it, links."
-        ),
-    ] = False,
-    mode: Annotated[
-        str,
-        typer.Option(
-            help="How it runs: call, training, model, predict, fit, dataset; a comma list."
-        ),
-    ] = "call",
-    call_kwargs: Annotated[
-        str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
-    ] = "{}",
+    input_dtype: InputDtypeOption = None,
+    policy: PolicyOption = "float32",
+    backend: BackendOption = "all",
+    kwargs: KwargsOption = "{}",
+    shape: ShapeOption = None,
+    values: ValuesOption = "default",
+    floatx: FloatxOption = None,
+    timeout: ProbeTimeoutOption = None,
+    no_cache: NoCacheOption = False,
+    as_json: JsonOption = False,
+    trace: TraceOption = False,
+    mode: ModesOption = "call",
+    call_kwargs: CallKwargsOption = "{}",
     engine: EngineOption = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
-    parsed_kwargs = _json_option("--kwargs", kwargs)
-    parsed_call_kwargs = _json_option("--call-kwargs", call_kwargs)
-    given = _json_option("--values", values) if values.lstrip().startswith("[") else values
-    dtype_names = _names("--input-dtype", input_dtype) if input_dtype is not None else None
-    backends = backend if backend == "all" else _names("--backend", backend)
-    dims = _names("--shape", shape)
-    try:
-        parsed_shape = tuple(int(d) for d in dims) if dims is not None else None
-    except ValueError:
-        raise InvalidSpecError(
-            f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
-        ) from None
-    with _worker_output(backends):
+    # 1. Parse: every option's text, checked before any work.
+    question = _probe_question(input_dtype, backend, kwargs, shape, values, mode, call_kwargs)
+    # 2. Run: every backend (and mode) asked, their workers' output shown with --verbose.
+    with _worker_output(question["backend"]):
         outcome = analyses.probe(
             target,
-            input_dtype=tuple(dtype_names or ()) if dtype_names is not None else None,
+            **question,
             policy=policy,
-            backend=backends,
-            kwargs=parsed_kwargs,
-            shape=parsed_shape,
-            values=given,
             floatx=floatx,
-            mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
-            call_kwargs=parsed_call_kwargs,
             engine=engine,
-            timeout=_timeout(timeout),
+            timeout=timeout_option(timeout),
             use_cache=not no_cache,
         )
+    # 3. Print: each result (JSON or text), then the verdict across them.
     results = list(outcome) if isinstance(outcome, ProbeSet) else [outcome]
-    if as_json:
-        typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
-    else:
-        for result in results:
-            typer.echo(views.format_result(result, trace=trace, detail=trace))
-            typer.echo("")
-        if isinstance(outcome, ProbeSet) and len(outcome) > 1:
-            typer.echo(f"across {outcome.axis}: {outcome.verdict}")
-            part = outcome.first_divergence() if trace else None
-            if part is not None:
-                typer.echo(part.text())
+    _print_probe(outcome, results, as_json=as_json, trace=trace)
+    # 4. Exit: 1 when a backend gave no answer from Keras.
     failed = [r for r in results if r.status in ("invalid", "timeout", "crashed")]
     if failed:
         named = ", ".join(f"{r.backend}: {r.status}" for r in failed)
         _fail(f"no answer from Keras on {named} (see above)", 1)
+
+
+def _probe_question(
+    input_dtype: str | None,
+    backend: str,
+    kwargs: str,
+    shape: str | None,
+    values: str,
+    mode: str,
+    call_kwargs: str,
+) -> dict[str, Any]:
+    """``probe``'s options parsed into ``analyses.probe``'s arguments (JSON, comma lists)."""
+    parsed_kwargs = json_option("--kwargs", kwargs)
+    parsed_call_kwargs = json_option("--call-kwargs", call_kwargs)
+    given = json_option("--values", values) if values.lstrip().startswith("[") else values
+    dtype_names = names("--input-dtype", input_dtype) if input_dtype is not None else None
+    backends = backend if backend == "all" else names("--backend", backend)
+    parsed_shape = shape_option(shape)
+    return {
+        "input_dtype": tuple(dtype_names or ()) if dtype_names is not None else None,
+        "backend": backends,
+        "kwargs": parsed_kwargs,
+        "shape": parsed_shape,
+        "values": given,
+        "mode": mode if "," not in mode else tuple(names("--mode", mode) or ()),
+        "call_kwargs": parsed_call_kwargs,
+    }
+
+
+def _print_probe(
+    outcome: ProbeResult | ProbeSet, results: list[ProbeResult], *, as_json: bool, trace: bool
+) -> None:
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
+        return
+    for result in results:
+        typer.echo(views.format_result(result, trace=trace, detail=trace))
+        typer.echo("")
+    if isinstance(outcome, ProbeSet) and len(outcome) > 1:
+        typer.echo(f"across {outcome.axis}: {outcome.verdict}")
+        part = outcome.first_divergence() if trace else None
+        if part is not None:
+            typer.echo(part.text())
 
 
 @app.command()
@@ -362,13 +280,13 @@ def survey(
     engine: EngineOption = None,
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
-    _out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
+    out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
     with _framework_output_to_log():
         result = analyses.survey(
-            targets=_names("--targets", targets),
-            input_dtypes=_names("--input-dtypes", input_dtypes),
-            policies=_names("--policies", policies),
-            backends=_names("--backends", backends),
+            targets=names("--targets", targets),
+            input_dtypes=names("--input-dtypes", input_dtypes),
+            policies=names("--policies", policies),
+            backends=names("--backends", backends),
             engine=engine,
         )
         result.save(out)
@@ -397,8 +315,8 @@ def table(
     with _framework_output_to_log():
         result = analyses.promotion_table(
             op=op,
-            dtypes=_names("--dtypes", dtypes),
-            backends=_names("--backends", backends),
+            dtypes=names("--dtypes", dtypes),
+            backends=names("--backends", backends),
             floatx=floatx,
             engine=engine,
         )
@@ -426,8 +344,8 @@ def check(
     engine: EngineOption = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
-    _model_file(model_path)
-    requested = _names("--backends", backends)
+    model_file(model_path)
+    requested = names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with _framework_output_to_log():
         import keras
@@ -439,7 +357,7 @@ def check(
                 raise
             raise InvalidSpecError(
                 f"could not load {received(str(model_path))} as a Keras model: "
-                f"{type(error).__name__}: {_line(error)}"
+                f"{type(error).__name__}: {one_line(error)}"
             ) from None
         report = analyses.check_model(
             model, policy=policy, backends=requested, mode=mode, engine=engine
@@ -464,13 +382,11 @@ def bisect(
         str,
         typer.Option("--input-dtype", "--dtype", help="Input dtype; comma-separated for several."),
     ] = "float32",
-    policy: Annotated[
-        str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")
-    ] = "float32",
+    policy: PolicyOption = "float32",
     backend: Annotated[str, typer.Option(help="One backend: jax, tensorflow, torch, numpy.")] = (
         "numpy"
     ),
-    kwargs: Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")] = "{}",
+    kwargs: KwargsOption = "{}",
     mode: Annotated[
         str, typer.Option(help="How it runs: call, training, model, predict, fit, dataset.")
     ] = "call",
@@ -481,15 +397,15 @@ def bisect(
     timeout: Annotated[
         float | None, typer.Option(help="Seconds per probe before giving up.")
     ] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    no_cache: NoCacheOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Find the first Keras release where a probe's answer changed (bisecting the releases)."""
-    parsed_kwargs = _json_option("--kwargs", kwargs)
+    parsed_kwargs = json_option("--kwargs", kwargs)
     with _worker_output(backend):
         result = analyses.bisect(
             target,
-            tuple(_names("--input-dtype", input_dtype) or ()),
+            tuple(names("--input-dtype", input_dtype) or ()),
             policy,
             backend,
             versions=versions,
@@ -497,7 +413,7 @@ def bisect(
             mode=mode,
             exhaustive=exhaustive,
             progress=not as_json and sys.stderr.isatty(),
-            timeout=_timeout(timeout),
+            timeout=timeout_option(timeout),
             use_cache=not no_cache,
         )
     typer.echo(result.to_json(indent=2) if as_json else str(result))
@@ -546,13 +462,13 @@ def atlas_build(
     try:
         with _framework_output_to_log():
             atlas = analyses.build_atlas(
-                targets=_names("--targets", targets),
-                input_dtypes=_names("--input-dtypes", input_dtypes),
-                policies=_names("--policies", policies),
-                backends=_names("--backends", backends),
+                targets=names("--targets", targets),
+                input_dtypes=names("--input-dtypes", input_dtypes),
+                policies=names("--policies", policies),
+                backends=names("--backends", backends),
                 engine=engine,
                 out=directory,
-                timeout=_timeout(timeout),
+                timeout=timeout_option(timeout),
                 cluster=client,
                 progress=progress,
             )
@@ -574,7 +490,7 @@ def _client(address: str) -> Any:
         return Client(address, timeout="20s")
     except OSError as error:
         raise InvalidSpecError(
-            f"--cluster: no Dask scheduler answered at {received(address)}: {_line(error)}"
+            f"--cluster: no Dask scheduler answered at {received(address)}: {one_line(error)}"
         ) from None
 
 

@@ -83,7 +83,7 @@ def init(
     An import that hangs (a GPU driver that never answers) ends the worker after
     ``start_timeout`` seconds (``None``: no deadline), its threads' tracebacks written to the
     log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (The
-    user's ``__main__`` is never imported here: see ``pool._WorkerContext``.)
+    user's ``__main__`` is never imported here: see ``_spawn.WorkerContext``.)
     """
     os.environ["KERAS_BACKEND"] = backend
     os.environ.update(GPU_ETIQUETTE)

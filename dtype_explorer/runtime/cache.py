@@ -43,6 +43,8 @@ from dtype_explorer.records import ProbeResult, ProbeSpec
 from dtype_explorer.runtime import engines
 from dtype_explorer.versions import placement, settings, versions
 
+__all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "results"]
+
 ENV_DIR = keras_facts.ENV_DIR
 _lock = threading.Lock()
 _open: diskcache.Cache | None = None

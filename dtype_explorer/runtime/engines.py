@@ -32,8 +32,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -48,7 +46,6 @@ import pydantic
 from tqdm.auto import tqdm
 
 from dtype_explorer import keras_facts
-from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     Engine,
@@ -56,21 +53,42 @@ from dtype_explorer.records import (
     engine_package,
     engine_spec,
 )
+from dtype_explorer.runtime import _index
+from dtype_explorer.runtime._index import (
+    STEP_TIMEOUT,
+    EngineError,
+    PackageIndexError,
+    canon,
+    index_releases,
+)
 from dtype_explorer.versions import library_version
+
+__all__ = [
+    "BASE_DISTRIBUTIONS",
+    "ENV_DIR",
+    "STEP_TIMEOUT",
+    "EngineError",
+    "PackageIndexError",
+    "Progress",
+    "base_versions",
+    "check_backend",
+    "create",
+    "ensure",
+    "get",
+    "index_releases",
+    "list",
+    "remove",
+    "require",
+    "root",
+    "stamp",
+]
 
 #: Where engines live instead of ``<cache dir>/engines`` (tests, a shared team directory).
 ENV_DIR = "DTYPE_EXPLORER_ENGINES_DIR"
 #: The installed libraries an engine is checked against and records (``Engine.base``).
 BASE_DISTRIBUTIONS = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "ml-dtypes")
-#: Seconds pip may take for one step (it retries the index itself; the check imports TF).
-STEP_TIMEOUT = 600.0
 
 Progress = bool | Callable[[str], None]
-
-
-class EngineError(InvalidSpecError):
-    """An engine could not be created or used: offline, no such release, a release that
-    cannot run with the installed backends (naming the versions), or one not created yet."""
 
 
 #: Called with an engine's pinned spec before it is removed (the pool stops its workers).
@@ -196,8 +214,8 @@ def create(
                 return found
             series = _tf_keras_series()
             steps.advance(f"resolving tf_keras=={series}.* for tensorflow {series}")
-            plan = _resolve(f"tf_keras>={series},<{_next_minor(series)}", steps, cancel)
-            version = next(v for n, v in plan if _canon(n) == "tf-keras")
+            plan = _index.resolve(f"tf_keras>={series},<{_next_minor(series)}", steps.line, cancel)
+            version = next(v for n, v in plan if canon(n) == "tf-keras")
         name = f"{package}-{version}"
         where = root()
         final = where / name
@@ -235,29 +253,13 @@ def _build(
         wanted = f"{package}=={version}"
         if plan is None:
             steps.advance(f"resolving {wanted} against the installed packages")
-            plan = _resolve(wanted, steps, cancel)
+            plan = _index.resolve(wanted, steps.line, cancel)
         _refuse_replacements(wanted, package, plan)
-        if not any(_canon(n) == _canon(package) for n, _ in plan):
+        if not any(canon(n) == canon(package) for n, _ in plan):
             plan.append((package, version))  # the installed release itself: layered anyway
         pins = [f"{n}=={v}" for n, v in plan]
         steps.advance(f"installing {' '.join(pins)}")
-        code, tail = _run(
-            [
-                *_pip(),
-                "install",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--progress-bar",
-                "off",
-                "--target",
-                str(tmp / "site"),
-                *pins,
-            ],
-            steps,
-            cancel,
-        )
-        if code != 0:
-            raise _pip_failure(f"cannot install {wanted}", tail)
+        _index.install(pins, tmp / "site", wanted, steps.line, cancel)
         installed_s = time.monotonic() - started
         steps.advance(f"checking that {wanted} imports over the installed backends")
         _check(tmp / "site", package, version, steps, cancel)
@@ -374,126 +376,14 @@ class _Steps:
             self.callback(text)
 
 
-def _pip() -> list[str]:
-    """pip of this interpreter: wheel tags and Requires-Python are the workers' own."""
-    return [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
-
-
-def _run(
-    command: list[str],
-    steps: _Steps,
-    cancel: threading.Event | None,
-    env: dict[str, str] | None = None,
-) -> tuple[int, list[str]]:
-    """Run ``command`` in its own process group, streaming its lines to ``steps``; returns
-    its exit code and last lines. A cancel, a ``KeyboardInterrupt`` or the step timeout kills
-    the whole group (pip and what it started) and raises."""
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-        bufsize=1,
-        start_new_session=True,
-        env=env,
-    )
-    done = threading.Event()
-    deadline = time.monotonic() + STEP_TIMEOUT
-    timed_out = threading.Event()
-
-    def kill() -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-
-    def watch() -> None:
-        while not done.wait(0.05):
-            if time.monotonic() > deadline:
-                timed_out.set()
-            if timed_out.is_set() or (cancel is not None and cancel.is_set()):
-                kill()
-                return
-
-    threading.Thread(target=watch, name="dx-engine-watch", daemon=True).start()
-    tail: list[str] = []
-    try:
-        assert process.stdout is not None
-        for raw in process.stdout:
-            line = raw.rstrip()
-            if not line or "is ignored: it is neither a file nor a directory" in line:
-                continue
-            tail.append(line)
-            del tail[:-40]
-            steps.line(line)
-        code = process.wait()
-    except BaseException:
-        kill()
-        process.wait()
-        raise
-    finally:
-        done.set()
-    if cancel is not None and cancel.is_set():
-        raise KeyboardInterrupt("engine creation cancelled")
-    if timed_out.is_set():
-        raise EngineError(f"{' '.join(command[3:6])}... took over {STEP_TIMEOUT:g} s; stopped")
-    return code, tail
-
-
-def _resolve(requirement: str, steps: _Steps, cancel: threading.Event | None) -> list:
-    """What pip would install for ``requirement`` into the installed environment, which it
-    does not change: the release plus only the dependencies that environment lacks."""
-    with tempfile.TemporaryDirectory(prefix="dx-engine-") as scratch:
-        report = Path(scratch) / "report.json"
-        code, tail = _run(
-            [
-                *_pip(),
-                "install",
-                "--dry-run",
-                "--quiet",
-                "--only-binary=:all:",
-                "--report",
-                str(report),
-                requirement,
-            ],
-            steps,
-            cancel,
-        )
-        if code != 0 or not report.is_file():
-            raise _pip_failure(f"cannot resolve {requirement}", tail)
-        installs = json.loads(report.read_text(encoding="utf-8")).get("install", [])
-        plan = [(i["metadata"]["name"], i["metadata"]["version"]) for i in installs]
-        return [(n, v) for n, v in plan if not _installed_under_another_name(n, v)]
-
-
-#: Distributions that install the same modules under another name: TensorFlow's CPU-only and
-#: platform builds are ``import tensorflow`` too, but pip cannot see that they satisfy a
-#: ``tensorflow`` requirement (tf_keras's), and would plan the full wheel beside them.
-SAME_MODULES = {"tensorflow": ("tensorflow-cpu", "tensorflow-intel", "tensorflow-macos")}
-
-
-def _installed_under_another_name(name: str, version: str) -> bool:
-    """Whether the plan's ``name==version`` is installed under another name of the same
-    modules (tensorflow-cpu for tensorflow) in the same major.minor series."""
-    series = version.split(".")[:2]
-    for other in SAME_MODULES.get(_canon(name), ()):
-        try:
-            installed = metadata.version(other)
-        except metadata.PackageNotFoundError:
-            continue
-        if installed.split(".")[:2] == series:
-            return True
-    return False
-
-
 def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]]) -> None:
     """An engine only adds packages: one whose plan would replace an installed distribution
     (another tensorflow, numpy, ...) cannot run with the installed backends."""
-    installed = {_canon(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
+    installed = {canon(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
     replaced = [
-        f"{n}=={v} (installed: {installed[_canon(n)]})"
+        f"{n}=={v} (installed: {installed[canon(n)]})"
         for n, v in plan
-        if _canon(n) != _canon(package) and _canon(n) in installed
+        if canon(n) != canon(package) and canon(n) in installed
     ]
     if replaced:
         raise EngineError(
@@ -540,7 +430,9 @@ def _check(
     env = dict(os.environ, KERAS_BACKEND="numpy", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
     if package == "tf_keras":
         env["KERAS_BACKEND"] = TF_KERAS_BACKEND
-    code, tail = _run([sys.executable, "-c", _CHECK, str(site), package], steps, cancel, env)
+    code, tail = _index.run(
+        [sys.executable, "-c", _CHECK, str(site), package], steps.line, cancel, env
+    )
     found = [line for line in tail if line.startswith("DX-CHECK ")]
     report = json.loads(found[-1].removeprefix("DX-CHECK ")) if found else None
     ok = (
@@ -562,45 +454,6 @@ def _versions_text() -> str:
     return ", ".join(f"{k} {v}" for k, v in base_versions().items() if v != "missing")
 
 
-def _pip_failure(what: str, tail: list[str]) -> EngineError:
-    """pip's failure in words: offline, no such release (with the closest), or pip's error."""
-    text = "\n".join(tail)
-    errors = [line for line in tail if line.startswith("ERROR")] or tail[-2:]
-    listed = re.search(r"\(from versions: ([^)]*)\)", text)
-    available = [v.strip() for v in listed.group(1).split(",")] if listed else []
-    offline = (
-        any(
-            s in text for s in ("NewConnectionError", "Network is unreachable", "Temporary failure")
-        )
-        or "Could not fetch URL" in text
-        or (listed is not None and available == ["none"])
-    )
-    if offline:
-        return EngineError(
-            f"{what}: the package index could not be reached (offline, or a proxy or index "
-            "setting blocks it). Creating an engine needs the index once; probes on it need "
-            f"no network afterwards. pip said: {' '.join(errors)[:300]}"
-        )
-    if "No matching distribution found" in text:
-        wanted = re.search(r"==\s*([\w.]+)", what)
-        if wanted:
-            major = wanted.group(1).split(".")[0] + "."
-            available = [v for v in available if v.startswith(major)]
-        if wanted and available:
-            try:
-                raise unknown("release", wanted.group(1), available)
-            except InvalidSpecError as exc:
-                close = str(exc)
-            return EngineError(f"{what}: no such release on the package index ({close})")
-        return EngineError(f"{what}: no such release on the package index ({' '.join(errors)})")
-    if "Requires-Python" in text or "requires a different Python" in text:
-        return EngineError(
-            f"{what}: it does not support this Python ({sys.version.split()[0]}): "
-            f"{' '.join(errors)[:300]}"
-        )
-    return EngineError(f"{what}: pip failed: {' '.join(errors)[:400]}")
-
-
 def _tf_keras_series() -> str:
     """``"2.21"``: the tf_keras series matching the installed tensorflow."""
     tf = library_version("tensorflow")
@@ -616,10 +469,6 @@ def _next_minor(series: str) -> str:
 
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
-
-
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _read(path: Path, *, disk: bool = True) -> Engine | None:

@@ -245,7 +245,8 @@ def test_an_older_release_answers_as_raw_keras_of_that_release(keras_3_11_engine
 def test_a_script_whose_main_imports_keras_still_gets_the_engine(keras_3_11_engine, tmp_path):
     """spawn re-imports a script's ``__main__`` in a child before its initializer runs: a
     ``import keras`` there would load the installed Keras before the engine's path is set.
-    Our workers never re-import ``__main__`` (pool._WorkerContext); the answer is 3.11.3's."""
+    Our workers never re-import ``__main__`` (``_spawn.WorkerContext``); the answer is
+    3.11.3's."""
     script = tmp_path / "uses_keras.py"
     script.write_text(
         textwrap.dedent(

@@ -12,6 +12,7 @@ import dtype_explorer as dx
 from dtype_explorer import pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeSpec
+from dtype_explorer.runtime import _sizing
 
 ANSWER_WITHIN = 240
 
@@ -63,10 +64,10 @@ def test_the_default_follows_cores_and_memory(monkeypatch):
     monkeypatch.setitem(pool._config, "workers_per_backend", None)
     default = pool.default_workers_per_backend()
     assert 1 <= default <= pool.MAX_DEFAULT_WORKERS
-    cores_each = pool._cpus() // len(pool.installed_backends())
+    cores_each = _sizing.cpus() // len(pool.installed_backends())
     assert default <= max(1, cores_each)  # never more workers than cores (but one each)
     per_round = sum(pool.WORKER_MIB[b] for b in pool.installed_backends()) << 20
-    assert default == 1 or default * per_round <= pool._available_memory() * pool.MEMORY_SHARE
+    assert default == 1 or default * per_round <= _sizing.available_memory() * pool.MEMORY_SHARE
     pool.configure(workers_per_backend="auto")
     assert pool.workers_per_backend() == default
 

@@ -1,0 +1,166 @@
+"""The command line's options: the ones several commands share, typed once (``Annotated``
+with their help), and the parsing every command's text goes through, checked before any
+work with a one-line error that says what was received.
+
+>>> names("--backends", "jax, numpy"), shape_option("2,8,3")
+(['jax', 'numpy'], (2, 8, 3))
+>>> names("--backends", ",")
+Traceback (most recent call last):
+...
+dtype_explorer.errors.InvalidSpecError: --backends names nothing; received: ','
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
+
+#: Suffixes ``keras.saving.load_model`` reads.
+MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
+#: The longest error line printed.
+MAX_LINE = 400
+
+# ------------------------------------------------------------------------------ options
+
+#: ``--engine`` on every command that asks Keras a question.
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use from "
+        "the package index) or tf_keras (Keras 2, tensorflow only; not for table and check, "
+        "which need keras.ops or Keras 3 layers); default: the installed Keras."
+    ),
+]
+PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")]
+KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
+NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+#: ``probe``'s own options.
+InputDtypeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Input dtype; comma-separated for several inputs (default float32, or the "
+        "dtypes of --values given as JSON)."
+    ),
+]
+BackendOption = Annotated[
+    str, typer.Option(help="jax, tensorflow, torch, numpy, a comma list, or all.")
+]
+ShapeOption = Annotated[str | None, typer.Option(help="Input shape, e.g. 2,8,3 (batch first).")]
+ValuesOption = Annotated[
+    str,
+    typer.Option(
+        help="Value preset (default, image, large, tiny, edge), or your values as a JSON "
+        "list, one per input: '[[2, 3], [-1, -2]]'."
+    ),
+]
+FloatxOption = Annotated[str | None, typer.Option(help="Run under keras.config.set_floatx(...).")]
+ProbeTimeoutOption = Annotated[
+    float | None,
+    typer.Option(help="Seconds per backend before giving up (default: the pool's, 60)."),
+]
+TraceOption = Annotated[
+    bool,
+    typer.Option("--trace", help="Show every op of the call: dtypes, the line that ran it, links."),
+]
+ModesOption = Annotated[
+    str,
+    typer.Option(help="How it runs: call, training, model, predict, fit, dataset; a comma list."),
+]
+CallKwargsOption = Annotated[
+    str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
+]
+
+# ------------------------------------------------------------------------------ parsing
+
+
+def split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
+
+
+def one_line(error: BaseException | str) -> str:
+    """An error as one line, cut to ``MAX_LINE`` characters."""
+    text = re.sub(r"\s+", " ", str(error)).strip() or type(error).__name__
+    return text if len(text) <= MAX_LINE else text[:MAX_LINE] + " ..."
+
+
+def timeout_option(value: float | None) -> float | None:
+    if value is not None and (math.isnan(value) or value <= 0):
+        raise InvalidSpecError(
+            f"--timeout must be a positive number of seconds (inf: no limit); received: {value}"
+        )
+    return value
+
+
+def names(option: str, value: str | None) -> list[str] | None:
+    found = split(value)
+    if found is not None and not found:
+        raise InvalidSpecError(f"{option} names nothing; received: {received(value)}")
+    return found
+
+
+def shape_option(shape: str | None) -> tuple[int, ...] | None:
+    """``--shape``'s comma-separated ints."""
+    dims = names("--shape", shape)
+    try:
+        return tuple(int(d) for d in dims) if dims is not None else None
+    except ValueError:
+        raise InvalidSpecError(
+            f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
+        ) from None
+
+
+def out_path(out: Path, suffixes: tuple[str, ...]) -> Path:
+    """``out`` checked before any work: a writable file in an existing folder, by suffix."""
+    if out.suffix.lower() not in suffixes:
+        raise InvalidSpecError(
+            f"--out must end in {' or '.join(suffixes)}; received: {received(str(out))}"
+        )
+    if out.is_dir():
+        raise InvalidSpecError(f"--out is a folder, not a file: {received(str(out))}")
+    folder = out.parent if str(out.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidSpecError(f"--out: no such folder {received(str(folder))}")
+    if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise InvalidSpecError(f"--out: cannot write {received(str(out))}")
+    return out
+
+
+def model_file(path: Path) -> Path:
+    """``path`` checked to be a regular file Keras can read (never a FIFO or a device: reading
+    one would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise InvalidSpecError(f"no such file: {received(str(path))}") from None
+    if not stat.S_ISREG(mode):
+        raise InvalidSpecError(
+            f"not a regular file (a folder, FIFO or device): {received(str(path))}; "
+            f"give a saved model ({', '.join(MODEL_SUFFIXES)})"
+        )
+    if path.suffix.lower() not in MODEL_SUFFIXES:
+        raise InvalidSpecError(
+            f"{received(str(path))} is not a saved Keras model: expected "
+            f"{', '.join(MODEL_SUFFIXES)}"
+        )
+    return path
+
+
+def json_option(option: str, text: str) -> Any:
+    """An option's JSON text, parsed; a clear error when it is not JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise InvalidSpecError(f"{option} nest deeper than {MAX_KWARGS_DEPTH} levels") from None
+    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
+        raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
