@@ -12,6 +12,7 @@ from __future__ import annotations
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.keras_run._expect import array_library, resolve_function
+from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
 from dtype_explorer.keras_run._keras2 import run_keras2
 from dtype_explorer.keras_run._keras_state import (
     KERAS_STATE_LOCK,
@@ -92,6 +93,7 @@ __all__ = [
     "op_trace",
     "policy_clone",
     "preserved_keras_state",
+    "read_facts",
     "reference_dtype",
     "resolve_function",
     "restore_settings",
@@ -107,4 +109,5 @@ __all__ = [
     "variables_kept",
     "worth_value_check",
     "wrapped_entry_points",
+    "write_facts_snapshot",
 ]
