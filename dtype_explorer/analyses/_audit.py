@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer import backends as backend_names
 from dtype_explorer.analyses import _audit_engine, _audit_reprobe, _audit_rules, _audit_rules_across
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
 from dtype_explorer.keras_run import (
@@ -534,7 +535,10 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport |
 
 
 def _requested_backends(backends: str | list[str] | None) -> list[str]:
+    """The backends to re-probe on, checked by ``backends.names`` (through ``pool.usable``):
+    ``"all"``, one name, a list, or the magic's comma-separated text (``--backends jax,torch``)."""
     if backends is None:
         return []
-    names = backends.split(",") if isinstance(backends, str) and backends != "all" else backends
-    return pool.usable(names)
+    if isinstance(backends, str) and backends != backend_names.ALL:
+        backends = backends.split(",")
+    return pool.usable(backends)
