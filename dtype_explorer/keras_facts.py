@@ -9,7 +9,9 @@ directory (:func:`cache_dir`, shared with the result cache), written by the firs
 has Keras imported (a worker after it imports its backend, an in-process probe, or, when none
 has yet, one short quiet ``python`` run on the numpy backend). Every fact in it came from Keras:
 ``ALLOWED_DTYPES`` as Keras lists it, and each policy name's acceptance as
-``keras.dtype_policies.get`` decided it.
+``keras.dtype_policies.get`` decided it. Reading them from Keras is the engine's work
+(``keras_run._facts``, which installs its reader here with :func:`set_reader` when it is
+imported): this module stores and reads the snapshot, and imports no Keras internals.
 
 A policy name the snapshot does not list is decided by Keras's own rule as its code states it
 (``keras/src/dtype_policies``): a name that starts with a quantization mode (``int8``,
@@ -36,6 +38,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +50,12 @@ ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
 FORMAT = 1
 #: The longest a quiet snapshot run may take before Keras is imported in this process instead.
 _SNAPSHOT_TIMEOUT = 120.0
-#: Policy names Keras accepts beyond dtype names (``DTypePolicy._parse_name``).
-_MIXED = ("mixed_float16", "mixed_bfloat16")
 #: The snapshots this process made, by Keras version.
 _made: dict[str | None, dict[str, Any]] = {}
+#: Reads the facts from this process's Keras (``keras_run``'s, installed by :func:`set_reader`).
+_reader: list[Callable[[], dict[str, Any]]] = []
+#: What the quiet snapshot run executes: the engine reads Keras and stores the snapshot.
+_SNAPSHOT_CODE = "from dtype_explorer.keras_run import write_facts_snapshot; write_facts_snapshot()"
 
 
 def cache_dir() -> Path:
@@ -121,12 +126,14 @@ def policy_accepted(name: str) -> bool:
         or "torch" in name
         or "jax.numpy" in name
     ):
-        return _ask_keras(name)
+        return keras_accepts(name)
     return False  # not a dtype, not mixed_*, not quantized: standardize_dtype refuses it
 
 
 @functools.cache
-def _ask_keras(name: str) -> bool:
+def keras_accepts(name: str) -> bool:
+    """Whether ``keras.dtype_policies.get(name)`` (Keras's public API, imported here) accepts
+    the policy name ``name``: the fact the snapshot records for every name it lists."""
     import keras
 
     # Keras before 3.3 (an engine's release) has no keras.dtype_policies.get
@@ -154,7 +161,7 @@ def facts() -> dict[str, Any]:
     if version in _made:  # made here before; its file is gone or was spoilt since
         _write(_made[version])
         return _made[version]
-    if "keras" not in sys.modules and _run_snapshot_process():
+    if ("keras" not in sys.modules or not _reader) and _run_snapshot_process():
         cached = _read(snapshot_path(version), version)
         if cached is not None:
             return cached
@@ -202,34 +209,46 @@ def _valid(data: Any) -> bool:
     )
 
 
+def set_reader(read: Callable[[], dict[str, Any]]) -> None:
+    """Install the function that reads the facts from this process's Keras: ``read()`` returns
+    ``allowed_dtypes``, ``quantization_modes`` and ``policies`` (the engine's, which imports
+    Keras's internals for them)."""
+    _reader[:] = [read]
+
+
 def write_snapshot() -> dict[str, Any]:
-    """Ask the Keras of this process (imported here if it is not yet) for the facts, and write
-    them to :func:`snapshot_path` unless an identical snapshot is there (a directory that
+    """Ask the Keras of this process (imported here if it is not yet) for the facts, through
+    the engine's reader (:func:`set_reader`), and :func:`store` them.
+
+    Returns:
+        The snapshot as a dict.
+    """
+    if not _reader:
+        raise RuntimeError(
+            "no reader of Keras's facts is installed: import dtype_explorer.keras_run (it "
+            "installs one), or let keras_facts.facts() make the snapshot in a short run"
+        )
+    return store(_reader[0]())
+
+
+def store(read: dict[str, Any]) -> dict[str, Any]:
+    """Make the snapshot of the installed Keras from the facts ``read`` from it
+    (``allowed_dtypes``, ``quantization_modes``, ``policies``), keep it for this process and
+    write it to :func:`snapshot_path` unless an identical snapshot is there (a directory that
     cannot be written is left alone).
 
     Returns:
         The snapshot as a dict.
     """
-    from keras.src.backend.common import dtypes as keras_dtypes
-    from keras.src.dtype_policies import dtype_policy
-
-    allowed = list(keras_dtypes.ALLOWED_DTYPES)
-    modes = list(getattr(dtype_policy, "QUANTIZATION_MODES", ()))  # none before Keras 3.4
-    python = getattr(keras_dtypes, "PYTHON_DTYPES_MAP", {})  # not in Keras 3.1 (an engine)
-    plain = [*_MIXED, *allowed, *(k for k in python if isinstance(k, str))]
-    policies = {name: _ask_keras(name) for name in plain}
-    sources = [name for name in plain if policies[name]]
-    for mode in modes:
-        for source in sources:
-            name = f"{mode}_from_{source}"
-            policies[name] = _ask_keras(name)
     data = {
         "format": FORMAT,
         "keras": keras_version(),
-        "allowed_dtypes": allowed,
-        "quantization_modes": modes,
-        "policies": policies,
+        "allowed_dtypes": list(read["allowed_dtypes"]),
+        "quantization_modes": list(read["quantization_modes"]),
+        "policies": dict(read["policies"]),
     }
+    if not _valid(data):
+        raise ValueError(f"not a snapshot of Keras's facts; received keys {sorted(read)}")
     _made[data["keras"]] = data  # kept even where the directory cannot be written
     _write(data)
     return data
@@ -261,10 +280,9 @@ def _run_snapshot_process() -> bool:
         ENV_DIR: str(cache_dir()),
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
-    code = "from dtype_explorer import keras_facts; keras_facts.write_snapshot()"
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code],
+            [sys.executable, "-c", _SNAPSHOT_CODE],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -282,8 +300,11 @@ __all__ = [
     "allowed_dtypes",
     "cache_dir",
     "facts",
+    "keras_accepts",
     "keras_version",
     "policy_accepted",
+    "set_reader",
     "snapshot_path",
+    "store",
     "write_snapshot",
 ]

@@ -1,36 +1,56 @@
 """The audit's rules: from the recorded dtype flow of a model to findings, each with a fix.
 
-Every rule reads the :class:`~dtype_explorer.records.LayerCall` records of one real forward
-pass; ``divergences`` re-runs odd-dtype layers on other backends through the worker pool.
+Every rule is a pure function of records: the :class:`~dtype_explorer.records.LayerCall`
+records of one real forward pass and an :class:`AuditedModel` (what the rules need to know of
+the model that ran), never Keras itself; the findings across modes and backends are in
+:mod:`dtype_explorer.analyses._audit_rules_across`. Keras ran before: the pass itself
+(``keras_run.ModelTracer``), the reference re-runs (``keras_run.layer_values_wrong``) and the
+answers of ``result_type`` (:func:`result_type_questions`, asked by the audit).
+
+>>> from dtype_explorer.records import LayerCall, TensorInfo
+>>> call = LayerCall(path="m/dense", layer_class="Dense", depth=1, policy="float32",
+...                  compute_dtype="float32", variable_dtype="float32",
+...                  given=(TensorInfo(dtype="float64", shape=(2, 3)),),
+...                  received=(TensorInfo(dtype="float32", shape=(2, 3)),))
+>>> [f.kind for f in find([call], model=AuditedModel(name="m", policy="float32"), policy="float32")]
+['silent-downcast']
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Iterator
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
-
-import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
-from dtype_explorer.keras_run import catalog, check_values, error_limit, make_spec, reference_dtype
-from dtype_explorer.records import (
-    SEVERITIES,
-    Finding,
-    FitReport,
-    LayerCall,
-    PredictReport,
-    ProbeSet,
-    TraceStep,
-)
-from dtype_explorer.runtime import pool
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
 
-HALF = ("float16", "bfloat16")
+#: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
+HALF = tuple(d for d in dtypes.FAMILIES["float"] if dtypes.bits(d) == 16)
 _TO_FLOAT32 = 'x = keras.layers.Activation("linear", dtype="float32")(x)   # cast x to float32\n'
 
 
-def find(calls: list[LayerCall], *, model: Any, policy: str) -> list[Finding]:
+@dataclasses.dataclass(frozen=True)
+class AuditedModel:
+    """What the rules need to know of the model that ran, beside its calls.
+
+    ``policy``: its own dtype policy's name; ``optimizer``: the class name of the optimizer it
+    is compiled with (``None``: not compiled); ``loss_scaled``: that optimizer is a
+    ``LossScaleOptimizer``; ``result_types``: Keras's ``result_type`` on ``backend`` for each
+    of :func:`result_type_questions`.
+    """
+
+    name: str
+    policy: str
+    backend: str = ""
+    optimizer: str | None = None
+    loss_scaled: bool = False
+    result_types: Mapping[tuple[str, ...], str] = dataclasses.field(default_factory=dict)
+
+
+def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Finding]:
     """Every finding the recorded calls support (one per kind and layer). ``model`` is the one
     that ran (under ``policy=`` an uncompiled clone); ``policy`` the one it is meant to run
     under (its own, or the one it was cloned under)."""
@@ -43,7 +63,7 @@ def find(calls: list[LayerCall], *, model: Any, policy: str) -> list[Finding]:
         _float16_outputs,
         _overflows,
         lambda c: _no_loss_scaling(c, model),
-        _rules_disagree,
+        lambda c: _rules_disagree(c, model),
     )
     return _unique(f for rule in rules for f in rule(calls))
 
@@ -258,15 +278,12 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
         )
 
 
-def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
-    import keras
-
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is None or isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+def _no_loss_scaling(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:
+    if model.optimizer is None or model.loss_scaled:
         return
     if not any(c.compute_dtype == "float16" for c in calls):
         return
-    name = type(optimizer).__name__
+    name = model.optimizer
     yield Finding(
         kind="no-loss-scaling",
         severity="warning",
@@ -274,7 +291,7 @@ def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
         message=(
             f"The model is compiled with {name} and computes in float16, without loss "
             "scaling: small gradients underflow to zero. compile() adds a LossScaleOptimizer "
-            f"only when the model's own policy is mixed_float16 ({model.dtype_policy.name} here)."
+            f"only when the model's own policy is mixed_float16 ({model.policy} here)."
         ),
         fix=(
             f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{name}())\n"
@@ -283,164 +300,31 @@ def _no_loss_scaling(calls: list[LayerCall], model: Any) -> Iterator[Finding]:
     )
 
 
-# --------------------------------------------------------------------------- across modes
+def result_type_questions(calls: list[LayerCall]) -> list[tuple[str, ...]]:
+    """The ``result_type`` arguments :func:`find` needs answered (``AuditedModel.result_types``):
+    for each catalogued layer computing in its compute dtype, its float inputs and that dtype."""
+    return list(dict.fromkeys(q for _, q in _rule_questions(calls)))
 
 
-def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
-    """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
-    output with inf/NaN under predict that the eager call did not have."""
-    if predict.error is not None:
-        where = predict.failed_at or "the model"
-        cause = predict.cause or predict.error
-        also = (
-            f" (model.predict re-raised it as {predict.error.type}: "
-            f"{as_sentence(predict.error.message)})"
-            if cause.type != predict.error.type
-            else ""
-        )
-        yield Finding(
-            kind="mode-divergence",
-            severity="error",
-            path=predict.failed_at or "model.predict",
-            message=(
-                f"Under {predict.execution}, {where} raised {cause.type} where the eager call "
-                f"ran: {as_sentence(cause.message)}{also}"
-            ),
-            fix=(
-                "# inside a compiled function tensors have no values: no float(x), x.numpy()\n"
-                "# or Python `if` on a tensor; use keras.ops (ops.where, ops.cond) instead.\n"
-                "model.compile(..., run_eagerly=True)   # to debug it eagerly"
-            ),
-            details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
-        )
-    for diff in predict.differences:
-        if "/" not in diff.path and diff.where == "received":  # the model itself
-            inside = [d for d in predict.differences if d.path.startswith(diff.path + "/")]
-            yield Finding(
-                kind="mode-divergence",
-                severity="info" if not inside else "warning",
-                path=diff.path,
-                message=(
-                    f"model.predict hands the model {', '.join(diff.predict)} where model(x) "
-                    f"hands it {', '.join(diff.eager)}: predict converts the sample before "
-                    f"its function runs ({predict.execution}). "
-                    + (
-                        f"{len(inside)} layer call(s) inside see other dtypes (below)."
-                        if inside
-                        else "Its layers receive the same dtypes as in the eager call."
-                    )
-                ),
-                details={
-                    "where": diff.where,
-                    "eager": list(diff.eager),
-                    "predict": list(diff.predict),
-                },
-            )
-            continue
-        yield Finding(
-            kind="mode-divergence",
-            severity="warning",
-            path=diff.path,
-            message=(
-                f"{diff.layer_class} {'returns' if diff.where == 'output' else 'receives'} "
-                f"{', '.join(diff.predict)} under {predict.execution}, but "
-                f"{', '.join(diff.eager)} in the eager call: code tested with model(x) meets "
-                "another dtype in model.predict."
-            ),
-            fix=(
-                "# cast where the dtype must not depend on how the model runs:\n"
-                f"x = keras.ops.cast(x, {diff.eager[0]!r})"
-                if diff.eager
-                else ""
-            ),
-            details={"where": diff.where, "eager": list(diff.eager), "predict": list(diff.predict)},
-        )
-    for i, (now, was) in enumerate(zip(predict.nonfinite, predict.eager_nonfinite)):
-        if now > was:
-            yield Finding(
-                kind="mode-divergence",
-                severity="error",
-                path=f"output {i}",
-                message=(
-                    f"model.predict's output {i} holds {now} inf/NaN values where the eager "
-                    f"call's holds {was} ({predict.execution})."
-                ),
-                details={"nonfinite": now, "eager_nonfinite": was},
-            )
-
-
-def step_failed(model: Any, said: str, how: str, loss: str, labels: str) -> Finding:
-    """The training step raised where the eager ``training=True`` call ran."""
-    return Finding(
-        kind="mode-divergence",
-        severity="error",
-        path=model.name,
-        message=(
-            f"One model.fit step ({how}, loss {loss}, labels {labels}) raised where the eager "
-            f"training=True call ran: {said}"
-        ),
-        fix=(
-            "# inside a compiled step tensors have no values: no float(x), x.numpy() or a\n"
-            "# Python `if` on a tensor; use keras.ops. If the loss needs other targets:\n"
-            "check_model(model, x, mode='fit', labels=y)   # %dtype_check ... --labels y"
-        ),
-        details={"error": said},
-    )
-
-
-def gradient_findings(fit: FitReport, model: Any) -> Iterator[Finding]:
-    """inf/NaN gradients in the training step: an error without loss scaling; with it, a note
-    (``LossScaleOptimizer`` skips the step and lowers its scale, as designed)."""
-    bad = fit.nonfinite_gradients
-    if not bad:
-        return
-    shown = ", ".join(bad[:5]) + (f", ... ({len(bad)} in all)" if len(bad) > 5 else "")
-    if fit.loss_scaling:
-        yield Finding(
-            kind="nonfinite-gradient",
-            severity="info",
-            path=model.name,
-            message=(
-                f"The scaled gradients of {shown} held inf/NaN at loss scale "
-                f"{fit.loss_scale:g}: LossScaleOptimizer skipped the step and lowered the "
-                f"scale to {fit.loss_scale_after:g}, as designed. If it keeps happening, the "
-                "gradients overflow float16 even unscaled."
-            ),
-            details={"variables": bad},
-        )
-        return
-    yield Finding(
-        kind="nonfinite-gradient",
-        severity="error",
-        path=model.name,
-        message=(
-            f"One training step ({fit.optimizer} on {fit.loss}) gave inf/NaN gradients for "
-            f"{shown}, and no loss scaling guards the step: the weights become NaN."
-        ),
-        fix=(
-            "# keep the loss and the last layer in float32, or scale the loss:\n"
-            "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)"
-        ),
-        details={"variables": bad},
-    )
-
-
-def _rules_disagree(calls: list[LayerCall]) -> Iterator[Finding]:
-    """A layer computing in its compute dtype (every float input autocast to it) where
-    ``result_type`` of those inputs and the compute dtype names another dtype: Keras's two
-    rules disagree (``result_type('float64', 'float64')`` is float32 on torch and numpy)."""
-    import keras
-
+def _rule_questions(calls: list[LayerCall]) -> Iterator[tuple[LayerCall, tuple[str, ...]]]:
     for call in calls:
         entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
         if entry is None or entry.contract != "compute" or call.error is not None:
             continue
         floats = [t.dtype for t in call.received if dtypes.family(t.dtype) == "float"]
-        if not floats or set(floats) != {call.compute_dtype}:
+        if floats and set(floats) == {call.compute_dtype}:
+            yield call, (*floats, call.compute_dtype)
+
+
+def _rules_disagree(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:
+    """A layer computing in its compute dtype (every float input autocast to it) where
+    ``result_type`` of those inputs and the compute dtype names another dtype: Keras's two
+    rules disagree (``result_type('float64', 'float64')`` is float32 on torch and numpy)."""
+    for call, question in _rule_questions(calls):
+        said = model.result_types.get(question)
+        if said is None or said == call.compute_dtype:
             continue
-        said = keras.backend.result_type(*floats, call.compute_dtype)
-        if said == call.compute_dtype:
-            continue
+        floats = question[:-1]
         got = _names(call.outputs)
         yield Finding(
             kind="rules-disagree",
@@ -449,7 +333,7 @@ def _rules_disagree(calls: list[LayerCall]) -> Iterator[Finding]:
             message=(
                 f"Keras's rules disagree here: the policy {call.policy} says {call.layer_class} "
                 f"computes in {call.compute_dtype}, result_type({', '.join(floats)}, "
-                f"{call.compute_dtype}) says {said} on {keras.backend.backend()}. It returned "
+                f"{call.compute_dtype}) says {said} on {model.backend}. It returned "
                 f"{got}: the policy's answer is the documented one for a layer."
             ),
             details={"policy": call.compute_dtype, "result_type": said, "output": got},
@@ -459,72 +343,46 @@ def _rules_disagree(calls: list[LayerCall]) -> Iterator[Finding]:
 # --------------------------------------------------------------------------- wrong numbers
 
 
-def worth_value_check(received: Iterable[Any]) -> bool:
-    """A call that does arithmetic on integer tensors: where numbers wrap around, saturate or
-    are truncated while the dtypes look right."""
-    return any(dtypes.family(t.dtype) in ("int", "uint") for t in received)
-
-
-def wrong_numbers(calls: list[tuple[LayerCall, Any, Any]]) -> list[Finding]:
-    """Re-run each leaf call kept for a value check (its layer, same weights) on its own inputs
-    in the widest float the backend computes in, and report the first output element whose
-    number is wrong: wrapped around, saturated, truncated, or off beyond the dtype's error."""
-    import keras
-
-    wide = reference_dtype(keras.backend.backend())
-    findings = []
-    for call, layer, values in calls:
-        if values is None or not _computes_on_values(call):
-            continue
-        args, kwargs, outputs = values
-        try:
-            refs = keras_leaves(_reference_call(layer, args, kwargs, wide))
-        except Exception:
-            continue  # a layer that cannot be rebuilt in the wide dtype: no check
-        outs = keras_leaves(outputs)
-        for i, (out, ref, info) in enumerate(zip(outs, refs, call.outputs)):
-            found = check_values(
-                out.astype(np.float64),
-                info.dtype,
-                np.asarray(ref).astype(np.float64),
-                wide,
-                limit=error_limit(call.compute_dtype),
-                output=i,
-            )
-            if found is None:
-                continue
-            where = f"output {i} [{', '.join(map(str, found.element))}]"
-            findings.append(
-                Finding(
-                    kind=found.kind,
-                    severity="warning",
-                    path=call.path,
-                    message=(
-                        f"{call.layer_class} returned {_names(call.outputs)} on "
-                        f"{_names(call.received)} input, but the numbers are wrong: at {where}, "
-                        f"{found.message}."
-                    ),
-                    fix=(
-                        f'x = keras.ops.cast(x, "{_fix_dtype(call)}")   '
-                        f"# before {call.layer_class}: compute on floats (or a wider integer)"
-                    ),
-                    details={
-                        "output": i,
-                        "element": list(found.element),
-                        "value": found.value,
-                        "expected": found.expected,
-                        "reference_dtype": wide,
-                    },
-                )
-            )
-            break
-    return findings
-
-
-def _computes_on_values(call: LayerCall) -> bool:
-    """Not a lookup, hashing or index layer (an integer there is an id, not a number)."""
+def computes_on_values(call: LayerCall) -> bool:
+    """Not a lookup, hashing or index layer (an integer there is an id, not a number): a call
+    whose numbers the value check compares with a reference run."""
     entry = _catalog_entry(call.layer_class) if call.builtin else None
     return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
+
+
+def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> list[Finding]:
+    """A finding for each leaf call whose numbers were wrong against its reference run
+    (``keras_run.layer_values_wrong``: the first output element wrapped around, saturated,
+    truncated, or off beyond the dtype's error); ``None``: the numbers held."""
+    findings = []
+    for call, found in checked:
+        if found is None:
+            continue
+        where = f"output {found.output} [{', '.join(map(str, found.element))}]"
+        findings.append(
+            Finding(
+                kind=found.kind,
+                severity="warning",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} returned {_names(call.outputs)} on "
+                    f"{_names(call.received)} input, but the numbers are wrong: at {where}, "
+                    f"{found.message}."
+                ),
+                fix=(
+                    f'x = keras.ops.cast(x, "{_fix_dtype(call)}")   '
+                    f"# before {call.layer_class}: compute on floats (or a wider integer)"
+                ),
+                details={
+                    "output": found.output,
+                    "element": list(found.element),
+                    "value": found.value,
+                    "expected": found.expected,
+                    "reference_dtype": found.reference_dtype,
+                },
+            )
+        )
+    return findings
 
 
 def _fix_dtype(call: LayerCall) -> str:
@@ -539,132 +397,17 @@ def _fix_dtype(call: LayerCall) -> str:
     )
 
 
-def _reference_call(layer: Any, args: Any, kwargs: Any, wide: str) -> Any:
-    """``layer`` rebuilt under the ``wide`` policy with the same weights, called on the same
-    values with every number array in ``wide``."""
-    import keras
-
-    config = {**layer.get_config(), "dtype": wide}
-    clone = type(layer).from_config(config)
-
-    def widen(x: Any) -> Any:
-        if isinstance(x, np.ndarray) and dtypes.family(x.dtype.name) in ("int", "uint", "float"):
-            return x.astype(wide)
-        return x
-
-    args, kwargs = keras.tree.map_structure(widen, (args, kwargs))
-    clone(*args, **kwargs)
-    clone.set_weights(
-        [
-            w.astype(wide) if dtypes.family(str(w.dtype)) == "float" else w
-            for w in layer.get_weights()
-        ]
-    )
-    return clone(*args, **kwargs)
-
-
-def keras_leaves(structure: Any) -> list[np.ndarray]:
-    import keras
-
-    return [
-        np.asarray(keras.ops.convert_to_numpy(x))
-        for x in keras.tree.flatten(structure)
-        if hasattr(x, "shape")
-    ]
-
-
 # --------------------------------------------------------------------------- across backends
 
 
-def divergences(
-    calls: list[LayerCall],
-    layers: dict[str, Any],
-    backends: list[str],
-    *,
-    timeout: float | None = None,
-) -> list[Finding]:
-    """Re-run each catalogued layer that took integer, bool or 64-bit input (or raised) on
-    ``backends`` and on this one, through the worker pool; report those whose results differ."""
-    import keras
-
-    names = list(dict.fromkeys([keras.backend.backend(), *backends]))
-    groups: dict[str, tuple[LayerCall, list[Any]]] = {}
-    for call in calls:
-        specs = _probe_specs(call, layers.get(call.path), names)
-        if specs:
-            groups.setdefault(specs[0].cache_key(), (call, specs))
-    wanted = [spec for _, specs in groups.values() for spec in specs]
-    results = {r.spec.cache_key(): r for r in pool.run_many(wanted, timeout=timeout)}
-    findings = []
-    for call, specs in groups.values():
-        outcomes = {spec.backend: results[spec.cache_key()] for spec in specs}
-        finished = [r for r in outcomes.values() if r.status in ("ok", "error")]
-        if len({(r.status, r.output_dtype) for r in finished}) < 2:
-            findings.extend(_value_divergence(call, list(outcomes.values())))
-            continue
-        shown = {backend: _outcome(r) for backend, r in outcomes.items()}
-        findings.append(
-            Finding(
-                kind="backend-divergence",
-                severity="error" if any(r.status == "error" for r in finished) else "warning",
-                path=call.path,
-                message=(
-                    f"{call.layer_class} on {', '.join(specs[0].input_dtypes)} input under "
-                    f"{call.policy} differs across backends: "
-                    + "; ".join(f"{b} {o}" for b, o in shown.items())
-                    + "."
-                ),
-                fix=(
-                    f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
-                    f"# hand {call.layer_class} its compute dtype: every backend agrees"
-                ),
-                details=shown,
-            )
-        )
-    return findings
-
-
-def _value_divergence(call: LayerCall, results: list[Any]) -> Iterator[Finding]:
-    """The backends agree on the dtype, but not on the numbers (same inputs and weights)."""
-    parted = ProbeSet(results=tuple(results)).value_divergence()
-    if parted is None:
-        return
-    yield Finding(
-        kind="value-divergence",
-        severity="warning",
-        path=call.path,
-        message=(
-            f"{call.layer_class} on {', '.join(results[0].spec.input_dtypes)} input under "
-            f"{call.policy}: every backend returns {results[0].outcome}, but {parted.message}."
-        ),
-        fix=(
-            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
-            f"# hand {call.layer_class} its compute dtype: every backend computes the same"
-        ),
-        details={"values": parted.values, "element": list(parted.element)},
-    )
-
-
-def _probe_specs(call: LayerCall, layer: Any, backends: list[str]) -> list[Any]:
-    """One probe spec per backend re-creating ``call``, or none if it is not worth probing."""
+def reprobe_target(call: LayerCall) -> str | None:
+    """The catalog name to re-probe ``call`` as on other backends, or ``None`` if it is not
+    worth it: a catalogued leaf layer given integer, bool or 64-bit input, or one that raised
+    (where backends part ways)."""
     entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
-    if layer is None or entry is None or entry.skip or not _odd_input(call):
-        return []
-    given = call.given if call.given is not None else call.received
-    try:
-        return [
-            make_spec(
-                entry.name,
-                input_dtype=tuple(t.dtype for t in given),
-                policy=call.policy,
-                backend=backend,
-                kwargs=_kwargs(layer),
-                shape=[tuple(d or 1 for d in t.shape) for t in given],
-            )
-            for backend in backends
-        ]
-    except InvalidSpecError:
-        return []
+    if entry is None or entry.skip or not _odd_input(call):
+        return None
+    return entry.name
 
 
 def _odd_input(call: LayerCall) -> bool:
@@ -672,22 +415,6 @@ def _odd_input(call: LayerCall) -> bool:
     given = call.given if call.given is not None else call.received
     odd = any(not dtypes.is_float(t.dtype) or t.dtype == "float64" for t in given)
     return odd or call.error is not None
-
-
-def _kwargs(layer: Any) -> dict[str, Any]:
-    """The layer's config as plain JSON kwargs for a probe; serialized Keras objects
-    (initializers, regularizers, constraints) are left at their defaults."""
-    config = json.loads(json.dumps(layer.get_config(), default=str))
-    return {
-        key: value
-        for key, value in config.items()
-        if key not in ("name", "dtype", "trainable")
-        and not (isinstance(value, dict) and "class_name" in value)
-    }
-
-
-def _outcome(result: Any) -> str:
-    return f"returns {result.outcome}" if result.ok else result.outcome
 
 
 # --------------------------------------------------------------------------- helpers

@@ -1,0 +1,163 @@
+"""The audit on another Keras release (an engine, ``dx.engines``): the model serialized here
+(its config and weights), rebuilt in that release's worker on this process's backend, audited
+there, and the report sent back.
+
+A newer release writes arguments an older one does not know (``quantization_config=None``):
+those left at ``None`` are dropped from the config before it is rebuilt, and named in a note;
+anything else the older release refuses fails loudly.
+
+>>> _older_config({"module": "keras.layers", "class_name": "Dense",
+...                "config": {"units": 2, "not_an_argument": None}}, dropped := [])
+{'module': 'keras.layers', 'class_name': 'Dense', 'config': {'units': 2}}
+>>> dropped
+['Dense.not_an_argument']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import json
+import math
+from collections.abc import Callable
+from typing import Any
+
+from dtype_explorer.errors import InvalidSpecError, first_line
+from dtype_explorer.keras_run import describe_model
+from dtype_explorer.records import AuditReport
+from dtype_explorer.runtime import engines, pool
+
+
+def check_on_engine(
+    model: Any,
+    sample: Any,
+    policy: str | None,
+    requested: list[str],
+    timeout: float | None,
+    engine: str,
+    options: dict[str, Any],
+    *,
+    audit: Callable[..., dict[str, Any] | str],
+) -> AuditReport:
+    """``check_model`` in the engine's worker on this process's backend, on the model rebuilt
+    there from its config and weights; ``options`` are check_model's ``call_kwargs``,
+    ``mode`` and ``labels``. ``audit`` (a module-level function, run in the worker) rebuilds
+    the model there (:func:`rebuild`) and audits it: ``audit(config, weights, sample, policy,
+    options)``, the report as a dict or why it could not be rebuilt."""
+    import keras
+
+    if engine.startswith("tf_keras"):
+        raise InvalidSpecError(
+            "check_model traces Keras 3 layers: the Keras 2 engine cannot audit a model; "
+            f"received: engine={engine!r}"
+        )
+    if requested:
+        raise InvalidSpecError(
+            "check_model on an engine audits on this process's backend only; give backends= "
+            f"or engine=, not both; received: backends={requested!r}, engine={engine!r}"
+        )
+    try:
+        config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidSpecError(
+            f"{describe_model(model)} cannot be rebuilt from its config for engine "
+            f"{engine!r}: {exc}"
+        ) from None
+    weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
+    if sample is not None:
+        sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
+    if options.get("labels") is not None:
+        options = {
+            **options,
+            "labels": keras.tree.map_structure(keras.ops.convert_to_numpy, options["labels"]),
+        }
+    engines.ensure(engine)
+    backend = keras.backend.backend()
+    future = pool.call(
+        backend,
+        audit,
+        config,
+        weights,
+        sample,
+        policy,
+        options,
+        timeout=math.inf if timeout is None else timeout + 120,
+        engine=engine,
+    )
+    answer = future.result()
+    if isinstance(answer, str):
+        raise InvalidSpecError(answer)
+    report = AuditReport.from_dict(answer)
+    note = f"audited with Keras {report.keras} (engine {engine}), the model rebuilt from its config"
+    return report.model_copy(update={"engine": engine, "notes": (*report.notes, note)})
+
+
+def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None] | str:
+    """In an engine's worker: the model rebuilt from its ``config`` and ``weights`` with this
+    release's Keras, and the note naming the arguments left out of the config (``None``: none);
+    or why it could not be rebuilt."""
+    import keras
+
+    dropped: list[str] = []
+    try:
+        model = keras.saving.deserialize_keras_object(_older_config(config, dropped))
+        model.set_weights(weights)
+    except Exception as exc:
+        return (
+            f"Keras {keras.__version__} cannot rebuild this model from its config "
+            f"({type(exc).__name__}: {first_line(str(exc))})"
+        )
+    note = None
+    if dropped:
+        note = (
+            f"left out of the config, unknown to Keras {keras.__version__} and None (their "
+            f"default): {', '.join(sorted(set(dropped)))}"
+        )
+    return model, note
+
+
+def _older_config(config: Any, dropped: list[str]) -> Any:
+    """``config`` (a serialized Keras object) with the arguments this process's Keras does not
+    know left out where their value is ``None`` (what a newer release's default writes, e.g.
+    ``quantization_config``); every other value is kept, so anything else fails loudly."""
+    if isinstance(config, list):
+        return [_older_config(c, dropped) for c in config]
+    if not isinstance(config, dict):
+        return config
+    out = {k: _older_config(v, dropped) for k, v in config.items()}
+    inner = out.get("config")
+    cls = _serialized_class(out) if isinstance(inner, dict) else None
+    if cls is not None:
+        known = _init_parameters(cls)
+        for key in [k for k, v in inner.items() if v is None and k not in known]:
+            del inner[key]
+            dropped.append(f"{out['class_name']}.{key}")
+    return out
+
+
+def _serialized_class(config: dict[str, Any]) -> type | None:
+    module, name = config.get("module"), config.get("class_name")
+    if not isinstance(module, str) or not isinstance(name, str) or not module.startswith("keras"):
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return found if isinstance(found, type) else None
+
+
+def _init_parameters(cls: type) -> set[str]:
+    """Every named parameter of the ``__init__``s along ``cls``'s MRO."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            names.update(
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            )
+    return names

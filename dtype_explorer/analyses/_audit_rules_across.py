@@ -1,0 +1,237 @@
+"""The audit's findings across modes and backends, each a pure function of records: how
+``model.predict`` (a ``PredictReport``) and one ``model.fit`` step (a ``FitReport``) differ from
+the eager call, and how the same layer call answered on other backends (its ``ProbeResult``s).
+
+>>> from dtype_explorer.records import LayerDifference, PredictReport
+>>> report = PredictReport(compiled=True, execution="model.predict, compiled by jax.jit",
+...     differences=(LayerDifference(path="m/dense", layer_class="Dense", call_index=0,
+...                                  where="output", eager=("float32",), predict=("float16",)),))
+>>> [(f.kind, f.path) for f in mode_divergences(report)]
+[('mode-divergence', 'm/dense')]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from dtype_explorer.errors import as_sentence
+from dtype_explorer.records import (
+    Finding,
+    FitReport,
+    LayerCall,
+    LayerDifference,
+    PredictReport,
+    ProbeResult,
+    ProbeSet,
+)
+
+# --------------------------------------------------------------------------- across modes
+
+
+def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
+    """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
+    output with inf/NaN under predict that the eager call did not have."""
+    # 1. model.predict raised where the eager call ran
+    if predict.error is not None:
+        yield _predict_raised(predict)
+    # 2. dtypes that differ: the model's own input, then each layer call
+    for diff in predict.differences:
+        if "/" not in diff.path and diff.where == "received":  # the model itself
+            yield _model_input_differs(predict, diff)
+        else:
+            yield _layer_differs(predict, diff)
+    # 3. outputs with inf/NaN that the eager call did not have
+    for i, (now, was) in enumerate(zip(predict.nonfinite, predict.eager_nonfinite)):
+        if now > was:
+            yield Finding(
+                kind="mode-divergence",
+                severity="error",
+                path=f"output {i}",
+                message=(
+                    f"model.predict's output {i} holds {now} inf/NaN values where the eager "
+                    f"call's holds {was} ({predict.execution})."
+                ),
+                details={"nonfinite": now, "eager_nonfinite": was},
+            )
+
+
+def _predict_raised(predict: PredictReport) -> Finding:
+    assert predict.error is not None
+    where = predict.failed_at or "the model"
+    cause = predict.cause or predict.error
+    also = (
+        f" (model.predict re-raised it as {predict.error.type}: "
+        f"{as_sentence(predict.error.message)})"
+        if cause.type != predict.error.type
+        else ""
+    )
+    return Finding(
+        kind="mode-divergence",
+        severity="error",
+        path=predict.failed_at or "model.predict",
+        message=(
+            f"Under {predict.execution}, {where} raised {cause.type} where the eager call "
+            f"ran: {as_sentence(cause.message)}{also}"
+        ),
+        fix=(
+            "# inside a compiled function tensors have no values: no float(x), x.numpy()\n"
+            "# or Python `if` on a tensor; use keras.ops (ops.where, ops.cond) instead.\n"
+            "model.compile(..., run_eagerly=True)   # to debug it eagerly"
+        ),
+        details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
+    )
+
+
+def _model_input_differs(predict: PredictReport, diff: LayerDifference) -> Finding:
+    inside = [d for d in predict.differences if d.path.startswith(diff.path + "/")]
+    return Finding(
+        kind="mode-divergence",
+        severity="info" if not inside else "warning",
+        path=diff.path,
+        message=(
+            f"model.predict hands the model {', '.join(diff.predict)} where model(x) "
+            f"hands it {', '.join(diff.eager)}: predict converts the sample before "
+            f"its function runs ({predict.execution}). "
+            + (
+                f"{len(inside)} layer call(s) inside see other dtypes (below)."
+                if inside
+                else "Its layers receive the same dtypes as in the eager call."
+            )
+        ),
+        details={"where": diff.where, "eager": list(diff.eager), "predict": list(diff.predict)},
+    )
+
+
+def _layer_differs(predict: PredictReport, diff: LayerDifference) -> Finding:
+    return Finding(
+        kind="mode-divergence",
+        severity="warning",
+        path=diff.path,
+        message=(
+            f"{diff.layer_class} {'returns' if diff.where == 'output' else 'receives'} "
+            f"{', '.join(diff.predict)} under {predict.execution}, but "
+            f"{', '.join(diff.eager)} in the eager call: code tested with model(x) meets "
+            "another dtype in model.predict."
+        ),
+        fix=(
+            "# cast where the dtype must not depend on how the model runs:\n"
+            f"x = keras.ops.cast(x, {diff.eager[0]!r})"
+            if diff.eager
+            else ""
+        ),
+        details={"where": diff.where, "eager": list(diff.eager), "predict": list(diff.predict)},
+    )
+
+
+def step_failed(model: str, said: str, how: str, loss: str, labels: str) -> Finding:
+    """The training step of the model named ``model`` raised where the eager
+    ``training=True`` call ran."""
+    return Finding(
+        kind="mode-divergence",
+        severity="error",
+        path=model,
+        message=(
+            f"One model.fit step ({how}, loss {loss}, labels {labels}) raised where the eager "
+            f"training=True call ran: {said}"
+        ),
+        fix=(
+            "# inside a compiled step tensors have no values: no float(x), x.numpy() or a\n"
+            "# Python `if` on a tensor; use keras.ops. If the loss needs other targets:\n"
+            "check_model(model, x, mode='fit', labels=y)   # %dtype_check ... --labels y"
+        ),
+        details={"error": said},
+    )
+
+
+def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
+    """inf/NaN gradients in the training step: an error without loss scaling; with it, a note
+    (``LossScaleOptimizer`` skips the step and lowers its scale, as designed). ``model``:
+    the model's name."""
+    bad = fit.nonfinite_gradients
+    if not bad:
+        return
+    shown = ", ".join(bad[:5]) + (f", ... ({len(bad)} in all)" if len(bad) > 5 else "")
+    if fit.loss_scaling:
+        yield Finding(
+            kind="nonfinite-gradient",
+            severity="info",
+            path=model,
+            message=(
+                f"The scaled gradients of {shown} held inf/NaN at loss scale "
+                f"{fit.loss_scale:g}: LossScaleOptimizer skipped the step and lowered the "
+                f"scale to {fit.loss_scale_after:g}, as designed. If it keeps happening, the "
+                "gradients overflow float16 even unscaled."
+            ),
+            details={"variables": bad},
+        )
+        return
+    yield Finding(
+        kind="nonfinite-gradient",
+        severity="error",
+        path=model,
+        message=(
+            f"One training step ({fit.optimizer} on {fit.loss}) gave inf/NaN gradients for "
+            f"{shown}, and no loss scaling guards the step: the weights become NaN."
+        ),
+        fix=(
+            "# keep the loss and the last layer in float32, or scale the loss:\n"
+            "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)"
+        ),
+        details={"variables": bad},
+    )
+
+
+# --------------------------------------------------------------------------- across backends
+
+
+def backend_divergence(call: LayerCall, outcomes: Mapping[str, ProbeResult]) -> Iterator[Finding]:
+    """``call`` re-probed on several backends (``outcomes``, by backend): a finding when they
+    part ways on the outcome or the dtype, else when they agree on the dtype but not on the
+    numbers (same inputs and weights)."""
+    finished = [r for r in outcomes.values() if r.status in ("ok", "error")]
+    if len({(r.status, r.output_dtype) for r in finished}) < 2:
+        yield from _value_divergence(call, list(outcomes.values()))
+        return
+    first = next(iter(outcomes.values()))
+    shown = {backend: _outcome(r) for backend, r in outcomes.items()}
+    yield Finding(
+        kind="backend-divergence",
+        severity="error" if any(r.status == "error" for r in finished) else "warning",
+        path=call.path,
+        message=(
+            f"{call.layer_class} on {', '.join(first.spec.input_dtypes)} input under "
+            f"{call.policy} differs across backends: "
+            + "; ".join(f"{b} {o}" for b, o in shown.items())
+            + "."
+        ),
+        fix=(
+            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
+            f"# hand {call.layer_class} its compute dtype: every backend agrees"
+        ),
+        details=shown,
+    )
+
+
+def _value_divergence(call: LayerCall, results: list[ProbeResult]) -> Iterator[Finding]:
+    """The backends agree on the dtype, but not on the numbers (same inputs and weights)."""
+    parted = ProbeSet(results=tuple(results)).value_divergence()
+    if parted is None:
+        return
+    yield Finding(
+        kind="value-divergence",
+        severity="warning",
+        path=call.path,
+        message=(
+            f"{call.layer_class} on {', '.join(results[0].spec.input_dtypes)} input under "
+            f"{call.policy}: every backend returns {results[0].outcome}, but {parted.message}."
+        ),
+        fix=(
+            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
+            f"# hand {call.layer_class} its compute dtype: every backend computes the same"
+        ),
+        details={"values": parted.values, "element": list(parted.element)},
+    )
+
+
+def _outcome(result: ProbeResult) -> str:
+    return f"returns {result.outcome}" if result.ok else result.outcome

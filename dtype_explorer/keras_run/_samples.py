@@ -1,0 +1,226 @@
+"""A model's inputs and the sample an audit feeds it: built from its ``keras.Input``s, or the
+user's checked against them, and the tensors of a pass described as ``TensorInfo`` records.
+
+>>> import keras
+>>> inputs = keras.Input((3,), dtype="uint8", name="pixels")
+>>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+>>> sample = sample_for(model, declared_inputs(model), None)
+>>> sample.shape, sample.dtype.name
+((2, 3), 'uint8')
+>>> expected_inputs(declared_inputs(model))
+'(batch, 3) uint8'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.records import TensorInfo
+
+#: Size given to dimensions a model leaves open (other than the batch, which is 2).
+OPEN_DIM = 8
+BATCH = 2
+
+
+def keras_flatten(structure: Any) -> list[Any]:
+    """The tensors in a nested structure (anything with a dtype and a shape)."""
+    import keras
+
+    return [t for t in keras.tree.flatten(structure) if hasattr(t, "dtype") and hasattr(t, "shape")]
+
+
+def tensor_info(tensor: Any, values: bool = True) -> TensorInfo:
+    """``tensor``'s dtype and shape, and whether its values are finite (``values``: read them;
+    inside a compiled function they cannot be)."""
+    shape = tuple(None if d is None else int(d) for d in tensor.shape)
+    finite = _finite(tensor) if values else None
+    return TensorInfo(dtype=dtypes.describe(tensor), shape=shape, finite=finite)
+
+
+def tensor_infos(structure: Any, values: bool = True) -> tuple[TensorInfo, ...]:
+    """:func:`tensor_info` of every tensor in a nested structure."""
+    return tuple(tensor_info(t, values) for t in keras_flatten(structure))
+
+
+def nonfinite_count(tensor: Any) -> int:
+    """How many inf/NaN values a float tensor or array holds (0 for other dtypes)."""
+    import keras
+
+    if not dtypes.is_float(dtypes.describe(tensor)):
+        return 0
+    array = np.asarray(keras.ops.convert_to_numpy(tensor)).astype(np.float32)
+    return int(array.size - np.isfinite(array).sum())
+
+
+def _finite(tensor: Any) -> bool | None:
+    """Whether every value is finite; ``None`` for non-float tensors."""
+    import keras
+
+    name = dtypes.describe(tensor)
+    if not (dtypes.is_float(name) or name.startswith("complex")):
+        return None
+    array = np.asarray(keras.ops.convert_to_numpy(tensor))
+    if array.dtype.itemsize < 4 or array.dtype.kind not in "fc":
+        array = array.astype(np.float32)
+    return bool(np.isfinite(array).all())
+
+
+def declared_inputs(model: Any) -> Any:
+    """The model's ``keras.Input`` structure, or ``None`` when it declares none."""
+    from keras.src.models.functional import Functional
+
+    functional = getattr(model, "_functional", None) or model
+    if isinstance(functional, Functional):
+        return functional._inputs_struct
+    return None
+
+
+def functional_inputs(layer: Any) -> list[Any]:
+    """The ``keras.Input`` tensors of a functional ``layer`` (none for any other layer)."""
+    from keras.src.models.functional import Functional
+
+    functional = getattr(layer, "_functional", None) or layer
+    return list(functional.inputs) if isinstance(functional, Functional) else []
+
+
+def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
+    """The user's sample checked against ``inputs``, or one built from them."""
+    import keras
+
+    if sample is None:
+        if inputs is None:
+            raise InvalidSpecError(
+                f"{describe_model(model)} declares no inputs (a subclassed model or a layer); "
+                "pass a sample: check_model(model, sample=x) or %dtype_check model --sample x"
+            )
+        return keras.tree.map_structure(_make_sample, inputs)
+    if inputs is None:
+        return keras.tree.map_structure(_as_array, sample)
+    expected = keras.tree.flatten(inputs)
+    if isinstance(sample, list | tuple) and len(expected) == 1 and not _is_tensor_list(sample):
+        sample = _as_array(sample)
+    by_name = isinstance(sample, dict) and not isinstance(inputs, dict)
+    if by_name:
+        names = {spec.name for spec in expected}
+        if set(sample) != names:
+            raise InvalidSpecError(
+                f"the sample does not fit: {describe_model(model)} takes "
+                f"{expected_inputs(inputs)}, not a dict; a dict sample needs the input names "
+                f"{sorted(names)} as its keys; "
+                f"got keys {received(sorted(map(str, sample)))}"
+            )
+    elif isinstance(inputs, dict) != isinstance(sample, dict) and len(expected) > 1:
+        raise InvalidSpecError(
+            f"the sample does not fit: expected {expected_inputs(inputs)}; "
+            f"got {sample_text(sample)}"
+        )
+    if isinstance(inputs, dict) and isinstance(sample, dict) and set(inputs) != set(sample):
+        raise InvalidSpecError(
+            f"the sample does not fit: expected keys {sorted(inputs)}; got {sorted(sample)}"
+        )
+    if by_name:  # Keras routes a dict to a functional model's inputs by name, not sorted keys
+        leaves = [_as_array(sample[spec.name]) for spec in expected]
+    else:
+        leaves = keras.tree.flatten(keras.tree.map_structure(_as_array, sample))
+    if len(leaves) != len(expected):
+        raise InvalidSpecError(
+            f"the sample does not fit: the model takes {len(expected)} input(s), "
+            f"{expected_inputs(inputs)}; got {len(leaves)}: {sample_text(sample)}"
+        )
+    for leaf, spec in zip(leaves, expected, strict=True):
+        if not _fits(tuple(leaf.shape), tuple(spec.shape)):
+            raise InvalidSpecError(
+                f"the sample does not fit input '{spec.name}': expected shape "
+                f"{_shape_text(spec.shape)} ({spec.dtype}); "
+                f"got {tuple(leaf.shape)} ({dtypes.describe(leaf)})"
+            )
+    return keras.tree.map_structure(_as_array, sample)
+
+
+def _make_sample(spec: Any) -> Any:
+    """A sample for one ``keras.Input``; strings as a backend string tensor, the way a model
+    takes them (Keras refuses NumPy object arrays)."""
+    import keras
+
+    shape = tuple(
+        BATCH if i == 0 and d is None else OPEN_DIM if d is None else d
+        for i, d in enumerate(spec.shape)
+    )
+    array = dtypes.sample(spec.dtype, shape)
+    if spec.dtype == "string":
+        return keras.ops.convert_to_tensor(array.tolist())
+    return np.abs(array) if dtypes.is_integer(spec.dtype) else array
+
+
+def _as_array(value: Any) -> Any:
+    if hasattr(value, "dtype") and hasattr(value, "shape"):
+        return value
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidSpecError(
+            f"the sample must hold arrays or tensors; got {type(value).__name__}"
+        ) from error
+    if array.dtype.kind not in "biufc":  # objects, text, bytes, dates
+        raise InvalidSpecError(
+            f"the sample must hold numeric arrays or tensors; got {type(value).__name__} "
+            f"{received(value)}"
+        )
+    return array
+
+
+def _is_tensor_list(sample: Any) -> bool:
+    return all(hasattr(x, "dtype") and hasattr(x, "shape") for x in sample)
+
+
+def _fits(shape: tuple, expected: tuple) -> bool:
+    return len(shape) == len(expected) and all(
+        e is None or int(s) == e for s, e in zip(shape, expected, strict=True)
+    )
+
+
+def describe_model(model: Any) -> str:
+    """``Functional 'name'``: a model or layer as messages name it."""
+    return f"{type(model).__name__} '{model.name}'"
+
+
+def expected_inputs(inputs: Any) -> str:
+    """The inputs a model declares (``keras.Input``s), as messages show them."""
+    import keras
+
+    if isinstance(inputs, dict):
+        return (
+            "{"
+            + ", ".join(f"{k!r}: {_shape_text(v.shape)} {v.dtype}" for k, v in inputs.items())
+            + "}"
+        )
+    return ", ".join(f"{_shape_text(t.shape)} {t.dtype}" for t in keras.tree.flatten(inputs))
+
+
+def sample_text(sample: Any) -> str:
+    """A sample's shapes and dtypes, as messages show them."""
+    import keras
+
+    try:
+        leaves = keras.tree.flatten(sample)
+        return ", ".join(
+            f"{tuple(x.shape)} {dtypes.describe(x)}" if hasattr(x, "shape") else type(x).__name__
+            for x in leaves
+        )
+    except Exception:
+        return type(sample).__name__
+
+
+def _shape_text(shape: tuple) -> str:
+    return (
+        "("
+        + ", ".join(
+            "batch" if i == 0 and d is None else "?" if d is None else str(d)
+            for i, d in enumerate(shape)
+        )
+        + ")"
+    )

@@ -1,0 +1,440 @@
+"""The audit's rules on hand-built records: each rule finds its hazard, and stays quiet on the
+case next to it. No Keras here: the rules are pure functions of records (the forward pass,
+the reference re-runs and the re-probes that make those records are tested in test_audit*.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dtype_explorer.analyses import _audit_rules as rules
+from dtype_explorer.analyses import _audit_rules_across as across
+from dtype_explorer.analyses._audit_rules import AuditedModel
+from dtype_explorer.records import (
+    ErrorInfo,
+    FitReport,
+    GradientInfo,
+    LayerCall,
+    LayerDifference,
+    PredictReport,
+    ProbeResult,
+    ProbeSpec,
+    TensorInfo,
+    ValueFinding,
+    VariableDtypes,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE_MODULES = ("_audit_rules", "_audit_rules_across")
+MODEL = AuditedModel(name="m", policy="float32", backend="torch")
+
+
+def t(dtype: str, finite: bool | None = None) -> TensorInfo:
+    return TensorInfo(dtype=dtype, shape=(2, 3), finite=finite)
+
+
+def call(**fields) -> LayerCall:
+    """A Dense call under float32, float32 in and out, with ``fields`` changed."""
+    base = {
+        "path": "m/dense",
+        "layer_class": "Dense",
+        "depth": 1,
+        "policy": "float32",
+        "compute_dtype": "float32",
+        "variable_dtype": "float32",
+        "received": (t("float32"),),
+        "outputs": (t("float32"),),
+    }
+    return LayerCall(**{**base, **fields})
+
+
+def found(calls, model: AuditedModel = MODEL, policy: str = "float32") -> dict[str, object]:
+    return {f.kind: f for f in rules.find(calls, model=model, policy=policy)}
+
+
+# --------------------------------------------------------------------------- purity
+
+
+def test_the_rule_modules_import_no_keras():
+    for name in RULE_MODULES:
+        tree = ast.parse((ROOT / "dtype_explorer" / "analyses" / f"{name}.py").read_text())
+        imported = [
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        ] + [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert not [m for m in imported if m.split(".")[0] == "keras"], (name, imported)
+    code = (
+        "import sys, json\n"
+        "from dtype_explorer.analyses import _audit_rules as r, _audit_rules_across as a\n"
+        "from dtype_explorer.records import LayerCall, TensorInfo, PredictReport\n"
+        "c = LayerCall(path='m/d', layer_class='Dense', depth=1, policy='float32',\n"
+        "    compute_dtype='float32', variable_dtype='float32',\n"
+        "    given=(TensorInfo(dtype='float64'),),\n"
+        "    received=(TensorInfo(dtype='float32'),), outputs=(TensorInfo(dtype='float32'),))\n"
+        "kinds = [f.kind for f in r.find([c], model=r.AuditedModel(name='m', policy='float32'),\n"
+        "    policy='float32')]\n"
+        "list(a.mode_divergences(PredictReport(compiled=False, execution='x')))\n"
+        "print(json.dumps([kinds, sorted(m for m in sys.modules if m.split('.')[0] in\n"
+        "    ('keras', 'tensorflow', 'jax', 'torch'))]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    kinds, frameworks = json.loads(done.stdout.strip().splitlines()[-1])
+    assert kinds == ["silent-downcast"] and frameworks == []
+
+
+def test_half_is_the_16_bit_floats_of_dtypes():
+    assert sorted(rules.HALF) == ["bfloat16", "float16"]
+
+
+# --------------------------------------------------------------------------- per-call rules
+
+
+def test_call_error_unless_the_retry_worked():
+    error = ErrorInfo(type="ValueError", message="bad dtype")
+    stopped = found([call(error=error)])["call-error"]
+    assert stopped.severity == "error" and "ValueError: bad dtype." in stopped.message
+    assert "call-error" not in found([call(error=error, retried="re-run: it works")])
+    assert "call-error" not in found([call()])
+
+
+def test_silent_downcast_of_float64_data():
+    finding = found([call(given=(t("float64"),))])["silent-downcast"]
+    assert (finding.severity, finding.details) == ("warning", {"from": "float64", "to": "float32"})
+    assert "float64" in finding.fix
+
+
+def test_a_cast_the_models_own_mixed_policy_asked_for_is_not_a_downcast():
+    mixed = call(
+        policy="mixed_float16",
+        compute_dtype="float16",
+        given=(t("float32"),),
+        received=(t("float16"),),
+        outputs=(t("float16"),),
+    )
+    assert "silent-downcast" not in found([mixed], policy="mixed_float16")
+    other = found([mixed], policy="float32")["silent-downcast"]  # a layer unlike the model
+    assert other.severity == "info"
+
+
+def test_int_into_a_float_layer():
+    returned = found([call(received=(t("uint8"),))])["int-into-float-layer"]
+    assert returned.severity == "warning" and returned.details == {
+        "input": "uint8",
+        "raised": False,
+    }
+    raised = call(
+        received=(t("uint8"),),
+        error=ErrorInfo(type="TypeError", message="no"),
+        retried="re-run with integer inputs cast to float32: it works",
+    )
+    assert found([raised])["int-into-float-layer"].severity == "error"
+
+
+def test_integers_into_an_embedding_are_indices_not_data():
+    embedding = call(layer_class="Embedding", received=(t("int32"),))
+    assert "int-into-float-layer" not in found([embedding])
+
+
+def test_float32_only_layer_that_raised_on_16_bit_input():
+    raised = call(
+        policy="mixed_float16",
+        compute_dtype="float16",
+        received=(t("float16"),),
+        error=ErrorInfo(type="TypeError", message="float32 only"),
+        retried="re-run with 16-bit float inputs cast to float32: it works",
+    )
+    assert found([raised], policy="mixed_float16")["float32-only-layer"].severity == "error"
+
+
+def test_float32_only_layer_that_silently_stays_in_float32():
+    stays = call(
+        policy="mixed_float16",
+        compute_dtype="float16",
+        received=(t("float16"),),
+        outputs=(t("float32"),),
+    )
+    assert found([stays], policy="mixed_float16")["float32-only-layer"].severity == "warning"
+    keeps = call(
+        policy="mixed_float16",
+        compute_dtype="float16",
+        received=(t("float16"),),
+        outputs=(t("float16"),),
+    )
+    assert "float32-only-layer" not in found([keeps], policy="mixed_float16")
+
+
+def test_custom_layer_storing_and_reading_against_its_policy():
+    custom = call(
+        layer_class="MyDense",
+        builtin=False,
+        policy="mixed_float16",
+        compute_dtype="float16",
+        received=(t("float16"),),
+        outputs=(t("float16"),),
+        variables={"w": VariableDtypes(stored="float16", read="float32", autocast=False)},
+    )
+    finding = found([custom], policy="mixed_float16")["custom-variable-dtype"]
+    assert len(finding.details["problems"]) == 2
+    assert "add_weight(autocast=False)" in finding.message
+    fine = custom.model_copy(
+        update={"variables": {"w": VariableDtypes(stored="float32", read="float16")}}
+    )
+    assert "custom-variable-dtype" not in found([fine], policy="mixed_float16")
+    builtin = custom.model_copy(update={"builtin": True})  # Keras's own layers are not judged
+    assert "custom-variable-dtype" not in found([builtin], policy="mixed_float16")
+
+
+def test_float16_model_output_and_softmax():
+    half = {
+        "policy": "mixed_float16",
+        "compute_dtype": "float16",
+        "received": (t("float16"),),
+        "outputs": (t("float16"),),
+    }
+    final = found([call(final_output=True, **half)], policy="mixed_float16")["float16-output"]
+    assert final.details == {"output": "float16", "final": True}
+    softmax = found([call(softmax=True, **half)], policy="mixed_float16")["float16-output"]
+    assert "this softmax" in softmax.message
+    assert "float16-output" not in found([call(**half)], policy="mixed_float16")
+
+
+def test_overflow_inside_and_not_from_inf_input():
+    hot = {"policy": "mixed_float16", "compute_dtype": "float16"}
+    made = call(
+        given=(t("float32", True),),
+        received=(t("float16", True),),
+        outputs=(t("float16", False),),
+        **hot,
+    )
+    finding = found([made], policy="mixed_float16")["overflow"]
+    assert "computing in float16" in finding.message and "65504" in finding.message
+    on_entry = made.model_copy(update={"received": (t("float16", False),)})
+    assert "on entry" in found([on_entry], policy="mixed_float16")["overflow"].message
+    given_inf = made.model_copy(update={"given": (t("float32", False),)})
+    assert "overflow" not in found([given_inf], policy="mixed_float16")
+    in_float32 = call(given=(t("float32", True),), outputs=(t("float32", False),))
+    assert "overflow" not in found([in_float32])
+
+
+def test_overflow_is_credited_to_the_innermost_layer():
+    hot = {
+        "compute_dtype": "float16",
+        "given": (t("float16", True),),
+        "received": (t("float16", True),),
+        "outputs": (t("float16", False),),
+    }
+    outer = call(path="m/block", layer_class="Block", leaf=False, **hot)
+    inner = call(path="m/block/dense", **hot)
+    overflows = [
+        f for f in rules.find([outer, inner], model=MODEL, policy="float32") if f.kind == "overflow"
+    ]
+    assert [f.path for f in overflows] == ["m/block/dense"]
+
+
+def test_no_loss_scaling_for_a_float16_model_compiled_without_it():
+    half = call(compute_dtype="float16", policy="mixed_float16")
+    compiled = AuditedModel(name="m", policy="float32", optimizer="Adam")
+    finding = found([half], model=compiled)["no-loss-scaling"]
+    assert finding.path == "m" and "LossScaleOptimizer(keras.optimizers.Adam())" in finding.fix
+    scaled = AuditedModel(
+        name="m", policy="mixed_float16", optimizer="LossScaleOptimizer", loss_scaled=True
+    )
+    assert "no-loss-scaling" not in found([half], model=scaled)
+    assert "no-loss-scaling" not in found([half])  # not compiled
+    assert "no-loss-scaling" not in found([call()], model=compiled)  # no float16 compute
+
+
+def test_rules_disagree_where_result_type_answers_otherwise():
+    wide = call(
+        policy="float64",
+        compute_dtype="float64",
+        variable_dtype="float64",
+        received=(t("float64"),),
+        outputs=(t("float64"),),
+    )
+    assert rules.result_type_questions([wide, call(layer_class="Embedding")]) == [
+        ("float64", "float64")
+    ]
+    said = AuditedModel(
+        name="m",
+        policy="float64",
+        backend="torch",
+        result_types={("float64", "float64"): "float32"},
+    )
+    finding = found([wide], model=said, policy="float64")["rules-disagree"]
+    assert finding.severity == "info" and finding.details["result_type"] == "float32"
+    assert "on torch" in finding.message
+    agrees = AuditedModel(
+        name="m", policy="float64", result_types={("float64", "float64"): "float64"}
+    )
+    assert "rules-disagree" not in found([wide], model=agrees, policy="float64")
+
+
+def test_findings_are_one_per_kind_and_layer_and_ordered_by_severity():
+    error = call(path="m/a", error=ErrorInfo(type="ValueError", message="x"))
+    downcast = call(path="m/b", given=(t("float64"),))
+    kinds = [
+        (f.kind, f.path)
+        for f in rules.ordered(
+            rules.find([downcast, downcast, error], model=MODEL, policy="float32")
+        )
+    ]
+    assert kinds == [("call-error", "m/a"), ("silent-downcast", "m/b")]
+
+
+# --------------------------------------------------------------------------- wrong numbers
+
+
+def test_wrong_numbers_from_a_reference_check():
+    wrapped = call(received=(t("uint8"),), outputs=(t("uint8"),), compute_dtype="float32")
+    value = ValueFinding(
+        kind="wraparound",
+        output=0,
+        element=(1, 2),
+        value=44.0,
+        expected=300.0,
+        reference_dtype="float64",
+        message="44 where 300",
+    )
+    (finding,) = rules.wrong_numbers([(wrapped, value), (call(path="m/ok"), None)])
+    assert (finding.kind, finding.path) == ("wraparound", "m/dense")
+    assert "at output 0 [1, 2], 44 where 300." in finding.message
+    assert finding.details["reference_dtype"] == "float64"
+    assert 'keras.ops.cast(x, "int32")' in finding.fix  # uint8 out: a wider integer
+    assert rules.wrong_numbers([(call(), None)]) == []
+
+
+def test_which_calls_compute_on_values():
+    assert rules.computes_on_values(call())
+    assert not rules.computes_on_values(call(layer_class="Hashing"))
+    assert rules.computes_on_values(call(layer_class="MyLayer", builtin=False))
+
+
+# --------------------------------------------------------------------------- across modes
+
+
+def test_mode_divergences_in_dtypes():
+    report = PredictReport(
+        compiled=True,
+        execution="model.predict, compiled by jax.jit",
+        differences=(
+            LayerDifference(
+                path="m",
+                layer_class="Functional",
+                where="received",
+                eager=("float64",),
+                predict=("float32",),
+            ),
+            LayerDifference(
+                path="m/dense",
+                layer_class="Dense",
+                where="output",
+                eager=("float32",),
+                predict=("float16",),
+            ),
+        ),
+    )
+    model, layer = across.mode_divergences(report)
+    assert (model.path, model.severity) == ("m", "warning")  # a layer inside differs too
+    assert "1 layer call(s) inside" in model.message
+    assert (layer.path, layer.severity) == ("m/dense", "warning")
+    assert "x = keras.ops.cast(x, 'float32')" in layer.fix
+    alone = report.model_copy(update={"differences": report.differences[:1]})
+    (only,) = across.mode_divergences(alone)
+    assert only.severity == "info"
+
+
+def test_mode_divergence_when_predict_raised_and_new_inf():
+    report = PredictReport(
+        compiled=True,
+        execution="model.predict, compiled by jax.jit",
+        error=ErrorInfo(type="ValueError", message="wrapped"),
+        cause=ErrorInfo(type="TypeError", message="no float() of a tracer"),
+        failed_at="m/odd",
+        nonfinite=(3,),
+        eager_nonfinite=(0,),
+    )
+    raised, inf = across.mode_divergences(report)
+    assert raised.path == "m/odd" and "raised TypeError" in raised.message
+    assert "re-raised it as ValueError" in raised.message
+    assert inf.path == "output 0" and inf.details == {"nonfinite": 3, "eager_nonfinite": 0}
+
+
+def test_no_mode_divergence_when_predict_agrees():
+    same = PredictReport(compiled=True, execution="x", nonfinite=(0,), eager_nonfinite=(0,))
+    assert list(across.mode_divergences(same)) == []
+
+
+def test_step_failed_names_the_step():
+    finding = across.step_failed("m", "TypeError: no", "compiled by jax.jit", "mse", "(2,)")
+    assert (finding.kind, finding.path) == ("mode-divergence", "m")
+    assert "compiled by jax.jit, loss mse, labels (2,)" in finding.message
+
+
+def test_gradient_findings_with_and_without_loss_scaling():
+    bad = (
+        GradientInfo(name="m/dense/kernel", dtype="float16", variable_dtype="float32", nonfinite=4),
+    )
+    unscaled = FitReport(loss="mse", optimizer="SGD", gradients=bad)
+    (error,) = across.gradient_findings(unscaled, "m")
+    assert error.severity == "error" and error.details == {"variables": ["m/dense/kernel"]}
+    scaled = unscaled.model_copy(
+        update={"loss_scaling": True, "loss_scale": 32768.0, "loss_scale_after": 16384.0}
+    )
+    (note,) = across.gradient_findings(scaled, "m")
+    assert note.severity == "info" and "16384" in note.message
+    clean = FitReport(
+        loss="mse", optimizer="SGD", gradients=(bad[0].model_copy(update={"nonfinite": 0}),)
+    )
+    assert list(across.gradient_findings(clean, "m")) == []
+
+
+# --------------------------------------------------------------------------- across backends
+
+
+def result(backend: str, status: str = "ok", dtype: str | None = "float32") -> ProbeResult:
+    spec = ProbeSpec(target="Dense", input_dtypes=("uint8",), backend=backend)
+    error = ErrorInfo(type="TypeError", message="no uint8") if status == "error" else None
+    return ProbeResult(
+        spec=spec,
+        status=status,
+        backend=backend,
+        output_dtype=dtype,
+        error=error,
+        verdict="error" if error else "as-documented",
+    )
+
+
+def test_backend_divergence_when_backends_part_ways():
+    ints = call(received=(t("uint8"),))
+    outcomes = {"jax": result("jax"), "tensorflow": result("tensorflow", "error", None)}
+    (finding,) = across.backend_divergence(ints, outcomes)
+    assert finding.kind == "backend-divergence" and finding.severity == "error"
+    assert finding.details == {"jax": "returns float32", "tensorflow": "raises TypeError"}
+    other = {"jax": result("jax"), "torch": result("torch", dtype="float64")}
+    assert next(across.backend_divergence(ints, other)).severity == "warning"
+
+
+def test_no_backend_divergence_when_backends_agree():
+    agree = {"jax": result("jax"), "torch": result("torch")}
+    assert list(across.backend_divergence(call(received=(t("uint8"),)), agree)) == []
+
+
+def test_reprobe_target_is_a_catalogued_layer_with_odd_input():
+    assert rules.reprobe_target(call(received=(t("uint8"),))) == "Dense"
+    assert rules.reprobe_target(call(given=(t("float64"),))) == "Dense"
+    assert rules.reprobe_target(call()) is None  # float32 in: backends agree
+    assert rules.reprobe_target(call(received=(t("uint8"),), leaf=False)) is None
+    assert (
+        rules.reprobe_target(call(layer_class="MyLayer", builtin=False, received=(t("uint8"),)))
+        is None
+    )
