@@ -29,11 +29,17 @@ LIBRARIES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "ten
 
 
 def names(backends: str | Iterable[str]) -> list[str]:
-    """``backends`` as a list of distinct backend names, in the order given: one name, a list
-    of names, or ``"all"`` (every backend). Raises ``InvalidSpecError`` for an unknown name, a
-    non-string or an empty list."""
+    """``backends`` as a list of distinct backend names, in the order given: one name, names
+    separated by commas (``"jax,torch"``, as the CLI and ``%dtype_check`` take them), a list of
+    names, or ``"all"`` (every backend). Raises ``InvalidSpecError`` for an unknown name, a
+    non-string or an empty list.
+
+    >>> names("jax, torch")
+    ['jax', 'torch']
+    """
     if isinstance(backends, str):
-        listed: list[object] = list(BACKENDS) if backends == ALL else [backends]
+        parts = [part.strip() for part in backends.split(",") if part.strip()]
+        listed: list[object] = list(BACKENDS) if parts == [ALL] else list(parts)
     else:
         try:
             listed = list(backends)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import backends as backend_names
 from dtype_explorer.analyses import _audit_engine, _audit_reprobe, _audit_rules, _audit_rules_across
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
 from dtype_explorer.keras_run import (
@@ -539,6 +538,4 @@ def _requested_backends(backends: str | list[str] | None) -> list[str]:
     ``"all"``, one name, a list, or the magic's comma-separated text (``--backends jax,torch``)."""
     if backends is None:
         return []
-    if isinstance(backends, str) and backends != backend_names.ALL:
-        backends = backends.split(",")
     return pool.usable(backends)
