@@ -9,8 +9,7 @@ observes every dtype on the way by running Keras: ``keras.ops.convert_to_tensor`
 variables it *read*, and the returned tensors for ``output``. The symbolic call gives the
 declared dtype; ``rules`` gives the documented one.
 
->>> from dtype_explorer.timing import ms
-from dtype_explorer.records import ProbeSpec
+>>> from dtype_explorer.records import ProbeSpec
 >>> import keras
 >>> r = run(ProbeSpec(target="Dense", input_dtypes=("float64",), kwargs={"units": 2},
 ...                   backend=keras.backend.backend()))
