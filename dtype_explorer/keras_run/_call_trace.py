@@ -5,7 +5,8 @@ variables read there.
 an *entry point*: ``call``, or ``quantized_call`` on a quantized layer. A wrapper set on the
 layer instance (never on its class) sees exactly what that entry point receives; inside it a
 variable reads with the dtype ``call`` computes with. Both the probe and the model audit
-observe Keras this way.
+observe Keras this way; the probe's ``CallRecorder`` keeps what the outermost entry point
+received and its variables as read there.
 
 >>> import keras
 >>> layer = keras.layers.Dense(2, dtype="mixed_float16")
@@ -24,9 +25,14 @@ observe Keras this way.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.keras_run._trace import untraced
 from dtype_explorer.records import VariableDtypes
 
 #: The methods ``Operation.__call__`` runs: ``call``, or ``quantized_call`` on quantized layers.
@@ -67,3 +73,99 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
         read=read,
         autocast=bool(getattr(variable, "_autocast", True)),
     )
+
+
+class CallRecorder:
+    """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
+    dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
+
+    def __init__(self, layer: Any, *, list_input: bool = False, seed: int | None = 0):
+        self.layer = layer
+        self.list_input = list_input
+        self.seed = seed
+        self.received: list[str] | None = None
+        #: Each tensor ``call`` received: where (``("arg", 0, "images")``, ``("kw", "mask")``),
+        #: the name of that argument, and its dtype.
+        self.received_at: list[tuple[tuple[Any, ...], str, str]] = []
+        self.variables: dict[str, VariableDtypes] = {}
+        self._depth = 0
+
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        return wrapped_entry_points(self.layer, self._wrap)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0 and self.received is None:
+                self._record(args, kwargs, original)
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return recorded
+
+    def _record(self, args: tuple, kwargs: dict, original: Callable[..., Any]) -> None:
+        """Inputs by dtype and where ``call`` got them; variables by their path inside the
+        layer (``query/kernel``)."""
+        import keras
+
+        try:
+            params = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            params = []
+        found = [
+            (("arg", j, *path), params[j] if j < len(params) else f"arg{j}", leaf)
+            for j, arg in enumerate(args)
+            for path, leaf in keras.tree.flatten_with_path(arg)
+        ] + [
+            (("kw", key, *path), "/".join([key, *map(str, path)]), leaf)
+            for key, value in kwargs.items()
+            for path, leaf in keras.tree.flatten_with_path(value)
+        ]
+        self.received_at = [
+            (where, name, dtypes.describe(t))
+            for where, name, t in found
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        self.received = [dtype for _, _, dtype in self.received_at]
+        if self.seed is not None:
+            with untraced():
+                same_weights(self.layer, self.seed)
+        self.variables = {
+            variable_name(self.layer, v): variable_dtypes(v) for v in self.layer.variables
+        }
+
+
+def same_weights(layer: Any, seed: int) -> None:
+    """Give the trainable float weights each backend drew with its own RNG the same values on
+    every backend, before ``call()`` computes, so that backends can be compared on numbers:
+    uniform in -0.5..0.5 from ``seed`` and the variable's place among the layer's trainable
+    variables (not its path, which holds a per-process name counter). Constant weights (zero
+    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
+    import keras
+    from keras.src.backend.common.variables import AutocastScope
+
+    # Called from inside call(), where the layer's autocast scope reads a mixed policy's float32
+    # variables as float16: out of it, the stored values are read and written (on torch an
+    # assignment inside the scope does not reach the variable).
+    with AutocastScope(None):
+        for place, variable in enumerate(layer.trainable_variables):
+            dtype = dtypes.describe(variable)
+            if dtypes.family(dtype) != "float":
+                continue
+            drawn = np.asarray(keras.ops.convert_to_numpy(variable))
+            if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
+                continue
+            rng = np.random.default_rng([seed, place])
+            value = rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype))
+            variable.assign(value)
+
+
+def variable_name(layer: Any, variable: Any) -> str:
+    """A variable's path inside its layer (``query/kernel``); its name before Keras 3.4 (an
+    engine's release), which had no ``path``."""
+    path = getattr(variable, "path", None)
+    if path is None:
+        return variable.name
+    return path.removeprefix(f"{getattr(layer, 'path', layer.name)}/")

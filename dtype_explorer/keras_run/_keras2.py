@@ -20,9 +20,18 @@ from typing import Any
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, output_note
-from dtype_explorer.keras_run._probe_layer import _call, _layer_sample, variable_steps
-from dtype_explorer.keras_run.catalog import OpEntry
+from dtype_explorer.keras_run._stages import (
+    Called,
+    call_layer,
+    construct,
+    layer_sample,
+    recorded_call,
+    timed,
+    variable_steps,
+)
+from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 from dtype_explorer.records import CastStep, ProbeResult, ProbeSpec, VariableDtypes
 from dtype_explorer.timing import ms
 
@@ -51,6 +60,7 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
     started = time.perf_counter()
     timings: dict[str, float] = {}
     base = {"spec": spec, "backend": "tensorflow", "versions": versions, "timings": timings}
+    fields: ProbeFields
     try:
         fields = _run(spec, timings)
     except Invalid as invalid:
@@ -62,10 +72,41 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
     return ProbeResult(**base, **fields)
 
 
-def _run(spec: ProbeSpec, timings: dict[str, float]) -> dict[str, Any]:
+def _run(spec: ProbeSpec, timings: dict[str, float]) -> ProbeFields:
+    """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the Keras 3
+    probe's samples, the layer built and called under that policy with its ``call()``
+    recorded, then ``compute_output_signature`` for the declared dtype."""
     import tensorflow as tf
     import tf_keras
 
+    # 1. The target: tf_keras's layer of that name, its kwargs, and the Keras 2 policy.
+    entry, cls, kwargs, policy = _target(spec, tf_keras)
+    # 2. Inputs: the samples the Keras 3 probe makes.
+    shapes = spec.shapes or entry.shapes
+    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
+    roles = entry.input_roles(len(shapes))
+    samples = [layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
+        tf_keras.mixed_precision.set_global_policy(policy)
+        # 3. Build the layer under that policy.
+        with timed(timings, "construct_ms"):
+            layer = construct(lambda: cls(**kwargs))
+        # 4. The recorded call: what call() received, the variables as read there.
+        recorder = _Recorder(layer, tf)
+        with timed(timings, "call_ms"):
+            called = recorded_call(
+                lambda: call_layer(layer, entry, samples), trace=False, around=recorder.installed()
+            )
+        # 5. Declare: Keras 2's compute_output_signature.
+        with timed(timings, "declared_ms"):
+            declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
+    # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
+    return _answer(called, _steps(input_dtypes, recorder), declared, policy, recorder, tf)
+
+
+def _target(spec: ProbeSpec, tf_keras: Any) -> tuple[LayerEntry, Any, dict[str, Any], Any]:
+    """The catalog entry, ``tf_keras``'s layer class, its kwargs and the Keras 2 policy;
+    what Keras 2 has no counterpart for raises ``InvalidSpecError`` saying so."""
     if spec.target.startswith("custom:"):
         raise InvalidSpecError(
             "a custom layer is a Keras 3 class: the Keras 2 engine probes tf_keras's own layers"
@@ -105,32 +146,11 @@ def _run(spec: ProbeSpec, timings: dict[str, float]) -> dict[str, Any]:
             f"policy {spec.policy!r} does not exist in Keras 2 "
             f"(tf.keras.mixed_precision.Policy: {error})"
         ) from None
-    shapes = spec.shapes or entry.shapes
-    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
-    roles = entry.input_roles(len(shapes))
-    samples = [_layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    return entry, cls, kwargs, policy
 
-    with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
-        tf_keras.mixed_precision.set_global_policy(policy)
-        t0 = time.perf_counter()
-        try:
-            layer = cls(**kwargs)
-        except Exception as error:
-            raise Invalid(error, "construct") from error
-        timings["construct_ms"] = ms(t0)
-        recorder = _Recorder(layer, tf)
-        outputs, error = None, None
-        t0 = time.perf_counter()
-        with recorder.installed():
-            try:
-                outputs = _call(layer, entry, samples)
-            except Exception as exc:
-                error = exc
-        timings["call_ms"] = ms(t0)
-        t0 = time.perf_counter()
-        declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
-        timings["declared_ms"] = ms(t0)
 
+def _steps(input_dtypes: tuple[str, ...], recorder: _Recorder) -> list[CastStep]:
+    """The ``input``, ``autocast`` and ``variables`` steps (Keras 2 has no ``converted``)."""
     steps = [
         CastStep(stage="input", dtype=d, note="the array given", index=i)
         for i, d in enumerate(input_dtypes)
@@ -150,22 +170,36 @@ def _run(spec: ProbeSpec, timings: dict[str, float]) -> dict[str, Any]:
             lambda var: "" if var.autocast else "; not an AutoCastVariable (never cast)",
         )
     )
+    return steps
+
+
+def _answer(
+    called: Called,
+    steps: list[CastStep],
+    declared: tuple[str, ...],
+    policy: Any,
+    recorder: _Recorder,
+    tf: Any,
+) -> ProbeFields:
+    """The fields from the call's outputs (or its error): ``output`` steps and the verdict."""
     basis = (
         f"Keras 2 policy {policy.name!r}: compute {policy.compute_dtype}, "
         f"variables {policy.variable_dtype}",
         NO_CONVERTED_STAGE,
         NO_RESULT_TYPE,
     )
-    fields: dict[str, Any] = {
+    fields: ProbeFields = {
         "declared_dtype": declared[0] if declared else None,
         "basis": basis,
         "variables": recorder.variables,
         "execution": "eager call (Keras 2, tf_keras)",
     }
-    if error is not None:
-        fields.update(status="error", error=error_info(error, "call"), cast_path=tuple(steps))
+    if called.error is not None:
+        fields.update(
+            status="error", error=error_info(called.error, "call"), cast_path=tuple(steps)
+        )
         return fields
-    flat = [t for t in tf.nest.flatten(outputs) if hasattr(t, "dtype")]
+    flat = [t for t in tf.nest.flatten(called.outputs) if hasattr(t, "dtype")]
     out_dtypes = tuple(tf.as_dtype(t.dtype).name for t in flat)
     for i, dtype in enumerate(out_dtypes):
         steps.append(CastStep(stage="output", dtype=dtype, index=i, note=output_note(dtype, None)))

@@ -12,6 +12,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._trace import op_trace
 from dtype_explorer.records import (
     CastStep,
@@ -46,32 +47,25 @@ def outcome(
     described: Callable[[Any], tuple[tuple[str, ...], list[Any]]] | None = None,
     expectations: list[Expectation] | None = None,
     expected: Expectation | None = None,
-) -> dict:
+) -> ProbeFields:
     """The answer's fields from the eager call's outputs (or its error): the ``output`` steps,
     the observed dtypes, the device and the verdict. ``described(outputs)`` gives the output
     dtypes and the tensors among them (default: every tensor in Keras's tree; an op names its
     Python values too, ``python_int``). With ``expectations`` (``keras_run/_expect.py``), the one
     in ``expected`` is the documented dtype the verdicts use; every output gets a verdict."""
-    fields: dict[str, Any] = {
+    # 1. What was expected: the documented rule, or the expectation that judges.
+    fields: ProbeFields = {
         "documented_dtype": documented.dtype,
         "declared_dtype": declared[0] if declared else None,
         "result_type_args": documented.result_type_args,
         "basis": tuple(basis),
     }
     if expectations is not None:
-        fields["documented_dtype"] = expected.dtype if expected is not None else None
-        fields["expected_by"] = expected.source if expected is not None else None
-        said = (
-            (Expectation(source="declared", dtype=declared[0], basis="Keras's symbolic call"),)
-            if declared
-            else ()
-        )
-        fields["expectations"] = (*expectations, *said)
-        if expected is not None and expected.dtype != documented.dtype:
-            fields["basis"] = (*fields["basis"], f"expected {expected.dtype}: {expected.basis}")
+        _expected_fields(fields, documented, declared, expectations, expected)
     documented = rules.Documented(
         fields["documented_dtype"], documented.basis, documented.result_type_args
     )
+    # 2. An error is the answer.
     if error is not None:
         fields.update(
             status="error",
@@ -80,6 +74,7 @@ def outcome(
             cast_path=tuple(steps),
         )
         return fields
+    # 3. The output steps, each output's verdict and the worst of them.
     out_dtypes, tensors = (described or output_leaves)(outputs)
     container = type(outputs).__name__ if isinstance(outputs, tuple | list) else None
     for i, dtype in enumerate(out_dtypes):
@@ -100,15 +95,9 @@ def outcome(
         verdict=overall,
         output_verdicts=each,
     )
-    if (
-        observed is not None
-        and observed.startswith("python_")
-        and fields["verdict"]
-        in (
-            "as-documented",
-            "deviates",
-        )
-    ):  # a Python value has no dtype: no dtype rule judges it
+    # 4. A Python value has no dtype: no dtype rule judges it.
+    judged = fields["verdict"] in ("as-documented", "deviates")
+    if observed is not None and observed.startswith("python_") and judged:
         kind = observed.removeprefix("python_")
         fields["verdict"] = "undocumented"
         fields["basis"] = (
@@ -116,6 +105,27 @@ def outcome(
             f"the output is a Python {kind}, not a tensor: no dtype rule applies to it",
         )
     return fields
+
+
+def _expected_fields(
+    fields: ProbeFields,
+    documented: rules.Documented,
+    declared: tuple[str, ...],
+    expectations: list[Expectation],
+    expected: Expectation | None,
+) -> None:
+    """The expectations side by side (the declared one last), and ``expected``'s dtype as the
+    documented one the verdicts use."""
+    fields["documented_dtype"] = expected.dtype if expected is not None else None
+    fields["expected_by"] = expected.source if expected is not None else None
+    said = (
+        (Expectation(source="declared", dtype=declared[0], basis="Keras's symbolic call"),)
+        if declared
+        else ()
+    )
+    fields["expectations"] = (*expectations, *said)
+    if expected is not None and expected.dtype != documented.dtype:
+        fields["basis"] = (*fields["basis"], f"expected {expected.dtype}: {expected.basis}")
 
 
 def output_leaves(outputs: Any) -> tuple[tuple[str, ...], list[Any]]:

@@ -9,8 +9,7 @@ observes every dtype on the way by running Keras: ``keras.ops.convert_to_tensor`
 variables it *read*, and the returned tensors for ``output``. The symbolic call gives the
 declared dtype; ``rules`` gives the documented one.
 
->>> from dtype_explorer.timing import ms
-from dtype_explorer.records import ProbeSpec
+>>> from dtype_explorer.records import ProbeSpec
 >>> import keras
 >>> r = run(ProbeSpec(target="Dense", input_dtypes=("float64",), kwargs={"units": 2},
 ...                   backend=keras.backend.backend()))
@@ -25,6 +24,7 @@ from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._modes import check_mode
 from dtype_explorer.keras_run._observe import (
@@ -59,6 +59,7 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     started = time.perf_counter()
     timings: dict[str, float] = {}
     base = {"spec": spec, "backend": backend, "versions": versions(backend), "timings": timings}
+    fields: ProbeFields
     try:
         with preserved_keras_state():
             if spec.floatx:

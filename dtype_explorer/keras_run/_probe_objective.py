@@ -13,6 +13,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
@@ -27,7 +28,7 @@ from dtype_explorer.records import (
 from dtype_explorer.timing import ms
 
 
-def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> dict:
+def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> ProbeFields:
     """A loss or metric on y_true/y_pred (or a metric's values) as backend tensors of the asked
     dtypes. A loss class is built with ``dtype=policy`` and its ``call`` is watched (what it
     received after ``Loss.__call__``'s conversion); a metric class is built the same way, and
@@ -73,7 +74,7 @@ def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> dic
     return _metric_class(entry, instance, tensors, steps, timings)
 
 
-def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> dict:
+def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> ProbeFields:
     import keras
 
     kwargs = {**entry.kwargs, **kwargs}
@@ -91,7 +92,7 @@ def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps)
     return op_outcome(outputs, error, steps, documented, declared)
 
 
-def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> dict:
+def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> ProbeFields:
     import keras
 
     received: list[tuple[str, ...]] = []
@@ -148,7 +149,7 @@ def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> d
     return op_outcome(outputs, error, steps, documented, declared)
 
 
-def _metric_class(entry, metric, tensors, steps, timings) -> dict:
+def _metric_class(entry, metric, tensors, steps, timings) -> ProbeFields:
     import keras
 
     def variables(when: str) -> None:

@@ -4,7 +4,7 @@ backend tensor of its dtype first, weak Python scalars as Python numbers, fixed 
 
 from __future__ import annotations
 
-import time
+import functools
 import warnings
 from typing import Any
 
@@ -15,14 +15,15 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     leaf_dtype,
     outcome,
-    traced,
 )
+from dtype_explorer.keras_run._stages import declare, recorded_call, timed
 from dtype_explorer.keras_run.catalog import (
     OpEntry,
 )
@@ -32,30 +33,104 @@ from dtype_explorer.records import (
     Numerics,
     ProbeSpec,
 )
-from dtype_explorer.timing import ms
 
 
-def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bool) -> dict:
+def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bool) -> ProbeFields:
     """Probe one op the way a user calls it: every probed input converted to a backend tensor
     of its dtype first (the ``converted`` step), weak Python scalars passed as Python numbers,
-    fixed inputs (indices, shapes, axes) as the catalog gives them."""
-    import keras
+    fixed inputs (indices, shapes, axes) as the catalog gives them.
 
+    Args:
+        spec: the question (its policy and floatx already set by ``_probe.run``).
+        entry: the op's catalog entry.
+        timings: filled with each stage's milliseconds.
+        trace: whether to open the op trace.
+
+    Returns:
+        The result's fields; a spec whose inputs cannot be made raises ``Invalid``.
+    """
     if entry.skip:
         raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
+    # 1. Inputs: the probed inputs' dtypes and shapes (a creation op's dtype goes to dtype=).
     kwargs = dict(entry.kwargs) | dict(spec.kwargs)
-    input_dtypes = _op_input_dtypes(spec, entry, kwargs)
-    shapes = _op_shapes(spec, entry)
-    rng = np.random.default_rng(spec.seed)
-    samples: dict[int, Any] = {}
-    tensors: dict[int, Any] = {}
-    made: list[tuple[dict, int | None, Any]] = []  # every leaf in call order, for the reruns
-    steps: list[CastStep] = []
+    inputs = _OpInputs(spec, entry, kwargs)
+    # 2. Build the call: each probed input a backend tensor, each fixed one as the catalog has it.
+    try:
+        args, named = catalog.op_calls.build(inputs.leaves, inputs.eager)
+    except Exception as error:
+        raise Invalid(error, "inputs") from error
+    steps = _input_steps(spec, inputs)
+    # 3. Declare: the same call on KerasTensors (Python scalars as they are).
+    with timed(timings, "declared_ms"):
+        declared = _declared_op(entry, inputs, kwargs)
+    # 4. The recorded call.
+    with timed(timings, "call_ms"):
+        called = recorded_call(
+            lambda: _quiet(catalog.op_calls.call, entry.name, args, named, kwargs), trace=trace
+        )
+    # 5. Expectations: result_type, the array libraries, the declared spec.
+    documented = rules.for_op(entry, inputs.dtypes, kwargs=kwargs)
+    with timed(timings, "expect_ms"):
+        expectations = expect.for_op(entry, documented, inputs.leaves, inputs.made, spec.backend)
+        converted = tuple(s.dtype for s in steps if s.stage == "converted")
+        expected = expect.winner(expectations, kind="op", converted=converted)
+    fields = op_outcome(
+        called.outputs, called.error, steps, documented, declared, expectations, expected
+    )
+    fields["trace"] = called.steps()
+    fields["trace_dropped"] = called.dropped
+    # 6. Numerics: against the same op in a wider type, where its result is arithmetic.
+    if called.outputs is not None:
+        with timed(timings, "numerics_ms"):
+            reference = functools.partial(inputs.reference, entry, kwargs)
+            fields["numerics"] = _op_numerics(
+                called.outputs,
+                [v for v in inputs.samples.values() if isinstance(v, np.ndarray)],
+                steps,
+                reference if entry.rule in _ARITHMETIC else None,
+            )
+    return fields
 
-    def sample(leaf: dict, i: int | None) -> Any:
-        if i is None:  # a fixed input: int32 indices, a bool mask, float32 image transforms
-            return catalog.op_calls.values(leaf["values"], tuple(leaf["shape"]), leaf["dtype"], rng)
-        given, shape = input_dtypes[i], shapes[i]
+
+def _quiet(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with its warnings silenced (they are about the sample, not the user)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args)
+
+
+class _OpInputs:
+    """The inputs stage of an op probe: the probed inputs' dtypes and shapes, and the values
+    made for the eager call (kept in call order, for the reference rerun).
+
+    Attributes:
+        dtypes: the probed inputs' dtypes (none for a creation op: its dtype is ``dtype=``).
+        shapes: the probed inputs' shapes.
+        leaves: the op's argument structure with those shapes (``catalog.op_calls.build``).
+        samples: each probed input's value by its index: an array, or a Python number.
+        tensors: each probed input's backend tensor by its index.
+        made: every leaf of the eager call in call order, with its index and its value.
+    """
+
+    def __init__(self, spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> None:
+        self.spec = spec
+        self.dtypes = _op_input_dtypes(spec, entry, kwargs)
+        self.shapes = _op_shapes(spec, entry)
+        self.leaves = _with_shapes(entry.inputs, self.shapes)
+        self.samples: dict[int, Any] = {}
+        self.tensors: dict[int, Any] = {}
+        self.made: list[tuple[dict, int | None, Any]] = []
+        self._rng = np.random.default_rng(spec.seed)
+
+    def value(self, leaf: dict, i: int | None) -> Any:
+        """The value of one leaf: a fixed input (int32 indices, a bool mask, float32 image
+        transforms) from its preset; a probed one the user's own, or a sample of its dtype."""
+        spec = self.spec
+        if i is None:
+            return catalog.op_calls.values(
+                leaf["values"], tuple(leaf["shape"]), leaf["dtype"], self._rng
+            )
+        given, shape = self.dtypes[i], self.shapes[i]
         if spec.user_values is not None:  # the user's own array or Python number, as given
             return spec.user_values[i].value()
         if given in dtypes.PYTHON_SCALARS:
@@ -63,41 +138,64 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
                 return catalog.op_calls.python_scalar(leaf["values"], given)
             return dtypes.sample(given, shape, preset=spec.values, seed=spec.seed + i)
         if spec.values == "default":
-            return catalog.op_calls.values(leaf["values"], shape, given, rng)
+            return catalog.op_calls.values(leaf["values"], shape, given, self._rng)
         return dtypes.sample(given, shape, preset=spec.values, seed=spec.seed + i)
 
-    def eager(leaf: dict, i: int | None) -> Any:
-        value = sample(leaf, i)
-        made.append((leaf, i, value))
+    def eager(self, leaf: dict, i: int | None) -> Any:
+        """One leaf of the eager call: a Python number as it is, else a backend tensor."""
+        value = self.value(leaf, i)
+        self.made.append((leaf, i, value))
         if i is not None:
-            samples[i] = value
+            self.samples[i] = value
         if isinstance(value, (bool, int, float)):
             return value
-        tensor = op_tensor(value, input_dtypes[i] if i is not None else leaf["dtype"])
+        tensor = op_tensor(value, self.dtypes[i] if i is not None else leaf["dtype"])
         if i is not None:
-            tensors[i] = tensor
+            self.tensors[i] = tensor
         return tensor
 
-    def symbolic(leaf: dict, i: int | None) -> Any:
-        given = leaf["dtype"] if i is None else input_dtypes[i]
-        if given in dtypes.PYTHON_SCALARS:
-            return samples[i]
-        return keras.KerasTensor(tuple(leaf["shape"]) if i is None else shapes[i], dtype=given)
+    def symbolic(self, leaf: dict, i: int | None) -> Any:
+        """One leaf of the symbolic call: a ``KerasTensor``, a Python number as it is."""
+        import keras
 
-    try:
-        args, named = catalog.op_calls.build(
-            _with_shapes(entry.inputs, shapes), lambda leaf, i: eager(leaf, i)
-        )
-    except Exception as error:
-        raise Invalid(error, "inputs") from error
-    for i, given in enumerate(input_dtypes):
+        given = leaf["dtype"] if i is None else self.dtypes[i]
+        if given in dtypes.PYTHON_SCALARS:
+            return self.samples[i]
+        shape = tuple(leaf["shape"]) if i is None else self.shapes[i]
+        return keras.KerasTensor(shape, dtype=given)
+
+    def reference(self, entry: OpEntry, kwargs: dict[str, Any], dtype: str) -> Any:
+        """The same op on the same values, every probed number array in ``dtype``."""
+        replay = iter(self.made)
+
+        def again(leaf: dict, i: int | None) -> Any:
+            _, _, value = next(replay)
+            if isinstance(value, (bool, int, float)):
+                return value
+            if i is None:
+                return op_tensor(value, leaf["dtype"])
+            numeric = dtypes.family(dtypes.describe(value)) in ("int", "uint", "float")
+            if isinstance(value, np.ndarray) and numeric:
+                return op_tensor(value.astype(dtype), dtype)
+            return op_tensor(value, self.dtypes[i])
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            args, named = catalog.op_calls.build(self.leaves, again)
+            return _op_tensors(catalog.op_calls.call(entry.name, args, named, kwargs))
+
+
+def _input_steps(spec: ProbeSpec, inputs: _OpInputs) -> list[CastStep]:
+    """The ``input`` and ``converted`` steps of each probed input."""
+    steps: list[CastStep] = []
+    for i, given in enumerate(inputs.dtypes):
         note = "your value" if spec.user_values is not None else _given_note(given)
         steps.append(CastStep(stage="input", dtype=given, note=note, index=i))
         if given in dtypes.PYTHON_SCALARS:
             note = "weak Python scalar: it takes the other operand's type where it can"
             steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
             continue
-        conv = op_described(tensors.get(i, samples.get(i)))
+        conv = op_described(inputs.tensors.get(i, inputs.samples.get(i)))
         note = (
             "backend tensor, dtype kept"
             if conv == given
@@ -106,73 +204,19 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
         steps.append(
             CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
+    return steps
 
-    t0 = time.perf_counter()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            sym_args, sym_named = catalog.op_calls.build(
-                _with_shapes(entry.inputs, shapes), symbolic
-            )
-            declared = op_leaf_dtypes(
-                catalog.op_calls.call(entry.name, sym_args, sym_named, kwargs)
-            )
-    except Exception:  # the symbolic call fails where eager may not (weak scalars, callables)
-        declared = ()
-    timings["declared_ms"] = ms(t0)
 
-    t0 = time.perf_counter()
-    outputs, error = None, None
-    with traced(trace) as recorded:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                outputs = catalog.op_calls.call(entry.name, args, named, kwargs)
-        except Exception as exc:
-            error = exc
-    timings["call_ms"] = ms(t0)
-    documented = rules.for_op(entry, input_dtypes, kwargs=kwargs)
-    t0 = time.perf_counter()
-    expectations = expect.for_op(
-        entry, documented, _with_shapes(entry.inputs, shapes), made, spec.backend
-    )
-    converted = tuple(s.dtype for s in steps if s.stage == "converted")
-    expected = expect.winner(expectations, kind="op", converted=converted)
-    timings["expect_ms"] = ms(t0)
-    fields = op_outcome(outputs, error, steps, documented, declared, expectations, expected)
-    fields["trace"] = recorded.steps() if recorded is not None else ()
-    fields["trace_dropped"] = recorded.dropped if recorded is not None else 0
-    arrays = [v for v in samples.values() if isinstance(v, np.ndarray)]
-    if outputs is not None:
-        t0 = time.perf_counter()
+def _declared_op(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """The declared dtypes; none where the symbolic call fails where eager may not (weak
+    scalars, callables)."""
 
-        def reference(dtype: str) -> Any:
-            """The same op on the same values, every probed number array in ``dtype``."""
-            replay = iter(made)
+    def symbolic() -> Any:
+        args, named = catalog.op_calls.build(inputs.leaves, inputs.symbolic)
+        return op_leaf_dtypes(catalog.op_calls.call(entry.name, args, named, kwargs))
 
-            def again(leaf: dict, i: int | None) -> Any:
-                _, _, value = next(replay)
-                if isinstance(value, (bool, int, float)):
-                    return value
-                if i is None:
-                    return op_tensor(value, leaf["dtype"])
-                numeric = dtypes.family(dtypes.describe(value)) in ("int", "uint", "float")
-                if isinstance(value, np.ndarray) and numeric:
-                    return op_tensor(value.astype(dtype), dtype)
-                return op_tensor(value, input_dtypes[i])
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ref_args, ref_named = catalog.op_calls.build(
-                    _with_shapes(entry.inputs, shapes), again
-                )
-                return _op_tensors(catalog.op_calls.call(entry.name, ref_args, ref_named, kwargs))
-
-        fields["numerics"] = _op_numerics(
-            outputs, arrays, steps, reference if entry.rule in _ARITHMETIC else None
-        )
-        timings["numerics_ms"] = ms(t0)
-    return fields
+    declared, _ = declare(lambda: _quiet(symbolic), lambda found: found)
+    return declared
 
 
 #: Op rules whose result is arithmetic on the inputs' values, checked against the same op in a
@@ -309,7 +353,7 @@ def op_outcome(
     declared,
     expectations: list[Expectation] | None = None,
     expected: Expectation | None = None,
-) -> dict:
+) -> ProbeFields:
     """As ``outcome``, with Python values (``ops.size``, ``ops.shape``) named as
     ``python_int``, ``python_bool``, ... instead of being dropped."""
     return outcome(

@@ -106,40 +106,16 @@ def make_spec(
     >>> spec.input_dtypes, spec.shapes, [v.value().tolist() for v in spec.user_values]
     (('int32', 'int32'), ((2,), (2,)), [[2, 3], [-1, -2]])
     """
+    # 1. Where it runs: the engine (a Keras release) and the backend.
     engine = engine_spec(engine)
-    if backend is None and engine is not None and engine.startswith("tf_keras"):
-        backend = TF_KERAS_BACKEND
-    if backend is None:
-        import keras
-
-        backend = keras.backend.backend()
-    elif not isinstance(backend, str) or backend not in backend_names.BACKENDS:
-        raise unknown("backend", backend, backend_names.BACKENDS)
+    backend = _backend(backend, engine)
     check_engine_backend(engine, backend)
+    # 2. What runs: the target, and its inputs (a preset's samples, or the user's values).
     target_name = _target_name(target)
-    given: GivenValues | None = None
-    if isinstance(values, str):
-        if values not in dtypes.PRESETS:
-            raise unknown("value preset (values)", values, dtypes.PRESETS)
-        input_dtypes = _input_dtypes("float32" if input_dtype is None else input_dtype)
-    else:
-        if shape is not None:
-            raise InvalidSpecError(
-                "shape: give shape or your own values, not both (values have their own shapes)"
-            )
-        given = user_values(values, input_dtype)
-        input_dtypes = given.dtypes
-    if floatx is not None and (not isinstance(floatx, str) or floatx not in dtypes.FLOATX):
-        raise unknown("floatx", floatx, dtypes.FLOATX)
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise InvalidSpecError(
-            f"seed must be an int in [0, 2**32); received: {received(seed)} ({type(seed).__name__})"
-        )
-    shapes = _shapes(shape) if given is None else given.shapes
-    if given is None:
-        _check_inputs(target_name, input_dtypes, shapes)
-    else:
-        _check_values(target_name, given, mode)
+    given, input_dtypes = _given(values, input_dtype, shape)
+    _check_floatx_and_seed(floatx, seed)
+    shapes = _checked_shapes(target_name, given, input_dtypes, shape, mode)
+    # 3. How it runs: the mode, then the spec (the policy, kwargs and call kwargs checked).
     mode = check_mode(mode, target_name, None if isinstance(target, str) else target, backend)
     return ProbeSpec(
         target=target_name,
@@ -157,6 +133,61 @@ def make_spec(
         structure=given.structure if given is not None else None,
         call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
     )
+
+
+def _backend(backend: Any, engine: str | None) -> str:
+    """The backend asked for: Keras 2's (tensorflow) for ``tf_keras``, else this process's
+    when none is given."""
+    if backend is None and engine is not None and engine.startswith("tf_keras"):
+        backend = TF_KERAS_BACKEND
+    if backend is None:
+        import keras
+
+        return keras.backend.backend()
+    if not isinstance(backend, str) or backend not in backend_names.BACKENDS:
+        raise unknown("backend", backend, backend_names.BACKENDS)
+    return backend
+
+
+def _check_floatx_and_seed(floatx: Any, seed: Any) -> None:
+    if floatx is not None and (not isinstance(floatx, str) or floatx not in dtypes.FLOATX):
+        raise unknown("floatx", floatx, dtypes.FLOATX)
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidSpecError(
+            f"seed must be an int in [0, 2**32); received: {received(seed)} ({type(seed).__name__})"
+        )
+
+
+def _checked_shapes(
+    target_name: str,
+    given: GivenValues | None,
+    input_dtypes: tuple[str, ...],
+    shape: ShapeArg,
+    mode: str,
+) -> tuple[tuple[int, ...], ...] | None:
+    """The inputs' shapes (the user's values' own), checked against what the target takes."""
+    if given is None:
+        shapes = _shapes(shape)
+        _check_inputs(target_name, input_dtypes, shapes)
+        return shapes
+    _check_values(target_name, given, mode)
+    return given.shapes
+
+
+def _given(
+    values: Any, input_dtype: DtypeArg | None, shape: ShapeArg
+) -> tuple[GivenValues | None, tuple[str, ...]]:
+    """The user's own values (``None`` for a preset's samples) and the inputs' dtypes."""
+    if isinstance(values, str):
+        if values not in dtypes.PRESETS:
+            raise unknown("value preset (values)", values, dtypes.PRESETS)
+        return None, _input_dtypes("float32" if input_dtype is None else input_dtype)
+    if shape is not None:
+        raise InvalidSpecError(
+            "shape: give shape or your own values, not both (values have their own shapes)"
+        )
+    given = user_values(values, input_dtype)
+    return given, given.dtypes
 
 
 def _check_values(target_name: str, given: GivenValues, mode: str) -> None:

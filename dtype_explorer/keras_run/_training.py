@@ -191,35 +191,21 @@ def train_one_step(
     """
     import keras
 
+    # 1. Before the step: loss scaling and its scale, how the step is compiled.
     optimizer = model.optimizer
     scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     scale_before = _scale(optimizer) if scaling else None
     if scaling and scale_before is None:
         scale_before = float(optimizer.initial_scale)
     compiled, execution = compiled_by(model)
+    # 2. The step, model.fit on one batch, with the gradients read where the optimizer gets them.
     sink = _GradientSink(model, prefix)
-    apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
-
-    def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
-        gradients = list(gradients)
-        sink.record(gradients)
-        return apply(gradients, *args, **kwargs)
-
-    def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
-        gradients = list(gradients)
-        sink.record(gradients)
-        return stateless_apply(optimizer_variables, gradients, *args)
-
-    object.__setattr__(optimizer, "apply", recorded_apply)
-    object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
     batch = len(keras.tree.flatten(x)[0])
-    try:
-        with global_seed_kept(), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
-            history = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
-    finally:
-        optimizer.__dict__.pop("apply", None)
-        optimizer.__dict__.pop("stateless_apply", None)
+    recorded = _gradients_to(optimizer, sink)
+    with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
+        history = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
+    # 3. The report.
     losses = history.history.get("loss") or [None]
     owner = model if variables_of is None else variables_of
     notes = []
@@ -243,6 +229,31 @@ def train_one_step(
         compiled=compiled,
         execution=f"model.fit: one training step, {execution}",
     )
+
+
+@contextlib.contextmanager
+def _gradients_to(optimizer: Any, sink: _GradientSink) -> Iterator[None]:
+    """The optimizer's ``apply`` and ``stateless_apply`` hand their gradients to ``sink``
+    first (on the instance: its class is never touched)."""
+    apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
+
+    def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
+        gradients = list(gradients)
+        sink.record(gradients)
+        return apply(gradients, *args, **kwargs)
+
+    def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
+        gradients = list(gradients)
+        sink.record(gradients)
+        return stateless_apply(optimizer_variables, gradients, *args)
+
+    object.__setattr__(optimizer, "apply", recorded_apply)
+    object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
+    try:
+        yield
+    finally:
+        optimizer.__dict__.pop("apply", None)
+        optimizer.__dict__.pop("stateless_apply", None)
 
 
 def _numpy_copy_notice(warning: Any) -> bool:

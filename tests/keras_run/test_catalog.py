@@ -22,7 +22,7 @@ from dtype_explorer.keras_run.catalog import op_calls
 from dtype_explorer.records import ProbeSpec
 
 ROOT = Path(__file__).resolve().parents[2]
-SMOKE = ROOT / "tests" / "engine" / "catalog_smoke.py"
+SMOKE = ROOT / "tests" / "keras_run" / "catalog_smoke.py"
 GROUPS = {
     "core", "convolution", "pooling", "normalization", "recurrent", "attention", "merging",
     "reshaping", "regularization", "activation", "preprocessing-numerical",

@@ -18,7 +18,7 @@ from dtype_explorer import pool
 from dtype_explorer.keras_run import make_spec, run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
-RAW = ROOT / "tests" / "engine" / "raw_ops.py"
+RAW = ROOT / "tests" / "keras_run" / "raw_ops.py"
 #: raw_ops.py case -> (target, input dtypes, floatx)
 CASES = {
     "binary ops.add(int8, float16)": ("ops.add", ("int8", "float16"), None),

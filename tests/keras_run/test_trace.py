@@ -305,3 +305,67 @@ def test_a_call_running_many_ops_keeps_the_first_ones_and_counts_the_rest():
     assert len(r.trace) == MAX_STEPS and r.trace_dropped > 0
     assert len(r.trace) + r.trace_dropped >= 400
     assert f"{r.trace_dropped} more op(s), not recorded" in str(r)
+
+
+# ------------------------------------------------------------ pydantic internals it relies on
+
+
+def test_records_built_without_validation_are_the_records_pydantic_builds():
+    """``_trace_records.built`` writes a pydantic model's instance slots itself (``__dict__``,
+    ``__pydantic_fields_set__``, ``__pydantic_extra__``, ``__pydantic_private__``) to skip
+    validation: this pins that layout, so a pydantic release that changes it fails here."""
+    import pydantic
+
+    from dtype_explorer.keras_run import _trace_records
+    from dtype_explorer.records import TraceStep, TraceTensor
+
+    validated = TraceTensor(name="x", dtype="float16", shape=(2, 3), kind="tensor", stored=None)
+    for slot in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+        assert slot in pydantic.BaseModel.__slots__, slot  # the instance slots it sets
+        assert hasattr(validated, slot), slot
+    assert validated.__pydantic_extra__ is None and validated.__pydantic_private__ is None
+    built = _trace_records.built(
+        TraceTensor, name="x", dtype="float16", shape=(2, 3), kind="tensor", stored=None
+    )
+    assert type(built) is TraceTensor
+    assert built == validated
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump_json() == validated.model_dump_json()
+    assert built.model_fields_set == set(TraceTensor.model_fields)
+    assert TraceTensor.model_validate_json(built.model_dump_json()) == validated
+    assert built.model_copy(update={"dtype": "float32"}).dtype == "float32"
+    with pytest.raises(pydantic.ValidationError):  # the records stay frozen
+        built.dtype = "float32"
+
+    with op_trace() as trace:
+        keras.ops.add(keras.ops.ones((2,), dtype="int8"), 1.5)
+    steps = trace.steps()
+    assert steps, "the trace recorded nothing"
+    for step in steps:  # every field given: nothing is left to a default pydantic would fill
+        assert set(vars(step)) == set(TraceStep.model_fields)
+        assert TraceStep.model_validate_json(step.model_dump_json()) == step
+
+
+def test_the_trace_state_is_one_object_and_its_caches_are_bounded_lru_caches():
+    """One state object (the open traces, the bindings, the wrappers); the caches are
+    ``functools.lru_cache``\\ s, and those keyed by what a call saw are bounded."""
+    import functools
+
+    from dtype_explorer.keras_run import _trace, _trace_frames, _trace_records
+
+    with op_trace():
+        assert _trace._TRACING.installed >= 1 and _trace._TRACING.trace is not None
+        keras.ops.add(keras.ops.ones((2,)), 1.0)
+    assert _trace._TRACING.trace is None
+    assert _trace._TRACING.groups, "no binding was found to wrap"
+    for cached in (
+        _trace_frames.classify,
+        _trace_records.type_kind,
+        _trace_records.result_type,
+        _trace_records._tensor_record,
+        _trace_records._change_of,
+    ):
+        assert isinstance(cached, functools._lru_cache_wrapper)
+        assert cached.cache_info().currsize > 0
+    assert _trace_records._tensor_record.cache_info().maxsize == _trace_records.RECORDS_CACHED
+    assert _trace_records._change_of.cache_info().maxsize == _trace_records.RECORDS_CACHED

@@ -80,73 +80,9 @@ def values(preset: Any, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
     shape = tuple(shape)
     if isinstance(preset, dict):
         return np.asarray(preset["literal"]).astype(npdt).reshape(shape)
-    is_int = kind in ("int", "uint")
-    if preset.startswith("classes:"):
-        v = rng.integers(0, int(preset.split(":")[1]), size=shape).astype(np.float64)
-    elif preset == "smallint":
-        v = rng.integers(0, 4, size=shape).astype(np.float64)
-    elif preset == "posint":
-        v = rng.integers(1, 7, size=shape).astype(np.float64)
-    elif preset == "default":
-        if kind == "bool":
-            return rng.integers(0, 2, size=shape).astype(bool)
-        v = rng.integers(-2, 3, size=shape) if is_int else _grid(rng.uniform(-2, 2, shape), 1 / 8)
-        if kind == "uint":
-            v = np.abs(v)
-    elif preset in ("positive", "nonneg", "ge1"):
-        low, high, flow, fhigh = {
-            "positive": (1, 4, 0.5, 2.5),
-            "nonneg": (0, 4, 0.0, 2.5),
-            "ge1": (1, 4, 1.125, 3.0),
-        }[preset]
-        v = (
-            rng.integers(low, high, size=shape)
-            if is_int
-            else _grid(rng.uniform(flow, fhigh, shape), 1 / 8)
-        )
-    elif preset == "nonzero":
-        mag = (
-            rng.integers(1, 4, size=shape) if is_int else _grid(rng.uniform(0.5, 2.5, shape), 1 / 8)
-        )
-        v = mag * (1 if kind == "uint" else rng.choice([-1, 1], size=shape))
-    elif preset == "unit":
-        v = np.zeros(shape) if is_int else _grid(rng.uniform(-0.875, 0.875, shape), 1 / 8)
-    elif preset == "prob":
-        v = (
-            rng.integers(0, 2, size=shape)
-            if is_int
-            else _grid(rng.uniform(0.125, 0.875, shape), 1 / 16)
-        )
-    elif preset in ("probs_rows", "one_hot"):
-        n = shape[-1]
-        if preset == "one_hot" or is_int or kind == "bool":
-            v = np.eye(n)[rng.integers(0, n, size=shape[:-1])]
-        else:
-            w = rng.integers(1, 4, size=shape).astype(np.float64)
-            v = w / w.sum(-1, keepdims=True)
-    elif preset == "sorted":
-        v = np.cumsum(rng.integers(1, 3, size=shape), axis=-1) - (0 if kind == "uint" else 2)
-    elif preset in ("square", "spd", "lower_tri"):
-        n = shape[-1]
-        a = rng.integers(-1, 2, size=shape).astype(np.float64)
-        if kind == "uint":
-            a = np.abs(a)
-        eye = np.eye(n)
-        if preset == "square":
-            v = a + (n + 1) * eye
-        elif preset == "spd":
-            v = a @ np.swapaxes(a, -1, -2) + n * eye
-        else:
-            v = np.tril(a, -1) + rng.integers(1, 3, size=shape) * eye
-    elif preset == "image01":
-        v = rng.integers(0, 256, size=shape) if is_int else _grid(rng.uniform(0, 1, shape), 1 / 16)
-    elif preset == "complex":
-        v = _grid(rng.uniform(-2, 2, shape), 1 / 8) + 1j * _grid(rng.uniform(-2, 2, shape), 1 / 8)
-        if kind != "complex":
-            v = v.real
-    else:
-        raise ValueError(f"unknown value preset {preset!r}; valid: {', '.join(VALUE_PRESETS)}")
-    v = np.asarray(v)
+    if preset == "default" and kind == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    v = np.asarray(_drawn(preset, shape, kind, rng))
     if kind == "bool":
         return (
             v.astype(bool) if preset not in ("positive", "nonzero", "ge1") else np.ones(shape, bool)
@@ -154,6 +90,73 @@ def values(preset: Any, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
     if kind == "complex" and not np.iscomplexobj(v):
         v = v + 0j
     return v.astype(npdt)
+
+
+def _drawn(preset: str, shape: tuple[int, ...], kind: str, rng: np.random.Generator) -> Any:
+    """The preset's numbers for an input of this kind (``int``, ``uint``, ``float``, ...),
+    drawn from ``rng`` in a fixed order (the same sample on every backend)."""
+    is_int = kind in ("int", "uint")
+    if preset.startswith("classes:"):
+        return rng.integers(0, int(preset.split(":")[1]), size=shape).astype(np.float64)
+    if preset == "smallint":
+        return rng.integers(0, 4, size=shape).astype(np.float64)
+    if preset == "posint":
+        return rng.integers(1, 7, size=shape).astype(np.float64)
+    if preset == "default":
+        v = rng.integers(-2, 3, size=shape) if is_int else _grid(rng.uniform(-2, 2, shape), 1 / 8)
+        return np.abs(v) if kind == "uint" else v
+    if preset in ("positive", "nonneg", "ge1"):
+        low, high, flow, fhigh = {
+            "positive": (1, 4, 0.5, 2.5),
+            "nonneg": (0, 4, 0.0, 2.5),
+            "ge1": (1, 4, 1.125, 3.0),
+        }[preset]
+        if is_int:
+            return rng.integers(low, high, size=shape)
+        return _grid(rng.uniform(flow, fhigh, shape), 1 / 8)
+    if preset == "nonzero":
+        mag = (
+            rng.integers(1, 4, size=shape) if is_int else _grid(rng.uniform(0.5, 2.5, shape), 1 / 8)
+        )
+        return mag * (1 if kind == "uint" else rng.choice([-1, 1], size=shape))
+    if preset == "unit":
+        return np.zeros(shape) if is_int else _grid(rng.uniform(-0.875, 0.875, shape), 1 / 8)
+    if preset == "prob":
+        if is_int:
+            return rng.integers(0, 2, size=shape)
+        return _grid(rng.uniform(0.125, 0.875, shape), 1 / 16)
+    if preset in ("probs_rows", "one_hot", "sorted", "square", "spd", "lower_tri"):
+        return _structured(preset, shape, kind, rng)
+    if preset == "image01":
+        if is_int:
+            return rng.integers(0, 256, size=shape)
+        return _grid(rng.uniform(0, 1, shape), 1 / 16)
+    if preset == "complex":
+        v = _grid(rng.uniform(-2, 2, shape), 1 / 8) + 1j * _grid(rng.uniform(-2, 2, shape), 1 / 8)
+        return v if kind == "complex" else v.real
+    raise ValueError(f"unknown value preset {preset!r}; valid: {', '.join(VALUE_PRESETS)}")
+
+
+def _structured(preset: str, shape: tuple[int, ...], kind: str, rng: np.random.Generator) -> Any:
+    """The presets with a structure along the last axes: rows of probabilities or one-hot
+    rows, sorted rows, and square matrices (well conditioned, SPD, lower triangular)."""
+    n = shape[-1]
+    if preset in ("probs_rows", "one_hot"):
+        if preset == "one_hot" or kind in ("int", "uint", "bool"):
+            return np.eye(n)[rng.integers(0, n, size=shape[:-1])]
+        w = rng.integers(1, 4, size=shape).astype(np.float64)
+        return w / w.sum(-1, keepdims=True)
+    if preset == "sorted":
+        return np.cumsum(rng.integers(1, 3, size=shape), axis=-1) - (0 if kind == "uint" else 2)
+    a = rng.integers(-1, 2, size=shape).astype(np.float64)
+    if kind == "uint":
+        a = np.abs(a)
+    eye = np.eye(n)
+    if preset == "square":
+        return a + (n + 1) * eye
+    if preset == "spd":
+        return a @ np.swapaxes(a, -1, -2) + n * eye
+    return np.tril(a, -1) + rng.integers(1, 3, size=shape) * eye
 
 
 def python_scalar(preset: Any, weak: str) -> int | float | bool:
