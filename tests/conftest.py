@@ -1,6 +1,6 @@
 """Test session setup: the in-process backend is TensorFlow (Keras's default) unless
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
-Each session gets a fresh, empty result cache, removed at the end."""
+Each session gets a fresh, empty result cache and cache key, removed at the end."""
 
 import os
 import shutil
@@ -15,6 +15,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
 _CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
 os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
+# The cache's signing key too: never the real user's (in their config directory).
+_KEY_DIR = tempfile.mkdtemp(prefix="dx-test-key-")
+os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -24,6 +27,7 @@ def _fresh_cache_and_workers():
 
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+    shutil.rmtree(_KEY_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

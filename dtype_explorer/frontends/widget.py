@@ -26,7 +26,7 @@ import traitlets
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
-from dtype_explorer.errors import InvalidSpecError, received, unknown
+from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
 from dtype_explorer.frontends import _contract
 from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.records import (
@@ -92,7 +92,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         self._custom = {make_spec(c, backend=installed[0]).target: c for c in custom}
         self._payloads = {name: pool.target_payload(layer) for name, layer in self._custom.items()}
         self._use_cache = use_cache
-        self._timeout = timeout
+        self._timeout = pool.time_limit(timeout)  # refused here, not at the first probe
         self._lock = threading.RLock()
         self._generation = 0
         #: Per backend: whether this widget has a probe running there, and the newest request
@@ -110,14 +110,18 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         first = {
             "target": name,
             "kwargs": json.dumps(start["kwargs"] if kwargs is None else kwargs),
-            "input_dtypes": [chosen] if isinstance(chosen, str) else list(chosen),
+            "input_dtypes": list(chosen)
+            if isinstance(chosen, list | tuple)
+            else [dtypes.standardize(chosen, "input_dtype")],
             "preset": values,
             "shape": json.dumps(start["shapes"] if shape is None else shape),
             "policy": policy,
             "mode": mode,
             "engine": engine_spec(engine),
             "backends": list(
-                _default_backends(installed, engine) if backends is None else backends
+                _default_backends(installed, engine)
+                if backends is None
+                else listed(backends, "backends")  # (a string is one backend)
             ),
             "nonce": 0,
         }

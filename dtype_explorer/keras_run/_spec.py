@@ -52,6 +52,9 @@ MAX_LIST_INPUTS = 16
 #: How deeply kwargs may nest, and how many values (keys, items, leaves) they may hold in all.
 MAX_KWARGS_DEPTH = 32
 MAX_KWARGS_VALUES = 10_000
+#: The most characters their strings (keys included) may hold in all: they are stored whole in
+#: every result and cache row.
+MAX_KWARGS_CHARS = 100_000
 
 DtypeArg = str | Sequence[str]
 ShapeArg = Sequence[int] | Sequence[Sequence[int]] | None
@@ -381,8 +384,9 @@ def _json_kwargs(kwargs: dict[str, Any], parameter: str = "kwargs") -> dict[str,
 
 
 def check_json_size(value: Any, parameter: str) -> None:
-    """Refuse ``value`` if it nests deeper than ``MAX_KWARGS_DEPTH`` or holds more than
-    ``MAX_KWARGS_VALUES`` values, before anything recursive (``json``, pydantic) touches it.
+    """Refuse ``value`` if it nests deeper than ``MAX_KWARGS_DEPTH``, holds more than
+    ``MAX_KWARGS_VALUES`` values or more than ``MAX_KWARGS_CHARS`` characters of text, before
+    anything recursive (``json``, pydantic) touches it.
 
     >>> check_json_size({"a": [[[[1]]]]}, "kwargs")
     >>> deep = []
@@ -394,10 +398,16 @@ def check_json_size(value: Any, parameter: str) -> None:
     dtype_explorer.errors.InvalidSpecError: kwargs nest deeper than 32 levels; ...
     """
     stack: list[tuple[Any, int]] = [(value, 0)]
-    count = 0
+    count = chars = 0
     while stack:
         item, depth = stack.pop()
         count += 1
+        chars += len(item) if isinstance(item, str) else 0
+        if chars > MAX_KWARGS_CHARS:
+            raise InvalidSpecError(
+                f"{parameter} hold more than {MAX_KWARGS_CHARS} characters of text in all "
+                f"(received: {chars} or more); a layer's arguments are a few JSON values"
+            )
         if depth > MAX_KWARGS_DEPTH:
             raise InvalidSpecError(
                 f"{parameter} nest deeper than {MAX_KWARGS_DEPTH} levels; a layer's arguments "
@@ -411,6 +421,7 @@ def check_json_size(value: Any, parameter: str) -> None:
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
             count += len(item)
+            chars += sum(len(k) for k in item if isinstance(k, str))
         elif isinstance(item, list | tuple):
             stack.extend((v, depth + 1) for v in item)
 

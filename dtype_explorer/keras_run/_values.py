@@ -84,6 +84,12 @@ def user_values(values: Any, input_dtype: Any) -> GivenValues:
         raise InvalidSpecError("values: give one value per input; received: an empty list")
     raw: list[tuple[tuple[Any, ...], Any]] = []
     nodes = [_node(v, (i,), raw, 0) for i, v in enumerate(top)]
+    if not raw:
+        raise InvalidSpecError(
+            f"values: holds no array or number; received: {received(values)} "
+            f"({type(values).__name__}); give one value per input (an array, a nested list, "
+            "a Python number, or a dict or tuple of them for a structured input)"
+        )
     asked = _asked(input_dtype, len(raw))
     leaves = tuple(_leaf(v, a, path) for (path, v), a in zip(raw, asked))
     total = sum(leaf.nbytes for leaf in leaves)
@@ -161,6 +167,13 @@ def _leaf(value: Any, asked: str | None, path: tuple[Any, ...]) -> InputValue:
             f"values{where}: {asked} is a Python number, and this value is not one; received: "
             f"{received(value)} ({type(value).__name__})"
         )
+    if isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidSpecError(
+            f"values{where}: bytes are not a value (they are never unpickled or decoded); "
+            f"received: {received(bytes(value)[:200])} ({type(value).__name__} of "
+            f"{len(bytes(value))} bytes); give an array, a nested list of numbers, bools or "
+            "strings, or a Python number"
+        )
     if isinstance(value, str):
         raise InvalidSpecError(
             f"values{where}: a bare string is not a value (a value preset is named by "
@@ -208,7 +221,7 @@ def _array(value: Any, where: str) -> np.ndarray:
                 f"numbers, bools or strings, or a Python number; received: {received(value)} "
                 f"({type(value).__name__})"
             ) from None
-    if array.dtype.kind not in "biufcUS" or array.dtype.names is not None:
+    if (array.dtype.kind not in "biufcUS" and not _ml_dtype(array.dtype)) or array.dtype.names:
         raise InvalidSpecError(
             f"values{where}: a value travels as data (numbers, bools or strings), and this one "
             f"is a NumPy {array.dtype} array (from a {type(value).__name__}: {received(value)}); "
@@ -220,7 +233,14 @@ def _array(value: Any, where: str) -> np.ndarray:
             f"limit is {MAX_VALUE_ELEMENTS} elements and 8 dims, as for shapes"
         )
     if array.dtype.kind in "US":
-        return array.astype(str)
+        try:
+            return array.astype(str)
+        except UnicodeDecodeError:
+            raise InvalidSpecError(
+                f"values{where}: a NumPy {array.dtype} array of bytes that are not ASCII text "
+                f"(received: {received(value)}); give strings (str), or numbers as a numeric "
+                "array"
+            ) from None
     try:
         dtypes.standardize(array.dtype, "values")
     except InvalidSpecError:
@@ -229,6 +249,11 @@ def _array(value: Any, where: str) -> np.ndarray:
             f"{', '.join(dtypes.keras_dtypes())}"
         ) from None
     return array
+
+
+def _ml_dtype(kind: np.dtype) -> bool:
+    """An ml_dtypes dtype (bfloat16, float8_*, ...): numbers NumPy stores as ``V`` (void)."""
+    return kind.kind == "V" and kind.type.__module__.split(".")[0] == "ml_dtypes"
 
 
 def _check_list_size(value: Any, where: str) -> None:

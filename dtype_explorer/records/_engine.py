@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from packaging.version import Version
 from pydantic import Field
 
 from dtype_explorer.errors import InvalidSpecError, received
@@ -45,8 +46,8 @@ def engine_spec(value: Any) -> str | None:
     Raises:
         InvalidSpecError: any other value, repeated.
 
-    >>> engine_spec("keras == 3.12.0")
-    'keras==3.12.0'
+    >>> engine_spec("keras == 3.12.0"), engine_spec("keras==3.11.03")
+    ('keras==3.12.0', 'keras==3.11.3')
     >>> engine_spec("keras==3.12")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -57,11 +58,11 @@ def engine_spec(value: Any) -> str | None:
     if isinstance(value, str):
         text = value.strip()
         keras = _KERAS.fullmatch(text)
-        if keras:
-            return f"keras=={keras.group(1)}"
+        if keras:  # (one name per release: "3.11.03" is pip's 3.11.3, so is the engine)
+            return f"keras=={Version(keras.group(1))}"
         tf_keras = _TF_KERAS.fullmatch(text)
         if tf_keras:
-            return f"tf_keras=={tf_keras.group(1)}" if tf_keras.group(1) else "tf_keras"
+            return f"tf_keras=={Version(tf_keras.group(1))}" if tf_keras.group(1) else "tf_keras"
     raise InvalidSpecError(
         f"engine must be {', '.join(ENGINE_FORMS[:-1])} or {ENGINE_FORMS[-1]} (Keras 2, on "
         f"tensorflow); received: {received(value)}"

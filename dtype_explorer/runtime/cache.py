@@ -19,15 +19,37 @@ unpickles and never opens a file a row names), every value is validated as a
 miss. SQLite runs without a memory map and without WAL's shared-memory file: a cache file
 truncated under a running kernel gives errors (the probe then runs live), never ``SIGBUS``.
 
+A well-formed lie is refused too: each row carries an HMAC-SHA256 over its key and body, keyed
+by a secret that lives outside the cache directory, per user (``cache.key`` in the user's
+config directory, file mode 0600, made on the first write; ``$DTYPE_EXPLORER_CACHE_KEY_FILE``
+names another file). A row whose MAC does not match, or that has none (stored before rows were
+signed), is a miss, counted by :func:`stats`; the live answer then replaces it.
+
+Sharing a cache with a team on purpose means sharing the key: copy one member's key file to a
+place only the team can read and point everyone's ``$DTYPE_EXPLORER_CACHE_KEY_FILE`` at it
+(with ``$DTYPE_EXPLORER_CACHE_DIR`` at the shared cache)::
+
+    install -m 0640 -g team ~/.config/dtype-explorer/cache.key /team/dx/cache.key
+    export DTYPE_EXPLORER_CACHE_DIR=/team/dx/cache
+    export DTYPE_EXPLORER_CACHE_KEY_FILE=/team/dx/cache.key
+
+Whoever can read the key can sign rows, so keep it out of the cache folder, CI artifacts and
+images. A cache directory that cannot be written is read (and nothing stored), a damaged
+``cache.db`` is moved aside as ``cache.db.broken-<time>`` and rebuilt, and a path too long for
+SQLite is named as such: each warned about once (:mod:`dtype_explorer.runtime._store`).
+
 >>> import dtype_explorer as dx
 >>> dx.cache.info()          # doctest: +SKIP
 {'path': '/home/me/.cache/dtype-explorer', 'entries': 12, 'size_bytes': 98304}
+>>> dx.cache.stats()         # doctest: +SKIP
+{'hits': 3, 'misses': 9, 'stored': 9, 'rejected': {'mac': 1, 'unsigned': 0, ...}}
 >>> dx.cache.clear()         # doctest: +SKIP
 12
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import threading
@@ -40,14 +62,17 @@ import pydantic
 
 from dtype_explorer import keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.runtime import engines
+from dtype_explorer.runtime import _mac, engines
+from dtype_explorer.runtime import _store as _store_module
 from dtype_explorer.versions import placement, settings, versions
 
 __all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "results"]
 
 ENV_DIR = keras_facts.ENV_DIR
 _lock = threading.Lock()
-_open: diskcache.Cache | None = None
+_open: _store_module.Store | None = None
+_counts: collections.Counter[str] = collections.Counter(hits=0, misses=0, stored=0)
+_rejected: collections.Counter[str] = collections.Counter(mac=0, unsigned=0, invalid=0, mismatch=0)
 
 #: How the database is opened, whatever its ``Settings`` table says: no memory map (a file
 #: truncated under the map kills the process with SIGBUS), a rollback journal instead of WAL
@@ -105,7 +130,7 @@ def path() -> Path:
     return keras_facts.cache_dir()
 
 
-def _db() -> diskcache.Cache:
+def _store() -> _store_module.Store:
     """The open cache for the current :func:`path` (reopened when the path changes)."""
     global _open
     where = str(path())
@@ -113,8 +138,12 @@ def _db() -> diskcache.Cache:
         if _open is None or _open.directory != where:
             if _open is not None:
                 _open.close()
-            _open = diskcache.Cache(where, timeout=_BUSY_SECONDS, disk=_TextDisk, **_SETTINGS)
+            _open = _store_module.Store(where, _opener)
         return _open
+
+
+def _opener(where: str) -> diskcache.Cache:
+    return diskcache.Cache(where, timeout=_BUSY_SECONDS, disk=_TextDisk, **_SETTINGS)
 
 
 def key(spec: ProbeSpec) -> str:
@@ -137,12 +166,35 @@ def _compact(values: dict[str, Any]) -> str:
 
 
 def get(spec: ProbeSpec) -> ProbeResult | None:
-    """The stored answer to ``spec``, marked ``cached=True``, or ``None`` (also for a row that
-    is not a valid answer to this very spec)."""
-    result = _valid(_db().get(key(spec)))
-    if result is None or result.spec != spec:
-        return None
-    return result.model_copy(update={"cached": True})
+    """The stored answer to ``spec``, marked ``cached=True``, or ``None``: also for a row whose
+    MAC does not match (forged, or signed with another key), a row without one (stored before
+    rows were signed) and a row that is not a valid answer to this very spec; each is counted
+    in :func:`stats`."""
+    found = key(spec)
+    row = _store().run(lambda db: db.get(found))
+    result = None if row is None else _authentic(found, row, spec)
+    with _lock:
+        _counts["hits" if result is not None else "misses"] += 1
+    return None if result is None else result.model_copy(update={"cached": True})
+
+
+def _authentic(found: str, row: Any, spec: ProbeSpec | None) -> ProbeResult | None:
+    """The answer ``row`` holds when it is signed with this user's key, under ``found``, and is
+    an answer to ``spec`` (any spec when ``None``); else ``None``, its reason counted."""
+    verdict, body = (
+        ("invalid", None)
+        if type(row) is not str
+        else _mac.verify(_mac.secret(create=False), found, row)
+    )
+    result = _valid(body) if verdict == "ok" else None
+    if verdict == "ok" and result is None:
+        verdict = "invalid"
+    elif result is not None and spec is not None and result.spec != spec:
+        verdict, result = "mismatch", None
+    if result is None:
+        with _lock:
+            _rejected[verdict] += 1
+    return result
 
 
 def _valid(text: Any) -> ProbeResult | None:
@@ -156,25 +208,60 @@ def _valid(text: Any) -> ProbeResult | None:
 
 
 def put(result: ProbeResult) -> None:
-    """Store ``result`` under its spec (the caller decides whether it may be cached)."""
-    _db().set(key(result.spec), result.model_copy(update={"cached": False}).to_json())
+    """Store ``result`` under its spec, signed (the caller decides whether it may be cached)."""
+    found = key(result.spec)
+    body = result.model_copy(update={"cached": False}).to_json()
+    row = _mac.sign(_mac.secret(create=True), found, body)
+    _store().run(lambda db: db.set(found, row))
+    with _lock:
+        _counts["stored"] += 1
 
 
 def results() -> Iterator[ProbeResult]:
-    """Every stored answer, for inspection."""
-    db = _db()
-    for k in list(db):
-        result = _valid(db.get(k)) if k is not None else None
+    """Every stored answer signed with this user's key, for inspection."""
+    store = _store()
+    for k in store.run(list):
+        row = store.run(lambda db, k=k: db.get(k)) if type(k) is str else None
+        result = None if row is None else _authentic(k, row, None)
         if result is not None:
             yield result
 
 
+def stats() -> dict[str, Any]:
+    """What this process asked of the cache: answers served, lookups that found none, rows
+    stored, and rows refused by reason.
+
+    A refused row is also a miss. The reasons are ``mac`` (the row's MAC does not match: edited,
+    forged, or signed with another user's key), ``unsigned`` (no MAC: stored before rows were
+    signed, or by hand), ``invalid`` (not a probe result) and ``mismatch`` (the answer to
+    another spec).
+
+    Returns:
+        ``{"hits": int, "misses": int, "stored": int, "rejected": {reason: int}}``, counted
+        since this process started.
+
+    >>> import dtype_explorer as dx
+    >>> sorted(dx.cache.stats()), sorted(dx.cache.stats()["rejected"])
+    (['hits', 'misses', 'rejected', 'stored'], ['invalid', 'mac', 'mismatch', 'unsigned'])
+    """
+    with _lock:
+        return {**_counts, "rejected": dict(_rejected)}
+
+
 def info() -> dict[str, Any]:
-    """Where the cache lives, how many answers it holds and its size on disk."""
-    db = _db()
-    return {"path": str(path()), "entries": len(db), "size_bytes": db.volume()}
+    """Where the cache lives, how many rows it holds and its size on disk."""
+    store = _store()
+    return {"path": str(path()), "entries": store.run(len), "size_bytes": store.run(_volume)}
+
+
+def _volume(db: Any) -> int:
+    return db.volume()
 
 
 def clear() -> int:
     """Remove every stored answer; returns how many there were."""
-    return _db().clear()
+    return _store().run(_clear)
+
+
+def _clear(db: Any) -> int:
+    return db.clear()

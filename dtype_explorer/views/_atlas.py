@@ -79,8 +79,33 @@ def site_script() -> str:
     return SCRIPT_PATH.read_text(encoding="utf-8").replace("</script", "<\\/script")
 
 
+#: What JSON inside a <script> element must not hold as is: ``<`` (``</script>``, ``<!--``
+#: opens the script's double-escaped state), ``>``, ``&``, and the two line separators.
+_SCRIPT_UNSAFE = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+_SCRIPT_UNSAFE_RE = re.compile("[<>&\u2028\u2029]")
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON safe inside a ``<script>`` element: the characters that end or change
+    a script's parsing written as ``\\u`` escapes (JSON reads them back the same).
+
+    >>> script_json({"name": "<!--<script>"})
+    '{"name":"\\\\u003c!--\\\\u003cscript\\\\u003e"}'
+    >>> json.loads(script_json({"name": "<!--<script>&\u2028"}))["name"] == "<!--<script>&\u2028"
+    True
+    """
+    text = json.dumps(data, separators=(",", ":"))
+    return _SCRIPT_UNSAFE_RE.sub(lambda m: _SCRIPT_UNSAFE[m.group()], text)
+
+
 def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
-    payload = json.dumps({**data, "base": base}, separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json({**data, "base": base})
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"

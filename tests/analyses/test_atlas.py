@@ -168,3 +168,28 @@ def test_atlas_commands_refuse_bad_input_in_one_line(tmp_path):
         out, err = done.communicate(timeout=120)
         assert done.returncode == 2, (args, out, err)
         assert said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_name_that_opens_a_script_comment_is_escaped_for_the_script_context(small, tmp_path):
+    """``<!--<script>`` inside a name in ``atlas.json`` put the page's data script in its
+    double-escaped state: the site's script stopped on every page (issue 31). Written as
+    ``\\u003c`` escapes, the data is JSON that reads back the same name."""
+    from dtype_explorer.views import atlas_site
+    from dtype_explorer.views._atlas import site_script
+
+    _, out = small
+    hostile = "Dense<!--<script>&\u2028"
+    text = (out / "atlas.json").read_text().replace('"Dense"', json.dumps(hostile))
+    (tmp_path / "atlas.json").write_text(text)
+    atlas = Atlas.load(tmp_path / "atlas.json")
+    assert hostile in {cell.target for cell in atlas.cells}
+    pages = atlas_site(atlas)
+    for name, page in pages.items():
+        if not name.endswith(".html"):
+            continue
+        scripts = page.count("<script") - site_script().count("<script")  # (its text may name one)
+        assert scripts == 2, name  # the data and the site's script, no other
+        data = page.split("<script id='ax-data' type='application/json'>")[1]
+        data = data.split("</script>")[0]
+        assert not set(data) & set("<>&\u2028\u2029"), name
+        assert hostile in json.dumps(json.loads(data), ensure_ascii=False), name
