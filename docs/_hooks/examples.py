@@ -15,6 +15,7 @@ the workers at the end.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -39,6 +40,7 @@ def on_config(config: Any) -> Any:
         sys.path.insert(0, HERE)  # cli_command, for mkdocs-click (mkdocs drops it after loading)
     # A fresh cache, one worker per backend (2-core CI), the kernel-side Keras on jax.
     _state["cache"] = tempfile.mkdtemp(prefix="dx-docs-cache-")
+    atexit.register(shutil.rmtree, _state["cache"], ignore_errors=True)  # a failed build too
     os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _state["cache"]
     os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
     os.environ.setdefault("KERAS_BACKEND", "jax")
@@ -83,4 +85,4 @@ def on_post_build(config: Any) -> None:
         ranked = sorted(seconds.items(), key=lambda item: -item[1])
         slowest = ", ".join(f"{src} {s:.1f}s" for src, s in ranked)
         log.info(f"examples ran in {sum(seconds.values()):.1f}s: {slowest}")
-    shutil.rmtree(_state.pop("cache", ""), ignore_errors=True)
+    shutil.rmtree(_state["cache"], ignore_errors=True)
