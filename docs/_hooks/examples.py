@@ -9,6 +9,8 @@ A gallery page's block ends by setting ``facts`` (the dtypes and verdicts it sho
 checks them against ``tests/docs/gallery_facts.json`` and warns (a failure under ``--strict``)
 when Keras's answer changed; ``tests/docs/test_gallery.py`` checks the same facts.
 
+Lessons with saved widget state get no widget manager from unpkg.com: nothing is fetched.
+
 The build uses a fresh, empty result cache (nothing shown comes from an earlier run) and stops
 the workers at the end.
 """
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -31,6 +34,11 @@ sys.path.insert(0, HERE)  # exec_blocks
 import exec_blocks  # noqa: E402
 from mkdocs.exceptions import PluginError  # noqa: E402
 
+#: mkdocs-jupyter's loader of the widget manager from unpkg.com, on a lesson with saved widget
+#: state: the site fetches nothing from the network, so the lessons show the widget's text.
+WIDGET_LOADER = re.compile(
+    r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>", re.DOTALL
+)
 log = logging.getLogger("mkdocs.hooks.examples")
 _state: dict[str, Any] = {}
 
@@ -62,6 +70,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         _check_facts(src, namespace["facts"])
     _state["seconds"][src] = time.monotonic() - started
     return rendered
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    return WIDGET_LOADER.sub("", output)
 
 
 def _check_facts(src: str, facts: Any) -> None:
