@@ -43,7 +43,8 @@ def test_gallery_answer_is_unchanged(page):
 
 
 def test_render_runs_each_block_and_shows_its_output():
-    page = "intro\n\n```python exec\nx = 6 * 7\nprint(x)\n```\n\n```python exec\nprint(x + 1)\n```\n"
+    page = "intro\n\n```python exec\nx = 6 * 7\nprint(x)\n```\n\n"
+    page += "```python exec\nprint(x + 1)\n```\n"
     rendered, namespace = exec_blocks.render(page)
     assert namespace["x"] == 42
     assert "```python\nx = 6 * 7\nprint(x)\n```" in rendered

@@ -71,9 +71,7 @@ class Watched:
         self.errors: list[str] = []
         self.page.on("request", lambda request: self.fetched.append(request.url))
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.on(
-            "console", lambda m: self.errors.append(m.text) if m.type == "error" else None
-        )
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
 
     def left_the_files(self) -> list[str]:
         return [url for url in self.fetched if not url.startswith(("file://", "data:", "about:"))]
@@ -83,8 +81,8 @@ def test_search_finds_the_page_that_answers(site, browser, artifacts):
     watched = Watched(browser)
     page = watched.page
     page.goto((site / "index.html").as_uri())
-    page.locator("label.md-search__icon").first.click()
-    page.locator("input.md-search__input").fill("bisect")
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("bisect")  # keystrokes: the search answers as the user types
     hits = page.locator(".md-search-result__item a")
     hits.first.wait_for(timeout=20_000)
     targets = hits.evaluate_all("links => links.map(a => a.getAttribute('href'))")
