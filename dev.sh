@@ -3,6 +3,7 @@
 #   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab (extra args go to it)
 #   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test
 #   ./dev.sh bench     run the benchmarks in benchmarks/
+#   ./dev.sh docs      build the documentation site into site/ (strict: a warning fails it)
 #   ./dev.sh setup     only set up (.venv with every backend)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -48,12 +49,17 @@ case "${1:-}" in
     need_chromium
     run_tests "$@"
     ;;
+  docs)
+    shift
+    setup
+    NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict "$@"
+    ;;
   bench)
     setup
     for script in benchmarks/*.py; do "$PY" "$script"; done
     ;;
   *)
-    sed -n '2,6p' "$0"
+    sed -n '2,7p' "$0"
     exit 2
     ;;
 esac

@@ -1,0 +1,121 @@
+"""The documentation site (issue 29), built as ``./dev.sh docs`` builds it (``--strict``: a
+warning fails the build), opened from the file system in Debian's Chromium: the search finds a
+page, the pages show the examples' output computed at build time, nothing is fetched from
+anywhere but the files, and no page logs an error. A missing component (mkdocs, a plugin,
+Chromium, playwright) fails these tests; none skips."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+# As tests/frontends/browser/conftest.py launches it: Debian's Chromium, never a downloaded one.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PAGES = [
+    "index.html",
+    "getting-started.html",
+    "guide/releases.html",
+    "gallery/conv1d-uint8.html",
+    "lessons/01_explorer.html",
+    "reference/api.html",
+    "reference/cli.html",
+]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("docs") / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-6000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    path = ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
+
+
+class Watched:
+    """A page whose requests and console errors are recorded."""
+
+    def __init__(self, browser):
+        self.page = browser.new_page()
+        self.fetched: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("request", lambda request: self.fetched.append(request.url))
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+
+    def left_the_files(self) -> list[str]:
+        return [url for url in self.fetched if not url.startswith(("file://", "data:", "about:"))]
+
+
+def test_search_finds_the_page_that_answers(site, browser, artifacts):
+    watched = Watched(browser)
+    page = watched.page
+    page.goto((site / "index.html").as_uri())
+    page.locator("input.md-search__input").click()
+    page.keyboard.type("bisect")  # keystrokes: the search answers as the user types
+    hits = page.locator(".md-search-result__item a")
+    hits.first.wait_for(timeout=20_000)
+    targets = hits.evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert any("guide/releases.html" in href for href in targets), targets
+    page.screenshot(path=str(artifacts / "docs-search.png"))
+    page.locator(".md-search-result__item a[href*='guide/releases.html']").first.click()
+    page.wait_for_url("**/guide/releases.html*")
+    assert "first changed in Keras 3.12.0" in page.locator("article").inner_text()
+    assert watched.left_the_files() == []
+    assert watched.errors == []
+    page.close()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_page_fetches_nothing_and_logs_no_error(site, browser, path):
+    watched = Watched(browser)
+    watched.page.goto((site / path).as_uri())
+    watched.page.wait_for_load_state("load")
+    text = watched.page.locator("article").inner_text()
+    assert text.strip()
+    assert watched.left_the_files() == []
+    assert watched.errors == []
+    watched.page.close()
+
+
+def test_examples_show_their_output_computed_at_build_time(site):
+    page = (site / "gallery" / "conv1d-uint8.html").read_text(encoding="utf-8")
+    assert "Output, computed when this site was built" in page
+    assert "across backends: diverges" in page
+    api = (site / "reference" / "api.html").read_text(encoding="utf-8")
+    for name in ("probe", "survey", "promotion_table", "check_model", "bisect", "DtypeExplorer"):
+        assert f'id="dtype_explorer.{name}"' in api, name
+    cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
+    assert "dtype-explorer probe" in cli and "--input-dtype" in cli
+    lesson = (site / "lessons" / "01_explorer.html").read_text(encoding="utf-8")
+    assert "jp-OutputArea" in lesson  # the committed outputs are on the page
