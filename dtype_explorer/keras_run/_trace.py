@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._placement import tensor_device
 from dtype_explorer.records import SourceLine, TraceStep, TraceTensor
 
 #: The ``keras.ops`` modules (and ``keras.random``) and how a user names their functions.
@@ -626,6 +627,7 @@ class _Step:
         "abstract",
         "cast_to",
         "children",
+        "device",
         "error",
         "first_nonfinite",
         "float16_overflow",
@@ -657,6 +659,7 @@ class _Step:
         self.nonfinite = self.first_nonfinite = self.float16_overflow = False
         self.max_abs: float | None = None
         self.weak = False
+        self.device: str | None = None
 
 
 def _describe(value: Any, name: str, step: _Step, side: str) -> dict | None:
@@ -710,6 +713,8 @@ def _outputs(out: Any, step: _Step) -> None:
         entry = _describe(v, f"out{j}" if len(flat) > 1 else "out", step, "out")
         if entry is not None and entry.get("kind") != "scalar":
             step.outputs.append(entry)
+            if step.device is None and not step.abstract:  # where the step ran
+                step.device = tensor_device(v)
 
 
 def _flags(trace: Trace, value: Any) -> tuple | None:
@@ -871,6 +876,8 @@ def _record(step: _Step, index: int) -> TraceStep:
         via=step.via,
         inside=step.inside,
         children=tuple(_record(c, i) for i, c in enumerate(step.children)),
+        device=step.device,
+        kernel=None,
         **fields,
     )
 
