@@ -296,6 +296,13 @@ def probe(
         str, typer.Option(help="A layer call's kwargs as a JSON object: '{\"training\": true}'.")
     ] = "{}",
     engine: EngineOption = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            help="float32 matmul precision during the probe: highest (TF32 off), tf32, or "
+            "default (each backend's own); left out: as the backend has it."
+        ),
+    ] = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     parsed_kwargs = _json_option("--kwargs", kwargs)
@@ -323,6 +330,7 @@ def probe(
             mode=mode if "," not in mode else tuple(_names("--mode", mode) or ()),
             call_kwargs=parsed_call_kwargs,
             engine=engine,
+            precision=precision,
             timeout=_timeout(timeout),
             use_cache=not no_cache,
         )
