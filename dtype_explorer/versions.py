@@ -61,6 +61,10 @@ def versions(backend: str) -> dict[str, str]:
 #: itself, or that only say where the configuration lives, are left out.
 SETTING_PREFIXES = ("KERAS_", "JAX_")
 _NOT_SETTINGS = frozenset({"KERAS_BACKEND", "KERAS_HOME", "JAX_PLATFORMS"})
+#: Other variables a worker's backend reads at start that change its numbers: TensorFlow's XLA
+#: auto-jit (``TF_XLA_FLAGS=--tf_xla_auto_jit=2``) and the overrides of TF32 (NVIDIA's, for
+#: every library on cuBLAS; torch's own). ``jax_default_matmul_precision`` is a ``JAX_`` one.
+NUMERIC_VARIABLES = ("TF_XLA_FLAGS", "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
 #: What Keras uses when ``keras.json`` does not say (keras/src/backend/config.py).
 KERAS_DEFAULTS = {"floatx": "float32", "epsilon": 1e-07, "image_data_format": "channels_last"}
 
@@ -69,7 +73,8 @@ def settings() -> dict[str, object]:
     """The settings a new worker's Keras starts with, besides the spec: ``keras.json``
     (``$KERAS_HOME/keras.json``, else ``~/.keras/keras.json``, read as Keras reads it; its
     ``backend`` is the worker's own) and the ``KERAS_*``/``JAX_*`` environment variables
-    (``JAX_ENABLE_X64``). Read without importing Keras; part of every cache key, so it is
+    (``JAX_ENABLE_X64``, ``JAX_DEFAULT_MATMUL_PRECISION``) and :data:`NUMERIC_VARIABLES` set
+    (``TF_XLA_FLAGS``). Read without importing Keras; part of every cache key, so it is
     cheap (a ``stat`` and a scan of the variables' names).
 
     >>> settings()["keras.json"]["image_data_format"]      # doctest: +SKIP
@@ -83,6 +88,7 @@ def settings() -> dict[str, object]:
         stamp = (path, None, None)
     found: dict[str, object] = {"keras.json": _keras_json(stamp)}
     found.update((n, os.environ[n]) for n in _setting_variables() if n not in _NOT_SETTINGS)
+    found.update((n, os.environ[n]) for n in NUMERIC_VARIABLES if n in os.environ)
     return found
 
 

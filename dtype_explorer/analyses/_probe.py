@@ -45,6 +45,7 @@ def probe(
     mode: str | Sequence[str] = "call",
     engine: str | None = None,
     call_kwargs: dict[str, Any] | None = None,
+    precision: str | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -89,6 +90,10 @@ def probe(
             this process.
         call_kwargs: keyword arguments of a layer's call, as JSON values
             (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
+        precision: the float32 matmul precision during the probe, put back afterwards:
+            ``"highest"`` (TF32 off: "with TF32 off"), ``"tf32"`` or ``"default"`` (each
+            backend's own); ``None`` leaves the settings as they are. The settings in effect
+            are in every answer's ``environment``.
         timeout: seconds a worker may take (default: the pool's, 60).
         use_cache: answer from, and store into, the result cache.
 
@@ -145,6 +150,7 @@ def probe(
             mode=m,
             engine=engine,
             call_kwargs=call_kwargs,
+            precision=precision,
         )
         for b in backends
         for m in modes

@@ -59,6 +59,7 @@ class ContractTraits(traitlets.HasTraits):
     policies = _synced("policies", traitlets.List())
     presets = _synced("presets", traitlets.Dict())
     modes = _synced("modes", traitlets.List())
+    precisions = _synced("precisions", traitlets.List())
     available_backends = _synced("available_backends", traitlets.List())
     engines = _synced("engines", traitlets.List())
     request = _synced("request", traitlets.Dict())

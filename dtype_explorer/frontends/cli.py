@@ -194,6 +194,13 @@ def probe(
     mode: ModesOption = "call",
     call_kwargs: CallKwargsOption = "{}",
     engine: EngineOption = None,
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            help="float32 matmul precision during the probe: highest (TF32 off), tf32, or "
+            "default (each backend's own); left out: as the backend has it."
+        ),
+    ] = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     # 1. Parse: every option's text, checked before any work.
@@ -206,6 +213,7 @@ def probe(
             policy=policy,
             floatx=floatx,
             engine=engine,
+            precision=precision,
             timeout=timeout_option(timeout),
             use_cache=not no_cache,
         )

@@ -31,6 +31,7 @@ from dtype_explorer.frontends import _contract
 from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
 from dtype_explorer.records import (
     MODES,
+    PRECISIONS,
     TF_KERAS_BACKEND,
     ErrorInfo,
     ProbeResult,
@@ -62,6 +63,8 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
     ``engine``: which Keras answers at first (``None``: the installed Keras; a created engine,
     ``"keras==3.11.3"`` or ``"tf_keras"``); the page's Keras picker offers the installed Keras
     and every created engine (the widget never creates one: ``dx.engines.create`` does).
+    ``precision``: the float32 matmul precision at first (``None``: as the backends have it;
+    ``"highest"``, ``"tf32"``, ``"default"``); the page's "matmul" picker changes it.
     ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
@@ -82,6 +85,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         values: str = "default",
         mode: str = "call",
         engine: str | None = None,
+        precision: str | None = None,
         custom_layers: Iterable[Any] = (),
         use_cache: bool = True,
         timeout: float | None = None,
@@ -118,6 +122,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "policy": policy,
             "mode": mode,
             "engine": engine_spec(engine),
+            "precision": precision,
             "backends": list(
                 _default_backends(installed, engine)
                 if backends is None
@@ -136,6 +141,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             policies=list(COMMON_POLICIES),
             presets=dict(dtypes.PRESETS),
             modes=list(MODES),
+            precisions=list(PRECISIONS),
             available_backends=installed,
             engines=_offered_with(offered, specs[0].engine),
             request=first,
@@ -476,6 +482,7 @@ def _parse_request(
             values=_text(request, "preset"),
             mode=_text(request, "mode") if "mode" in request else "call",
             engine=engine,
+            precision=request.get("precision"),
         )
         for backend in dict.fromkeys(backends)
     ]

@@ -44,3 +44,4 @@ class ProbeFields(TypedDict, total=False):
     compiled: bool | None
     numerics: Numerics
     fit: FitReport
+    kernel: str | None

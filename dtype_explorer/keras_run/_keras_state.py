@@ -182,7 +182,7 @@ def _torch_settings() -> list[_Setting]:
         _Setting("torch.default_dtype", torch.get_default_dtype, torch.set_default_dtype),
         _Setting(
             "torch.float32_matmul_precision",
-            torch.get_float32_matmul_precision,
+            _torch_matmul_precision,
             torch.set_float32_matmul_precision,
         ),
         _Setting(
@@ -208,6 +208,17 @@ def _torch_settings() -> list[_Setting]:
     return found
 
 
+def _torch_matmul_precision() -> str:
+    """``torch.get_float32_matmul_precision()``; torch refuses it after a mix of its legacy
+    (``allow_tf32``) and new (``fp32_precision``) APIs: then the new API's reading."""
+    import torch
+
+    try:
+        return torch.get_float32_matmul_precision()
+    except RuntimeError:
+        return f"fp32_precision={torch.backends.cuda.matmul.fp32_precision}"
+
+
 def _tensorflow_settings() -> list[_Setting]:
     import tensorflow as tf
     from tensorflow.python.framework import config as tf_config
@@ -230,6 +241,11 @@ def _tensorflow_settings() -> list[_Setting]:
             "tensorflow.tensor_float_32",
             tf.config.experimental.tensor_float_32_execution_enabled,
             tf.config.experimental.enable_tensor_float_32_execution,
+        ),
+        _Setting(
+            "tensorflow.xla_auto_jit",
+            tf.config.optimizer.get_jit,
+            lambda value: tf.config.optimizer.set_jit(value or False),
         ),
         _Setting(
             "tensorflow.functions_run_eagerly",

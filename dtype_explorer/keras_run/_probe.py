@@ -24,6 +24,7 @@ from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._environment import precision_set, read_environment
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._modes import check_mode
@@ -31,6 +32,7 @@ from dtype_explorer.keras_run._observe import (
     Invalid,
     error_info,
 )
+from dtype_explorer.keras_run._placement import op_kernel, placed
 from dtype_explorer.keras_run._probe_layer import layer_class, layer_entry, run_layer
 from dtype_explorer.keras_run._probe_objective import run_objective
 from dtype_explorer.keras_run._probe_op import run_op
@@ -61,14 +63,18 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     base = {"spec": spec, "backend": backend, "versions": versions(backend), "timings": timings}
     fields: ProbeFields
     try:
-        with preserved_keras_state():
+        with preserved_keras_state(), precision_set(spec.precision, backend):
+            # The settings in effect for this probe (its precision set), read once.
+            base["environment"] = read_environment(backend)
             if spec.floatx:
                 keras.config.set_floatx(spec.floatx)
             keras.config.set_dtype_policy(spec.policy)
             if spec.mode != "call" and spec.target.startswith(("ops.", "losses.", "metrics.")):
                 check_mode(spec.mode, spec.target, backend=backend)
             if spec.target.startswith("ops."):
-                fields = run_op(spec, catalog.entry(spec.target), timings, trace)
+                entry = catalog.entry(spec.target)
+                fields = run_op(spec, entry, timings, trace)
+                fields["kernel"] = _op_kernel(spec, entry, fields)
             elif spec.target.startswith(("losses.", "metrics.")):
                 fields = run_objective(spec, catalog.entry(spec.target), timings)
             else:
@@ -84,4 +90,14 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     except (InvalidSpecError, ValueError, TypeError) as error:
         fields = {"status": "invalid", "error": error_info(error, "spec"), "verdict": "error"}
     timings["total_ms"] = ms(started)
+    if fields.get("trace"):
+        execution, compiled = fields.get("execution", ""), fields.get("compiled")
+        fields["trace"] = placed(fields["trace"], backend, execution, compiled)
     return ProbeResult(**base, **fields)
+
+
+def _op_kernel(spec: ProbeSpec, entry: Any, fields: ProbeFields) -> str | None:
+    """The kernel path of the op itself, from its converted inputs' dtypes and shapes."""
+    converted = tuple(s.dtype for s in fields.get("cast_path", ()) if s.stage == "converted")
+    shapes = spec.shapes or getattr(entry, "shapes", ())
+    return op_kernel(spec, shapes, converted, fields.get("device"))

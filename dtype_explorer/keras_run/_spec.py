@@ -25,6 +25,7 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._environment import check_precision
 from dtype_explorer.keras_run._modes import check_mode
 from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
@@ -74,6 +75,7 @@ def make_spec(
     mode: str = "call",
     engine: str | None = None,
     call_kwargs: dict[str, Any] | None = None,
+    precision: str | None = None,
 ) -> ProbeSpec:
     """Validate every part of a probe and return its ``ProbeSpec``.
 
@@ -96,6 +98,8 @@ def make_spec(
             values; a list becomes a NumPy array (``{"mask": [[True, False]]}``).
         engine: which Keras answers (``records.engine_spec``: ``None``, ``"keras==3.X.Y"``,
             ``"tf_keras"``; Keras 2 on the tensorflow backend only).
+        precision: the float32 matmul precision during the probe (``"highest"``, ``"tf32"``,
+            ``"default"``: ``records.PRECISIONS``); ``None`` leaves the backend's settings.
 
     Returns:
         The ``ProbeSpec``.
@@ -135,6 +139,7 @@ def make_spec(
         user_values=given.leaves if given is not None else None,
         structure=given.structure if given is not None else None,
         call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
+        precision=check_precision(precision),
     )
 
 

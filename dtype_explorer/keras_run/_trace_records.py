@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._placement import tensor_device
 from dtype_explorer.records import TraceStep, TraceTensor
 
 #: Ops that convert a dtype on purpose (when given a target dtype).
@@ -203,6 +204,7 @@ class Step:
         "abstract",
         "cast_to",
         "children",
+        "device",
         "error",
         "first_nonfinite",
         "float16_overflow",
@@ -234,6 +236,7 @@ class Step:
         self.nonfinite = self.first_nonfinite = self.float16_overflow = False
         self.max_abs: float | None = None
         self.weak = False
+        self.device: str | None = None
 
 
 def describe(value: Any, name: str, step: Step, side: str) -> dict | None:
@@ -285,6 +288,8 @@ def read_outputs(out: Any, step: Step) -> None:
         entry = describe(v, f"out{j}" if len(flat) > 1 else "out", step, "out")
         if entry is not None and entry.get("kind") != "scalar":
             step.outputs.append(entry)
+            if step.device is None and not step.abstract:  # where the step ran
+                step.device = tensor_device(v)
 
 
 def _flags(seen: dict[int, tuple[Any, tuple | None]], value: Any) -> tuple | None:
@@ -357,6 +362,8 @@ def record(step: Step, index: int) -> TraceStep:
         via=step.via,
         inside=step.inside,
         children=tuple(record(c, i) for i, c in enumerate(step.children)),
+        device=step.device,
+        kernel=None,
         **fields,
     )
 

@@ -34,6 +34,12 @@ STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variabl
 #: ``model.predict``, one training step (``model.fit``), or inside ``tf.data.Dataset.map``.
 Mode = Literal["call", "training", "model", "predict", "fit", "dataset"]
 MODES: tuple[Mode, ...] = ("call", "training", "model", "predict", "fit", "dataset")
+#: The float32 matmul precision a probe asks for (``ProbeSpec.precision``): ``"highest"``
+#: (full float32: TF32 off everywhere), ``"tf32"`` (TF32 allowed where the GPU has it) or
+#: ``"default"`` (each backend's own default: TF32 on for jax and tensorflow on Ampere and
+#: later, off for torch's matmuls).
+Precision = Literal["highest", "tf32", "default"]
+PRECISIONS: tuple[Precision, ...] = ("highest", "tf32", "default")
 
 
 class ProbeSpec(Record):
@@ -67,6 +73,9 @@ class ProbeSpec(Record):
     structure: JsonValue = None
     #: Keyword arguments of the call itself (``{"training": True}``), as JSON values.
     call_kwargs: dict[str, JsonValue] = Field(default_factory=dict)
+    #: The float32 matmul precision set for the probe (:data:`PRECISIONS`) and put back
+    #: afterwards; ``None`` leaves the backend's settings as they are.
+    precision: Precision | None = None
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -76,14 +85,17 @@ class ProbeSpec(Record):
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
         defaults of what came later (mode ``"call"``, engine ``None``, no user values,
-        structure or call kwargs) are left out, so answers stored before them still answer;
-        every other value is in the key, ``user_values`` as a SHA-256 of their data."""
+        structure or call kwargs, precision ``None``) are left out, so answers stored before
+        them still answer; every other value is in the key, ``user_values`` as a SHA-256 of
+        their data."""
         data = self.model_dump(mode="json", exclude={"user_values"})
         data["user_values"] = None
         if data["mode"] == "call":
             del data["mode"]
         if data["engine"] is None:
             del data["engine"]
+        if data["precision"] is None:
+            del data["precision"]
         for name in ("user_values", "structure", "call_kwargs"):
             if not data[name]:
                 del data[name]
@@ -298,6 +310,13 @@ class ProbeResult(Record):
     numerics: Numerics | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     versions: dict[str, str] = Field(default_factory=dict)
+    #: The settings that change this answer's numbers, read in the process that ran it once
+    #: its backend imported, for that backend only: ``device`` (``"CPU"``, or ``"GPU <model>
+    #: (compute capability X.Y)"``), the matmul precision (``jax_default_matmul_precision``,
+    #: ``torch.float32_matmul_precision``, ``torch.backends.cuda.matmul.allow_tf32``,
+    #: ``tf.tensor_float_32_execution``) and TensorFlow's XLA auto-jit (``tf.xla_auto_jit``,
+    #: ``TF_XLA_FLAGS``); see ``keras_run._environment``. ``environment_text`` says it in a line.
+    environment: dict[str, str] = Field(default_factory=dict)
     cached: bool = False
     #: Process-wide settings of Keras or its backend that this probe changed in its worker
     #: (``keras.epsilon``, ``jax.jax_enable_x64``, ...); the worker put them back. An answer
@@ -309,6 +328,9 @@ class ProbeResult(Record):
     warnings: tuple[str, ...] = ()
     trace: tuple[TraceStep, ...] = ()
     trace_dropped: int = 0
+    #: The kernel path the probed op itself took, where the backend tells (an op probe's own
+    #: op is not in its trace): torch's int8 matmul, ``"torch._int_mm"`` or a fallback.
+    kernel: str | None = None
     #: How the target ran, in words (``"eager call"``, ``"model.predict under jax.jit"``).
     execution: str = ""
     #: Whether the run was a compiled function (``jax.jit``, ``tf.function``); ``None`` when
@@ -378,6 +400,24 @@ class ProbeResult(Record):
     def expectation(self, source: str) -> Expectation | None:
         """The expectation of ``source`` (``"policy"``, ``"result_type"``, ``"numpy"``, ...)."""
         return next((e for e in self.expectations if e.source == source), None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def environment_text(self) -> str:
+        """:attr:`environment` on one line, the device first, as every view shows it:
+        ``GPU NVIDIA H200 (compute capability 9.0) · torch.float32_matmul_precision highest``
+        (``""`` when none was read: an old answer, a worker that could not start).
+
+        >>> r = ProbeResult(spec=ProbeSpec(target="Dense"), status="ok", backend="jax",
+        ...                 environment={"jax_default_matmul_precision": "default",
+        ...                              "device": "CPU"})
+        >>> r.environment_text
+        'CPU · jax_default_matmul_precision default'
+        """
+        env = dict(self.environment)
+        device = env.pop("device", None)
+        said = [f"{name} {value}" for name, value in sorted(env.items())]
+        return " · ".join([device, *said] if device else said)
 
     @computed_field  # type: ignore[prop-decorator]
     @property

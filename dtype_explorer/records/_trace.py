@@ -130,6 +130,13 @@ class TraceStep(Record):
     via: SourceLine | None = None
     inside: str | None = None
     children: tuple[TraceStep, ...] = Field(default_factory=tuple)
+    #: Where the step ran: the device of its first output (``"cpu"``, ``"cuda:0"``,
+    #: ``"gpu:0"``), ``None`` when it has no tensor output or was not read.
+    device: str | None = None
+    #: The kernel path the backend took, where it tells: torch's int8 matmul
+    #: (``"torch._int_mm"`` or ``"float fallback (...)"``), a step inside an XLA-compiled
+    #: function (``"XLA (compiled by jax.jit)"``); ``None`` elsewhere.
+    kernel: str | None = None
 
     @property
     def changes_dtype(self) -> bool:

@@ -24,14 +24,8 @@ from dtype_explorer import keras_facts
 from dtype_explorer.keras_run import global_settings, restore_settings, run_keras2, run_probe
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
+from dtype_explorer.runtime._gpu import share_gpu
 from dtype_explorer.versions import versions
-
-# Several frameworks share one GPU: none may take all of its memory up front.
-GPU_ETIQUETTE = {
-    "XLA_PYTHON_CLIENT_PREALLOCATE": "false",  # jax (also used by the numpy backend)
-    "TF_FORCE_GPU_ALLOW_GROWTH": "true",  # tensorflow, wherever Keras imports it
-    "TF_CPP_MIN_LOG_LEVEL": "3",
-}
 
 _state: dict[str, Any] = {
     "backend": None,
@@ -86,9 +80,7 @@ def init(
     user's ``__main__`` is never imported here: see ``_spawn.WorkerContext``.)
     """
     os.environ["KERAS_BACKEND"] = backend
-    os.environ.update(GPU_ETIQUETTE)
-    if backend != "jax":  # Keras imports jax everywhere; only the jax worker may use the GPU
-        os.environ["JAX_PLATFORMS"] = "cpu"
+    share_gpu(backend)  # several workers share one GPU (runtime._gpu)
     _state["backend"] = backend
     if engine is not None:
         _enter_engine(Engine.from_dict(engine))

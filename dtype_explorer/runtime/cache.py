@@ -8,7 +8,8 @@ that came back from a worker's live run of a built-in target are stored: never c
 (their code is not in the key), timeouts or crashes.
 The key also holds the settings a new worker starts with (:func:`dtype_explorer.versions.settings`:
 ``keras.json``'s floatx, epsilon and image_data_format, and the ``KERAS_*`` and ``JAX_*``
-variables such as ``JAX_ENABLE_X64``).
+variables such as ``JAX_ENABLE_X64``, ``TF_XLA_FLAGS``). A spec's ``precision`` is part of its
+own key (``ProbeSpec.cache_key``: left out when ``None``, so older answers still answer).
 
 ``diskcache`` does the storage: it is SQLite underneath, safe across threads and processes,
 retries busy databases and bounds the size with eviction. A cache directory may come from

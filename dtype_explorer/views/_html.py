@@ -78,7 +78,19 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
         )
     if result.fit is not None:
         parts.append(_fit_html(result))
+    parts.append(_environment_html(result))
     return "".join(parts)
+
+
+def _environment_html(result: ProbeResult) -> str:
+    """The card's footer: the device and the settings that produced the numbers, the
+    precision asked for and the op's kernel path (``""`` when none was read)."""
+    if not result.environment_text and not result.kernel:
+        return ""
+    asked = f" · precision={e(result.spec.precision)} asked" if result.spec.precision else ""
+    kernel = f" · kernel {e(result.kernel)}" if result.kernel else ""
+    said = f"{e(result.environment_text)}{asked}{kernel}"
+    return f"<div class='dx-meta dx-env'>Ran with: {said}</div>"
 
 
 def _fit_html(result: ProbeResult) -> str:
@@ -134,6 +146,8 @@ def _trace_item(step: TraceStep) -> str:
         if step.flags
         else ""
     )
+    if step.kernel:
+        flag += f" <span class='dx-meta'>kernel: {e(step.kernel)}</span>"
     return (
         f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
         f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{_source_html(step)}</li>"

@@ -59,7 +59,18 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         lines.extend(format_trace(result, detail=detail))
     if trace and result.trace_note:
         lines.append(f"  trace: {result.trace_note}")
+    lines.extend(environment_lines(result))
     return "\n".join(lines)
+
+
+def environment_lines(result: ProbeResult) -> list[str]:
+    """The settings that produced the numbers (``environment_text``), the precision asked for
+    and the op's kernel path, each where known."""
+    asked = f" (precision={result.spec.precision} asked)" if result.spec.precision else ""
+    lines = [f"  ran with: {result.environment_text}{asked}"] if result.environment_text else []
+    if result.kernel:
+        lines.append(f"  kernel: {result.kernel}")
+    return lines
 
 
 def expectation_lines(result: ProbeResult) -> list[str]:
@@ -123,6 +134,7 @@ def _step_line(step: TraceStep, *, numbered: bool = True) -> str:
     if step.conversions:
         said += f" ({', '.join(step.conversions)})"
     alarm = f"  !! {step.flag_text()}" if step.flags else ""
+    alarm += f"  (kernel: {step.kernel})" if step.kernel else ""
     number = f"#{step.index:<3}" if numbered else ""
     return f"{number}{mark}{step.op}({ins}) -> {step.outcome}  [{said}]{alarm}"
 

@@ -13,6 +13,10 @@ export const ENGINE_HELP =
   'Which Keras answers: the installed one, or an engine created in Python with dx.engines.create("keras==3.11.3") ' +
   '(or "tf_keras" for Keras 2, tensorflow only), then explorer.refresh_engines(). The widget never creates one.';
 
+export const PRECISION_HELP =
+  "float32 matmul precision during the probe, put back afterwards: highest (TF32 off), tf32, or default " +
+  "(each backend's own: TF32 on for jax and tensorflow on Ampere and later); as set: leave the backends' settings.";
+
 /** The engine a picker value stands for: `""` is the installed Keras (`null`). */
 const engineOf = (value) => (value ? value : null);
 
@@ -128,6 +132,13 @@ export class Controls {
     this.dtypeBox = h("div", { class: "dx-dtype-pickers" });
     this.preset = h("select", { class: "dx-input", testid: "preset", "aria-label": "value preset", onchange: () => this.commit({ preset: this.preset.value }) });
     this.mode = h("select", { class: "dx-input", testid: "mode", "aria-label": "how it runs", onchange: () => this.commit({ mode: this.mode.value }) });
+    this.precision = h("select", {
+      class: "dx-input",
+      testid: "precision",
+      "aria-label": "float32 matmul precision",
+      title: PRECISION_HELP,
+      onchange: () => this.commit({ precision: this.precision.value || null }),
+    });
     this.engine = h("select", {
       class: "dx-input",
       testid: "engine",
@@ -166,6 +177,7 @@ export class Controls {
       field("input shape", this.shape, this.shapeHint),
       field("policy", h("span", {}, this.policy, this.policyList)),
       field("runs as", this.mode),
+      field("matmul", this.precision),
       field("Keras", this.engine, this.engineHint),
       field("backends", this.backendBox),
       h(
@@ -198,6 +210,10 @@ export class Controls {
       );
     }
     if (changed("modes")) replaceChildren(this.mode, (state.modes ?? ["call"]).map((m) => h("option", { value: m }, m)));
+    if (changed("precisions")) {
+      const offered = (state.precisions ?? []).map((p) => h("option", { value: p }, p === "highest" ? "highest (TF32 off)" : p));
+      replaceChildren(this.precision, [h("option", { value: "" }, "as set"), ...offered]);
+    }
     if (changed("engines")) {
       replaceChildren(
         this.engine,
@@ -224,6 +240,7 @@ export class Controls {
     if (idle(this.policy)) this.policy.value = d.policy;
     this.preset.value = d.preset;
     this.mode.value = d.mode ?? "call";
+    this.precision.value = d.precision ?? "";
     this.engine.value = d.engine ?? "";
     const defaults = this.state.defaults[d.target];
     this.kwargsHint.textContent = defaults ? `catalog defaults: ${JSON.stringify(defaults.kwargs)}` : "";

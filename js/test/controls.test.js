@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { Controls, ENGINE_HELP, filterCatalog, parseJson, reengine, retarget, shapeCount } from "../src/controls.js";
+import { Controls, ENGINE_HELP, PRECISION_HELP, filterCatalog, parseJson, reengine, retarget, shapeCount } from "../src/controls.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const state = fixture("widget-state");
@@ -191,5 +191,24 @@ describe("control panel", () => {
     byTestId(el, "run").click();
     expect(sent).toHaveLength(2);
     expect(sent[0]).toEqual(sent[1]);
+  });
+});
+
+describe("matmul precision picker", () => {
+  it("offers the kernel's precisions after 'as set' and sends the one chosen", () => {
+    const { el, sent } = mount();
+    const select = byTestId(el, "precision");
+    expect([...select.options].map((o) => o.value)).toEqual(["", ...state.precisions]);
+    expect(select.value).toBe("");
+    expect(select.title).toBe(PRECISION_HELP);
+    change(select, "highest");
+    expect(sent.at(-1).precision).toBe("highest");
+    change(select, "");
+    expect(sent.at(-1).precision).toBeNull();
+  });
+
+  it("shows the precision of the request it was given", () => {
+    const { el } = mount({ ...state, request: { ...state.request, precision: "tf32" } });
+    expect(byTestId(el, "precision").value).toBe("tf32");
   });
 });

@@ -122,6 +122,19 @@ POLLUTERS = [
         "torch.default_dtype",
         "Dense",
     ),
+    # The matmul precision (issue 28): TF32 switched on by a user's layer is caught.
+    (
+        "jax",
+        "import jax; jax.config.update('jax_default_matmul_precision', 'tensorfloat32')",
+        "jax.jax_default_matmul_precision",
+        "Dense",
+    ),
+    (
+        "torch",
+        "import torch; torch.set_float32_matmul_precision('high')",
+        "torch.float32_matmul_precision",
+        "Dense",
+    ),
 ]
 
 
