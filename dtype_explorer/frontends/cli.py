@@ -30,7 +30,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dtype_explorer import analyses, views
+from dtype_explorer import analyses, records, views
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.frontends._cli_options import (
     BackendOption,
@@ -55,7 +55,7 @@ from dtype_explorer.frontends._cli_options import (
     shape_option,
     timeout_option,
 )
-from dtype_explorer.records import Atlas, ProbeResult, ProbeSet
+from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
@@ -507,7 +507,7 @@ def atlas_diff(
     ] = False,
 ) -> None:
     """Every cell whose outcome changed between two atlases, grouped by kind of change."""
-    old, new = Atlas.load(before), Atlas.load(after)
+    old, new = records.Atlas.load(before), records.Atlas.load(after)
     directory = analyses.writable_directory(out)
     diff = old.diff(new)
     (directory / "diff.json").write_text(diff.to_json(), encoding="utf-8")
