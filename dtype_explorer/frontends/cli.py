@@ -11,6 +11,7 @@ dtype-explorer bisect Discretization --dtype float32 --backend numpy \
     --kwargs '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}' --versions 3.10.0..3.13.0
 dtype-explorer atlas build --targets Dense,ops.add --backends numpy --out atlas/
 dtype-explorer atlas diff keras-3.14/atlas.json keras-3.15/atlas.json --out review/
+dtype-explorer atlas query "SELECT target, count(*) FROM runs WHERE status != 'ok' GROUP BY 1"
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
 invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
@@ -33,6 +34,7 @@ import typer
 from dtype_explorer import analyses, records, views
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.frontends._cli_options import (
+    AtlasStoreOption,
     BackendOption,
     CallKwargsOption,
     EngineOption,
@@ -420,7 +422,8 @@ def bisect(
 
 
 atlas_app = typer.Typer(
-    help="The dtype atlas: the whole map as one JSON and a static site, and its diff.",
+    help="The dtype atlas: the whole map as a Parquet store, a JSON export and a static site; "
+    "its diff and SQL queries.",
     no_args_is_help=True,
 )
 app.add_typer(atlas_app, name="atlas")
@@ -497,8 +500,12 @@ def _client(address: str) -> Any:
 @atlas_app.command("diff")
 @_user_errors
 def atlas_diff(
-    before: Annotated[Path, typer.Argument(help="The first atlas.json (or its directory).")],
-    after: Annotated[Path, typer.Argument(help="The second atlas.json (or its directory).")],
+    before: Annotated[
+        Path, typer.Argument(help="The first atlas.parquet or atlas.json (or its directory).")
+    ],
+    after: Annotated[
+        Path, typer.Argument(help="The second atlas.parquet or atlas.json (or its directory).")
+    ],
     out: Annotated[Path, typer.Option(help="Directory for diff.html and diff.json.")] = Path(
         "atlas-diff"
     ),
@@ -517,6 +524,29 @@ def atlas_diff(
     typer.echo(f"wrote {directory / 'diff.html'} and {directory / 'diff.json'}")
     if fail_on_change and diff.changes:
         raise typer.Exit(1)
+
+
+@atlas_app.command("query")
+@_user_errors
+def atlas_query(
+    sql: Annotated[
+        str,
+        typer.Argument(
+            help="DuckDB SQL over the table runs, one row per run: target, input_dtype, "
+            "policy, run, status, outcome, classification, output_dtype, verdict, ..."
+        ),
+    ],
+    atlas: AtlasStoreOption = Path("atlas"),
+    as_json: JsonOption = False,
+) -> None:
+    """Query an atlas's runs with SQL (DuckDB over atlas.parquet) and print the rows."""
+    frame = analyses.query_atlas(sql, atlas)
+    if as_json:
+        typer.echo(frame.to_json(orient="records", indent=2))
+        return
+    typer.echo(
+        frame.to_string(index=False) if len(frame) else f"no rows ({len(frame.columns)} columns)"
+    )
 
 
 if __name__ == "__main__":
