@@ -140,8 +140,12 @@ def query_atlas(sql: str, atlas: str | Path = "atlas") -> pd.DataFrame:
     >>> query_atlas("SELECT target FROM runs WHERE outcome LIKE 'raises%'",
     ...             "atlas/")                                          # doctest: +SKIP
     """
-    import duckdb
-
+    try:
+        import duckdb
+    except ImportError:
+        raise InvalidSpecError(
+            "atlas queries need DuckDB: pip install 'dtype-explorer[atlas]'"
+        ) from None
     path = Path(atlas)
     path = path / STORE if path.is_dir() else path
     if path.suffix != ".parquet" or not path.is_file():
