@@ -30,6 +30,8 @@ LATE_IMPORTS = (
     "pandas",
     "plotly",
     "distributed",
+    "pyarrow",
+    "duckdb",
 )
 #: What ``import dtype_explorer`` must not import: the late imports, and IPython (the magic's).
 FRAMEWORKS = (*LATE_IMPORTS, "IPython")

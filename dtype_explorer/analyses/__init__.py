@@ -9,18 +9,29 @@ into a report, written as JSON and a static site). Each returns a record.
 
 from __future__ import annotations
 
-from dtype_explorer.analyses._atlas import build_atlas, save_atlas, writable_directory
-from dtype_explorer.analyses._audit import check_model
-from dtype_explorer.analyses._bisect import (
-    NoAnswerError,
-    PackageIndexError,
-    bisect,
-    index_releases,
-    resolve_versions,
-)
-from dtype_explorer.analyses._probe import probe, resolve_backends
-from dtype_explorer.analyses._promotion import promotion_table
-from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, run_specs, survey
+from dtype_explorer import lazy
+
+#: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
+_EXPORTS: dict[str, str] = {
+    "build_atlas": "dtype_explorer.analyses._atlas",
+    "save_atlas": "dtype_explorer.analyses._atlas",
+    "writable_directory": "dtype_explorer.analyses._atlas",
+    "query_atlas": "dtype_explorer.analyses._atlas",
+    "check_model": "dtype_explorer.analyses._audit",
+    "NoAnswerError": "dtype_explorer.analyses._bisect",
+    "PackageIndexError": "dtype_explorer.analyses._bisect",
+    "bisect": "dtype_explorer.analyses._bisect",
+    "index_releases": "dtype_explorer.analyses._bisect",
+    "resolve_versions": "dtype_explorer.analyses._bisect",
+    "probe": "dtype_explorer.analyses._probe",
+    "resolve_backends": "dtype_explorer.analyses._probe",
+    "promotion_table": "dtype_explorer.analyses._promotion",
+    "DEFAULT_POLICIES": "dtype_explorer.analyses._survey",
+    "expand_targets": "dtype_explorer.analyses._survey",
+    "run_specs": "dtype_explorer.analyses._survey",
+    "survey": "dtype_explorer.analyses._survey",
+}
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 __all__ = [
     "DEFAULT_POLICIES",
@@ -33,6 +44,7 @@ __all__ = [
     "index_releases",
     "probe",
     "promotion_table",
+    "query_atlas",
     "resolve_backends",
     "resolve_versions",
     "run_specs",

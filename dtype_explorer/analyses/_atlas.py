@@ -1,11 +1,12 @@
 """The atlas build: a survey through the pool (or a Dask cluster) and its cache, made into an
-``Atlas`` and written as ``atlas.json`` plus a static site.
+``Atlas`` and written as ``atlas.parquet`` (the store: one row per run, queryable with DuckDB
+or pandas), ``atlas.json`` (the export) and a static site.
 
 Every probe's answer is stored in the result cache as it arrives, so a build interrupted at
 any point and run again asks only what is missing, and writes the same atlas (its content
-leaves out when and how fast it was built: ``Atlas.content``). The targets are surveyed
-:data:`CHUNK_TARGETS` at a time and each chunk made atlas cells at once, so the front
-process never holds the whole map's op traces.
+leaves out when and how fast it was built: ``Atlas.content``). The survey streams into an
+``AtlasCollector``: each answer is made its atlas run as it arrives and let go, so the front
+process holds the answers in flight and the atlas, never the map's op traces.
 
 >>> import dtype_explorer as dx
 >>> atlas = build_atlas(["Dense", "ops.add"], backends="numpy", out="atlas/")  # doctest: +SKIP
@@ -18,16 +19,17 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dtype_explorer.analyses._survey import resolve, survey
+from dtype_explorer.analyses._survey import compute_dtype, resolve, survey
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.records import Atlas
+from dtype_explorer.records import Atlas, AtlasCollector, Survey
 
-#: Targets surveyed at a time: the front process holds one chunk's results (op traces and
-#: all: an LSTM's is ~61 KB) until they are made atlas cells, so memory stays bounded (8 of
-#: the default map: 8 x 18 dtypes x 4 policies x 4 backends = 2,304 results).
-CHUNK_TARGETS = 8
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The atlas's files in its directory: the store, then the export.
+STORE, EXPORT = "atlas.parquet", "atlas.json"
 
 
 def build_atlas(
@@ -67,39 +69,102 @@ def build_atlas(
     """
     directory = None if out is None else writable_directory(out)
     names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
-    parts = []
-    for start in range(0, len(names), CHUNK_TARGETS):
-        found = survey(
-            names[start : start + CHUNK_TARGETS],
-            dtype_names,
-            policy_names,
-            backends,
-            floatx=floatx,
-            modes=modes,
-            engine=engine,
-            timeout=timeout,
-            progress=progress,
-            cluster=cluster,
-        )
-        parts.append(Atlas.from_survey(found))  # the results, traces and all, go
-        del found
-    atlas = Atlas.merged(parts)
+    plan = _planned(names, dtype_names, policy_names, modes)
+    collector = AtlasCollector(plan)
+    found = survey(
+        names,
+        dtype_names,
+        policy_names,
+        backends,
+        floatx=floatx,
+        modes=modes,
+        engine=engine,
+        timeout=timeout,
+        progress=progress,
+        cluster=cluster,
+        sink=collector.add,  # each answer made its atlas run as it arrives, then let go
+    )
+    atlas = collector.atlas(found)
     if directory is not None:
         save_atlas(atlas, directory)
     return atlas
 
 
+def _planned(
+    names: tuple[str, ...],
+    dtype_names: tuple[str, ...],
+    policy_names: tuple[str, ...],
+    modes: Sequence[str] | None,
+) -> Survey:
+    """The axes a collector needs before the answers arrive (the compute dtype of each
+    policy, whether runs are keyed by mode)."""
+    mode_names = tuple(dict.fromkeys(modes or ("call",)))
+    return Survey(
+        targets=names,
+        input_dtypes=dtype_names,
+        policies=policy_names,
+        backends=(),
+        modes=mode_names,
+        compute_dtypes={p: compute_dtype(p) for p in policy_names},
+        results=(),
+    )
+
+
 def save_atlas(atlas: Atlas, directory: Path) -> Path:
-    """Write ``atlas`` into ``directory``: the pages first, ``atlas.json`` last, each file
-    replaced whole (a build stopped while writing leaves the old file or the new one)."""
+    """Write ``atlas`` into ``directory``: the pages first, then ``atlas.json`` and
+    ``atlas.parquet``, each file replaced whole (a build stopped while writing leaves the old
+    file or the new one)."""
     pages = atlas.to_html()
-    for name, text in [*pages.items(), ("atlas.json", atlas.to_json())]:
+    for name, text in [*pages.items(), (EXPORT, atlas.to_json())]:
         path = directory / name
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, path)
+    temporary = directory / f".{STORE}.{os.getpid()}.tmp.parquet"
+    os.replace(atlas.save(temporary), directory / STORE)
     return directory / "index.html"
+
+
+def query_atlas(sql: str, atlas: str | Path = "atlas") -> pd.DataFrame:
+    """Run DuckDB ``sql`` over an atlas's runs, one row per run, as the table ``runs``
+    (the columns of ``atlas.parquet``: target, input_dtype, policy, run, outcome, ...).
+
+    Args:
+        sql: a DuckDB query, e.g. ``SELECT target, count(*) FROM runs GROUP BY target``.
+        atlas: an ``atlas.parquet``, or the directory holding one.
+
+    Returns:
+        The answer as a pandas ``DataFrame``.
+
+    >>> query_atlas("SELECT target FROM runs WHERE outcome LIKE 'raises%'",
+    ...             "atlas/")                                          # doctest: +SKIP
+    """
+    try:
+        import duckdb
+    except ImportError:
+        raise InvalidSpecError(
+            "atlas queries need DuckDB: pip install 'dtype-explorer[atlas]'"
+        ) from None
+    path = Path(atlas)
+    path = path / STORE if path.is_dir() else path
+    if path.suffix != ".parquet" or not path.is_file():
+        raise InvalidSpecError(
+            f"no atlas store at {received(str(path))}: give the directory `dtype-explorer atlas "
+            f"build` wrote, or its {STORE}"
+        )
+    connection = duckdb.connect()
+    try:
+        connection.execute(f"CREATE VIEW runs AS SELECT * FROM read_parquet('{_quoted(path)}')")
+        return connection.execute(sql).df()
+    except duckdb.Error as error:
+        raise InvalidSpecError(f"the query failed: {error}; received: {received(sql)}") from None
+    finally:
+        connection.close()
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
 
 
 def writable_directory(out: str | Path) -> Path:

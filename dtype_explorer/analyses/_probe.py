@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from dtype_explorer import backends as backend_names
+from dtype_explorer import keras_run
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.keras_run import ShapeArg, make_spec, run_probe
+from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     ProbeResult,
@@ -160,8 +161,8 @@ def probe(
     # 3. Run: in this process (backend=None), else in the backends' workers.
     if backend is None:
         if not several:
-            return run_probe(specs[0], target=custom)
-        return ProbeSet(results=tuple(run_probe(s, target=custom) for s in specs))
+            return keras_run.run_probe(specs[0], target=custom)  # imports the probe's code
+        return ProbeSet(results=tuple(keras_run.run_probe(s, target=custom) for s in specs))
     results = _in_workers(specs, custom, engine, timeout=timeout, use_cache=use_cache)
     # 4. Collect: one backend by name in one mode is a result; anything more, a ProbeSet.
     if isinstance(backend, str) and backend != "all" and not several:

@@ -4,7 +4,7 @@ survey, a promotion table and a cluster's partition run."""
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -25,14 +25,16 @@ def run_specs(
     use_cache: bool = True,
     progress: bool = True,
     desc: str = "survey",
+    sink: Callable[[ProbeResult], None] | None = None,
 ) -> list[ProbeResult]:
     """Answer ``specs`` through the pool, every backend at once, in ``specs`` order.
 
     At most ``WINDOW`` probes per worker are in flight (``pool.workers_per_backend()`` per
     backend), so the cells spread over every worker, and an interrupt stops soon and cancels
-    the rest.
+    the rest. With ``sink``, each answer is handed to it as it arrives and not kept: the
+    list returned is empty, and no more than the answers in flight are ever held.
     """
-    results: list[ProbeResult | None] = [None] * len(specs)
+    keep = _Kept(len(specs), sink)
     groups = {(s.backend, s.engine) for s in specs}  # each backend's (or engine's) workers
     limit = WINDOW * max(1, len(groups)) * pool.workers_per_backend()
     queue: Iterator[tuple[int, ProbeSpec]] = iter(enumerate(specs))
@@ -43,7 +45,7 @@ def run_specs(
                 for index, spec in queue:
                     future = pool.submit(spec, timeout=timeout, use_cache=use_cache)
                     if future.done():
-                        results[index] = future.result()
+                        keep(index, future.result())
                         bar.update(1)
                         continue
                     running[future] = index
@@ -55,13 +57,27 @@ def run_specs(
                     running, return_when=concurrent.futures.FIRST_COMPLETED
                 )
                 for future in done:
-                    results[running.pop(future)] = future.result()
+                    keep(running.pop(future), future.result())
                 bar.update(len(done))
         except BaseException:
             for future in running:
                 future.cancel()
             raise
-    return [r for r in results if r is not None]
+    return [r for r in keep.results if r is not None]
+
+
+class _Kept:
+    """Where ``run_specs`` puts each answer: its place in the list, or ``sink``."""
+
+    def __init__(self, count: int, sink: Callable[[ProbeResult], None] | None) -> None:
+        self.sink = sink
+        self.results: list[ProbeResult | None] = [None] * (count if sink is None else 0)
+
+    def __call__(self, index: int, result: ProbeResult) -> None:
+        if self.sink is None:
+            self.results[index] = result
+        else:
+            self.sink(result)
 
 
 def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:

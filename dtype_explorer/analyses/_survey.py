@@ -14,7 +14,7 @@ import datetime
 import fnmatch
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer import dtypes
@@ -49,6 +49,7 @@ def survey(
     use_cache: bool = True,
     progress: bool = True,
     cluster: Any = None,
+    sink: Callable[[ProbeResult], None] | None = None,
 ) -> Survey:
     """Probe every target on every input dtype under every policy on every backend.
 
@@ -80,6 +81,9 @@ def survey(
             each machine answering with its own pool and cache; answers stream back and
             merge into one ``Survey`` (a lost worker's partitions run elsewhere). Needs
             ``pip install 'dtype-explorer[cluster]'``.
+        sink: called with each answer as it arrives, which is then let go: the survey
+            returned has no results, only its axes (``build_atlas`` streams into an
+            ``AtlasCollector`` this way, so the whole survey is never held).
 
     Returns:
         A ``Survey``: ``.to_frame()``, ``.figure()``, ``.counts()``, ``.diff(other)``,
@@ -116,7 +120,9 @@ def survey(
     engines.ensure(engine, progress=progress)  # created on first use
     started = time.perf_counter()
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    results = _answers(specs, client, timeout=timeout, use_cache=use_cache, progress=progress)
+    results = _answers(
+        specs, client, timeout=timeout, use_cache=use_cache, progress=progress, sink=sink
+    )
     # 4. Collect: the answers and the axes they cover.
     return Survey(
         targets=names,
@@ -143,15 +149,27 @@ def _modes(modes: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _answers(
-    specs: list[ProbeSpec], client: Any, *, timeout: float | None, use_cache: bool, progress: bool
+    specs: list[ProbeSpec],
+    client: Any,
+    *,
+    timeout: float | None,
+    use_cache: bool,
+    progress: bool,
+    sink: Callable[[ProbeResult], None] | None,
 ) -> list[ProbeResult]:
-    """Every spec answered, in order: by this machine's pool, or by ``client``'s workers."""
+    """Every spec answered, in order: by this machine's pool, or by ``client``'s workers
+    (with ``sink``: each handed to it, none returned)."""
     if client is None:
-        return run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress)
+        return run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress, sink=sink)
     with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
-        return run_on_cluster(
+        found = run_on_cluster(
             client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
         )
+    if sink is None:
+        return found
+    for result in found:  # a cluster's answers come back merged: handed on one by one
+        sink(result)
+    return []
 
 
 def resolve(

@@ -45,6 +45,13 @@ PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_fl
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+#: ``atlas query``'s store.
+AtlasStoreOption = Annotated[
+    Path,
+    typer.Option(
+        "--atlas", help="The atlas.parquet to query, or the directory `atlas build` wrote."
+    ),
+]
 #: ``probe``'s own options.
 InputDtypeOption = Annotated[
     str | None,

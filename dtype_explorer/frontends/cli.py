@@ -11,6 +11,7 @@ dtype-explorer bisect Discretization --dtype float32 --backend numpy \
     --kwargs '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}' --versions 3.10.0..3.13.0
 dtype-explorer atlas build --targets Dense,ops.add --backends numpy --out atlas/
 dtype-explorer atlas diff keras-3.14/atlas.json keras-3.15/atlas.json --out review/
+dtype-explorer atlas query "SELECT target, count(*) FROM runs WHERE status != 'ok' GROUP BY 1"
 
 Exit status: 0 when every backend answered (a Keras error is an answer); 1 when a probe was
 invalid for Keras, timed out or crashed (the results are printed); 2 for bad input, refused
@@ -30,9 +31,10 @@ from typing import Annotated, Any
 
 import typer
 
-from dtype_explorer import analyses, views
+from dtype_explorer import analyses, records, views
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.frontends._cli_options import (
+    AtlasStoreOption,
     BackendOption,
     CallKwargsOption,
     EngineOption,
@@ -55,7 +57,7 @@ from dtype_explorer.frontends._cli_options import (
     shape_option,
     timeout_option,
 )
-from dtype_explorer.records import Atlas, ProbeResult, ProbeSet
+from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
 app = typer.Typer(
@@ -428,7 +430,8 @@ def bisect(
 
 
 atlas_app = typer.Typer(
-    help="The dtype atlas: the whole map as one JSON and a static site, and its diff.",
+    help="The dtype atlas: the whole map as a Parquet store, a JSON export and a static site; "
+    "its diff and SQL queries.",
     no_args_is_help=True,
 )
 app.add_typer(atlas_app, name="atlas")
@@ -505,8 +508,12 @@ def _client(address: str) -> Any:
 @atlas_app.command("diff")
 @_user_errors
 def atlas_diff(
-    before: Annotated[Path, typer.Argument(help="The first atlas.json (or its directory).")],
-    after: Annotated[Path, typer.Argument(help="The second atlas.json (or its directory).")],
+    before: Annotated[
+        Path, typer.Argument(help="The first atlas.parquet or atlas.json (or its directory).")
+    ],
+    after: Annotated[
+        Path, typer.Argument(help="The second atlas.parquet or atlas.json (or its directory).")
+    ],
     out: Annotated[Path, typer.Option(help="Directory for diff.html and diff.json.")] = Path(
         "atlas-diff"
     ),
@@ -515,7 +522,7 @@ def atlas_diff(
     ] = False,
 ) -> None:
     """Every cell whose outcome changed between two atlases, grouped by kind of change."""
-    old, new = Atlas.load(before), Atlas.load(after)
+    old, new = records.Atlas.load(before), records.Atlas.load(after)
     directory = analyses.writable_directory(out)
     diff = old.diff(new)
     (directory / "diff.json").write_text(diff.to_json(), encoding="utf-8")
@@ -525,6 +532,29 @@ def atlas_diff(
     typer.echo(f"wrote {directory / 'diff.html'} and {directory / 'diff.json'}")
     if fail_on_change and diff.changes:
         raise typer.Exit(1)
+
+
+@atlas_app.command("query")
+@_user_errors
+def atlas_query(
+    sql: Annotated[
+        str,
+        typer.Argument(
+            help="DuckDB SQL over the table runs, one row per run: target, input_dtype, "
+            "policy, run, status, outcome, classification, output_dtype, verdict, ..."
+        ),
+    ],
+    atlas: AtlasStoreOption = Path("atlas"),
+    as_json: JsonOption = False,
+) -> None:
+    """Query an atlas's runs with SQL (DuckDB over atlas.parquet) and print the rows."""
+    frame = analyses.query_atlas(sql, atlas)
+    if as_json:
+        typer.echo(frame.to_json(orient="records", indent=2))
+        return
+    typer.echo(
+        frame.to_string(index=False) if len(frame) else f"no rows ({len(frame.columns)} columns)"
+    )
 
 
 if __name__ == "__main__":

@@ -9,58 +9,60 @@ function needs it: importing the engine imports no backend.
 
 from __future__ import annotations
 
-from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
-from dtype_explorer.keras_run._expect import array_library, resolve_function
-from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
-from dtype_explorer.keras_run._keras2 import run_keras2
-from dtype_explorer.keras_run._keras_state import (
-    KERAS_STATE_LOCK,
-    changed_settings,
-    describe_settings,
-    global_settings,
-    preserved_keras_state,
-    restore_settings,
-)
-from dtype_explorer.keras_run._model_copy import (
-    compile_copy,
-    is_compiled,
-    policy_clone,
-    training_copy,
-    variables_kept,
-)
-from dtype_explorer.keras_run._model_trace import ModelTracer
-from dtype_explorer.keras_run._modes import modes_for
-from dtype_explorer.keras_run._numerics import (
-    check_values,
-    error_limit,
-    layer_values_wrong,
-    reference_dtype,
-    worth_value_check,
-)
-from dtype_explorer.keras_run._probe import run as run_probe
-from dtype_explorer.keras_run._samples import (
-    declared_inputs,
-    describe_model,
-    expected_inputs,
-    keras_flatten,
-    nonfinite_count,
-    sample_for,
-    sample_text,
-    tensor_info,
-)
-from dtype_explorer.keras_run._spec import (
-    COMMON_POLICIES,
-    MAX_KWARGS_DEPTH,
-    MAX_SAMPLE_ELEMENTS,
-    ShapeArg,
-    check_call_kwargs,
-    make_spec,
-    validate_policy,
-)
-from dtype_explorer.keras_run._trace import op_trace
-from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
-from dtype_explorer.keras_run._values import call_arguments
+from dtype_explorer import lazy
+from dtype_explorer.keras_run import _facts  # noqa: F401  (installs keras_facts' reader)
+
+#: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
+_EXPORTS: dict[str, str] = {
+    "catalog": "dtype_explorer.keras_run.catalog",
+    "variable_dtypes": "dtype_explorer.keras_run._call_trace",
+    "wrapped_entry_points": "dtype_explorer.keras_run._call_trace",
+    "array_library": "dtype_explorer.keras_run._expect",
+    "resolve_function": "dtype_explorer.keras_run._expect",
+    "read_facts": "dtype_explorer.keras_run._facts",
+    "write_facts_snapshot": "dtype_explorer.keras_run._facts",
+    "run_keras2": "dtype_explorer.keras_run._keras2",
+    "KERAS_STATE_LOCK": "dtype_explorer.keras_run._keras_state",
+    "changed_settings": "dtype_explorer.keras_run._keras_state",
+    "describe_settings": "dtype_explorer.keras_run._keras_state",
+    "global_settings": "dtype_explorer.keras_run._keras_state",
+    "preserved_keras_state": "dtype_explorer.keras_run._keras_state",
+    "restore_settings": "dtype_explorer.keras_run._keras_state",
+    "compile_copy": "dtype_explorer.keras_run._model_copy",
+    "is_compiled": "dtype_explorer.keras_run._model_copy",
+    "policy_clone": "dtype_explorer.keras_run._model_copy",
+    "training_copy": "dtype_explorer.keras_run._model_copy",
+    "variables_kept": "dtype_explorer.keras_run._model_copy",
+    "ModelTracer": "dtype_explorer.keras_run._model_trace",
+    "modes_for": "dtype_explorer.keras_run._mode_rules",
+    "check_values": "dtype_explorer.keras_run._numerics",
+    "error_limit": "dtype_explorer.keras_run._numerics",
+    "layer_values_wrong": "dtype_explorer.keras_run._numerics",
+    "reference_dtype": "dtype_explorer.keras_run._numerics",
+    "worth_value_check": "dtype_explorer.keras_run._numerics",
+    "run_probe": "dtype_explorer.keras_run._probe:run",
+    "declared_inputs": "dtype_explorer.keras_run._samples",
+    "describe_model": "dtype_explorer.keras_run._samples",
+    "expected_inputs": "dtype_explorer.keras_run._samples",
+    "keras_flatten": "dtype_explorer.keras_run._samples",
+    "nonfinite_count": "dtype_explorer.keras_run._samples",
+    "sample_for": "dtype_explorer.keras_run._samples",
+    "sample_text": "dtype_explorer.keras_run._samples",
+    "tensor_info": "dtype_explorer.keras_run._samples",
+    "COMMON_POLICIES": "dtype_explorer.keras_run._spec",
+    "MAX_KWARGS_DEPTH": "dtype_explorer.keras_run._spec",
+    "MAX_SAMPLE_ELEMENTS": "dtype_explorer.keras_run._spec",
+    "ShapeArg": "dtype_explorer.keras_run._spec",
+    "check_call_kwargs": "dtype_explorer.keras_run._spec",
+    "make_spec": "dtype_explorer.keras_run._spec",
+    "validate_policy": "dtype_explorer.keras_run._spec",
+    "op_trace": "dtype_explorer.keras_run._trace",
+    "compiled_by": "dtype_explorer.keras_run._training",
+    "global_seed_kept": "dtype_explorer.keras_run._training",
+    "train_one_step": "dtype_explorer.keras_run._training",
+    "call_arguments": "dtype_explorer.keras_run._values",
+}
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 __all__ = [
     "COMMON_POLICIES",

@@ -10,104 +10,23 @@ the spec's seed) and Keras's global seed generator, if one exists, is put back, 
 reproducible and cacheable and the user's random stream is untouched. Models built here are
 local: nothing compiled outlives the probe.
 
->>> check_mode("predict", "Discretization", backend="numpy")
-'predict'
->>> check_mode("training", "ReLU", backend="numpy")
-Traceback (most recent call last):
-...
-dtype_explorer.errors.InvalidSpecError: mode 'training': ReLU.call() takes no `training` ...
+Which modes apply, and the check of a ``mode=``, are ``_mode_rules``' (re-exported here).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.errors import InvalidSpecError, unknown
-from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._mode_rules import (
+    MODEL_MODES,
+)
 from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
-from dtype_explorer.records import MODES, CastStep, FitReport, Mode
-
-#: Modes that build a functional model around the layer.
-MODEL_MODES: tuple[Mode, ...] = ("model", "predict", "fit")
-
-
-def takes_training(cls: Any) -> bool:
-    """Whether a layer class's (or instance's) ``call`` takes a ``training`` argument."""
-    call = getattr(cls if isinstance(cls, type) else type(cls), "call", None)
-    if call is None:
-        return False
-    try:
-        return "training" in inspect.signature(call).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def applicable(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
-    """The modes that apply to a target: only ``"call"`` for an op, a loss or a metric;
-    ``"training"`` only where the layer's ``call`` takes ``training``; ``"fit"`` not on numpy
-    (its backend cannot train)."""
-    if target_name.startswith(("ops.", "losses.", "metrics.")):
-        return ["call"]
-    modes = list(MODES)
-    if layer is not None and not takes_training(layer):
-        modes.remove("training")
-    if backend == "numpy":
-        modes.remove("fit")
-    if importlib.util.find_spec("tensorflow") is None:
-        modes.remove("dataset")
-    return modes
-
-
-_NOT_LAYERS = ("ops.", "losses.", "metrics.", "custom:")
-
-
-def modes_for(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
-    """``applicable``, with a catalog layer's class looked up by its name.
-
-    >>> modes_for("ReLU", backend="numpy")
-    ['call', 'model', 'predict', 'dataset']
-    """
-    keras_here = "keras" in sys.modules
-    if layer is None and keras_here and not target_name.startswith(_NOT_LAYERS):
-        # A process that has not imported Keras (the CLI, a script asking workers) leaves the
-        # ``training`` check to the worker, whose answer is then an ``invalid`` result saying
-        # the same: importing Keras here would import its default backend, TensorFlow.
-        import keras
-
-        layer = getattr(keras.layers, catalog.entry(target_name).name, None)
-    return applicable(target_name, layer, backend)
-
-
-def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | None = None) -> Mode:
-    """``mode`` if it names a mode that applies to the target, else ``InvalidSpecError`` saying
-    why and listing the modes that do. ``layer`` is the layer class (a catalog name's is looked
-    up), needed to tell whether ``training`` applies."""
-    if not isinstance(mode, str) or mode not in MODES:
-        raise unknown("mode", mode, MODES)
-    if mode == "call":  # every target runs as called, and the front process need not import Keras
-        return mode
-    modes = modes_for(target_name, layer, backend)
-    if mode in modes:
-        return mode  # type: ignore[return-value]
-    name = target_name.removeprefix("custom:")
-    if target_name.startswith("ops."):
-        why = f"{name} is an op: it is called eagerly, not trained or put in a model"
-    elif target_name.startswith(("losses.", "metrics.")):
-        why = f"{name} is a loss or metric: it is called eagerly, not put in a model"
-    elif mode == "training":
-        why = f"{name}.call() takes no `training` argument, so training=True changes nothing"
-    elif mode == "dataset":
-        why = "it runs the layer inside tf.data.Dataset.map, and tensorflow is not installed"
-    else:
-        why = "the numpy backend cannot train (model.fit is not implemented there)"
-    raise InvalidSpecError(f"mode {mode!r}: {why}; modes for {name}: {', '.join(modes)}")
+from dtype_explorer.records import CastStep, FitReport
 
 
 def seeded(cls: Any, kwargs: dict[str, Any], mode: str, seed: int) -> dict[str, Any]:

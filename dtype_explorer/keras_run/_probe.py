@@ -27,7 +27,7 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import precision_set, read_environment
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
-from dtype_explorer.keras_run._modes import check_mode
+from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._observe import (
     Invalid,
     error_info,

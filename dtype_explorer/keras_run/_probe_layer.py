@@ -20,7 +20,8 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import CallRecorder, variable_name
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
-from dtype_explorer.keras_run._modes import ModeRun, check_mode, seeded
+from dtype_explorer.keras_run._mode_rules import check_mode
+from dtype_explorer.keras_run._modes import ModeRun, seeded
 from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run._observe import (
     Invalid,

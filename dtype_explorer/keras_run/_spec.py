@@ -26,7 +26,7 @@ from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import check_precision
-from dtype_explorer.keras_run._modes import check_mode
+from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,

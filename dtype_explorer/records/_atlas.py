@@ -37,17 +37,21 @@ import collections
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import Field
 
 from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.records import _atlas_table
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import CastStep, ProbeResult
-from dtype_explorer.records._survey import Classification, Survey, classify_cell, classify_result
+from dtype_explorer.records._survey import Classification, Survey, classify_result, combine_classes
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The longest error message an atlas keeps (the first lines say what Keras refused).
 MAX_MESSAGE = 400
@@ -188,48 +192,10 @@ class Atlas(Record):
     @classmethod
     def from_survey(cls, survey: Survey, **build: Any) -> Atlas:
         """The atlas of ``survey`` (``build``: facts about this build, kept in ``build``)."""
-        cells = []
-        for cell in survey.cells():
-            runs = {
-                run: AtlasRun.from_result(result, cell.compute_dtype)
-                for run, result in sorted(cell.results.items())
-            }
-            cells.append(
-                AtlasCell(
-                    target=cell.target,
-                    input_dtype=cell.input_dtype,
-                    policy=cell.policy,
-                    compute_dtype=cell.compute_dtype,
-                    classification=classify_cell(cell.results.values(), cell.compute_dtype),
-                    runs=runs,
-                )
-            )
-        versions: dict[str, collections.Counter] = {}
-        devices: dict[str, set[str]] = {}
-        for r in survey.results:
-            if r.versions:
-                key = json.dumps(r.versions, sort_keys=True)
-                versions.setdefault(r.backend, collections.Counter())[key] += 1
-            devices.setdefault(r.backend, set()).add(r.device)
-        return cls(
-            targets=survey.targets,
-            input_dtypes=survey.input_dtypes,
-            policies=survey.policies,
-            backends=survey.backends,
-            modes=survey.modes,
-            floatx=survey.floatx,
-            compute_dtypes=survey.compute_dtypes,
-            versions={b: json.loads(c.most_common(1)[0][0]) for b, c in sorted(versions.items())},
-            devices={b: tuple(sorted(d)) for b, d in sorted(devices.items())},
-            build={
-                "created": survey.created,
-                "elapsed_s": survey.elapsed_s,
-                "probes": len(survey.results),
-                "from_cache": sum(r.cached for r in survey.results),
-                **build,
-            },
-            cells=tuple(cells),
-        )
+        collector = AtlasCollector(survey)
+        for result in survey.results:
+            collector.add(result)
+        return collector.atlas(survey, **build)
 
     @classmethod
     def merged(cls, parts: Sequence[Atlas]) -> Atlas:
@@ -304,12 +270,81 @@ class Atlas(Record):
         """The static site: relative path -> page (``index.html``, ``targets/<name>.html``)."""
         return _display.page(self)
 
+    def to_rows(self) -> Iterator[dict[str, Any]]:
+        """One flat row per run (the columns of ``atlas.parquet``), cell by cell."""
+        for c in self.cells:
+            cell = {
+                "target": c.target,
+                "input_dtype": c.input_dtype,
+                "policy": c.policy,
+                "compute_dtype": c.compute_dtype,
+                "cell_classification": c.classification,
+            }
+            for run, found in c.runs.items():
+                yield {**cell, "run": run, **found.model_dump(mode="json")}
+
+    @classmethod
+    def from_rows(cls, header: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Atlas:
+        """The atlas of ``header`` (everything but the cells) and its rows (:meth:`to_rows`)."""
+        cells: dict[tuple[str, str, str], dict[str, Any]] = {}
+        for row in rows:
+            key = (row["target"], row["input_dtype"], row["policy"])
+            cell = cells.setdefault(
+                key,
+                {
+                    "target": key[0],
+                    "input_dtype": key[1],
+                    "policy": key[2],
+                    "compute_dtype": row["compute_dtype"],
+                    "classification": row["cell_classification"],
+                    "runs": {},
+                },
+            )
+            cell["runs"][row["run"]] = {k: row[k] for k in AtlasRun.model_fields if k in row}
+        return cls.model_validate({**header, "cells": list(cells.values())})
+
+    def header(self) -> dict[str, Any]:
+        """Everything but the cells, as JSON values (the Parquet file's metadata)."""
+        return self.model_dump(mode="json", exclude={"cells"})
+
+    def save(self, path: str | Path) -> Path:
+        """Write the atlas to ``path``: ``.parquet`` (one row per run, queryable with DuckDB
+        or pandas) or ``.json`` (the export)."""
+        path = Path(path)
+        if path.suffix == ".parquet":
+            return _atlas_table.write(path, self.header(), self.to_rows())
+        if path.suffix == ".json":
+            path.write_text(self.to_json(), encoding="utf-8")
+            return path
+        raise InvalidSpecError(f"an atlas is saved as .parquet or .json; received: {str(path)!r}")
+
+    def to_frame(self) -> pd.DataFrame:
+        """A pandas table: one row per run, the columns of ``atlas.parquet``.
+
+        >>> from dtype_explorer.records import ProbeResult, ProbeSpec, Survey
+        >>> r = ProbeResult(spec=ProbeSpec(target="Flatten"), status="ok", backend="numpy",
+        ...                 output_dtype="float32", verdict="as-documented")
+        >>> s = Survey(targets=("Flatten",), input_dtypes=("float32",), policies=("float32",),
+        ...            backends=("numpy",), compute_dtypes={"float32": "float32"}, results=(r,))
+        >>> Atlas.from_survey(s).to_frame()[["target", "run", "outcome"]].values.tolist()
+        [['Flatten', 'numpy', 'float32']]
+        """
+        import pandas as pd
+
+        return pd.DataFrame(list(self.to_rows()), columns=list(_atlas_table.COLUMNS))
+
     @classmethod
     def load(cls, path: str | Path) -> Atlas:
-        """Read an ``atlas.json`` (or the directory holding one)."""
+        """Read an ``atlas.parquet`` or ``atlas.json`` (or the directory holding one: the
+        Parquet file when there is one)."""
         path = Path(path)
         if path.is_dir():
-            path = path / "atlas.json"
+            parquet = path / "atlas.parquet"
+            path = parquet if parquet.exists() else path / "atlas.json"
+        if path.suffix == ".parquet":
+            header, rows = _atlas_table.read(path)
+            _check_format(path, header)
+            return cls.from_rows(header, rows)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -323,11 +358,7 @@ class Atlas(Record):
                 f"{str(path)!r} is not an atlas (no 'cells'); give the atlas.json that "
                 "`dtype-explorer atlas build` wrote"
             )
-        if data.get("format", FORMAT) != FORMAT:
-            raise InvalidSpecError(
-                f"{str(path)!r} is atlas format {data.get('format')!r}; this dtype-explorer "
-                f"reads format {FORMAT}"
-            )
+        _check_format(path, data)
         return cls.model_validate(data)
 
     def _index(self) -> dict[tuple[str, str, str], AtlasCell]:
@@ -337,6 +368,90 @@ class Atlas(Record):
         return (
             f"<Atlas {len(self.targets)} targets x {len(self.input_dtypes)} dtypes x "
             f"{len(self.policies)} policies on {', '.join(self.backends)}: {len(self.cells)} cells>"
+        )
+
+
+def _check_format(path: Path, data: dict[str, Any]) -> None:
+    if data.get("format", FORMAT) != FORMAT:
+        raise InvalidSpecError(
+            f"{str(path)!r} is atlas format {data.get('format')!r}; this dtype-explorer "
+            f"reads format {FORMAT}"
+        )
+
+
+class AtlasCollector:
+    """Probe results in, atlas runs kept: each result is made its ``AtlasRun`` as it arrives
+    and let go (traces and all), so a survey streamed into it (``survey(..., sink=c.add)``)
+    is never held whole. :meth:`atlas` orders the cells as the survey planned them, whatever
+    order the answers came in.
+    """
+
+    def __init__(self, survey: Survey) -> None:
+        self._compute = dict(survey.compute_dtypes)
+        self._several_modes = len(survey.modes) > 1
+        self._runs: dict[tuple[str, str, str], dict[str, AtlasRun]] = {}
+        self._versions: dict[str, collections.Counter] = {}
+        self._devices: dict[str, set[str]] = {}
+        #: Results added, and how many came from the cache.
+        self.added = 0
+        self.from_cache = 0
+
+    def add(self, result: ProbeResult) -> None:
+        """Keep ``result``'s run (summarised), its versions and its device."""
+        spec = result.spec
+        key = (spec.target, spec.input_dtypes[0], spec.policy)
+        run = f"{result.backend}/{spec.mode}" if self._several_modes else result.backend
+        compute = self._compute[spec.policy]
+        self._runs.setdefault(key, {})[run] = AtlasRun.from_result(result, compute)
+        if result.versions:
+            versions = json.dumps(result.versions, sort_keys=True)
+            self._versions.setdefault(result.backend, collections.Counter())[versions] += 1
+        self._devices.setdefault(result.backend, set()).add(result.device)
+        self.added += 1
+        self.from_cache += bool(result.cached)
+
+    def atlas(self, survey: Survey, **build: Any) -> Atlas:
+        """The atlas of the runs added; ``survey`` gives the axes and when it ran (its
+        results may be empty: they came here instead)."""
+        order = {t: i for i, t in enumerate(survey.targets)}
+        dtypes = {d: i for i, d in enumerate(survey.input_dtypes)}
+        policies = {p: i for i, p in enumerate(survey.policies)}
+        keys = sorted(self._runs, key=lambda k: (order[k[0]], dtypes[k[1]], policies[k[2]]))
+        cells = []
+        for key in keys:
+            runs = dict(sorted(self._runs[key].items()))
+            answers = [(r.status == "ok", r.output_dtype, r.classification) for r in runs.values()]
+            compute = self._compute[key[2]]
+            cells.append(
+                AtlasCell(
+                    target=key[0],
+                    input_dtype=key[1],
+                    policy=key[2],
+                    compute_dtype=compute,
+                    classification=combine_classes(answers),
+                    runs=runs,
+                )
+            )
+        return Atlas(
+            targets=survey.targets,
+            input_dtypes=survey.input_dtypes,
+            policies=survey.policies,
+            backends=survey.backends,
+            modes=survey.modes,
+            floatx=survey.floatx,
+            compute_dtypes=survey.compute_dtypes,
+            versions={
+                b: json.loads(c.most_common(1)[0][0]) for b, c in sorted(self._versions.items())
+            },
+            devices={b: tuple(sorted(d)) for b, d in sorted(self._devices.items())},
+            build={
+                "created": survey.created,
+                "elapsed_s": survey.elapsed_s,
+                "probes": self.added,
+                "from_cache": self.from_cache,
+                **build,
+            },
+            cells=tuple(cells),
         )
 
 

@@ -58,10 +58,18 @@ def classify_result(result: ProbeResult, compute_dtype: str) -> Classification:
 
 def classify_cell(results: Iterable[ProbeResult], compute_dtype: str) -> Classification:
     """The class of a cell: ``diverges`` when backends disagree, else their shared class."""
-    results = list(results)
-    if len({(r.ok, r.output_dtype if r.ok else None) for r in results}) > 1:
+    return combine_classes(
+        (r.ok, r.output_dtype, classify_result(r, compute_dtype)) for r in results
+    )
+
+
+def combine_classes(answers: Iterable[tuple[bool, str | None, Classification]]) -> Classification:
+    """The class of a cell from each run's (ok, output dtype, class): what
+    :func:`classify_cell` decides, for runs already classed (an atlas's)."""
+    answers = list(answers)
+    if len({(ok, dtype if ok else None) for ok, dtype, _ in answers}) > 1:
         return "diverges"
-    classes = {classify_result(r, compute_dtype) for r in results}
+    classes = {found for _, _, found in answers}
     if "declared-mismatch" in classes:
         return "declared-mismatch"
     return classes.pop() if classes else "raises"

@@ -1,10 +1,11 @@
 """How records reach their views: one dispatch per kind of rendering.
 
-Records never import a view. A view registers itself here for the record types it draws
-(``@text.register(ProbeResult)``), and a record's ``__str__``, ``_repr_html_`` and ``figure()``
-call :func:`text`, :func:`html` and :func:`figure`. The views package is loaded on the first
-rendering that finds no view registered yet (``dtype_explorer.views`` registers them all when
-imported): the one late binding of the package, which keeps the arrow pointing from views to
+Records never import a view. The views package names the view of each record type
+(``dtype_explorer.views.VIEWS``: kind -> record class name -> view), and a record's
+``__str__``, ``_repr_html_`` and ``figure()`` call :func:`text`, :func:`html` and
+:func:`figure`. On the first rendering of a type, the dispatch reads that table, imports the
+one view it names and registers it (``text.register(ProbeResult, view)`` does the same by
+hand): the one late binding of the package, which keeps the arrow pointing from views to
 records, as pandas' formatters point at the frame.
 
 >>> from dtype_explorer.records import ProbeResult, ProbeSpec
@@ -33,10 +34,13 @@ def _dispatcher(kind: str, missing: Callable[[Any], Any] | None = None) -> Calla
 
     @functools.singledispatch
     def render(record: Any, **options: Any) -> Any:
-        importlib.import_module(VIEWS)  # registers the views (a no-op once loaded)
-        view = render.dispatch(type(record))
-        if view is not render.dispatch(object):
-            return view(record, **options)
+        views = importlib.import_module(VIEWS)
+        for cls in type(record).__mro__:  # the named view of the record's type, or a base's
+            name = views.VIEWS[kind].get(cls.__name__)
+            if name is not None:
+                view = getattr(views, name)  # imports that view's module only
+                render.register(cls, view)
+                return view(record, **options)
         if missing is not None:
             return missing(record)
         raise TypeError(f"no {kind} view is registered for {type(record).__name__}")

@@ -20,8 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from dtype_explorer import keras_facts
-from dtype_explorer.keras_run import global_settings, restore_settings, run_keras2, run_probe
+from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime._gpu import share_gpu
@@ -202,7 +201,7 @@ def _import_backend(backend: str) -> None:
                 warnings.simplefilter("ignore")
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
-        _state["baseline"] = global_settings()
+        _state["baseline"] = keras_run.global_settings()
         if engine is None:
             with contextlib.suppress(Exception):  # a fact for the front ends, never to fail
                 keras_facts.write_snapshot()
@@ -233,7 +232,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
     if engine is not None and engine.package == "tf_keras":
         with _kept_warnings() as said:
-            result = run_keras2(probe_spec, {**versions(backend), **engine.versions()})
+            result = keras_run.run_keras2(probe_spec, {**versions(backend), **engine.versions()})
         if said:
             result = result.model_copy(update={"warnings": tuple(said)})
         return result.to_dict()
@@ -254,7 +253,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         return _failure(probe_spec, _unrestorable_error(), replace=True)
     with _kept_warnings() as said:
         try:
-            result: ProbeResult = run_probe(probe_spec, target=target)
+            result: ProbeResult = keras_run.run_probe(probe_spec, target=target)
         except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
             result = _raised(probe_spec, exc)
     if said:
@@ -337,7 +336,7 @@ def _restore_baseline() -> tuple[list[str], list[str]]:
     if _state["baseline"] is None:
         return [], []
     try:
-        restored, lost = restore_settings(_state["baseline"])
+        restored, lost = keras_run.restore_settings(_state["baseline"])
     except Exception as exc:  # reading the settings failed: assume the worst
         restored, lost = [], [f"settings unreadable: {type(exc).__name__}: {exc}"]
     if lost:

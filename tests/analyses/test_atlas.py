@@ -33,7 +33,7 @@ SMALL = {
 def cli(*args: str, cache_dir: Path, **options) -> subprocess.Popen:
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
         "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
         "DTYPE_EXPLORER_BACKENDS": "numpy",
         "KERAS_BACKEND": "numpy",
@@ -82,12 +82,31 @@ def test_an_atlas_is_one_json_and_a_static_site_without_traces(small):
     assert atlas.versions["numpy"]["keras"] and atlas.devices["numpy"] == ("cpu",)
 
 
-def test_an_atlas_built_target_by_target_is_the_one_of_the_whole_survey(small, monkeypatch):
-    whole, _ = small
-    monkeypatch.setattr(atlas_module, "CHUNK_TARGETS", 1)  # memory: one target's traces at a time
-    chunked = build_atlas(**SMALL)
-    assert chunked.content() == whole.content()
-    assert chunked.build["probes"] == len(whole.cells)
+def test_an_atlas_streamed_from_the_survey_is_the_one_of_the_whole_survey(small):
+    streamed, out = small  # built through a sink: answers made atlas runs as they arrived
+    whole = Atlas.from_survey(atlas_module.survey(**SMALL))  # every result held, then made
+    assert streamed.content() == whole.content()
+    assert streamed.build["probes"] == len(whole.cells)
+    assert Atlas.load(out / "atlas.parquet") == streamed  # the store, beside the export
+    assert (out / "atlas.parquet").stat().st_size < (out / "atlas.json").stat().st_size / 2
+
+
+def test_atlas_query_runs_sql_over_the_store(small, tmp_path):
+    _, out = small
+    sql = "SELECT target, count(*) AS runs FROM runs WHERE status = 'ok' GROUP BY 1 ORDER BY 1"
+    done = cli("atlas", "query", sql, "--atlas", str(out), "--json", cache_dir=tmp_path)
+    stdout, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err
+    found = {row["target"]: row["runs"] for row in json.loads(stdout)}
+    atlas = Atlas.load(out)
+    assert found == {t: n for t in SMALL["targets"] for n in [expected_ok(atlas, t)] if n}
+    bad = cli("atlas", "query", "SELECT nope FROM runs", "--atlas", str(out), cache_dir=tmp_path)
+    _, err = bad.communicate(timeout=120)
+    assert bad.returncode == 2 and "the query failed" in err and "nope" in err
+
+
+def expected_ok(atlas: Atlas, target: str) -> int:
+    return sum(r.status == "ok" for c in atlas.cells_of(target) for r in c.runs.values())
 
 
 def test_a_build_killed_mid_way_and_resumed_is_the_same_atlas(small, tmp_path):
@@ -127,8 +146,8 @@ def test_the_diff_of_two_atlases_groups_every_changed_run(small, tmp_path):
     done = cli(
         "atlas",
         "diff",
-        str(before_dir / "atlas.json"),
-        str(after_dir),
+        str(before_dir / "atlas.json"),  # the export on one side, the store on the other
+        str(after_dir / "atlas.parquet"),
         "--out",
         str(tmp_path / "review"),
         "--fail-on-change",

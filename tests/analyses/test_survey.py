@@ -159,3 +159,33 @@ def test_bad_arguments_name_the_closest_valid_value() -> None:
         dx.survey(["Dnese"], backends=["numpy"])
     with pytest.raises(InvalidSpecError, match="empty"):
         dx.survey([], backends=["numpy"])
+
+
+def test_a_survey_streamed_to_a_sink_holds_only_the_answers_in_flight(tmp_path) -> None:
+    """Each answer goes to the sink as it arrives and is let go: counted by which of them are
+    still alive (weak references) each time the sink is called, and once it has finished."""
+    import gc
+    import weakref
+
+    from dtype_explorer.analyses import _run
+    from dtype_explorer.runtime import pool
+
+    seen: list[weakref.ref] = []
+    most_alive = 0
+
+    def sink(result) -> None:
+        nonlocal most_alive
+        seen.append(weakref.ref(result))
+        gc.collect()  # what is still reachable, not garbage not yet collected
+        most_alive = max(most_alive, sum(r() is not None for r in seen))
+
+    targets = ["Dense", "Flatten", "ReLU", "ops.sqrt"]
+    dtypes = ["float32", "int32", "uint8", "float16", "int8", "bfloat16"]
+    found = dx.survey(targets, dtypes, ["float32", "mixed_float16"], backends="numpy",
+                      progress=False, sink=sink)  # fmt: skip
+    gc.collect()
+    assert found.results == () and len(seen) == 4 * 6 * 2
+    # nothing kept once handed on (the worker pool's result thread may still hold its last)
+    assert sum(r() is not None for r in seen) <= 1
+    in_flight = _run.WINDOW * pool.workers_per_backend()
+    assert most_alive <= in_flight + 1 < len(seen)  # never the whole survey at once

@@ -2,8 +2,8 @@
 stdout and stderr read whole, and which frameworks its own process imported.
 
 The front process is run through a tiny wrapper that calls the CLI's ``app`` and, at exit,
-writes which of keras/tensorflow/jax/torch its ``sys.modules`` holds: nothing in the product
-is patched or mocked.
+writes which of keras/tensorflow/jax/torch its ``sys.modules`` holds (and, beside it, every
+module it imported): nothing in the product is patched or mocked.
 """
 
 import json
@@ -21,6 +21,8 @@ def _report():
     frameworks = [m for m in ("keras", "tensorflow", "jax", "torch") if m in sys.modules]
     with open(os.environ["DX_FRONT_REPORT"], "w") as f:
         json.dump(frameworks, f)
+    with open(os.environ["DX_FRONT_REPORT"] + ".modules", "w") as f:
+        json.dump(sorted(sys.modules), f)
 
 atexit.register(_report)
 from dtype_explorer.frontends.cli import app
@@ -69,6 +71,11 @@ def _cli(*args, cache_dir, tmp_path, env=None):
         check=False,
     )
     return done, json.loads(report.read_text())
+
+
+def _modules(tmp_path):
+    """Every module the last ``_cli`` run's front process had imported at exit."""
+    return set(json.loads((tmp_path / "front-modules.json.modules").read_text()))
 
 
 def _noise(stderr):
@@ -178,3 +185,37 @@ def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
     assert "tensorflow" in frameworks  # this command does run Keras here
     assert "dense" in done.stdout.lower()
     assert _noise(done.stderr) == [] and done.stderr == "", done.stderr
+
+
+#: What a cached answer never needs: the other analyses, the records and views of other
+#: questions, the probe's own code (it runs in the workers), and the heavy libraries.
+NOT_FOR_A_CACHED_ANSWER = {
+    *(f"dtype_explorer.analyses._{m}" for m in ("atlas", "audit", "bisect", "cluster")),
+    *(f"dtype_explorer.analyses._{m}" for m in ("promotion", "run", "survey")),
+    *(f"dtype_explorer.records._{m}" for m in ("atlas", "bisect", "promotion", "survey")),
+    *(f"dtype_explorer.views._{m}" for m in ("atlas", "figures", "html", "svg")),
+    *(f"dtype_explorer.keras_run._{m}" for m in ("probe", "probe_layer", "trace", "numerics")),
+    "pandas",
+    "plotly",
+    "pyarrow",
+    "duckdb",
+    "IPython",
+    "anywidget",
+}
+
+
+def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):
+    cache_dir = tmp_path / "cache"
+    args = [*DENSE, "--backend", "numpy"]
+    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert live.returncode == 0, live.stderr
+    cached, frameworks = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert cached.returncode == 0 and cached.stdout == live.stdout, cached.stderr
+    modules = _modules(tmp_path)
+    assert frameworks == []
+    # what it does need is there: the spec check, the cache read and the text view
+    needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cache"}
+    assert needed | {"dtype_explorer.views._text"} <= modules
+    assert sorted(modules & NOT_FOR_A_CACHED_ANSWER) == []
+    ours = {m for m in modules if m.startswith("dtype_explorer")}
+    assert len(ours) <= 48, sorted(ours)  # 80 before the packages' names were made lazy

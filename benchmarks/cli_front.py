@@ -1,0 +1,123 @@
+"""The CLI's cached answer, whole process, against the floor it cannot go under: a Python that
+imports NumPy and pydantic (what the records are made of), measured in the same run.
+
+    python benchmarks/cli_front.py                      # this checkout, 9 repeats, medians
+    python benchmarks/cli_front.py --root /work/main    # another checkout (before/after)
+    python benchmarks/cli_front.py --importtime         # also the slowest imports of the front
+
+Each case is a fresh process (``python -c``), run alternately after one unmeasured warm-up
+(the cache filled, bytecode written); wall is start to exit, RSS the peak resident memory of
+that process alone (``RUSAGE_SELF`` at exit). Cases:
+
+* ``floor``: ``import numpy, pydantic``.
+* ``cli cached``: ``dtype-explorer probe Dense --backend numpy`` with the answer in the cache
+  (the warm-up asked it once, live).
+
+Goal (issue 27): cli cached <= 0.2 s; the ratio to the floor is what the machine's load does
+not change much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Run first in every measured process: its peak RSS (KB on Linux) written at exit.
+_RSS = (
+    "import atexit, os, resource\n"
+    "atexit.register(lambda: open(os.environ['DX_BENCH_RSS'], 'w').write("
+    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+)
+CASES = {
+    "floor": "import numpy, pydantic\n",
+    "cli cached": (
+        "from dtype_explorer.frontends.cli import app\n"
+        "app(['probe', 'Dense', '--backend', 'numpy'], prog_name='dtype-explorer')\n"
+    ),
+}
+
+
+def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one fresh process running ``code``."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", _RSS + code], env=env, check=True, capture_output=True)
+    wall = time.perf_counter() - t0
+    return wall, int(rss_file.read_text()) / 1024
+
+
+def measure(root: Path, repeats: int) -> dict[str, dict[str, float]]:
+    """Median wall seconds and peak RSS of each case, alternating, in one cache directory."""
+    with tempfile.TemporaryDirectory() as scratch:
+        rss_file = Path(scratch) / "rss"
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(root),
+            "DTYPE_EXPLORER_CACHE_DIR": str(Path(scratch) / "cache"),
+            "DX_BENCH_RSS": str(rss_file),
+        }
+        for code in CASES.values():  # warm-up: the live answer cached, bytecode written
+            _run(code, env, rss_file)
+        found: dict[str, list[tuple[float, float]]] = {name: [] for name in CASES}
+        for _ in range(repeats):
+            for name, code in CASES.items():
+                found[name].append(_run(code, env, rss_file))
+    return {
+        name: {
+            "wall_s": statistics.median(w for w, _ in runs),
+            "rss_mb": statistics.median(r for _, r in runs),
+        }
+        for name, runs in found.items()
+    }
+
+
+def slowest_imports(root: Path, count: int = 12) -> list[tuple[float, str]]:
+    """The front's ``count`` largest cumulative imports (ms), from ``python -X importtime``."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", CASES["cli cached"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    rows = []
+    for line in done.stderr.splitlines():
+        parts = line.removeprefix("import time:").split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]) / 1000, parts[2].rstrip()))
+    return sorted(rows, reverse=True)[:count]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--importtime", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    load = os.getloadavg()[0]
+    rows = measure(args.root, args.repeats)
+    floor, cli = rows["floor"], rows["cli cached"]
+    ratio = cli["wall_s"] / floor["wall_s"]
+    if args.json:
+        print(json.dumps({"root": str(args.root), "load": load, **rows, "ratio": ratio}))
+        return
+    print(f"{args.root}: load {load:.1f} -> {os.getloadavg()[0]:.1f}; median of {args.repeats}")
+    print("| case | wall s | peak RSS MB |\n|---|---:|---:|")
+    for name, row in rows.items():
+        print(f"| {name} | {row['wall_s']:.3f} | {row['rss_mb']:.0f} |")
+    print(f"| ratio | **{ratio:.2f}x** | {cli['rss_mb'] / floor['rss_mb']:.2f}x |")
+    if args.importtime:
+        for ms, name in slowest_imports(args.root):
+            print(f"{ms:8.1f} ms {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The atlas as a columnar file: one Parquet row per run (target, input dtype, policy, run:
+``backend`` or ``backend/mode``), the atlas's header (axes, versions, devices, build) as JSON
+in the file's metadata. DuckDB and pandas read it as it is (``SELECT * FROM 'atlas.parquet'``);
+``atlas.json`` stays the export.
+
+Rows are plain dicts (:data:`COLUMNS`); ``Atlas.to_rows``/``Atlas.from_rows`` make them, so
+this module knows the layout and pyarrow, and nothing of the records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from dtype_explorer.errors import InvalidSpecError
+
+#: The key of the header in the Parquet file's metadata.
+HEADER_KEY = b"dtype_explorer.atlas"
+#: Rows written per row group (a reader of one target reads few groups).
+ROW_GROUP = 20_000
+#: Column -> its kind: text (nullable), int, a list of text, or JSON text (the cast path).
+COLUMNS: dict[str, str] = {
+    "target": "text",
+    "input_dtype": "text",
+    "policy": "text",
+    "compute_dtype": "text",
+    "cell_classification": "text",
+    "run": "text",
+    "status": "text",
+    "outcome": "text",
+    "classification": "text",
+    "output_dtype": "text",
+    "output_dtypes": "list",
+    "documented_dtype": "text",
+    "declared_dtype": "text",
+    "verdict": "text",
+    "cast_path": "json",
+    "path_text": "text",
+    "error_type": "text",
+    "error_where": "text",
+    "error_message": "text",
+    "device": "text",
+    "trace_ops": "int",
+    "first_change": "text",
+    "first_change_note": "text",
+    "first_change_at": "text",
+    "first_nonfinite": "text",
+    "trace_flags": "list",
+}
+
+
+def _schema(header: dict[str, Any]) -> Any:
+    import pyarrow as pa
+
+    kinds = {"text": pa.string(), "json": pa.string(), "int": pa.int32()}
+    fields = [pa.field(n, kinds.get(k) or pa.list_(pa.string())) for n, k in COLUMNS.items()]
+    return pa.schema(fields, metadata={HEADER_KEY: json.dumps(header, sort_keys=True)})
+
+
+def write(path: Path, header: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Path:
+    """Write ``rows`` to the Parquet file ``path``, :data:`ROW_GROUP` at a time (the rows are
+    read from the iterable as they are written, never all held)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _schema(header)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for batch in _batches(rows):
+            encoded = [
+                {k: json.dumps(v) if COLUMNS[k] == "json" else v for k, v in r.items()}
+                for r in batch
+            ]
+            writer.write_table(pa.Table.from_pylist(encoded, schema=schema))
+    return path
+
+
+def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= ROW_GROUP:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def read(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
+    """The header and the rows (read a row group at a time) of the atlas file ``path``."""
+    import pyarrow.parquet as pq
+
+    try:
+        file = pq.ParquetFile(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise InvalidSpecError(f"{str(path)!r} is not a Parquet file: {exc}") from None
+    header = (file.schema_arrow.metadata or {}).get(HEADER_KEY)
+    if header is None:
+        raise InvalidSpecError(
+            f"{str(path)!r} is not an atlas (no {HEADER_KEY.decode()!r} metadata); give the "
+            "atlas.parquet that `dtype-explorer atlas build` wrote"
+        )
+    return json.loads(header), _rows(file)
+
+
+def _rows(file: Any) -> Iterator[dict[str, Any]]:
+    for group in range(file.num_row_groups):
+        for row in file.read_row_group(group).to_pylist():
+            yield {k: json.loads(v) if COLUMNS[k] == "json" else v for k, v in row.items()}
