@@ -12,6 +12,10 @@ from __future__ import annotations
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.keras_run._expect import array_library, resolve_function
+from dtype_explorer.keras_run._integrity import Snapshot as KerasSnapshot
+from dtype_explorer.keras_run._integrity import changes as keras_changes
+from dtype_explorer.keras_run._integrity import restore as restore_keras
+from dtype_explorer.keras_run._integrity import snapshot as keras_snapshot
 from dtype_explorer.keras_run._keras2 import run_keras2
 from dtype_explorer.keras_run._keras_state import (
     KERAS_STATE_LOCK,
@@ -42,6 +46,7 @@ __all__ = [
     "KERAS_STATE_LOCK",
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
+    "KerasSnapshot",
     "ShapeArg",
     "array_library",
     "call_arguments",
@@ -54,12 +59,15 @@ __all__ = [
     "error_limit",
     "global_seed_kept",
     "global_settings",
+    "keras_changes",
+    "keras_snapshot",
     "make_spec",
     "modes_for",
     "op_trace",
     "preserved_keras_state",
     "reference_dtype",
     "resolve_function",
+    "restore_keras",
     "restore_settings",
     "run_keras2",
     "run_probe",

@@ -55,13 +55,16 @@ _TRANSIENT_TEXT = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "Cann
 def finish(
     task: Future, out: Future, spec: ProbeSpec, seconds: float, slot: str, *, cacheable: bool
 ) -> None:
-    """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it."""
+    """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it,
+    unless the worker had run user code (tainted: its answers are never stored)."""
     if out.done():  # cancelled by the caller
         return
+    tainted = False
     try:
         answer = dict(task.result())
         if answer.pop(worker.REPLACE_ME, False):
             spawn.retire(slot)
+        tainted = bool(answer.pop(worker.TAINTED, False))
         result = ProbeResult.from_dict(answer)
         spawn.devices[spawn.group_of(slot)] = result.device
     except concurrent.futures.CancelledError:
@@ -79,7 +82,7 @@ def finish(
     except BaseException as exc:  # a bug in the worker's code, or a
         # BaseException that got out of it: reported, never raised into pebble's thread
         result = failure(spec, "error", type(exc).__name__, str(exc)[:2000])
-    if cacheable and storable(result):  # before answering: a repeat right after is a hit
+    if cacheable and not tainted and storable(result):  # before answering: a repeat is a hit
         with cache_optional():
             cache.put(result)
     with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile

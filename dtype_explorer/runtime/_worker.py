@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from dtype_explorer import keras_facts
-from dtype_explorer.keras_run import global_settings, restore_settings, run_keras2, run_probe
+from dtype_explorer.keras_run import (
+    global_settings,
+    keras_snapshot,
+    restore_keras,
+    restore_settings,
+    run_keras2,
+    run_probe,
+)
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.versions import versions
 
@@ -40,6 +48,11 @@ _state: dict[str, Any] = {
     "baseline": None,  # Keras's and the backend's global settings once the backend imported
     "unrestorable": (),  # settings a probe changed that could not be put back
     "engine": None,  # the Engine this worker runs (None: the installed Keras)
+    # Tainted: this worker ran user code (a custom layer, an untrusted pool.call). Keras's
+    # objects as they were just before (keras_run.keras_snapshot) are put back before every
+    # built-in probe, and none of its answers is stored (see ``TAINTED``).
+    "tainted": False,
+    "snapshot": None,
 }
 
 #: What dtype-explorer's probes use of ``keras`` in a worker (checked in an engine's worker,
@@ -57,6 +70,9 @@ KERAS_API = (
 
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
+#: The key of a result dict that says a tainted worker answered: never stored (removed by the
+#: pool).
+TAINTED = "_tainted"
 
 
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
@@ -244,9 +260,10 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             result = run_keras2(probe_spec, {**versions(backend), **engine.versions()})
         if said:
             result = result.model_copy(update={"warnings": tuple(said)})
-        return result.to_dict()
+        return _marked(result.to_dict())
     target = None
     if payload is not None:
+        taint()  # unpickling a custom layer already runs the user's code
         try:
             target = unpack_target(payload)
         except BaseException as exc:  # unpickling runs the user's code
@@ -258,6 +275,8 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             return _failure(
                 probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
             )
+    if payload is None:
+        _clean_for_builtin()
     if _state["unrestorable"]:
         return _failure(probe_spec, _unrestorable_error(), replace=True)
     with _kept_warnings() as said:
@@ -274,10 +293,56 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     restored, lost = _restore_baseline()
     if restored or lost:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
-    answer = result.to_dict()
+    answer = _marked(result.to_dict())
     if lost:
         answer[REPLACE_ME] = True
     return answer
+
+
+def taint() -> None:
+    """Mark this worker as having run user code (once): Keras's objects are read first, to be
+    put back before each later built-in probe."""
+    if not _state["tainted"] and _state["baseline"] is not None:
+        _state["snapshot"] = keras_snapshot()
+    _state["tainted"] = True
+
+
+def _clean_for_builtin() -> None:
+    """In a tainted worker, before a built-in probe: put back the settings and every Keras
+    object user code changed since :func:`taint` (what cannot be put back makes the worker
+    refuse and be replaced)."""
+    if not _state["tainted"] or _state["baseline"] is None:
+        return
+    _restore_baseline()
+
+
+def _marked(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer marked for the pool: tainted (never stored), over its memory budget (the
+    worker is replaced once it has answered)."""
+    if _state["tainted"]:
+        answer[TAINTED] = True
+    if _over_budget():
+        answer[REPLACE_ME] = True
+    return answer
+
+
+def _over_budget() -> bool:
+    """Whether this worker holds more memory than a worker of its backend may
+    (``_sizing.memory_budget``): a user's layer kept some, it is replaced."""
+    with contextlib.suppress(Exception):
+        import psutil
+
+        return psutil.Process().memory_info().rss > sizing.memory_budget(_state["backend"])
+    return False
+
+
+def call(payload: bytes, trusted: bool) -> Any:
+    """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; one
+    that is not dtype-explorer's own taints this worker first."""
+    if not trusted:
+        taint()
+    function, args = pickle.loads(payload)
+    return function(*args)
 
 
 #: The most warnings kept with one answer, and the longest text of one.
@@ -346,10 +411,13 @@ def _restore_baseline() -> tuple[list[str], list[str]]:
         return [], []
     try:
         restored, lost = restore_settings(_state["baseline"])
+        if _state["snapshot"] is not None:
+            objects, unrestorable = restore_keras(_state["snapshot"])
+            restored, lost = restored + objects, lost + unrestorable
     except Exception as exc:  # reading the settings failed: assume the worst
         restored, lost = [], [f"settings unreadable: {type(exc).__name__}: {exc}"]
     if lost:
-        _state["unrestorable"] = tuple(lost)
+        _state["unrestorable"] = tuple(sorted({*_state["unrestorable"], *lost}))
     return restored, lost
 
 
