@@ -89,7 +89,8 @@ def probe(
             this process.
         call_kwargs: keyword arguments of a layer's call, as JSON values
             (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
-        timeout: seconds a worker may take (default: the pool's, 60).
+        timeout: seconds a worker may take (default: the pool's, 60); a probe in this
+            process (``backend=None``) cannot be timed out, and refuses one.
         use_cache: answer from, and store into, the result cache.
 
     Returns:
@@ -99,7 +100,8 @@ def probe(
 
     Raises:
         InvalidSpecError: a part of the question does not exist (with the closest match), or
-            ``timeout`` is not a positive number of seconds.
+            ``timeout`` is not a positive number of seconds, or is given with
+            ``backend=None``.
 
     >>> import dtype_explorer as dx
     >>> r = dx.probe("Dense", input_dtype="float64", kwargs={"units": 2})
@@ -125,6 +127,13 @@ def probe(
     timeout = pool.time_limit(timeout)
     engine = engine_spec(engine)
     backend = _engine_default(engine, backend)
+    if backend is None and timeout is not None:
+        raise InvalidSpecError(
+            "timeout: a probe in this process (backend=None) cannot be timed out (Python "
+            "cannot stop a call running in this process); give a backend (backend='numpy', "
+            "...) to run it in a worker that is stopped at the limit, or leave timeout out. "
+            f"Received: timeout={timeout:g}"
+        )
     backends = resolve_backends(backend)
     if engine is not None:
         for b in backends:

@@ -30,6 +30,7 @@ from dtype_explorer.keras_run import (
     run_probe,
 )
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.versions import versions
@@ -45,6 +46,7 @@ _state: dict[str, Any] = {
     "backend": None,
     "device": "unknown",
     "init_error": None,
+    "init_where": "worker",  # where the init error is: "engine" for an engine's changed files
     "baseline": None,  # Keras's and the backend's global settings once the backend imported
     "unrestorable": (),  # settings a probe changed that could not be put back
     "engine": None,  # the Engine this worker runs (None: the installed Keras)
@@ -156,6 +158,10 @@ def _enter_engine(engine: Engine) -> None:
             "answer with the installed Keras, so it answers nothing"
         )
         return
+    _, changed = site_files.problem(Path(engine.path), engine.spec)
+    if changed is not None:  # its code is not what was installed: none of it runs
+        _state["init_error"], _state["init_where"] = changed, "engine"
+        return
     sys.path.insert(0, engine.site)
     importlib.invalidate_caches()
     if engine.package == "tf_keras":
@@ -252,6 +258,9 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     backend = _state["backend"]
     engine: Engine | None = _state["engine"]
     if _state["init_error"] is not None:
+        if _state["init_where"] == "engine":
+            error = ErrorInfo(type="EngineError", message=_state["init_error"], where="engine")
+            return _failure(probe_spec, error)
         what = f"the {backend} backend" if engine is None else f"engine {engine.spec} on {backend}"
         message = f"{what} could not be imported: {_state['init_error']}"
         return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
