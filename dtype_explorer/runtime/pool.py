@@ -344,7 +344,7 @@ def submit(
                 return _completed(hit)
     seconds = _config["timeout"] if limit is None else limit
     task, slot = _schedule(
-        backend, worker.run, (spec.to_dict(), target_payload), seconds, engine=spec.engine
+        backend, worker.run, (_checked(spec), target_payload), seconds, engine=spec.engine
     )
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
@@ -352,6 +352,18 @@ def submit(
         lambda f: _failures.finish(f, out, spec, seconds, slot, cacheable=cacheable)
     )
     return out
+
+
+def _checked(spec: ProbeSpec) -> dict[str, Any]:
+    """``spec`` as the worker receives it, validated again (a spec changed with
+    ``model_copy(update=...)`` skipped its checks: a ``structure`` that does not fit its
+    values would be answered)."""
+    data = spec.to_dict()
+    try:
+        ProbeSpec.from_dict(data)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise InvalidSpecError(f"the probe's spec is not valid: {exc}") from None
+    return data
 
 
 def run_many(
