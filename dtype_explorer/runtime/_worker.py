@@ -299,7 +299,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         result = result.model_copy(update={"versions": {**result.versions, **engine.versions()}})
     if result.status != "ok":  # no output tensor told inprocess.run where it ran
         result = result.model_copy(update={"device": _state["device"]})
-    restored, lost = _restore_baseline()
+    restored, lost = _restore_baseline(objects=payload is not None)
     if restored or lost:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
     answer = _marked(result.to_dict())
@@ -322,7 +322,7 @@ def _clean_for_builtin() -> None:
     refuse and be replaced)."""
     if not _state["tainted"] or _state["baseline"] is None:
         return
-    _restore_baseline()
+    _restore_baseline(objects=True)
 
 
 def _marked(answer: dict[str, Any]) -> dict[str, Any]:
@@ -412,17 +412,18 @@ def _raised(spec: ProbeSpec, exc: BaseException) -> ProbeResult:
     )
 
 
-def _restore_baseline() -> tuple[list[str], list[str]]:
+def _restore_baseline(*, objects: bool) -> tuple[list[str], list[str]]:
     """Put back every global setting of Keras and its backend that differs from this worker's
-    start (a user's layer changed it): ``(restored, unrestorable)``. A worker with unrestorable
-    settings refuses later probes and asks the pool to replace it."""
+    start (a user's layer changed it), and with ``objects`` every Keras object changed since
+    :func:`taint`: ``(restored, unrestorable)``. A worker with unrestorable settings refuses
+    later probes and asks the pool to replace it."""
     if _state["baseline"] is None:
         return [], []
     try:
         restored, lost = restore_settings(_state["baseline"])
-        if _state["snapshot"] is not None:
-            objects, unrestorable = restore_keras(_state["snapshot"])
-            restored, lost = restored + objects, lost + unrestorable
+        if objects and _state["snapshot"] is not None:  # a user's code ran: Keras's objects
+            put_back, unrestorable = restore_keras(_state["snapshot"])
+            restored, lost = restored + put_back, lost + unrestorable
     except Exception as exc:  # reading the settings failed: assume the worst
         restored, lost = [], [f"settings unreadable: {type(exc).__name__}: {exc}"]
     if lost:
