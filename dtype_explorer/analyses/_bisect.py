@@ -18,6 +18,7 @@ every release).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypedDict
@@ -60,6 +61,8 @@ OLDEST = Version("3.1.0")
 NOT_ASKED = ("worker", "transfer")
 #: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
 MAX_VERSIONS = 200
+#: A final release as engines pin it: ``X.Y.Z`` (no pre-release, no leading zeros).
+_FINAL_RELEASE = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
 
 
 class NoAnswerError(RuntimeError):
@@ -131,8 +134,11 @@ def bisect(
     >>> print(b.first_change.after_version, b.answers())                 # doctest: +SKIP
     3.12.0 {'3.10.0': 'float32', '3.11.3': 'float32', '3.12.0': 'int32', '3.13.0': 'int32'}
     """
-    # 1. Validate: one named target, one backend, one mode; the question; the releases.
+    # 1. Validate every argument before any work (no engine made, no index asked): one
+    #    named target, one backend, one mode; the options; the question; the releases.
     _check_one_question(target, backend, mode)
+    timeout = pool.time_limit(timeout)
+    _check_flags(exhaustive=exhaustive, progress=progress, use_cache=use_cache)
     question = _Question(
         input_dtype=input_dtype,
         policy=policy,
@@ -194,6 +200,12 @@ def _check_one_question(target: Any, backend: Any, mode: Any) -> None:
         )
     if not isinstance(mode, str):
         raise InvalidSpecError(f"bisect runs in one mode; received: {received(mode)}")
+
+
+def _check_flags(**flags: Any) -> None:
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise InvalidSpecError(f"{name} must be True or False; received: {received(value)}")
 
 
 def _answerer(
@@ -368,6 +380,11 @@ def _release(value: object) -> Version:
         raise InvalidSpecError(
             f"engines run Keras {KERAS_MAJOR} releases ({OLDEST} and later); received: "
             f"{received(value)}"
+        )
+    if not _FINAL_RELEASE.fullmatch(text) or version.is_prerelease:
+        raise InvalidSpecError(
+            f"a Keras release is a final release X.Y.Z such as '3.12.0' (engines pin one; "
+            f"no '3.12', no pre-releases such as '3.12.0rc1'); received: {received(value)}"
         )
     if version < OLDEST:
         raise InvalidSpecError(

@@ -95,7 +95,8 @@ def probe(
             ``"highest"`` (TF32 off: "with TF32 off"), ``"tf32"`` or ``"default"`` (each
             backend's own); ``None`` leaves the settings as they are. The settings in effect
             are in every answer's ``environment``.
-        timeout: seconds a worker may take (default: the pool's, 60).
+        timeout: seconds a worker may take (default: the pool's, 60); a probe in this
+            process (``backend=None``) cannot be timed out, and refuses one.
         use_cache: answer from, and store into, the result cache.
 
     Returns:
@@ -105,7 +106,8 @@ def probe(
 
     Raises:
         InvalidSpecError: a part of the question does not exist (with the closest match), or
-            ``timeout`` is not a positive number of seconds.
+            ``timeout`` is not a positive number of seconds, or is given with
+            ``backend=None``.
 
     >>> import dtype_explorer as dx
     >>> r = dx.probe("Dense", input_dtype="float64", kwargs={"units": 2})
@@ -131,6 +133,13 @@ def probe(
     timeout = pool.time_limit(timeout)
     engine = engine_spec(engine)
     backend = _engine_default(engine, backend)
+    if backend is None and timeout is not None:
+        raise InvalidSpecError(
+            "timeout: a probe in this process (backend=None) cannot be timed out (Python "
+            "cannot stop a call running in this process); give a backend (backend='numpy', "
+            "...) to run it in a worker that is stopped at the limit, or leave timeout out. "
+            f"Received: timeout={timeout:g}"
+        )
     backends = resolve_backends(backend)
     if engine is not None:
         for b in backends:

@@ -125,6 +125,9 @@ class Engine(Record):
     python: str = ""
     created: str = ""
     install_seconds: float | None = None
+    #: The SHA-256 over its installed files, recorded at creation (``None``: created before
+    #: dtype-explorer recorded it; such an engine refuses to start).
+    site_sha256: str | None = None
 
     @property
     def name(self) -> str:

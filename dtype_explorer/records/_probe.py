@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import Field, JsonValue, computed_field, field_validator
+from pydantic import Field, JsonValue, computed_field, field_validator, model_validator
 
 from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import first_line
@@ -82,6 +82,31 @@ class ProbeSpec(Record):
     def _engine_name(cls, value: object) -> str | None:
         return engine_spec(value)
 
+    @model_validator(mode="after")
+    def _structure_fits_values(self) -> ProbeSpec:
+        """``structure`` nests the user's values: only with them, not for an op, and using
+        each leaf exactly once (``[0, 0]`` would call ``Dense(x, x)``)."""
+        if self.structure is None:
+            return self
+        if self.user_values is None:
+            raise ValueError(
+                f"structure nests the values given with values=; without them it must be "
+                f"None. Received: structure={str(self.structure)[:80]}"
+            )
+        if self.target.startswith("ops."):
+            raise ValueError(
+                f"structure: {self.target} takes one value per input, not a structure. "
+                f"Received: structure={str(self.structure)[:80]}"
+            )
+        leaves = structure_leaves(self.structure)
+        if sorted(leaves) != list(range(len(self.user_values))):
+            raise ValueError(
+                f"structure must use each of the {len(self.user_values)} values exactly once "
+                f"(leaves 0 to {len(self.user_values) - 1}). Received: structure="
+                f"{str(self.structure)[:80]}"
+            )
+        return self
+
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
         defaults of what came later (mode ``"call"``, engine ``None``, no user values,
@@ -102,6 +127,34 @@ class ProbeSpec(Record):
         if self.user_values:
             data["user_values"] = values_digest(self.user_values)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def structure_leaves(structure: object, depth: int = 0) -> list[int]:
+    """The leaf numbers of a values ``structure`` in order (``ProbeSpec.structure``: a list of
+    nodes, a node a leaf's number, ``{"tuple": [...]}``, ``{"list": [...]}`` or ``{"dict":
+    [[key, node], ...]}``); ``ValueError`` for anything else.
+
+    >>> structure_leaves([0, {"dict": [["a", 1], ["b", {"tuple": [2]}]]}])
+    [0, 1, 2]
+    """
+    if depth > 16:
+        raise ValueError("structure nests more than 16 deep")
+    if depth == 0:
+        if not isinstance(structure, list):
+            raise ValueError(f"structure is a list of nodes, one per input. Received: {structure}")
+        return [leaf for node in structure for leaf in structure_leaves(node, 1)]
+    if isinstance(structure, int) and not isinstance(structure, bool) and structure >= 0:
+        return [structure]
+    if isinstance(structure, dict) and len(structure) == 1:
+        ((kind, items),) = structure.items()
+        if kind in ("tuple", "list") and isinstance(items, list):
+            return [leaf for item in items for leaf in structure_leaves(item, depth + 1)]
+        pairs = isinstance(items, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in items
+        )
+        if kind == "dict" and pairs:
+            return [leaf for _, item in items for leaf in structure_leaves(item, depth + 1)]
+    raise ValueError(f"not a structure node: {str(structure)[:80]}")
 
 
 class CastStep(Record):

@@ -55,13 +55,16 @@ _TRANSIENT_TEXT = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "Cann
 def finish(
     task: Future, out: Future, spec: ProbeSpec, seconds: float, slot: str, *, cacheable: bool
 ) -> None:
-    """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it."""
+    """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it,
+    unless the worker had run user code (tainted: its answers are never stored)."""
     if out.done():  # cancelled by the caller
         return
+    tainted = False
     try:
         answer = dict(task.result())
         if answer.pop(worker.REPLACE_ME, False):
             spawn.retire(slot)
+        tainted = bool(answer.pop(worker.TAINTED, False))
         result = ProbeResult.from_dict(answer)
         spawn.devices[spawn.group_of(slot)] = result.device
     except concurrent.futures.CancelledError:
@@ -79,7 +82,7 @@ def finish(
     except BaseException as exc:  # a bug in the worker's code, or a
         # BaseException that got out of it: reported, never raised into pebble's thread
         result = failure(spec, "error", type(exc).__name__, str(exc)[:2000])
-    if cacheable and storable(result):  # before answering: a repeat right after is a hit
+    if cacheable and not tainted and storable(result):  # before answering: a repeat is a hit
         with cache_optional():
             cache.put(result)
     with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
@@ -102,10 +105,10 @@ def cache_optional() -> Iterator[None]:
 
 def storable(result: ProbeResult) -> bool:
     """Whether ``result`` is an answer Keras itself gave (``ok``, a Keras error, ``invalid``),
-    which the cache may keep: not a timeout, crash or shutdown, not a worker or transfer
-    problem, not a resource failure of the process (:data:`TRANSIENT_ERRORS`, or a message
-    saying it ran out of memory), and not computed while a user's layer had changed the
-    worker's global settings.
+    which the cache may keep: not a timeout, crash or shutdown, not a worker, transfer or
+    engine problem (an engine whose files changed), not a resource failure of the process
+    (:data:`TRANSIENT_ERRORS`, or a message saying it ran out of memory), and not computed
+    while a user's layer had changed the worker's global settings.
 
     Args:
         result: a live result.
@@ -124,7 +127,7 @@ def storable(result: ProbeResult) -> bool:
     error = result.error
     if error is None:
         return True
-    if error.where in ("worker", "transfer") or error.type in TRANSIENT_ERRORS:
+    if error.where in ("worker", "transfer", "engine") or error.type in TRANSIENT_ERRORS:
         return False
     return not any(text in error.message for text in _TRANSIENT_TEXT)
 

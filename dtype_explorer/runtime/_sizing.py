@@ -19,6 +19,11 @@ from pathlib import Path
 #: survey (jax's compile cache, TensorFlow's graphs). The default number of workers per
 #: backend leaves room for this much per worker.
 WORKER_MIB = {"numpy": 400, "jax": 800, "tensorflow": 1000, "torch": 700}
+#: A worker that holds more than this many times :data:`WORKER_MIB` after a probe (a user's
+#: layer kept arrays alive) is replaced once it has answered; ``$DTYPE_EXPLORER_WORKER_MIB``
+#: sets the budget in MiB for every backend instead.
+MEMORY_BUDGET_FACTOR = 2
+ENV_WORKER_MIB = "DTYPE_EXPLORER_WORKER_MIB"
 #: The share of the memory available at the first probe that the default lets workers take.
 MEMORY_SHARE = 0.5
 #: The most workers per backend the default chooses, and the most ``configure`` accepts.
@@ -44,6 +49,20 @@ def default_workers(backends: Sequence[str]) -> int:
     per_round = sum(WORKER_MIB.get(b, max(WORKER_MIB.values())) for b in backends) << 20
     by_memory = int(available_memory() * MEMORY_SHARE // per_round)
     return max(1, min(by_cores, by_memory, MAX_DEFAULT_WORKERS))
+
+
+def memory_budget(backend: str) -> int:
+    """Bytes a worker of ``backend`` may hold after a probe before it is replaced:
+    ``$DTYPE_EXPLORER_WORKER_MIB`` MiB, else :data:`MEMORY_BUDGET_FACTOR` times its
+    :data:`WORKER_MIB`.
+
+    >>> memory_budget("numpy") >> 20 if ENV_WORKER_MIB not in os.environ else 800
+    800
+    """
+    override = os.environ.get(ENV_WORKER_MIB, "").strip()
+    if override.isdigit() and int(override) > 0:
+        return int(override) << 20
+    return MEMORY_BUDGET_FACTOR * WORKER_MIB.get(backend, max(WORKER_MIB.values())) << 20
 
 
 def cpus() -> int:

@@ -22,6 +22,8 @@ from typing import Any
 
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _site as site_files
+from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime._gpu import share_gpu
 from dtype_explorer.versions import versions
@@ -30,9 +32,15 @@ _state: dict[str, Any] = {
     "backend": None,
     "device": "unknown",
     "init_error": None,
+    "init_where": "worker",  # where the init error is: "engine" for an engine's changed files
     "baseline": None,  # Keras's and the backend's global settings once the backend imported
     "unrestorable": (),  # settings a probe changed that could not be put back
     "engine": None,  # the Engine this worker runs (None: the installed Keras)
+    # Tainted: this worker ran user code (a custom layer, an untrusted pool.call). Keras's
+    # objects as they were just before (keras_run.keras_snapshot) are put back before every
+    # built-in probe, and none of its answers is stored (see ``TAINTED``).
+    "tainted": False,
+    "snapshot": None,
 }
 
 #: What dtype-explorer's probes use of ``keras`` in a worker (checked in an engine's worker,
@@ -50,6 +58,9 @@ KERAS_API = (
 
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
+#: The key of a result dict that says a tainted worker answered: never stored (removed by the
+#: pool).
+TAINTED = "_tainted"
 
 
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
@@ -130,6 +141,10 @@ def _enter_engine(engine: Engine) -> None:
             "that imports Keras, re-imported by multiprocessing's spawn?); this worker would "
             "answer with the installed Keras, so it answers nothing"
         )
+        return
+    _, changed = site_files.problem(Path(engine.path), engine.spec)
+    if changed is not None:  # its code is not what was installed: none of it runs
+        _state["init_error"], _state["init_where"] = changed, "engine"
         return
     sys.path.insert(0, engine.site)
     importlib.invalidate_caches()
@@ -227,6 +242,9 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     backend = _state["backend"]
     engine: Engine | None = _state["engine"]
     if _state["init_error"] is not None:
+        if _state["init_where"] == "engine":
+            error = ErrorInfo(type="EngineError", message=_state["init_error"], where="engine")
+            return _failure(probe_spec, error)
         what = f"the {backend} backend" if engine is None else f"engine {engine.spec} on {backend}"
         message = f"{what} could not be imported: {_state['init_error']}"
         return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
@@ -235,9 +253,10 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             result = keras_run.run_keras2(probe_spec, {**versions(backend), **engine.versions()})
         if said:
             result = result.model_copy(update={"warnings": tuple(said)})
-        return result.to_dict()
+        return _marked(result.to_dict())
     target = None
     if payload is not None:
+        taint()  # unpickling a custom layer already runs the user's code
         try:
             target = unpack_target(payload)
         except BaseException as exc:  # unpickling runs the user's code
@@ -249,6 +268,8 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             return _failure(
                 probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
             )
+    if payload is None:
+        _clean_for_builtin()
     if _state["unrestorable"]:
         return _failure(probe_spec, _unrestorable_error(), replace=True)
     with _kept_warnings() as said:
@@ -262,13 +283,59 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         result = result.model_copy(update={"versions": {**result.versions, **engine.versions()}})
     if result.status != "ok":  # no output tensor told inprocess.run where it ran
         result = result.model_copy(update={"device": _state["device"]})
-    restored, lost = _restore_baseline()
+    restored, lost = _restore_baseline(objects=payload is not None)
     if restored or lost:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
-    answer = result.to_dict()
+    answer = _marked(result.to_dict())
     if lost:
         answer[REPLACE_ME] = True
     return answer
+
+
+def taint() -> None:
+    """Mark this worker as having run user code (once): Keras's objects are read first, to be
+    put back before each later built-in probe."""
+    if not _state["tainted"] and _state["baseline"] is not None:
+        _state["snapshot"] = keras_run.keras_snapshot()
+    _state["tainted"] = True
+
+
+def _clean_for_builtin() -> None:
+    """In a tainted worker, before a built-in probe: put back the settings and every Keras
+    object user code changed since :func:`taint` (what cannot be put back makes the worker
+    refuse and be replaced)."""
+    if not _state["tainted"] or _state["baseline"] is None:
+        return
+    _restore_baseline(objects=True)
+
+
+def _marked(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer marked for the pool: tainted (never stored), over its memory budget (the
+    worker is replaced once it has answered)."""
+    if _state["tainted"]:
+        answer[TAINTED] = True
+    if _over_budget():
+        answer[REPLACE_ME] = True
+    return answer
+
+
+def _over_budget() -> bool:
+    """Whether this worker holds more memory than a worker of its backend may
+    (``_sizing.memory_budget``): a user's layer kept some, it is replaced."""
+    with contextlib.suppress(Exception):
+        import psutil
+
+        return psutil.Process().memory_info().rss > sizing.memory_budget(_state["backend"])
+    return False
+
+
+def call(payload: bytes, trusted: bool) -> Any:
+    """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; one
+    that is not dtype-explorer's own taints this worker first."""
+    if not trusted:
+        taint()
+    function, args = pickle.loads(payload)
+    return function(*args)
 
 
 #: The most warnings kept with one answer, and the longest text of one.
@@ -329,18 +396,22 @@ def _raised(spec: ProbeSpec, exc: BaseException) -> ProbeResult:
     )
 
 
-def _restore_baseline() -> tuple[list[str], list[str]]:
+def _restore_baseline(*, objects: bool) -> tuple[list[str], list[str]]:
     """Put back every global setting of Keras and its backend that differs from this worker's
-    start (a user's layer changed it): ``(restored, unrestorable)``. A worker with unrestorable
-    settings refuses later probes and asks the pool to replace it."""
+    start (a user's layer changed it), and with ``objects`` every Keras object changed since
+    :func:`taint`: ``(restored, unrestorable)``. A worker with unrestorable settings refuses
+    later probes and asks the pool to replace it."""
     if _state["baseline"] is None:
         return [], []
     try:
         restored, lost = keras_run.restore_settings(_state["baseline"])
+        if objects and _state["snapshot"] is not None:  # a user's code ran: Keras's objects
+            put_back, unrestorable = keras_run.restore_keras(_state["snapshot"])
+            restored, lost = restored + put_back, lost + unrestorable
     except Exception as exc:  # reading the settings failed: assume the worst
         restored, lost = [], [f"settings unreadable: {type(exc).__name__}: {exc}"]
     if lost:
-        _state["unrestorable"] = tuple(lost)
+        _state["unrestorable"] = tuple(sorted({*_state["unrestorable"], *lost}))
     return restored, lost
 
 

@@ -27,6 +27,7 @@ True
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import json
 import os
@@ -54,6 +55,7 @@ from dtype_explorer.records import (
     engine_spec,
 )
 from dtype_explorer.runtime import _index
+from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime._index import (
     STEP_TIMEOUT,
     EngineError,
@@ -81,6 +83,7 @@ __all__ = [
     "require",
     "root",
     "stamp",
+    "verify_site",
 ]
 
 #: Where engines live instead of ``<cache dir>/engines`` (tests, a shared team directory).
@@ -263,6 +266,7 @@ def _build(
         installed_s = time.monotonic() - started
         steps.advance(f"checking that {wanted} imports over the installed backends")
         _check(tmp / "site", package, version, steps, cancel)
+        files = _compiled_and_hashed(tmp / "site", final / "site")
         info = {
             "spec": wanted,
             "package": package,
@@ -272,6 +276,8 @@ def _build(
             "python": sys.version.split()[0],
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "install_seconds": round(installed_s, 2),
+            "site_sha256": site_files.total(files),
+            "site_files": files,
         }
         (tmp / "engine.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
         if cancel is not None and cancel.is_set():
@@ -283,6 +289,33 @@ def _build(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _compiled_and_hashed(site: Path, final_site: Path) -> dict[str, str]:
+    """Compile every module of ``site`` (named as it will be, ``final_site``), so that its
+    workers write no bytecode later, then hash every file (``_site``)."""
+    compileall.compile_dir(str(site), ddir=str(final_site), quiet=2, force=True)
+    return site_files.digest(site)
+
+
+def verify_site(engine: Engine) -> int:
+    """Check that ``engine``'s installed files are the ones it was created with (every
+    worker of it does at its start).
+
+    Args:
+        engine: a created engine.
+
+    Returns:
+        The number of files checked.
+
+    Raises:
+        EngineError: a file was changed, added or removed (naming it), or the engine was
+            created before its files were recorded (remove it and create it again).
+    """
+    count, problem = site_files.problem(Path(engine.path), engine.spec)
+    if problem is not None:
+        raise EngineError(problem)
+    return count
 
 
 def list() -> list[Engine]:
@@ -313,12 +346,15 @@ def remove(spec: str) -> bool:
     Returns:
         ``True`` when it existed.
 
+    An engine whose ``engine.json`` is unreadable is removed too (its folder, whatever it
+    holds).
+
     >>> remove("keras==3.99.0")
     False
     """
     found = get(spec)
     if found is None:
-        return False
+        return _remove_broken(spec)
     for stop in _before_remove:
         stop(found.spec)
     final = Path(found.path)
@@ -330,6 +366,22 @@ def remove(spec: str) -> bool:
         os.rename(final, doomed)  # a reader never sees half an engine
         shutil.rmtree(doomed, ignore_errors=True)
     return True
+
+
+def _remove_broken(spec: str) -> bool:
+    """Remove the folders of ``spec`` whose ``engine.json`` is unreadable; whether any was."""
+    package, version = engine_package(spec)
+    where = root()
+    pattern = f"{package}-{version}" if version is not None else f"tf_keras-{_tf_keras_series()}.*"
+    broken = [p for p in where.glob(pattern) if p.is_dir() and _read(p, disk=False) is None]
+    for path in broken:
+        (where / ".locks").mkdir(exist_ok=True)
+        with filelock.FileLock(str(where / ".locks" / f"{path.name}.lock")):
+            doomed = where / f".tmp-removing-{path.name}-{os.getpid()}"
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+    return bool(broken)
 
 
 def stamp(spec: str | None) -> str:
@@ -487,6 +539,7 @@ def _read(path: Path, *, disk: bool = True) -> Engine | None:
             python=info.get("python", ""),
             created=info.get("created", ""),
             install_seconds=info.get("install_seconds"),
+            site_sha256=info.get("site_sha256"),
         )
     except (OSError, ValueError, KeyError, TypeError, pydantic.ValidationError):
         return None

@@ -344,7 +344,7 @@ def submit(
                 return _completed(hit)
     seconds = _config["timeout"] if limit is None else limit
     task, slot = _schedule(
-        backend, worker.run, (spec.to_dict(), target_payload), seconds, engine=spec.engine
+        backend, worker.run, (_checked(spec), target_payload), seconds, engine=spec.engine
     )
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
@@ -352,6 +352,18 @@ def submit(
         lambda f: _failures.finish(f, out, spec, seconds, slot, cacheable=cacheable)
     )
     return out
+
+
+def _checked(spec: ProbeSpec) -> dict[str, Any]:
+    """``spec`` as the worker receives it, validated again (a spec changed with
+    ``model_copy(update=...)`` skipped its checks: a ``structure`` that does not fit its
+    values would be answered)."""
+    data = spec.to_dict()
+    try:
+        ProbeSpec.from_dict(data)
+    except ValueError as exc:  # pydantic's ValidationError
+        raise InvalidSpecError(f"the probe's spec is not valid: {exc}") from None
+    return data
 
 
 def run_many(
@@ -373,15 +385,46 @@ def call(
     timeout: float | None = None,
     engine: str | None = None,
 ) -> Future:
-    """Run a module-level ``function(*args)`` in ``backend``'s worker, where that backend's
-    library is already imported (reference promotion tables use it); a raw future.
-    ``engine`` (a created engine's name) runs it in that engine's worker instead."""
+    """Run ``function(*args)`` in ``backend``'s worker, where that backend's library is already
+    imported (reference promotion tables use it); a raw future. ``engine`` (a created
+    engine's name) runs it in that engine's worker instead.
+
+    The function and its arguments travel by value (cloudpickle), so a function defined in
+    the user's script or notebook runs too. A function that is not dtype-explorer's own is
+    user code: it *taints* the worker, whose answers are then never stored in the cache.
+
+    Raises:
+        InvalidSpecError: ``function`` is not callable, or it or its arguments cannot be
+            pickled.
+    """
+    if not callable(function):
+        raise InvalidSpecError(f"pool.call needs a callable function. Received: {_short(function)}")
     usable(backend)
     engines.check_backend(engine, backend)
     engines.require(engine)
     limit = time_limit(timeout)
     seconds = _config["timeout"] if limit is None else limit
-    return _schedule(backend, function, args, seconds, engine=engine_spec(engine))[0]
+    try:
+        payload = cloudpickle.dumps((function, args))
+    except Exception as exc:
+        raise InvalidSpecError(
+            f"pool.call could not send {_short(function)} and its arguments to the {backend} "
+            f"worker: they cannot be pickled ({type(exc).__name__}: {exc})"
+        ) from None
+    call_args = (payload, _trusted(function))
+    return _schedule(backend, worker.call, call_args, seconds, engine=engine_spec(engine))[0]
+
+
+def _trusted(function: Any) -> bool:
+    """Whether ``function`` is dtype-explorer's own (a module function of this package, as
+    its module holds it), which runs no user code."""
+    module = sys.modules.get(str(getattr(function, "__module__", "")))
+    name = getattr(function, "__qualname__", "")
+    return (
+        module is not None
+        and module.__name__.partition(".")[0] == "dtype_explorer"
+        and getattr(module, name, None) is function
+    )
 
 
 def warm(
