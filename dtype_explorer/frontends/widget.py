@@ -32,6 +32,7 @@ from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog,
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,
+    UNSUPPORTED,
     ErrorInfo,
     ProbeResult,
     ProbeSet,
@@ -40,6 +41,7 @@ from dtype_explorer.records import (
     engine_spec,
 )
 from dtype_explorer.runtime import engines, pool
+from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
 from dtype_explorer.timing import ms
 from dtype_explorer.versions import library_version
 
@@ -122,7 +124,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "nonce": 0,
         }
         # A bad initial value raises here, in the caller's cell; later ones only set `error`.
-        specs, nonce = _parse_request(first, self._custom, defaults, offered)
+        specs, refused, nonce = _parse_request(first, self._custom, defaults, offered)
         first["engine"] = specs[0].engine  # pinned: "tf_keras" -> "tf_keras==2.X.Y"
         super().__init__(
             catalog=_catalog(self._custom),
@@ -139,7 +141,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             **widget_kwargs,
         )
         self.observe(self._on_request, names="request")
-        self._start(specs, nonce)
+        self._start(specs, nonce, refused)
 
     # -------------------------------------------------------------------------- the page
 
@@ -172,12 +174,13 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 with self.hold_sync():
                     self.error = str(error)
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
-                    self.trace_divergence = {}
+                    self.trace_divergence, self.comparison = {}, {}
             return
         engine = parsed[0][0].engine
         if engine not in (choice["engine"] for choice in self.engines):
             self.engines = _offered_with(self.engines, engine)  # created since the list was made
-        self._start(*parsed)
+        specs, refused, nonce = parsed
+        self._start(specs, nonce, refused)
 
     def refresh_engines(self) -> list[dict[str, Any]]:
         """Read the created engines again (after ``dx.engines.create`` or ``remove``) and
@@ -192,8 +195,15 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         self.engines = engine_choices()
         return self.engines
 
-    def _start(self, specs: list[ProbeSpec], nonce: int) -> None:
+    def _start(
+        self,
+        specs: list[ProbeSpec],
+        nonce: int,
+        refused: dict[str, InvalidSpecError] | None = None,
+    ) -> None:
         """Show each backend as pending and submit its probe; older probes' answers are dropped.
+        A backend in ``refused`` (it cannot run this request) gets its "not supported here"
+        card at once, in the order the page asked for the backends.
 
         A backend still running this widget's previous probe gets the new one when it answers:
         requests arriving meanwhile replace each other, so only the newest runs (a running
@@ -202,12 +212,16 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         with self._lock:
             self._generation += 1
             generation = self._generation
+            results: dict[str, Any] = {spec.backend: PENDING for spec in specs}
+            for backend, why in (refused or {}).items():
+                results[backend] = unsupported_result(specs[0], backend, why).to_dict()
+            order = list(self.available_backends)
             with self.hold_sync():
                 self.error = ""
                 self.request_id = nonce
-                self.results = {spec.backend: PENDING for spec in specs}
+                self.results = dict(sorted(results.items(), key=lambda kv: _rank(order, kv[0])))
                 self.timings, self.verdict, self.promotion = {}, "", {}
-                self.trace_divergence = {}
+                self.trace_divergence, self.comparison = {}, {}
             self._promotion_thread = None
             started = time.perf_counter()
             ready = []
@@ -266,7 +280,10 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             if generation != self._generation:
                 return
             results = {**self.results, spec.backend: result.to_dict()}
-            answered = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
+            done = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
+            # A backend that cannot run the request has a card, not a say in the verdict.
+            answered = [r for r in done if not (r.error and r.error.where == UNSUPPORTED)]
+            pending = tuple(b for b, r in results.items() if r == PENDING)
             with self.hold_sync():
                 self.results = results
                 self.timings = {**self.timings, spec.backend: elapsed}
@@ -274,7 +291,8 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.verdict = both.verdict if len(answered) > 1 else ""
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
-            if len(answered) == len(results):
+                self.comparison = ProbeSet(results=tuple(done)).comparison(pending).to_dict()
+            if not pending and answered:
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True
                 )
@@ -308,6 +326,10 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         if thread is not None:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
+
+
+def _rank(order: list[str], backend: str) -> int:
+    return order.index(backend) if backend in order else len(order)
 
 
 def promotion_tables(results: Sequence[ProbeResult], engine: str | None = None) -> dict[str, Any]:
@@ -439,9 +461,10 @@ def _parse_request(
     custom: dict[str, Any],
     defaults: dict[str, Any],
     offered: Sequence[dict[str, Any]] = (),
-) -> tuple[list[ProbeSpec], int]:
-    """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce.
-    ``offered``: the engines the page may name (:func:`engine_choices`)."""
+) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError], int]:
+    """Validate a request from the page into one ``ProbeSpec`` per backend that can run it,
+    why each other backend cannot (:func:`_per_backend`), and its nonce. ``offered``: the
+    engines the page may name (:func:`engine_choices`)."""
     if not isinstance(request, dict):
         raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
     extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
@@ -451,7 +474,7 @@ def _parse_request(
     target = _text(request, "target")
     layer = custom.get(target)
     kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
-    shape = _json(request, "shape", list, "a JSON list such as [[2, 4]] (one shape per input)")
+    shape = _shape(request)
     input_dtypes = _texts(request, "input_dtypes")
     backends = _texts(request, "backends")
     if not backends:
@@ -461,22 +484,64 @@ def _parse_request(
     nonce = request.get("nonce", 0)
     if not isinstance(nonce, int) or isinstance(nonce, bool):
         raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
-    specs = [
-        make_spec(
-            layer if layer is not None else target,
-            tuple(input_dtypes),
-            _text(request, "policy"),
-            backend,
-            kwargs=kwargs,
-            shape=shape,
-            values=_text(request, "preset"),
-            mode=_text(request, "mode") if "mode" in request else "call",
-            engine=engine,
-        )
-        for backend in dict.fromkeys(backends)
-    ]
+    ask = partial(
+        make_spec,
+        layer if layer is not None else target,
+        tuple(input_dtypes),
+        _text(request, "policy"),
+        kwargs=kwargs,
+        shape=shape,
+        values=_text(request, "preset"),
+        mode=_text(request, "mode") if "mode" in request else "call",
+        engine=engine,
+    )
+    specs, refused = _per_backend(ask, list(dict.fromkeys(backends)))
     _check_arity(specs[0], defaults.get(specs[0].target))
-    return specs, nonce
+    return specs, refused, nonce
+
+
+def _per_backend(
+    ask: Any, backends: list[str]
+) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError]]:
+    """One spec per backend that can run the request, and why each other backend cannot
+    (fit on numpy): the request is refused only when no backend can run it."""
+    specs: list[ProbeSpec] = []
+    refused: dict[str, InvalidSpecError] = {}
+    for backend in backends:
+        try:
+            specs.append(ask(backend=backend))
+        except InvalidSpecError as error:
+            refused[backend] = error
+    if not specs:
+        raise next(iter(refused.values()))
+    return specs, refused
+
+
+def unsupported_result(spec: ProbeSpec, backend: str, error: InvalidSpecError) -> ProbeResult:
+    """The answer of a backend that cannot run a request the others can (``mode="fit"`` on
+    numpy): an ``invalid`` result whose error (``where="not supported here"``) says why.
+
+    >>> spec = ProbeSpec(target="Dense", backend="jax", mode="fit")
+    >>> r = unsupported_result(spec, "numpy", InvalidSpecError("numpy cannot train"))
+    >>> r.status, r.backend, r.spec.backend, r.error.where
+    ('invalid', 'numpy', 'numpy', 'not supported here')
+    """
+    return ProbeResult(
+        spec=spec.model_copy(update={"backend": backend}),
+        status="invalid",
+        backend=backend,
+        verdict="error",
+        error=ErrorInfo(type="NotSupported", message=str(error), where=UNSUPPORTED),
+    )
+
+
+def _shape(request: dict[str, Any]) -> list[list[int]] | None:
+    """The request's shapes (``2x8x3``, ``(2, 8, 3)`` or JSON, :func:`parse_shapes`)."""
+    text = request.get("shape", "")
+    if not isinstance(text, str):
+        raise InvalidSpecError(f"shape must be text, not {type(text).__name__}; {SHAPE_SYNTAX}")
+    shapes = parse_shapes(text)
+    return None if shapes is None else [list(shape) for shape in shapes]
 
 
 def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:

@@ -49,6 +49,13 @@ from dtype_explorer.records._audit import (
 )
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
+from dtype_explorer.records._compare import (
+    CompareCell,
+    CompareColumn,
+    CompareRow,
+    Comparison,
+    compare,
+)
 from dtype_explorer.records._engine import (
     ENGINE_FORMS,
     TF_KERAS_BACKEND,
@@ -62,6 +69,8 @@ from dtype_explorer.records._probe import (
     HEAD,
     MODES,
     STAGES,
+    UNSUPPORTED,
+    VERDICT_WORDS,
     CastStep,
     ErrorInfo,
     Expectation,
@@ -135,6 +144,8 @@ __all__ = [
     "STAGES",
     "TF_KERAS_BACKEND",
     "UNARY",
+    "UNSUPPORTED",
+    "VERDICT_WORDS",
     "AnswerChange",
     "Atlas",
     "AtlasCell",
@@ -149,6 +160,10 @@ __all__ = [
     "Change",
     "ChangeKind",
     "Classification",
+    "CompareCell",
+    "CompareColumn",
+    "CompareRow",
+    "Comparison",
     "Conversion",
     "Engine",
     "EnginePackage",
@@ -191,9 +206,11 @@ __all__ = [
     "check_engine_backend",
     "classify_cell",
     "classify_result",
+    "compare",
     "display",
     "engine_package",
     "engine_spec",
+    "error_sentence",
     "pair_key",
     "reference_label",
     "values_digest",
