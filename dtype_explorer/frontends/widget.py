@@ -221,7 +221,8 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.request_id = nonce
                 self.results = dict(sorted(results.items(), key=lambda kv: _rank(order, kv[0])))
                 self.timings, self.verdict, self.promotion = {}, "", {}
-                self.trace_divergence, self.comparison = {}, {}
+                self.trace_divergence = {}
+                self.comparison = _comparison(self.results)
             self._promotion_thread = None
             started = time.perf_counter()
             ready = []
@@ -283,7 +284,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             done = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
             # A backend that cannot run the request has a card, not a say in the verdict.
             answered = [r for r in done if not (r.error and r.error.where == UNSUPPORTED)]
-            pending = tuple(b for b, r in results.items() if r == PENDING)
+            pending = [b for b, r in results.items() if r == PENDING]
             with self.hold_sync():
                 self.results = results
                 self.timings = {**self.timings, spec.backend: elapsed}
@@ -291,7 +292,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.verdict = both.verdict if len(answered) > 1 else ""
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
-                self.comparison = ProbeSet(results=tuple(done)).comparison(pending).to_dict()
+                self.comparison = _comparison(results)
             if not pending and answered:
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True
@@ -326,6 +327,13 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         if thread is not None:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
+
+
+def _comparison(results: dict[str, Any]) -> dict[str, Any]:
+    """The ``comparison`` trait: the answers so far side by side, pending backends as columns."""
+    done = tuple(ProbeResult.from_dict(r) for r in results.values() if r != PENDING)
+    pending = tuple(b for b, r in results.items() if r == PENDING)
+    return ProbeSet(results=done).comparison(pending).to_dict()
 
 
 def _rank(order: list[str], backend: str) -> int:

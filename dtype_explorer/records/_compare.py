@@ -54,6 +54,8 @@ class CompareRow(Record):
     label: str
     cells: dict[str, CompareCell]
     same: bool
+    #: What every column says when ``same`` (the folded row shows it once), else ``None``.
+    shared: CompareCell | None = None
 
 
 class CompareColumn(Record):
@@ -113,7 +115,11 @@ def compare(
         }
         cells.update({b: CompareCell(text="probing…", tone="pending") for b in pending})
         said = {cells[n].text for n in ran}
-        rows.append(CompareRow(key=key, group=group, label=label, cells=cells, same=len(said) <= 1))
+        same = len(said) <= 1
+        shared = cells[ran[0]] if same and ran else None
+        rows.append(
+            CompareRow(key=key, group=group, label=label, cells=cells, same=same, shared=shared)
+        )
     columns = [_column(n, r) for n, r in zip(names, results)]
     columns += [
         CompareColumn(label=b, backend=b, mode="", status="pending", headline="probing…")
@@ -191,8 +197,11 @@ def _facts(result: ProbeResult) -> dict[str, Fact]:
             label = f"{lane}{'input' if step.stage == 'input' else step.stage}".strip()
             facts[f"in{step.index or 0}:{step.stage}"] = ("cast path", label, _dtype(step))
     for name, steps in by_var.items():
-        facts[f"var:{name}:stored"] = ("cast path", f"{name} stored", _dtype(steps[0]))
-        if len(steps) > 1:
+        # One step is the read in call (the stored dtype is ``variables``'); two are both.
+        known = result.variables.get(name)
+        stored = _dtype(steps[0]) if len(steps) > 1 or known is None else _chip(known.stored)
+        facts[f"var:{name}:stored"] = ("cast path", f"{name} stored", stored)
+        if len(steps) > 1 or known is not None:
             facts[f"var:{name}:read"] = ("cast path", f"{name} read in call", _dtype(steps[-1]))
     outputs = result.steps("output")
     if result.ok:

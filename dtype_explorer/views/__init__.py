@@ -39,7 +39,7 @@ from dtype_explorer.views._html import (
     survey_summary_html,
 )
 from dtype_explorer.views._markup import chip
-from dtype_explorer.views._palette import PALETTE, dtype_color, dtype_kind
+from dtype_explorer.views._palette import PALETTE, dtype_color, dtype_kind, text_on
 from dtype_explorer.views._svg import cast_path_svg
 from dtype_explorer.views._text import audit_text, format_result, format_trace
 
@@ -80,4 +80,5 @@ __all__ = [
     "survey_html",
     "survey_summary_html",
     "target_href",
+    "text_on",
 ]

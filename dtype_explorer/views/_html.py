@@ -20,7 +20,7 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.views._figures import survey_figure
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
-from dtype_explorer.views._palette import color
+from dtype_explorer.views._palette import color, fill_style
 from dtype_explorer.views._svg import cast_path_svg
 
 
@@ -282,7 +282,7 @@ def survey_summary_html(survey: Survey) -> str:
     counts = survey.counts()
     head = "".join(f"<th>{e(p)}</th>" for p in counts.columns)
     rows = "".join(
-        f"<tr><td><span class='dx-chip' style='background:{color('survey_classes', c)}'>"
+        f"<tr><td><span class='dx-chip' style='{fill_style('survey_classes', c)}'>"
         f"{e(c)}</span></td>" + "".join(f"<td>{int(v)}</td>" for v in counts.loc[c]) + "</tr>"
         for c in counts.index
     )
@@ -327,8 +327,7 @@ def promotion_html(table: PromotionTable) -> str:
     cells = table.cells()
     counts = {k: sum(c.kind == k for c in cells) for k in KINDS}
     count_chips = " ".join(
-        f"<span class='dx-chip' style='background:{color('promotion_kinds', k)};color:#222'>"
-        f"{e(k)}: {n}</span>"
+        f"<span class='dx-chip' style='{fill_style('promotion_kinds', k)}'>{e(k)}: {n}</span>"
         for k, n in counts.items()
     )
     worst = [c for c in cells if c.kind in ("keras-disagrees", "backend-specific")][:40]

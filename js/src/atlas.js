@@ -7,7 +7,7 @@
 // (records/_atlas.py); every colour is the one palette's (palette.js) or the page's
 // `colors` (a dtype's colour, from views/_palette.py).
 import { h } from "./dom.js";
-import { kindColor, verdictColor } from "./palette.js";
+import { kindColor, mark, textOn, verdictColor } from "./palette.js";
 
 /**
  * @typedef {{stage: string, dtype: string, name?: string, index?: number, changed?: boolean,
@@ -29,12 +29,13 @@ import { kindColor, verdictColor } from "./palette.js";
  *  @param {string} dtype @param {Record<string, string>} [colors] */
 export function chip(dtype, colors) {
   const color = colors?.[dtype] ?? kindColor("error");
-  return h("span", { class: "ax-chip", style: { background: color } }, dtype);
+  return h("span", { class: "ax-chip", style: { background: color, color: textOn(color) } }, dtype);
 }
 
 /** A verdict's badge, in the palette's verdict colour. @param {string} verdict */
 export function badge(verdict) {
-  return h("span", { class: "ax-badge", style: { background: verdictColor(verdict) } }, verdict);
+  const color = verdictColor(verdict);
+  return h("span", { class: "ax-badge", style: { background: color, color: textOn(color) }, title: verdict }, [mark(verdict), " ", verdict]);
 }
 
 /** The targets whose name holds `query` (case-insensitive; none for an empty query).
