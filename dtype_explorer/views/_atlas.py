@@ -216,11 +216,13 @@ def _target_page(
     counts = " · ".join(f"{e(k)} {v}" for k, v in atlas.counts(target).items())
     body = (
         f"<h1 data-testid='target'>{e(target)}</h1><p>{counts}</p>{_legend()}"
+        "<div class='ax-split'><div>"
         "<h2>By cell (every backend)</h2>"
         f"{_grid(atlas, target, cells, per_run=False)}"
         "<h2>By backend</h2>"
-        f"{_grid(atlas, target, cells, per_run=True)}"
-        "<div id='ax-detail' class='ax-detail' data-testid='detail'></div>"
+        f"{_grid(atlas, target, cells, per_run=True)}</div>"
+        "<div id='ax-detail' class='ax-detail' data-testid='detail'>"
+        "<p class='ax-muted'>Click a cell for every backend's answer.</p></div></div>"
         f"<h2>Versions and devices</h2>{_meta(atlas)}"
     )
     data = {

@@ -18,7 +18,7 @@ from dtype_explorer.records import (
     Survey,
     TraceStep,
 )
-from dtype_explorer.views._figures import survey_figure
+from dtype_explorer.views._figures import survey_figure, what_was_surveyed
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
 from dtype_explorer.views._palette import color, fill_style
 from dtype_explorer.views._svg import cast_path_svg
@@ -293,9 +293,9 @@ def survey_summary_html(survey: Survey) -> str:
     )
     return (
         f"{STYLE}<div class='dx-card'><div class='dx-head'>"
-        f"<span class='dx-title'>Layer survey</span><span class='dx-meta'>{e(scope)}</span>"
-        f"</div><table><tr><th>cells</th>{head}</tr>{rows}</table>"
-        "<div class='dx-meta'>.figure() for the map, .to_frame() for the table</div></div>"
+        f"<span class='dx-title'>{what_was_surveyed(survey.targets)}</span>"
+        f"<span class='dx-meta'>{e(scope)}</span>"
+        f"</div><table><tr><th>cells</th>{head}</tr>{rows}</table></div>"
     )
 
 
@@ -348,8 +348,7 @@ def promotion_html(table: PromotionTable) -> str:
         f"<span class='dx-title'>{e(table.op)} promotion table</span><span class='dx-meta'>"
         f"{len(table.dtypes)}x{len(table.dtypes)} dtypes · floatx {e(table.floatx)} · backends "
         f"{e(', '.join(table.backends))} · references {e(refs)}</span></div>"
-        f"<div>{count_chips}</div>{body}"
-        "<div class='dx-meta'>.figure() for the grid, .disagreements() for every cell</div></div>"
+        f"<div>{count_chips}</div>{body}</div>"
     )
 
 

@@ -164,16 +164,21 @@ export function start(doc) {
   const cells = data.cells;
   if (!detail || !cells) return;
   const win = doc.defaultView;
-  const show = (/** @type {number} */ index) => {
+  const show = (/** @type {number} */ index, { scroll = false } = {}) => {
     const cell = cells[index];
     for (const c of doc.querySelectorAll(".ax-chosen")) c.classList.remove("ax-chosen");
     for (const c of doc.querySelectorAll(`[data-cell="${index}"]`)) c.classList.add("ax-chosen");
     detail.replaceChildren(...cellDetail(cell, data));
+    // A click answers where the eye is: the detail scrolls into view and is highlighted.
+    detail.classList.remove("ax-focus");
+    void detail.offsetWidth; // restart the highlight on every click
+    detail.classList.add("ax-focus");
+    if (scroll && typeof detail.scrollIntoView === "function") detail.scrollIntoView({ behavior: "smooth", block: "nearest" });
     const hash = `#${cell.input_dtype}/${cell.policy}`;
     if (win && win.location.hash !== hash) win.history.replaceState(null, "", hash);
   };
   for (const td of doc.querySelectorAll("td[data-cell]")) {
-    td.addEventListener("click", () => show(Number(td.getAttribute("data-cell"))));
+    td.addEventListener("click", () => show(Number(td.getAttribute("data-cell")), { scroll: true }));
   }
   const wanted = decodeURIComponent(win?.location.hash.slice(1) ?? "").split("/");
   cells.forEach((cell, i) => {

@@ -31,11 +31,17 @@ export function renderCell(cell, testid) {
   );
 }
 
-function columnHead(column, result, timings) {
-  const card = result ? renderResultCard(column.backend, result, { roundTripMs: timings?.[column.backend] }) : null;
-  const detail = card
-    ? h("details", { class: "dx-col-detail", testid: `detail-${column.label}` }, h("summary", {}, "details"), card)
+function columnHead(column, panel) {
+  const toggle = panel
+    ? h("button", { type: "button", class: "dx-link dx-col-toggle", testid: `toggle-${column.label}`, "aria-expanded": "false" }, "details")
     : null;
+  if (toggle) {
+    toggle.addEventListener("click", () => {
+      panel.hidden = !panel.hidden;
+      toggle.setAttribute("aria-expanded", String(!panel.hidden));
+      toggle.textContent = panel.hidden ? "details" : "hide details";
+    });
+  }
   return h(
     "div",
     {
@@ -52,7 +58,18 @@ function columnHead(column, result, timings) {
       column.status === "pending" ? h("span", { class: "dx-spinner", "aria-label": "pending" }) : null,
     ),
     h("div", { class: "dx-col-headline", testid: `headline-${column.label}` }, column.headline),
-    detail,
+    toggle,
+  );
+}
+
+/** A column's full card, opened in place by its head's toggle: a row of the grid right under
+ *  the heads, as wide as the grid, so its diagram keeps its one scale. */
+function columnPanel(column, result, timings) {
+  if (!result || result.status === "pending") return null;
+  return h(
+    "div",
+    { class: "dx-col-panel", testid: `detail-${column.label}`, hidden: true },
+    renderResultCard(column.backend, result, { roundTripMs: timings?.[column.backend] }),
   );
 }
 
@@ -73,7 +90,8 @@ export function renderCompact(comparison, results = {}, { timings } = {}) {
   const rows = comparison.rows ?? [];
   const differing = rows.filter((r) => !r.same);
   const agreeing = rows.filter((r) => r.same);
-  const parts = [h("div", { class: "dx-grid-label dx-grid-corner" }, ""), columns.map((c) => columnHead(c, results[c.backend], timings))];
+  const panels = columns.map((c) => columnPanel(c, results[c.backend], timings));
+  const parts = [h("div", { class: "dx-grid-label dx-grid-corner" }, ""), columns.map((c, i) => columnHead(c, panels[i])), panels];
   let group = null;
   for (const row of differing) {
     if (row.group !== group) {

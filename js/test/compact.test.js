@@ -6,6 +6,8 @@ import { allByTestId, byTestId, fixture } from "./helpers.js";
 const four = fixture("dense-four-backends");
 const fit = fixture("dense-fit-mixed");
 
+const columnsOf = (grid) => [...grid.querySelectorAll(".dx-col-head")];
+
 describe("compact comparison", () => {
   it("draws a column per backend and only the rows that differ, as the Python side marked them", () => {
     const grid = renderCompact(four.comparison, four.results);
@@ -40,8 +42,14 @@ describe("compact comparison", () => {
   it("opens each column's full card in place, its diagram at one scale", () => {
     const grid = renderCompact(four.comparison, four.results);
     const detail = byTestId(grid, "detail-jax");
-    expect(detail.tagName).toBe("DETAILS");
+    expect(detail.hidden).toBe(true);
+    byTestId(grid, "toggle-jax").click();
+    expect(detail.hidden).toBe(false);
+    expect(byTestId(grid, "toggle-jax").getAttribute("aria-expanded")).toBe("true");
     expect(byTestId(detail, "result-jax")).not.toBeNull();
+    // it opens right under the heads, as a row of the grid
+    const heads = columnsOf(grid);
+    expect(detail.previousElementSibling === heads.at(-1) || detail.previousElementSibling?.classList.contains("dx-col-panel")).toBe(true);
     const widths = allByTestId(grid, "cast-path").map((svg) => [svg.getAttribute("width"), svg.getAttribute("viewBox").split(" ")[2]]);
     expect(widths).toHaveLength(4);
     for (const [width, box] of widths) expect(width).toBe(box); // one unit is one pixel: never stretched

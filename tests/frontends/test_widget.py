@@ -314,3 +314,31 @@ def test_front_end_unit_tests_pass():
         [npm, "test", "--silent"], cwd=ROOT / "js", capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+def test_a_mode_one_backend_cannot_run_gives_it_its_own_card_and_the_others_run():
+    widget = explorer(backends=["jax"], use_cache=False)
+    widget.comm.page_sends(
+        request=request(widget, mode="fit", policy="mixed_float16", backends=["jax", "numpy"])
+    )
+    answers = widget.wait(WAIT)
+    assert widget.error == "", "the request is not refused as a whole"
+    numpy = answers["numpy"]
+    assert numpy.status == "invalid" and numpy.error.where == "not supported here"
+    assert "numpy backend cannot train" in numpy.headline
+    jax = answers["jax"]
+    assert jax.ok and jax.fit is not None and jax.fit.gradients
+    assert widget.verdict == "", "numpy cannot run it: it has no say in the verdict"
+    grid = widget.comm.updates("comparison")[-1]
+    assert grid == ProbeSet(results=tuple(answers.values())).comparison().to_dict()
+    columns = {c["label"]: c["status"] for c in grid["columns"]}
+    assert columns == {"jax": "ok", "numpy": "unsupported"}
+    keys = {row["key"] for row in grid["rows"]}
+    assert {"fit:loss", "fit:optimizer", "fit:scaling", "fit:warnings"} <= keys
+    # one shape syntax: 2x4, (2, 4) and JSON are the same request
+    for text in ("3x4", "(3, 4)", "[[3, 4]]"):
+        widget.comm.page_sends(request=request(widget, mode="call", shape=text, backends=["jax"]))
+        assert widget.error == "", text
+        assert widget.wait(WAIT)["jax"].spec.shapes == ((3, 4),)
+    widget.comm.page_sends(request=request(widget, shape="3x", backends=["jax"]))
+    assert "expected a number after 'x'" in widget.error and "received: '3x'" in widget.error
