@@ -28,7 +28,15 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends import _contract
-from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
+from dtype_explorer.frontends._request import (
+    _check_arity,
+    _json,
+    _per_backend,
+    _shape,
+    _text,
+    _texts,
+)
+from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,
@@ -41,7 +49,6 @@ from dtype_explorer.records import (
     engine_spec,
 )
 from dtype_explorer.runtime import engines, pool
-from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
 from dtype_explorer.timing import ms
 from dtype_explorer.versions import library_version
 
@@ -50,8 +57,6 @@ _STATIC = pathlib.Path(__file__).parents[1] / "static"
 REQUEST_KEYS = _contract.REQUEST_KEYS
 #: The input dtype a picker starts at for each input role of the catalog.
 ROLE_DTYPES = {"float": "float32", "index": "int32", "string": "string", "any": "float32"}
-#: The longest JSON text accepted for kwargs or shapes.
-MAX_TEXT = 20_000
 PENDING: dict[str, str] = {"status": "pending"}
 
 
@@ -508,23 +513,6 @@ def _parse_request(
     return specs, refused, nonce
 
 
-def _per_backend(
-    ask: Any, backends: list[str]
-) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError]]:
-    """One spec per backend that can run the request, and why each other backend cannot
-    (fit on numpy): the request is refused only when no backend can run it."""
-    specs: list[ProbeSpec] = []
-    refused: dict[str, InvalidSpecError] = {}
-    for backend in backends:
-        try:
-            specs.append(ask(backend=backend))
-        except InvalidSpecError as error:
-            refused[backend] = error
-    if not specs:
-        raise next(iter(refused.values()))
-    return specs, refused
-
-
 def unsupported_result(spec: ProbeSpec, backend: str, error: InvalidSpecError) -> ProbeResult:
     """The answer of a backend that cannot run a request the others can (``mode="fit"`` on
     numpy): an ``invalid`` result whose error (``where="not supported here"``) says why.
@@ -541,15 +529,6 @@ def unsupported_result(spec: ProbeSpec, backend: str, error: InvalidSpecError) -
         verdict="error",
         error=ErrorInfo(type="NotSupported", message=str(error), where=UNSUPPORTED),
     )
-
-
-def _shape(request: dict[str, Any]) -> list[list[int]] | None:
-    """The request's shapes (``2x8x3``, ``(2, 8, 3)`` or JSON, :func:`parse_shapes`)."""
-    text = request.get("shape", "")
-    if not isinstance(text, str):
-        raise InvalidSpecError(f"shape must be text, not {type(text).__name__}; {SHAPE_SYNTAX}")
-    shapes = parse_shapes(text)
-    return None if shapes is None else [list(shape) for shape in shapes]
 
 
 def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:
@@ -577,51 +556,6 @@ def _defaults(entry: catalog.Entry) -> dict[str, Any]:
         "group": entry.group,
         "note": entry.note,
     }
-
-
-def _check_arity(spec: ProbeSpec, defaults: dict[str, Any] | None) -> None:
-    inputs = len(spec.shapes) if spec.shapes else len((defaults or {}).get("shapes", [()]))
-    if len(spec.input_dtypes) not in (1, inputs):
-        raise InvalidSpecError(
-            f"{spec.target} gets {inputs} input(s) but {len(spec.input_dtypes)} input dtypes "
-            f"were given; give one dtype for all inputs or one per input"
-        )
-
-
-def _text(request: dict[str, Any], key: str) -> str:
-    value = request.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidSpecError(f"{key} must be a non-empty string; received: {received(value)}")
-    return value.strip()
-
-
-def _texts(request: dict[str, Any], key: str) -> list[str]:
-    value = request.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidSpecError(f"{key} must be a list of names; received: {received(value)}")
-    return value
-
-
-def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
-    """A JSON text field: ``None`` when empty (the catalog default), else a value of ``kind``."""
-    text = request.get(key, "")
-    if not isinstance(text, str):
-        raise InvalidSpecError(f"{key} must be JSON text, not {type(text).__name__}")
-    if not text.strip():
-        return None
-    if len(text) > MAX_TEXT:
-        raise InvalidSpecError(f"{key} is {len(text)} characters long; the limit is {MAX_TEXT}")
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise InvalidSpecError(
-            f"{key} nest deeper than {MAX_KWARGS_DEPTH} levels; expected {example}"
-        ) from None
-    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
-        raise InvalidSpecError(f"{key} is not valid JSON ({error}); expected {example}") from None
-    if not isinstance(value, kind):
-        raise InvalidSpecError(f"{key} must be {example}; received: {received(text.strip())}")
-    return value
 
 
 def _result_of(future: Future, spec: ProbeSpec) -> ProbeResult:
