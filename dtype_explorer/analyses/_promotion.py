@@ -27,9 +27,11 @@ import concurrent.futures
 import importlib
 import importlib.util
 import multiprocessing
+import os
 import threading
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -295,13 +297,28 @@ def _start_reference(library: str, args: tuple) -> concurrent.futures.Future[lis
 
 
 def _throwaway(fn: Any, *args: Any) -> concurrent.futures.Future:
-    """Run ``fn(*args)`` in a fresh process that exits afterwards."""
+    """Run ``fn(*args)`` in a fresh process that exits afterwards. What it prints (TensorFlow's
+    start-up lines) goes to its log, ``pool.log_path("tensorflow-reference")``, as a worker's
+    does: never into the user's cell."""
+    log = pool.log_path("tensorflow-reference")
     executor = concurrent.futures.ProcessPoolExecutor(
-        max_workers=1, mp_context=multiprocessing.get_context("spawn")
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_output_to,
+        initargs=(str(log),),
     )
     future = executor.submit(fn, *args)
     executor.shutdown(wait=False)
     return future
+
+
+def _output_to(log: str) -> None:
+    """In a throwaway process, before it runs anything: stdout and stderr into ``log``."""
+    path = Path(log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
 
 
 # --------------------------------------------------------------------------------- helpers

@@ -68,5 +68,6 @@ class ContractTraits(traitlets.HasTraits):
     timings = _synced("timings", traitlets.Dict())
     verdict = _synced("verdict", traitlets.Unicode(""))
     trace_divergence = _synced("trace_divergence", traitlets.Dict())
+    comparison = _synced("comparison", traitlets.Dict())
     promotion = _synced("promotion", traitlets.Dict())
     error = _synced("error", traitlets.Unicode(""))

@@ -28,11 +28,20 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
 from dtype_explorer.frontends import _contract
-from dtype_explorer.keras_run import COMMON_POLICIES, MAX_KWARGS_DEPTH, catalog, make_spec
+from dtype_explorer.frontends._request import (
+    _check_arity,
+    _json,
+    _per_backend,
+    _shape,
+    _text,
+    _texts,
+)
+from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec
 from dtype_explorer.records import (
     MODES,
     PRECISIONS,
     TF_KERAS_BACKEND,
+    UNSUPPORTED,
     ErrorInfo,
     ProbeResult,
     ProbeSet,
@@ -49,8 +58,6 @@ _STATIC = pathlib.Path(__file__).parents[1] / "static"
 REQUEST_KEYS = _contract.REQUEST_KEYS
 #: The input dtype a picker starts at for each input role of the catalog.
 ROLE_DTYPES = {"float": "float32", "index": "int32", "string": "string", "any": "float32"}
-#: The longest JSON text accepted for kwargs or shapes.
-MAX_TEXT = 20_000
 PENDING: dict[str, str] = {"status": "pending"}
 
 
@@ -131,7 +138,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "nonce": 0,
         }
         # A bad initial value raises here, in the caller's cell; later ones only set `error`.
-        specs, nonce = _parse_request(first, self._custom, defaults, offered)
+        specs, refused, nonce = _parse_request(first, self._custom, defaults, offered)
         first["engine"] = specs[0].engine  # pinned: "tf_keras" -> "tf_keras==2.X.Y"
         super().__init__(
             catalog=_catalog(self._custom),
@@ -149,7 +156,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             **widget_kwargs,
         )
         self.observe(self._on_request, names="request")
-        self._start(specs, nonce)
+        self._start(specs, nonce, refused)
 
     # -------------------------------------------------------------------------- the page
 
@@ -182,12 +189,13 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 with self.hold_sync():
                     self.error = str(error)
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
-                    self.trace_divergence = {}
+                    self.trace_divergence, self.comparison = {}, {}
             return
         engine = parsed[0][0].engine
         if engine not in (choice["engine"] for choice in self.engines):
             self.engines = _offered_with(self.engines, engine)  # created since the list was made
-        self._start(*parsed)
+        specs, refused, nonce = parsed
+        self._start(specs, nonce, refused)
 
     def refresh_engines(self) -> list[dict[str, Any]]:
         """Read the created engines again (after ``dx.engines.create`` or ``remove``) and
@@ -202,8 +210,15 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         self.engines = engine_choices()
         return self.engines
 
-    def _start(self, specs: list[ProbeSpec], nonce: int) -> None:
+    def _start(
+        self,
+        specs: list[ProbeSpec],
+        nonce: int,
+        refused: dict[str, InvalidSpecError] | None = None,
+    ) -> None:
         """Show each backend as pending and submit its probe; older probes' answers are dropped.
+        A backend in ``refused`` (it cannot run this request) gets its "not supported here"
+        card at once, in the order the page asked for the backends.
 
         A backend still running this widget's previous probe gets the new one when it answers:
         requests arriving meanwhile replace each other, so only the newest runs (a running
@@ -212,12 +227,17 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         with self._lock:
             self._generation += 1
             generation = self._generation
+            results: dict[str, Any] = {spec.backend: PENDING for spec in specs}
+            for backend, why in (refused or {}).items():
+                results[backend] = unsupported_result(specs[0], backend, why).to_dict()
+            order = list(self.available_backends)
             with self.hold_sync():
                 self.error = ""
                 self.request_id = nonce
-                self.results = {spec.backend: PENDING for spec in specs}
+                self.results = dict(sorted(results.items(), key=lambda kv: _rank(order, kv[0])))
                 self.timings, self.verdict, self.promotion = {}, "", {}
                 self.trace_divergence = {}
+                self.comparison = _comparison(self.results)
             self._promotion_thread = None
             started = time.perf_counter()
             ready = []
@@ -276,7 +296,10 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             if generation != self._generation:
                 return
             results = {**self.results, spec.backend: result.to_dict()}
-            answered = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
+            done = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
+            # A backend that cannot run the request has a card, not a say in the verdict.
+            answered = [r for r in done if not (r.error and r.error.where == UNSUPPORTED)]
+            pending = [b for b, r in results.items() if r == PENDING]
             with self.hold_sync():
                 self.results = results
                 self.timings = {**self.timings, spec.backend: elapsed}
@@ -284,7 +307,8 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.verdict = both.verdict if len(answered) > 1 else ""
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
-            if len(answered) == len(results):
+                self.comparison = _comparison(results)
+            if not pending and answered:
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True
                 )
@@ -318,6 +342,17 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         if thread is not None:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
+
+
+def _comparison(results: dict[str, Any]) -> dict[str, Any]:
+    """The ``comparison`` trait: the answers so far side by side, pending backends as columns."""
+    done = tuple(ProbeResult.from_dict(r) for r in results.values() if r != PENDING)
+    pending = tuple(b for b, r in results.items() if r == PENDING)
+    return ProbeSet(results=done).comparison(pending).to_dict()
+
+
+def _rank(order: list[str], backend: str) -> int:
+    return order.index(backend) if backend in order else len(order)
 
 
 def promotion_tables(results: Sequence[ProbeResult], engine: str | None = None) -> dict[str, Any]:
@@ -449,9 +484,10 @@ def _parse_request(
     custom: dict[str, Any],
     defaults: dict[str, Any],
     offered: Sequence[dict[str, Any]] = (),
-) -> tuple[list[ProbeSpec], int]:
-    """Validate a request from the page into one ``ProbeSpec`` per backend, and its nonce.
-    ``offered``: the engines the page may name (:func:`engine_choices`)."""
+) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError], int]:
+    """Validate a request from the page into one ``ProbeSpec`` per backend that can run it,
+    why each other backend cannot (:func:`_per_backend`), and its nonce. ``offered``: the
+    engines the page may name (:func:`engine_choices`)."""
     if not isinstance(request, dict):
         raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
     extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
@@ -461,7 +497,7 @@ def _parse_request(
     target = _text(request, "target")
     layer = custom.get(target)
     kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
-    shape = _json(request, "shape", list, "a JSON list such as [[2, 4]] (one shape per input)")
+    shape = _shape(request)
     input_dtypes = _texts(request, "input_dtypes")
     backends = _texts(request, "backends")
     if not backends:
@@ -471,23 +507,39 @@ def _parse_request(
     nonce = request.get("nonce", 0)
     if not isinstance(nonce, int) or isinstance(nonce, bool):
         raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
-    specs = [
-        make_spec(
-            layer if layer is not None else target,
-            tuple(input_dtypes),
-            _text(request, "policy"),
-            backend,
-            kwargs=kwargs,
-            shape=shape,
-            values=_text(request, "preset"),
-            mode=_text(request, "mode") if "mode" in request else "call",
-            engine=engine,
-            precision=request.get("precision"),
-        )
-        for backend in dict.fromkeys(backends)
-    ]
+    ask = partial(
+        make_spec,
+        layer if layer is not None else target,
+        tuple(input_dtypes),
+        _text(request, "policy"),
+        kwargs=kwargs,
+        shape=shape,
+        values=_text(request, "preset"),
+        mode=_text(request, "mode") if "mode" in request else "call",
+        engine=engine,
+        precision=request.get("precision"),
+    )
+    specs, refused = _per_backend(ask, list(dict.fromkeys(backends)))
     _check_arity(specs[0], defaults.get(specs[0].target))
-    return specs, nonce
+    return specs, refused, nonce
+
+
+def unsupported_result(spec: ProbeSpec, backend: str, error: InvalidSpecError) -> ProbeResult:
+    """The answer of a backend that cannot run a request the others can (``mode="fit"`` on
+    numpy): an ``invalid`` result whose error (``where="not supported here"``) says why.
+
+    >>> spec = ProbeSpec(target="Dense", backend="jax", mode="fit")
+    >>> r = unsupported_result(spec, "numpy", InvalidSpecError("numpy cannot train"))
+    >>> r.status, r.backend, r.spec.backend, r.error.where
+    ('invalid', 'numpy', 'numpy', 'not supported here')
+    """
+    return ProbeResult(
+        spec=spec.model_copy(update={"backend": backend}),
+        status="invalid",
+        backend=backend,
+        verdict="error",
+        error=ErrorInfo(type="NotSupported", message=str(error), where=UNSUPPORTED),
+    )
 
 
 def _catalog(custom: dict[str, Any]) -> dict[str, list[str]]:
@@ -515,51 +567,6 @@ def _defaults(entry: catalog.Entry) -> dict[str, Any]:
         "group": entry.group,
         "note": entry.note,
     }
-
-
-def _check_arity(spec: ProbeSpec, defaults: dict[str, Any] | None) -> None:
-    inputs = len(spec.shapes) if spec.shapes else len((defaults or {}).get("shapes", [()]))
-    if len(spec.input_dtypes) not in (1, inputs):
-        raise InvalidSpecError(
-            f"{spec.target} gets {inputs} input(s) but {len(spec.input_dtypes)} input dtypes "
-            f"were given; give one dtype for all inputs or one per input"
-        )
-
-
-def _text(request: dict[str, Any], key: str) -> str:
-    value = request.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidSpecError(f"{key} must be a non-empty string; received: {received(value)}")
-    return value.strip()
-
-
-def _texts(request: dict[str, Any], key: str) -> list[str]:
-    value = request.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidSpecError(f"{key} must be a list of names; received: {received(value)}")
-    return value
-
-
-def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
-    """A JSON text field: ``None`` when empty (the catalog default), else a value of ``kind``."""
-    text = request.get(key, "")
-    if not isinstance(text, str):
-        raise InvalidSpecError(f"{key} must be JSON text, not {type(text).__name__}")
-    if not text.strip():
-        return None
-    if len(text) > MAX_TEXT:
-        raise InvalidSpecError(f"{key} is {len(text)} characters long; the limit is {MAX_TEXT}")
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise InvalidSpecError(
-            f"{key} nest deeper than {MAX_KWARGS_DEPTH} levels; expected {example}"
-        ) from None
-    except ValueError as error:  # JSONDecodeError says where, not what: nothing long
-        raise InvalidSpecError(f"{key} is not valid JSON ({error}); expected {example}") from None
-    if not isinstance(value, kind):
-        raise InvalidSpecError(f"{key} must be {example}; received: {received(text.strip())}")
-    return value
 
 
 def _result_of(future: Future, spec: ProbeSpec) -> ProbeResult:

@@ -29,6 +29,17 @@ Verdict = Literal[
 ]
 Stage = Literal["input", "converted", "model", "autocast", "variables", "output"]
 STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variables", "output")
+#: The words of each verdict (the widget's badges and the comparison say the same).
+VERDICT_WORDS: dict[str, str] = {
+    "as-documented": "as documented",
+    "deviates": "deviates from the docs",
+    "declared-mismatch": "declared dtype differs from observed",
+    "undocumented": "no documented rule",
+    "error": "raised",
+    "diverges": "backends diverge",
+}
+#: The error ``where`` of a backend that cannot run a request the others can (fit on numpy).
+UNSUPPORTED = "not supported here"
 #: How a probe runs its target (``ProbeSpec.mode``): the eager call, the eager call with
 #: ``training=True``, inside a functional ``keras.Model`` (``Model.__call__``), through
 #: ``model.predict``, one training step (``model.fit``), or inside ``tf.data.Dataset.map``.
@@ -416,6 +427,38 @@ class ProbeResult(Record):
             return self.status
         return f"raises {self.error.type}" if self.error else "raises"
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def headline(self) -> str:
+        """What this answer came to, in a sentence, Keras's own words first: ``float32, as
+        documented``; ``raises ValueError: ...`` (the last line of a ``tf.function``'s "in user
+        code:" traceback, not its first); ``not supported here: ...``. A failed ``dataset``
+        mode off tensorflow says what the mode needs: it runs the target inside ``tf.data``,
+        which only tensorflow runs for layers other than Keras's preprocessing layers.
+
+        >>> r = ProbeResult(spec=ProbeSpec(target="Dense", backend="jax", mode="dataset"),
+        ...     status="error", backend="jax", error=ErrorInfo(type="NotImplementedError",
+        ...     message="in user code:\\n  File x\\n  NotImplementedError: Cannot convert"))
+        >>> r.headline
+        'dataset mode needs the tensorflow backend for tf.data (jax cannot run this target \
+inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
+        """
+        if self.ok:
+            return f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
+        if self.status in ("timeout", "crashed"):
+            return "the probe timed out" if self.status == "timeout" else "the worker crashed"
+        if self.error is None:
+            return f"raises ({self.status})"
+        if self.error.where == UNSUPPORTED:
+            return f"{UNSUPPORTED}: {self.error.message}"
+        said = f"{self.error.type}: {own_words(self.error.message, self.error.type)}"
+        if self.spec.mode == "dataset" and self.backend != "tensorflow":
+            return (
+                f"dataset mode needs the tensorflow backend for tf.data ({self.backend} cannot "
+                f"run this target inside Dataset.map); Keras said: {said}"
+            )
+        return f"raises {said}"
+
     def steps(self, stage: Stage) -> list[CastStep]:
         return [step for step in self.cast_path if step.stage == stage]
 
@@ -545,6 +588,22 @@ class ProbeResult(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeResult {self.summary()}>"
+
+
+def own_words(message: str, kind: str = "") -> str:
+    """The line of an error message that says what went wrong: its first line, or, for a
+    ``tf.function``'s "in user code:" traceback, the error line at its end (without ``kind:``).
+
+    >>> own_words("in user code:\\n  File 'a.py'\\n\\n  TypeError: bad", "TypeError")
+    'bad'
+    >>> own_words("units must be positive\\nmore")
+    'units must be positive'
+    """
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and lines[0] == "in user code:":
+        last = lines[-1]
+        return last.removeprefix(f"{kind}:").strip() if kind else last
+    return first_line(message)
 
 
 def _step_text(step: CastStep) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from dtype_explorer.dtypes import tolerance
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._compare import Comparison, compare
 from dtype_explorer.records._probe import HEAD, OutputValues, ProbeResult, ValueDivergence, Verdict
 from dtype_explorer.records._trace import TraceDivergence, first_divergence
 
@@ -105,6 +106,24 @@ class ProbeSet(Record):
         """The first op where the backends' traces of the call part (e.g. jax's conv promotes
         uint8 where torch's raises), or ``None`` when they agree or were not traced."""
         return first_divergence({self.label(r): r.trace for r in self.results})
+
+    def comparison(self, pending: tuple[str, ...] = ()) -> Comparison:
+        """The results side by side, a column each (named by :meth:`label`), a row per
+        cast-path stage, output and training-step fact, each marked ``same`` or not
+        (:func:`~dtype_explorer.records.compare`): what the widget's compact view lays out.
+
+        Args:
+            pending: Backends still probing, drawn as pending columns.
+
+        Returns:
+            A ``Comparison``.
+
+        >>> import dtype_explorer as dx
+        >>> grid = dx.probe("Dense", backend=["jax", "torch"]).comparison()  # doctest: +SKIP
+        >>> grid.summary                                                    # doctest: +SKIP
+        'jax and torch agree on all 6 rows'
+        """
+        return compare(self.results, pending, labels=[self.label(r) for r in self.results])
 
     def label(self, result: ProbeResult) -> str:
         """How this set names one of its results: its backend, its mode, or both

@@ -207,6 +207,26 @@ class TraceDivergence(Record):
         said = ", ".join(f"{b}: {o}" for b, o in self.outcomes.items())
         return f"traces part at {self.op} ({said})"
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def message(self) -> str:
+        """Where the traces part, in a sentence (the widget's banner shows it as it is).
+
+        >>> TraceDivergence(op="backend.convert_to_tensor", steps={"jax": 2, "numpy": None},
+        ...     outcomes={"jax": "float32", "numpy": "absent"}).message
+        "The backends' op traces first differ at backend.convert_to_tensor: on jax it gives \
+float32; numpy does not call it at that point (its cast path shows how it converts)."
+        """
+        said = "; ".join(
+            f"{b} does not call it at that point (its cast path shows how it converts)"
+            if o == "absent"
+            else f"on {b} it {o}"
+            if o.startswith("raises")
+            else f"on {b} it gives {o}"
+            for b, o in self.outcomes.items()
+        )
+        return f"The backends' op traces first differ at {self.op}: {said}."
+
 
 def call_steps(trace: tuple[TraceStep, ...]) -> list[TraceStep]:
     """The steps of the call itself (the layer's build left out)."""

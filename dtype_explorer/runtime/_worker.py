@@ -322,11 +322,17 @@ def _marked(answer: dict[str, Any]) -> dict[str, Any]:
 def _over_budget() -> bool:
     """Whether this worker holds more memory than a worker of its backend may
     (``_sizing.memory_budget``): a user's layer kept some, it is replaced."""
-    with contextlib.suppress(Exception):
-        import psutil
+    rss = _resident_bytes()
+    return rss is not None and rss > sizing.memory_budget(_state["backend"])
 
-        return psutil.Process().memory_info().rss > sizing.memory_budget(_state["backend"])
-    return False
+
+def _resident_bytes() -> int | None:
+    """This process's resident memory now (Linux's ``/proc/self/statm``), or ``None`` where
+    the system does not say (no worker is then replaced for its memory)."""
+    with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    return None
 
 
 def call(payload: bytes, trusted: bool) -> Any:

@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "PALETTE": "dtype_explorer.views._palette",
     "dtype_color": "dtype_explorer.views._palette",
     "dtype_kind": "dtype_explorer.views._palette",
+    "text_on": "dtype_explorer.views._palette",
     "cast_path_svg": "dtype_explorer.views._svg",
     "audit_text": "dtype_explorer.views._text",
     "format_result": "dtype_explorer.views._text",
@@ -89,4 +90,5 @@ __all__ = [
     "survey_html",
     "survey_summary_html",
     "target_href",
+    "text_on",
 ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from dtype_explorer.records import CHANGE_KINDS, CLASSIFICATIONS, Atlas, AtlasCell, AtlasDiff
 from dtype_explorer.views._markup import e, short
-from dtype_explorer.views._palette import color, dtype_color
+from dtype_explorer.views._palette import color, dtype_color, fill_style, mark
 
 CSS = Path(__file__).with_name("atlas.css").read_text(encoding="utf-8")
 #: The bundled atlas script (``npm run build`` in ``js/`` writes it; a wheel ships it).
@@ -123,7 +123,7 @@ def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
 
 def _legend() -> str:
     items = "".join(
-        f"<span style='background:{color('survey_classes', c)}'>{e(c)}</span>"
+        f"<span style='{fill_style('survey_classes', c)}'>{e(mark(c))} {e(c)}</span>"
         for c in CLASSIFICATIONS
     )
     return f"<div class='ax-legend'>{items}</div>"
@@ -224,7 +224,7 @@ def _grid(atlas: Atlas, target: str, cells: list[AtlasCell], *, per_run: bool) -
                     f"<td class='ax-cell' data-cell='{position[key]}' data-testid='cell' "
                     f"data-dtype='{e(dtype)}' data-policy='{e(policy)}' "
                     f"data-class='{e(kind)}' title='{e(tip)}' "
-                    f"style='background:{color('survey_classes', kind)}'>{e(text)}</td>"
+                    f"style='{fill_style('survey_classes', kind)}'>{e(text)}</td>"
                 )
         rows.append(f"<tr><th class='ax-row'>{e(dtype)}</th>{''.join(tds)}</tr>")
     testid = "heatmap-runs" if per_run else "heatmap"
@@ -241,11 +241,13 @@ def _target_page(
     counts = " · ".join(f"{e(k)} {v}" for k, v in atlas.counts(target).items())
     body = (
         f"<h1 data-testid='target'>{e(target)}</h1><p>{counts}</p>{_legend()}"
+        "<div class='ax-split'><div>"
         "<h2>By cell (every backend)</h2>"
         f"{_grid(atlas, target, cells, per_run=False)}"
         "<h2>By backend</h2>"
-        f"{_grid(atlas, target, cells, per_run=True)}"
-        "<div id='ax-detail' class='ax-detail' data-testid='detail'></div>"
+        f"{_grid(atlas, target, cells, per_run=True)}</div>"
+        "<div id='ax-detail' class='ax-detail' data-testid='detail'>"
+        "<p class='ax-muted'>Click a cell for every backend's answer.</p></div></div>"
         f"<h2>Versions and devices</h2>{_meta(atlas)}"
     )
     data = {

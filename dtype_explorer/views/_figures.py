@@ -3,6 +3,7 @@ or kind from the palette, with every backend's answer on hover."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +16,7 @@ from dtype_explorer.records import (
     SurveyCell,
 )
 from dtype_explorer.views._markup import clip, e, short
-from dtype_explorer.views._palette import PALETTE
+from dtype_explorer.views._palette import PALETTE, mark
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -53,13 +54,12 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
     if len(survey.modes) > 1:  # a cell whose answer depends on the mode is "diverges"
         backends += f"; modes: {', '.join(survey.modes)}"
     figure.update_layout(
-        title={"text": _survey_title(survey, policies[0]), "y": 0.995, "yanchor": "top"},
+        title=_title(_survey_title(survey, policies[0])),
         height=max(340, 20 * len(survey.targets) + 200),
-        width=max(560, 46 * len(survey.input_dtypes) + 360),
         xaxis={"side": "top", "type": "category", "title": f"input dtype  (backends: {backends})"},
         yaxis={"autorange": "reversed", "type": "category"},
         margin={"t": 170, "l": 10, "r": 10, "b": 20},
-        plot_bgcolor="rgba(0,0,0,0)",
+        **FITS,
     )
     if len(policies) > 1:
         plot_height = figure.layout.height - 190
@@ -97,8 +97,49 @@ def _survey_cell(survey: Survey, target: str, dtype: str, policy: str) -> Survey
         return None
 
 
+#: Every figure fills its output's width (plotly's autosize; the notebook renderer and
+#: ``to_html(config=CONFIG)`` keep it responsive), its hover labels left-aligned inside it,
+#: the modebar upright at the right edge, off the title (which starts at the left).
+FITS: dict = {
+    "autosize": True,
+    "hoverlabel": {"align": "left", "namelength": -1, "font": {"size": 11}},
+    "modebar": {"orientation": "v"},
+    "plot_bgcolor": "rgba(0,0,0,0)",
+}
+#: The plotly config that keeps a figure responsive when written to HTML.
+CONFIG = {"responsive": True, "displaylogo": False}
+#: Characters per line of a hover label: wrapped there, so it stays inside the figure.
+HOVER_WIDTH = 64
+
+
+def _title(text: str) -> dict:
+    return {"text": text, "x": 0, "xanchor": "left", "y": 0.995, "yanchor": "top"}
+
+
+def what_was_surveyed(targets: Sequence[str]) -> str:
+    """``Op survey``, ``Layer survey`` or ``Survey of layers and ops``, by the targets.
+
+    >>> what_was_surveyed(["ops.add", "ops.matmul"]), what_was_surveyed(["Dense", "ops.add"])
+    ('Op survey', 'Survey of layers and ops')
+    """
+    ops = [t.startswith("ops.") for t in targets]
+    if all(ops):
+        return "Op survey"
+    return "Layer survey" if not any(ops) else "Survey of layers and ops"
+
+
+def wrap(line: str, width: int = HOVER_WIDTH) -> str:
+    """An escaped hover line, wrapped with ``<br>`` every ``width`` characters or so.
+
+    >>> wrap("a" * 5 + " <b> " + "c" * 5, width=6)
+    'aaaaa<br>&lt;b&gt;<br>ccccc'
+    """
+    return "<br>".join(e(part) for part in textwrap.wrap(line, width) or [""])
+
+
 def _survey_title(survey: Survey, policy: str) -> str:
-    return f"Layer survey: policy {policy} (compute {survey.compute_dtypes[policy]})"
+    kind = what_was_surveyed(survey.targets)
+    return f"{kind}: policy {policy} (compute {survey.compute_dtypes[policy]})"
 
 
 def _cell_label(cell: SurveyCell | None) -> str:
@@ -124,10 +165,10 @@ def _survey_hover(cell: SurveyCell | None) -> str:
             path = r.path_text().replace(" -> ", " → ")
             mismatch = r.declared_dtype not in (None, r.output_dtype)
             declared = f" (declared {r.declared_dtype})" if mismatch else ""
-            lines.append(f"{e(backend)}: {e(path)}{e(declared)}")
+            lines.append(wrap(f"{backend}: {path}{declared}"))
         else:
             error = r.error_text() or r.status
-            lines.append(f"{e(backend)}: {e(r.status)} · {e(clip(error, 110))}")
+            lines.append(wrap(f"{backend}: {r.status} · {clip(error, 300)}"))
     return "<br>".join(lines)
 
 
@@ -160,7 +201,10 @@ def _category_heatmap(
         zmax=len(categories) - 0.5,
         xgap=1,
         ygap=1,
-        colorbar={"tickvals": list(range(len(categories))), "ticktext": categories},
+        colorbar={
+            "tickvals": list(range(len(categories))),
+            "ticktext": [f"{mark(c)} {c}".strip() for c in categories],
+        },
         **trace,
     )
 
@@ -183,18 +227,15 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
     )
     side = max(420, 40 * len(table.dtypes) + 200)
     figure.update_layout(
-        title={
-            "text": f"{table.op}: documented result dtype (floatx {table.floatx}); "
-            "* someone disagrees",
-            "y": 0.995,
-            "yanchor": "top",
-        },
-        width=side + 160,
+        title=_title(
+            f"Promotion table of {table.op}: the documented result dtype (floatx "
+            f"{table.floatx}); * where someone disagrees"
+        ),
         height=side,
         xaxis={"side": "top", "type": "category", "title": "rhs"},
         yaxis={"autorange": "reversed", "type": "category", "title": "lhs"},
         margin={"t": 160, "l": 10, "r": 10, "b": 20},
-        plot_bgcolor="rgba(0,0,0,0)",
+        **FITS,
     )
     return figure
 
@@ -208,7 +249,7 @@ def _promotion_hover(cell: PromotionCell, table: PromotionTable) -> str:
     ]
     for value, who in cell.who_says().items():
         lines.append(f"{e(value)}: {e(', '.join(who))}")
-    lines.extend(f"<i>{e(k)}</i>: {e(clip(v, 100))}" for k, v in cell.errors().items())
+    lines.extend(wrap(f"{k}: {clip(v, 300)}") for k, v in cell.errors().items())
     return "<br>".join(lines)
 
 

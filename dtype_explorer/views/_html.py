@@ -18,9 +18,9 @@ from dtype_explorer.records import (
     Survey,
     TraceStep,
 )
-from dtype_explorer.views._figures import survey_figure
+from dtype_explorer.views._figures import survey_figure, what_was_surveyed
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
-from dtype_explorer.views._palette import color
+from dtype_explorer.views._palette import color, fill_style
 from dtype_explorer.views._svg import cast_path_svg
 
 
@@ -296,7 +296,7 @@ def survey_summary_html(survey: Survey) -> str:
     counts = survey.counts()
     head = "".join(f"<th>{e(p)}</th>" for p in counts.columns)
     rows = "".join(
-        f"<tr><td><span class='dx-chip' style='background:{color('survey_classes', c)}'>"
+        f"<tr><td><span class='dx-chip' style='{fill_style('survey_classes', c)}'>"
         f"{e(c)}</span></td>" + "".join(f"<td>{int(v)}</td>" for v in counts.loc[c]) + "</tr>"
         for c in counts.index
     )
@@ -307,9 +307,9 @@ def survey_summary_html(survey: Survey) -> str:
     )
     return (
         f"{STYLE}<div class='dx-card'><div class='dx-head'>"
-        f"<span class='dx-title'>Layer survey</span><span class='dx-meta'>{e(scope)}</span>"
-        f"</div><table><tr><th>cells</th>{head}</tr>{rows}</table>"
-        "<div class='dx-meta'>.figure() for the map, .to_frame() for the table</div></div>"
+        f"<span class='dx-title'>{what_was_surveyed(survey.targets)}</span>"
+        f"<span class='dx-meta'>{e(scope)}</span>"
+        f"</div><table><tr><th>cells</th>{head}</tr>{rows}</table></div>"
     )
 
 
@@ -341,8 +341,7 @@ def promotion_html(table: PromotionTable) -> str:
     cells = table.cells()
     counts = {k: sum(c.kind == k for c in cells) for k in KINDS}
     count_chips = " ".join(
-        f"<span class='dx-chip' style='background:{color('promotion_kinds', k)};color:#222'>"
-        f"{e(k)}: {n}</span>"
+        f"<span class='dx-chip' style='{fill_style('promotion_kinds', k)}'>{e(k)}: {n}</span>"
         for k, n in counts.items()
     )
     worst = [c for c in cells if c.kind in ("keras-disagrees", "backend-specific")][:40]
@@ -363,8 +362,7 @@ def promotion_html(table: PromotionTable) -> str:
         f"<span class='dx-title'>{e(table.op)} promotion table</span><span class='dx-meta'>"
         f"{len(table.dtypes)}x{len(table.dtypes)} dtypes · floatx {e(table.floatx)} · backends "
         f"{e(', '.join(table.backends))} · references {e(refs)}</span></div>"
-        f"<div>{count_chips}</div>{body}"
-        "<div class='dx-meta'>.figure() for the grid, .disagreements() for every cell</div></div>"
+        f"<div>{count_chips}</div>{body}</div>"
     )
 
 

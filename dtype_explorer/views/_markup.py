@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from dtype_explorer.views._palette import PALETTE, color, dtype_color
+from dtype_explorer.views._palette import PALETTE, color, dtype_color, mark, text_on
 
 #: The static cards' stylesheet, every rule scoped to ``.dx-card`` (the widget has its own,
 #: scoped to its root): a card never restyles the widget, nor the widget a card.
@@ -54,13 +54,19 @@ def chip(dtype: str | None, *, odd: bool = False, title: str = "") -> str:
     text = dtype if dtype is not None else "—"
     cls = "dx-chip dx-odd" if odd else "dx-chip"
     tip = f' title="{e(title)}"' if title else ""
-    return f'<span class="{cls}" style="background:{dtype_color(dtype)}"{tip}>{e(text)}</span>'
+    fill = dtype_color(dtype)
+    style = f"background:{fill};color:{text_on(fill)}"
+    return f'<span class="{cls}" style="{style}"{tip}>{e(text)}</span>'
 
 
 def badge(verdict: str) -> str:
     """A verdict badge."""
     tone = color("verdicts", verdict)
-    return f"<span class='dx-badge' style='background:{tone}'>{e(verdict)}</span>"
+    said = f"{mark(verdict)} {verdict}".strip()
+    return (
+        f"<span class='dx-badge' style='background:{tone};color:{text_on(tone)}' "
+        f"title='{e(verdict)}'>{e(said)}</span>"
+    )
 
 
 def floatx_text(floatx: str | None) -> str:

@@ -35,3 +35,23 @@ def dtype_color(name: str | None) -> str:
 def color(section: str, name: str) -> str:
     """A colour of ``section`` (``verdicts``, ``survey_classes``, ...), the muted one if absent."""
     return PALETTE[section].get(name, PALETTE["ui"]["muted"])
+
+
+def text_on(fill: str) -> str:
+    """The text colour the palette draws on ``fill`` (AA contrast, ``tests/views``).
+
+    >>> text_on(color("survey_classes", "raises")), text_on(color("survey_classes", "keeps-input"))
+    ('#ffffff', '#212121')
+    """
+    return PALETTE["text_on"].get(fill, "#212121")
+
+
+def fill_style(section: str, name: str) -> str:
+    """``background:...;color:...`` for a fill of ``section`` and its text colour."""
+    fill = color(section, name)
+    return f"background:{fill};color:{text_on(fill)}"
+
+
+def mark(name: str) -> str:
+    """The glyph that marks a verdict, class or kind (``✓``, ``≠``, ``✕``), or ``""``."""
+    return PALETTE["marks"].get(name, "")

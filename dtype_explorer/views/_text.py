@@ -3,7 +3,7 @@ audit's dtype-flow table with its findings."""
 
 from __future__ import annotations
 
-from dtype_explorer.records import ROW_COLUMNS, AuditReport, ProbeResult, TraceStep
+from dtype_explorer.records import ROW_COLUMNS, AuditReport, Numerics, ProbeResult, TraceStep
 
 
 def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = False) -> str:
@@ -37,12 +37,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     lines.extend(f"  warning: {text}" for text in result.warnings)
     if result.numerics is not None:
         n = result.numerics
-        err = (
-            f"{n.max_rel_error:.3g} vs {n.reference_dtype}" if n.max_rel_error is not None else "-"
-        )
-        lines.append(
-            f"  numerics: {n.nonfinite_from_finite} inf/NaN from finite input; rel. error {err}"
-        )
+        lines.append(f"  numerics: {numerics_sentence(n)}")
         lines.extend(f"  !! wrong numbers: {f.text()}" for f in n.findings)
     if result.fit is not None:
         fit = result.fit
@@ -186,3 +181,26 @@ def audit_text(report: AuditReport) -> str:
             lines += ["    fix:", *(f"      {line}" for line in finding.fix.splitlines())]
     lines += [f"note: {note}" for note in report.notes]
     return "\n".join(lines)
+
+
+def numerics_sentence(n: Numerics) -> str:
+    """The numerics of a result in plain words.
+
+    >>> numerics_sentence(Numerics(output_count=8, max_rel_error=0.0004, reference_dtype="float64"))
+    'all 8 output values finite; largest relative error against the float64 run 0.0004'
+    >>> numerics_sentence(Numerics(output_count=0))
+    'no output values (the call raised)'
+    """
+    if not n.output_count:
+        return "no output values (the call raised)"
+    said = (
+        f"{n.nonfinite_from_finite} of {n.output_count} output values became inf/NaN from "
+        "finite inputs"
+        if n.nonfinite_from_finite
+        else f"all {n.output_count} output values finite"
+    )
+    if n.max_rel_error is not None:
+        said += (
+            f"; largest relative error against the {n.reference_dtype} run {n.max_rel_error:.3g}"
+        )
+    return said

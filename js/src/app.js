@@ -1,5 +1,6 @@
 // @ts-check
 // The whole explorer: controls on top, then the answers as they arrive.
+import { renderCompact } from "./compact.js";
 import { renderComparison, renderDivergence } from "./compare.js";
 import { CONTROL_TRAITS } from "./contract.js";
 import { Controls } from "./controls.js";
@@ -33,11 +34,23 @@ export class App {
     this.statusEl = h("span", { class: "dx-status", testid: "status" });
     this.summaryEl = h("div", { class: "dx-summary" });
     this.cardsEl = h("div", { class: "dx-answers", testid: "results" });
+    /** "compact" (the default: backends side by side) or "detail" (the stacked cards). */
+    this.view = "compact";
+    this.viewToggle = h(
+      "div",
+      { class: "dx-view-toggle", role: "group", "aria-label": "view" },
+      [
+        ["compact", "side by side"],
+        ["detail", "stacked cards"],
+      ].map(([view, label]) =>
+        h("button", { type: "button", class: "dx-toggle", testid: `view-${view}`, "aria-pressed": String(view === this.view), onclick: () => this.setView(view) }, label),
+      ),
+    );
     this.promotionEl = h("div");
     this.root = h(
       "div",
       { class: "dx-root", testid: "explorer" },
-      h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl),
+      h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl, this.viewToggle),
       this.controls.el,
       this.errorEl,
       this.summaryEl,
@@ -67,6 +80,14 @@ export class App {
     this.renderResults(state);
   }
 
+  /** Show the compact comparison or the stacked cards. @param {"compact" | "detail"} view */
+  setView(view) {
+    this.view = view;
+    for (const button of this.viewToggle.children) button.setAttribute("aria-pressed", String(button.dataset.testid === `view-${view}`));
+    this.root.dataset.view = view;
+    if (this.state) this.renderResults(this.state);
+  }
+
   renderError(message) {
     replaceChildren(
       this.errorEl,
@@ -81,15 +102,18 @@ export class App {
     this.statusEl.textContent = pending.length ? `probing on ${pending.join(", ")}…` : backends.length ? "done" : "";
     this.root.dataset.pending = String(pending.length);
     this.root.dataset.requestId = String(state.request_id ?? "");
+    this.root.dataset.view = this.view;
+    // The compact view lays out the `comparison` trait; a state without one draws the cards.
+    const compact = this.view === "compact" && Boolean(state.comparison?.columns?.length);
     replaceChildren(
       this.summaryEl,
       renderDivergence(state.verdict, backends, results),
       renderTracePart(state.trace_divergence),
-      renderComparison(backends, results),
+      compact ? renderCompact(state.comparison, results, { timings: state.timings }) : renderComparison(backends, results),
     );
     replaceChildren(
       this.cardsEl,
-      backends.map((b) => {
+      (compact ? [] : backends).map((b) => {
         const card = renderResultCard(b, results[b], { roundTripMs: state.timings?.[b], part: state.trace_divergence });
         if (Number.isFinite(this.latency[b])) card.dataset.latencyMs = this.latency[b].toFixed(1);
         return card;
@@ -114,7 +138,7 @@ export class App {
       afterPaint(() => {
         if (this.state.request_id !== state.request_id) return;
         this.latency[b] = this.now() - since;
-        const card = this.cardsEl.querySelector(`[data-testid="result-${b}"]`);
+        const card = this.root.querySelector(`[data-testid="result-${b}"]`);
         if (card) card.dataset.latencyMs = this.latency[b].toFixed(1);
       });
     }

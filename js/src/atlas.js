@@ -7,7 +7,7 @@
 // (records/_atlas.py); every colour is the one palette's (palette.js) or the page's
 // `colors` (a dtype's colour, from views/_palette.py).
 import { h } from "./dom.js";
-import { kindColor, verdictColor } from "./palette.js";
+import { kindColor, mark, textOn, verdictColor } from "./palette.js";
 
 /**
  * @typedef {{stage: string, dtype: string, name?: string, index?: number, changed?: boolean,
@@ -29,12 +29,13 @@ import { kindColor, verdictColor } from "./palette.js";
  *  @param {string} dtype @param {Record<string, string>} [colors] */
 export function chip(dtype, colors) {
   const color = colors?.[dtype] ?? kindColor("error");
-  return h("span", { class: "ax-chip", style: { background: color } }, dtype);
+  return h("span", { class: "ax-chip", style: { background: color, color: textOn(color) } }, dtype);
 }
 
 /** A verdict's badge, in the palette's verdict colour. @param {string} verdict */
 export function badge(verdict) {
-  return h("span", { class: "ax-badge", style: { background: verdictColor(verdict) } }, verdict);
+  const color = verdictColor(verdict);
+  return h("span", { class: "ax-badge", style: { background: color, color: textOn(color) }, title: verdict }, [mark(verdict), " ", verdict]);
 }
 
 /** The targets whose name holds `query` (case-insensitive; none for an empty query).
@@ -163,16 +164,21 @@ export function start(doc) {
   const cells = data.cells;
   if (!detail || !cells) return;
   const win = doc.defaultView;
-  const show = (/** @type {number} */ index) => {
+  const show = (/** @type {number} */ index, { scroll = false } = {}) => {
     const cell = cells[index];
     for (const c of doc.querySelectorAll(".ax-chosen")) c.classList.remove("ax-chosen");
     for (const c of doc.querySelectorAll(`[data-cell="${index}"]`)) c.classList.add("ax-chosen");
     detail.replaceChildren(...cellDetail(cell, data));
+    // A click answers where the eye is: the detail scrolls into view and is highlighted.
+    detail.classList.remove("ax-focus");
+    void detail.offsetWidth; // restart the highlight on every click
+    detail.classList.add("ax-focus");
+    if (scroll && typeof detail.scrollIntoView === "function") detail.scrollIntoView({ behavior: "smooth", block: "nearest" });
     const hash = `#${cell.input_dtype}/${cell.policy}`;
     if (win && win.location.hash !== hash) win.history.replaceState(null, "", hash);
   };
   for (const td of doc.querySelectorAll("td[data-cell]")) {
-    td.addEventListener("click", () => show(Number(td.getAttribute("data-cell"))));
+    td.addEventListener("click", () => show(Number(td.getAttribute("data-cell")), { scroll: true }));
   }
   const wanted = decodeURIComponent(win?.location.hash.slice(1) ?? "").split("/");
   cells.forEach((cell, i) => {

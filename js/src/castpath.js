@@ -251,9 +251,10 @@ export function renderCastPath(result) {
     {
       class: "dx-castpath",
       testid: "cast-path",
-      // Shrinks to fit a narrow output area (down to 75%), then scrolls.
-      width: "100%",
-      style: { maxWidth: `${geo.width}px`, minWidth: `${Math.round(geo.width * 0.75)}px` },
+      // One scale everywhere: a chip is as wide in every card and column (a narrow column
+      // scrolls the diagram; it never shrinks or stretches it).
+      width: geo.width,
+      height: geo.height,
       viewBox: `0 0 ${geo.width} ${geo.height}`,
       role: "img",
       "aria-label": `cast path of ${model.target}`,

@@ -9,7 +9,7 @@
  * @property {string} kwargs the constructor's keyword arguments as JSON text ({"units": 4}); '' for the catalog's
  * @property {string[]} input_dtypes one input dtype per input
  * @property {string} preset the value preset (one of presets)
- * @property {string} shape the input shapes as JSON text ([[2, 4]], one shape per input); '' for the catalog's
+ * @property {string} shape the input shapes as text: 2x8x3, (2, 8, 3) or JSON [2, 8, 3], one per input separated by commas (2x4, 2x4 or [[2, 4], [2, 4]]); '' for the catalog's
  * @property {string} policy the dtype policy (any name Keras accepts)
  * @property {string} mode how the target runs (one of modes; call when left out)
  * @property {string | null} engine null: the installed Keras; else one of engines ('keras==3.X.Y')
@@ -37,6 +37,7 @@
  * @property {Object<string, *>} timings backend -> milliseconds from submitting its probe to its answer
  * @property {string} verdict the verdict across the backends that answered ('diverges', ...), or ''
  * @property {Object<string, *>} trace_divergence where the backends' op traces of the call first part (ProbeSet.first_divergence: op, steps by backend, outcomes), or {}
+ * @property {Object<string, *>} comparison the answers side by side (records.Comparison, ProbeSet.comparison): columns [{label, backend, mode, status, headline}], rows [{key, group, label, cells: column -> {text, tone, dtype, note}, same}], differing (the labels of the rows that differ) and summary, a sentence; the page's compact view lays it out and compares nothing; {} before any answer
  * @property {Object<string, *>} promotion {tables: [...]}: the result_type tables behind the documented dtypes
  * @property {string} error why the last request from the page was refused, or ''
  */

@@ -44,11 +44,15 @@ export function parseJson(text) {
   }
 }
 
-/** How many inputs a shape text describes (`[[2,4],[2,4]]` -> 2, `[2,4]` -> 1), else null. */
+/** How many inputs a shape text describes, for the number of dtype pickers only (the kernel
+ *  reads the shape, dtype_explorer/shapes.py): `[[2,4],[2,4]]`, `2x4, 2x4` and `(2, 4), (2, 4)`
+ *  -> 2; `[2,4]`, `2x4` and `(2, 4)` -> 1; else null. */
 export function shapeCount(text) {
-  const parsed = parseJson(text);
-  if (!parsed.ok || !Array.isArray(parsed.value) || !parsed.value.length) return null;
-  return parsed.value.every(Array.isArray) ? parsed.value.length : 1;
+  const json = text.trim().replace(/\(/g, "[").replace(/\)/g, "]").replace(/,\s*\]/g, "]");
+  const parsed = parseJson(/^\[/.test(json) && /\]\s*,\s*\[/.test(json) && !/^\[\s*\[/.test(json) ? `[${json}]` : json);
+  if (parsed.ok && Array.isArray(parsed.value) && parsed.value.length) return parsed.value.every(Array.isArray) ? parsed.value.length : 1;
+  if (/^\d+(\s*[x\u00d7]\s*\d+)*(\s*,\s*\d+(\s*[x\u00d7]\s*\d+)*)*$/.test(json)) return json.includes("x") || json.includes("\u00d7") ? json.split(",").length : 1;
+  return null;
 }
 
 /** Target names matching a search text, grouped: `[[group, [names]], ...]`. */
@@ -151,8 +155,10 @@ export class Controls {
       class: "dx-input dx-mono",
       spellcheck: "false",
       testid: "shape",
-      "aria-label": "input shape(s) (JSON)",
-      oninput: () => this.typed("shape", this.shape.value, this.shapeHint),
+      "aria-label": "input shape(s): 2x8x3, (2, 8, 3) or [2, 8, 3]",
+      placeholder: "2x8x3, (2, 8, 3) or [2, 8, 3]",
+      title: "one shape: 2x8x3, (2, 8, 3) or [2, 8, 3]; one per input: 2x4, 2x4",
+      oninput: () => this.typedShape(this.shape.value),
       onchange: () => this.commit({ shape: this.shape.value }),
     });
     this.shapeHint = h("span", { class: "dx-hint", testid: "shape-hint" });
@@ -314,6 +320,16 @@ export class Controls {
     hint.classList.toggle("dx-hint-bad", !parsed.ok);
     clearTimeout(this.timers[key]);
     if (parsed.ok) this.timers[key] = setTimeout(() => this.commit({ [key]: text }), TYPING_DELAY_MS);
+  }
+
+  /** Live while typing a shape: sends it once its inputs can be counted and typing pauses
+   *  (the kernel reads it and says what is wrong, if anything). */
+  typedShape(text) {
+    const count = shapeCount(text);
+    this.shapeHint.textContent = count == null && text.trim() ? "a shape is 2x8x3, (2, 8, 3) or [2, 8, 3]" : "";
+    this.shapeHint.classList.toggle("dx-hint-bad", count == null && Boolean(text.trim()));
+    clearTimeout(this.timers.shape);
+    if (count != null) this.timers.shape = setTimeout(() => this.commit({ shape: text }), TYPING_DELAY_MS);
   }
 
   chooseTarget(target) {

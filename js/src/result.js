@@ -59,12 +59,66 @@ function views(result) {
   );
 }
 
-function errorBox(error) {
+function errorBox(result) {
+  const error = result.error;
+  if (error.where === "not supported here") {
+    return h("div", { class: "dx-unsupported-box", testid: "unsupported" }, h("strong", {}, "not supported here: "), error.message);
+  }
+  const long = error.message.includes("\n");
+  const message = h("pre", { class: "dx-error-message", testid: "error-message" }, error.message);
   return h(
     "div",
     { class: "dx-error-box", testid: "probe-error" },
     h("div", { class: "dx-error-head" }, h("strong", { testid: "error-type" }, error.type), error.where ? h("span", { class: "dx-muted" }, ` raised in ${error.where}`) : null),
-    h("pre", { class: "dx-error-message", testid: "error-message" }, error.message),
+    // The sentence the Python side made (ProbeResult.headline): Keras's own words first.
+    h("div", { class: "dx-error-headline", testid: "error-headline" }, result.headline),
+    long ? h("details", { class: "dx-section" }, h("summary", {}, "the whole message"), message) : message,
+  );
+}
+
+/** The training step of mode="fit" (ProbeResult.fit): loss, optimizer, loss scaling, each
+ *  gradient's dtype and inf/NaN, and Keras's warnings. */
+export function renderFit(fit) {
+  if (!fit) return null;
+  const scaling = !fit.loss_scaling
+    ? "off"
+    : fit.loss_scale != null && fit.loss_scale_after != null
+      ? `on: ${fit.loss_scale} before the step, ${fit.loss_scale_after} after`
+      : "on";
+  return h(
+    "section",
+    { class: "dx-section dx-fit", testid: "fit" },
+    h("h4", {}, "training step"),
+    h(
+      "table",
+      { class: "dx-vars" },
+      h("tr", {}, h("th", {}, "loss"), h("td", { testid: "fit-loss" }, fit.loss, fit.loss_value != null ? ` = ${fmt(fit.loss_value)}` : "")),
+      h("tr", {}, h("th", {}, "optimizer"), h("td", { testid: "fit-optimizer" }, h("code", {}, fit.optimizer))),
+      h("tr", {}, h("th", {}, "loss scaling"), h("td", { testid: "fit-scaling" }, scaling)),
+      fit.execution ? h("tr", {}, h("th", {}, "ran as"), h("td", {}, fit.execution)) : null,
+    ),
+    fit.gradients?.length
+      ? h(
+          "table",
+          { class: "dx-vars", testid: "fit-gradients" },
+          h("tr", {}, h("th", {}, "gradient of"), h("th", {}, "dtype"), h("th", {}, "variable"), h("th", {}, "inf/NaN")),
+          fit.gradients.map((g) =>
+            h(
+              "tr",
+              { testid: `gradient-${g.name}` },
+              h("td", {}, h("code", {}, g.name)),
+              h("td", {}, chip(g.dtype)),
+              h("td", {}, chip(g.variable_dtype)),
+              h("td", { class: g.nonfinite ? "dx-bad" : null }, g.nonfinite == null ? "not reported" : g.nonfinite ? `${g.nonfinite} values` : "none"),
+            ),
+          ),
+        )
+      : null,
+    h(
+      "div",
+      { class: "dx-muted", testid: "fit-warnings" },
+      fit.warnings?.length ? ["Keras warned: ", fit.warnings.join("; ")] : "Keras warned nothing during the step.",
+    ),
   );
 }
 
@@ -76,14 +130,15 @@ function fmt(x) {
 
 function numerics(n) {
   if (!n) return null;
+  if (!n.output_count) return null; // nothing came out to look at (the call raised)
   const bad = n.nonfinite_from_finite > 0;
   const items = [
     h(
       "li",
-      { class: bad ? "dx-bad" : "dx-good", testid: "numerics-overflow" },
+      { class: bad ? "dx-bad" : null, testid: "numerics-overflow" },
       bad
-        ? `${n.nonfinite_from_finite} of ${n.output_count} outputs overflowed to inf/NaN from finite inputs`
-        : `no overflow or NaN (${n.output_count} outputs)`,
+        ? `${n.nonfinite_from_finite} of ${n.output_count} output values overflowed to inf/NaN from finite inputs`
+        : `all ${n.output_count} output values are finite: no overflow, no NaN`,
     ),
     n.max_abs_output != null ? h("li", {}, `max |output| ${fmt(n.max_abs_output)}`) : null,
     n.max_rel_error != null
@@ -142,7 +197,20 @@ export function renderExpectations(result) {
   return h(
     "details",
     { class: "dx-section dx-expectations", testid: "expectations", open: odd.size > 0 || Boolean(result.rules_disagreement) },
-    h("summary", {}, "expectations", h("span", { class: "dx-muted" }, odd.size ? ` · ${odd.size} of ${expectations.length} name another dtype` : ` · all ${expectations.length} agree`)),
+    h(
+      "summary",
+      {},
+      "expectations",
+      h(
+        "span",
+        { class: "dx-muted" },
+        odd.size
+          ? ` · ${odd.size} of ${expectations.length} name another dtype`
+          : result.status !== "ok"
+            ? ` · what ${expectations.length} rules expected (the call raised, so nothing to compare)`
+            : ` · all ${expectations.length} name the same dtype`,
+      ),
+    ),
     h(
       "table",
       { class: "dx-vars" },
@@ -237,7 +305,8 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     head,
     views(result),
     diagramWithTrace(backend, result, part),
-    result.error ? errorBox(result.error) : null,
+    result.error ? errorBox(result) : null,
+    renderFit(result.fit),
     result.cast_path?.length
       ? h("details", { class: "dx-section" }, h("summary", {}, "cast path as text"), renderCastSteps(result))
       : null,

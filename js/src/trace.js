@@ -31,7 +31,7 @@ function sourceLink(src) {
   return h("div", { class: "dx-trace-src" }, where, src.text ? h("code", {}, ` ${src.text}`) : null);
 }
 
-function stepItem(step, { parted }) {
+function stepItem(step, { parted, position }) {
   const changed = changesDtype(step);
   const said = (step.note || step.change) + ((step.conversions ?? []).length ? ` (${step.conversions.join(", ")})` : "");
   const flags = (step.flags ?? []).map((f) => f.text);
@@ -50,7 +50,7 @@ function stepItem(step, { parted }) {
     h(
       "div",
       { class: "dx-trace-head" },
-      h("code", { class: "dx-trace-op" }, `#${step.index} ${step.op}`),
+      h("code", { class: "dx-trace-op", title: `op ${step.index} of the whole trace, build included` }, `${position}. ${step.op}`),
       " ",
       (step.inputs ?? []).map((t) => chip(t.dtype)),
       " → ",
@@ -74,8 +74,8 @@ export function renderTrace(backend, result, { part } = {}) {
   const built = (result.trace ?? []).length - steps.length;
   const summary = [
     `inside the call: ${steps.length} op${steps.length === 1 ? "" : "s"}`,
-    built ? ` (${built} more while building the layer)` : "",
-    first ? ` · first inf/NaN at #${first.index} ${first.op}` : "",
+    built ? ` (and ${built} while building the layer, not listed)` : "",
+    first ? ` · first inf/NaN at op ${steps.indexOf(first) + 1}, ${first.op}` : "",
     partIndex != null ? ` · traces part at ${part.op}` : "",
   ].join("");
   return h(
@@ -85,7 +85,7 @@ export function renderTrace(backend, result, { part } = {}) {
     h(
       "ol",
       { class: "dx-trace-list" },
-      steps.map((step) => stepItem(step, { parted: partIndex != null && step.index === partIndex })),
+      steps.map((step, i) => stepItem(step, { parted: partIndex != null && step.index === partIndex, position: i + 1 })),
     ),
   );
 }
@@ -96,9 +96,7 @@ export function renderTracePart(part) {
   return h(
     "div",
     { class: "dx-banner dx-banner-trace", testid: "trace-divergence", style: { "--dx-part": verdictColor("diverges") } },
-    h("strong", {}, "Traces part at "),
-    h("code", {}, part.op),
-    ": ",
-    Object.entries(part.outcomes ?? {}).map(([b, o], i) => [i ? " · " : "", h("span", { class: "dx-backend" }, b), " ", h("code", {}, o)]),
+    // The sentence the Python side made (TraceDivergence.message); the op stays findable.
+    h("span", { "data-op": part.op }, part.message ?? `The backends' op traces first differ at ${part.op}.`),
   );
 }

@@ -89,7 +89,8 @@ describe("atlas site", () => {
     const chip = castPath(run, {}).querySelector(".ax-chip");
     expect(chip.style.background).toBe(PALETTE.ui.error);
     const head = cellDetail(conv.cells[0], { ...conv, colors: {} })[1].querySelector(".ax-badge");
-    expect(head.style.background).toBe(PALETTE.verdicts[conv.cells[0].runs.jax.verdict]);
+    expect(head.style.background).toBe(hexToRgb(PALETTE.verdicts[conv.cells[0].runs.jax.verdict]));
+    expect(head.style.color).toBe(hexToRgb(PALETTE.text_on[PALETTE.verdicts[conv.cells[0].runs.jax.verdict]] ?? "#ffffff"));
     expect(cellDetail({ ...conv.cells[0], runs: { x: { ...run, verdict: "no-such" } } }, conv)[1]
       .querySelector(".ax-badge").style.background).toBe(PALETTE.ui.muted);
   });

@@ -28,6 +28,10 @@ describe("control helpers", () => {
     expect(shapeCount("[[2, 4], [2, 4]]")).toBe(2);
     expect(shapeCount("[2, 4]")).toBe(1);
     expect(shapeCount("[[2")).toBeNull();
+    // one shape syntax everywhere (dtype_explorer/shapes.py reads it in the kernel)
+    for (const one of ["2x8x3", "(2, 8, 3)", "[2,8,3]", "(8,)"]) expect(shapeCount(one)).toBe(1);
+    for (const two of ["2x4, 2x4", "(2, 4), (2, 4)", "[[2, 4], [2, 4]]", "[2, 4], [2, 4]"]) expect(shapeCount(two)).toBe(2);
+    expect(shapeCount("2x")).toBeNull();
   });
 
   it("filters targets by name or group, case-insensitively", () => {

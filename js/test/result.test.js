@@ -60,7 +60,7 @@ describe("result card", () => {
     const overflow = { ...dense, numerics: { ...dense.numerics, nonfinite_from_finite: 3 } };
     const line = byTestId(renderResultCard("jax", overflow), "numerics-overflow");
     expect(line.className).toContain("dx-bad");
-    expect(line.textContent).toMatch(/^3 of \d+ outputs overflowed/);
+    expect(line.textContent).toMatch(/^3 of \d+ output values overflowed/);
   });
 
   it("reports how long the answer took", () => {
@@ -104,7 +104,10 @@ describe("expectations table", () => {
     expect(byTestId(table, "rules-disagree")?.textContent ?? null).toBe(result.rules_disagreement);
     // open where something disagrees, closed (all agree) otherwise
     expect(table.open).toBe(result.disagreeing.length > 0 || result.rules_disagreement != null);
-    expect(table.querySelector("summary").textContent).toContain(result.disagreeing.length ? "name another dtype" : "agree");
+    const said = result.disagreeing.length ? "name another dtype" : result.status === "ok" ? "name the same dtype" : "the call raised";
+    expect(table.querySelector("summary").textContent).toContain(said);
+    // a card that raised never says its expectations "agree": there is nothing to agree with
+    if (result.status !== "ok") expect(table.querySelector("summary").textContent).not.toContain("same dtype");
   });
 
   it("is drawn in the card, and flags at least one disagreement among the fixtures", () => {

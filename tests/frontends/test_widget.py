@@ -166,9 +166,10 @@ def test_the_kernel_is_not_blocked_while_probes_run():
         ),
         ({"kwargs": "[4]"}, "kwargs must be a JSON object"),
         ({"kwargs": '{"units": NaN}'}, "JSON values"),
-        ({"shape": "[[2, -4]]"}, "positive ints"),
+        ({"shape": "[[2, -4]]"}, "'-' at character 6 is not part of a shape"),
+        ({"shape": "[[2, 0]]"}, "positive sizes"),
         ({"shape": "[[100000, 100000]]"}, "the limit is"),
-        ({"shape": "{}"}, "shape must be a JSON list"),
+        ({"shape": "{}"}, "valid: a shape as 2x8x3, (2, 8, 3) or [2, 8, 3]"),
         ({"input_dtypes": ["flaot32"]}, "did you mean 'float32'"),
         ({"input_dtypes": ["float32", "float32", "float32"]}, "gets 1 input(s) but 3 input dtypes"),
         ({"input_dtypes": "float32"}, "input_dtypes must be a list"),
@@ -314,3 +315,31 @@ def test_front_end_unit_tests_pass():
         [npm, "test", "--silent"], cwd=ROOT / "js", capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+
+
+def test_a_mode_one_backend_cannot_run_gives_it_its_own_card_and_the_others_run():
+    widget = explorer(backends=["jax"], use_cache=False)
+    widget.comm.page_sends(
+        request=request(widget, mode="fit", policy="mixed_float16", backends=["jax", "numpy"])
+    )
+    answers = widget.wait(WAIT)
+    assert widget.error == "", "the request is not refused as a whole"
+    numpy = answers["numpy"]
+    assert numpy.status == "invalid" and numpy.error.where == "not supported here"
+    assert "numpy backend cannot train" in numpy.headline
+    jax = answers["jax"]
+    assert jax.ok and jax.fit is not None and jax.fit.gradients
+    assert widget.verdict == "", "numpy cannot run it: it has no say in the verdict"
+    grid = widget.comm.updates("comparison")[-1]
+    assert grid == ProbeSet(results=tuple(answers.values())).comparison().to_dict()
+    columns = {c["label"]: c["status"] for c in grid["columns"]}
+    assert columns == {"jax": "ok", "numpy": "unsupported"}
+    keys = {row["key"] for row in grid["rows"]}
+    assert {"fit:loss", "fit:optimizer", "fit:scaling", "fit:warnings"} <= keys
+    # one shape syntax: 2x4, (2, 4) and JSON are the same request
+    for text in ("3x4", "(3, 4)", "[[3, 4]]"):
+        widget.comm.page_sends(request=request(widget, mode="call", shape=text, backends=["jax"]))
+        assert widget.error == "", text
+        assert widget.wait(WAIT)["jax"].spec.shapes == ((3, 4),)
+    widget.comm.page_sends(request=request(widget, shape="3x", backends=["jax"]))
+    assert "expected a number after 'x'" in widget.error and "received: '3x'" in widget.error

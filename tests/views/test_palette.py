@@ -62,3 +62,91 @@ def test_each_stylesheet_is_scoped_to_its_own_root():
     ]
     # the widget's own cards are not .dx-card, so the static cards' rules cannot reach them
     assert not re.search(r"\.dx-card\b", widget)
+
+
+def _hex(colour: str) -> str:
+    """A palette colour's hex (a CSS expression's fallback: ``var(--jp-x, #c62828)``)."""
+    found = HEX.search(colour)
+    assert found, f"{colour!r} names no hex colour to check"
+    return found[0] if len(found[0]) == 7 else "#" + "".join(2 * c for c in found[0][1:4])
+
+
+def _luminance(colour: str) -> float:
+    channels = [int(_hex(colour)[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(fg: str, bg: str) -> float:
+    """The WCAG contrast ratio of two colours (1 to 21)."""
+    high, low = sorted((_luminance(fg), _luminance(bg)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def _tint(colour: str, share: float, over: str = "#ffffff") -> str:
+    """``colour`` mixed into ``over`` (CSS ``color-mix(in srgb, colour share%, over)``)."""
+    a, b = _hex(colour), _hex(over)
+    mixed = [
+        round(int(a[i : i + 2], 16) * share + int(b[i : i + 2], 16) * (1 - share))
+        for i in (1, 3, 5)
+    ]
+    return "#" + "".join(f"{c:02x}" for c in mixed)
+
+
+def test_every_text_and_background_pair_of_the_palette_meets_wcag_aa():
+    failing = []
+    white, ink = "#ffffff", _hex(PALETTE["ui"]["foreground"])
+    # every fill with the text colour the palette draws on it (figures, atlas, cards)
+    for fill, text in PALETTE["text_on"].items():
+        failing += [(text, fill)] if contrast(text, fill) < 4.5 else []
+    fills = [
+        c
+        for section in ("dtype_kinds", "verdicts", "statuses", "survey_classes", "promotion_kinds")
+        for c in PALETTE[section].values()
+    ]
+    assert set(fills) <= set(PALETTE["text_on"]), set(fills) - set(PALETTE["text_on"])
+    # verdict badges and status marks: their colour as text on its 10% tint, and on white
+    for section in ("verdicts", "statuses"):
+        for colour in PALETTE[section].values():
+            for bg in (white, _tint(colour, 0.10)):
+                failing += [(colour, bg)] if contrast(colour, bg) < 4.5 else []
+    # the widget's chips: ink on each dtype's 16% tint; errors, warnings and muted text on white
+    for colour in PALETTE["dtype_kinds"].values():
+        failing += [(ink, c)] if contrast(ink, c := _tint(colour, 0.16)) < 4.5 else []
+    for colour in (*PALETTE["severities"].values(), PALETTE["ui"]["error"], PALETTE["ui"]["muted"]):
+        failing += [(colour, white)] if contrast(colour, white) < 4.5 else []
+    assert not failing, [f"{fg} on {bg}: {contrast(fg, bg):.2f}" for fg, bg in failing]
+
+
+def test_a_contrast_ratio_is_computed_as_wcag_defines_it():
+    assert round(contrast("#000000", "#ffffff"), 1) == 21.0
+    assert round(contrast("#777777", "#ffffff"), 2) == 4.48  # the classic just-failing grey
+
+
+def test_dtype_colours_are_for_dtypes_only_and_red_only_for_errors():
+    dtype_colours = set(PALETTE["dtype_kinds"].values())
+    for section in ("verdicts", "statuses", "survey_classes", "promotion_kinds"):
+        shared = dtype_colours & {_hex(c) for c in PALETTE[section].values()}
+        assert not shared, f"{section} uses dtype colours {shared}"
+    red = _hex(PALETTE["ui"]["error"])
+    reds = {
+        f"{section}.{name}"
+        for section in ("verdicts", "statuses", "survey_classes", "promotion_kinds")
+        for name, c in PALETTE[section].items()
+        if _hex(c) == red
+    }
+    assert reds == {
+        "verdicts.error",
+        "statuses.error",
+        "statuses.invalid",
+        "statuses.crashed",
+        "statuses.timeout",
+        "survey_classes.raises",
+        "promotion_kinds.keras-disagrees",
+    }
+    # documented casts and promotions are neutral, mismatches amber: none of them red
+    for name in ("casts-to-compute", "keeps-input", "other-dtype", "declared-mismatch"):
+        assert _hex(PALETTE["survey_classes"][name]) != red
+    # every verdict and class has a mark of its own beside its colour
+    for section in ("verdicts", "survey_classes", "promotion_kinds"):
+        assert set(PALETTE[section]) <= set(PALETTE["marks"]), section

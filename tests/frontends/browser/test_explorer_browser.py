@@ -103,6 +103,12 @@ def _select(page, testid: str, value: str) -> None:
         _change(page, lambda: page.select_option(selector, value))
 
 
+def _detail_view(page) -> None:
+    """Switch the explorer from its compact comparison to the stacked cards."""
+    page.click('[data-testid="view-detail"]')
+    page.wait_for_selector('[data-testid="results"] [data-testid^="result-"]', timeout=10_000)
+
+
 def _card(page, backend: str):
     return page.locator(f'[data-testid="result-{backend}"]')
 
@@ -134,6 +140,7 @@ def explorer(lab, browser, artifacts):
     outputs = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea").inner_text()
     assert sys.executable in outputs, "the kernel runs this environment's Python"
     page.locator('[data-testid="explorer"]').screenshot(path=artifacts / "explorer-dense-light.png")
+    _detail_view(page)  # these tests read the stacked cards (the compact view: test_compare_*)
     yield page
     (artifacts / "browser-console.log").write_text("\n".join(console))
     context.close()
@@ -370,6 +377,7 @@ def test_notebook7_shows_the_explorer(explorer, lab, browser, artifacts):
         page.goto(f"{lab.url}/notebooks/{NOTEBOOK}?token={lab.token}")
         _run_cell(page, 0)
         page.wait_for_function(FIRST_ANSWERS, timeout=PROBE_TIMEOUT_MS)
+        _detail_view(page)
         for backend in BACKENDS:
             card = _card(page, backend)
             assert card.get_attribute("data-status") == "ok"
@@ -379,3 +387,101 @@ def test_notebook7_shows_the_explorer(explorer, lab, browser, artifacts):
         )
     finally:
         context.close()
+
+
+# ------------------------------------------------------------- the compact comparison
+
+COMPARE_NOTEBOOK = "compare.ipynb"
+FOUR = ["jax", "numpy", "tensorflow", "torch"]
+COMPARE_SETUP = f"""\
+import dtype_explorer as dx
+explorer = dx.DtypeExplorer("Dense", input_dtype="float64", policy="mixed_float16",
+                            backends={FOUR!r})
+explorer"""
+#: One screen: a 1,400 x 1,000 px window.
+SCREEN = {"width": 1400, "height": 1000}
+
+
+@pytest.fixture(scope="module")
+def compare_page(lab, browser, artifacts):
+    """A notebook showing the explorer for Dense on four backends, in a 1,400 x 1,000 window."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    notebook.cells = [nbformat.v4.new_code_cell(COMPARE_SETUP)]
+    nbformat.write(notebook, lab.root / COMPARE_NOTEBOOK)
+    context = browser.new_context(viewport=SCREEN)
+    page = context.new_page()
+    try:
+        page.goto(lab.open_url(COMPARE_NOTEBOOK))
+        page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
+        _run_cell(page, 0)
+        page.wait_for_selector('[data-testid="compact"]', timeout=PROBE_TIMEOUT_MS)
+        page.wait_for_function(ANSWERED_ALL, timeout=PROBE_TIMEOUT_MS * 2)
+    except Exception:
+        page.screenshot(path=artifacts / "compare-failed-to-show.png")
+        raise
+    yield page
+    context.close()
+
+
+ANSWERED_ALL = """() => {
+  const root = document.querySelector('[data-testid="explorer"]');
+  return root && root.dataset.pending === "0" && !!root.querySelector('[data-testid="compact"]');
+}"""
+
+
+def test_compact_view_puts_four_backends_side_by_side_in_one_screen(compare_page, artifacts):
+    page = compare_page
+    explorer = page.locator('[data-testid="explorer"]')
+    page.evaluate("() => document.querySelector('[data-testid=\"explorer\"]').scrollIntoView()")
+    page.screenshot(path=artifacts / "compare-four-backends-one-screen.png")
+    heads = [page.locator(f'[data-testid="column-{b}"]').bounding_box() for b in FOUR]
+    assert all(heads), "a column per backend"
+    assert len({round(box["y"]) for box in heads}) == 1, heads  # side by side, not stacked
+    assert len({round(box["x"]) for box in heads}) == len(FOUR), heads
+    top = explorer.bounding_box()["y"]
+    grid = page.locator('[data-testid="compact"]').bounding_box()
+    # from the explorer's top (its controls) to the comparison's last row: one screen
+    assert grid["y"] + grid["height"] - top <= SCREEN["height"], (top, grid)
+    assert grid["x"] + grid["width"] <= SCREEN["width"]
+    differing = page.locator('[data-same="false"]').count()
+    folded = page.locator('[data-testid="same-on-all"]')
+    assert folded.is_visible() and "same on all" in folded.inner_text()
+    explorer.screenshot(path=artifacts / "compare-four-backends.png")
+    # the cast path opens in place, at its one scale
+    page.click('[data-testid="toggle-jax"]')
+    svg = page.locator('[data-testid="detail-jax"] [data-testid="cast-path"]')
+    width = svg.bounding_box()["width"]
+    assert abs(width - float(svg.get_attribute("width"))) < 1.5, width
+    page.click('[data-testid="toggle-jax"]')
+    # Dense on float64 under mixed_float16: the conversion differs (jax, numpy take float32)
+    assert differing >= 1
+
+
+def test_fit_draws_the_training_step_and_numpy_says_it_cannot_train(compare_page, artifacts):
+    page = compare_page
+    _select(page, "mode", "fit")
+    numpy = page.locator('[data-testid="column-numpy"]')
+    assert numpy.get_attribute("data-status") == "unsupported"
+    assert page.inner_text('[data-testid="headline-numpy"]').startswith("not supported here:")
+    for backend in ("jax", "tensorflow", "torch"):
+        assert page.get_attribute(f'[data-testid="column-{backend}"]', "data-status") == "ok"
+    assert page.locator('[data-testid^="row-fit:"]').count() >= 4  # loss ... warnings
+    page.click('[data-testid="toggle-torch"]')
+    fit = page.locator('[data-testid="detail-torch"] [data-testid="fit"]')
+    assert fit.is_visible()
+    assert page.inner_text('[data-testid="detail-torch"] [data-testid="fit-optimizer"]')
+    assert fit.locator('[data-testid^="gradient-"]').count() >= 2  # kernel and bias
+    fit.scroll_into_view_if_needed()
+    page.screenshot(path=artifacts / "compare-fit-training-step.png")
+    page.click('[data-testid="toggle-torch"]')
+
+
+def test_dataset_mode_on_jax_says_what_it_needs(compare_page, artifacts):
+    page = compare_page
+    _select(page, "mode", "dataset")
+    said = page.inner_text('[data-testid="headline-jax"]')
+    assert said.startswith("dataset mode needs the tensorflow backend for tf.data"), said
+    assert "_modes.py" not in said
+    assert page.get_attribute('[data-testid="column-tensorflow"]', "data-status") == "ok"
+    page.screenshot(path=artifacts / "compare-dataset-mode.png")
