@@ -13,6 +13,7 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
 from dtype_explorer.keras_run._expect import array_library, resolve_function
 from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
+from dtype_explorer.keras_run._instance import Packed, instance_kind, pack
 from dtype_explorer.keras_run._keras2 import run_keras2
 from dtype_explorer.keras_run._keras_state import (
     KERAS_STATE_LOCK,
@@ -68,6 +69,7 @@ __all__ = [
     "MAX_KWARGS_DEPTH",
     "MAX_SAMPLE_ELEMENTS",
     "ModelTracer",
+    "Packed",
     "ShapeArg",
     "array_library",
     "call_arguments",
@@ -84,6 +86,7 @@ __all__ = [
     "expected_inputs",
     "global_seed_kept",
     "global_settings",
+    "instance_kind",
     "is_compiled",
     "keras_flatten",
     "layer_values_wrong",
@@ -91,6 +94,7 @@ __all__ = [
     "modes_for",
     "nonfinite_count",
     "op_trace",
+    "pack",
     "policy_clone",
     "preserved_keras_state",
     "read_facts",

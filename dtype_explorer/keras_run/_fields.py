@@ -14,6 +14,7 @@ from dtype_explorer.records import (
     Expectation,
     FitReport,
     Numerics,
+    Supplied,
     TraceStep,
     VariableDtypes,
 )
@@ -44,3 +45,4 @@ class ProbeFields(TypedDict, total=False):
     compiled: bool | None
     numerics: Numerics
     fit: FitReport
+    supplied: tuple[Supplied, ...]
