@@ -75,3 +75,10 @@ def model():
     inputs = keras.Input((3,))
     hidden = keras.layers.Dense(4, dtype="mixed_bfloat16")(inputs)
     return keras.Model(inputs, keras.layers.Dense(2, dtype="float32")(hidden))
+
+
+def registered() -> list[str]:
+    """The names registered globally in this worker's Keras (``get_custom_objects``)."""
+    import keras
+
+    return sorted(keras.saving.get_custom_objects())

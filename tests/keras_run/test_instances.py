@@ -183,3 +183,24 @@ def test_a_probe_of_a_name_lists_what_the_tool_supplied():
     again = dx.ProbeResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert again.supplied == r.supplied
     assert "supplied by dtype-explorer: input dtype: float32" in str(r)
+
+
+class Scale(keras.layers.Layer):
+    """A custom layer with a trained weight: ``x * scale``."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer="ones", name="scale")
+
+    def call(self, x):
+        return x * self.scale
+
+
+def test_a_custom_layer_instance_travels_with_its_class_registered_for_the_load_only():
+    """The old code sent the class and config: the trained scale was lost (numbers x * 1)."""
+    layer = Scale()
+    layer.build((None, 8))
+    layer.scale.assign(3.0)
+    r = dx.probe(layer, values=[X8], backend="numpy")
+    assert r.ok, r.error
+    np.testing.assert_allclose(r.numerics.outputs[0].head, (X8 * 3).ravel(), rtol=1e-6)
+    assert not any("Scale" in name for name in _raw("numpy", raw.registered))
