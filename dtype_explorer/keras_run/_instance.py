@@ -19,11 +19,14 @@ has none).
 from __future__ import annotations
 
 import io
+import json
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from dtype_explorer.keras_run._model_copy import policy_clone
 from dtype_explorer.records import Supplied
 
 #: What an instance probe works on: the kinds of Keras object that are probed as they are.
@@ -111,8 +114,6 @@ class Packed:
         import keras
         from keras.src.saving.serialization_lib import SafeModeScope
 
-        from dtype_explorer.keras_run._model_copy import policy_clone
-
         copy = self.load()
         with SafeModeScope(True), keras.saving.custom_object_scope(self.custom):
             if isinstance(copy, keras.Model):
@@ -143,9 +144,6 @@ def pack(target: Any) -> Packed:
     >>> keras.ops.convert_to_numpy(packed.load().variables[0]).tolist()
     [[0, 1], [0, 1]]
     """
-    import json
-    import zipfile
-
     import keras
     from keras.src.saving import saving_lib
 
