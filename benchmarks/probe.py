@@ -8,6 +8,11 @@ Each backend runs in its own subprocess (Keras fixes its backend at import); ins
 bare call and the probe are measured alternately on the same sample, after a warm-up.
 Goals: probe without the trace <= 3x bare (issue 2); probe with the op trace (the default)
 <= 2x bare (issue 11).
+
+``--instances`` measures instead the probe of a user's *instance* (issue 22): a built,
+trained Dense probed as it is, the ``.keras`` archive round trip a worker makes (written in
+memory, loaded under safe mode) included, against the probe of the same layer by name and
+against a bare call of the instance, on each backend.
 """
 
 from __future__ import annotations
@@ -100,6 +105,49 @@ def measure_case(
     }
 
 
+def measure_instance(repeats: int, clock: str = "wall") -> list[dict]:
+    """A trained Dense instance probed as it is (archive round trip + probe), against its
+    probe by name (built from the class) and a bare call of the instance."""
+    import keras
+    import numpy as np
+
+    from dtype_explorer.keras_run import make_spec, pack, run_probe
+
+    layer = keras.layers.Dense(16)
+    layer.build((None, 32))
+    x = np.random.default_rng(0).uniform(-3, 3, (8, 32)).astype("float32")
+    by_name = make_spec("Dense", "float32", kwargs={"units": 16}, shape=(8, 32))
+    as_is = make_spec(layer, "float32", shape=(8, 32))
+
+    def archive():
+        return pack(layer).load()
+
+    cases = (
+        ("bare", lambda: layer(x)),
+        ("archive", archive),
+        ("by_name", lambda: run_probe(by_name, trace=False)),
+        ("instance", lambda: run_probe(as_is, target=layer, trace=False)),
+    )
+    for _, fn in cases * 2:
+        fn()
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    times: dict[str, list[float]] = {label: [] for label, _ in cases}
+    for _ in range(repeats):
+        for label, fn in cases:
+            start = now()
+            fn()
+            times[label].append(now() - start)
+    ms = {label: statistics.median(t) * 1000 for label, t in times.items()}
+    return [
+        {
+            "backend": keras.backend.backend(),
+            **{f"{k}_ms": round(v, 2) for k, v in ms.items()},
+            "instance_ratio": round(ms["instance"] / ms["bare"], 1),
+            "instance_vs_name": round(ms["instance"] / ms["by_name"], 2),
+        }
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -116,24 +164,31 @@ def main() -> None:
     parser.add_argument(
         "--dtype", default="float32", help="the inputs' dtype (int32: values checked too)"
     )
+    parser.add_argument("--instances", action="store_true", help="a user's instance's probe")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.here:
-        print(json.dumps(measure_here(args.repeats, args.clock, args.dtype)))
+        measured = (
+            measure_instance(args.repeats, args.clock)
+            if args.instances
+            else measure_here(args.repeats, args.clock, args.dtype)
+        )
+        print(json.dumps(measured))
         return
     rows = []
     for backend in args.backends.split(","):
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
         command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
         out = subprocess.run(
-            [*command, "--clock", args.clock, "--dtype", args.dtype],
+            [*command, "--clock", args.clock, "--dtype", args.dtype]
+            + (["--instances"] if args.instances else []),
             env=env,
             capture_output=True,
             text=True,
             check=True,
         )
         rows.extend(json.loads(out.stdout.strip().splitlines()[-1]))
-    if args.json:
+    if args.json or args.instances:
         print(json.dumps(rows, indent=2))
         return
     print(

@@ -13,6 +13,16 @@ For arrays of 1k, 64k and 1M float32 elements:
 * *probe*: ``run_probe`` of ``ops.abs`` on the user's array against bare
   ``keras.ops.abs(convert_to_tensor(x))`` (no op trace: ``benchmarks/probe.py`` measures it).
 
+For a user's *instance* (issue 22: it travels as a ``.keras`` archive, never its config
+alone), per instance (a built Dense, a Conv2D, an int8-quantized Dense, an adapted
+TextVectorization):
+
+* *send*: ``pool.target_payload(instance)`` (the archive written in memory, pickled) against
+  the old payload, ``cloudpickle.dumps((type(instance), instance.get_config()))``;
+* *load*: ``Packed.load()`` (the archive read back under safe mode, what a worker and the
+  in-process copy do) against ``type(instance).from_config(config)``;
+* and the bytes of each.
+
 Medians of process time (``--clock cpu``, the default) or wall time.
 """
 
@@ -71,6 +81,57 @@ def measure(repeats: int, clock: str) -> list[dict]:
                     "json_mb": round(len(text) / 1e6, 2),
                 }
             )
+    return rows + measure_instances(timed, backend)
+
+
+def _instances(keras, np) -> dict:
+    dense = keras.layers.Dense(16)
+    dense.build((None, 32))
+    conv = keras.layers.Conv2D(8, 3)
+    conv.build((None, 16, 16, 3))
+    quantized = keras.layers.Dense(256, dtype="bfloat16")
+    quantized.build((None, 256))
+    quantized.quantize("int8")
+    text = keras.layers.TextVectorization()
+    text.adapt([f"word{i} word{i + 1} word{i * 7 % 97}" for i in range(200)])
+    return {"Dense": dense, "Conv2D": conv, "Dense int8": quantized, "TextVectorization": text}
+
+
+def measure_instances(timed, backend: str) -> list[dict]:
+    """The cost of sending and loading an instance as a ``.keras`` archive, against its config."""
+    import cloudpickle
+    import keras
+    import numpy as np
+
+    from dtype_explorer.keras_run import pack
+    from dtype_explorer.runtime import pool
+
+    rows = []
+    for name, instance in _instances(keras, np).items():
+        config = instance.get_config()
+        packed = pack(instance)
+        old = cloudpickle.dumps((type(instance), config))
+        new = pool.target_payload(instance)
+        cases = {
+            "send": (
+                lambda i=instance, c=config: cloudpickle.dumps((type(i), c)),
+                lambda i=instance: pool.target_payload(i),
+            ),
+            "load": (lambda i=instance, c=config: type(i).from_config(c), packed.load),
+        }
+        for case, (bare, ours) in cases.items():
+            bare_ms, ours_ms = timed(bare), timed(ours)
+            rows.append(
+                {
+                    "backend": backend,
+                    "elements": name,
+                    "case": f"instance {case}",
+                    "bare_ms": round(bare_ms, 3),
+                    "ours_ms": round(ours_ms, 3),
+                    "ratio": round(ours_ms / bare_ms, 2) if bare_ms else None,
+                    "json_mb": f"{len(new) / 1e3:.1f} kB vs {len(old) / 1e3:.1f} kB",
+                }
+            )
     return rows
 
 
@@ -100,7 +161,9 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print("| backend | elements | case | bare ms | ours ms | ratio | spec JSON MB |")
+    print(
+        "| backend | elements | case | bare ms | ours ms | ratio | spec JSON MB (instance: bytes) |"
+    )
     print("|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
         print(

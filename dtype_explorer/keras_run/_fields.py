@@ -14,6 +14,7 @@ from dtype_explorer.records import (
     Expectation,
     FitReport,
     Numerics,
+    Supplied,
     TraceStep,
     VariableDtypes,
 )
@@ -45,3 +46,4 @@ class ProbeFields(TypedDict, total=False):
     numerics: Numerics
     fit: FitReport
     kernel: str | None
+    supplied: tuple[Supplied, ...]

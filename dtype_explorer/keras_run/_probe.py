@@ -26,6 +26,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import precision_set, read_environment
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._instance import Packed, instance_kind, pack
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._observe import (
@@ -36,19 +37,48 @@ from dtype_explorer.keras_run._placement import op_kernel, placed
 from dtype_explorer.keras_run._probe_layer import layer_class, layer_entry, run_layer
 from dtype_explorer.keras_run._probe_objective import run_objective
 from dtype_explorer.keras_run._probe_op import run_op
+from dtype_explorer.keras_run._stages import supplied, timed
 from dtype_explorer.records import (
     ProbeResult,
     ProbeSpec,
+    Supplied,
 )
 from dtype_explorer.timing import ms
 from dtype_explorer.versions import versions
 
 
+def _packed(target: Any, timings: dict[str, float]) -> Packed | None:
+    """The instance as it travels (``pack``: written to a ``.keras`` archive here, in
+    process); ``None`` for a class or no target. An instance Keras cannot save is the spec's
+    (``Invalid`` at ``"copy"``)."""
+    if isinstance(target, Packed):
+        return target
+    if target is None or instance_kind(target) is None:
+        return None
+    with timed(timings, "pack_ms"):
+        try:
+            return pack(target)
+        except Exception as error:
+            raise Invalid(error, "copy") from error
+
+
+def _loaded(packed: Packed, timings: dict[str, float]) -> Any:
+    """A copy of the instance (``Invalid`` at ``"load"`` when its archive does not load)."""
+    with timed(timings, "load_ms"):
+        try:
+            return packed.load()
+        except Exception as error:
+            raise Invalid(error, "load") from error
+
+
 def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResult:
     """Probe ``spec`` here. Keras errors become results; the global Keras state is restored.
 
-    ``target`` is the user layer (a ``Layer`` subclass or instance) behind a
-    ``"custom:<Name>"`` spec. ``trace=False`` leaves the op trace out (benchmarks compare).
+    ``target`` is the user layer (a ``Layer`` subclass) behind a ``"custom:<Name>"`` spec,
+    or the user's instance (a layer, model, loss or metric) as it is, or as it travelled
+    (``_instance.Packed``): the probe works on a copy from its ``.keras`` archive, and the
+    user's object is never called. ``trace=False`` leaves the op trace out (benchmarks
+    compare).
     """
     import keras
 
@@ -71,16 +101,22 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
             keras.config.set_dtype_policy(spec.policy)
             if spec.mode != "call" and spec.target.startswith(("ops.", "losses.", "metrics.")):
                 check_mode(spec.mode, spec.target, backend=backend)
+            packed = _packed(target, timings)
+            notes: tuple[Supplied, ...] = ()
             if spec.target.startswith("ops."):
                 entry = catalog.entry(spec.target)
                 fields = run_op(spec, entry, timings, trace)
                 fields["kernel"] = _op_kernel(spec, entry, fields)
             elif spec.target.startswith(("losses.", "metrics.")):
-                fields = run_objective(spec, catalog.entry(spec.target), timings)
+                entry = catalog.entry(spec.target)
+                instance = _loaded(packed, timings) if packed is not None else None
+                fields = run_objective(spec, entry, timings, instance=instance)
             else:
-                fields = run_layer(
-                    spec, layer_entry(spec, target), layer_class(spec, target), timings, trace
-                )
+                entry = layer_entry(spec, target)
+                cls = layer_class(spec, packed or target, timings)
+                notes = getattr(cls, "notes", ())
+                fields = run_layer(spec, entry, cls, timings, trace)
+            fields["supplied"] = (*notes, *supplied(spec, entry, instance=packed is not None))
     except Invalid as invalid:
         fields = {
             "status": "invalid",

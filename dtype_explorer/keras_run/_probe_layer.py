@@ -19,6 +19,7 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import CallRecorder, variable_name
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._instance import Packed
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._modes import ModeRun, seeded
@@ -54,6 +55,7 @@ from dtype_explorer.records import (
     Expectation,
     Numerics,
     ProbeSpec,
+    Supplied,
     TraceStep,
 )
 
@@ -71,15 +73,55 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
     return catalog.custom_entry(spec.target)
 
 
-def layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
+def layer_class(
+    spec: ProbeSpec, target: Any, timings: dict[str, float] | None = None
+) -> Callable[..., Any]:
+    """What the build stage calls to make the layer: the catalog's class, the user's class,
+    or, for the user's instance (``Packed``), an :class:`InstanceMaker`: a fresh copy of it as
+    it is, or, where ``spec.policy`` is not its own, rebuilt from its config under that policy
+    (its ``notes`` say what that dropped)."""
     import keras
 
     if target is None:
         return getattr(keras.layers, catalog.entry(spec.target).name)
-    if isinstance(target, keras.layers.Layer):
-        config = {k: v for k, v in target.get_config().items() if k != "dtype"}
-        return lambda **kwargs: type(target).from_config({**config, **kwargs})
+    if isinstance(target, Packed):
+        return InstanceMaker(target, spec.policy, timings if timings is not None else {})
     return target
+
+
+class InstanceMaker:
+    """Makes the probed copies of a user's instance: each call a fresh copy from its archive
+    (or rebuilt under the asked policy); :meth:`widened` the numerics reference's copy.
+
+    Attributes:
+        notes: the ``Supplied`` record of a rebuild under another policy, else ``()``.
+    """
+
+    def __init__(self, packed: Packed, policy: str, timings: dict[str, float]) -> None:
+        self.packed = packed
+        self.rebuild = policy != packed.policy
+        self.policy = policy
+        self.notes: tuple[Supplied, ...] = ()
+        with timed(timings, "load_ms"):
+            try:
+                first = self._make()
+            except Exception as error:
+                raise Invalid(error, "load") from error
+        self._first: list[Any] = [first]
+
+    def _make(self) -> Any:
+        if not self.rebuild:
+            return self.packed.load()
+        layer, note = self.packed.rebuilt(self.policy)
+        self.notes = (note,)
+        return layer
+
+    def __call__(self, **kwargs: Any) -> Any:
+        return self._first.pop() if self._first else self._make()
+
+    def widened(self, dtype: str) -> Any:
+        """A copy under the policy ``dtype``, for the numerics reference."""
+        return self.packed.widened(dtype)
 
 
 def run_layer(
@@ -122,8 +164,11 @@ def run_layer(
     steps, converted = _input_steps(inputs, converts)
     # 3. The recorded call, in the spec's mode.
     run = ModeRun(mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend)
+    # the user's instance keeps its own weights; anything built gets the same on every backend
+    as_is = isinstance(cls, InstanceMaker) and not cls.rebuild
+    seed = spec.seed if mode not in ("predict", "dataset") and not as_is else None
     recorder, called = _recorded_layer_call(
-        run, layer, entry, inputs, spec, training, trace, timings
+        run, layer, entry, inputs, seed, training, trace, timings
     )
     model_steps = run.model_steps(converted)
     steps.extend(model_steps)
@@ -153,7 +198,15 @@ def run_layer(
     if called.outputs is not None and mode not in ("predict", "dataset"):
         with timed(timings, "numerics_ms"):
             fields["numerics"] = _layer_numerics(
-                build, layer, entry, call, inputs, steps, called.outputs, training
+                build,
+                layer,
+                entry,
+                call,
+                inputs,
+                steps,
+                called.outputs,
+                training,
+                getattr(cls, "widened", None),
             )
     if mode == "fit" and called.outputs is not None:
         with timed(timings, "fit_ms"):
@@ -200,13 +253,14 @@ def _recorded_layer_call(
     layer: Any,
     entry: LayerEntry,
     inputs: LayerInputs,
-    spec: ProbeSpec,
+    seed: int | None,
     training: bool,
     trace: bool,
     timings: dict[str, float],
 ) -> tuple[CallRecorder, Called]:
     """The mode's symbolic model built (before the recorder sees any call; a layer that
-    refuses ``keras.Input`` gives that mode's answer), then the forward pass recorded."""
+    refuses ``keras.Input`` gives that mode's answer), then the forward pass recorded; the
+    trainable weights drawn from ``seed`` (``None``: kept as they are)."""
     error = None
     with timed(timings, "model_ms"):
         try:
@@ -214,11 +268,7 @@ def _recorded_layer_call(
         except Exception as exc:
             error = exc
     # compiled runs (predict, tf.data) trace call() as a graph: weights are left as drawn there
-    recorder = CallRecorder(
-        layer,
-        list_input=entry.input_style == "list",
-        seed=spec.seed if spec.mode not in ("predict", "dataset") else None,
-    )
+    recorder = CallRecorder(layer, list_input=entry.input_style == "list", seed=seed)
 
     def forward() -> Any:
         with global_seed_kept() if training else contextlib.nullcontext():
@@ -330,6 +380,7 @@ def _layer_numerics(
     steps: list[CastStep],
     outputs: Any,
     training: bool,
+    widened: Callable[[str], Any] | None = None,
 ) -> Numerics:
     """The outputs' values against the same layer, with the same weights, in a wider dtype."""
     return measure(
@@ -337,7 +388,7 @@ def _layer_numerics(
         inputs.leaves,
         steps,
         reference=lambda dtype: _reference_outputs(
-            build, layer, entry, call, inputs.leaves, dtype, training=training
+            build, layer, entry, call, inputs.leaves, dtype, training=training, widened=widened
         ),
         comparable=_comparable(layer),
         integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
@@ -367,15 +418,17 @@ def _reference_outputs(
     dtype: str,
     *,
     training: bool = False,
+    widened: Callable[[str], Any] | None = None,
 ) -> Any:
     """The same layer, with the same weights, run in ``dtype`` on the same sample; under the
     training modes with ``training=True`` and its seed state as built (the same draws as the
-    probed call, which was the layer's first)."""
+    probed call, which was the layer's first). A user's instance is copied under ``dtype``
+    by ``widened`` (its archive holds its own policy)."""
     import keras
 
     with preserved_keras_state():
         keras.config.set_dtype_policy(dtype)
-        reference = build()
+        reference = widened(dtype) if widened is not None else build()
     roles = entry.input_roles(len(samples))
 
     def widen(leaf: Any, role: str) -> Any:

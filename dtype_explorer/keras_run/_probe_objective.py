@@ -28,12 +28,15 @@ from dtype_explorer.records import (
 from dtype_explorer.timing import ms
 
 
-def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> ProbeFields:
+def run_objective(
+    spec: ProbeSpec, entry: Any, timings: dict[str, float], *, instance: Any = None
+) -> ProbeFields:
     """A loss or metric on y_true/y_pred (or a metric's values) as backend tensors of the asked
     dtypes. A loss class is built with ``dtype=policy`` and its ``call`` is watched (what it
     received after ``Loss.__call__``'s conversion); a metric class is built the same way, and
     its variables are read after construction, ``update_state``, and ``reset_state``; the output
-    is the loss, the metric's ``result()``, or the function's return value."""
+    is the loss, the metric's ``result()``, or the function's return value. ``instance``:
+    the user's loss or metric (a copy, ``_instance``), used as it is instead of a build."""
 
     if entry.skip:
         raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
@@ -45,7 +48,7 @@ def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> Pro
         raise InvalidSpecError(f"{entry.name} takes {entry.arity} inputs; got {len(shapes)} shapes")
     rng = np.random.default_rng(spec.seed)
     samples = [
-        catalog.objective_calls.values(leaf["values"], tuple(shape), d, rng)
+        catalog.objective_calls.values(_fitting(leaf["values"], instance), tuple(shape), d, rng)
         if spec.values == "default"
         else dtypes.sample(d, tuple(shape), preset=spec.values, seed=spec.seed + i)
         for i, (leaf, shape, d) in enumerate(zip(entry.inputs, shapes, input_dtypes))
@@ -65,13 +68,23 @@ def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> Pro
     if entry.kind in ("loss-function", "metric-function"):
         return _objective_function(entry, target, tensors, shapes, input_dtypes, kwargs, steps)
     try:
-        built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
-        instance = target(**built, dtype=spec.policy)
+        if instance is None:
+            built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
+            instance = target(**built, dtype=spec.policy)
     except Exception as error:
         raise Invalid(error, "construct") from error
     if entry.kind == "loss":
         return _loss_class(entry, instance, tensors, shapes, input_dtypes, steps, timings)
     return _metric_class(entry, instance, tensors, steps, timings)
+
+
+def _fitting(values: str, instance: Any) -> str:
+    """A sample's value spec fitted to the user's instance: class ids below its own
+    ``num_classes`` (the catalog's ``classes:3`` for ``MeanIoU(num_classes=2)`` would not fit)."""
+    classes = getattr(instance, "num_classes", None)
+    if isinstance(classes, int) and values.startswith("classes:"):
+        return f"classes:{classes}"
+    return values
 
 
 def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> ProbeFields:

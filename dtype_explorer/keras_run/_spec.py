@@ -26,6 +26,7 @@ from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import check_precision
+from dtype_explorer.keras_run._instance_kind import instance_kind, own_policy
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
@@ -124,10 +125,15 @@ def make_spec(
     shapes = _checked_shapes(target_name, given, input_dtypes, shape, mode)
     # 3. How it runs: the mode, then the spec (the policy, kwargs and call kwargs checked).
     mode = check_mode(mode, target_name, None if isinstance(target, str) else target, backend)
+    own = _instance_policy(target, kwargs)
+    filled = (
+        *(("input_dtypes",) if input_dtype is None and given is None else ()),
+        *(("policy",) if policy is None and floatx is None and own is None else ()),
+    )
     return ProbeSpec(
         target=target_name,
         input_dtypes=input_dtypes,
-        policy=validate_policy(policy if policy is not None else floatx or "float32"),
+        policy=validate_policy(policy if policy is not None else own or floatx or "float32"),
         backend=backend,
         kwargs=_json_kwargs(kwargs if kwargs is not None else {}),
         shapes=shapes,
@@ -140,7 +146,23 @@ def make_spec(
         structure=given.structure if given is not None else None,
         call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
         precision=check_precision(precision),
+        filled=filled,
     )
+
+
+def _instance_policy(target: Any, kwargs: Any) -> str | None:
+    """An instance's own dtype policy (it is probed under it unless ``policy=`` asks for
+    another); ``None`` for a name or a class. An instance takes no ``kwargs``: it is probed as
+    it is."""
+    if isinstance(target, str) or instance_kind(target) is None:
+        return None
+    if kwargs:
+        raise InvalidSpecError(
+            f"kwargs: a {type(target).__name__} instance is probed as it is (its config, "
+            "weights and state); kwargs are a class's constructor arguments. Give the class "
+            f"with kwargs, or leave kwargs out. Received: kwargs={received(kwargs)}"
+        )
+    return own_policy(target)
 
 
 def _backend(backend: Any, engine: str | None) -> str:
@@ -358,15 +380,30 @@ def _checked_policy(name: str) -> str:
 
 
 def _target_name(target: Any) -> str:
+    """The spec's name of ``target``: a catalog name; ``"custom:<QualName>"`` for a user's
+    layer class or any layer or model instance; a Keras loss or metric instance by its
+    catalog name (``"metrics.MeanIoU"``: it travels beside the spec, as it is)."""
     if isinstance(target, str):
         return catalog.entry(target).name
     import keras
 
+    kind = instance_kind(target)
+    if kind in ("metric", "loss"):
+        group = {"loss": "losses", "metric": "metrics"}[kind]
+        name = f"{group}.{type(target).__name__}"
+        if not type(target).__module__.startswith("keras") or name not in catalog.names():
+            known = [n for n in catalog.names() if n.startswith(f"{group}.")]
+            raise InvalidSpecError(
+                f"target: a {kind} instance is probed as it is when its class is Keras's own "
+                f"({', '.join(known[:6])}, ...); a custom {kind} class cannot be probed yet. "
+                f"Received: {received(target)} ({type(target).__name__})"
+            )
+        return name
     cls = target if isinstance(target, type) else type(target)
     if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
         raise InvalidSpecError(
-            "target must be a layer name, 'ops.<name>', "
-            "or a keras.layers.Layer subclass or instance; "
+            "target must be a layer name, 'ops.<name>', a keras.layers.Layer subclass, "
+            "or a layer, model, loss or metric instance; "
             f"received: {received(target)} ({type(target).__name__})"
         )
     return f"custom:{cls.__qualname__}"

@@ -10,6 +10,10 @@
 6. **numerics**: the values against a wider reference (``_numerics.measure``, timed with
    :func:`timed`).
 
+What the inputs and build stages chose because the user gave none (the sample, the shape,
+the catalog's kwargs, the policy, the input dtype) is listed once, by :func:`supplied`, in the
+answer's ``supplied``.
+
 ``_probe_layer.run_layer``, ``_probe_op.run_op`` and ``_keras2.run_keras2`` number these
 stages in their own bodies and hand each one its part; what they accumulate is a
 ``_fields.ProbeFields``. The inputs and build stages are the seams where a path chooses what
@@ -34,7 +38,14 @@ from dtype_explorer.keras_run._observe import Invalid, broadcast, outcome, trace
 from dtype_explorer.keras_run._trace import Trace
 from dtype_explorer.keras_run._values import call_arguments, leaf_name, leaf_paths, rebuild
 from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry
-from dtype_explorer.records import CastStep, Expectation, ProbeSpec, TraceStep, VariableDtypes
+from dtype_explorer.records import (
+    CastStep,
+    Expectation,
+    ProbeSpec,
+    Supplied,
+    TraceStep,
+    VariableDtypes,
+)
 from dtype_explorer.timing import ms
 
 # ------------------------------------------------------------------------ timing
@@ -257,6 +268,77 @@ class Judged:
             expectations=self.expectations,
             expected=self.expected,
         )
+
+
+# ------------------------------------------------------------- what was supplied
+
+
+def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Supplied, ...]:
+    """Every part of the question the stages chose because the user gave none: the input
+    dtype and the policy (``spec.filled``), the shape (the catalog's), the catalog's kwargs
+    the user did not replace, and the sample (a value preset, seeded). An ``instance`` is
+    the user's own object: no kwargs are supplied for it.
+
+    Args:
+        spec: the question.
+        entry: its catalog entry (a ``LayerEntry``, ``OpEntry`` or ``ObjectiveEntry``).
+        instance: whether the target is the user's instance (its kwargs are its own).
+
+    Returns:
+        The ``Supplied`` records, in the order input dtype, policy, shape, kwargs, sample;
+        empty when the user gave every part.
+
+    >>> from dtype_explorer.keras_run import catalog
+    >>> spec = ProbeSpec(target="Dense", filled=("input_dtypes", "policy"))
+    >>> [s.part for s in supplied(spec, catalog.entry("Dense"))]
+    ['input dtype', 'policy', 'shape', 'kwargs', 'sample']
+    >>> spec = ProbeSpec(target="Dense", kwargs={"units": 2}, shapes=((2, 3),), values="tiny")
+    >>> [s.part for s in supplied(spec, catalog.entry("Dense"))]
+    ['sample']
+    """
+    parts: list[Supplied] = []
+    if "input_dtypes" in spec.filled:
+        parts.append(
+            Supplied(
+                part="input dtype", value=", ".join(spec.input_dtypes), why="no input_dtype given"
+            )
+        )
+    if "policy" in spec.filled:
+        parts.append(
+            Supplied(
+                part="policy",
+                value=spec.policy,
+                why="no policy given: the one Keras makes from floatx",
+            )
+        )
+    if spec.shapes is None and spec.user_values is None:
+        shapes = entry.shapes
+        parts.append(
+            Supplied(
+                part="shape",
+                value=", ".join(str(tuple(s)) for s in shapes),
+                why="no shape given: the catalog's",
+            )
+        )
+    defaults = {} if instance else {**getattr(entry, "init_kwargs", {}), **entry.kwargs}
+    kept = {k: v for k, v in defaults.items() if k not in spec.kwargs}
+    if kept:
+        parts.append(
+            Supplied(
+                part="kwargs",
+                value=", ".join(f"{k}={v!r}" for k, v in kept.items()),
+                why="the catalog's defaults, not given in kwargs",
+            )
+        )
+    if spec.user_values is None and getattr(entry, "probe", "inputs") != "none":
+        parts.append(
+            Supplied(
+                part="sample",
+                value=f"{spec.values!r} preset, seed {spec.seed}",
+                why="no values given: a sample of the input dtype",
+            )
+        )
+    return tuple(parts)
 
 
 # -------------------------------------------------------- steps the paths share

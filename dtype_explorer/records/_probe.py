@@ -87,6 +87,9 @@ class ProbeSpec(Record):
     #: The float32 matmul precision set for the probe (:data:`PRECISIONS`) and put back
     #: afterwards; ``None`` leaves the backend's settings as they are.
     precision: Precision | None = None
+    #: The parts of the question that ``make_spec`` filled in because the user gave none
+    #: (``"input_dtypes"``, ``"policy"``); the answer lists them in ``ProbeResult.supplied``.
+    filled: tuple[Literal["input_dtypes", "policy"], ...] = ()
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -123,7 +126,8 @@ class ProbeSpec(Record):
         defaults of what came later (mode ``"call"``, engine ``None``, no user values,
         structure or call kwargs, precision ``None``) are left out, so answers stored before
         them still answer; every other value is in the key, ``user_values`` as a SHA-256 of
-        their data."""
+        their data. ``filled`` is always in it: an answer stored before it lists nothing
+        supplied."""
         data = self.model_dump(mode="json", exclude={"user_values"})
         data["user_values"] = None
         if data["mode"] == "call":
@@ -181,6 +185,24 @@ class CastStep(Record):
     index: int | None = None
     name: str | None = None
     changed: bool = False
+
+
+class Supplied(Record):
+    """A part of the question the tool chose because the user gave none: the sample, a
+    catalog default kwarg, the policy, the shape, the input dtype (or, for an instance the
+    user asked under another policy, the layer rebuilt under it).
+
+    >>> Supplied(part="shape", value="(2, 4)", why="no shape given: the catalog's").text()
+    "shape: (2, 4) (no shape given: the catalog's)"
+    """
+
+    part: str
+    value: str
+    why: str = ""
+
+    def text(self) -> str:
+        """``part: value (why)``."""
+        return f"{self.part}: {self.value}" + (f" ({self.why})" if self.why else "")
 
 
 class VariableDtypes(Record):
@@ -411,6 +433,15 @@ class ProbeResult(Record):
     expected_by: str | None = None
     #: One verdict per output (``verdict`` is the worst of them).
     output_verdicts: tuple[Verdict, ...] = ()
+    #: Every part of the question the tool supplied because the user gave none (the sample,
+    #: default kwargs, the policy, the shape, the input dtype); empty when all were given.
+    supplied: tuple[Supplied, ...] = ()
+
+    def supplied_text(self) -> str:
+        """``"supplied by dtype-explorer: shape (2, 4); ..."``, or ``""`` when nothing was."""
+        if not self.supplied:
+            return ""
+        return "supplied by dtype-explorer: " + "; ".join(s.text() for s in self.supplied)
 
     @property
     def ok(self) -> bool:

@@ -263,7 +263,8 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             message = (
                 f"the custom layer could not be sent to the {backend} worker ({exc}). Define it "
                 "in an importable module or a notebook cell, and give a layer instance a "
-                "get_config() that from_config() accepts."
+                "get_config() that from_config() accepts (an instance travels as a .keras "
+                "archive)."
             )
             return _failure(
                 probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
@@ -436,13 +437,11 @@ def _unrestorable_error() -> ErrorInfo:
 
 def unpack_target(payload: bytes) -> Any:
     """The custom target sent by ``pool.target_payload``: a class or factory, or an instance
-    rebuilt from its config."""
+    as its ``.keras`` archive (``keras_run.Packed``: ``run_probe`` loads it under safe mode,
+    its custom classes registered for that load only)."""
     kind, value = pickle.loads(payload)
     if kind == "unpicklable":
         raise TypeError(f"it could not be pickled in the kernel: {value}")
-    if kind == "config":
-        cls, config = value
-        return cls.from_config(config)
     return value
 
 

@@ -38,6 +38,7 @@ import cloudpickle
 import pebble
 
 from dtype_explorer import backends as backend_names
+from dtype_explorer import keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
 from dtype_explorer.runtime import _failures, _sizing, cache, engines
@@ -303,16 +304,18 @@ def _installed(backend: str) -> bool:
 
 
 def target_payload(target: Any) -> bytes:
-    """Pickle a custom layer for the workers: a class or factory by value (cloudpickle, so
-    notebook definitions travel), a ``Layer`` instance as its class and ``get_config()``.
+    """Pickle a custom target for the workers: a class or factory by value (cloudpickle, so
+    notebook definitions travel); a layer, model, loss or metric *instance* in Keras's own
+    format (``keras_run.pack``: a ``.keras`` archive in memory, with the custom classes it
+    names by value), loaded in the worker under safe mode: never its config alone.
 
-    Never raises: what cannot be pickled travels as its error, and every backend's result
-    reports it (``ErrorInfo(where="transfer")``).
+    Never raises: what cannot be pickled or saved travels as its error, and every backend's
+    result reports it (``ErrorInfo(where="transfer")``).
     """
     keras = sys.modules.get("keras")
     try:
-        if keras is not None and isinstance(target, keras.layers.Layer):
-            return cloudpickle.dumps(("config", (type(target), target.get_config())))
+        if keras is not None and keras_run.instance_kind(target) is not None:
+            return cloudpickle.dumps(("archive", keras_run.pack(target)))
         return cloudpickle.dumps(("object", target))
     except Exception as exc:
         return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))

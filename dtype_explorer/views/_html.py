@@ -45,6 +45,9 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
         parts.append(
             f"<div class='dx-meta'>Mode <b>{e(spec.mode)}</b>: {e(result.execution)}</div>"
         )
+    if result.supplied:
+        items = "; ".join(e(s.text()) for s in result.supplied)
+        parts.append(f"<div class='dx-meta dx-supplied'>supplied by dtype-explorer: {items}</div>")
     parts.append(cast_path_svg(result))
     parts.append(trace_html(result))
     if result.trace_note:

@@ -16,6 +16,8 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     ]
     if spec.mode != "call" or result.execution not in ("", "eager call"):
         lines.append(f"  mode {spec.mode}: {result.execution or '-'}")
+    if result.supplied:
+        lines.append(f"  {result.supplied_text()}")
     for step in result.cast_path:
         label = (
             step.name

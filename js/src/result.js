@@ -59,6 +59,24 @@ function views(result) {
   );
 }
 
+/**
+ * What the tool chose because the user gave none (ProbeResult.supplied: the sample, default
+ * kwargs, the policy, the shape, the input dtype), on one small line, so a user tells their
+ * question from the tool's filling-in at a glance. Nothing when every part was given.
+ */
+export function suppliedLine(supplied) {
+  if (!supplied?.length) return null;
+  return h(
+    "div",
+    { class: "dx-muted dx-supplied", testid: "supplied" },
+    "supplied by dtype-explorer: ",
+    supplied.map((item, i) => [
+      i ? "; " : null,
+      h("span", { title: item.why || null, "data-part": item.part }, `${item.part} ${item.value}`),
+    ]),
+  );
+}
+
 function errorBox(result) {
   const error = result.error;
   if (error.where === "not supported here") {
@@ -303,6 +321,7 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
       "data-round-trip-ms": roundTripMs,
     },
     head,
+    suppliedLine(result.supplied),
     views(result),
     diagramWithTrace(backend, result, part),
     result.error ? errorBox(result) : null,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { kerasLabel, renderExpectations, renderResultCard } from "../src/result.js";
+import { kerasLabel, renderExpectations, renderResultCard, suppliedLine } from "../src/result.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const dense = fixture("dense-float64-mixed").results.jax;
@@ -25,6 +25,19 @@ describe("result card", () => {
     expect(byTestId(card, "verdict").title).toBe(dense.verdict);
     expect(byTestId(card, "cast-path")).not.toBeNull();
     expect(byTestId(card, "probe-error")).toBeNull();
+  });
+
+  it("lists what the tool supplied on one line, and nothing when every part was given", () => {
+    const supplied = [
+      { part: "shape", value: "(2, 4)", why: "no shape given: the catalog's" },
+      { part: "kwargs", value: "units=4", why: "the catalog's defaults, not given in kwargs" },
+    ];
+    const card = renderResultCard("jax", { ...dense, supplied });
+    const line = byTestId(card, "supplied");
+    expect(line.textContent).toBe("supplied by dtype-explorer: shape (2, 4); kwargs units=4");
+    expect(line.querySelector("[data-part=kwargs]").title).toBe(supplied[1].why);
+    expect(byTestId(renderResultCard("jax", { ...dense, supplied: [] }), "supplied")).toBeNull();
+    expect(suppliedLine(undefined)).toBeNull();
   });
 
   it("shows numerics, variables and the documented basis", () => {

@@ -103,3 +103,21 @@ def test_first_nonfinite_step_stands_out_in_the_card_and_the_text() -> None:
     assert f"first inf/NaN from finite values: #{first.index} {first.op}" in text
     assert "dtype_policies/dtype_policy.py" in text and "https://" not in text
     assert "https://github.com/keras-team/keras/blob/" in format_result(r, detail=True)
+
+
+def test_the_card_and_the_text_list_what_the_tool_supplied_and_only_that() -> None:
+    """Hand-built records: a line "supplied by dtype-explorer: ..." where parts were
+    supplied (each part's reason kept), none where the user gave every part."""
+    from dtype_explorer.records import ProbeResult, ProbeSpec, Supplied
+    from dtype_explorer.views import format_result
+
+    spec = ProbeSpec(target="Dense", filled=("policy",))
+    supplied = (
+        Supplied(part="policy", value="float32", why="no policy given"),
+        Supplied(part="shape", value="(2, 4)", why="no shape given: the catalog's"),
+    )
+    result = ProbeResult(spec=spec, status="ok", backend="jax", supplied=supplied)
+    line = "supplied by dtype-explorer: policy: float32 (no policy given); shape: (2, 4)"
+    assert line in result_html(result) and line in format_result(result)
+    given = result.model_copy(update={"supplied": ()})
+    assert "supplied by" not in result_html(given) + format_result(given)

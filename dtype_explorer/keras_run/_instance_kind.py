@@ -1,0 +1,30 @@
+"""What kind of Keras instance a target is, and its own dtype policy: read without the
+instance machinery (``_instance``), so that checking a question (``make_spec``) imports no
+model copying or tracing code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def instance_kind(target: Any) -> str | None:
+    """``"layer"`` (a model too), ``"metric"`` or ``"loss"`` for a Keras instance; ``None``
+    for anything else (a class, a name)."""
+    import keras
+
+    if isinstance(target, type):
+        return None
+    if isinstance(target, keras.layers.Layer):
+        return "layer"
+    if isinstance(target, keras.metrics.Metric):
+        return "metric"
+    if isinstance(target, keras.losses.Loss):
+        return "loss"
+    return None
+
+
+def own_policy(instance: Any) -> str:
+    """An instance's dtype policy name; a metric's or a loss's, its one dtype (``"int64"``
+    where its policy is named ``"int"``)."""
+    policy = getattr(instance, "dtype_policy", None)
+    return policy.name if policy is not None else instance.dtype
