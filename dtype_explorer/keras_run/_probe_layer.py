@@ -118,7 +118,7 @@ def run_layer(
     if mode != "call":  # the built layer: a user's instance is rebuilt through a factory
         check_mode(mode, spec.target, layer, spec.backend)
     converts = bool(getattr(layer, "_convert_input_args", True))
-    steps, converted = _input_steps(inputs, converts)
+    steps, converted = _input_steps(inputs, converts, layer.input_dtype)
     # 3. The recorded call, in the spec's mode.
     run = ModeRun(mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend)
     recorder, called = _recorded_layer_call(
@@ -175,7 +175,9 @@ def _autocast_rule(layer: Any, converted: list[str], converts: bool) -> list[tup
     ]
 
 
-def _input_steps(inputs: LayerInputs, converts: bool) -> tuple[list[CastStep], list[str]]:
+def _input_steps(
+    inputs: LayerInputs, converts: bool, input_dtype: str
+) -> tuple[list[CastStep], list[str]]:
     """The ``input`` and ``converted`` steps of each leaf, and the converted dtypes."""
     steps: list[CastStep] = []
     converted: list[str] = []
@@ -183,7 +185,7 @@ def _input_steps(inputs: LayerInputs, converts: bool) -> tuple[list[CastStep], l
     for i, (given, sample) in enumerate(zip(inputs.dtypes, inputs.leaves)):
         name = inputs.names[i]
         steps.append(CastStep(stage="input", dtype=given, note=given_note, index=i, name=name))
-        conv = converted_dtype(sample) if converts else given
+        conv = converted_dtype(sample, input_dtype) if converts else given
         converted.append(conv)
         note = conversion_note(given, conv, converts)
         steps.append(
