@@ -54,11 +54,15 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     # 1. Inputs: the probed inputs' dtypes and shapes (a creation op's dtype goes to dtype=).
     kwargs = dict(entry.kwargs) | dict(spec.kwargs)
     inputs = _OpInputs(spec, entry, kwargs)
-    # 2. Build the call: each probed input a backend tensor, each fixed one as the catalog has it.
+    _check_keywords(entry, inputs, spec.kwargs)
+    # 2. Build the call: the user's values as given, the tool's samples as backend tensors,
+    #    each fixed input as the catalog has it (a user keyword naming one replaces it).
     try:
         args, named = catalog.op_calls.build(inputs.leaves, inputs.eager)
     except Exception as error:
         raise Invalid(error, "inputs") from error
+    if entry.name.rsplit(".", 1)[-1] not in catalog.op_calls.CONTROL_FLOW:
+        catalog.op_calls.bound(catalog.op_calls.resolve(entry.name), args, kwargs)
     steps = _input_steps(spec, inputs)
     # 3. Declare: the same call on KerasTensors (Python scalars as they are).
     with timed(timings, "declared_ms"):
@@ -90,6 +94,18 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
                 reference if entry.rule in _ARITHMETIC else None,
             )
     return fields
+
+
+def _check_keywords(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> None:
+    """A user keyword may replace any fixed input of the op, never a probed one: that one is
+    the question (its dtype is ``input_dtype``, its value ``values=``)."""
+    clash = catalog.op_calls.probed_clashes(inputs.leaves, kwargs)
+    if clash:
+        raise InvalidSpecError(
+            f"kwargs: {clash[0]!r} is a probed input of {entry.name} (its dtype is input_dtype, "
+            f"its value values=[...]); received: kwargs[{clash[0]!r}] = "
+            f"{str(kwargs[clash[0]])[:80]}. Give it as a value, or leave it out of kwargs"
+        )
 
 
 def _quiet(fn: Any, *args: Any) -> Any:
