@@ -27,8 +27,17 @@ Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
     "as-documented", "deviates", "declared-mismatch", "undocumented", "error", "diverges"
 ]
-Stage = Literal["input", "converted", "model", "autocast", "variables", "output"]
-STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variables", "output")
+#: ``asked``: the user's value converted to the ``input_dtype`` they asked, before Keras saw it.
+Stage = Literal["input", "asked", "converted", "model", "autocast", "variables", "output"]
+STAGES: tuple[Stage, ...] = (
+    "input",
+    "asked",
+    "converted",
+    "model",
+    "autocast",
+    "variables",
+    "output",
+)
 #: How a probe runs its target (``ProbeSpec.mode``): the eager call, the eager call with
 #: ``training=True``, inside a functional ``keras.Model`` (``Model.__call__``), through
 #: ``model.predict``, one training step (``model.fit``), or inside ``tf.data.Dataset.map``.
