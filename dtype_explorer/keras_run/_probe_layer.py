@@ -67,7 +67,8 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    return catalog.custom_entry(spec.target)
+    inputs = len(spec.input_dtypes) if spec.structure is None else len(spec.structure)
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), inputs)
 
 
 def layer_class(spec: ProbeSpec, target: Any) -> Callable[..., Any]:
