@@ -241,8 +241,9 @@ def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
 
 def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") -> dict[str, Any]:
     """A layer's (or a model's) call keyword arguments, checked as kwargs are: JSON values,
-    bounded; names that are identifiers; not for ops, losses and metrics (their ``kwargs``
-    are the call's); no ``training`` where the mode sets it.
+    bounded; names that are identifiers; not for ops (their ``kwargs`` are the call's); a
+    loss's call and a metric's ``update_state`` take them (``sample_weight``); no
+    ``training`` where the mode sets it.
 
     Args:
         call_kwargs: ``None`` or a dict of JSON values.
@@ -268,7 +269,7 @@ def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") ->
     if target_name.startswith("ops."):
         raise InvalidSpecError(
             f"call_kwargs: {target_name} is called with kwargs= (its call's arguments); "
-            "call_kwargs are a layer's, a loss's or a metric's update_state's (sample_weight)"
+            "call_kwargs are a layer call's, a loss's or a metric's (sample_weight=...)"
         )
     for name in checked:
         if not name.isidentifier():
