@@ -160,13 +160,25 @@ def leaf_dtype(value: Any) -> str:
     return f"python_{type(value).__name__}"
 
 
-def converted_dtype(sample: Any) -> str:
+def converted_dtype(sample: Any, input_dtype: str | None = None) -> str:
+    """The dtype ``sample`` has after a layer's input conversion, as Keras's
+    ``DTypePolicy.convert_input`` does it: a backend tensor (on numpy, a NumPy array) is kept;
+    an array is ``convert_to_tensor(x)``, retried with ``dtype=input_dtype`` on a
+    ``TypeError``. Where that conversion fails (Keras refuses it, and so will the call) the
+    value's own dtype is kept: the call's error is Keras's answer, never this step's."""
     import keras
 
+    if keras.ops.is_tensor(sample):
+        return dtypes.describe(sample)
     try:
-        return dtypes.describe(keras.ops.convert_to_tensor(sample))
-    except Exception as error:
-        return f"unconvertible ({type(error).__name__})"
+        try:
+            return dtypes.describe(keras.ops.convert_to_tensor(sample))
+        except TypeError:
+            if input_dtype is None:
+                raise
+            return dtypes.describe(keras.ops.convert_to_tensor(sample, dtype=input_dtype))
+    except Exception:
+        return leaf_dtype(sample)
 
 
 def conversion_note(given: str, conv: str, converts: bool) -> str:

@@ -70,7 +70,8 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    return catalog.custom_entry(spec.target)
+    inputs = len(spec.input_dtypes) if spec.structure is None else len(spec.structure)
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), inputs)
 
 
 def layer_class(
@@ -161,7 +162,7 @@ def run_layer(
     if mode != "call":  # the built layer: a user's instance is rebuilt through a factory
         check_mode(mode, spec.target, layer, spec.backend)
     converts = bool(getattr(layer, "_convert_input_args", True))
-    steps, converted = _input_steps(inputs, converts)
+    steps, converted = _input_steps(inputs, converts, layer.input_dtype)
     # 3. The recorded call, in the spec's mode.
     run = ModeRun(mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend)
     # the user's instance keeps its own weights; anything built gets the same on every backend
@@ -229,7 +230,9 @@ def _autocast_rule(layer: Any, converted: list[str], converts: bool) -> list[tup
     ]
 
 
-def _input_steps(inputs: LayerInputs, converts: bool) -> tuple[list[CastStep], list[str]]:
+def _input_steps(
+    inputs: LayerInputs, converts: bool, input_dtype: str
+) -> tuple[list[CastStep], list[str]]:
     """The ``input`` and ``converted`` steps of each leaf, and the converted dtypes."""
     steps: list[CastStep] = []
     converted: list[str] = []
@@ -237,7 +240,7 @@ def _input_steps(inputs: LayerInputs, converts: bool) -> tuple[list[CastStep], l
     for i, (given, sample) in enumerate(zip(inputs.dtypes, inputs.leaves)):
         name = inputs.names[i]
         steps.append(CastStep(stage="input", dtype=given, note=given_note, index=i, name=name))
-        conv = converted_dtype(sample) if converts else given
+        conv = converted_dtype(sample, input_dtype) if converts else given
         converted.append(conv)
         note = conversion_note(given, conv, converts)
         steps.append(

@@ -14,14 +14,19 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
     error_info,
 )
 from dtype_explorer.keras_run._probe_op import op_described, op_leaf_dtypes, op_outcome, op_tensor
+from dtype_explorer.keras_run._stages import timed
+from dtype_explorer.keras_run._values import call_arguments
 from dtype_explorer.records import (
     CastStep,
+    InputValue,
+    Numerics,
     ProbeSpec,
     VariableDtypes,
 )
@@ -31,15 +36,74 @@ from dtype_explorer.timing import ms
 def run_objective(
     spec: ProbeSpec, entry: Any, timings: dict[str, float], *, instance: Any = None
 ) -> ProbeFields:
-    """A loss or metric on y_true/y_pred (or a metric's values) as backend tensors of the asked
-    dtypes. A loss class is built with ``dtype=policy`` and its ``call`` is watched (what it
-    received after ``Loss.__call__``'s conversion); a metric class is built the same way, and
-    its variables are read after construction, ``update_state``, and ``reset_state``; the output
-    is the loss, the metric's ``result()``, or the function's return value. ``instance``:
-    the user's loss or metric (a copy, ``_instance``), used as it is instead of a build."""
-
+    """A loss or metric on y_true/y_pred: the user's own values as given, or the tool's
+    samples as backend tensors of the asked dtypes. A loss class's ``call`` is watched (what it
+    received after ``Loss.__call__``'s conversion); a metric class's variables are read after
+    construction, ``update_state`` and ``reset_state``; the output is the loss, the metric's
+    ``result()``, or the function's return value. A class is built with its own default dtype
+    unless a policy is asked (``dtype=`` in kwargs, ``None`` included, is passed as given);
+    ``call_kwargs`` (``sample_weight``) go to the call or ``update_state``. ``instance``: the
+    user's loss or metric (a copy, ``_instance``), used as it is instead of a build (no
+    reference run: its state is its own)."""
     if entry.skip:
         raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
+    # 1. Inputs: the user's values as given, or samples of the asked dtypes as tensors.
+    input_dtypes, shapes, values, steps = _objective_inputs(spec, entry, instance)
+    target = catalog.objective_calls.resolve(entry)
+    kwargs = dict(spec.kwargs)
+    extra = call_arguments(spec.call_kwargs)
+    if entry.kind in ("loss-function", "metric-function"):
+        return _objective_function(
+            entry, target, values, shapes, input_dtypes, {**kwargs, **extra}, steps
+        )
+    # 2. Build: with dtype=<policy> only where a policy is asked; the user's instance as it is.
+    given = instance is not None
+    built: dict[str, Any] = {}
+    try:
+        if instance is None:
+            built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
+            if "dtype" not in built and spec.policy != DEFAULT_POLICY:
+                built["dtype"] = spec.policy
+            instance = target(**built)
+    except Exception as error:
+        raise Invalid(error, "construct") from error
+    # 3. The call, its answer, and 4. numerics against the same class in a wider dtype.
+    if entry.kind == "loss":
+        fields, outputs = _loss_class(
+            entry, instance, values, shapes, input_dtypes, steps, timings, extra
+        )
+    else:
+        fields, outputs = _metric_class(entry, instance, values, steps, timings, extra)
+    if fields.get("status") == "ok" and not given:
+        with timed(timings, "numerics_ms"):
+            fields["numerics"] = _objective_numerics(
+                entry, target, built, values, steps, outputs, extra
+            )
+    note = "your instance, as it is" if given else _built_note(built)
+    fields["basis"] = (*fields.get("basis", ()), note)
+    return fields
+
+
+#: The policy a spec has when none is asked: the objective is then built with no ``dtype=``.
+DEFAULT_POLICY = "float32"
+
+
+def _built_note(built: dict[str, Any]) -> str:
+    if "dtype" in built:
+        return f"built with dtype={built['dtype']!r}"
+    return "built with its own default dtype (no policy asked, no dtype= given)"
+
+
+def _objective_inputs(
+    spec: ProbeSpec, entry: Any, instance: Any = None
+) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...], list[Any], list[CastStep]]:
+    """The inputs stage: their dtypes (as Keras converts them), shapes, values and steps."""
+    if spec.user_values is not None:
+        if any(v.dtype in dtypes.PYTHON_SCALARS for v in spec.user_values):
+            raise InvalidSpecError(f"values: {entry.name} takes arrays or lists, not numbers")
+        values = [v.as_given() for v in spec.user_values]
+        steps = [s for i, v in enumerate(spec.user_values) for s in _given_steps(i, v, entry)]
+        return tuple(v.dtype for v in spec.user_values), spec.shapes or (), values, steps
     input_dtypes = broadcast(spec.input_dtypes, entry.arity)
     if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
         raise InvalidSpecError(f"{entry.name} takes arrays; Python scalars are inputs of ops")
@@ -63,19 +127,7 @@ def run_objective(
         steps.append(
             CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
-    target = catalog.objective_calls.resolve(entry)
-    kwargs = dict(spec.kwargs)
-    if entry.kind in ("loss-function", "metric-function"):
-        return _objective_function(entry, target, tensors, shapes, input_dtypes, kwargs, steps)
-    try:
-        if instance is None:
-            built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
-            instance = target(**built, dtype=spec.policy)
-    except Exception as error:
-        raise Invalid(error, "construct") from error
-    if entry.kind == "loss":
-        return _loss_class(entry, instance, tensors, shapes, input_dtypes, steps, timings)
-    return _metric_class(entry, instance, tensors, steps, timings)
+    return input_dtypes, tuple(tuple(s) for s in shapes), tensors, steps
 
 
 def _fitting(values: str, instance: Any) -> str:
@@ -87,7 +139,59 @@ def _fitting(values: str, instance: Any) -> str:
     return values
 
 
+def _given_steps(i: int, value: InputValue, entry: Any) -> list[CastStep]:
+    """A user's y_true/y_pred: as given, as asked (``input_dtype`` converted it first), and
+    passed as given (the loss or metric converts it itself: the ``autocast`` steps)."""
+    param = entry.inputs[i]["param"] if i < len(entry.inputs) else f"input {i}"
+    own = value.given_dtype or value.dtype
+    what = "a Python list" if value.kind == "list" else "an array"
+    steps = [CastStep(stage="input", dtype=own, note=f"{param}: your value, {what}", index=i)]
+    if value.given_dtype is not None:
+        note = f"{own} -> {value.dtype}: converted as input_dtype asks, before Keras sees it"
+        steps.append(CastStep(stage="asked", dtype=value.dtype, index=i, changed=True, note=note))
+    note = f"passed as given: {entry.name} converts it itself"
+    steps.append(CastStep(stage="converted", dtype=value.dtype, index=i, note=note))
+    return steps
+
+
+def _converted_of(steps: list[CastStep], i: int) -> str:
+    return next(s.dtype for s in steps if s.stage == "converted" and s.index == i)
+
+
+def _objective_numerics(
+    entry: Any,
+    target: Any,
+    built: dict[str, Any],
+    values: list[Any],
+    steps: list[CastStep],
+    outputs: Any,
+    extra: dict[str, Any],
+) -> Numerics:
+    """inf/NaN from finite input, and the value against the same class built in the widest
+    float on the same values in it (what layers get: ``_numerics.measure``)."""
+    import keras
+
+    arrays = [np.asarray(keras.ops.convert_to_numpy(v)) for v in values]
+
+    def reference(wide: str) -> Any:
+        widened = [
+            a.astype(wide) if dtypes.family(dtypes.describe(a)) in ("int", "uint", "float") else a
+            for a in arrays
+        ]
+        again = target(**{**built, "dtype": wide})
+        if entry.kind == "loss":
+            return [again(*widened, **extra)]
+        again.update_state(*widened, **extra)
+        return [again.result()]
+
+    try:
+        return measure([outputs], arrays, steps, reference=reference)
+    except Exception as error:
+        return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
+
+
 def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> ProbeFields:
+    """A loss or metric function called on the inputs with its kwargs."""
     import keras
 
     kwargs = {**entry.kwargs, **kwargs}
@@ -105,7 +209,11 @@ def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps)
     return op_outcome(outputs, error, steps, documented, declared)
 
 
-def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> ProbeFields:
+def _loss_class(
+    entry, loss, tensors, shapes, input_dtypes, steps, timings, extra
+) -> tuple[ProbeFields, Any]:
+    """A loss instance called on the inputs (with ``extra``: ``sample_weight``), its
+    ``call`` watched; the fields and the outputs."""
     import keras
 
     received: list[tuple[str, ...]] = []
@@ -121,7 +229,7 @@ def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> P
     t0 = time.perf_counter()
     outputs, error = None, None
     try:
-        outputs = loss(*tensors)
+        outputs = loss(*tensors, **extra)
     except Exception as exc:
         error = exc
     timings["call_ms"] = ms(t0)
@@ -135,7 +243,7 @@ def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> P
     dtype = loss.dtype
     if watched_calls:
         for i, (got, param) in enumerate(zip(watched_calls[0], ("y_true", "y_pred"))):
-            conv = steps[2 * i + 1].dtype
+            conv = _converted_of(steps, i)
             note = (
                 f"{param} as call() received it: Loss.__call__ converts it to the loss dtype "
                 f"{dtype}"
@@ -159,10 +267,13 @@ def _loss_class(entry, loss, tensors, shapes, input_dtypes, steps, timings) -> P
             "(the loss dtype: its policy's compute dtype) and returns the reduced loss in it",
         ),
     )
-    return op_outcome(outputs, error, steps, documented, declared)
+    return op_outcome(outputs, error, steps, documented, declared), outputs
 
 
-def _metric_class(entry, metric, tensors, steps, timings) -> ProbeFields:
+def _metric_class(entry, metric, tensors, steps, timings, extra) -> tuple[ProbeFields, Any]:
+    """A metric instance: its variables after construction, ``update_state`` (with
+    ``extra``: ``sample_weight``) and ``reset_state``, its ``result()``; the fields and the
+    result."""
     import keras
 
     def variables(when: str) -> None:
@@ -186,7 +297,7 @@ def _metric_class(entry, metric, tensors, steps, timings) -> ProbeFields:
     t0 = time.perf_counter()
     outputs, error, where = None, None, "update_state"
     try:
-        metric.update_state(*tensors)
+        metric.update_state(*tensors, **extra)
         variables("after update_state")
         where = "result"
         outputs = metric.result()
@@ -211,4 +322,4 @@ def _metric_class(entry, metric, tensors, steps, timings) -> ProbeFields:
         if error is not None:
             fields["error"] = error_info(error, where)
     fields["variables"] = stored
-    return fields
+    return fields, outputs

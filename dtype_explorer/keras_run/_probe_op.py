@@ -30,6 +30,7 @@ from dtype_explorer.keras_run.catalog import (
 from dtype_explorer.records import (
     CastStep,
     Expectation,
+    InputValue,
     Numerics,
     ProbeSpec,
 )
@@ -54,11 +55,15 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     # 1. Inputs: the probed inputs' dtypes and shapes (a creation op's dtype goes to dtype=).
     kwargs = dict(entry.kwargs) | dict(spec.kwargs)
     inputs = _OpInputs(spec, entry, kwargs)
-    # 2. Build the call: each probed input a backend tensor, each fixed one as the catalog has it.
+    _check_keywords(entry, inputs, spec.kwargs)
+    # 2. Build the call: the user's values as given, the tool's samples as backend tensors,
+    #    each fixed input as the catalog has it (a user keyword naming one replaces it).
     try:
         args, named = catalog.op_calls.build(inputs.leaves, inputs.eager)
     except Exception as error:
         raise Invalid(error, "inputs") from error
+    if entry.name.rsplit(".", 1)[-1] not in catalog.op_calls.CONTROL_FLOW:
+        catalog.op_calls.bound(catalog.op_calls.resolve(entry.name), args, kwargs)
     steps = _input_steps(spec, inputs)
     # 3. Declare: the same call on KerasTensors (Python scalars as they are).
     with timed(timings, "declared_ms"):
@@ -69,7 +74,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
             lambda: _quiet(catalog.op_calls.call, entry.name, args, named, kwargs), trace=trace
         )
     # 5. Expectations: result_type, the array libraries, the declared spec.
-    documented = rules.for_op(entry, inputs.dtypes, kwargs=kwargs)
+    documented = rules.for_op(entry, inputs.rule_dtypes(steps), kwargs=kwargs)
     with timed(timings, "expect_ms"):
         expectations = expect.for_op(entry, documented, inputs.leaves, inputs.made, spec.backend)
         converted = tuple(s.dtype for s in steps if s.stage == "converted")
@@ -85,11 +90,23 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
             reference = functools.partial(inputs.reference, entry, kwargs)
             fields["numerics"] = _op_numerics(
                 called.outputs,
-                [v for v in inputs.samples.values() if isinstance(v, np.ndarray)],
+                inputs.arrays(),
                 steps,
                 reference if entry.rule in _ARITHMETIC else None,
             )
     return fields
+
+
+def _check_keywords(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> None:
+    """A user keyword may replace any fixed input of the op, never a probed one: that one is
+    the question (its dtype is ``input_dtype``, its value ``values=``)."""
+    clash = catalog.op_calls.probed_clashes(inputs.leaves, kwargs)
+    if clash:
+        raise InvalidSpecError(
+            f"kwargs: {clash[0]!r} is a probed input of {entry.name} (its dtype is input_dtype, "
+            f"its value values=[...]); received: kwargs[{clash[0]!r}] = "
+            f"{str(kwargs[clash[0]])[:80]}. Give it as a value, or leave it out of kwargs"
+        )
 
 
 def _quiet(fn: Any, *args: Any) -> Any:
@@ -121,6 +138,20 @@ class _OpInputs:
         self.tensors: dict[int, Any] = {}
         self.made: list[tuple[dict, int | None, Any]] = []
         self._rng = np.random.default_rng(spec.seed)
+        self.user = spec.user_values is not None
+
+    def arrays(self) -> list[np.ndarray]:
+        """The probed inputs' values as arrays (a user's list as NumPy reads it)."""
+        found = [np.asarray(v) if isinstance(v, list) else v for v in self.samples.values()]
+        return [v for v in found if isinstance(v, np.ndarray)]
+
+    def rule_dtypes(self, steps: list[CastStep]) -> tuple[str, ...]:
+        """The dtypes Keras's rule reads: the user's values as the op converts them (an op
+        converts before it promotes: a list is not int64 to Keras), else the asked ones."""
+        if not self.user:
+            return self.dtypes
+        converted = {s.index: s.dtype for s in steps if s.stage == "converted"}
+        return tuple(converted.get(i, d) for i, d in enumerate(self.dtypes))
 
     def value(self, leaf: dict, i: int | None) -> Any:
         """The value of one leaf: a fixed input (int32 indices, a bool mask, float32 image
@@ -131,8 +162,8 @@ class _OpInputs:
                 leaf["values"], tuple(leaf["shape"]), leaf["dtype"], self._rng
             )
         given, shape = self.dtypes[i], self.shapes[i]
-        if spec.user_values is not None:  # the user's own array or Python number, as given
-            return spec.user_values[i].value()
+        if spec.user_values is not None:  # the user's own array, list or number, as given
+            return spec.user_values[i].as_given()
         if given in dtypes.PYTHON_SCALARS:
             if spec.values == "default":
                 return catalog.op_calls.python_scalar(leaf["values"], given)
@@ -142,12 +173,14 @@ class _OpInputs:
         return dtypes.sample(given, shape, preset=spec.values, seed=spec.seed + i)
 
     def eager(self, leaf: dict, i: int | None) -> Any:
-        """One leaf of the eager call: a Python number as it is, else a backend tensor."""
+        """One leaf of the eager call: the user's value as given (an array, a list, a Python
+        number: the op converts it itself), a Python number as it is, else a backend tensor
+        (the tool's own sample and the catalog's fixed inputs)."""
         value = self.value(leaf, i)
         self.made.append((leaf, i, value))
         if i is not None:
             self.samples[i] = value
-        if isinstance(value, (bool, int, float)):
+        if isinstance(value, (bool, int, float)) or (i is not None and self.user):
             return value
         tensor = op_tensor(value, self.dtypes[i] if i is not None else leaf["dtype"])
         if i is not None:
@@ -170,6 +203,7 @@ class _OpInputs:
 
         def again(leaf: dict, i: int | None) -> Any:
             _, _, value = next(replay)
+            value = np.asarray(value) if isinstance(value, list) else value
             if isinstance(value, (bool, int, float)):
                 return value
             if i is None:
@@ -186,14 +220,15 @@ class _OpInputs:
 
 
 def _input_steps(spec: ProbeSpec, inputs: _OpInputs) -> list[CastStep]:
-    """The ``input`` and ``converted`` steps of each probed input."""
+    """The ``input`` and ``converted`` steps of each probed input (a user's value converted
+    to the ``input_dtype`` asked has an ``asked`` step between them)."""
+    if inputs.user:
+        return [s for i, v in enumerate(spec.user_values or ()) for s in _given_steps(i, v, inputs)]
     steps: list[CastStep] = []
     for i, given in enumerate(inputs.dtypes):
-        note = "your value" if spec.user_values is not None else _given_note(given)
-        steps.append(CastStep(stage="input", dtype=given, note=note, index=i))
+        steps.append(CastStep(stage="input", dtype=given, note=_given_note(given), index=i))
         if given in dtypes.PYTHON_SCALARS:
-            note = "weak Python scalar: it takes the other operand's type where it can"
-            steps.append(CastStep(stage="converted", dtype=given, index=i, note=note))
+            steps.append(_weak_step(given, i))
             continue
         conv = op_described(inputs.tensors.get(i, inputs.samples.get(i)))
         note = (
@@ -205,6 +240,54 @@ def _input_steps(spec: ProbeSpec, inputs: _OpInputs) -> list[CastStep]:
             CastStep(stage="converted", dtype=conv, index=i, changed=conv != given, note=note)
         )
     return steps
+
+
+def _weak_step(given: str, i: int) -> CastStep:
+    note = "weak Python scalar: it takes the other operand's type where it can"
+    return CastStep(stage="converted", dtype=given, index=i, note=note)
+
+
+def _given_steps(i: int, value: InputValue, inputs: _OpInputs) -> list[CastStep]:
+    """One user value's steps: as given, as asked (``input_dtype`` converted it first), and
+    as the op's own conversion makes it (``convert_to_tensor(x)``, no dtype: the op gets the
+    value itself)."""
+    own = value.given_dtype or value.dtype
+    note = (
+        f"your value, a Python list ({own} as NumPy reads it; the op converts the list itself)"
+        if value.kind == "list"
+        else "your value"
+    )
+    steps = [CastStep(stage="input", dtype=own, note=note, index=i)]
+    if value.given_dtype is not None:
+        note = f"{own} -> {value.dtype}: converted as input_dtype asks, before Keras sees it"
+        steps.append(CastStep(stage="asked", dtype=value.dtype, index=i, changed=True, note=note))
+    if value.dtype in dtypes.PYTHON_SCALARS:
+        return [*steps, _weak_step(value.dtype, i)]
+    conv, how = op_conversion(inputs.samples[i])
+    note = how if conv == value.dtype else f"{value.dtype} -> {conv}: {how}"
+    steps.append(
+        CastStep(stage="converted", dtype=conv, index=i, changed=conv != value.dtype, note=note)
+    )
+    return steps
+
+
+def op_conversion(value: Any) -> tuple[str, str]:
+    """The dtype an op's own conversion gives ``value`` (``keras.ops.convert_to_tensor(x)``,
+    no dtype, as ops convert their inputs; a backend tensor, a NumPy array on numpy, is
+    kept), and how, in words; the value's own dtype where Keras refuses the conversion (the
+    op's call then says why)."""
+    import keras
+
+    if keras.ops.is_tensor(value):
+        return leaf_dtype(value), "a NumPy array is a backend tensor here: the op takes it as is"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = leaf_dtype(keras.ops.convert_to_tensor(value))
+            return found, "the op's own keras.ops.convert_to_tensor(x) (no dtype)"
+    except Exception as error:
+        own = leaf_dtype(np.asarray(value)) if isinstance(value, list) else leaf_dtype(value)
+        return own, f"convert_to_tensor(x) refuses it ({type(error).__name__})"
 
 
 def _declared_op(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> tuple[str, ...]:

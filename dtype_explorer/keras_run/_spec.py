@@ -226,10 +226,13 @@ def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
     if getattr(entry, "skip", None):
         raise InvalidSpecError(f"target: {entry.name} cannot be probed standalone: {entry.skip}")
     if target_name.startswith(("losses.", "metrics.")):
-        raise InvalidSpecError(
-            f"values: {entry.name} takes y_true and y_pred from presets; your own values are "
-            "for layers and ops (give values='default', 'large', ...)"
-        )
+        if given.structure is not None or given.inputs != entry.arity:
+            raise InvalidSpecError(
+                f"values: {entry.name} takes {_inputs(entry.arity)} (y_true, y_pred), one array "
+                f"or nested list each; received {given.inputs} values"
+                + (" nested in dicts or tuples" if given.structure is not None else "")
+            )
+        return
     op = target_name.startswith("ops.")
     if op:
         if given.structure is not None:
@@ -265,8 +268,9 @@ def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
 
 def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") -> dict[str, Any]:
     """A layer's (or a model's) call keyword arguments, checked as kwargs are: JSON values,
-    bounded; names that are identifiers; not for ops, losses and metrics (their ``kwargs``
-    are the call's); no ``training`` where the mode sets it.
+    bounded; names that are identifiers; not for ops (their ``kwargs`` are the call's); a
+    loss's call and a metric's ``update_state`` take them (``sample_weight``); no
+    ``training`` where the mode sets it.
 
     Args:
         call_kwargs: ``None`` or a dict of JSON values.
@@ -289,10 +293,10 @@ def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") ->
     if call_kwargs is None or call_kwargs == {}:
         return {}
     checked = _json_kwargs(call_kwargs, "call_kwargs")
-    if target_name.startswith(("ops.", "losses.", "metrics.")):
+    if target_name.startswith("ops."):
         raise InvalidSpecError(
             f"call_kwargs: {target_name} is called with kwargs= (its call's arguments); "
-            "call_kwargs are a layer call's"
+            "call_kwargs are a layer call's, a loss's or a metric's (sample_weight=...)"
         )
     for name in checked:
         if not name.isidentifier():

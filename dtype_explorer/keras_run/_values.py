@@ -13,10 +13,12 @@ What a value becomes:
   tuples. The target gets that structure exactly as given, and every leaf has its cast path.
 
 ``input_dtype`` left out (``None``), each leaf keeps its own dtype. Given, it converts the
-leaves: one dtype for all, or one per leaf. A conversion must hold the values exactly where
-the dtype is an integer or bool (``-1``, ``300`` or ``1.5`` as ``uint8`` is refused, naming the
-element), and must not overflow a finite float to inf; float rounding is the question asked.
-A Python number asked as an array dtype becomes a 0-d array of it.
+leaves: one dtype for all, or one per leaf. A conversion must hold every value exactly
+(``-1``, ``300`` or ``1.5`` as ``uint8``, ``2909`` as ``bfloat16`` (``2912``), ``2049`` as
+``float16`` or ``0.1`` as ``float32`` is refused, naming the element; a finite float that
+overflows to inf too). A Python number asked as an array dtype becomes a 0-d array of it.
+A converted leaf remembers its own dtype (``given_dtype``: the cast path's ``given`` step); a
+nested list given with no ``input_dtype`` is passed to an op as the list it is.
 
 >>> given = user_values([[2, 3], [-1, -2]], ["int32", "int32"])
 >>> given.dtypes, given.shapes, given.structure
@@ -181,9 +183,11 @@ def _leaf(value: Any, asked: str | None, path: tuple[Any, ...]) -> InputValue:
             f"{received(value)}"
         )
     array = _array(value, where)
-    if asked is not None and asked != _own_dtype(array):
-        array = _converted(array, asked, where)
-    return InputValue.of_array(array)
+    own = _own_dtype(array)
+    if asked is not None and asked != own:
+        given = _weak(value) if python else own
+        return InputValue.of_array(_converted(array, asked, where), given_dtype=given)
+    return InputValue.of_array(array, listed=isinstance(value, list))
 
 
 def _weak(value: bool | int | float) -> str:
@@ -299,7 +303,10 @@ def _converted(array: np.ndarray, asked: str, where: str) -> np.ndarray:
             return _refuse(array, out, bad, asked, where, "")
         wide = array.astype(np.complex128 if dtypes.family(own) == "complex" else np.float64)
         bad = np.isfinite(wide) & ~np.isfinite(out.astype(wide.dtype))
-        return _refuse(array, out, bad, asked, where, "overflows")
+        _refuse(array, out, bad, asked, where, "overflows")
+        back = out.astype(array.dtype)  # rounded: 2909 as bfloat16 is 2912, 0.1 as float32
+        same = (back == array) | (np.isnan(wide) & np.isnan(back.astype(wide.dtype)))
+        return _refuse(array, out, ~same, asked, where, "")
 
 
 def _refuse(

@@ -27,8 +27,17 @@ Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
     "as-documented", "deviates", "declared-mismatch", "undocumented", "error", "diverges"
 ]
-Stage = Literal["input", "converted", "model", "autocast", "variables", "output"]
-STAGES: tuple[Stage, ...] = ("input", "converted", "model", "autocast", "variables", "output")
+#: ``asked``: the user's value converted to the ``input_dtype`` they asked, before Keras saw it.
+Stage = Literal["input", "asked", "converted", "model", "autocast", "variables", "output"]
+STAGES: tuple[Stage, ...] = (
+    "input",
+    "asked",
+    "converted",
+    "model",
+    "autocast",
+    "variables",
+    "output",
+)
 #: The words of each verdict (the widget's badges and the comparison say the same).
 VERDICT_WORDS: dict[str, str] = {
     "as-documented": "as documented",

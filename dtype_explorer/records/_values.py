@@ -25,7 +25,7 @@ from pydantic import PrivateAttr, model_validator
 from dtype_explorer import dtypes
 from dtype_explorer.records._base import Record
 
-ValueKind = Literal["array", "python_int", "python_float", "python_bool"]
+ValueKind = Literal["array", "list", "python_int", "python_float", "python_bool"]
 #: The most elements one array may hold (as a probe's shapes), and the most bytes all the
 #: values of one probe may hold: they travel to workers and are stored with the answer.
 MAX_VALUE_ELEMENTS = 1 << 22
@@ -38,12 +38,16 @@ class InputValue(Record):
     """One leaf of a user's input: an array (``kind="array"``, its Keras ``dtype``, ``shape``,
     and ``data``: base64 of its little-endian C-order bytes, or a JSON list for strings), or a
     Python scalar passed to Keras as the Python number it is (``python_int``: ``data`` is its
-    decimal text; ``python_float``: ``float.hex``; ``python_bool``: ``"1"``/``"0"``)."""
+    decimal text; ``python_float``: ``float.hex``; ``python_bool``: ``"1"``/``"0"``). A nested
+    Python list is stored as the array NumPy reads (``kind="list"``) and given back to an op
+    as the list it was (:meth:`as_given`). ``given_dtype`` is the value's own dtype when
+    ``input_dtype`` converted it before Keras saw it (``None``: as given)."""
 
     kind: ValueKind
     dtype: str
     shape: tuple[int, ...] = ()
     data: str = ""
+    given_dtype: str | None = None
     _decoded: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
@@ -58,12 +62,16 @@ class InputValue(Record):
     def __hash__(self) -> int:
         return hash(self._fields())
 
-    def _fields(self) -> tuple[str, str, tuple[int, ...], str]:
-        return (self.kind, self.dtype, self.shape, self.data)
+    def _fields(self) -> tuple[str, str, tuple[int, ...], str, str | None]:
+        return (self.kind, self.dtype, self.shape, self.data, self.given_dtype)
 
     @classmethod
-    def of_array(cls, array: np.ndarray) -> InputValue:
-        """An array (numeric, bool, ml_dtypes or string) as data."""
+    def of_array(
+        cls, array: np.ndarray, *, listed: bool = False, given_dtype: str | None = None
+    ) -> InputValue:
+        """An array (numeric, bool, ml_dtypes or string) as data; ``listed``: it was given
+        as a nested Python list; ``given_dtype``: its own dtype before ``input_dtype``
+        converted it."""
         name = "string" if array.dtype.kind in "US" else dtypes.standardize(array.dtype, "values")
         if name == "string":
             data = json.dumps(array.astype(str).tolist())
@@ -72,7 +80,13 @@ class InputValue(Record):
             if array.dtype.byteorder == ">":
                 array = array.astype(array.dtype.newbyteorder("<"))
             data = base64.b64encode(array.tobytes()).decode("ascii")
-        made = cls.model_construct(kind="array", dtype=name, shape=tuple(array.shape), data=data)
+        made = cls.model_construct(
+            kind="list" if listed else "array",
+            dtype=name,
+            shape=tuple(array.shape),
+            data=data,
+            given_dtype=given_dtype,
+        )
         made._decoded = array.copy() if name != "string" else made._decode()
         return made  # (its fields are made here from the array: nothing to decode again)
 
@@ -92,7 +106,7 @@ class InputValue(Record):
     @property
     def nbytes(self) -> int:
         """What the value holds, in bytes (its text for strings and Python numbers)."""
-        if self.kind == "array" and self.dtype != "string":
+        if self.kind in ("array", "list") and self.dtype != "string":
             return self.size * dtypes.numpy_dtype(self.dtype).itemsize
         return len(self.data)
 
@@ -102,6 +116,12 @@ class InputValue(Record):
         number."""
         decoded = self._decoded if self._decoded is not None else self._decode()
         return decoded.copy() if isinstance(decoded, np.ndarray) else decoded
+
+    def as_given(self) -> Any:
+        """The value as the user gave it: a nested Python list for ``kind="list"``, else
+        :meth:`value`."""
+        found = self.value()
+        return found.tolist() if self.kind == "list" else found
 
     def _decode(self) -> Any:
         """Raises ``ValueError`` for data that does not fit the kind, dtype and shape."""
@@ -147,4 +167,6 @@ def values_digest(values: tuple[InputValue, ...]) -> str:
     for v in values:  # each value's kind, dtype and shape, then its data, in turn
         digest.update(json.dumps([v.kind, v.dtype, list(v.shape)]).encode())
         digest.update(v.data.encode("ascii", "backslashreplace") + b"\0")
+        if v.given_dtype is not None:  # (absent before: the digests stored then still hold)
+            digest.update(f"given {v.given_dtype}".encode("ascii", "backslashreplace") + b"\0")
     return digest.hexdigest()

@@ -61,7 +61,9 @@ def _edges(
     output (past the variables column, whose chips feed the output with dashed lines)."""
     stages = [stage for stage, _ in columns]
     data = [
-        i for i, stage in enumerate(stages) if stage in ("input", "converted", "model", "autocast")
+        i
+        for i, stage in enumerate(stages)
+        if stage in ("input", "asked", "converted", "model", "autocast")
     ]
     parts: list[str] = []
     for a, b in itertools.pairwise(data):

@@ -1,6 +1,6 @@
 // The cast path of one probe result, drawn as an SVG diagram.
 //
-// Each input is a lane: input -> converted -> [model] -> autocast -> (call), the model column
+// Each input is a lane: input -> [asked] -> converted -> [model] -> autocast -> (call), the model column
 // when the target ran inside a functional model (Model.__call__'s conversion). Each variable is a lane:
 // stored -> read in call -> (call). The call box feeds the output(s), or the error it raised.
 // Edges carry the step's note (what happened and why); an edge is red where the dtype changed.
@@ -8,7 +8,7 @@ import { h, s } from "./dom.js";
 import { dtypeKind } from "./dtype.js";
 import { kindColor } from "./palette.js";
 
-const COLUMN = { input: 0, converted: 1, model: 1.5, autocast: 2 };
+const COLUMN = { input: 0, asked: 0.5, converted: 1, model: 1.5, autocast: 2 };
 const CALL = 3;
 const OUTPUT = 4;
 const CHIP_H = 24;

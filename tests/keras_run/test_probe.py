@@ -75,9 +75,10 @@ def test_float64_is_cast_to_float32_and_the_step_says_where(backend):
     assert r.output_dtype == "float32"
     changed = [s for s in r.cast_path if s.changed and s.stage in ("converted", "autocast")]
     assert len(changed) == 1 and changed[0].dtype == "float32"
-    # jax (x64 off) and numpy canonicalise 64-bit types when converting an array to a tensor;
-    # tensorflow and torch keep float64 until Layer.__call__ autocasts it
-    assert changed[0].stage == ("converted" if backend in ("jax", "numpy") else "autocast")
+    # jax (x64 off) canonicalises 64-bit types when converting an array to a tensor; on numpy
+    # the array is already a backend tensor (DTypePolicy.convert_input keeps it), and
+    # tensorflow and torch keep float64 too, until Layer.__call__ autocasts it
+    assert changed[0].stage == ("converted" if backend == "jax" else "autocast")
 
 
 def test_layer_dtype_float64_is_honoured_on_tensorflow_and_torch_only():

@@ -52,7 +52,8 @@ def test_ops_power_on_the_users_negative_integer_exponents_answers_as_raw_keras(
     r = dx.probe("ops.power", ["int32", "int32"], values=[[2, 3], [-1, -2]], backend=backend)
     assert r.outcome == raw(backend, POWER)  # int32, or TensorFlow's InvalidArgumentError
     assert [v.value().tolist() for v in r.spec.user_values] == [[2, 3], [-1, -2]]
-    assert steps(r, "input") == [(0, None, "int32"), (1, None, "int32")]
+    assert steps(r, "input") == [(0, None, "int64"), (1, None, "int64")]  # the lists, read
+    assert steps(r, "asked") == [(0, None, "int32"), (1, None, "int32")]  # as input_dtype asks
 
 
 def test_python_numbers_are_passed_as_python_numbers_not_arrays():

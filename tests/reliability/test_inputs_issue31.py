@@ -33,23 +33,13 @@ def raw_dense(backend: str, dtype: str) -> str:
     return pool.call(backend, eval, code).result(timeout=ANSWER_WITHIN)
 
 
-#: On numpy, the probe's "converted" step asks ``convert_to_tensor(x)`` with no dtype, which
-#: Keras refuses for float8 ("no implicit conversions from float8"), and the placeholder it
-#: records reaches Keras's ``standardize_dtype``: the probe says ``invalid`` where raw Keras
-#: answers float32 (keras_run/_observe.converted_dtype and _probe_layer; also seen in surveys
-#: with input_dtype float8 on numpy). Left to the keras_run restructuring (issue 26).
-FLOAT8_ON_NUMPY = pytest.mark.xfail(
-    strict=True, reason="the probe's own conversion step fails on float8 (numpy backend)"
-)
-
-
 @pytest.mark.parametrize("backend", ["numpy", "jax"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
-def test_ml_dtypes_arrays_are_values_and_answer_as_raw_keras(backend, dtype, request):
+def test_ml_dtypes_arrays_are_values_and_answer_as_raw_keras(backend, dtype):
     """They were refused as "object arrays"; they are Keras dtypes, carried as their name
-    and bytes."""
-    if backend == "numpy" and dtype.startswith("float8"):
-        request.applymarker(FLOAT8_ON_NUMPY)
+    and bytes. (float8 on numpy answered ``invalid: Invalid dtype: unconvertible``: the
+    converted step asked ``convert_to_tensor(x)``, which Keras refuses for float8, where
+    Keras's ``convert_input`` keeps a NumPy array, a numpy backend tensor, as it is.)"""
     array = np.array([[1.5, -2, 0.25], [3, 4, 5]], dtype=getattr(ml_dtypes, dtype))
     r = dx.probe("Dense", values=array, kwargs={"units": 4}, backend=backend)
     (given,) = r.spec.user_values

@@ -15,6 +15,8 @@ True
 from __future__ import annotations
 
 import functools
+import inspect
+from typing import Any
 
 from dtype_explorer.errors import unknown
 from dtype_explorer.keras_run.catalog import _objectives as objective_calls
@@ -62,12 +64,40 @@ def entry(name: str) -> Entry:
     raise unknown("target", name, table)
 
 
-def custom_entry(target_name: str) -> LayerEntry:
+def custom_entry(target_name: str, call: Any = None, inputs: int = 1) -> LayerEntry:
     """The entry a user layer (``"custom:<Name>"``) is probed with: float inputs passed
     positionally (one by default; ``call(self, x, y)`` takes two), the compute contract, the
-    default shape."""
+    default shape. Several inputs to a ``call`` that takes one (``call(self, inputs)``) go as
+    one list, Keras's own convention (``layer([a, b])``).
+
+    >>> def call(self, inputs, training=None): ...
+    >>> custom_entry("custom:Pair", call, inputs=2).input_style
+    'list'
+    """
     name = target_name.removeprefix("custom:")
-    return LayerEntry(name=name, group="custom", contract="compute", input_style="positional")
+    style: InputStyle = "list" if inputs > 1 and _takes_one_input(call) else "positional"
+    return LayerEntry(name=name, group="custom", contract="compute", input_style=style)
+
+
+def _takes_one_input(call: Any) -> bool:
+    """Whether ``call`` takes one positional input besides ``self`` (and no ``*args``); the
+    arguments Keras passes by name (``training``, ``mask``) are not inputs."""
+    try:
+        params = list(inspect.signature(call).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if params and params[0].name == "self":
+        params = params[1:]
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return False
+    positional = [
+        p
+        for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        and p.name not in ("training", "mask")
+        and p.default is inspect.Parameter.empty
+    ]
+    return len(positional) == 1
 
 
 def layers(*, include_skipped: bool = False) -> list[LayerEntry]:

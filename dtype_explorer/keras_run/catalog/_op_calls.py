@@ -22,11 +22,14 @@ np.True_
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 import ml_dtypes
 import numpy as np
+
+from dtype_explorer.errors import InvalidSpecError
 
 _ML = {
     "bfloat16": ml_dtypes.bfloat16,
@@ -268,10 +271,58 @@ def resolve(name: str) -> Callable[..., Any]:
 
 
 def call(name: str, args: list[Any], named: dict[str, Any], kwargs: dict[str, Any]) -> Any:
-    """Call the op ``name`` (a catalog name) with built arguments."""
+    """Call the op ``name`` (a catalog name) with built arguments; a keyword in ``kwargs``
+    that names one of the catalog's positional arguments replaces it (:func:`bound`)."""
     function = name.rsplit(".", 1)[-1]
     if function in CONTROL_FLOW and name.count(".") == 1:
         from keras import ops
 
         return _control_flow()[function](ops, named)
-    return resolve(name)(*args, **kwargs)
+    fn = resolve(name)
+    args, kwargs = bound(fn, args, kwargs)
+    return fn(*args, **kwargs)
+
+
+def bound(
+    fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The call's positional and keyword arguments, the catalog's positional defaults bound
+    to their parameters by name (``inspect.signature(fn).bind_partial``) and a user keyword
+    replacing the default it names, never passed beside it: ``ops.eye`` with ``N=4`` is
+    ``eye(4)``, not ``eye(3, N=4)``.
+
+    >>> import keras
+    >>> bound(keras.ops.eye, [3], {"N": 4, "dtype": "int8"})
+    ([4], {'dtype': 'int8'})
+    """
+    if not kwargs or not args:
+        return args, kwargs
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to bind by: the call as built
+        return args, kwargs
+    binding = signature.bind_partial(*args)
+    clash = [key for key in kwargs if key in binding.arguments]
+    if not clash:
+        return args, kwargs
+    for key in clash:
+        if signature.parameters[key].kind is inspect.Parameter.VAR_POSITIONAL:
+            raise InvalidSpecError(
+                f"kwargs: {key!r} is {fn.__name__}'s *{key} (its positional inputs); give them "
+                f"as values, not by name; received: kwargs[{key!r}]"
+            )
+        binding.arguments[key] = kwargs[key]
+    rest = {key: value for key, value in kwargs.items() if key not in binding.arguments}
+    return list(binding.args), {**binding.kwargs, **rest}
+
+
+def probed_clashes(inputs: tuple[dict, ...], kwargs: dict[str, Any]) -> list[str]:
+    """The keywords in ``kwargs`` that name a probed input of the op (one the spec gives a
+    dtype or a value for): a user keyword may replace a fixed input, never the question."""
+    params = {leaf["param"].lstrip("*") for leaf in probed(inputs)}
+    params |= {
+        leaf["param"].lstrip("*")
+        for leaf in inputs
+        if leaf["kind"] in ("list", "tuple", "varargs") and probed(tuple(leaf["items"]))
+    }
+    return [key for key in kwargs if key in params]
