@@ -2,9 +2,12 @@
 (its config and weights), rebuilt in that release's worker on this process's backend, audited
 there, and the report sent back.
 
-A newer release writes arguments an older one does not know (``quantization_config=None``):
-those left at ``None`` are dropped from the config before it is rebuilt, and named in a note;
-anything else the older release refuses fails loudly.
+Arguments the user did not set (left at this release's defaults, ``dtype="float32"`` among
+them) are taken out first (:func:`user_set_only`): the older release builds each layer with
+its own defaults, as its users do, under this process's global policy. A newer release writes
+arguments an older one does not know (``quantization_config=None``): those left at ``None``
+are dropped from the config before it is rebuilt, and named in a note; anything else the
+older release refuses fails loudly.
 
 >>> _older_config({"module": "keras.layers", "class_name": "Dense",
 ...                "config": {"units": 2, "not_an_argument": None}}, dropped := [])
@@ -20,6 +23,7 @@ import importlib
 import inspect
 import json
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +31,10 @@ from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.keras_run import describe_model
 from dtype_explorer.records import AuditReport
 from dtype_explorer.runtime import engines, pool
+
+#: The key under which the config sent to an engine carries this process's global dtype
+#: policy, which the layers given no dtype were built under (:func:`user_set_only`).
+GLOBAL_POLICY = "dtype_explorer_global_policy"
 
 
 def check_on_engine(
@@ -64,6 +72,7 @@ def check_on_engine(
             f"{describe_model(model)} cannot be rebuilt from its config for engine "
             f"{engine!r}: {exc}"
         ) from None
+    config = {**user_set_only(config), GLOBAL_POLICY: keras.config.dtype_policy().name}
     weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
     if sample is not None:
         sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
@@ -100,7 +109,12 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
     import keras
 
     dropped: list[str] = []
+    config = dict(config)
+    policy = config.pop(GLOBAL_POLICY, None)
+    saved = keras.config.dtype_policy()
     try:
+        if policy is not None:  # the layers the user left without a dtype take this one
+            keras.config.set_dtype_policy(policy)
         model = keras.saving.deserialize_keras_object(_older_config(config, dropped))
         model.set_weights(weights)
     except Exception as exc:
@@ -108,6 +122,8 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
             f"Keras {keras.__version__} cannot rebuild this model from its config "
             f"({type(exc).__name__}: {first_line(str(exc))})"
         )
+    finally:
+        keras.config.set_dtype_policy(saved)
     note = None
     if dropped:
         note = (
@@ -115,6 +131,74 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
             f"default): {', '.join(sorted(set(dropped)))}"
         )
     return model, note
+
+
+def user_set_only(config: Any) -> Any:
+    """``config`` (a serialized model, in this process's Keras) with every layer argument
+    left at its default here taken out, so that the older release builds each layer with
+    *its* defaults, as its users do (3.15.1 writes ``dtype="float32"`` for a Discretization
+    given no dtype; Keras 3.11.3 built with that answers float32, without it int64). A default
+    is what a fresh layer of the same class, built here with only the required arguments and
+    the name under the global policy, writes; the name and required arguments are kept.
+
+    Args:
+        config: ``keras.saving.serialize_keras_object(model)`` made JSON.
+
+    Returns:
+        The same config with the arguments the user did not set left out (models, input
+        layers and classes outside Keras kept as they are).
+    """
+    if isinstance(config, list):
+        return [user_set_only(c) for c in config]
+    if not isinstance(config, dict):
+        return config
+    out = {k: user_set_only(v) for k, v in config.items()}
+    inner, given = out.get("config"), config.get("config")
+    cls = _serialized_class(out) if isinstance(inner, dict) else None
+    fresh = _default_config(cls, given) if cls is not None else None
+    if fresh is not None:
+        required = _required_parameters(cls) | {"name"}
+        out["config"] = {
+            k: v
+            for k, v in inner.items()
+            if k in required or k not in fresh or fresh[k] != given[k]
+        }
+    return out
+
+
+def _default_config(cls: type, given: dict[str, Any]) -> dict[str, Any] | None:
+    """The config a fresh ``cls`` writes when built from ``given``'s required arguments and
+    name alone (JSON), or ``None``: not a layer worth it, or it could not be built."""
+    import keras
+
+    if not issubclass(cls, keras.layers.Layer) or issubclass(
+        cls, (keras.Model, keras.layers.InputLayer)
+    ):
+        return None
+    required = _required_parameters(cls)
+    if not required <= set(given):
+        return None
+    state = random.getstate()  # a fresh SeedGenerator draws from Python's stream
+    try:
+        fresh = cls(**{k: given[k] for k in required}, name=given.get("name"))
+        return json.loads(json.dumps(keras.saving.serialize_keras_object(fresh)))["config"]
+    except Exception:  # required arguments a config cannot give as data: kept as they are
+        return None
+    finally:
+        random.setstate(state)
+
+
+def _required_parameters(cls: type) -> set[str]:
+    """The named ``__init__`` parameters of ``cls`` without a default."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {
+        p.name
+        for p in list(parameters)[1:]
+        if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    }
 
 
 def _older_config(config: Any, dropped: list[str]) -> Any:

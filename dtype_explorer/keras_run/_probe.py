@@ -83,4 +83,15 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     except (InvalidSpecError, ValueError, TypeError) as error:
         fields = {"status": "invalid", "error": error_info(error, "spec"), "verdict": "error"}
     timings["total_ms"] = ms(started)
-    return ProbeResult(**base, **fields)
+    return ProbeResult(**base, **tool_failure_invalid(fields))
+
+
+def tool_failure_invalid(fields: dict[str, Any]) -> dict[str, Any]:
+    """A result's fields whose error is dtype-explorer's own (``where="tool"``) made
+    ``invalid``: the tool's failure is never presented as Keras's answer."""
+    error = fields.get("error")
+    if error is None or error.where != "tool":
+        return fields
+    note = "dtype-explorer's own code failed here: this is not Keras's answer"
+    basis = (*fields.get("basis", ()), note)
+    return {**fields, "status": "invalid", "verdict": "error", "basis": basis}

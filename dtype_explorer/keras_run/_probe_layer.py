@@ -19,6 +19,7 @@ from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import variable_dtypes, wrapped_entry_points
+from dtype_explorer.keras_run._compat import flatten_with_path
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._modes import ModeRun, check_mode, seeded
 from dtype_explorer.keras_run._numerics import measure
@@ -393,7 +394,6 @@ class _CallRecorder:
     def _record(self, args: tuple, kwargs: dict, original: Callable[..., Any]) -> None:
         """Inputs by dtype and where ``call`` got them; variables by their path inside the
         layer (``query/kernel``)."""
-        import keras
 
         try:
             params = list(inspect.signature(original).parameters)
@@ -402,11 +402,11 @@ class _CallRecorder:
         found = [
             (("arg", j, *path), params[j] if j < len(params) else f"arg{j}", leaf)
             for j, arg in enumerate(args)
-            for path, leaf in keras.tree.flatten_with_path(arg)
+            for path, leaf in flatten_with_path(arg)
         ] + [
             (("kw", key, *path), "/".join([key, *map(str, path)]), leaf)
             for key, value in kwargs.items()
-            for path, leaf in keras.tree.flatten_with_path(value)
+            for path, leaf in flatten_with_path(value)
         ]
         self.received_at = [
             (where, name, dtypes.describe(t))
@@ -463,12 +463,9 @@ def _received_steps(
 
 def _named_outputs(cast_path: tuple[CastStep, ...], outputs: dict) -> tuple[CastStep, ...]:
     """The output steps of a dict of outputs named by their keys (``images``)."""
-    import keras
 
     names = [
-        "/".join(map(str, path))
-        for path, leaf in keras.tree.flatten_with_path(outputs)
-        if leaf is not None
+        "/".join(map(str, path)) for path, leaf in flatten_with_path(outputs) if leaf is not None
     ]
     return tuple(
         step.model_copy(update={"name": names[step.index]})
