@@ -137,9 +137,11 @@ def user_set_only(config: Any) -> Any:
     """``config`` (a serialized model, in this process's Keras) with every layer argument
     left at its default here taken out, so that the older release builds each layer with
     *its* defaults, as its users do (3.15.1 writes ``dtype="float32"`` for a Discretization
-    given no dtype; Keras 3.11.3 built with that answers float32, without it int64). A default
-    is what a fresh layer of the same class, built here with only the required arguments and
-    the name under the global policy, writes; the name and required arguments are kept.
+    given no dtype; Keras 3.11.3 built with that answers float32, without it int64).
+
+    An argument is at its default when it equals the ``__init__`` parameter's default, or
+    when the layer rebuilt here from its config without that argument writes the same value
+    for it. The name and the arguments without a default are kept.
 
     Args:
         config: ``keras.saving.serialize_keras_object(model)`` made JSON.
@@ -153,52 +155,74 @@ def user_set_only(config: Any) -> Any:
     if not isinstance(config, dict):
         return config
     out = {k: user_set_only(v) for k, v in config.items()}
-    inner, given = out.get("config"), config.get("config")
-    cls = _serialized_class(out) if isinstance(inner, dict) else None
-    fresh = _default_config(cls, given) if cls is not None else None
-    if fresh is not None:
-        required = _required_parameters(cls) | {"name"}
-        out["config"] = {
-            k: v
-            for k, v in inner.items()
-            if k in required or k not in fresh or fresh[k] != given[k]
-        }
+    cls = _serialized_class(out) if isinstance(out.get("config"), dict) else None
+    if cls is not None and _plain_layer(cls):
+        at_default = _at_default(cls, config)
+        out["config"] = {k: v for k, v in out["config"].items() if k not in at_default}
     return out
 
 
-def _default_config(cls: type, given: dict[str, Any]) -> dict[str, Any] | None:
-    """The config a fresh ``cls`` writes when built from ``given``'s required arguments and
-    name alone (JSON), or ``None``: not a layer worth it, or it could not be built."""
+def _plain_layer(cls: type) -> bool:
     import keras
 
-    if not issubclass(cls, keras.layers.Layer) or issubclass(
+    return issubclass(cls, keras.layers.Layer) and not issubclass(
         cls, (keras.Model, keras.layers.InputLayer)
-    ):
-        return None
-    required = _required_parameters(cls)
-    if not required <= set(given):
-        return None
+    )
+
+
+def _at_default(cls: type, entry: dict[str, Any]) -> set[str]:
+    """The arguments of the serialized layer ``entry`` left at their defaults here."""
+    given = entry["config"]
+    defaults = _init_defaults(cls)
+    found = {k for k, v in given.items() if k in defaults and _json(defaults[k]) == v}
+    for key in given.keys() - found - {"name"}:
+        if key in defaults and _rebuilt_value(entry, key) == given[key]:
+            found.add(key)
+    return found
+
+
+def _rebuilt_value(entry: dict[str, Any], key: str) -> Any:
+    """``key``'s value in the config of the layer rebuilt from ``entry`` without ``key``
+    (``_MISSING`` when it cannot be rebuilt so)."""
+    import keras
+
+    rest = {k: v for k, v in entry["config"].items() if k != key}
+    bare = {k: entry[k] for k in ("module", "class_name", "registered_name") if k in entry}
     state = random.getstate()  # a fresh SeedGenerator draws from Python's stream
     try:
-        fresh = cls(**{k: given[k] for k in required}, name=given.get("name"))
-        return json.loads(json.dumps(keras.saving.serialize_keras_object(fresh)))["config"]
-    except Exception:  # required arguments a config cannot give as data: kept as they are
-        return None
+        layer = keras.saving.deserialize_keras_object({**bare, "config": rest})
+        return _json(keras.saving.serialize_keras_object(layer))["config"].get(key, _MISSING)
+    except Exception:  # the layer needs it: kept
+        return _MISSING
     finally:
         random.setstate(state)
 
 
-def _required_parameters(cls: type) -> set[str]:
-    """The named ``__init__`` parameters of ``cls`` without a default."""
+_MISSING = object()
+
+
+def _json(value: Any) -> Any:
     try:
-        parameters = inspect.signature(cls.__init__).parameters.values()
+        return json.loads(json.dumps(value))
     except (TypeError, ValueError):
-        return set()
-    return {
-        p.name
-        for p in list(parameters)[1:]
-        if p.default is p.empty and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-    }
+        return _MISSING
+
+
+def _init_defaults(cls: type) -> dict[str, Any]:
+    """Every named ``__init__`` parameter along ``cls``'s MRO with a default, and that default
+    (the subclass's first)."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            found.update(
+                (p.name, p.default)
+                for p in inspect.signature(init).parameters.values()
+                if p.default is not p.empty
+            )
+    return found
 
 
 def _older_config(config: Any, dropped: list[str]) -> Any:
