@@ -1,10 +1,9 @@
 """What the probe needs from Keras that not every release it runs on has, taken from what the
 release running it has.
 
-``keras.tree.flatten_with_path`` came with Keras 3.6.0; Keras 3.1.x to 3.5.x flatten their
-structures with ``optree`` (in the ``"keras"`` namespace, ``None`` a leaf), so the same call
-made on ``optree`` gives those releases the same leaves in the same order as their own
-``keras.tree.flatten``.
+``keras.tree.flatten_with_path`` came with Keras 3.6.0; on Keras 3.1.x to 3.5.x the paths are
+walked here (dicts by sorted key, sequences by index, as ``keras.tree`` orders them) and
+checked leaf by leaf against that release's own ``keras.tree.flatten``.
 
 >>> [(path, leaf) for path, leaf in flatten_with_path({"b": [1, 2], "a": 3})]
 [(('a',), 3), (('b', 0), 1), (('b', 1), 2)]
@@ -35,14 +34,11 @@ def flatten_with_path(structure: Any) -> list[tuple[tuple[Any, ...], Any]]:
     own = getattr(keras.tree, "flatten_with_path", None)
     if own is not None:
         return list(own(structure))
-    try:
-        import optree
-    except ImportError:  # a release that flattens without optree (dm-tree): own recursion
-        return _walk(structure, ())
-    paths, leaves, _ = optree.tree_flatten_with_path(
-        structure, none_is_leaf=True, namespace="keras"
-    )
-    return list(zip(paths, leaves))
+    walked = _walk(structure, ())
+    leaves = keras.tree.flatten(structure)  # the release's own order decides
+    if len(leaves) == len(walked) and all(a is b for a, (_, b) in zip(leaves, walked)):
+        return walked
+    return [((i,), leaf) for i, leaf in enumerate(leaves)]  # an order we cannot name: by index
 
 
 def _walk(structure: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], Any]]:

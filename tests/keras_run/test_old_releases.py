@@ -81,7 +81,7 @@ def test_flatten_with_path_matches_the_release_flatten():
         ("b", 1, 0),
         ("b", 1, 1),
     ]
-    assert _compat._walk(nest, ()) == pairs  # the fallback without optree agrees
+    assert _compat._walk(nest, ()) == pairs  # the walk old releases use agrees
 
 
 class _NoDevices:
