@@ -243,7 +243,23 @@ def describe(value: object) -> str:
         return "python_int"
     if isinstance(value, float):
         return "python_float"
+    if isinstance(value, np.ndarray) and (value.dtype.kind in "US" or is_text_array(value)):
+        return "string"  # a NumPy text array: the string tensor Keras makes of it
     return backend.standardize_dtype(value.dtype)
+
+
+def is_text_array(value: object) -> bool:
+    """Whether ``value`` is a NumPy object array holding only ``str`` / ``bytes``.
+
+    >>> is_text_array(np.array(["a", b"b"], dtype=object)), is_text_array(np.array([1.0]))
+    (True, False)
+    """
+    return (
+        isinstance(value, np.ndarray)
+        and value.dtype.kind == "O"
+        and value.size > 0
+        and all(isinstance(x, str | bytes) for x in value.flat)
+    )
 
 
 __all__ = [
@@ -260,6 +276,7 @@ __all__ = [
     "int_range",
     "is_float",
     "is_integer",
+    "is_text_array",
     "keras_dtypes",
     "narrows",
     "numpy_dtype",

@@ -11,6 +11,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: The frame Keras puts around an exception raised inside a layer's ``call``.
 _KERAS_HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
 _KERAS_ARGUMENTS = "\n\nArguments received by"
+_GRAPH_ERROR = "Graph execution error:"
 #: The most characters of a received value an error message repeats.
 MAX_ECHO = 120
 _ECHO = reprlib.Repr()
@@ -123,9 +124,32 @@ def keras_message(text: str, *, limit: int | None = None) -> str:
     """
     message = _KERAS_HEADER.sub("", strip_ansi(text).strip())
     message = message.split(_KERAS_ARGUMENTS, 1)[0].strip()
+    message = _graph_error_cause(message)
     if limit is not None and len(message) > limit:
         message = message[:limit] + " ..."
     return message
+
+
+def _graph_error_cause(message: str) -> str:
+    r"""A TensorFlow graph's error without the frame TensorFlow wraps it in: "Graph execution
+    error:", "Detected at node ... (most recent call last):" and its ``File`` lines, and the
+    trailing ``[[{{node ...}}]]``; the cause itself kept whole.
+
+    >>> _graph_error_cause("Graph execution error:\n\nDetected at node X defined at (most "
+    ...     "recent call last):\n  File \"a.py\", line 1, in f\n\nmixed precision is "
+    ...     "disallowed.\n\t [[{{node X}}]] [Op:__inference_f_1]")
+    'mixed precision is disallowed.'
+    """
+    if not message.startswith(_GRAPH_ERROR):
+        return message
+    kept = []
+    for line in message.removeprefix(_GRAPH_ERROR).splitlines():
+        if line.startswith("Detected at node") or line.startswith("  File ") or not line.strip():
+            continue
+        if line.lstrip().startswith("[[{{node"):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip() or message
 
 
 def as_sentence(text: str) -> str:

@@ -65,3 +65,22 @@ def tf_keras_engine():
     import tensorflow  # noqa: F401
 
     return _created_engine("tf_keras")
+
+
+@pytest.fixture(scope="session")
+def keras_3_2_engine():
+    """Keras 3.2.1: a release whose ``keras.tree`` lacks ``flatten_with_path`` (3.1.x-3.5.x)
+    and whose tree lives in ``keras.src.utils.tree``."""
+    return _created_engine("keras==3.2.1")
+
+
+@pytest.fixture(scope="session")
+def keras_3_4_engine():
+    """Keras 3.4.1: ``keras.src.tree`` without ``flatten_with_path``."""
+    return _created_engine("keras==3.4.1")
+
+
+@pytest.fixture(scope="session")
+def keras_3_5_engine():
+    """Keras 3.5.0: the last release without ``keras.tree.flatten_with_path``."""
+    return _created_engine("keras==3.5.0")

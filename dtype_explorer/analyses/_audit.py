@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -508,29 +508,43 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport |
     )
     sparse = "sparse" in str(name).lower()
     given = labels is not None
-    if labels is None:
-        labels = keras.tree.map_structure(
-            lambda t: (
-                np.zeros(tuple(t.shape)[:-1], "int32")
-                if sparse
-                else np.zeros(tuple(t.shape), "float32")
-            ),
-            outputs,
-        )
-    try:
+    fitting = keras.tree.map_structure(
+        lambda t: (
+            np.zeros(tuple(t.shape)[:-1], "int32")
+            if sparse
+            else np.zeros(tuple(t.shape), "float32")
+        ),
+        outputs,
+    )
+    labels = fitting if labels is None else labels
+
+    def step(y: Any) -> FitReport:
         with global_seed_kept():
-            report = train_one_step(copy, sample, labels, loss=str(name), prefix=f"{copy.name}/")
-        return report, None
+            return train_one_step(copy, sample, y, loss=str(name), prefix=f"{copy.name}/")
+
+    try:
+        return step(labels), None
     except Exception as error:
         said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
-        if given:
+        how, shown = compiled_by(copy)[1], sample_text(labels)
+        if not given:
+            return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
+        if _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
             raise InvalidSpecError(
                 f"one model.fit step of a copy of {describe_model(copy)} failed with the labels "
-                f"given ({sample_text(labels)}): {said}"
+                f"given ({shown}): {said}"
             ) from error
-        return None, _audit_rules_across.step_failed(
-            copy.name, said, compiled_by(copy)[1], str(name), sample_text(labels)
-        )
+        return None, _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
+
+
+def _fits_with(step: Callable[[Any], Any], labels: Any) -> bool:
+    """Whether the training step runs with ``labels`` (zeros fitting the model's outputs):
+    when it fails with those too, the error is the model's own, not the labels'."""
+    try:
+        step(labels)
+    except Exception:
+        return False
+    return True
 
 
 def _requested_backends(backends: str | list[str] | None) -> list[str]:

@@ -2,9 +2,12 @@
 (its config and weights), rebuilt in that release's worker on this process's backend, audited
 there, and the report sent back.
 
-A newer release writes arguments an older one does not know (``quantization_config=None``):
-those left at ``None`` are dropped from the config before it is rebuilt, and named in a note;
-anything else the older release refuses fails loudly.
+Arguments the user did not set (left at this release's defaults, ``dtype="float32"`` among
+them) are taken out first (:func:`user_set_only`): the older release builds each layer with
+its own defaults, as its users do, under this process's global policy. A newer release writes
+arguments an older one does not know (``quantization_config=None``): those left at ``None``
+are dropped from the config before it is rebuilt, and named in a note; anything else the
+older release refuses fails loudly.
 
 >>> _older_config({"module": "keras.layers", "class_name": "Dense",
 ...                "config": {"units": 2, "not_an_argument": None}}, dropped := [])
@@ -20,6 +23,7 @@ import importlib
 import inspect
 import json
 import math
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +31,10 @@ from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.keras_run import describe_model
 from dtype_explorer.records import AuditReport
 from dtype_explorer.runtime import engines, pool
+
+#: The key under which the config sent to an engine carries this process's global dtype
+#: policy, which the layers given no dtype were built under (:func:`user_set_only`).
+GLOBAL_POLICY = "dtype_explorer_global_policy"
 
 
 def check_on_engine(
@@ -64,6 +72,7 @@ def check_on_engine(
             f"{describe_model(model)} cannot be rebuilt from its config for engine "
             f"{engine!r}: {exc}"
         ) from None
+    config = {**user_set_only(config), GLOBAL_POLICY: keras.config.dtype_policy().name}
     weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
     if sample is not None:
         sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
@@ -100,7 +109,12 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
     import keras
 
     dropped: list[str] = []
+    config = dict(config)
+    policy = config.pop(GLOBAL_POLICY, None)
+    saved = keras.config.dtype_policy()
     try:
+        if policy is not None:  # the layers the user left without a dtype take this one
+            keras.config.set_dtype_policy(policy)
         model = keras.saving.deserialize_keras_object(_older_config(config, dropped))
         model.set_weights(weights)
     except Exception as exc:
@@ -108,6 +122,8 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
             f"Keras {keras.__version__} cannot rebuild this model from its config "
             f"({type(exc).__name__}: {first_line(str(exc))})"
         )
+    finally:
+        keras.config.set_dtype_policy(saved)
     note = None
     if dropped:
         note = (
@@ -115,6 +131,98 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
             f"default): {', '.join(sorted(set(dropped)))}"
         )
     return model, note
+
+
+def user_set_only(config: Any) -> Any:
+    """``config`` (a serialized model, in this process's Keras) with every layer argument
+    left at its default here taken out, so that the older release builds each layer with
+    *its* defaults, as its users do (3.15.1 writes ``dtype="float32"`` for a Discretization
+    given no dtype; Keras 3.11.3 built with that answers float32, without it int64).
+
+    An argument is at its default when it equals the ``__init__`` parameter's default, or
+    when the layer rebuilt here from its config without that argument writes the same value
+    for it. The name and the arguments without a default are kept.
+
+    Args:
+        config: ``keras.saving.serialize_keras_object(model)`` made JSON.
+
+    Returns:
+        The same config with the arguments the user did not set left out (models, input
+        layers and classes outside Keras kept as they are).
+    """
+    if isinstance(config, list):
+        return [user_set_only(c) for c in config]
+    if not isinstance(config, dict):
+        return config
+    out = {k: user_set_only(v) for k, v in config.items()}
+    cls = _serialized_class(out) if isinstance(out.get("config"), dict) else None
+    if cls is not None and _plain_layer(cls):
+        at_default = _at_default(cls, config)
+        out["config"] = {k: v for k, v in out["config"].items() if k not in at_default}
+    return out
+
+
+def _plain_layer(cls: type) -> bool:
+    import keras
+
+    return issubclass(cls, keras.layers.Layer) and not issubclass(
+        cls, (keras.Model, keras.layers.InputLayer)
+    )
+
+
+def _at_default(cls: type, entry: dict[str, Any]) -> set[str]:
+    """The arguments of the serialized layer ``entry`` left at their defaults here."""
+    given = entry["config"]
+    defaults = _init_defaults(cls)
+    found = {k for k, v in given.items() if k in defaults and _json(defaults[k]) == v}
+    for key in given.keys() - found - {"name"}:
+        if key in defaults and _rebuilt_value(entry, key) == given[key]:
+            found.add(key)
+    return found
+
+
+def _rebuilt_value(entry: dict[str, Any], key: str) -> Any:
+    """``key``'s value in the config of the layer rebuilt from ``entry`` without ``key``
+    (``_MISSING`` when it cannot be rebuilt so)."""
+    import keras
+
+    rest = {k: v for k, v in entry["config"].items() if k != key}
+    bare = {k: entry[k] for k in ("module", "class_name", "registered_name") if k in entry}
+    state = random.getstate()  # a fresh SeedGenerator draws from Python's stream
+    try:
+        layer = keras.saving.deserialize_keras_object({**bare, "config": rest})
+        return _json(keras.saving.serialize_keras_object(layer))["config"].get(key, _MISSING)
+    except Exception:  # the layer needs it: kept
+        return _MISSING
+    finally:
+        random.setstate(state)
+
+
+_MISSING = object()
+
+
+def _json(value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return _MISSING
+
+
+def _init_defaults(cls: type) -> dict[str, Any]:
+    """Every named ``__init__`` parameter along ``cls``'s MRO with a default, and that default
+    (the subclass's first)."""
+    found: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            found.update(
+                (p.name, p.default)
+                for p in inspect.signature(init).parameters.values()
+                if p.default is not p.empty
+            )
+    return found
 
 
 def _older_config(config: Any, dropped: list[str]) -> Any:

@@ -143,6 +143,35 @@ def step_failed(model: str, said: str, how: str, loss: str, labels: str) -> Find
     )
 
 
+def step_error(model: str, said: str, how: str, loss: str, labels: str) -> Finding:
+    """The training step of the model named ``model`` raised with the labels the user gave,
+    and raises as well with labels fitting its outputs: the model's own error, with Keras's
+    first message whole (``said``), not the labels'.
+
+    >>> step_error("m", "InternalError: mixed precision is disallowed.",
+    ...            "compiled by tf.function with XLA", "mse", "(2, 1) float32").kind
+    'call-error'
+    """
+    xla = "XLA" in how
+    return Finding(
+        kind="call-error",
+        severity="error",
+        path=model,
+        message=(
+            f"One model.fit step ({how}, loss {loss}, labels {labels}) raised: {said} It "
+            "raises with labels fitting the model's outputs too: the model's own error, not "
+            "the labels'."
+        ),
+        fix=(
+            "# the step fails only compiled with XLA? compile without it:\n"
+            "model.compile(optimizer, loss, jit_compile=False)"
+            if xla
+            else ""
+        ),
+        details={"error": said},
+    )
+
+
 def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
     """inf/NaN gradients in the training step: an error without loss scaling; with it, a note
     (``LossScaleOptimizer`` skips the step and lowers its scale, as designed). ``model``:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._compat import flatten_with_path
 from dtype_explorer.keras_run._trace import untraced
 from dtype_explorer.records import VariableDtypes
 
@@ -108,7 +109,6 @@ class CallRecorder:
     def _record(self, args: tuple, kwargs: dict, original: Callable[..., Any]) -> None:
         """Inputs by dtype and where ``call`` got them; variables by their path inside the
         layer (``query/kernel``)."""
-        import keras
 
         try:
             params = list(inspect.signature(original).parameters)
@@ -117,11 +117,11 @@ class CallRecorder:
         found = [
             (("arg", j, *path), params[j] if j < len(params) else f"arg{j}", leaf)
             for j, arg in enumerate(args)
-            for path, leaf in keras.tree.flatten_with_path(arg)
+            for path, leaf in flatten_with_path(arg)
         ] + [
             (("kw", key, *path), "/".join([key, *map(str, path)]), leaf)
             for key, value in kwargs.items()
-            for path, leaf in keras.tree.flatten_with_path(value)
+            for path, leaf in flatten_with_path(value)
         ]
         self.received_at = [
             (where, name, dtypes.describe(t))

@@ -37,6 +37,11 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._reference_calls import (
+    NO_COUNTERPART,
+    call_reference,
+    no_counterpart,
+)
 from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 from dtype_explorer.records import Expectation, Verdict
 
@@ -138,19 +143,34 @@ def library_expectation(
             return made
         return convert(np.asarray(made))
 
+    missing = no_counterpart(path)
+    if missing is not None:
+        return Expectation(source=library, basis=f"{path}: {NO_COUNTERPART}: {missing}")
     try:
         fn = resolve_function(path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             args, _ = catalog.op_calls.build(inputs, value)
-            dtype = name_of(fn(*args, **entry.kwargs))
+            out = call_reference(path, fn, tuple(args), dict(entry.kwargs))
+            dtype = _python_value(out) or name_of(out)
     except Exception as error:
         return Expectation(
             source=library,
             error=f"{type(error).__name__}: {first_line(str(error))}"[:200],
             basis=path,
         )
+    if dtype.startswith("python_"):
+        return Expectation(source=library, dtype=dtype, basis=path)
     return Expectation(source=library, dtype=dtypes.standardize(dtype), basis=path)
+
+
+def _python_value(out: Any) -> str | None:
+    """``python_int`` (``python_float``, ``python_bool``) for a library answering with a Python
+    number (``jnp.size``, ``torch.numel``), as the probe names Keras's own; else ``None``."""
+    for kind in (bool, int, float):
+        if isinstance(out, kind):
+            return f"python_{kind.__name__}"
+    return None
 
 
 def wrapped_op(trace: Any, observed: str | None) -> tuple[OpEntry, tuple[str, ...]] | None:

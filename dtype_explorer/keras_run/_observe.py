@@ -13,6 +13,7 @@ from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._tool_error import is_tool_error
 from dtype_explorer.keras_run._trace import op_trace
 from dtype_explorer.records import (
     CastStep,
@@ -221,5 +222,8 @@ def device(tensor: Any) -> str:
 
 
 def error_info(error: BaseException, where: str) -> ErrorInfo:
+    """The error as a result carries it; ``where="tool"`` when dtype-explorer's own code failed
+    (``_tool_error``): the probe then makes it ``invalid``, never Keras's answer."""
     message = keras_message(str(error), limit=MAX_MESSAGE)
+    where = "tool" if is_tool_error(error) else where
     return ErrorInfo(type=type(error).__name__, message=message, where=where)

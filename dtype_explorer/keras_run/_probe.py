@@ -129,7 +129,7 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     if fields.get("trace"):
         execution, compiled = fields.get("execution", ""), fields.get("compiled")
         fields["trace"] = placed(fields["trace"], backend, execution, compiled)
-    return ProbeResult(**base, **fields)
+    return ProbeResult(**base, **tool_failure_invalid(fields))
 
 
 def _op_kernel(spec: ProbeSpec, entry: Any, fields: ProbeFields) -> str | None:
@@ -137,3 +137,14 @@ def _op_kernel(spec: ProbeSpec, entry: Any, fields: ProbeFields) -> str | None:
     converted = tuple(s.dtype for s in fields.get("cast_path", ()) if s.stage == "converted")
     shapes = spec.shapes or getattr(entry, "shapes", ())
     return op_kernel(spec, shapes, converted, fields.get("device"))
+
+
+def tool_failure_invalid(fields: dict[str, Any]) -> dict[str, Any]:
+    """A result's fields whose error is dtype-explorer's own (``where="tool"``) made
+    ``invalid``: the tool's failure is never presented as Keras's answer."""
+    error = fields.get("error")
+    if error is None or error.where != "tool":
+        return fields
+    note = "dtype-explorer's own code failed here: this is not Keras's answer"
+    basis = (*fields.get("basis", ()), note)
+    return {**fields, "status": "invalid", "verdict": "error", "basis": basis}

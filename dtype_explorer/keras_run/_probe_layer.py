@@ -18,6 +18,7 @@ from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._call_trace import CallRecorder, variable_name
+from dtype_explorer.keras_run._compat import flatten_with_path
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._instance import Packed
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
@@ -519,12 +520,9 @@ def _received_steps(
 
 def _named_outputs(cast_path: tuple[CastStep, ...], outputs: dict) -> tuple[CastStep, ...]:
     """The output steps of a dict of outputs named by their keys (``images``)."""
-    import keras
 
     names = [
-        "/".join(map(str, path))
-        for path, leaf in keras.tree.flatten_with_path(outputs)
-        if leaf is not None
+        "/".join(map(str, path)) for path, leaf in flatten_with_path(outputs) if leaf is not None
     ]
     return tuple(
         step.model_copy(update={"name": names[step.index]})

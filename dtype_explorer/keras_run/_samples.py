@@ -124,6 +124,7 @@ def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
         )
     if by_name:  # Keras routes a dict to a functional model's inputs by name, not sorted keys
         leaves = [_as_array(sample[spec.name]) for spec in expected]
+        sample = keras.tree.pack_sequence_as(inputs, leaves)  # each row pairs by name
     else:
         leaves = keras.tree.flatten(keras.tree.map_structure(_as_array, sample))
     if len(leaves) != len(expected):
@@ -142,17 +143,16 @@ def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
 
 
 def _make_sample(spec: Any) -> Any:
-    """A sample for one ``keras.Input``; strings as a backend string tensor, the way a model
-    takes them (Keras refuses NumPy object arrays)."""
-    import keras
-
+    """A sample for one ``keras.Input``, a NumPy array: strings as a NumPy unicode array, as
+    ``model(...)`` takes them beside NumPy numbers (a backend string tensor beside NumPy
+    arrays is refused: "cannot mix tensors and non-tensors")."""
     shape = tuple(
         BATCH if i == 0 and d is None else OPEN_DIM if d is None else d
         for i, d in enumerate(spec.shape)
     )
     array = dtypes.sample(spec.dtype, shape)
     if spec.dtype == "string":
-        return keras.ops.convert_to_tensor(array.tolist())
+        return np.asarray(array.tolist(), dtype=str)
     return np.abs(array) if dtypes.is_integer(spec.dtype) else array
 
 
@@ -165,10 +165,10 @@ def _as_array(value: Any) -> Any:
         raise InvalidSpecError(
             f"the sample must hold arrays or tensors; got {type(value).__name__}"
         ) from error
-    if array.dtype.kind not in "biufc":  # objects, text, bytes, dates
+    if array.dtype.kind not in "biufcUS" and not dtypes.is_text_array(array):  # objects, dates
         raise InvalidSpecError(
-            f"the sample must hold numeric arrays or tensors; got {type(value).__name__} "
-            f"{received(value)}"
+            f"the sample must hold numeric or string arrays or tensors; got "
+            f"{type(value).__name__} {received(value)}"
         )
     return array
 

@@ -14,7 +14,8 @@ float64 at 3.7.0 -> float32 at 3.12.0, which a bisection of 3.0.0..3.15.1 report
 change found"). With several changes between the ends, bisection pins one of them (not
 necessarily the first); ``exhaustive`` bisections probe every release and list every change.
 Only Keras's own answers are compared: a dtype, an error Keras raised, or ``invalid`` (a layer
-or keyword the release does not have yet, a change worth finding).
+or keyword the release does not have yet, a change worth finding); a failure of dtype-explorer's
+own code (``ProbeResult.tool_failed``) is compared with nothing.
 
 >>> from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult, ProbeSpec
 >>> spec = ProbeSpec(target="Discretization", kwargs={"bin_boundaries": [0.5, 1.5, 2.5]})
@@ -119,7 +120,8 @@ class BisectResult(Record):
     def changes(self) -> tuple[AnswerChange, ...]:
         """Every pair of neighbouring probed releases whose answers differ, oldest first."""
         index = {v: i for i, v in enumerate(self.versions)}
-        ordered = self.ordered()
+        # dtype-explorer's own failure is no answer of Keras: it is compared with nothing
+        ordered = [p for p in self.ordered() if not p.result.tool_failed]
         found = []
         for old, new in itertools.pairwise(ordered):
             if old.outcome != new.outcome:

@@ -465,6 +465,8 @@ class ProbeResult(Record):
             return str(self.output_dtype)
         if self.status in ("timeout", "crashed"):
             return self.status
+        if self.tool_failed:
+            return f"tool failure ({self.error.type})"
         return f"raises {self.error.type}" if self.error else "raises"
 
     @computed_field  # type: ignore[prop-decorator]
@@ -498,6 +500,12 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
                 f"run this target inside Dataset.map); Keras said: {said}"
             )
         return f"raises {said}"
+
+    @property
+    def tool_failed(self) -> bool:
+        """Whether dtype-explorer's own code failed (``error.where == "tool"``): no answer of
+        Keras, never compared with one."""
+        return self.error is not None and self.error.where == "tool"
 
     def steps(self, stage: Stage) -> list[CastStep]:
         return [step for step in self.cast_path if step.stage == stage]

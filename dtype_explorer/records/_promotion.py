@@ -85,14 +85,9 @@ class PromotionCell:
 
     @property
     def keras_disagrees(self) -> bool:
-        """Some backend's eager or symbolic dtype differs from its own documented dtype."""
-        for result in self.results.values():
-            observed = _value(result.output_dtype if result.ok else None)
-            if observed != _value(_rule(result)):
-                return True
-            if result.ok and result.declared_dtype not in (None, result.output_dtype):
-                return True
-        return False
+        """Some backend's probe judged Keras wrong here (:func:`verdict_disagrees`: the
+        probe's own verdict, ``deviates`` or ``declared-mismatch``, is the one judgement)."""
+        return any(verdict_disagrees(result) for result in self.results.values())
 
     @property
     def kind(self) -> Kind:
@@ -283,6 +278,27 @@ def reference_label(library: str, op: str, path: str | None = None) -> str:
 
 def pair_key(lhs: str, rhs: str) -> str:
     return f"{lhs},{rhs}"
+
+
+#: The probe verdicts that make a cell ``keras-disagrees``.
+DISAGREEING_VERDICTS = ("deviates", "declared-mismatch")
+
+
+def verdict_disagrees(result: ProbeResult) -> bool:
+    """Whether the probe's verdict says Keras disagrees with what it expects here: observed
+    differs from the expectation the probe chose (``deviates``), or from the declared dtype
+    (``declared-mismatch``), or the op raised where Keras documents a dtype. The table judges
+    with the probe's verdict, never its own rule.
+
+    >>> from dtype_explorer.records import ProbeSpec
+    >>> r = ProbeResult(spec=ProbeSpec(target="ops.maximum"), backend="torch", status="ok",
+    ...                 output_dtype="float32", documented_dtype="float64", verdict="deviates")
+    >>> verdict_disagrees(r), verdict_disagrees(r.model_copy(update={"verdict": "undocumented"}))
+    (True, False)
+    """
+    if result.verdict in DISAGREEING_VERDICTS:
+        return True
+    return result.status == "error" and result.documented_dtype is not None
 
 
 def _value(dtype: str | None) -> str:

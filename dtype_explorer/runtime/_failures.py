@@ -106,9 +106,10 @@ def cache_optional() -> Iterator[None]:
 def storable(result: ProbeResult) -> bool:
     """Whether ``result`` is an answer Keras itself gave (``ok``, a Keras error, ``invalid``),
     which the cache may keep: not a timeout, crash or shutdown, not a worker, transfer or
-    engine problem (an engine whose files changed), not a resource failure of the process
-    (:data:`TRANSIENT_ERRORS`, or a message saying it ran out of memory), and not computed
-    while a user's layer had changed the worker's global settings.
+    engine problem (an engine whose files changed), not dtype-explorer's own failure
+    (``where="tool"``), not a resource failure of the process (:data:`TRANSIENT_ERRORS`, or a
+    message saying it ran out of memory), and not computed while a user's layer had changed the
+    worker's global settings.
 
     Args:
         result: a live result.
@@ -127,7 +128,7 @@ def storable(result: ProbeResult) -> bool:
     error = result.error
     if error is None:
         return True
-    if error.where in ("worker", "transfer", "engine") or error.type in TRANSIENT_ERRORS:
+    if error.where in ("worker", "transfer", "engine", "tool") or error.type in TRANSIENT_ERRORS:
         return False
     return not any(text in error.message for text in _TRANSIENT_TEXT)
 
