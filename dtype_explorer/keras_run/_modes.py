@@ -31,6 +31,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._trace import operator_limit
 from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.records import MODES, CastStep, FitReport, Mode
 
@@ -152,7 +153,12 @@ class ModeRun:
         return True
 
     def trace_note(self, steps: int) -> str:
-        """What the op trace of this mode covers, or why it has none."""
+        """What the op trace of this mode covers, or why it has none, and what it leaves out
+        of the user's Python operators on this backend."""
+        notes = (self._mode_note(steps), operator_limit(self.backend))
+        return "; ".join(n for n in notes if n)
+
+    def _mode_note(self, steps: int) -> str:
         if self.mode == "fit":
             return (
                 "the op trace is the eager training=True call's; the compiled training step "
