@@ -51,10 +51,10 @@ def raw(backend: str, expression: str) -> str:
     """The output dtype of ``expression`` by bare Keras on ``backend`` (``k`` is keras, ``np``
     numpy, ``t(dtype)`` a (2, 3) tensor of ones, ``v(dtype)`` a variable of 1.0)."""
     code = (
-        "(lambda k, np: (lambda t, v: k.backend.standardize_dtype(({e}).dtype))("
+        f"(lambda k, np: (lambda t, v: k.backend.standardize_dtype(({expression}).dtype))("
         "lambda d: k.ops.convert_to_tensor(np.ones((2, 3)), d), "
         "lambda d: k.Variable(1.0, dtype=d)))(__import__('keras'), __import__('numpy'))"
-    ).format(e=expression)
+    )
     if backend == keras.backend.backend():
         return eval(code)
     return pool.call(backend, eval, code).result(timeout=120)
