@@ -220,7 +220,10 @@ def torch_mode(record: Callable[..., Any]) -> Any:
 
     class OperatorMode(TorchFunctionMode):
         def __torch_function__(self, func, types, args=(), kwargs=None):
-            entry = table.get(func)
+            try:
+                entry = table.get(func)
+            except TypeError:  # an unhashable callable: not an operator
+                entry = None
             if entry is None:
                 return func(*args, **(kwargs or {}))
             return record(func, entry[0], entry[1], args, kwargs or {})
