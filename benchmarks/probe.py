@@ -7,7 +7,10 @@ construct-and-call of the same layer.
 Each backend runs in its own subprocess (Keras fixes its backend at import); inside it, the
 bare call and the probe are measured alternately on the same sample, after a warm-up.
 Goals: probe without the trace <= 3x bare (issue 2); probe with the op trace (the default)
-<= 2x bare (issue 11).
+<= 2x bare (issue 11). ``ScaleShift`` is a custom layer written with Python operators
+(``x * self.scale + self.shift``, ``y[:, :8]``, ...): its trace records them (issue 22), through
+a ``TorchFunctionMode`` on torch and the tensor classes' operators on jax and tensorflow;
+``--layers ScaleShift`` runs it alone.
 
 ``--instances`` measures instead the probe of a user's *instance* (issue 22): a built,
 trained Dense probed as it is, the ``.keras`` archive round trip a worker makes (written in
@@ -30,14 +33,42 @@ CASES = {
     "Conv2D": ({"filters": 8, "kernel_size": 3}, ((4, 16, 16, 3),)),
     "LSTM": ({"units": 8}, ((4, 10, 8),)),
     "MultiHeadAttention": ({"num_heads": 2, "key_dim": 4}, ((2, 6, 8), (2, 6, 8))),
+    "ScaleShift": ({}, ((8, 32),)),
 }
 
 
-def measure_here(repeats: int, clock: str = "wall", dtype: str = "float32") -> list[dict]:
-    """Every case on the backend this process imported (a case the backend cannot run in
-    ``dtype``, Conv2D on int32 for one, is left out)."""
+def scale_shift() -> type:
+    """A custom layer written with Python operators (seven per call), as users write them."""
+    import keras
+
+    class ScaleShift(keras.layers.Layer):
+        def build(self, shape):
+            self.scale = self.add_weight(shape=(shape[-1],), initializer="ones", name="scale")
+            self.shift = self.add_weight(shape=(shape[-1],), initializer="zeros", name="shift")
+
+        def call(self, x):
+            y = x * self.scale + self.shift
+            z = y * y - 2.0 * y
+            return z[:, :8] / 4.0
+
+    return ScaleShift
+
+
+#: Cases that are custom layers (``custom:<name>`` specs), not ``keras.layers`` names.
+CUSTOM = {"ScaleShift": scale_shift}
+
+
+def measure_here(
+    repeats: int, clock: str = "wall", dtype: str = "float32", layers: str = ""
+) -> list[dict]:
+    """Every case (or those named in ``layers``, comma-separated) on the backend this process
+    imported (a case the backend cannot run in ``dtype``, Conv2D on int32 for one, is left
+    out)."""
     rows = []
+    chosen = set(layers.split(",")) if layers else set(CASES)
     for name, (kwargs, shapes) in CASES.items():
+        if name not in chosen:
+            continue
         try:
             rows.append(measure_case(name, kwargs, shapes, repeats, clock, dtype))
         except Exception:
@@ -63,22 +94,27 @@ def measure_case(
     from dtype_explorer.records import ProbeSpec
 
     backend = keras.backend.backend()
-    cls = getattr(keras.layers, name)
+    custom = CUSTOM[name]() if name in CUSTOM else None
+    cls = custom or getattr(keras.layers, name)
     samples = [np.random.default_rng(0).uniform(-3, 3, s).astype(dtype) for s in shapes]
     spec = ProbeSpec(
-        target=name, input_dtypes=(dtype,), backend=backend, kwargs=kwargs, shapes=shapes
+        target=f"custom:{name}" if custom else name,
+        input_dtypes=(dtype,),
+        backend=backend,
+        kwargs=kwargs,
+        shapes=shapes,
     )
 
     def bare():
         return cls(**kwargs)(*samples)
 
     def probed():
-        result = run(spec, trace=False)
+        result = run(spec, target=custom, trace=False)
         assert result.status == "ok", result.error
         return result
 
     def traced():
-        result = run(spec)
+        result = run(spec, target=custom)
         assert result.status == "ok" and result.trace, result.error
         return result
 
@@ -93,6 +129,7 @@ def measure_case(
             fn()
             times[label].append(now() - start)
     ms = {label: statistics.median(t) * 1000 for label, t in times.items()}
+    steps = traced().trace
     return {
         "backend": backend,
         "layer": name,
@@ -101,7 +138,8 @@ def measure_case(
         "trace_ms": ms["trace"],
         "ratio": ms["probe"] / ms["bare"],
         "trace_ratio": ms["trace"] / ms["bare"],
-        "steps": len(traced().trace),
+        "steps": len(steps),
+        "operators": sum(s.op.startswith("operator.") for s in steps),
     }
 
 
@@ -164,6 +202,7 @@ def main() -> None:
     parser.add_argument(
         "--dtype", default="float32", help="the inputs' dtype (int32: values checked too)"
     )
+    parser.add_argument("--layers", default="", help="comma-separated cases (default: all)")
     parser.add_argument("--instances", action="store_true", help="a user's instance's probe")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -171,7 +210,7 @@ def main() -> None:
         measured = (
             measure_instance(args.repeats, args.clock)
             if args.instances
-            else measure_here(args.repeats, args.clock, args.dtype)
+            else measure_here(args.repeats, args.clock, args.dtype, args.layers)
         )
         print(json.dumps(measured))
         return
@@ -180,7 +219,7 @@ def main() -> None:
         env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
         command = [sys.executable, __file__, "--here", "--repeats", str(args.repeats)]
         out = subprocess.run(
-            [*command, "--clock", args.clock, "--dtype", args.dtype]
+            [*command, "--clock", args.clock, "--dtype", args.dtype, "--layers", args.layers]
             + (["--instances"] if args.instances else []),
             env=env,
             capture_output=True,
@@ -193,12 +232,12 @@ def main() -> None:
         return
     print(
         f"{'backend':<11}{'layer':<20}{'bare ms':>10}{'probe ms':>10}{'ratio':>8}"
-        f"{'+trace ms':>11}{'ratio':>8}{'steps':>7}"
+        f"{'+trace ms':>11}{'ratio':>8}{'steps':>7}{'operators':>10}"
     )
     for r in rows:
         print(
             f"{r['backend']:<11}{r['layer']:<20}{r['bare_ms']:>10.2f}{r['probe_ms']:>10.2f}"
-            f"{r['ratio']:>7.2f}x{r['trace_ms']:>11.2f}{r['trace_ratio']:>7.2f}x{r['steps']:>7}"
+            f"{r['ratio']:>7.2f}x{r['trace_ms']:>11.2f}{r['trace_ratio']:>7.2f}x{r['steps']:>7}{r['operators']:>10}"
         )
     worst = max(rows, key=lambda r: r["ratio"])
     print(f"worst probe: {worst['ratio']:.2f}x ({worst['backend']} {worst['layer']}); goal <= 3x")

@@ -25,6 +25,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.keras_run._mode_rules import (
     MODEL_MODES,
 )
+from dtype_explorer.keras_run._trace import operator_limit
 from dtype_explorer.keras_run._training import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.records import CastStep, FitReport
 
@@ -71,7 +72,12 @@ class ModeRun:
         return True
 
     def trace_note(self, steps: int) -> str:
-        """What the op trace of this mode covers, or why it has none."""
+        """What the op trace of this mode covers, or why it has none, and what it leaves out
+        of the user's Python operators on this backend."""
+        notes = (self._mode_note(steps), operator_limit(self.backend))
+        return "; ".join(n for n in notes if n)
+
+    def _mode_note(self, steps: int) -> str:
         if self.mode == "fit":
             return (
                 "the op trace is the eager training=True call's; the compiled training step "

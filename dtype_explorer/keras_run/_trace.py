@@ -23,9 +23,17 @@ op called by layer or user code is a step of its own even while another op runs 
 function runs inside ``backend.rnn``). Ops called by dtype-explorer's own code (the probe's
 recorders, the audit) are not recorded.
 
-The trace is three modules: this one installs the wrappers and keeps the process state
+The user's Python operators (``x * self.scale``, ``a + b``, ``x[0]``) are steps too, named as
+the ``operator`` module names them (``operator.mul``), recorded through each framework's own
+hook (``_trace_operators``: a ``TorchFunctionMode`` on the tracing thread on torch, the
+operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` replaced on the
+class while a trace is open). Only an operator called by user or layer code is recorded; what
+the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
+
+The trace is four modules: this one installs the wrappers and keeps the process state
 (``_Tracing``, one object); ``_trace_frames`` reads where an op was called from;
-``_trace_records`` reads an op's inputs, outputs and values and builds the records.
+``_trace_records`` reads an op's inputs, outputs and values and builds the records;
+``_trace_operators`` hooks the operators.
 
 >>> import keras
 >>> layer = keras.layers.Dense(2)
@@ -48,6 +56,7 @@ from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 from dtype_explorer.keras_run import _trace_frames as frames
+from dtype_explorer.keras_run import _trace_operators as operators
 from dtype_explorer.keras_run import _trace_records as records
 from dtype_explorer.keras_run._trace_records import CAST_OPS, DATA_PARAMS, Step
 from dtype_explorer.records import TraceStep
@@ -62,6 +71,7 @@ __all__ = [
     "SKIP_NAMES",
     "Trace",
     "op_trace",
+    "operator_limit",
     "untraced",
     "wrapped_bindings",
 ]
@@ -136,6 +146,8 @@ class _Tracing:
         self.wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
         #: Modules already checked for wrappers bound while a trace was open.
         self.scanned: set[str] = set()
+        #: The operators replaced on classes while a trace is open (``_trace_operators``).
+        self.class_patches: list[operators.Patch] = []
 
     @property
     def trace(self) -> Trace | None:
@@ -199,13 +211,29 @@ def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False)
     trace = Trace(children=children, numerics=numerics, own=own)
     previous = _TRACING.trace
     _install()
-    _TRACING.trace = trace
+    mode = None
     try:
+        if previous is None and _backend() == "torch":  # torch's modes are per thread
+            mode = operators.torch_mode(call_operator)
+            mode.__enter__()
+        _TRACING.trace = trace
         yield trace
     finally:
         _TRACING.trace = previous
+        if mode is not None:
+            mode.__exit__(None, None, None)
         _uninstall()
         trace._values.clear()
+
+
+def operator_limit(backend: str) -> str:
+    """What the op trace leaves out of the user's Python operators on ``backend``, for the
+    probe's trace note ("" where it records them).
+
+    >>> operator_limit("numpy").startswith("operators on NumPy arrays")
+    True
+    """
+    return operators.limit(backend)
 
 
 @contextmanager
@@ -237,6 +265,12 @@ def wrapped_bindings() -> dict[tuple[str, str], int]:
 
 
 # --------------------------------------------------------------------------- installing
+
+
+def _backend() -> str:
+    from keras.src.backend import backend
+
+    return backend()
 
 
 def _collect_targets() -> dict[int, tuple[Any, str]]:
@@ -333,6 +367,7 @@ def _install() -> None:
             for group in groups:
                 group.namespace.update(group.wrapped)
             state.modules_at_install = len(sys.modules)
+            state.class_patches = operators.patch(_backend(), call_operator)
         state.installed += 1
 
 
@@ -342,6 +377,8 @@ def _uninstall() -> None:
         state.installed -= 1
         if state.installed > 0:
             return
+        operators.unpatch(state.class_patches)
+        state.class_patches = []
         for group in state.groups or ():
             d = group.namespace
             if _holds(d, group.getter, group.wrappers):
@@ -427,6 +464,50 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         return out
 
     return traced
+
+
+def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)``, the Python operator ``shown`` (``operator.mul``), as a step
+    when the trace on this thread is open and user or layer code called it (the hooks of
+    ``_trace_operators`` call this); what it runs is one level down."""
+    trace = _TRACING.trace
+    if trace is None or trace.busy:
+        return fn(*args, **kwargs)
+    # 1. Who called: user or layer code, past the hook's own frames (else not recorded).
+    frame = sys._getframe(1)
+    plumbing = operators.plumbing_files()
+    while frame.f_code.co_filename in plumbing and frame.f_back is not None:
+        frame = frame.f_back
+    if frames.classify(frame.f_code.co_filename) != frames.CALLER:
+        return fn(*args, **kwargs)
+    full = len(trace.raw) >= MAX_STEPS
+    if full or records.symbolic(args, kwargs):
+        trace.dropped += full
+        return _below(trace, trace.level + 2, fn, args, kwargs)
+    # 2. The step: the operands as the user wrote them, and the user's line.
+    step = _begin(
+        trace, operators.SIGNATURES[form], shown, operators.as_written(form, args), {}, frame, True
+    )
+    if step is None:
+        return _below(trace, trace.level + 2, fn, args, kwargs)
+    # 3. The call, with this step as the one that runs the ops it calls.
+    trace.raw.append(step)
+    saved_level, saved_top = trace.level, trace.top
+    trace.level, trace.top = 1, step
+    try:
+        out = fn(*args, **kwargs)
+    except BaseException as error:
+        step.error = records.error_text(error)
+        step.objects = []
+        raise
+    finally:
+        trace.level, trace.top = saved_level, saved_top
+    if out is NotImplemented:  # Python asks the other operand next: that is the step
+        trace.raw.remove(step)
+        return out
+    # 4. Its outputs and values.
+    _finish(trace, step, out, True)
+    return out
 
 
 def _below(trace: Trace, level: int, fn: Any, args: tuple, kwargs: dict) -> Any:

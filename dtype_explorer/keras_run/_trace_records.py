@@ -23,6 +23,11 @@ from dtype_explorer.records import TraceStep, TraceTensor
 
 #: Ops that convert a dtype on purpose (when given a target dtype).
 CAST_OPS = frozenset({"cast", "convert_to_tensor", "_saturate_cast", "astype"})
+#: Comparisons (ops and Python operators): their output is a bool whatever ``result_type`` says.
+COMPARISONS = frozenset(
+    {"lt", "le", "gt", "ge", "eq", "ne", "less", "less_equal", "greater", "greater_equal",
+     "equal", "not_equal"}
+)  # fmt: skip
 #: Parameters whose Python-scalar arguments take part in promotion (``ops.multiply(x, 2.0)``);
 #: other scalars (``axis=1``, ``epsilon=1e-3``) do not.
 DATA_PARAMS = frozenset(
@@ -449,6 +454,8 @@ def _change_of(
         }
     if not tensors:
         return {"change": "created", "note": f"created {out}"}
+    if name in COMPARISONS and all(o == "bool" for o in outs):  # no promotion rule: a bool
+        return {"change": "changed", "note": f"compared {'/'.join(dict.fromkeys(args))} -> bool"}
     expected = result_type(args)
     fields: dict[str, Any] = {}
     if all(o == tensors[0] for o in outs) and all(t == tensors[0] for t in tensors):
