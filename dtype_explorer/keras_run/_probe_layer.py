@@ -21,7 +21,7 @@ from dtype_explorer.keras_run._call_trace import CallRecorder, variable_name
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._modes import ModeRun, check_mode, seeded
-from dtype_explorer.keras_run._numerics import measure
+from dtype_explorer.keras_run._numerics import measure, recorded_draws, replayed_draws
 from dtype_explorer.keras_run._observe import (
     Invalid,
     conversion_note,
@@ -121,8 +121,9 @@ def run_layer(
     steps, converted = _input_steps(inputs, converts)
     # 3. The recorded call, in the spec's mode.
     run = ModeRun(mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend)
+    draws: list[str] = []  # the dtype of each random draw: the reference replays them
     recorder, called = _recorded_layer_call(
-        run, layer, entry, inputs, spec, training, trace, timings
+        run, layer, entry, inputs, spec, training, trace, timings, draws
     )
     model_steps = run.model_steps(converted)
     steps.extend(model_steps)
@@ -152,7 +153,7 @@ def run_layer(
     if called.outputs is not None and mode not in ("predict", "dataset"):
         with timed(timings, "numerics_ms"):
             fields["numerics"] = _layer_numerics(
-                build, layer, entry, call, inputs, steps, called.outputs, training
+                build, layer, entry, call, inputs, steps, called.outputs, training, draws
             )
     if mode == "fit" and called.outputs is not None:
         with timed(timings, "fit_ms"):
@@ -203,6 +204,7 @@ def _recorded_layer_call(
     training: bool,
     trace: bool,
     timings: dict[str, float],
+    draws: list[str],
 ) -> tuple[CallRecorder, Called]:
     """The mode's symbolic model built (before the recorder sees any call; a layer that
     refuses ``keras.Input`` gives that mode's answer), then the forward pass recorded."""
@@ -220,7 +222,7 @@ def _recorded_layer_call(
     )
 
     def forward() -> Any:
-        with global_seed_kept() if training else contextlib.nullcontext():
+        with global_seed_kept() if training else contextlib.nullcontext(), recorded_draws(draws):
             return run.forward(inputs.leaves)
 
     with timed(timings, "call_ms"):
@@ -329,17 +331,20 @@ def _layer_numerics(
     steps: list[CastStep],
     outputs: Any,
     training: bool,
+    draws: list[str],
 ) -> Numerics:
-    """The outputs' values against the same layer, with the same weights, in a wider dtype."""
+    """The outputs' values against the same layer, with the same weights, in a wider dtype
+    (and the same random numbers: ``draws``, the dtypes of the call's own draws)."""
     return measure(
         outputs,
         inputs.leaves,
         steps,
         reference=lambda dtype: _reference_outputs(
-            build, layer, entry, call, inputs.leaves, dtype, training=training
+            build, layer, entry, call, inputs.leaves, dtype, training=training, draws=draws
         ),
         comparable=_comparable(layer),
         integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
+        draws=draws,
     )
 
 
@@ -366,10 +371,12 @@ def _reference_outputs(
     dtype: str,
     *,
     training: bool = False,
+    draws: list[str] | None = None,
 ) -> Any:
     """The same layer, with the same weights, run in ``dtype`` on the same sample; under the
-    training modes with ``training=True`` and its seed state as built (the same draws as the
-    probed call, which was the layer's first)."""
+    training modes with ``training=True`` and its seed state as built, each random draw made
+    in the dtype the probed call drew it in (``draws``): the same numbers as the probed call,
+    which was the layer's first."""
     import keras
 
     with preserved_keras_state():
@@ -414,7 +421,8 @@ def _reference_outputs(
     )
     for variable, value in seeds:
         variable.assign(value)
-    return call(reference, inputs, training=True) if training else call(reference, inputs)
+    with replayed_draws(draws or []):
+        return call(reference, inputs, training=True) if training else call(reference, inputs)
 
 
 def _received_steps(
