@@ -51,3 +51,26 @@ def test_random_layers_in_training_are_checked_against_the_same_noise(policy):
     # rate 0 draws nothing: nothing to replay, no finding either way
     r = dx.probe("GaussianDropout", "float32", policy=policy, kwargs={"rate": 0.0}, mode="training")
     assert not r.value_findings() and "replayed" not in r.numerics.note
+
+
+# ------------------------------------------------------------ 10. ops with no dtype rule
+
+
+@pytest.mark.parametrize("op", ["ops.rms_normalization", "ops.layer_normalization"])
+def test_normalization_ops_on_int32_get_the_value_check_layers_get(op):
+    """Old code: no finding (ops with no dtype rule got no reference run), though the int32
+    results are truncated to -1/0/1, where LayerNormalization's same truncation is flagged."""
+    for r in dx.probe(op, "int32", backend=BACKENDS):
+        assert r.output_dtype == "int32", r.backend
+        [found] = r.value_findings()
+        assert found.kind == "truncation", (r.backend, found)
+        assert float(found.value).is_integer() and not float(found.expected).is_integer()
+    # the same op on float32 holds: the check is of the numbers, not of having no rule
+    assert not dx.probe(op, "float32").value_findings()
+    assert not dx.probe(op, "float16").value_findings()
+
+
+def test_ops_with_no_dtype_rule_that_only_move_values_get_no_reference_run():
+    """A reshape has nothing to check: no reference run, said so in the note."""
+    r = dx.probe("ops.reshape", "int32")
+    assert r.numerics.reference_dtype is None and "no reference run" in r.numerics.note
