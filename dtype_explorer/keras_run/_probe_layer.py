@@ -24,6 +24,7 @@ from dtype_explorer.keras_run._modes import ModeRun, check_mode, seeded
 from dtype_explorer.keras_run._numerics import measure, recorded_draws, replayed_draws
 from dtype_explorer.keras_run._observe import (
     Invalid,
+    backend_refusal,
     conversion_note,
     converted_dtype,
     error_info,
@@ -50,6 +51,7 @@ from dtype_explorer.keras_run.catalog import (
 )
 from dtype_explorer.records import (
     CastStep,
+    ErrorInfo,
     Expectation,
     Numerics,
     ProbeSpec,
@@ -133,12 +135,14 @@ def run_layer(
         trace_steps = called.steps()
     # 4. Declare: after the eager call (a built layer traces faster).
     with timed(timings, "declared_ms"):
-        declared = _declare_layer(layer, build, call, inputs, failed=called.error is not None)
+        declared, refused = _declare_layer(layer, build, call, inputs, failed=called.error)
     steps.extend(_received_steps(recorder, inputs, converted, autocast_rule, steps))
     steps.extend(variable_steps(recorder.variables))
     # 5. Expectations, and the answer's fields from the outputs.
     judged = _judged(entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs)
     fields = judged.outcome(called.outputs, called.error, steps, declared)
+    if refused is not None and called.error is not None:
+        fields["error"] = _refusal_info(called.error, refused, built=layer.built)
     if isinstance(called.outputs, dict):  # {"images": ..., "masks": ...}
         fields["cast_path"] = _named_outputs(fields["cast_path"], called.outputs)
     fields.update(
@@ -242,21 +246,60 @@ def _declare_layer(
     call: Callable[..., Any],
     inputs: LayerInputs,
     *,
-    failed: bool,
-) -> tuple[str, ...]:
+    failed: Exception | None,
+) -> tuple[tuple[str, ...], str | None]:
     """The declared dtypes: the symbolic call of the probed layer (a fresh one where the
-    eager call failed). Where both fail, a symbolic call with the roles' default dtypes
-    tells a dtype problem from a bad shape or kwarg: the latter is the spec's (``Invalid``)."""
-    declared, error = _declared_layer(layer if not failed else build(), call, inputs)
-    if failed and error is not None:
-        default_dtypes = tuple(
-            {"index": "int32", "string": "string"}.get(r, "float32") for r in inputs.roles
-        )
+    eager call failed), and the backend op that refused the dtype, if one did. Where both
+    calls fail, a symbolic call with the roles' default dtypes tells a dtype problem from a bad
+    shape or kwarg: the latter is the spec's (``Invalid``), unless the eager error was raised
+    by the backend and the same layer works under float32 (:func:`_dtype_limit`)."""
+    declared, error = _declared_layer(layer if failed is None else build(), call, inputs)
+    if failed is not None and error is not None:
+        default_dtypes = _default_dtypes(inputs)
         if default_dtypes != inputs.dtypes and not inputs.user:
             _, error = _declared_layer(build(), call, inputs, default_dtypes)
         if error is not None:
-            raise Invalid(error, "shape or kwargs")
-    return declared
+            refused = _dtype_limit(build, call, inputs, failed)
+            if refused is None:
+                raise Invalid(error, "shape or kwargs")
+            return declared, refused
+    return declared, None
+
+
+def _default_dtypes(inputs: LayerInputs) -> tuple[str, ...]:
+    return tuple({"index": "int32", "string": "string"}.get(r, "float32") for r in inputs.roles)
+
+
+def _dtype_limit(
+    build: Callable[[], Any], call: Callable[..., Any], inputs: LayerInputs, error: Exception
+) -> str | None:
+    """The backend op that refused this dtype: ``error`` raised inside the backend
+    (``_observe.backend_refusal``), and the same layer, same kwargs and shapes, built and
+    called symbolically under float32 with the roles' default dtypes works (so the spec's
+    arguments are fine: the dtype is what the backend cannot do). ``None`` otherwise."""
+    import keras
+
+    refused = backend_refusal(error)
+    if refused is None:
+        return None
+    with preserved_keras_state():
+        keras.config.set_dtype_policy("float32")
+        try:
+            _, again = _declared_layer(build(), call, inputs, _default_dtypes(inputs))
+        except Exception as exc:
+            again = exc
+    return refused if again is None else None
+
+
+def _refusal_info(error: Exception, refused: str, *, built: bool) -> ErrorInfo:
+    """The eager error as a backend's dtype limit: where (``build``: the layer did not get
+    built), and the op that refused."""
+    info = error_info(error, "call" if built else "build")
+    message = (
+        f"the backend cannot do this dtype: {refused} refused it (the same layer works under "
+        f"float32). {info.message}"
+    )
+    return info.model_copy(update={"message": message})
 
 
 def _declared_layer(

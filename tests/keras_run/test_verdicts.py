@@ -74,3 +74,29 @@ def test_ops_with_no_dtype_rule_that_only_move_values_get_no_reference_run():
     """A reshape has nothing to check: no reference run, said so in the note."""
     r = dx.probe("ops.reshape", "int32")
     assert r.numerics.reference_dtype is None and "no reference run" in r.numerics.note
+
+
+# ------------------------------------------------------------ 4. backend dtype limits
+
+
+def test_a_backend_that_cannot_do_a_dtype_at_build_is_an_error_naming_its_op():
+    """Old code: GRU under float16 on jax, torch and numpy came back ``status="invalid"``,
+    ``where="shape or kwargs"``, as if the user's arguments were wrong; the orthogonal
+    initializer's QR is what the backend refuses in float16."""
+    refusing = [b for b in BACKENDS if b in ("jax", "torch", "numpy")]
+    for r in dx.probe("GRU", "float16", policy="float16", kwargs={"units": 3}, backend=refusing):
+        assert r.status == "error" and r.verdict == "error", (r.backend, r.error)
+        assert r.error.where == "build", (r.backend, r.error)
+        assert f"keras.src.backend.{r.backend}.linalg.qr refused" in r.error.message, r.error
+    # the same layer under float32 is fine, and tensorflow does float16 QR
+    assert dx.probe("GRU", "float32", kwargs={"units": 3}, backend=refusing[:1]).results[0].ok
+    if "tensorflow" in BACKENDS:
+        assert dx.probe("GRU", "float16", policy="float16", backend="tensorflow").status == "ok"
+
+
+def test_wrong_arguments_stay_the_users_mistake():
+    """Keras's argument checks (a bad kwarg, a shape the layer refuses) stay ``invalid``."""
+    r = dx.probe("Conv2D", kwargs={"filters": 2, "kernel_size": 3}, shape=(2, 5))
+    assert r.status == "invalid" and r.error.where == "shape or kwargs"
+    r = dx.probe("Dense", kwargs={"units": -1})
+    assert r.status == "invalid" and "units" in r.error.message
