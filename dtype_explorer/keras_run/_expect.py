@@ -58,15 +58,19 @@ def for_layer(
     compute_dtype: str,
     autocast_dtypes: tuple[str, ...],
     documented: rules.Documented,
+    autocast: bool = True,
 ) -> list[Expectation]:
-    """The policy rule's and ``result_type``'s expectations for a layer's output."""
+    """The policy rule's and ``result_type``'s expectations for a layer's output; a layer
+    with ``autocast=False`` has no policy expectation (``rules.for_autocast_off``)."""
     found = []
     floats = {
         d
         for d, role in zip(autocast_dtypes, entry.input_roles(len(autocast_dtypes)))
         if role != "index" and dtypes.is_float(d)
     }
-    if entry.contract in ("compute", "layer-dtype", "self-managed") and floats <= {compute_dtype}:
+    if not autocast and entry.contract == "compute":
+        pass  # the policy rule does not apply: result_type of what it computes with decides
+    elif entry.contract in ("compute", "layer-dtype", "self-managed") and floats <= {compute_dtype}:
         found.append(
             Expectation(
                 source="policy",

@@ -139,7 +139,14 @@ def run_layer(
     steps.extend(_received_steps(recorder, inputs, converted, autocast_rule, steps))
     steps.extend(variable_steps(recorder.variables))
     # 5. Expectations, and the answer's fields from the outputs.
-    judged = _judged(entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs)
+    computes_with = (
+        None
+        if getattr(layer, "autocast", True)
+        else tuple(v.read or v.stored for v in recorder.variables.values())
+    )
+    judged = _judged(
+        entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs, computes_with
+    )
     fields = judged.outcome(called.outputs, called.error, steps, declared)
     if refused is not None and called.error is not None:
         fields["error"] = _refusal_info(called.error, refused, built=layer.built)
@@ -327,12 +334,17 @@ def _judged(
     spec: ProbeSpec,
     trace_steps: tuple[TraceStep, ...],
     outputs: Any,
+    computes_with: tuple[str, ...] | None = None,
 ) -> Judged:
     """The expectations stage of a layer: its policy rule and ``result_type``; a user's
-    layer whose call is one op is judged by that op's expectation."""
+    layer whose call is one op is judged by that op's expectation; a layer with
+    ``autocast=False`` by what it computes with (``computes_with``: its variables as read)."""
     autocast_dtypes = tuple(d for d, _ in autocast_rule)
     documented = rules.for_layer(
-        entry, compute_dtype=policy.compute_dtype, autocast_dtypes=autocast_dtypes
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=autocast_dtypes,
+        computes_with=computes_with,
     )
     basis = (
         _policy_basis(policy),
@@ -344,6 +356,7 @@ def _judged(
         compute_dtype=policy.compute_dtype,
         autocast_dtypes=autocast_dtypes,
         documented=documented,
+        autocast=computes_with is None,
     )
     expected = expect.winner(expectations, kind="layer")
     observed = output_leaves(outputs)[0] if outputs is not None else ()

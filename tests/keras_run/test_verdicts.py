@@ -5,6 +5,8 @@ and integers rounded by a 16-bit float named. Real Keras on real backends."""
 
 from __future__ import annotations
 
+import keras
+import numpy as np
 import pytest
 
 import dtype_explorer as dx
@@ -100,3 +102,35 @@ def test_wrong_arguments_stay_the_users_mistake():
     assert r.status == "invalid" and r.error.where == "shape or kwargs"
     r = dx.probe("Dense", kwargs={"units": -1})
     assert r.status == "invalid" and "units" in r.error.message
+
+
+# ---------------------------------------------------------------- 3. autocast=False
+
+
+class _BFloat16Head(keras.layers.Layer):
+    """A head with ``autocast=False`` computing with bfloat16 weights (as keras-hub's
+    ``MaskedLMHead`` does with its tied embeddings)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(autocast=False, **kwargs)
+
+    def build(self, shape):
+        self.w = self.add_weight(shape=(shape[-1], 3), dtype="bfloat16", initializer="ones")
+
+    def call(self, x):
+        return keras.ops.matmul(keras.ops.cast(x, self.w.dtype), self.w)
+
+
+def test_an_autocast_off_layer_is_judged_by_what_it_computes_with():
+    """Old code: ``deviates`` against a documented float32 (the policy's compute dtype), though
+    the layer turned autocast off and computes with its bfloat16 weights."""
+    raw = _BFloat16Head()(np.ones((2, 4), "float32"))
+    assert keras.backend.standardize_dtype(raw.dtype) == "bfloat16"  # raw Keras
+    r = dx.probe(_BFloat16Head, "float32")
+    assert r.output_dtype == "bfloat16"
+    assert r.verdict == "as-documented", (r.verdict, r.basis)
+    assert r.documented_dtype == "bfloat16"
+    assert not any(e.source == "policy" for e in r.expectations)
+    assert any("autocast=False" in b and "variables as read" in b for b in r.basis), r.basis
+    # the same layer with autocast on is still judged by the policy rule
+    assert dx.probe("Dense", "float32", policy="mixed_bfloat16").expected_by == "policy"
