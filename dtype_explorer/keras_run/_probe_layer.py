@@ -29,6 +29,7 @@ from dtype_explorer.keras_run._observe import (
     converted_dtype,
     error_info,
     output_leaves,
+    output_note,
 )
 from dtype_explorer.keras_run._stages import (
     Called,
@@ -152,6 +153,7 @@ def run_layer(
         fields["error"] = _refusal_info(called.error, refused, built=layer.built)
     if isinstance(called.outputs, dict):  # {"images": ..., "masks": ...}
         fields["cast_path"] = _named_outputs(fields["cast_path"], called.outputs)
+        _judge_named_outputs(fields, layer, inputs, declared)
     fields.update(
         variables=recorder.variables,
         trace=trace_steps,
@@ -538,6 +540,35 @@ def _named_outputs(cast_path: tuple[CastStep, ...], outputs: dict) -> tuple[Cast
         if step.stage == "output" and step.index is not None and step.index < len(names)
         else step
         for step in cast_path
+    )
+
+
+def _judge_named_outputs(
+    fields: ProbeFields, layer: Any, inputs: LayerInputs, declared: tuple[str, ...]
+) -> None:
+    """Each named output of a dict (a mask, boxes, labels) judged by the expectation Keras
+    states for it (``_expect.named_output_expectations``), not by the images' rule."""
+    if fields.get("status") != "ok":
+        return
+    outputs = [s for s in fields["cast_path"] if s.stage == "output"]
+    names = [s.name or "" for s in outputs]
+    given = {n: d for n, d in zip(inputs.names, inputs.dtypes) if n is not None}
+    own = expect.named_output_expectations(layer, names, given)
+    if not own:
+        return
+    each, overall = expect.verdicts(
+        fields["documented_dtype"],
+        declared,
+        fields["output_dtypes"],
+        own={i: dtype for i, (dtype, _) in own.items()},
+    )
+    fields.update(output_verdicts=each, verdict=overall)
+    fields["basis"] = (*fields["basis"], *(why for _, why in own.values()))
+    fields["cast_path"] = tuple(
+        s.model_copy(update={"note": output_note(s.dtype, own[s.index][0])})
+        if s.stage == "output" and s.index in own
+        else s
+        for s in fields["cast_path"]
     )
 
 

@@ -134,3 +134,55 @@ def test_an_autocast_off_layer_is_judged_by_what_it_computes_with():
     assert any("autocast=False" in b and "variables as read" in b for b in r.basis), r.basis
     # the same layer with autocast on is still judged by the policy rule
     assert dx.probe("Dense", "float32", policy="mixed_bfloat16").expected_by == "policy"
+
+
+# ------------------------------------------------------- 2. each output, its own expectation
+
+AUGMENTED = {
+    "images": np.ones((1, 8, 8, 3), "float32"),
+    "segmentation_masks": np.ones((1, 8, 8, 1), "uint8"),
+}
+
+
+class _CastsMasks(keras.layers.RandomRotation):
+    """A user's augmentation layer that (wrongly) casts its masks to float32."""
+
+    def transform_segmentation_masks(self, segmentation_masks, transformation, training=True):
+        masks = super().transform_segmentation_masks(segmentation_masks, transformation, training)
+        return keras.ops.cast(masks, "float32")
+
+
+def _mask_verdict(r):
+    [i] = [s.index for s in r.cast_path if s.stage == "output" and s.name == "segmentation_masks"]
+    return r.output_dtypes[i], r.output_verdicts[i]
+
+
+def test_a_kept_mask_is_judged_by_keras_mask_rule_not_the_compute_dtype():
+    """Old code: RandomRotation keeping the uint8 mask (as raw Keras does) was ``deviates``
+    against the compute dtype float32; a layer casting its mask to float32 was
+    ``as-documented``."""
+    raw = keras.layers.RandomRotation(0.2, seed=1)(AUGMENTED, training=True)
+    assert keras.backend.standardize_dtype(raw["segmentation_masks"].dtype) == "uint8"
+    for name in ("RandomRotation", "RandomZoom"):
+        r = dx.probe(
+            name,
+            values=[AUGMENTED],
+            kwargs={
+                "seed": 1,
+                **({"factor": 0.2} if name == "RandomRotation" else {"height_factor": 0.2}),
+            },
+            call_kwargs={"training": True},
+        )
+        dtype, verdict = _mask_verdict(r)
+        assert dtype == "uint8" and verdict != "deviates", (name, verdict)
+        # Keras's own symbolic call declares float32 for the mask: that, not the mask, differs
+        assert verdict == "declared-mismatch", (name, verdict, r.basis)
+        assert r.output_verdicts[0] == "as-documented"  # the images: the compute dtype
+        assert any("transform_segmentation_masks keeps masks" in b for b in r.basis)
+    r = dx.probe(_CastsMasks(0.2, seed=1), values=[AUGMENTED], call_kwargs={"training": True})
+    assert _mask_verdict(r) == ("float32", "undocumented"), r.basis
+    # RandomFlip routes masks through transform_images (Keras's own override): no stated rule
+    r = dx.probe(
+        "RandomFlip", values=[AUGMENTED], kwargs={"seed": 1}, call_kwargs={"training": True}
+    )
+    assert _mask_verdict(r)[1] == "undocumented"
