@@ -92,7 +92,57 @@ def measure(
                     findings.append(found)
     if finite_input and not any(f.kind != "reference-error" for f in findings):
         findings.extend(_nonfinite(arrays))
+    fields["max_abs_integer_input"] = max_abs_integer(samples)
+    lost = precision_loss(steps, fields["max_abs_integer_input"])
+    if lost is not None and integer_reference and reference is not None:
+        findings.append(lost)
     return Numerics(**fields, **base, findings=tuple(findings), note="; ".join(notes))
+
+
+def precision_loss(steps: Iterable[CastStep], max_abs_integer: float | None) -> ValueFinding | None:
+    """Integer data cast to a 16-bit float that cannot hold it: an integer input on the cast
+    path, a float16 or bfloat16 step after it (the compute dtype, a variable read, the
+    output), and integers larger than that float holds exactly (``dtypes.exact_integers``:
+    2048 for float16, 256 for bfloat16), so ids, labels and counts are rounded to others,
+    inside any tolerance of the output's dtype. A pure function of the cast steps and the
+    integer values' largest magnitude (``Numerics.max_abs_integer_input``).
+
+    >>> steps = [CastStep(stage="input", dtype="int32"), CastStep(stage="output", dtype="float16")]
+    >>> precision_loss(steps, 2909.0).value  # float16 spacing is 2 above 2048
+    2908.0
+    >>> precision_loss(steps, 2048.0) is None
+    True
+    """
+    steps = list(steps)
+    given = next((s.dtype for s in steps if s.stage == "input" and dtypes.is_integer(s.dtype)), "")
+    if max_abs_integer is None or not given:
+        return None
+    halves = (s.dtype for s in steps if s.stage != "input" and _float_bits(s.dtype, 0) == 16)
+    for half in dict.fromkeys(halves):
+        limit = dtypes.exact_integers(half) or 0
+        if max_abs_integer > limit:
+            rounded = float(np.asarray(max_abs_integer).astype(dtypes.numpy_dtype(half)))
+            return ValueFinding(
+                kind="precision-loss",
+                value=rounded,
+                expected=max_abs_integer,
+                message=(
+                    f"{given} values up to {_num(max_abs_integer)} meet {half}, which holds "
+                    f"integers exactly only up to {limit}: {_num(max_abs_integer)} becomes "
+                    f"{_num(rounded)} (an id or a label rounded to another)"
+                ),
+            )
+    return None
+
+
+def max_abs_integer(samples: list[Any]) -> float | None:
+    """The largest magnitude among the integer arrays of ``samples`` (``None``: none)."""
+    peaks = [
+        float(np.max(np.abs(s.astype(np.float64))))
+        for s in samples
+        if isinstance(s, np.ndarray) and s.size and dtypes.is_integer(dtypes.describe(s))
+    ]
+    return max(peaks, default=None)
 
 
 def error_limit(dtype: str) -> float:

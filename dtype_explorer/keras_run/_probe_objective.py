@@ -14,6 +14,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._numerics import max_abs_integer, precision_loss
 from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
@@ -22,6 +23,7 @@ from dtype_explorer.keras_run._observe import (
 from dtype_explorer.keras_run._probe_op import op_described, op_leaf_dtypes, op_outcome, op_tensor
 from dtype_explorer.records import (
     CastStep,
+    Numerics,
     ProbeSpec,
     VariableDtypes,
 )
@@ -63,15 +65,32 @@ def run_objective(spec: ProbeSpec, entry: Any, timings: dict[str, float]) -> Pro
     target = catalog.objective_calls.resolve(entry)
     kwargs = dict(spec.kwargs)
     if entry.kind in ("loss-function", "metric-function"):
-        return _objective_function(entry, target, tensors, shapes, input_dtypes, kwargs, steps)
+        fields = _objective_function(entry, target, tensors, shapes, input_dtypes, kwargs, steps)
+        return _with_precision_loss(fields, samples)
     try:
         built = catalog.objective_calls.build_kwargs({**entry.init_kwargs, **kwargs})
         instance = target(**built, dtype=spec.policy)
     except Exception as error:
         raise Invalid(error, "construct") from error
     if entry.kind == "loss":
-        return _loss_class(entry, instance, tensors, shapes, input_dtypes, steps, timings)
-    return _metric_class(entry, instance, tensors, steps, timings)
+        fields = _loss_class(entry, instance, tensors, shapes, input_dtypes, steps, timings)
+    else:
+        fields = _metric_class(entry, instance, tensors, steps, timings)
+    return _with_precision_loss(fields, samples)
+
+
+def _with_precision_loss(fields: ProbeFields, samples: list[Any]) -> ProbeFields:
+    """Integer labels cast to a 16-bit float that rounds them (``precision-loss``): a finding
+    of the answer's numerics (a loss runs no reference)."""
+    peak = max_abs_integer(samples)
+    lost = precision_loss(fields.get("cast_path", ()), peak)
+    if lost is not None:
+        fields["numerics"] = Numerics(
+            max_abs_integer_input=peak,
+            findings=(lost,),
+            note="integer inputs checked against the 16-bit floats on their cast path",
+        )
+    return fields
 
 
 def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> ProbeFields:

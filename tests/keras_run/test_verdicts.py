@@ -186,3 +186,54 @@ def test_a_kept_mask_is_judged_by_keras_mask_rule_not_the_compute_dtype():
         "RandomFlip", values=[AUGMENTED], kwargs={"seed": 1}, call_kwargs={"training": True}
     )
     assert _mask_verdict(r)[1] == "undocumented"
+
+
+# --------------------------------------------- 12. integers rounded by a 16-bit float
+
+
+def test_integer_values_cast_to_float16_are_a_precision_loss():
+    """Old code: no finding: 2909 becomes 2908 in float16 (2049 becomes 2048), inside
+    float16's tolerance, so the reference check stays quiet."""
+    ids = np.array([[2049, 2909]], "int32")
+    r = dx.probe("Dense", values=[ids], kwargs={"units": 2}, policy="mixed_float16")
+    [lost] = [f for f in r.value_findings() if f.kind == "precision-loss"]
+    assert (lost.expected, lost.value) == (2909.0, 2908.0)
+    assert r.numerics.max_abs_integer_input == 2909.0
+    assert np.float16(2909) == lost.value  # what raw NumPy/ml_dtypes rounds it to
+    # within float16's exact integers, or computed in float32: nothing lost
+    small = dx.probe("Dense", values=[ids // 2], kwargs={"units": 2}, policy="mixed_float16")
+    assert not [f for f in small.value_findings() if f.kind == "precision-loss"]
+    wide = dx.probe("Dense", values=[ids], kwargs={"units": 2})
+    assert not wide.value_findings()
+    # an Embedding looks its ids up: they never become floats
+    emb = dx.probe(
+        "Embedding",
+        values=[ids],
+        kwargs={"input_dim": 4000, "output_dim": 2},
+        policy="mixed_float16",
+    )
+    assert not [f for f in emb.value_findings() if f.kind == "precision-loss"]
+
+
+def test_integer_labels_in_a_16_bit_loss_are_a_precision_loss():
+    """Old code: a loss answered no numerics at all; labels near 1e5 in bfloat16 are rounded
+    to multiples of 512."""
+    r = dx.probe(
+        "losses.MeanSquaredError", ("int32", "float32"), policy="mixed_bfloat16", values="large"
+    )
+    [lost] = r.value_findings()
+    assert lost.kind == "precision-loss" and lost.value != lost.expected
+    assert "bfloat16" in lost.message and "256" in lost.message
+    small = dx.probe("losses.MeanSquaredError", ("int32", "float32"), policy="mixed_bfloat16")
+    assert not small.value_findings()
+
+
+def test_an_audit_names_integers_rounded_inside_the_model():
+    """Old code: check_model found nothing on ids above 2048 fed to a float16 Dense."""
+    inputs = keras.Input((2,), dtype="int32")
+    model = keras.Model(inputs, keras.layers.Dense(2, dtype="mixed_float16")(inputs))
+    report = dx.check_model(model, np.array([[2049, 2909]], "int32"))
+    [lost] = [f for f in report.findings if f.kind == "precision-loss"]
+    assert lost.details["max_abs"] == 2909.0 and lost.details["to"] == "float16"
+    quiet = dx.check_model(model, np.array([[20, 29]], "int32"))
+    assert not [f for f in quiet.findings if f.kind == "precision-loss"]
