@@ -5,6 +5,7 @@ fractional result), each named at the first output element that shows it."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -363,6 +364,7 @@ def _wrapped_draws(wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]
     def guarded(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         wrapped = wrap(name, original)
 
+        @functools.wraps(original)  # the op trace names it (and wraps it) as the original
         def draw(*args: Any, **kwargs: Any) -> Any:
             if depth[0]:
                 return original(*args, **kwargs)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -235,7 +235,7 @@ def _recorded_layer_call(
     )
 
     def forward() -> Any:
-        with global_seed_kept() if training else contextlib.nullcontext(), recorded_draws(draws):
+        with global_seed_kept() if training else contextlib.nullcontext():
             return run.forward(inputs.leaves)
 
     with timed(timings, "call_ms"):
@@ -243,10 +243,17 @@ def _recorded_layer_call(
             forward,
             trace=trace and run.traced,
             numerics=run.values,
-            around=recorder.installed(),
+            around=_recorders(recorder, draws),
             error=error,
         )
     return recorder, called
+
+
+@contextlib.contextmanager
+def _recorders(recorder: CallRecorder, draws: list[str]) -> Iterator[None]:
+    """The call's recorder and the random draws' (outside the op trace, which wraps them)."""
+    with recorder.installed(), recorded_draws(draws):
+        yield
 
 
 def _declare_layer(
