@@ -154,11 +154,9 @@ def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
 
 
 def _precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
-    """Integer data (ids, labels, counts) that a leaf call computes on in a 16-bit float (its
-    compute dtype, a variable read, an output) and that is larger than that float holds
-    exactly (``dtypes.exact_integers``: 2048 for float16, 256 for bfloat16): rounded to other
-    integers, inside any tolerance of the output's dtype, so no value check fires. The peak
-    is the integer tensors' largest magnitude the pass recorded (``TensorInfo.max_abs``); a
+    """Integer data (ids, labels) a leaf call computes on in a 16-bit float (compute dtype,
+    variable read, output) beyond that float's exact integers (``dtypes.exact_integers``):
+    rounded to others inside the dtype's tolerance. The peak is ``TensorInfo.max_abs``; a
     lookup layer (Embedding: ids index a table) computes nothing on them."""
     for call in calls:
         ints = [t for t in call.received if dtypes.is_integer(t.dtype) and t.max_abs is not None]
