@@ -31,6 +31,7 @@ FindingKind = Literal[
     "saturation",
     "truncation",
     "reference-error",
+    "precision-loss",
     "value-divergence",
     # the policy rule and result_type name different dtypes
     "rules-disagree",
@@ -53,6 +54,8 @@ class TensorInfo(Record):
     dtype: str
     shape: tuple[int | None, ...] = ()
     finite: bool | None = None
+    #: An integer tensor's largest magnitude (``None``: not integer, or values not read).
+    max_abs: float | None = None
 
 
 class LayerCall(Record):
