@@ -56,7 +56,7 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.runtime import _engine_check as engine_check
 from dtype_explorer.runtime import _index
-from dtype_explorer.runtime import _kernel2 as keras2_kernel
+from dtype_explorer.runtime import _kernelspec as keras2_kernel
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime._engine_check import BASE_DISTRIBUTIONS, base_versions
 from dtype_explorer.runtime._index import (
@@ -452,7 +452,7 @@ def script_command(spec: str, script: str, args: Sequence[str] = ()) -> list[str
     engine = require(spec)
     if engine is None or engine.package != "tf_keras":
         raise EngineError(f"a script runs under the Keras 2 engine only; received: {spec!r}")
-    return [sys.executable, "-m", keras2_kernel.__name__, "script", engine.path, script, *args]
+    return [sys.executable, "-m", keras2_kernel.LAUNCHER, "script", engine.path, script, *args]
 
 
 def keras2_display(engine: Engine) -> str:

@@ -20,8 +20,9 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 
+import dtype_explorer as dx
 from dtype_explorer import engines
-from dtype_explorer.runtime import _kernel2
+from dtype_explorer.runtime import _kernelspec
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -77,6 +78,23 @@ DX_CODE = textwrap.dedent(
 )
 
 
+#: In the kernel, after TF_KERAS_CODE: the probe on the user's own tf.keras classes.
+DX_CUSTOM_CODE = textwrap.dedent(
+    """
+    net = dx.probe(Net, "float64", shape=(1, 3))
+    scale = dx.probe(Scale, "float32", "mixed_float16", shape=(1, 3))
+    steps = lambda r: {s.stage: s.dtype for s in r.cast_path if s.index in (0, None)}
+    w = scale.variables["w"]
+    print("DX-OUT " + json.dumps({
+        "model_float64": [steps(net)["autocast"], net.output_dtype],
+        "custom_mixed": [steps(scale)["autocast"], w.read, w.stored, scale.output_dtype],
+        "model_basis": any("_maybe_cast_inputs" in b for b in net.basis),
+        "engine": [net.versions["engine"], scale.versions["engine"]],
+    }))
+    """
+)
+
+
 def _dx_out(text: str) -> dict:
     lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
     assert lines, text[-2000:]
@@ -109,7 +127,9 @@ def test_a_notebook_on_the_kernel_runs_tf_keras_as_a_plain_script_does(
     tf_keras_engine, plain_script
 ):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(TF_KERAS_CODE), nbformat.v4.new_code_cell(DX_CODE)]
+    nb.cells = [
+        nbformat.v4.new_code_cell(code) for code in (TF_KERAS_CODE, DX_CODE, DX_CUSTOM_CODE)
+    ]
     NotebookClient(nb, kernel_name=tf_keras_engine.kernel_name, timeout=600).execute()
     texts = [
         "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream") for c in nb.cells
@@ -121,6 +141,23 @@ def test_a_notebook_on_the_kernel_runs_tf_keras_as_a_plain_script_does(
     assert in_kernel["custom_mixed"] == ["float16", "float16", "float32", "float16"]
     probed = _dx_out(texts[1])
     assert probed == {"engine": tf_keras_engine.spec, "output": "float16", "status": "ok"}
+    custom = _dx_out(texts[2])  # the user's classes, probed in the engine's worker
+    assert custom["model_float64"] == plain_script["model_float64"]
+    assert custom["custom_mixed"] == plain_script["custom_mixed"]
+    assert custom["model_basis"] and custom["engine"] == [tf_keras_engine.spec] * 2
+
+
+def test_a_keras_3_class_on_the_keras_2_engine_is_refused_saying_what_runs(tf_keras_engine):
+    import keras
+
+    class Keras3Layer(keras.layers.Layer):
+        def call(self, x):
+            return x
+
+    r = dx.probe(Keras3Layer, "float32", engine="tf_keras")
+    assert r.status == "invalid"
+    assert "tf.keras (tf_keras) Layer or Model subclass" in r.error.message
+    assert "engine=None" in r.error.message
 
 
 def test_dtype_explorer_run_runs_a_script_under_keras_2(tf_keras_engine, plain_script, tmp_path):
@@ -137,7 +174,7 @@ def test_dtype_explorer_run_runs_a_script_under_keras_2(tf_keras_engine, plain_s
 
 
 def test_the_kernel_command_registers_it_again(tf_keras_engine):
-    assert _kernel2.unregister(tf_keras_engine.kernel_name)
+    assert _kernelspec.unregister(tf_keras_engine.kernel_name)
     with pytest.raises(NoSuchKernel):
         KernelSpecManager().get_kernel_spec(tf_keras_engine.kernel_name)
     done = subprocess.run(
@@ -160,12 +197,12 @@ def test_removing_an_engine_unregisters_its_kernel(monkeypatch, tmp_path):
     info = {"spec": "tf_keras==2.99.0", "package": "tf_keras", "version": "2.99.0"}
     (folder / "engine.json").write_text(json.dumps(info), encoding="utf-8")
     engine = engines.get("tf_keras==2.99.0")
-    _kernel2.register(engine)
+    _kernelspec.register(engine)
     assert KernelSpecManager().get_kernel_spec(engine.kernel_name)
     assert engines.remove("tf_keras==2.99.0")
     with pytest.raises(NoSuchKernel):
         KernelSpecManager().get_kernel_spec(engine.kernel_name)
-    assert not _kernel2.unregister("python3")  # not ours: left alone
+    assert not _kernelspec.unregister("python3")  # not ours: left alone
 
 
 def test_only_the_keras_2_engine_has_a_kernel():
