@@ -18,6 +18,10 @@ os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
 # The cache's signing key too: never the real user's (in their config directory).
 _KEY_DIR = tempfile.mkdtemp(prefix="dx-test-key-")
 os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key")
+# The Keras 2 engine registers a Jupyter kernel (user=True): into a temporary data dir, never
+# the real user's.
+_JUPYTER_DIR = tempfile.mkdtemp(prefix="dx-test-jupyter-")
+os.environ["JUPYTER_DATA_DIR"] = _JUPYTER_DIR
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,6 +32,7 @@ def _fresh_cache_and_workers():
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
     shutil.rmtree(_KEY_DIR, ignore_errors=True)
+    shutil.rmtree(_JUPYTER_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -58,7 +59,8 @@ from dtype_explorer.frontends._cli_options import (
     timeout_option,
 )
 from dtype_explorer.records import ProbeResult, ProbeSet
-from dtype_explorer.runtime import cache, pool
+from dtype_explorer.runtime import cache, engines, pool
+from dtype_explorer.runtime.engines import keras2_display
 
 app = typer.Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
@@ -427,6 +429,34 @@ def bisect(
             use_cache=not no_cache,
         )
     typer.echo(result.to_json(indent=2) if as_json else str(result))
+
+
+engines_app = typer.Typer(help="Engines: other Keras releases, and Keras 2.", no_args_is_help=True)
+app.add_typer(engines_app, name="engines")
+
+
+@engines_app.command("kernel")
+@_user_errors
+def engines_kernel(
+    spec: Annotated[str, typer.Argument(help="tf_keras (or tf_keras==2.X.Y)")] = "tf_keras",
+) -> None:
+    """Register the Keras 2 Jupyter kernel (created first when missing): in its notebooks
+    tf.keras is Keras 2 and dtype_explorer answers with it."""
+    engine, where = engines.kernel(spec, progress=sys.stderr.isatty())
+    typer.echo(f"kernel {engine.kernel_name!r} ({keras2_display(engine)}) in {where}")
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_user_errors
+def run(
+    context: typer.Context,
+    script: Annotated[Path, typer.Argument(help="The Python script to run.", exists=True)],
+    engine: Annotated[str, typer.Option(help="The Keras 2 engine: tf_keras.")] = "tf_keras",
+) -> None:
+    """Run a script under the Keras 2 engine, as its kernel runs a notebook (tf.keras is
+    Keras 2; arguments after the script go to it)."""
+    command = engines.script_command(engine, str(script), context.args)
+    raise typer.Exit(subprocess.run(command, check=False).returncode)
 
 
 atlas_app = typer.Typer(
