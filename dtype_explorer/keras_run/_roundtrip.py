@@ -112,33 +112,41 @@ def _as_declared(model: Any, sample: Any) -> Any:
 
 
 def _changes(model: Any, loaded: Any) -> tuple[tuple[str, ...], int]:
-    """``path: what → what`` for every policy and variable dtype that changed or went missing."""
+    """``path: what → what`` for every policy and variable dtype that changed or went missing,
+    layers matched in walk order (auto-named layers, ``softmax_4``, load under new names)."""
     import keras
 
-    def table(m: Any) -> dict[str, tuple[str, dict[str, str]]]:
-        paths = layer_paths(m)
-        return {
-            path.split("/", 1)[-1]: (
-                layer.dtype_policy.name,
-                {v.path: keras.backend.standardize_dtype(v.dtype) for v in layer.weights},
+    def table(m: Any) -> list[tuple[str, str, list[str]]]:
+        return [
+            (
+                path.split("/", 1)[-1],
+                _policy(layer),
+                [keras.backend.standardize_dtype(v.dtype) for v in layer.weights],
             )
-            for layer, path, _ in paths.values()
-        }
+            for layer, path, _ in layer_paths(m).values()
+        ]
 
     was, now = table(model), table(loaded)
     changes = []
-    for path, (policy, variables) in was.items():
-        if path not in now:
-            changes.append(f"{path}: missing after loading")
-            continue
-        policy2, variables2 = now[path]
+    if len(was) != len(now):
+        changes.append(f"{model.name}: {len(was)} layers → {len(now)} after loading")
+    for (path, policy, variables), (_, policy2, variables2) in zip(was, now):
         if policy != policy2:
-            changes.append(f"{path}: policy {policy} → {policy2}")
-        for name, dtype in variables.items():
-            got = variables2.get(name)
-            if got != dtype:
-                changes.append(f"{path}: variable {name} {dtype} → {got or 'missing'}")
-    return tuple(dict.fromkeys(changes)), len(was)
+            changes.append(f"{path}: policy ({policy}) → ({policy2})")
+        if variables != variables2:
+            changes.append(
+                f"{path}: variables {', '.join(variables)} → {', '.join(variables2) or 'none'}"
+            )
+    return tuple(changes), len(was)
+
+
+def _policy(layer: Any) -> str:
+    """What a layer's policy makes of it: compute and variable dtype, quantization mode. A
+    quantized keras-hub model loads back with every layer holding the model's
+    ``DTypePolicyMap`` (``map_float32``), which resolves per layer to the same dtypes."""
+    mode = getattr(layer, "quantization_mode", None)
+    quantized = f", quantized {mode}" if mode else ""
+    return f"compute {layer.compute_dtype}, variables {layer.variable_dtype}{quantized}"
 
 
 def _outputs(model: Any, sample: Any, arguments: dict) -> list[np.ndarray]:
