@@ -42,6 +42,15 @@ EngineOption = Annotated[
     ),
 ]
 PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")]
+#: ``check --quantize``: audit a quantized copy of the model.
+QuantizeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Audit a quantized copy: int8, float8, int4 or int4/<block size> (the modes of "
+        "the installed Keras); per layer: quantized or skipped, stored dtypes and bytes, "
+        "compute path, error against the float model."
+    ),
+]
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]

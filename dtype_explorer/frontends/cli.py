@@ -47,6 +47,7 @@ from dtype_explorer.frontends._cli_options import (
     NoCacheOption,
     PolicyOption,
     ProbeTimeoutOption,
+    QuantizeOption,
     ShapeOption,
     TraceOption,
     ValuesOption,
@@ -350,10 +351,12 @@ def check(
         str,
         typer.Option(
             help="How the model runs: call (its eager call), training, predict (the real "
-            "model.predict), fit (one real training step on a copy)."
+            "model.predict), fit (one real training step on a copy), save (saved and loaded "
+            "back: .keras, .h5, SavedModel)."
         ),
     ] = "call",
     engine: EngineOption = None,
+    quantize: QuantizeOption = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     model_file(model_path)
@@ -372,7 +375,7 @@ def check(
                 f"{type(error).__name__}: {one_line(error)}"
             ) from None
         report = analyses.check_model(
-            model, policy=policy, backends=requested, mode=mode, engine=engine
+            model, policy=policy, backends=requested, mode=mode, engine=engine, quantize=quantize
         )
     typer.echo(str(report))
 
