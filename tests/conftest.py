@@ -5,6 +5,7 @@ Each session gets a fresh, empty result cache and cache key, removed at the end.
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,16 @@ os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key"
 # the real user's.
 _JUPYTER_DIR = tempfile.mkdtemp(prefix="dx-test-jupyter-")
 os.environ["JUPYTER_DATA_DIR"] = _JUPYTER_DIR
+# The browser tests' Chromium (tests/frontends/browser, tests/docs): Debian's, never downloaded.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -43,6 +54,21 @@ def shell():
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "dtype_explorer")
     return ip
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium (never a downloaded one), headless, driven by Playwright; a missing
+    Chromium or playwright fails the test, never skips it."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
 
 
 def _created_engine(spec: str):
