@@ -45,6 +45,7 @@ The trace is four modules: this one installs the wrappers and keeps the process 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import operator
@@ -70,6 +71,7 @@ __all__ = [
     "PRIVATE_ALLOW",
     "SKIP_NAMES",
     "Trace",
+    "keep_installed",
     "op_trace",
     "operator_limit",
     "untraced",
@@ -128,6 +130,12 @@ class _Group(NamedTuple):
     unwrapped: dict[str, Any]
 
 
+class _Local(threading.local):
+    """The trace open on each thread (``None`` where none is)."""
+
+    trace: Trace | None = None
+
+
 class _Tracing:
     """The op trace's process state, in one place (as jax's ``TracingContext``): the trace
     open on each thread, how many traces are open, the bindings they replace (found again
@@ -135,9 +143,13 @@ class _Tracing:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.local = threading.local()
+        self.local = _Local()
         #: Open traces, on every thread: the wrappers are in place while this is above 0.
         self.installed = 0
+        #: Whether the wrappers are in place now, and whether they stay between traces
+        #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
+        self.bound = False
+        self.resident = False
         self.groups: list[_Group] | None = None
         #: ``len(sys.modules)`` when ``groups`` were found, and when they were installed.
         self.modules_found = -1
@@ -152,7 +164,7 @@ class _Tracing:
     @property
     def trace(self) -> Trace | None:
         """The trace open on this thread."""
-        return getattr(self.local, "trace", None)
+        return self.local.trace
 
     @trace.setter
     def trace(self, trace: Trace | None) -> None:
@@ -179,6 +191,9 @@ class Trace:
         self.first_nonfinite: Step | None = None
         self.dropped = 0
         self._values: dict[int, tuple[Any, tuple | None]] = {}
+        #: What the recorder's own reads run inside: torch's function modes switched off, so
+        #: that reading a step's tensors does not pass through the trace's own mode.
+        self.quiet: Callable[[], Any] = contextlib.nullcontext
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
@@ -216,6 +231,7 @@ def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False)
         if previous is None and _backend() == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
             mode.__enter__()
+            trace.quiet = operators.torch_quiet()
         _TRACING.trace = trace
         yield trace
     finally:
@@ -249,6 +265,35 @@ def untraced() -> Iterator[None]:
         yield
     finally:
         trace.busy = False
+
+
+def keep_installed(on: bool = True) -> None:
+    """Keep the op trace's wrappers in place between traces (``on``), or put the originals
+    back now and after each trace again (``False``, the default of a process).
+
+    A worker keeps them: opening a trace then costs a check instead of re-binding ~1,700 names
+    and the operators of the tensor classes, and a wrapper outside a trace is a passthrough
+    (the thread's trace is ``None``: the op is called as it is). In the user's own kernel
+    they are never left in place: the kernel's ``keras.ops`` stay Keras's own objects.
+
+    Args:
+        on: keep them (the wrappers are put in place now), or not.
+
+    >>> import keras
+    >>> keep_installed()
+    >>> keras.ops.add.__wrapped__.__module__, float(keras.ops.add(1.0, 2.0))
+    ('keras.src.ops.numpy', 3.0)
+    >>> keep_installed(False)
+    >>> hasattr(keras.ops.add, "__wrapped__")
+    False
+    """
+    state = _TRACING
+    with state.lock:
+        state.resident = on
+        if on and not (state.bound and _still_bound(state)):
+            _bind(state)
+        elif not on and state.installed == 0 and state.bound:
+            _unbind(state)
 
 
 def wrapped_bindings() -> dict[tuple[str, str], int]:
@@ -358,16 +403,8 @@ def _holds(d: dict, getter: Callable, values: tuple) -> bool:
 def _install() -> None:
     state = _TRACING
     with state.lock:
-        if state.installed == 0:
-            groups = state.groups
-            fresh = groups is not None and state.modules_found == len(sys.modules)
-            if not fresh or not all(_holds(g.namespace, g.getter, g.originals) for g in groups):
-                groups = state.groups = _group(_discover())
-                state.modules_found = len(sys.modules)
-            for group in groups:
-                group.namespace.update(group.wrapped)
-            state.modules_at_install = len(sys.modules)
-            state.class_patches = operators.patch(_backend(), call_operator)
+        if state.installed == 0 and not (state.bound and _still_bound(state)):
+            _bind(state)
         state.installed += 1
 
 
@@ -375,20 +412,55 @@ def _uninstall() -> None:
     state = _TRACING
     with state.lock:
         state.installed -= 1
-        if state.installed > 0:
-            return
-        operators.unpatch(state.class_patches)
-        state.class_patches = []
-        for group in state.groups or ():
-            d = group.namespace
-            if _holds(d, group.getter, group.wrappers):
-                d.update(group.unwrapped)
-                continue
-            for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
-                if d.get(key) is group.wrapped[key]:
-                    d[key] = original
-        if len(sys.modules) != state.modules_at_install:
-            _unbind_from_new_modules()
+        if state.installed == 0 and not state.resident:
+            _unbind(state)
+
+
+def _still_bound(state: _Tracing) -> bool:
+    """Whether the wrappers in place still cover every binding: no module imported since they
+    were put in place, and the first binding of each namespace and class still the wrapper
+    (a worker's restore of the user's changes, or a user, may have re-bound them)."""
+    if len(sys.modules) != state.modules_at_install:
+        return False
+    for group in state.groups or ():
+        key = next(iter(group.wrapped))
+        if group.namespace.get(key) is not group.wrapped[key]:
+            return False
+    return all(vars(p.cls).get(p.dunder) is p.wrapper for p in state.class_patches)
+
+
+def _bind(state: _Tracing) -> None:
+    """Put the wrappers in place (found again when modules were imported or a binding
+    changed); wrappers already in place are first put back."""
+    if state.bound:
+        _unbind(state)
+    groups = state.groups
+    fresh = groups is not None and state.modules_found == len(sys.modules)
+    if not fresh or not all(_holds(g.namespace, g.getter, g.originals) for g in groups):
+        groups = state.groups = _group(_discover())
+        state.modules_found = len(sys.modules)
+    for group in groups:
+        group.namespace.update(group.wrapped)
+    state.modules_at_install = len(sys.modules)
+    state.class_patches = operators.patch(_backend(), call_operator)
+    state.bound = True
+
+
+def _unbind(state: _Tracing) -> None:
+    """Put every original back (where someone re-bound one since, leave theirs)."""
+    state.bound = False
+    operators.unpatch(state.class_patches)
+    state.class_patches = []
+    for group in state.groups or ():
+        d = group.namespace
+        if _holds(d, group.getter, group.wrappers):
+            d.update(group.unwrapped)
+            continue
+        for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
+            if d.get(key) is group.wrapped[key]:
+                d[key] = original
+    if len(sys.modules) != state.modules_at_install:
+        _unbind_from_new_modules()
 
 
 def _unbind_from_new_modules() -> None:
@@ -417,11 +489,11 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     concrete call on the thread that opened the trace, a child one level below it."""
     getframe = sys._getframe
     classify = frames.classify
-    state = _TRACING
+    local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
-        trace = state.trace
+        trace = local.trace
         if trace is None or trace.busy:
             return fn(*args, **kwargs)
         # 1. Who called: the first frame that is not the trace's own or a framework's.
@@ -527,19 +599,26 @@ def _begin(
     (never let the trace change what the call does)."""
     trace.busy = True
     try:
-        step = Step(shown)
-        records.read_inputs(fn, args, kwargs, step)
-        if top:
-            step.inside = trace.top.op if trace.top is not None else None
-            step.source, step.via, step.phase = frames.locate(frame)
-        else:
-            step.source = frames.source(frame)
-            step.phase = trace.top.phase
-        return step
+        with trace.quiet():
+            return _new_step(trace, fn, shown, args, kwargs, frame, top)
     except Exception:
         return None
     finally:
         trace.busy = False
+
+
+def _new_step(
+    trace: Trace, fn: Any, shown: str, args: tuple, kwargs: dict, frame: Any, top: bool
+) -> Step:
+    step = Step(shown)
+    records.read_inputs(fn, args, kwargs, step)
+    if top:
+        step.inside = trace.top.op if trace.top is not None else None
+        step.source, step.via, step.phase = frames.locate(frame)
+    else:
+        step.source = frames.source(frame)
+        step.phase = trace.top.phase
+    return step
 
 
 def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
@@ -547,17 +626,22 @@ def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
     or a child's that may leave float16's range inside its op."""
     trace.busy = True
     try:
-        records.read_outputs(out, step)
-        look = top or any(o["dtype"] == "float16" for o in step.outputs)
-        if trace.numerics and step.phase == "call" and look:
-            records.look_at_values(trace._values, step)
-            if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
-                trace.first_nonfinite = step
-                step.first_nonfinite = True
-        else:
-            step.objects = []
+        with trace.quiet():
+            _read_outputs(trace, step, out, top)
     except Exception:  # a value the trace cannot read: the step keeps its dtypes only
         step.objects = []
         step.abstract = True
     finally:
         trace.busy = False
+
+
+def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
+    records.read_outputs(out, step)
+    look = top or any(o["dtype"] == "float16" for o in step.outputs)
+    if trace.numerics and step.phase == "call" and look:
+        records.look_at_values(trace._values, step)
+        if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
+            trace.first_nonfinite = step
+            step.first_nonfinite = True
+    else:
+        step.objects = []
