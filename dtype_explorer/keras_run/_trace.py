@@ -1,11 +1,13 @@
 """The op trace of an eager Keras call: every op it ran, with its dtypes and the line that ran it.
 
-Mechanism: **module-attribute wrapping, for the duration of the call only.** Every public
-function of ``keras.src.ops`` (numpy, core, math, nn, linalg, image), ``keras.src.random`` and
-the active backend's modules (``keras.src.backend.<backend>.{core, numpy, nn, ...}``) is found
-by identity, and every module-global name bound to one of them in a loaded ``keras`` module (or
-a user module: ``from keras.ops import multiply`` made at import time) is replaced by a thin
-wrapper while :func:`op_trace` is open, and put back when it closes, also when the call raises.
+Mechanism: **module-attribute wrapping, for the duration of the call only** (a worker keeps
+the wrappers in place between traces, :func:`keep_installed`: off, each is a passthrough).
+Every public function of ``keras.src.ops`` (numpy, core, math, nn, linalg, image),
+``keras.src.random`` and the active backend's modules (``keras.src.backend.<backend>.{core,
+numpy, nn, ...}``) is found by identity, and every module-global name bound to one of them in a
+loaded ``keras`` module (or a user module: ``from keras.ops import multiply`` made at import
+time) is replaced by a thin wrapper while :func:`op_trace` is open, and put back when it
+closes, also when the call raises.
 Classes (``Layer.__call__`` included, which the audit patches) and layer instances (which
 ``_call_trace`` wraps) are never touched, so the three compose in any order.
 
@@ -30,8 +32,9 @@ operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` r
 class while a trace is open). Only an operator called by user or layer code is recorded; what
 the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
 
-The trace is four modules: this one installs the wrappers and keeps the process state
-(``_Tracing``, one object); ``_trace_frames`` reads where an op was called from;
+The trace is five modules: this one puts the wrappers in place and keeps the process state
+(``_Tracing``, one object); ``_trace_bindings`` finds the bindings they replace;
+``_trace_frames`` reads where an op was called from;
 ``_trace_records`` reads an op's inputs, outputs and values and builds the records;
 ``_trace_operators`` hooks the operators.
 
@@ -47,18 +50,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import operator
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
+from dtype_explorer.keras_run import _trace_bindings as bindings
 from dtype_explorer.keras_run import _trace_frames as frames
 from dtype_explorer.keras_run import _trace_operators as operators
 from dtype_explorer.keras_run import _trace_records as records
+from dtype_explorer.keras_run._trace_bindings import (
+    BACKEND_SUBMODULES,
+    OPS_MODULES,
+    PRIVATE_ALLOW,
+    SKIP_NAMES,
+)
 from dtype_explorer.keras_run._trace_records import CAST_OPS, DATA_PARAMS, Step
 from dtype_explorer.records import TraceStep
 
@@ -78,56 +85,9 @@ __all__ = [
     "wrapped_bindings",
 ]
 
-#: The ``keras.ops`` modules (and ``keras.random``) and how a user names their functions.
-OPS_MODULES = {
-    "keras.src.ops.numpy": "ops",
-    "keras.src.ops.core": "ops",
-    "keras.src.ops.math": "ops",
-    "keras.src.ops.nn": "ops.nn",
-    "keras.src.ops.linalg": "ops.linalg",
-    "keras.src.ops.image": "ops.image",
-    "keras.src.random.random": "random",
-}
-BACKEND_SUBMODULES = ("core", "numpy", "nn", "math", "linalg", "image", "random", "rnn")
-#: Functions that take or return no tensors (metadata, scopes, decorators): not wrapped.
-SKIP_NAMES = frozenset(
-    {
-        "shape", "dtype", "is_tensor", "convert_to_numpy", "name_scope", "device_scope",
-        "compute_output_spec", "random_seed_dtype", "custom_gradient", "is_int_dtype",
-        "is_float_dtype", "standardize_dtype", "cudnn_ok", "jax_draw_seed",
-        "torch_seed_generator", "tf_draw_seed", "draw_seed", "make_default_seed", "get_device",
-        "to_torch_dtype", "is_flash_attention_enabled", "device", "in_stateless_scope",
-        "backend", "get_autocast_scope", "is_nnx_enabled",
-    }
-)  # fmt: skip
-#: Private helpers layer code imports by name and calls.
-PRIVATE_ALLOW = frozenset({"_saturate_cast"})
 #: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
 #: rest): an augmentation pipeline can run thousands, and every probe's JSON carries its trace.
 MAX_STEPS = 300
-
-
-class _Patch(NamedTuple):
-    """One binding a trace replaces: ``namespace[key]`` is ``original`` or ``wrapper``."""
-
-    namespace: dict
-    key: str
-    original: Any
-    wrapper: Callable[..., Any]
-
-
-class _Group(NamedTuple):
-    """The patches of one module's namespace, so that installing and removing are one
-    ``dict.update`` each."""
-
-    namespace: dict
-    #: ``getter(namespace)``: the values bound now, in the order of ``originals``.
-    getter: Callable[[dict], tuple]
-    originals: tuple
-    wrappers: tuple
-    #: ``{key: wrapper}`` and ``{key: original}``: what installing and removing set.
-    wrapped: dict[str, Any]
-    unwrapped: dict[str, Any]
 
 
 class _Local(threading.local):
@@ -150,7 +110,7 @@ class _Tracing:
         #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
         self.bound = False
         self.resident = False
-        self.groups: list[_Group] | None = None
+        self.groups: list[bindings.Group] | None = None
         #: ``len(sys.modules)`` when ``groups`` were found, and when they were installed.
         self.modules_found = -1
         self.modules_at_install = 0
@@ -318,88 +278,6 @@ def _backend() -> str:
     return backend()
 
 
-def _collect_targets() -> dict[int, tuple[Any, str]]:
-    """``id(function) -> (function, the name a user reads)`` for every wrapped function."""
-    import keras.src.ops
-    import keras.src.random  # noqa: F401
-    from keras.src.backend import backend as active
-
-    modules = dict(OPS_MODULES)
-    for sub in BACKEND_SUBMODULES:
-        modules[f"keras.src.backend.{active()}.{sub}"] = f"backend.{sub}"
-    targets = {}
-    for name, shown in modules.items():
-        module = sys.modules.get(name)
-        if module is None:
-            if name not in OPS_MODULES:
-                continue
-            module = importlib.import_module(name)
-        for attr, fn in vars(module).items():
-            if not isinstance(fn, types.FunctionType) or fn.__module__ != name:
-                continue
-            if (attr.startswith("_") and attr not in PRIVATE_ALLOW) or attr in SKIP_NAMES:
-                continue
-            targets[id(fn)] = (fn, f"{shown}.{attr}")
-    return targets
-
-
-def _discover() -> list[_Patch]:
-    """Every binding of a wrapped function in a loaded Keras or user module."""
-    targets = _collect_targets()
-    patches = []
-    for name, module in list(sys.modules.items()):
-        if module is None:
-            continue
-        keras_or_main = name == "keras" or name.startswith("keras.") or name == "__main__"
-        if not keras_or_main and (
-            name.startswith(("dtype_explorer", "_pytest", "pytest"))
-            or not frames.user_module(module)
-        ):
-            continue
-        d = getattr(module, "__dict__", None)
-        if not isinstance(d, dict):
-            continue
-        for key, value in list(d.items()):
-            hit = targets.get(id(value))
-            if hit is None or hit[0] is not value:
-                continue
-            fn, shown = hit
-            if name == "keras.src.backend":  # layer code writes backend.cast, backend.rnn
-                shown = f"backend.{key}"
-            wrapper = _TRACING.wrappers.get((shown, id(fn)))
-            if wrapper is None:
-                wrapper = _TRACING.wrappers[(shown, id(fn))] = _make_wrapper(fn, shown)
-            patches.append(_Patch(d, key, fn, wrapper))
-    return patches
-
-
-def _group(patches: list[_Patch]) -> list[_Group]:
-    """The patches by module namespace."""
-    by: dict[int, tuple[dict, list[_Patch]]] = {}
-    for patch in patches:
-        by.setdefault(id(patch.namespace), (patch.namespace, []))[1].append(patch)
-    groups = []
-    for d, items in by.values():
-        keys = tuple(p.key for p in items)
-        origs = tuple(p.original for p in items)
-        wraps = tuple(p.wrapper for p in items)
-        getter = operator.itemgetter(*keys)
-        if len(keys) == 1:
-            getter = (lambda g: lambda m: (g(m),))(getter)
-        groups.append(
-            _Group(d, getter, origs, wraps, dict(zip(keys, wraps)), dict(zip(keys, origs)))
-        )
-    return groups
-
-
-def _holds(d: dict, getter: Callable, values: tuple) -> bool:
-    try:
-        current = getter(d)
-    except KeyError:
-        return False
-    return all(map(operator.is_, current, values))
-
-
 def _install() -> None:
     state = _TRACING
     with state.lock:
@@ -436,8 +314,8 @@ def _bind(state: _Tracing) -> None:
         _unbind(state)
     groups = state.groups
     fresh = groups is not None and state.modules_found == len(sys.modules)
-    if not fresh or not all(_holds(g.namespace, g.getter, g.originals) for g in groups):
-        groups = state.groups = _group(_discover())
+    if not fresh or not all(bindings.holds(g.namespace, g.getter, g.originals) for g in groups):
+        groups = state.groups = bindings.group(bindings.discover(state.wrappers, _make_wrapper))
         state.modules_found = len(sys.modules)
     for group in groups:
         group.namespace.update(group.wrapped)
@@ -453,32 +331,14 @@ def _unbind(state: _Tracing) -> None:
     state.class_patches = []
     for group in state.groups or ():
         d = group.namespace
-        if _holds(d, group.getter, group.wrappers):
+        if bindings.holds(d, group.getter, group.wrappers):
             d.update(group.unwrapped)
             continue
         for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
             if d.get(key) is group.wrapped[key]:
                 d[key] = original
     if len(sys.modules) != state.modules_at_install:
-        _unbind_from_new_modules()
-
-
-def _unbind_from_new_modules() -> None:
-    """A module imported while the trace was open may have bound a wrapper by name
-    (``from keras.src.ops.numpy import add``): give it the original function back."""
-    wrappers = {id(w): w for w in _TRACING.wrappers.values()}
-    known = _TRACING.scanned
-    for name, module in list(sys.modules.items()):
-        if name in known or module is None:
-            continue
-        known.add(name)
-        d = getattr(module, "__dict__", None)
-        if not isinstance(d, dict):
-            continue
-        for key, value in list(d.items()):
-            w = wrappers.get(id(value))
-            if w is not None and w is value:
-                d[key] = value.__wrapped__
+        bindings.unbind_from_new_modules(state.wrappers, state.scanned)
 
 
 # ----------------------------------------------------------------------------- wrapper
