@@ -59,6 +59,16 @@ def scale_shift() -> type:
 CUSTOM = {"ScaleShift": scale_shift}
 
 
+def keep_installed() -> None:
+    """The op trace's wrappers kept in place between probes, as a worker keeps them (issue 27;
+    a checkout before it had no such setting: each trace put them in place)."""
+    from dtype_explorer import keras_run
+
+    keep = getattr(keras_run, "keep_trace_installed", None)
+    if keep is not None:
+        keep()
+
+
 def measure_here(
     repeats: int, clock: str = "wall", dtype: str = "float32", layers: str = ""
 ) -> list[dict]:
@@ -95,6 +105,7 @@ def measure_case(
     from dtype_explorer.records import ProbeSpec
 
     backend = keras.backend.backend()
+    keep_installed()
     custom = CUSTOM[name]() if name in CUSTOM else None
     cls = custom or getattr(keras.layers, name)
     samples = [np.random.default_rng(0).uniform(-3, 3, s).astype(dtype) for s in shapes]

@@ -1,11 +1,13 @@
 """The op trace of an eager Keras call: every op it ran, with its dtypes and the line that ran it.
 
-Mechanism: **module-attribute wrapping, for the duration of the call only.** Every public
-function of ``keras.src.ops`` (numpy, core, math, nn, linalg, image), ``keras.src.random`` and
-the active backend's modules (``keras.src.backend.<backend>.{core, numpy, nn, ...}``) is found
-by identity, and every module-global name bound to one of them in a loaded ``keras`` module (or
-a user module: ``from keras.ops import multiply`` made at import time) is replaced by a thin
-wrapper while :func:`op_trace` is open, and put back when it closes, also when the call raises.
+Mechanism: **module-attribute wrapping, for the duration of the call only** (a worker keeps
+the wrappers in place between traces, :func:`keep_installed`: off, each is a passthrough).
+Every public function of ``keras.src.ops`` (numpy, core, math, nn, linalg, image),
+``keras.src.random`` and the active backend's modules (``keras.src.backend.<backend>.{core,
+numpy, nn, ...}``) is found by identity, and every module-global name bound to one of them in a
+loaded ``keras`` module (or a user module: ``from keras.ops import multiply`` made at import
+time) is replaced by a thin wrapper while :func:`op_trace` is open, and put back when it
+closes, also when the call raises.
 Classes (``Layer.__call__`` included, which the audit patches) and layer instances (which
 ``_call_trace`` wraps) are never touched, so the three compose in any order.
 
@@ -30,8 +32,9 @@ operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` r
 class while a trace is open). Only an operator called by user or layer code is recorded; what
 the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
 
-The trace is four modules: this one installs the wrappers and keeps the process state
-(``_Tracing``, one object); ``_trace_frames`` reads where an op was called from;
+The trace is five modules: this one puts the wrappers in place and keeps the process state
+(``_Tracing``, one object); ``_trace_bindings`` finds the bindings they replace;
+``_trace_frames`` reads where an op was called from;
 ``_trace_records`` reads an op's inputs, outputs and values and builds the records;
 ``_trace_operators`` hooks the operators.
 
@@ -45,19 +48,24 @@ The trace is four modules: this one installs the wrappers and keeps the process 
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import importlib
-import operator
 import sys
 import threading
-import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import Any
 
+from dtype_explorer.keras_run import _trace_bindings as bindings
 from dtype_explorer.keras_run import _trace_frames as frames
 from dtype_explorer.keras_run import _trace_operators as operators
 from dtype_explorer.keras_run import _trace_records as records
+from dtype_explorer.keras_run._trace_bindings import (
+    BACKEND_SUBMODULES,
+    OPS_MODULES,
+    PRIVATE_ALLOW,
+    SKIP_NAMES,
+)
 from dtype_explorer.keras_run._trace_records import CAST_OPS, DATA_PARAMS, Step
 from dtype_explorer.records import TraceStep
 
@@ -70,62 +78,22 @@ __all__ = [
     "PRIVATE_ALLOW",
     "SKIP_NAMES",
     "Trace",
+    "keep_installed",
     "op_trace",
     "operator_limit",
     "untraced",
     "wrapped_bindings",
 ]
 
-#: The ``keras.ops`` modules (and ``keras.random``) and how a user names their functions.
-OPS_MODULES = {
-    "keras.src.ops.numpy": "ops",
-    "keras.src.ops.core": "ops",
-    "keras.src.ops.math": "ops",
-    "keras.src.ops.nn": "ops.nn",
-    "keras.src.ops.linalg": "ops.linalg",
-    "keras.src.ops.image": "ops.image",
-    "keras.src.random.random": "random",
-}
-BACKEND_SUBMODULES = ("core", "numpy", "nn", "math", "linalg", "image", "random", "rnn")
-#: Functions that take or return no tensors (metadata, scopes, decorators): not wrapped.
-SKIP_NAMES = frozenset(
-    {
-        "shape", "dtype", "is_tensor", "convert_to_numpy", "name_scope", "device_scope",
-        "compute_output_spec", "random_seed_dtype", "custom_gradient", "is_int_dtype",
-        "is_float_dtype", "standardize_dtype", "cudnn_ok", "jax_draw_seed",
-        "torch_seed_generator", "tf_draw_seed", "draw_seed", "make_default_seed", "get_device",
-        "to_torch_dtype", "is_flash_attention_enabled", "device", "in_stateless_scope",
-        "backend", "get_autocast_scope", "is_nnx_enabled",
-    }
-)  # fmt: skip
-#: Private helpers layer code imports by name and calls.
-PRIVATE_ALLOW = frozenset({"_saturate_cast"})
 #: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
 #: rest): an augmentation pipeline can run thousands, and every probe's JSON carries its trace.
 MAX_STEPS = 300
 
 
-class _Patch(NamedTuple):
-    """One binding a trace replaces: ``namespace[key]`` is ``original`` or ``wrapper``."""
+class _Local(threading.local):
+    """The trace open on each thread (``None`` where none is)."""
 
-    namespace: dict
-    key: str
-    original: Any
-    wrapper: Callable[..., Any]
-
-
-class _Group(NamedTuple):
-    """The patches of one module's namespace, so that installing and removing are one
-    ``dict.update`` each."""
-
-    namespace: dict
-    #: ``getter(namespace)``: the values bound now, in the order of ``originals``.
-    getter: Callable[[dict], tuple]
-    originals: tuple
-    wrappers: tuple
-    #: ``{key: wrapper}`` and ``{key: original}``: what installing and removing set.
-    wrapped: dict[str, Any]
-    unwrapped: dict[str, Any]
+    trace: Trace | None = None
 
 
 class _Tracing:
@@ -135,10 +103,14 @@ class _Tracing:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.local = threading.local()
+        self.local = _Local()
         #: Open traces, on every thread: the wrappers are in place while this is above 0.
         self.installed = 0
-        self.groups: list[_Group] | None = None
+        #: Whether the wrappers are in place now, and whether they stay between traces
+        #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
+        self.bound = False
+        self.resident = False
+        self.groups: list[bindings.Group] | None = None
         #: ``len(sys.modules)`` when ``groups`` were found, and when they were installed.
         self.modules_found = -1
         self.modules_at_install = 0
@@ -152,7 +124,7 @@ class _Tracing:
     @property
     def trace(self) -> Trace | None:
         """The trace open on this thread."""
-        return getattr(self.local, "trace", None)
+        return self.local.trace
 
     @trace.setter
     def trace(self, trace: Trace | None) -> None:
@@ -179,6 +151,9 @@ class Trace:
         self.first_nonfinite: Step | None = None
         self.dropped = 0
         self._values: dict[int, tuple[Any, tuple | None]] = {}
+        #: What the recorder's own reads run inside: torch's function modes switched off, so
+        #: that reading a step's tensors does not pass through the trace's own mode.
+        self.quiet: Callable[[], Any] = contextlib.nullcontext
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
@@ -216,6 +191,7 @@ def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False)
         if previous is None and _backend() == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
             mode.__enter__()
+            trace.quiet = operators.torch_quiet()
         _TRACING.trace = trace
         yield trace
     finally:
@@ -251,6 +227,35 @@ def untraced() -> Iterator[None]:
         trace.busy = False
 
 
+def keep_installed(on: bool = True) -> None:
+    """Keep the op trace's wrappers in place between traces (``on``), or put the originals
+    back now and after each trace again (``False``, the default of a process).
+
+    A worker keeps them: opening a trace then costs a check instead of re-binding ~1,700 names
+    and the operators of the tensor classes, and a wrapper outside a trace is a passthrough
+    (the thread's trace is ``None``: the op is called as it is). In the user's own kernel
+    they are never left in place: the kernel's ``keras.ops`` stay Keras's own objects.
+
+    Args:
+        on: keep them (the wrappers are put in place now), or not.
+
+    >>> import keras
+    >>> keep_installed()
+    >>> keras.ops.add.__wrapped__.__module__, float(keras.ops.add(1.0, 2.0))
+    ('keras.src.ops.numpy', 3.0)
+    >>> keep_installed(False)
+    >>> hasattr(keras.ops.add, "__wrapped__")
+    False
+    """
+    state = _TRACING
+    with state.lock:
+        state.resident = on
+        if on and not (state.bound and _still_bound(state)):
+            _bind(state)
+        elif not on and state.installed == 0 and state.bound:
+            _unbind(state)
+
+
 def wrapped_bindings() -> dict[tuple[str, str], int]:
     """``{(module, name): id(value)}`` of every binding a trace replaces while it is open."""
     if _TRACING.groups is None:
@@ -273,101 +278,11 @@ def _backend() -> str:
     return backend()
 
 
-def _collect_targets() -> dict[int, tuple[Any, str]]:
-    """``id(function) -> (function, the name a user reads)`` for every wrapped function."""
-    import keras.src.ops
-    import keras.src.random  # noqa: F401
-    from keras.src.backend import backend as active
-
-    modules = dict(OPS_MODULES)
-    for sub in BACKEND_SUBMODULES:
-        modules[f"keras.src.backend.{active()}.{sub}"] = f"backend.{sub}"
-    targets = {}
-    for name, shown in modules.items():
-        module = sys.modules.get(name)
-        if module is None:
-            if name not in OPS_MODULES:
-                continue
-            module = importlib.import_module(name)
-        for attr, fn in vars(module).items():
-            if not isinstance(fn, types.FunctionType) or fn.__module__ != name:
-                continue
-            if (attr.startswith("_") and attr not in PRIVATE_ALLOW) or attr in SKIP_NAMES:
-                continue
-            targets[id(fn)] = (fn, f"{shown}.{attr}")
-    return targets
-
-
-def _discover() -> list[_Patch]:
-    """Every binding of a wrapped function in a loaded Keras or user module."""
-    targets = _collect_targets()
-    patches = []
-    for name, module in list(sys.modules.items()):
-        if module is None:
-            continue
-        keras_or_main = name == "keras" or name.startswith("keras.") or name == "__main__"
-        if not keras_or_main and (
-            name.startswith(("dtype_explorer", "_pytest", "pytest"))
-            or not frames.user_module(module)
-        ):
-            continue
-        d = getattr(module, "__dict__", None)
-        if not isinstance(d, dict):
-            continue
-        for key, value in list(d.items()):
-            hit = targets.get(id(value))
-            if hit is None or hit[0] is not value:
-                continue
-            fn, shown = hit
-            if name == "keras.src.backend":  # layer code writes backend.cast, backend.rnn
-                shown = f"backend.{key}"
-            wrapper = _TRACING.wrappers.get((shown, id(fn)))
-            if wrapper is None:
-                wrapper = _TRACING.wrappers[(shown, id(fn))] = _make_wrapper(fn, shown)
-            patches.append(_Patch(d, key, fn, wrapper))
-    return patches
-
-
-def _group(patches: list[_Patch]) -> list[_Group]:
-    """The patches by module namespace."""
-    by: dict[int, tuple[dict, list[_Patch]]] = {}
-    for patch in patches:
-        by.setdefault(id(patch.namespace), (patch.namespace, []))[1].append(patch)
-    groups = []
-    for d, items in by.values():
-        keys = tuple(p.key for p in items)
-        origs = tuple(p.original for p in items)
-        wraps = tuple(p.wrapper for p in items)
-        getter = operator.itemgetter(*keys)
-        if len(keys) == 1:
-            getter = (lambda g: lambda m: (g(m),))(getter)
-        groups.append(
-            _Group(d, getter, origs, wraps, dict(zip(keys, wraps)), dict(zip(keys, origs)))
-        )
-    return groups
-
-
-def _holds(d: dict, getter: Callable, values: tuple) -> bool:
-    try:
-        current = getter(d)
-    except KeyError:
-        return False
-    return all(map(operator.is_, current, values))
-
-
 def _install() -> None:
     state = _TRACING
     with state.lock:
-        if state.installed == 0:
-            groups = state.groups
-            fresh = groups is not None and state.modules_found == len(sys.modules)
-            if not fresh or not all(_holds(g.namespace, g.getter, g.originals) for g in groups):
-                groups = state.groups = _group(_discover())
-                state.modules_found = len(sys.modules)
-            for group in groups:
-                group.namespace.update(group.wrapped)
-            state.modules_at_install = len(sys.modules)
-            state.class_patches = operators.patch(_backend(), call_operator)
+        if state.installed == 0 and not (state.bound and _still_bound(state)):
+            _bind(state)
         state.installed += 1
 
 
@@ -375,38 +290,55 @@ def _uninstall() -> None:
     state = _TRACING
     with state.lock:
         state.installed -= 1
-        if state.installed > 0:
-            return
-        operators.unpatch(state.class_patches)
-        state.class_patches = []
-        for group in state.groups or ():
-            d = group.namespace
-            if _holds(d, group.getter, group.wrappers):
-                d.update(group.unwrapped)
-                continue
-            for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
-                if d.get(key) is group.wrapped[key]:
-                    d[key] = original
-        if len(sys.modules) != state.modules_at_install:
-            _unbind_from_new_modules()
+        if state.installed == 0 and not state.resident:
+            _unbind(state)
 
 
-def _unbind_from_new_modules() -> None:
-    """A module imported while the trace was open may have bound a wrapper by name
-    (``from keras.src.ops.numpy import add``): give it the original function back."""
-    wrappers = {id(w): w for w in _TRACING.wrappers.values()}
-    known = _TRACING.scanned
-    for name, module in list(sys.modules.items()):
-        if name in known or module is None:
+def _still_bound(state: _Tracing) -> bool:
+    """Whether the wrappers in place still cover every binding: no module imported since they
+    were put in place, and the first binding of each namespace and class still the wrapper
+    (a worker's restore of the user's changes, or a user, may have re-bound them)."""
+    if len(sys.modules) != state.modules_at_install:
+        return False
+    for group in state.groups or ():
+        key = next(iter(group.wrapped))
+        if group.namespace.get(key) is not group.wrapped[key]:
+            return False
+    return all(vars(p.cls).get(p.dunder) is p.wrapper for p in state.class_patches)
+
+
+def _bind(state: _Tracing) -> None:
+    """Put the wrappers in place (found again when modules were imported or a binding
+    changed); wrappers already in place are first put back."""
+    if state.bound:
+        _unbind(state)
+    groups = state.groups
+    fresh = groups is not None and state.modules_found == len(sys.modules)
+    if not fresh or not all(bindings.holds(g.namespace, g.getter, g.originals) for g in groups):
+        groups = state.groups = bindings.group(bindings.discover(state.wrappers, _make_wrapper))
+        state.modules_found = len(sys.modules)
+    for group in groups:
+        group.namespace.update(group.wrapped)
+    state.modules_at_install = len(sys.modules)
+    state.class_patches = operators.patch(_backend(), call_operator)
+    state.bound = True
+
+
+def _unbind(state: _Tracing) -> None:
+    """Put every original back (where someone re-bound one since, leave theirs)."""
+    state.bound = False
+    operators.unpatch(state.class_patches)
+    state.class_patches = []
+    for group in state.groups or ():
+        d = group.namespace
+        if bindings.holds(d, group.getter, group.wrappers):
+            d.update(group.unwrapped)
             continue
-        known.add(name)
-        d = getattr(module, "__dict__", None)
-        if not isinstance(d, dict):
-            continue
-        for key, value in list(d.items()):
-            w = wrappers.get(id(value))
-            if w is not None and w is value:
-                d[key] = value.__wrapped__
+        for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
+            if d.get(key) is group.wrapped[key]:
+                d[key] = original
+    if len(sys.modules) != state.modules_at_install:
+        bindings.unbind_from_new_modules(state.wrappers, state.scanned)
 
 
 # ----------------------------------------------------------------------------- wrapper
@@ -417,11 +349,11 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     concrete call on the thread that opened the trace, a child one level below it."""
     getframe = sys._getframe
     classify = frames.classify
-    state = _TRACING
+    local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
-        trace = state.trace
+        trace = local.trace
         if trace is None or trace.busy:
             return fn(*args, **kwargs)
         # 1. Who called: the first frame that is not the trace's own or a framework's.
@@ -527,19 +459,26 @@ def _begin(
     (never let the trace change what the call does)."""
     trace.busy = True
     try:
-        step = Step(shown)
-        records.read_inputs(fn, args, kwargs, step)
-        if top:
-            step.inside = trace.top.op if trace.top is not None else None
-            step.source, step.via, step.phase = frames.locate(frame)
-        else:
-            step.source = frames.source(frame)
-            step.phase = trace.top.phase
-        return step
+        with trace.quiet():
+            return _new_step(trace, fn, shown, args, kwargs, frame, top)
     except Exception:
         return None
     finally:
         trace.busy = False
+
+
+def _new_step(
+    trace: Trace, fn: Any, shown: str, args: tuple, kwargs: dict, frame: Any, top: bool
+) -> Step:
+    step = Step(shown)
+    records.read_inputs(fn, args, kwargs, step)
+    if top:
+        step.inside = trace.top.op if trace.top is not None else None
+        step.source, step.via, step.phase = frames.locate(frame)
+    else:
+        step.source = frames.source(frame)
+        step.phase = trace.top.phase
+    return step
 
 
 def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
@@ -547,17 +486,22 @@ def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
     or a child's that may leave float16's range inside its op."""
     trace.busy = True
     try:
-        records.read_outputs(out, step)
-        look = top or any(o["dtype"] == "float16" for o in step.outputs)
-        if trace.numerics and step.phase == "call" and look:
-            records.look_at_values(trace._values, step)
-            if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
-                trace.first_nonfinite = step
-                step.first_nonfinite = True
-        else:
-            step.objects = []
+        with trace.quiet():
+            _read_outputs(trace, step, out, top)
     except Exception:  # a value the trace cannot read: the step keeps its dtypes only
         step.objects = []
         step.abstract = True
     finally:
         trace.busy = False
+
+
+def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
+    records.read_outputs(out, step)
+    look = top or any(o["dtype"] == "float16" for o in step.outputs)
+    if trace.numerics and step.phase == "call" and look:
+        records.look_at_values(trace._values, step)
+        if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
+            trace.first_nonfinite = step
+            step.first_nonfinite = True
+    else:
+        step.objects = []

@@ -22,7 +22,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The op trace's own files: transparent on the stack.
 TRACE_FILES = frozenset(
     os.path.join(_HERE, name)
-    for name in ("_trace.py", "_trace_frames.py", "_trace_records.py", "_trace_operators.py")
+    for name in (
+        "_trace.py",
+        "_trace_bindings.py",
+        "_trace_frames.py",
+        "_trace_records.py",
+        "_trace_operators.py",
+    )
 )
 PACKAGE = os.path.dirname(_HERE) + os.sep
 

@@ -229,3 +229,11 @@ def torch_mode(record: Callable[..., Any]) -> Any:
             return record(func, entry[0], entry[1], args, kwargs or {})
 
     return OperatorMode()
+
+
+def torch_quiet() -> Callable[[], Any]:
+    """What the recorder reads a step's tensors inside on torch: ``__torch_function__`` (the
+    trace's own mode, a tensor subclass's) switched off, so its reads are plain torch calls."""
+    import torch
+
+    return torch._C.DisableTorchFunction

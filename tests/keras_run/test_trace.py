@@ -235,6 +235,33 @@ def test_trace_leaves_keras_unpatched_also_when_the_call_raises():
     assert _bindings() == before
 
 
+def test_kept_installed_a_wrapper_outside_a_trace_passes_through_and_records_the_same():
+    from dtype_explorer.keras_run import _trace
+
+    layer = keras.layers.LayerNormalization(dtype="mixed_float16")
+    x = np.random.default_rng(0).normal(size=(2, 8)).astype("float32")
+    layer(x)  # built: each trace below records the same call
+    with op_trace() as trace:
+        layer(x)
+    once = [(s.op, s.note, len(s.children)) for s in trace.steps()]
+    before = _bindings()
+    _trace.keep_installed()
+    try:
+        assert _trace._TRACING.bound and _bindings() != before  # in place between traces
+        # user code outside a trace: the same answers, nothing recorded, no trace open
+        y = keras.ops.add(keras.ops.ones((2,), dtype="int8"), 1.5)
+        assert keras.backend.standardize_dtype(y.dtype) == "float32"
+        assert keras.ops.convert_to_numpy(y).tolist() == [2.5, 2.5]
+        assert keras.ops.add.__name__ == "add" and _trace._TRACING.trace is None
+        for _ in range(2):  # the second opens without putting anything in place again
+            with op_trace() as trace:
+                layer(x)
+            assert [(s.op, s.note, len(s.children)) for s in trace.steps()] == once
+    finally:
+        _trace.keep_installed(False)
+    assert _bindings() == before and not _trace._TRACING.bound
+
+
 def test_trace_does_not_change_what_the_layer_computes():
     keras.utils.set_random_seed(0)
     layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, dtype="mixed_float16")
