@@ -10,21 +10,19 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-
-from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._call_trace import CallRecorder, variable_name
+from dtype_explorer.keras_run._call_trace import CallRecorder
 from dtype_explorer.keras_run._compat import flatten_with_path
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._instance import Packed
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
+from dtype_explorer.keras_run._layer_reference import layer_numerics
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._modes import ModeRun, seeded
-from dtype_explorer.keras_run._numerics import measure, recorded_draws, replayed_draws
+from dtype_explorer.keras_run._numerics import recorded_draws
 from dtype_explorer.keras_run._observe import (
     Invalid,
     backend_refusal,
@@ -57,7 +55,6 @@ from dtype_explorer.records import (
     CastStep,
     ErrorInfo,
     Expectation,
-    Numerics,
     ProbeSpec,
     Supplied,
     TraceStep,
@@ -188,6 +185,57 @@ def run_layer(
     steps.extend(_received_steps(recorder, inputs, converted, autocast_rule, steps))
     steps.extend(variable_steps(recorder.variables))
     # 5. Expectations, and the answer's fields from the outputs.
+    fields = _answer_fields(
+        spec,
+        entry,
+        layer,
+        run,
+        called,
+        recorder,
+        inputs,
+        steps,
+        declared,
+        refused,
+        autocast_rule,
+        trace_steps,
+    )
+    # 6. Numerics (not of a compiled run: its weights are left as drawn), then the fit step.
+    if called.outputs is not None and mode not in ("predict", "dataset"):
+        with timed(timings, "numerics_ms"):
+            fields["numerics"] = layer_numerics(
+                build,
+                layer,
+                entry,
+                call,
+                inputs,
+                steps,
+                called.outputs,
+                training,
+                getattr(cls, "widened", None),
+                draws,
+            )
+    if mode == "fit" and called.outputs is not None:
+        with timed(timings, "fit_ms"):
+            _fit_stage(fields, run, inputs, called.outputs, _softmax_head(entry, kwargs))
+    return fields
+
+
+def _answer_fields(
+    spec: ProbeSpec,
+    entry: LayerEntry,
+    layer: Any,
+    run: ModeRun,
+    called: Called,
+    recorder: CallRecorder,
+    inputs: LayerInputs,
+    steps: list[CastStep],
+    declared: tuple[str, ...],
+    refused: str | None,
+    autocast_rule: list[tuple[str, str]],
+    trace_steps: tuple[TraceStep, ...],
+) -> ProbeFields:
+    """Stage 5 of ``run_layer``: the expectations, judged against the outputs, and the answer's
+    fields (its cast path, verdicts, error, variables and op trace)."""
     computes_with = (
         None
         if getattr(layer, "autocast", True)
@@ -210,24 +258,6 @@ def run_layer(
         execution=run.execution,
         compiled=run.compiled,
     )
-    # 6. Numerics (not of a compiled run: its weights are left as drawn), then the fit step.
-    if called.outputs is not None and mode not in ("predict", "dataset"):
-        with timed(timings, "numerics_ms"):
-            fields["numerics"] = _layer_numerics(
-                build,
-                layer,
-                entry,
-                call,
-                inputs,
-                steps,
-                called.outputs,
-                training,
-                getattr(cls, "widened", None),
-                draws,
-            )
-    if mode == "fit" and called.outputs is not None:
-        with timed(timings, "fit_ms"):
-            _fit_stage(fields, run, inputs, called.outputs, _softmax_head(entry, kwargs))
     return fields
 
 
@@ -443,41 +473,6 @@ def _judged(
     return Judged(documented, basis, expectations, expected)
 
 
-def _layer_numerics(
-    build: Callable[[], Any],
-    layer: Any,
-    entry: LayerEntry,
-    call: Callable[..., Any],
-    inputs: LayerInputs,
-    steps: list[CastStep],
-    outputs: Any,
-    training: bool,
-    widened: Callable[[str], Any] | None = None,
-    draws: list[str] | None = None,
-) -> Numerics:
-    """The outputs' values against the same layer, with the same weights, in a wider dtype
-    (and the same random numbers: ``draws``, the dtypes of the call's own draws)."""
-    return measure(
-        outputs,
-        inputs.leaves,
-        steps,
-        reference=lambda dtype: _reference_outputs(
-            build,
-            layer,
-            entry,
-            call,
-            inputs.leaves,
-            dtype,
-            training=training,
-            widened=widened,
-            draws=draws,
-        ),
-        comparable=_comparable(layer),
-        integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
-        draws=draws,
-    )
-
-
 def _fit_stage(
     fields: ProbeFields, run: ModeRun, inputs: LayerInputs, outputs: Any, softmax_head: bool
 ) -> None:
@@ -490,95 +485,6 @@ def _fit_stage(
 
 def _softmax_head(entry: LayerEntry, kwargs: dict[str, Any]) -> bool:
     return entry.name == "Softmax" or kwargs.get("activation") == "softmax"
-
-
-def _reference_outputs(
-    build: Callable[[], Any],
-    layer: Any,
-    entry: LayerEntry,
-    call: Callable[..., Any],
-    samples: list,
-    dtype: str,
-    *,
-    training: bool = False,
-    widened: Callable[[str], Any] | None = None,
-    draws: list[str] | None = None,
-) -> Any:
-    """The same layer, with the same weights, run in ``dtype`` on the same sample; under the
-    training modes with ``training=True`` and its seed state as built, each random draw made
-    in the dtype the probed call drew it in (``draws``): the same numbers as the probed call,
-    which was the layer's first. A user's instance is copied under ``dtype`` by ``widened``
-    (its archive holds its own policy)."""
-    import keras
-
-    roles = entry.input_roles(len(samples))
-    if _reusable(layer, dtype, training=training, widened=widened):
-        return call(layer, _widened_inputs(samples, roles, dtype))
-    with preserved_keras_state():
-        keras.config.set_dtype_policy(dtype)
-        reference = widened(dtype) if widened is not None else build()
-
-    inputs = _widened_inputs(samples, roles, dtype)
-    symbolic = keras.tree.map_structure(
-        lambda x: (
-            keras.KerasTensor(np.shape(x), dtype=dtypes.describe(x))
-            if isinstance(x, np.ndarray)
-            else x
-        ),
-        inputs,
-    )
-    try:  # built symbolically: no computation (no draw) before the weights are set
-        call(reference, symbolic)
-    except Exception:
-        call(reference, inputs, **({"training": False} if training else {}))
-    seeds = [
-        (v, keras.ops.convert_to_numpy(v.value))
-        for v in reference.variables
-        if training and "seed_generator" in variable_name(reference, v)
-    ]
-    reference.set_weights(
-        [
-            w.astype(dtype) if keras.backend.is_float_dtype(str(w.dtype)) else w
-            for w in layer.get_weights()
-        ]
-    )
-    for variable, value in seeds:
-        variable.assign(value)
-    with replayed_draws(draws or []):
-        return call(reference, inputs, training=True) if training else call(reference, inputs)
-
-
-def _reusable(
-    layer: Any, dtype: str, *, training: bool, widened: Callable[[str], Any] | None
-) -> bool:
-    """Whether the probed layer itself is the reference: it already computes in ``dtype``
-    with the weights the copy would get, and calling it again changes nothing (no state of
-    its own: moving statistics, a seed, an RNN's states; not training; not a user's
-    instance, whose copies come from its archive)."""
-    return (
-        not training
-        and widened is None
-        and getattr(layer.dtype_policy, "name", None) == dtype
-        and not layer.non_trainable_variables
-    )
-
-
-def _widened_inputs(samples: list, roles: list[str], dtype: str) -> list:
-    """The samples with every float and non-index integer array in ``dtype``."""
-    import keras
-
-    def widen(leaf: Any, role: str) -> Any:
-        if not isinstance(leaf, np.ndarray):
-            return leaf  # a Python number, a string list: as given
-        kind = dtypes.describe(leaf)
-        if dtypes.is_float(kind) or (dtypes.is_integer(kind) and role != "index"):
-            return leaf.astype(dtype)
-        return leaf
-
-    return [
-        keras.tree.map_structure(lambda leaf, role=role: widen(leaf, role), s)
-        for s, role in zip(samples, roles)
-    ]
 
 
 def _received_steps(
@@ -665,14 +571,6 @@ def _judge_named_outputs(
         else s
         for s in fields["cast_path"]
     )
-
-
-def _comparable(layer: Any) -> tuple[bool, str]:
-    """Whether this layer's numbers can be compared across backends: not when it draws random
-    numbers in the call (each backend's own generator)."""
-    if any("seed_generator" in variable_name(layer, v) for v in layer.variables):
-        return False, "a random layer: each backend draws its own numbers"
-    return True, ""
 
 
 def _policy_basis(policy: Any) -> str:

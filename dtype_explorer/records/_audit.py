@@ -10,7 +10,8 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._probe import ErrorInfo, FitReport, VariableDtypes
+from dtype_explorer.records._fit import FitReport
+from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
 

@@ -20,11 +20,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._probe import (
     UNSUPPORTED,
     VERDICT_WORDS,
     CastStep,
-    FitReport,
     ProbeResult,
 )
 

@@ -20,6 +20,8 @@ from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import first_line
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import engine_spec
+from dtype_explorer.records._fit import FitReport
+from dtype_explorer.records._numerics import Numerics, ValueFinding
 from dtype_explorer.records._trace import TraceStep, call_steps
 from dtype_explorer.records._values import InputValue, values_digest
 
@@ -228,62 +230,12 @@ class ErrorInfo(Record):
     where: str = "call"
 
 
-#: How many leading elements of each output a result carries (``OutputValues.head``).
-HEAD = 32
-#: ``precision-loss``: integer data (ids, labels, counts) cast to a float too narrow to hold
-#: every one of them exactly (above 2048 for float16, 256 for bfloat16).
-ValueProblem = Literal[
-    "wraparound", "saturation", "truncation", "reference-error", "nonfinite", "precision-loss"
-]
 #: Who states an expected dtype: the dtype policy's rule, ``keras.backend.result_type``, an
 #: array library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API),
 #: or Keras's symbolic call (``declared``).
 ExpectationSource = Literal[
     "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
 ]
-
-
-class OutputValues(Record):
-    """A bounded sample of one output's values: its first :data:`HEAD` elements (row-major;
-    ``None`` for inf/NaN), the count of inf/NaN, and the sum of the finite magnitudes."""
-
-    index: int = 0
-    dtype: str
-    shape: tuple[int, ...] = ()
-    head: tuple[float | None, ...] = ()
-    nonfinite: int = 0
-    abs_sum: float | None = None
-
-    def element(self, flat: int) -> tuple[int, ...]:
-        """The index of the ``flat``-th element (row-major) in this output's shape."""
-        size = 1
-        for dim in self.shape:
-            size *= dim
-        if not self.shape or flat >= size:
-            return (flat,)
-        index = []
-        for dim in reversed(self.shape):
-            index.append(flat % dim)
-            flat //= dim
-        return tuple(reversed(index))
-
-
-class ValueFinding(Record):
-    """A right dtype with wrong numbers, at the first output element that shows it: ``value``
-    observed there, ``expected`` by the same computation in a wider type (``reference_dtype``)."""
-
-    kind: ValueProblem
-    output: int = 0
-    element: tuple[int, ...] = ()
-    value: float | str | None = None
-    expected: float | str | None = None
-    reference_dtype: str | None = None
-    message: str = ""
-
-    def text(self) -> str:
-        """``wraparound at output 0 [0]: 44 where 300 (uint8 holds 0..255)``."""
-        where = f"output {self.output} [{', '.join(map(str, self.element))}]"
-        return f"{self.kind} at {where}: {self.message}"
 
 
 class Expectation(Record):
@@ -300,95 +252,6 @@ class Expectation(Record):
     def name(self) -> str:
         """How tables name the source: ``policy``, ``result_type``, ``np``, ``jnp``, ..."""
         return LIBRARIES.get(self.source, self.source)
-
-
-class ValueDivergence(Record):
-    """Backends that gave numbers far apart (beyond ``tolerance``, relative to the values'
-    scale) for the same inputs and weights, at the first element where they part."""
-
-    output: int = 0
-    element: tuple[int, ...] = ()
-    values: dict[str, float | None] = Field(default_factory=dict)
-    tolerance: float = 0.0
-    message: str = ""
-
-
-class Numerics(Record):
-    """Numerical side effects of running in this dtype.
-
-    ``nonfinite_from_finite`` counts inf/NaN outputs produced from finite inputs;
-    ``max_rel_error`` compares with the same layer and weights run in ``reference_dtype``.
-    """
-
-    nonfinite_from_finite: int = 0
-    output_count: int = 0
-    max_abs_output: float | None = None
-    max_rel_error: float | None = None
-    reference_dtype: str | None = None
-    note: str = ""
-    #: A bounded sample of every output's values (the first :data:`HEAD` elements and a sum),
-    #: what ``ProbeSet.value_divergence`` compares across backends.
-    outputs: tuple[OutputValues, ...] = ()
-    #: Wrong numbers in a right dtype: wraparound, saturation, truncation, error against the
-    #: reference run, inf/NaN from finite input; each names its first element.
-    findings: tuple[ValueFinding, ...] = ()
-    #: Whether these values may be compared with another backend's: not when a random layer
-    #: drew them (``comparable_note`` says why).
-    comparable: bool = True
-    comparable_note: str = ""
-    #: The largest magnitude among the integer inputs' values (``None``: no integer input),
-    #: what the ``precision-loss`` rule compares with a 16-bit float's exact integers.
-    max_abs_integer_input: float | None = None
-
-
-class GradientInfo(Record):
-    """One trainable variable's gradient in a training step, as the optimizer received it
-    (scaled by the loss scale when ``LossScaleOptimizer`` is active)."""
-
-    name: str
-    dtype: str
-    variable_dtype: str
-    #: inf/NaN values in the gradient; ``None`` when the step could not report them.
-    nonfinite: int | None = 0
-
-
-class FitReport(Record):
-    """One training step (``mode="fit"``): the loss and optimizer, whether loss scaling was
-    active, each gradient's dtype, and the variables' dtypes after the step."""
-
-    loss: str
-    optimizer: str
-    loss_value: float | None = None
-    loss_scaling: bool = False
-    loss_scale: float | None = None
-    loss_scale_after: float | None = None
-    gradients: tuple[GradientInfo, ...] = ()
-    variables_after: dict[str, str] = Field(default_factory=dict)
-    #: What Keras warned during the step ("The model does not have any trainable weights.").
-    warnings: tuple[str, ...] = ()
-    #: Whether the step ran as ``model.fit`` compiles it (``jax.jit``, ``tf.function``);
-    #: ``execution`` says how, in words.
-    compiled: bool | None = None
-    execution: str = ""
-
-    @property
-    def nonfinite_gradients(self) -> list[str]:
-        """The variables whose gradient held inf or NaN."""
-        return [g.name for g in self.gradients if g.nonfinite]
-
-    def text(self) -> str:
-        """``SGD on mean_squared_error, loss 0.12; loss scaling on (scale 32768)``."""
-        value = f", loss {self.loss_value:.4g}" if self.loss_value is not None else ""
-        scaling = (
-            f"loss scaling on (scale {self.loss_scale:g} -> {self.loss_scale_after:g})"
-            if self.loss_scaling
-            and self.loss_scale is not None
-            and self.loss_scale_after is not None
-            else "loss scaling on"
-            if self.loss_scaling
-            else "no loss scaling"
-        )
-        return f"{self.optimizer} on {self.loss}{value}; {scaling}"
 
 
 class ProbeResult(Record):

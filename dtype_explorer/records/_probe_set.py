@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from dtype_explorer.dtypes import tolerance
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._compare import Comparison, compare
-from dtype_explorer.records._probe import HEAD, OutputValues, ProbeResult, ValueDivergence, Verdict
+from dtype_explorer.records._numerics import HEAD, OutputValues, ValueDivergence
+from dtype_explorer.records._probe import ProbeResult, Verdict
 from dtype_explorer.records._trace import TraceDivergence, first_divergence
 
 
