@@ -15,6 +15,7 @@ and every variable put back bitwise after an eager ``training=True`` call.
 from __future__ import annotations
 
 import contextlib
+import io
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -89,8 +90,6 @@ def _cloned(model: Any) -> Any:
 def _archive_copy(model: Any) -> Any:
     """``model`` written to a ``.keras`` archive in memory and loaded back (config, weights,
     the variables ``set_weights`` would have to line up), uncompiled."""
-    import io
-
     from keras.src.saving import saving_lib
 
     buffer = io.BytesIO()
