@@ -373,6 +373,27 @@ def test_keras2_under_mixed_float16_reads_float32_variables_as_float16(raw_keras
     assert raw_keras2["bn_uint8"]["received"] == "uint8"
 
 
+def test_keras2_refusing_an_input_is_its_answer_not_a_tool_failure(tf_keras_engine):
+    """tf_keras filters its traceback down to the caller's frames, so the innermost frame of
+    its error is the call recorder: a pass-through, whose callee's error is Keras 2's (the
+    old code named the recorder ``call`` and said ``where="tool"``, status invalid)."""
+    raw = _raw(
+        tf_keras_engine.site,
+        """
+        import json, numpy as np, tf_keras
+        layer = tf_keras.layers.Discretization(bin_boundaries=[0.5, 1.5])
+        try:
+            layer(np.array([[0, 1, 2]], dtype="uint8"))
+        except Exception as error:
+            print(json.dumps({"type": type(error).__name__}))
+        """,
+        "tensorflow",
+        legacy=True,
+    )
+    r = dx.probe("Discretization", "uint8", engine="tf_keras")
+    assert (r.status, r.error.type, r.error.where) == ("error", raw["type"], "call"), r.error
+
+
 def test_keras2_says_what_has_no_counterpart(tf_keras_engine):
     op = dx.probe("ops.add", engine="tf_keras")
     assert op.status == "invalid" and "no counterpart in Keras 2" in op.error.message
