@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, first_line
-from dtype_explorer.keras_run import describe_model
+from dtype_explorer.keras_run import arguments_given, describe_model
 from dtype_explorer.records import AuditReport
 from dtype_explorer.runtime import engines, pool
 
@@ -72,7 +72,8 @@ def check_on_engine(
             f"{describe_model(model)} cannot be rebuilt from its config for engine "
             f"{engine!r}: {exc}"
         ) from None
-    config = {**user_set_only(config), GLOBAL_POLICY: keras.config.dtype_policy().name}
+    given = arguments_given(model)
+    config = {**user_set_only(config, given), GLOBAL_POLICY: keras.config.dtype_policy().name}
     weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
     if sample is not None:
         sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
@@ -133,7 +134,7 @@ def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None
     return model, note
 
 
-def user_set_only(config: Any) -> Any:
+def user_set_only(config: Any, given: dict[str, frozenset[str]] | None = None) -> Any:
     """``config`` (a serialized model, in this process's Keras) with every layer argument
     left at its default here taken out, so that the older release builds each layer with
     *its* defaults, as its users do (3.15.1 writes ``dtype="float32"`` for a Discretization
@@ -141,23 +142,29 @@ def user_set_only(config: Any) -> Any:
 
     An argument is at its default when it equals the ``__init__`` parameter's default, or
     when the layer rebuilt here from its config without that argument writes the same value
-    for it. The name and the arguments without a default are kept.
+    for it. The name and the arguments without a default are kept, and so is every argument
+    the user gave, even at its default (``Discretization(dtype="float32")``: 3.11.3 answers
+    float32 for it, as for its users who write that).
 
     Args:
         config: ``keras.saving.serialize_keras_object(model)`` made JSON.
+        given: the arguments each layer was built with, by layer name
+            (``keras_run.arguments_given``); a layer not named there is judged by its config
+            alone.
 
     Returns:
         The same config with the arguments the user did not set left out (models, input
         layers and classes outside Keras kept as they are).
     """
+    given = given or {}
     if isinstance(config, list):
-        return [user_set_only(c) for c in config]
+        return [user_set_only(c, given) for c in config]
     if not isinstance(config, dict):
         return config
-    out = {k: user_set_only(v) for k, v in config.items()}
+    out = {k: user_set_only(v, given) for k, v in config.items()}
     cls = _serialized_class(out) if isinstance(out.get("config"), dict) else None
     if cls is not None and _plain_layer(cls):
-        at_default = _at_default(cls, config)
+        at_default = _at_default(cls, config) - given.get(out["config"].get("name"), frozenset())
         out["config"] = {k: v for k, v in out["config"].items() if k not in at_default}
     return out
 

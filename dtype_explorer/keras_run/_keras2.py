@@ -284,12 +284,12 @@ class _Recorder:
     def installed(self) -> Iterator[None]:
         original = self.layer.call
 
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def recorded(*args: Any, **kwargs: Any) -> Any:  # a pass-through (_tool_error)
             if self.received is None:
                 self._record(args, kwargs)
             return original(*args, **kwargs)
 
-        self.layer.call = call
+        self.layer.call = recorded
         try:
             yield
         finally:

@@ -171,3 +171,62 @@ def policy_clone(model: Any, policy: str) -> Any:
             "Layer.__init__), or they fix their own dtype."
         )
     return clone
+
+
+def arguments_given(model: Any) -> dict[str, frozenset[str]]:
+    """The arguments each layer of ``model`` (nested ones too) was given, by layer name: read
+    from the record Keras keeps of its constructor's arguments as passed
+    (``Operation._auto_config``, defaults filled in), those that differ from the
+    ``__init__``'s defaults or came through its ``**kwargs``. ``Discretization(dtype="float32")``
+    records ``dtype="float32"``, ``Discretization()`` ``dtype=None``, though both configs write
+    float32. A layer rebuilt from a config (loaded, cloned) was given every argument its config
+    holds. A layer with an argument Keras could not record, or whose name two layers share,
+    is left out.
+
+    Args:
+        model: a Keras model or layer.
+
+    Returns:
+        ``{layer name: the names of the arguments given}``.
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> out = keras.layers.Discretization([0.5], dtype="float32", name="d")(inputs)
+    >>> given = arguments_given(keras.Model(inputs, keras.layers.Dense(2, name="e")(out)))
+    >>> sorted(given["d"]), sorted(given["e"])
+    (['bin_boundaries', 'dtype'], ['units'])
+    """
+    flatten = getattr(model, "_flatten_layers", None)
+    layers = list(flatten(include_self=True, recursive=True)) if flatten else [model]
+    given: dict[str, frozenset[str]] = {}
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for layer in layers:
+        name = getattr(layer, "name", None)
+        if name in seen:
+            shared.add(name)
+        seen.add(name)
+        recorded = getattr(getattr(layer, "_auto_config", None), "config", None)
+        if isinstance(name, str) and isinstance(recorded, dict):
+            given[name] = _not_default(type(layer), recorded)
+    return {k: v for k, v in given.items() if k not in shared}
+
+
+def _not_default(cls: type, recorded: dict[str, Any]) -> frozenset[str]:
+    """The names in ``recorded`` whose value is not ``cls.__init__``'s default for them."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return frozenset(recorded)
+    found = set()
+    for key, value in recorded.items():
+        default = parameters[key].default if key in parameters else inspect.Parameter.empty
+        try:
+            same = default is not inspect.Parameter.empty and bool(value == default)
+        except Exception:  # a default that does not compare: taken as given
+            same = False
+        if not same:
+            found.add(key)
+    return frozenset(found)

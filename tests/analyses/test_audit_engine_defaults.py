@@ -81,3 +81,20 @@ def test_leaving_defaults_out_draws_nothing_from_pythons_stream(cls):
     state = random.getstate()
     user_set_only(config)
     assert random.getstate() == state
+
+
+def test_an_argument_the_user_gave_is_sent_even_at_this_releases_default():
+    """``Discretization(dtype="float32")`` and ``Discretization()`` write the same config in
+    3.15; what the user passed tells them apart (3.11.3 answers float32 for the first, int64
+    for the second)."""
+    from dtype_explorer.keras_run import arguments_given
+
+    inputs = keras.Input((3,))
+    x = keras.layers.Discretization(BOUNDARIES, dtype="float32", name="given")(inputs)
+    out = keras.layers.Discretization(BOUNDARIES, name="left")(x)
+    model = keras.Model(inputs, out)
+    config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
+    sent = user_set_only(config, arguments_given(model))
+    by_name = {layer["config"]["name"]: layer["config"] for layer in sent["config"]["layers"]}
+    assert set(by_name["given"]) == {"name", "bin_boundaries", "dtype"}
+    assert set(by_name["left"]) == {"name", "bin_boundaries"}

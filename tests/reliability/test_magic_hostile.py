@@ -56,8 +56,7 @@ CASES = [
     ('model --sample "batch', "cannot read the arguments"),
     ("model --policy 'mixed_float16", "cannot read the arguments"),
     ("model --sample as_dict", "a dict sample needs the input names"),
-    ("model --sample as_text", "must hold numeric"),
-    ("model --sample as_strings", "the sample does not fit .*Invalid dtype"),
+    ("model --sample as_text", r"the sample does not fit input 'x'.*got \(\) \(string\)"),
     ("model --sample ragged", "the sample must hold arrays"),
     ("model --sample an_object", "sample must hold"),
     ("model --sample 1+", "could not evaluate --sample"),
@@ -84,6 +83,21 @@ def test_misuse_in_a_cell_shows_no_traceback(shell, namespace, capsys):
         assert isinstance(result.error_in_exec, UsageError), line
     captured = capsys.readouterr()
     assert "Traceback" not in captured.out + captured.err
+
+
+def test_a_string_sample_for_a_numeric_model_is_answered_with_keras_own_refusal(shell, namespace):
+    """A NumPy string sample is a sample ``model(...)`` can take (issue 23.8), so it is no
+    misuse of the magic: the audit runs it, and where Keras refuses to cast the strings to the
+    model's float32 input, the report says so in Keras's own words (a call-error finding)."""
+    model, sample = namespace["model"], namespace["as_strings"]
+    with pytest.raises(Exception) as raw:  # what raw Keras raises is the answer
+        model(sample)
+    report = shell.run_line_magic("dtype_check", "model --sample as_strings")
+    assert isinstance(report, AuditReport)
+    assert [t.dtype for t in report.sample] == ["string"]
+    errors = [f for f in report.findings if f.kind == "call-error"]
+    assert errors and type(raw.value).__name__ in errors[0].message, report.findings
+    assert report.layers[0].error is not None and report.layers[0].error.where != "tool"
 
 
 def test_a_dict_sample_keyed_by_the_input_name_is_accepted(shell, namespace):
