@@ -48,6 +48,7 @@ from dtype_explorer.frontends._cli_options import (
     ProbeTimeoutOption,
     ShapeOption,
     TraceOption,
+    Typer,
     ValuesOption,
     json_option,
     model_file,
@@ -60,7 +61,7 @@ from dtype_explorer.frontends._cli_options import (
 from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.runtime import cache, pool
 
-app = typer.Typer(
+app = Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -429,7 +430,7 @@ def bisect(
     typer.echo(result.to_json(indent=2) if as_json else str(result))
 
 
-atlas_app = typer.Typer(
+atlas_app = Typer(
     help="The dtype atlas: the whole map as a Parquet store, a JSON export and a static site; "
     "its diff and SQL queries.",
     no_args_is_help=True,
