@@ -81,6 +81,13 @@ PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_fl
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+#: ``table``'s long format: one row per pair, every backend's and library's answer a column.
+LongOption = Annotated[
+    bool,
+    typer.Option(
+        "--long", help="One row per pair, every backend's and library's answer (a wide frame)."
+    ),
+]
 #: ``atlas query``'s store.
 AtlasStoreOption = Annotated[
     Path,

@@ -27,11 +27,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
-from dtype_explorer import analyses, records, views
+from dtype_explorer import analyses, frontends, records, views
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
@@ -42,6 +42,7 @@ from dtype_explorer.frontends._cli_options import (
     InputDtypeOption,
     JsonOption,
     KwargsOption,
+    LongOption,
     ModesOption,
     NoCacheOption,
     PolicyOption,
@@ -116,27 +117,31 @@ FRONT_LOG_BYTES = 1 << 20
 
 
 @contextlib.contextmanager
-def _framework_output_to_log() -> Iterator[None]:
+def _framework_output_to_log() -> Iterator[IO[str]]:
     """Inside the block, what is written to this process's stderr (fd 2: TensorFlow's absl,
     oneDNN and CUDA lines when a command imports Keras here, as ``check`` and ``table`` do) goes
     to ``workers/cli.log`` in the cache directory; with ``--verbose`` it stays on stderr. An
-    error is reported after the block, on the terminal."""
+    error is reported after the block, on the terminal. Yields the terminal's stderr (for
+    progress bars), whichever way fd 2 goes."""
     if _state["verbose"]:
-        yield
+        yield sys.stderr
         return
     path = cache.path() / "workers" / "cli.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         log = path.open("wb" if _size(path) > FRONT_LOG_BYTES else "ab")
     except OSError:
-        yield
+        yield sys.stderr
         return
     sys.stderr.flush()
     saved = os.dup(2)
     os.dup2(log.fileno(), 2)
+    terminal = open(saved, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     try:
-        yield
+        yield terminal
     finally:
+        terminal.flush()
+        terminal.close()
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
@@ -267,10 +272,10 @@ def _print_probe(
         typer.echo(views.format_result(result, trace=trace, detail=trace))
         typer.echo("")
     if isinstance(outcome, ProbeSet) and len(outcome) > 1:
-        typer.echo(f"across {outcome.axis}: {outcome.verdict}")
         part = outcome.first_divergence() if trace else None
         if part is not None:
             typer.echo(part.text())
+        frontends._cli_terminal.show(views.probe_set_table(outcome))  # a line per backend, last
 
 
 @app.command()
@@ -292,13 +297,17 @@ def survey(
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
-    with _framework_output_to_log():
+    with (
+        _framework_output_to_log() as terminal,
+        frontends._cli_terminal.progress_on(terminal) as bars,
+    ):
         result = analyses.survey(
             targets=names("--targets", targets),
             input_dtypes=names("--input-dtypes", input_dtypes),
             policies=names("--policies", policies),
             backends=names("--backends", backends),
             engine=engine,
+            progress=bars,
         )
         result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
@@ -318,11 +327,13 @@ def table(
         str | None, typer.Option(help="Resolve weak floats with this floatx.")
     ] = None,
     disagreements: Annotated[
-        bool, typer.Option(help="Only the cells where someone disagrees.")
+        bool, typer.Option(help="Only the cells where someone disagrees, who says what.")
     ] = False,
+    long: LongOption = False,
     engine: EngineOption = None,
 ) -> None:
-    """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
+    """Print the promotion table of an op: the lhs x rhs grid of Keras's result_type, each
+    cell where a backend or reference library disagrees marked."""
     with _framework_output_to_log():
         result = analyses.promotion_table(
             op=op,
@@ -331,8 +342,11 @@ def table(
             floatx=floatx,
             engine=engine,
         )
+    if disagreements or long:
         frame = result.disagreements() if disagreements else result.to_frame()
-    typer.echo(frame.to_string())
+        typer.echo(frame.to_string() if len(frame) else "no cell where anyone disagrees")
+        return
+    frontends._cli_terminal.show(views.promotion_grid(result))
 
 
 @app.command()
@@ -373,7 +387,7 @@ def check(
         report = analyses.check_model(
             model, policy=policy, backends=requested, mode=mode, engine=engine
         )
-    typer.echo(str(report))
+    frontends._cli_terminal.show(views.audit_renderables(report))
 
 
 @app.command()
@@ -472,7 +486,10 @@ def atlas_build(
     directory = analyses.writable_directory(out)  # before the work, not after it
     client = _client(cluster) if cluster else None
     try:
-        with _framework_output_to_log():
+        with (
+            _framework_output_to_log() as terminal,
+            frontends._cli_terminal.progress_on(terminal, enabled=progress) as bars,
+        ):
             atlas = analyses.build_atlas(
                 targets=names("--targets", targets),
                 input_dtypes=names("--input-dtypes", input_dtypes),
@@ -482,7 +499,7 @@ def atlas_build(
                 out=directory,
                 timeout=timeout_option(timeout),
                 cluster=client,
-                progress=progress,
+                progress=bars,
             )
     finally:
         if client is not None:
