@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
+
+from _harness import clock as harness_clock
+from _harness import medians
 
 CASES = {
     "Dense": ({"units": 16}, ((8, 32),)),
@@ -118,17 +119,10 @@ def measure_case(
         assert result.status == "ok" and result.trace, result.error
         return result
 
-    cases = (("bare", bare), ("probe", probed), ("trace", traced))
-    for _, fn in cases * 2:  # warm-up: compile caches, first-call costs
+    cases = {"bare": bare, "probe": probed, "trace": traced}
+    for fn in cases.values():  # a first warm-up: compile caches, first-call costs
         fn()
-    now = time.process_time if clock == "cpu" else time.perf_counter
-    times: dict[str, list[float]] = {label: [] for label, _ in cases}
-    for _ in range(repeats):
-        for label, fn in cases:
-            start = now()
-            fn()
-            times[label].append(now() - start)
-    ms = {label: statistics.median(t) * 1000 for label, t in times.items()}
+    ms = medians(cases, repeats, harness_clock(clock))
     steps = traced().trace
     return {
         "backend": backend,
@@ -160,22 +154,15 @@ def measure_instance(repeats: int, clock: str = "wall") -> list[dict]:
     def archive():
         return pack(layer).load()
 
-    cases = (
-        ("bare", lambda: layer(x)),
-        ("archive", archive),
-        ("by_name", lambda: run_probe(by_name, trace=False)),
-        ("instance", lambda: run_probe(as_is, target=layer, trace=False)),
-    )
-    for _, fn in cases * 2:
+    cases = {
+        "bare": lambda: layer(x),
+        "archive": archive,
+        "by_name": lambda: run_probe(by_name, trace=False),
+        "instance": lambda: run_probe(as_is, target=layer, trace=False),
+    }
+    for fn in cases.values():
         fn()
-    now = time.process_time if clock == "cpu" else time.perf_counter
-    times: dict[str, list[float]] = {label: [] for label, _ in cases}
-    for _ in range(repeats):
-        for label, fn in cases:
-            start = now()
-            fn()
-            times[label].append(now() - start)
-    ms = {label: statistics.median(t) * 1000 for label, t in times.items()}
+    ms = medians(cases, repeats, harness_clock(clock))
     return [
         {
             "backend": keras.backend.backend(),

@@ -310,6 +310,18 @@ def tolerance(name: str | None) -> float:
     return 0.0
 
 
+def exact_integers(name: str | None) -> int | None:
+    """The largest magnitude up to which a float dtype holds every integer exactly (its
+    significand's ``2 ** (nmant + 1)``); ``None`` for any other dtype.
+
+    >>> exact_integers("float16"), exact_integers("bfloat16"), exact_integers("int32")
+    (2048, 256, None)
+    """
+    if family(name) != "float":
+        return None
+    return 2 ** (int(ml_dtypes.finfo(numpy_dtype(str(name))).nmant) + 1)
+
+
 def int_range(name: str | None) -> tuple[int, int] | None:
     """The smallest and largest value of an integer dtype; ``None`` for any other dtype.
 

@@ -5,6 +5,7 @@ Each session gets a fresh, empty result cache and cache key, removed at the end.
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,20 @@ os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
 # The cache's signing key too: never the real user's (in their config directory).
 _KEY_DIR = tempfile.mkdtemp(prefix="dx-test-key-")
 os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key")
+# The Keras 2 engine registers a Jupyter kernel (user=True): into a temporary data dir, never
+# the real user's.
+_JUPYTER_DIR = tempfile.mkdtemp(prefix="dx-test-jupyter-")
+os.environ["JUPYTER_DATA_DIR"] = _JUPYTER_DIR
+# The browser tests' Chromium (tests/frontends/browser, tests/docs): Debian's, never downloaded.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,6 +43,7 @@ def _fresh_cache_and_workers():
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
     shutil.rmtree(_KEY_DIR, ignore_errors=True)
+    shutil.rmtree(_JUPYTER_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +54,21 @@ def shell():
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "dtype_explorer")
     return ip
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium (never a downloaded one), headless, driven by Playwright; a missing
+    Chromium or playwright fails the test, never skips it."""
+    from playwright.sync_api import sync_playwright
+
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
+        )
+        yield chromium
+        chromium.close()
 
 
 def _created_engine(spec: str):

@@ -32,6 +32,8 @@ LATE_IMPORTS = (
     "distributed",
     "pyarrow",
     "duckdb",
+    "jupyter_client",  # the Keras 2 kernel's registry and start (optional: runtime/_kernel2)
+    "ipykernel",
 )
 #: What ``import dtype_explorer`` must not import: the late imports, and IPython (the magic's).
 FRAMEWORKS = (*LATE_IMPORTS, "IPython")

@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.analyses import _audit_engine, _audit_reprobe, _audit_rules, _audit_rules_across
+from dtype_explorer.analyses import (
+    _audit_engine,
+    _audit_quantize,
+    _audit_reprobe,
+    _audit_rules,
+    _audit_rules_across,
+    _audit_save,
+)
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
 from dtype_explorer.keras_run import (
     ModelTracer,
@@ -39,6 +46,7 @@ from dtype_explorer.keras_run import (
     nonfinite_count,
     policy_clone,
     preserved_keras_state,
+    quantize_request,
     reference_dtype,
     sample_for,
     sample_text,
@@ -77,6 +85,7 @@ def check_model(
     mode: str = "call",
     labels: Any = None,
     engine: str | None = None,
+    quantize: Any = None,
 ) -> AuditReport:
     """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
 
@@ -112,6 +121,11 @@ def check_model(
             weights) in that release's worker, on this process's backend. A model whose
             config that release cannot rebuild raises. The Keras 2 engine is refused: the
             audit traces Keras 3 layers.
+        quantize: audit a quantized copy: a mode of the installed Keras (``"int8"``,
+            ``"float8"``, ``"int4"``, ``"int4/<block size>"``) or a
+            ``keras.quantizers.QuantizationConfig`` (``GPTQConfig``/``AWQConfig`` carry their
+            calibration data). ``report.quantization`` says per layer what ``quantize()``
+            did, what it stores, its compute path and its error against the float model.
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -138,6 +152,14 @@ def check_model(
     started = time.perf_counter()
     # 1. Check the question: mode, labels, call kwargs, policy, backends and engine
     asked = _question(model, mode, labels, timeout, call_kwargs, policy, backends, engine)
+    request = None if quantize is None else quantize_request(quantize)
+    if request is not None and asked.engine is not None:
+        raise InvalidSpecError(
+            f"quantize= audits a quantized copy made by the installed Keras "
+            f"({keras.__version__}); with engine={engine!r} quantize the model there. "
+            f"Received: quantize={quantize!r}"
+        )
+    asked = dataclasses.replace(asked, quantize=request)
     if asked.engine is not None:  # 2. On another Keras release: rebuilt and audited there
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
         return _audit_engine.check_on_engine(
@@ -161,6 +183,13 @@ def check_model(
             _predict_phase(audit)
         if asked.mode == "fit" and audit.outputs is not None:
             _fit_phase(audit, model, labels)
+        if asked.mode == "save":
+            audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
+        if audit.quantized is not None:
+            audit.ran["quantization"], found = _audit_quantize.finish(
+                audit.quantized.report, audit.calls
+            )
+            audit.findings += found
     audit.timings["total_ms"] = ms(started)
     # 6. The report
     return AuditReport(
@@ -191,6 +220,7 @@ class _Question:
     backends: list[str]
     timeout: float | None
     engine: str | None
+    quantize: Any = None
 
 
 @dataclasses.dataclass
@@ -210,6 +240,8 @@ class _Audit:
     timings: dict[str, float]
     ran: dict[str, Any]
     findings: list[Finding] = dataclasses.field(default_factory=list)
+    quantized: _audit_quantize.Quantized | None = None
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _question(
@@ -253,6 +285,10 @@ def _eager_pass(model: Any, sample: Any, asked: _Question, notes: list[str]) -> 
     target = policy_clone(model, asked.policy) if asked.policy is not None else model
     inputs = declared_inputs(target)
     sample = sample_for(target, inputs, sample)
+    quantized = None
+    if asked.quantize is not None:  # a quantized copy is audited (the float one is the reference)
+        quantized = _audit_quantize.quantize_copy(target, sample, asked.quantize, asked.arguments)
+        target = quantized.copy if quantized.copy is not None else target
     # under policy=, the copy is built as the model would be under that policy
     own = asked.policy or target.dtype_policy.name
     audited = training_copy(target, sample, own) if mode == "fit" else target
@@ -274,6 +310,8 @@ def _eager_pass(model: Any, sample: Any, asked: _Question, notes: list[str]) -> 
         notes=notes,
         timings={"forward_ms": tracer.forward_ms},
         ran={"execution": _EXECUTION.get(mode, "")},
+        quantized=quantized,
+        arguments=asked.arguments,
     )
 
 
@@ -389,6 +427,7 @@ def audit_rebuilt(
 _EXECUTION = {
     "call": "",
     "training": "the eager call with training=True",
+    "save": "save and load of a copy, compared layer by layer",
 }
 
 
@@ -401,10 +440,10 @@ def _audit_mode(mode: Any, model: Any) -> str:
     usable = [
         m
         for m in AUDIT_MODES
-        if is_model or m not in ("predict", "fit")
+        if is_model or m not in ("predict", "fit", "save")
         if keras.backend.backend() != "numpy" or m != "fit"
     ]
-    if not isinstance(mode, str) or mode not in MODES:
+    if not isinstance(mode, str) or (mode not in MODES and mode not in AUDIT_MODES):
         raise unknown("mode", mode, AUDIT_MODES)
     if mode in usable:
         return mode
@@ -415,7 +454,7 @@ def _audit_mode(mode: Any, model: Any) -> str:
             "it maps one layer over tf.data; probe a layer that way with "
             "dx.probe(layer, mode='dataset')"
         )
-    elif mode in ("predict", "fit") and not is_model:
+    elif mode in ("predict", "fit", "save") and not is_model:
         why = (
             f"{describe_model(model)} is a layer, not a keras.Model: it has no {mode}(); "
             "wrap it in a keras.Model to audit it that way"

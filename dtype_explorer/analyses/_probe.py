@@ -89,7 +89,8 @@ def probe(
             created first (``dx.engines.create``: it needs the package index once, with
             progress). With ``backend=None`` it runs on tensorflow for Keras 2, else on the
             backend this process's Keras uses (``$KERAS_BACKEND``, keras.json), never in
-            this process.
+            this process. In the Keras 2 kernel (``dx.engines.kernel``) ``None`` is that
+            kernel's engine.
         call_kwargs: keyword arguments of a layer's call, as JSON values
             (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
         precision: the float32 matmul precision during the probe, put back afterwards:
@@ -132,7 +133,7 @@ def probe(
     """
     # 1. Validate: the time limit, the engine and the backends it runs on, the modes.
     timeout = pool.time_limit(timeout)
-    engine = engine_spec(engine)
+    engine = engine_spec(engine) if engine is not None else engines.current()
     backend = _engine_default(engine, backend)
     if backend is None and timeout is not None:
         raise InvalidSpecError(

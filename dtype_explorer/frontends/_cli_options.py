@@ -78,6 +78,15 @@ EngineOption = Annotated[
     ),
 ]
 PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")]
+#: ``check --quantize``: audit a quantized copy of the model.
+QuantizeOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Audit a quantized copy: int8, float8, int4 or int4/<block size> (the modes of "
+        "the installed Keras); per layer: quantized or skipped, stored dtypes and bytes, "
+        "compute path, error against the float model."
+    ),
+]
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
@@ -227,3 +236,19 @@ def json_option(option: str, text: str) -> Any:
         raise InvalidSpecError(f"{option} nest deeper than {MAX_KWARGS_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError says where, not what: nothing long
         raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
+
+
+def cluster_client(address: str) -> Any:
+    """``--cluster``: a Dask client of the scheduler at ``address``, or a clear error."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InvalidSpecError(
+            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
+        ) from None
+    try:
+        return Client(address, timeout="20s")
+    except OSError as error:
+        raise InvalidSpecError(
+            f"--cluster: no Dask scheduler answered at {received(address)}: {one_line(error)}"
+        ) from None

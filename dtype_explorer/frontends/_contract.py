@@ -2,7 +2,7 @@
 declared by name on :class:`ContractTraits` (so IDEs see them) and tagged from the contract.
 
 >>> sorted(TRAITS)[:3]
-['available_backends', 'catalog', 'defaults']
+['available_backends', 'catalog', 'comparison']
 >>> KERNEL_WRITES >= {"results", "request_id"} and "request" not in KERNEL_WRITES
 True
 >>> REQUEST_KEYS[:3], REQUEST_KEYS[-1]

@@ -24,6 +24,7 @@ import contextlib
 import functools
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,10 +48,12 @@ from dtype_explorer.frontends._cli_options import (
     NoCacheOption,
     PolicyOption,
     ProbeTimeoutOption,
+    QuantizeOption,
     ShapeOption,
     TraceOption,
     Typer,
     ValuesOption,
+    cluster_client,
     json_option,
     model_file,
     names,
@@ -60,7 +63,8 @@ from dtype_explorer.frontends._cli_options import (
     timeout_option,
 )
 from dtype_explorer.records import ProbeResult, ProbeSet
-from dtype_explorer.runtime import cache, pool
+from dtype_explorer.runtime import cache, engines, pool
+from dtype_explorer.runtime.engines import keras2_display
 
 app = Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
@@ -363,10 +367,12 @@ def check(
         str,
         typer.Option(
             help="How the model runs: call (its eager call), training, predict (the real "
-            "model.predict), fit (one real training step on a copy)."
+            "model.predict), fit (one real training step on a copy), save (saved and loaded "
+            "back: .keras, .h5, SavedModel)."
         ),
     ] = "call",
     engine: EngineOption = None,
+    quantize: QuantizeOption = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     model_file(model_path)
@@ -385,7 +391,7 @@ def check(
                 f"{type(error).__name__}: {one_line(error)}"
             ) from None
         report = analyses.check_model(
-            model, policy=policy, backends=requested, mode=mode, engine=engine
+            model, policy=policy, backends=requested, mode=mode, engine=engine, quantize=quantize
         )
     frontends._cli_terminal.show(views.audit_renderables(report))
 
@@ -444,6 +450,34 @@ def bisect(
     typer.echo(result.to_json(indent=2) if as_json else str(result))
 
 
+engines_app = Typer(help="Engines: other Keras releases, and Keras 2.", no_args_is_help=True)
+app.add_typer(engines_app, name="engines")
+
+
+@engines_app.command("kernel")
+@_user_errors
+def engines_kernel(
+    spec: Annotated[str, typer.Argument(help="tf_keras (or tf_keras==2.X.Y)")] = "tf_keras",
+) -> None:
+    """Register the Keras 2 Jupyter kernel (created first when missing): in its notebooks
+    tf.keras is Keras 2 and dtype_explorer answers with it."""
+    engine, where = engines.kernel(spec, progress=sys.stderr.isatty())
+    typer.echo(f"kernel {engine.kernel_name!r} ({keras2_display(engine)}) in {where}")
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@_user_errors
+def run(
+    context: typer.Context,
+    script: Annotated[Path, typer.Argument(help="The Python script to run.", exists=True)],
+    engine: Annotated[str, typer.Option(help="The Keras 2 engine: tf_keras.")] = "tf_keras",
+) -> None:
+    """Run a script under the Keras 2 engine, as its kernel runs a notebook (tf.keras is
+    Keras 2; arguments after the script go to it)."""
+    command = engines.script_command(engine, str(script), context.args)
+    raise typer.Exit(subprocess.run(command, check=False).returncode)
+
+
 atlas_app = Typer(
     help="The dtype atlas: the whole map as a Parquet store, a JSON export and a static site; "
     "its diff and SQL queries.",
@@ -484,7 +518,7 @@ def atlas_build(
         count = workers_per_backend.strip()
         pool.configure(workers_per_backend=int(count) if count.isdigit() else count)
     directory = analyses.writable_directory(out)  # before the work, not after it
-    client = _client(cluster) if cluster else None
+    client = cluster_client(cluster) if cluster else None
     try:
         with (
             _framework_output_to_log() as terminal,
@@ -506,21 +540,6 @@ def atlas_build(
             client.close()
     counts = " · ".join(f"{k} {v}" for k, v in atlas.counts().items())
     typer.echo(f"wrote {Path(directory) / 'index.html'} ({len(atlas.cells)} cells: {counts})")
-
-
-def _client(address: str) -> Any:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InvalidSpecError(
-            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
-        ) from None
-    try:
-        return Client(address, timeout="20s")
-    except OSError as error:
-        raise InvalidSpecError(
-            f"--cluster: no Dask scheduler answered at {received(address)}: {one_line(error)}"
-        ) from None
 
 
 @atlas_app.command("diff")

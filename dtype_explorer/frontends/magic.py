@@ -46,7 +46,14 @@ class DtypeMagics(Magics):
         default="call",
         help="how the model runs: call (its eager call, the default), training "
         "(training=True), predict (the real model.predict: compiled on jax and tensorflow), "
-        "fit (one real training step on a copy: gradients, loss scaling)",
+        "fit (one real training step on a copy: gradients, loss scaling), save (saved and "
+        "loaded back: .keras, .h5, SavedModel; every difference a finding)",
+    )
+    @argument(
+        "--quantize",
+        metavar="Q",
+        help="audit a quantized copy: int8, float8, int4 or int4/<block size>; per layer "
+        "what quantize() did, stored dtypes and bytes, compute path, error against float",
     )
     @argument(
         "--labels",
@@ -78,6 +85,8 @@ class DtypeMagics(Magics):
             %dtype_check model --mode predict
             %dtype_check model --mode fit --sample x_batch --labels y_batch
             %dtype_check model --engine keras==3.11.3
+            %dtype_check model --quantize int8
+            %dtype_check model --mode save
         """
         try:
             args = parse_argstring(self.dtype_check, line)
@@ -100,6 +109,7 @@ class DtypeMagics(Magics):
                 mode=args.mode,
                 labels=labels,
                 engine=args.engine,
+                quantize=args.quantize,
             )
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None

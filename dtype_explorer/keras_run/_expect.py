@@ -63,15 +63,19 @@ def for_layer(
     compute_dtype: str,
     autocast_dtypes: tuple[str, ...],
     documented: rules.Documented,
+    autocast: bool = True,
 ) -> list[Expectation]:
-    """The policy rule's and ``result_type``'s expectations for a layer's output."""
+    """The policy rule's and ``result_type``'s expectations for a layer's output; a layer
+    with ``autocast=False`` has no policy expectation (``rules.for_autocast_off``)."""
     found = []
     floats = {
         d
         for d, role in zip(autocast_dtypes, entry.input_roles(len(autocast_dtypes)))
         if role != "index" and dtypes.is_float(d)
     }
-    if entry.contract in ("compute", "layer-dtype", "self-managed") and floats <= {compute_dtype}:
+    if not autocast and entry.contract == "compute":
+        pass  # the policy rule does not apply: result_type of what it computes with decides
+    elif entry.contract in ("compute", "layer-dtype", "self-managed") and floats <= {compute_dtype}:
         found.append(
             Expectation(
                 source="policy",
@@ -214,27 +218,68 @@ def verdicts(
     expected: str | None,
     declared: tuple[str, ...],
     observed: tuple[str, ...],
+    *,
+    own: dict[int, str | None] | None = None,
 ) -> tuple[tuple[Verdict, ...], Verdict]:
     """One verdict per output, and the worst of them. The expected dtype applies to the first
     output and to every other output of its family (an LSTM's states); an output of another
-    family (``top_k``'s indices) is judged only against its declared dtype."""
+    family (``top_k``'s indices) is judged only against its declared dtype. An output in
+    ``own`` is judged by its own expectation instead (:func:`named_output_expectations`;
+    ``None``: Keras states none, so ``undocumented`` unless the declared dtype disagrees)."""
     each: list[Verdict] = []
     for i, got in enumerate(observed):
         said = declared[i] if i < len(declared) else None
         applies = i == 0 or (
             expected is not None and dtypes.family(said or got) == dtypes.family(expected)
         )
-        each.append(
-            rules.verdict(
-                status="ok",
-                documented=expected if applies else None,
-                declared=said,
-                observed=got,
-            )
-        )
+        documented = own[i] if own is not None and i in own else expected if applies else None
+        each.append(rules.verdict(status="ok", documented=documented, declared=said, observed=got))
     if not each:
         return (), rules.verdict(status="ok", documented=expected, declared=None, observed=None)
     return tuple(each), min(each, key=_ORDER.index)
+
+
+def named_output_expectations(
+    layer: Any, names: list[str], given: dict[str, str]
+) -> dict[int, tuple[str | None, str]]:
+    """Each named output of an image preprocessing layer's dict (``images``,
+    ``segmentation_masks``, ``bounding_boxes/boxes``, ``labels``) but its ``images``, with the
+    expectation Keras's own code states for it and why: ``(dtype, basis)``, ``dtype`` ``None``
+    where Keras states none. ``given``: each input's dtype by its name.
+
+    Keras's ``BaseImagePreprocessingLayer.transform_images`` casts the images to the compute
+    dtype (the policy rule judges them); its ``transform_segmentation_masks`` transforms the
+    masks with ``"nearest"`` interpolation and never casts them: a layer that keeps it keeps
+    the masks' input dtype. A layer that overrides it (``RandomFlip`` routes masks through
+    ``transform_images``; a user's subclass may do anything), bounding boxes and labels: no
+    dtype stated by Keras, so ``undocumented``, never ``deviates``."""
+    from keras.src.layers.preprocessing.image_preprocessing.base_image_preprocessing_layer import (
+        BaseImagePreprocessingLayer as Base,
+    )
+
+    if not isinstance(layer, Base):
+        return {}
+    found: dict[int, tuple[str | None, str]] = {}
+    cls = type(layer).__name__
+    for i, name in enumerate(names):
+        if name == "images":
+            continue
+        inherited = type(layer).transform_segmentation_masks is Base.transform_segmentation_masks
+        if name == "segmentation_masks" and inherited and name in given:
+            found[i] = (
+                given[name],
+                f"{name}: {given[name]} kept, as Keras's BaseImagePreprocessingLayer."
+                "transform_segmentation_masks keeps masks ('nearest' interpolation, no cast)",
+            )
+        elif name == "segmentation_masks":
+            found[i] = (
+                None,
+                f"{name}: {cls} overrides transform_segmentation_masks; Keras states no dtype "
+                "for its masks",
+            )
+        else:
+            found[i] = (None, f"{name}: Keras states no dtype rule for this output of {cls}")
+    return found
 
 
 def array_library(library: str) -> tuple[Any, Any, Any]:

@@ -7,6 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 
+def keras2_layer_class(target: Any) -> type | None:
+    """The class of a Keras 2 (``tf_keras``) layer or model class, read from its bases'
+    modules without importing Keras; ``None`` for anything else (Keras 3 classes among them).
+
+    >>> keras2_layer_class(int) is None
+    True
+    """
+    cls = target if isinstance(target, type) else None
+    for base in getattr(cls, "__mro__", ()):
+        if base.__name__ == "Layer" and base.__module__.startswith("tf_keras."):
+            return cls
+    return None
+
+
 def instance_kind(target: Any) -> str | None:
     """``"layer"`` (a model too), ``"metric"`` or ``"loss"`` for a Keras instance; ``None``
     for anything else (a class, a name)."""

@@ -21,6 +21,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
+from dtype_explorer.keras_run._instance_kind import keras2_layer_class
 from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, output_note
 from dtype_explorer.keras_run._stages import (
     Called,
@@ -40,19 +41,24 @@ NO_CONVERTED_STAGE = (
     "converted: no such stage in Keras 2 (Layer.__call__ converts NumPy inputs and casts "
     "floating ones to the compute dtype in one step)"
 )
+MODEL_AUTOCAST = (
+    "Keras 2's Model.__call__ is Layer.__call__: it casts floating inputs to the compute dtype "
+    "(Layer._maybe_cast_inputs; autocast=False in the constructor keeps them as given)"
+)
 NO_RESULT_TYPE = (
     "no documented dtype: Keras 2 has no keras.backend.result_type; its policy rule is that "
     "a layer casts floating-point inputs to its compute dtype"
 )
 
 
-def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
+def run_keras2(spec: ProbeSpec, versions: dict[str, str], target: Any = None) -> ProbeResult:
     """Probe ``spec`` with Keras 2 in this process (``tf_keras`` imported, on tensorflow).
 
     Args:
         spec: the question; its target must be a ``keras.layers`` name that ``tf_keras.layers``
-            has, its mode ``"call"``.
+            has, or ``"custom:<Name>"`` with ``target``; its mode ``"call"``.
         versions: what the result carries (the engine's Keras 2 version among them).
+        target: a ``tf_keras`` Layer or Model subclass (the user's tf.keras class).
 
     Returns:
         The answer, an ``invalid`` one naming what Keras 2 lacks.
@@ -62,7 +68,7 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
     base = {"spec": spec, "backend": "tensorflow", "versions": versions, "timings": timings}
     fields: ProbeFields
     try:
-        fields = _run(spec, timings)
+        fields = _run(spec, timings, target)
     except Invalid as invalid:
         fields = {"status": "invalid", "error": error_info(invalid.error, invalid.where)}
     except (InvalidSpecError, ValueError, TypeError) as error:
@@ -72,7 +78,7 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str]) -> ProbeResult:
     return ProbeResult(**base, **fields)
 
 
-def _run(spec: ProbeSpec, timings: dict[str, float]) -> ProbeFields:
+def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields:
     """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the Keras 3
     probe's samples, the layer built and called under that policy with its ``call()``
     recorded, then ``compute_output_signature`` for the declared dtype."""
@@ -80,7 +86,7 @@ def _run(spec: ProbeSpec, timings: dict[str, float]) -> ProbeFields:
     import tf_keras
 
     # 1. The target: tf_keras's layer of that name, its kwargs, and the Keras 2 policy.
-    entry, cls, kwargs, policy = _target(spec, tf_keras)
+    entry, cls, kwargs, policy = _target(spec, tf_keras, target)
     # 2. Inputs: the samples the Keras 3 probe makes.
     shapes = spec.shapes or entry.shapes
     input_dtypes = broadcast(spec.input_dtypes, len(shapes))
@@ -101,16 +107,20 @@ def _run(spec: ProbeSpec, timings: dict[str, float]) -> ProbeFields:
         with timed(timings, "declared_ms"):
             declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
     # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
-    return _answer(called, _steps(input_dtypes, recorder), declared, policy, recorder, tf)
+    fields = _answer(called, _steps(input_dtypes, recorder), declared, policy, recorder, tf)
+    if issubclass(cls, tf_keras.Model):
+        fields["basis"] = (*fields["basis"], MODEL_AUTOCAST)
+    return fields
 
 
-def _target(spec: ProbeSpec, tf_keras: Any) -> tuple[LayerEntry, Any, dict[str, Any], Any]:
-    """The catalog entry, ``tf_keras``'s layer class, its kwargs and the Keras 2 policy;
-    what Keras 2 has no counterpart for raises ``InvalidSpecError`` saying so."""
+def _target(
+    spec: ProbeSpec, tf_keras: Any, target: Any
+) -> tuple[LayerEntry, Any, dict[str, Any], Any]:
+    """The catalog entry, ``tf_keras``'s layer class (or the user's), its kwargs and the
+    Keras 2 policy; what Keras 2 has no counterpart for raises ``InvalidSpecError`` saying so."""
     if spec.target.startswith("custom:"):
-        raise InvalidSpecError(
-            "a custom layer is a Keras 3 class: the Keras 2 engine probes tf_keras's own layers"
-        )
+        entry, cls = _custom(spec, target), target
+        return entry, cls, dict(spec.kwargs), _policy(spec, tf_keras)
     if spec.target.startswith("ops."):
         raise InvalidSpecError(
             f"{spec.target} has no counterpart in Keras 2: keras.ops is Keras 3's (Keras 2 "
@@ -139,14 +149,29 @@ def _target(spec: ProbeSpec, tf_keras: Any) -> tuple[LayerEntry, Any, dict[str, 
         raise InvalidSpecError(
             f"{entry.name}'s {nested} are Keras 3 layer configs; they are not translated to Keras 2"
         )
+    return entry, cls, kwargs, _policy(spec, tf_keras)
+
+
+def _custom(spec: ProbeSpec, target: Any) -> LayerEntry:
+    """The entry of the user's tf.keras class; anything else is refused, saying what runs."""
+    if keras2_layer_class(target) is None:
+        raise InvalidSpecError(
+            f"{spec.target}: the Keras 2 engine probes a tf.keras (tf_keras) Layer or Model "
+            "subclass, defined in the Keras 2 kernel (dx.engines.kernel('tf_keras')) or a "
+            "script run with `dtype-explorer run --engine tf_keras`; a Keras 3 class runs with "
+            f"engine=None. Received: {type(target).__name__} {target!r}"
+        )
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), len(spec.input_dtypes))
+
+
+def _policy(spec: ProbeSpec, tf_keras: Any) -> Any:
     try:
-        policy = tf_keras.mixed_precision.Policy(spec.policy)
+        return tf_keras.mixed_precision.Policy(spec.policy)
     except (ValueError, TypeError) as error:
         raise InvalidSpecError(
             f"policy {spec.policy!r} does not exist in Keras 2 "
             f"(tf.keras.mixed_precision.Policy: {error})"
         ) from None
-    return entry, cls, kwargs, policy
 
 
 def _steps(input_dtypes: tuple[str, ...], recorder: _Recorder) -> list[CastStep]:

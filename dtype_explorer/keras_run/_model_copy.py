@@ -55,24 +55,48 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     try:
         keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
         try:
-            if declared_inputs(model) is not None:
-                copy = keras.models.clone_model(model)
-            else:
-                copy = type(model).from_config(model.get_config())
-                copy(sample)
-            copy.set_weights(model.get_weights())
+            copy = _cloned(model) if declared_inputs(model) is not None else None
+            if copy is None:  # subclassed, or its clone's weights do not line up (keras-hub)
+                copy = _archive_copy(model)
         except Exception as error:
             said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
             raise InvalidSpecError(
                 f"mode 'fit' trains a copy of {describe_model(model)}, and it could not be copied: "
                 f"{type(error).__name__}: {said} (a subclassed "
-                "model needs get_config()/from_config()); modes that need no copy: call, "
+                "model copies through a .keras archive: it needs get_config()/from_config()); "
+                "modes that need no copy: call, "
                 "training, predict"
             ) from error
     finally:
         random.setstate(state)
         keras.config.set_dtype_policy(policy)
     return copy
+
+
+def _cloned(model: Any) -> Any:
+    """Keras's own ``clone_model`` with the model's weights, or ``None`` where the clone's
+    weights do not line up with the model's (a keras-hub task: "length 36, expecting 37")."""
+    import keras
+
+    copy = keras.models.clone_model(model)
+    try:
+        copy.set_weights(model.get_weights())
+    except ValueError:
+        return None
+    return copy
+
+
+def _archive_copy(model: Any) -> Any:
+    """``model`` written to a ``.keras`` archive in memory and loaded back (config, weights,
+    the variables ``set_weights`` would have to line up), uncompiled."""
+    import io
+
+    from keras.src.saving import saving_lib
+
+    buffer = io.BytesIO()
+    saving_lib._save_model_to_fileobj(model, buffer, "h5")
+    buffer.seek(0)
+    return saving_lib.load_model(buffer, compile=False)
 
 
 def compile_copy(copy: Any, model: Any, outputs: Any) -> None:

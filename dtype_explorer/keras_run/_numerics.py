@@ -4,7 +4,10 @@ fractional result), each named at the first output element that shows it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,13 +35,15 @@ def measure(
     reference: Callable[[str], Any] | None,
     comparable: tuple[bool, str] = (True, ""),
     integer_reference: bool = True,
+    draws: list[str] | None = None,
 ) -> Numerics:
     """Count inf/NaN made from finite input; carry a bounded sample of every output's values;
     run ``reference(dtype)`` (the same computation, same weights, inputs in the widest float)
     when the path narrowed a float (16-bit compute, float64 data computed in float32) or an
     integer went in or came out (``integer_reference``: a target that does arithmetic on it),
     and name the first element where the numbers are wrong. ``comparable``: whether these
-    values may be compared with another backend's, and why not."""
+    values may be compared with another backend's, and why not. ``draws``: the dtypes of the
+    random draws the call made (:func:`recorded_draws`), which ``reference`` replays."""
     import keras
 
     arrays = _arrays(outputs)
@@ -80,6 +85,7 @@ def measure(
             matching = next((r for r, (_, a) in zip(refs, arrays) if a is out), None)
             fields["max_rel_error"] = _relative_error(out, matching)
             notes.append(f"max |out - ref| / max |ref| against the same weights in {wide}")
+            notes.extend(n for n in (draws_note(draws or [], wide),) if n)
             limit = error_limit(_narrowest(steps))
             for i, ((dtype, array), ref_array) in enumerate(zip(arrays, refs)):
                 found = check_values(array, dtype, ref_array, wide, limit=limit, output=i)
@@ -87,7 +93,57 @@ def measure(
                     findings.append(found)
     if finite_input and not any(f.kind != "reference-error" for f in findings):
         findings.extend(_nonfinite(arrays))
+    fields["max_abs_integer_input"] = max_abs_integer(samples)
+    lost = precision_loss(steps, fields["max_abs_integer_input"])
+    if lost is not None and integer_reference and reference is not None:
+        findings.append(lost)
     return Numerics(**fields, **base, findings=tuple(findings), note="; ".join(notes))
+
+
+def precision_loss(steps: Iterable[CastStep], max_abs_integer: float | None) -> ValueFinding | None:
+    """Integer data cast to a 16-bit float that cannot hold it: an integer input on the cast
+    path, a float16 or bfloat16 step after it (the compute dtype, a variable read, the
+    output), and integers larger than that float holds exactly (``dtypes.exact_integers``:
+    2048 for float16, 256 for bfloat16), so ids, labels and counts are rounded to others,
+    inside any tolerance of the output's dtype. A pure function of the cast steps and the
+    integer values' largest magnitude (``Numerics.max_abs_integer_input``).
+
+    >>> steps = [CastStep(stage="input", dtype="int32"), CastStep(stage="output", dtype="float16")]
+    >>> precision_loss(steps, 2909.0).value  # float16 spacing is 2 above 2048
+    2908.0
+    >>> precision_loss(steps, 2048.0) is None
+    True
+    """
+    steps = list(steps)
+    given = next((s.dtype for s in steps if s.stage == "input" and dtypes.is_integer(s.dtype)), "")
+    if max_abs_integer is None or not given:
+        return None
+    halves = (s.dtype for s in steps if s.stage != "input" and _float_bits(s.dtype, 0) == 16)
+    for half in dict.fromkeys(halves):
+        limit = dtypes.exact_integers(half) or 0
+        if max_abs_integer > limit:
+            rounded = float(np.asarray(max_abs_integer).astype(dtypes.numpy_dtype(half)))
+            return ValueFinding(
+                kind="precision-loss",
+                value=rounded,
+                expected=max_abs_integer,
+                message=(
+                    f"{given} values up to {_num(max_abs_integer)} meet {half}, which holds "
+                    f"integers exactly only up to {limit}: {_num(max_abs_integer)} becomes "
+                    f"{_num(rounded)} (an id or a label rounded to another)"
+                ),
+            )
+    return None
+
+
+def max_abs_integer(samples: list[Any]) -> float | None:
+    """The largest magnitude among the integer arrays of ``samples`` (``None``: none)."""
+    peaks = [
+        float(np.max(np.abs(s.astype(np.float64))))
+        for s in samples
+        if isinstance(s, np.ndarray) and s.size and dtypes.is_integer(dtypes.describe(s))
+    ]
+    return max(peaks, default=None)
 
 
 def error_limit(dtype: str) -> float:
@@ -275,6 +331,131 @@ def _relative_error(out: np.ndarray, ref: np.ndarray | None) -> float | None:
         return None
     scale = float(np.max(np.abs(ref[mask]))) or 1.0
     return float(np.max(np.abs(out[mask] - ref[mask])) / scale)
+
+
+# ------------------------------------------------------------------------ random draws
+
+#: The functions of Keras's backend ``random`` module that draw numbers; every layer that
+#: draws (Dropout, GaussianNoise, the augmentation layers, ...) reaches one of them.
+DRAWS = (
+    "normal",
+    "uniform",
+    "truncated_normal",
+    "categorical",
+    "randint",
+    "gamma",
+    "binomial",
+    "beta",
+    "dropout",
+)
+
+
+@contextlib.contextmanager
+def _wrapped_draws(wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> Iterator[None]:
+    """Keras's backend random functions replaced by ``wrap(name, original)`` for the block.
+    Only the outermost draw is seen: a backend's ``dropout`` that calls its ``uniform``
+    counts once."""
+    from keras.src import backend
+
+    module = backend.random
+    originals = {n: getattr(module, n) for n in DRAWS if callable(getattr(module, n, None))}
+    depth = [0]
+
+    def guarded(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        wrapped = wrap(name, original)
+
+        @functools.wraps(original)  # the op trace names it (and wraps it) as the original
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            if depth[0]:
+                return original(*args, **kwargs)
+            depth[0] += 1
+            try:
+                return wrapped(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+
+        return draw
+
+    try:
+        for name, original in originals.items():
+            setattr(module, name, guarded(name, original))
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(module, name, original)
+
+
+def recorded_draws(log: list[str]) -> contextlib.AbstractContextManager[None]:
+    """Record, in ``log``, the dtype of every random draw made in the block (``dropout``: of
+    the tensor it masks), so that a reference run can draw the same numbers
+    (:func:`replayed_draws`).
+
+    >>> import keras
+    >>> log = []
+    >>> with recorded_draws(log):
+    ...     _ = keras.random.normal((2,), dtype="float16", seed=1)
+    >>> log
+    ['float16']
+    """
+    import keras
+
+    def wrap(_name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            log.append(keras.backend.standardize_dtype(out.dtype))
+            return out
+
+        return draw
+
+    return _wrapped_draws(wrap)
+
+
+def replayed_draws(log: list[str]) -> contextlib.AbstractContextManager[None]:
+    """Each random draw in the block made in the dtype ``log`` recorded for the same draw of
+    the probed call, then cast to the dtype asked: with the same seed state, the reference
+    run gets the very numbers the probed call drew (a draw's numbers depend on its dtype:
+    noise drawn in float64 is not the bfloat16 noise widened). ``dropout`` draws its mask on
+    ones of the recorded dtype and applies it to its input. Draws past the log are left
+    alone."""
+    import keras
+    from keras import ops
+
+    replay = iter(log)
+
+    def wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        def draw(*args: Any, **kwargs: Any) -> Any:
+            drawn = next(replay, None)
+            bound = signature.bind(*args, **kwargs)
+            if name == "dropout":
+                inputs = bound.arguments["inputs"]
+                if drawn is None or keras.backend.standardize_dtype(inputs.dtype) == drawn:
+                    return original(*args, **kwargs)
+                ones = ops.ones(ops.shape(inputs), dtype=drawn)
+                mask = original(**{**bound.arguments, "inputs": ones})
+                return inputs * ops.cast(mask, inputs.dtype)
+            asked = keras.backend.standardize_dtype(
+                bound.arguments.get("dtype") or signature.parameters["dtype"].default
+            )
+            if drawn is None or drawn == asked:
+                return original(*args, **kwargs)
+            return ops.cast(original(**{**bound.arguments, "dtype": drawn}), asked)
+
+        return draw
+
+    return _wrapped_draws(wrap)
+
+
+def draws_note(log: list[str], wide: str) -> str:
+    """What the reference did with the probed call's random draws, in words."""
+    if not log:
+        return ""
+    drawn = ", ".join(dict.fromkeys(log))
+    return (
+        f"{len(log)} random draw(s) replayed: the reference drew the same numbers as the call "
+        f"(same seed state, drawn in {drawn}, then widened to {wide})"
+    )
 
 
 # --------------------------------------------------------------------------- a model's layers

@@ -5,6 +5,7 @@ call, and small notes and conversions."""
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -227,3 +228,59 @@ def error_info(error: BaseException, where: str) -> ErrorInfo:
     message = keras_message(str(error), limit=MAX_MESSAGE)
     where = "tool" if is_tool_error(error) else where
     return ErrorInfo(type=type(error).__name__, message=message, where=where)
+
+
+#: The packages whose code is a backend's own: an error raised in one of them (or in Keras's
+#: ``keras/src/backend/``) is the backend refusing, not Keras checking the user's arguments.
+FRAMEWORKS = ("jax", "jaxlib", "torch", "tensorflow", "numpy", "scipy", "ml_dtypes")
+
+
+def _frame_module(filename: str) -> str | None:
+    """The dotted module of a frame in Keras's backend code or a framework, else ``None``."""
+    path = "/" + filename.replace("\\", "/").removesuffix(".py")
+    if "/keras/src/backend/" in path:
+        return "keras.src.backend." + path.split("/keras/src/backend/", 1)[1].replace("/", ".")
+    parts = path.split("/")
+    for k in range(len(parts) - 1, 0, -1):
+        if parts[k] in FRAMEWORKS and parts[k - 1].endswith("-packages"):
+            return ".".join(parts[k:])
+    return None
+
+
+def _frame_op(frame: Any, filename: str, name: str) -> str | None:
+    """A frame as ``module.function`` where it is backend code (the op trace's wrapper stands
+    for the function it wraps), ``""`` for a frame to look through (the trace's own), else
+    ``None``."""
+    if filename.replace("\\", "/").endswith("dtype_explorer/keras_run/_trace.py"):
+        fn = frame.f_locals.get("fn") if name == "traced" else None
+        module = getattr(fn, "__module__", None) or ""
+        if module.startswith("keras.src.backend.") or module.split(".")[0] in FRAMEWORKS:
+            return f"{module}.{fn.__qualname__}"
+        return ""
+    if filename.replace("\\", "/").endswith("dtype_explorer/keras_run/_trace_operators.py"):
+        return ""  # the operators' hooks (torch's TorchFunctionMode, the tensor classes')
+    module = _frame_module(filename)
+    return None if module is None else f"{module}.{name}"
+
+
+def backend_refusal(error: BaseException) -> str | None:
+    """The backend op that raised ``error``: where its traceback ends inside Keras's
+    ``keras/src/backend/`` or a framework (``numpy.linalg._linalg.qr``), the outermost frame of
+    that innermost run, as ``module.function``; ``None`` where it ends in Keras's own layer
+    code (its argument checks) or elsewhere. The op trace's wrappers are looked through (each
+    names the backend function it wraps).
+
+    >>> import numpy as np
+    >>> try:
+    ...     np.linalg.qr(np.ones((2, 2), "float16"))
+    ... except TypeError as error:
+    ...     print(backend_refusal(error))
+    numpy.linalg._linalg.qr
+    """
+    found = None
+    for frame, _ in reversed(list(traceback.walk_tb(error.__traceback__))):
+        op = _frame_op(frame, frame.f_code.co_filename, frame.f_code.co_name)
+        if op is None:
+            break
+        found = op or found
+    return found

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -24,13 +24,15 @@ from dtype_explorer.keras_run._instance import Packed
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._modes import ModeRun, seeded
-from dtype_explorer.keras_run._numerics import measure
+from dtype_explorer.keras_run._numerics import measure, recorded_draws, replayed_draws
 from dtype_explorer.keras_run._observe import (
     Invalid,
+    backend_refusal,
     conversion_note,
     converted_dtype,
     error_info,
     output_leaves,
+    output_note,
 )
 from dtype_explorer.keras_run._stages import (
     Called,
@@ -53,6 +55,7 @@ from dtype_explorer.keras_run.catalog import (
 )
 from dtype_explorer.records import (
     CastStep,
+    ErrorInfo,
     Expectation,
     Numerics,
     ProbeSpec,
@@ -169,8 +172,9 @@ def run_layer(
     # the user's instance keeps its own weights; anything built gets the same on every backend
     as_is = isinstance(cls, InstanceMaker) and not cls.rebuild
     seed = spec.seed if mode not in ("predict", "dataset") and not as_is else None
+    draws: list[str] = []  # the dtype of each random draw: the reference replays them
     recorder, called = _recorded_layer_call(
-        run, layer, entry, inputs, seed, training, trace, timings
+        run, layer, entry, inputs, seed, training, trace, timings, draws
     )
     model_steps = run.model_steps(converted)
     steps.extend(model_steps)
@@ -180,14 +184,24 @@ def run_layer(
         trace_steps = called.steps()
     # 4. Declare: after the eager call (a built layer traces faster).
     with timed(timings, "declared_ms"):
-        declared = _declare_layer(layer, build, call, inputs, failed=called.error is not None)
+        declared, refused = _declare_layer(layer, build, call, inputs, failed=called.error)
     steps.extend(_received_steps(recorder, inputs, converted, autocast_rule, steps))
     steps.extend(variable_steps(recorder.variables))
     # 5. Expectations, and the answer's fields from the outputs.
-    judged = _judged(entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs)
+    computes_with = (
+        None
+        if getattr(layer, "autocast", True)
+        else tuple(v.read or v.stored for v in recorder.variables.values())
+    )
+    judged = _judged(
+        entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs, computes_with
+    )
     fields = judged.outcome(called.outputs, called.error, steps, declared)
+    if refused is not None and called.error is not None:
+        fields["error"] = _refusal_info(called.error, refused, built=layer.built)
     if isinstance(called.outputs, dict):  # {"images": ..., "masks": ...}
         fields["cast_path"] = _named_outputs(fields["cast_path"], called.outputs)
+        _judge_named_outputs(fields, layer, inputs, declared)
     fields.update(
         variables=recorder.variables,
         trace=trace_steps,
@@ -209,6 +223,7 @@ def run_layer(
                 called.outputs,
                 training,
                 getattr(cls, "widened", None),
+                draws,
             )
     if mode == "fit" and called.outputs is not None:
         with timed(timings, "fit_ms"):
@@ -261,6 +276,7 @@ def _recorded_layer_call(
     training: bool,
     trace: bool,
     timings: dict[str, float],
+    draws: list[str],
 ) -> tuple[CallRecorder, Called]:
     """The mode's symbolic model built (before the recorder sees any call; a layer that
     refuses ``keras.Input`` gives that mode's answer), then the forward pass recorded; the
@@ -283,10 +299,17 @@ def _recorded_layer_call(
             forward,
             trace=trace and run.traced,
             numerics=run.values,
-            around=recorder.installed(),
+            around=_recorders(recorder, draws),
             error=error,
         )
     return recorder, called
+
+
+@contextlib.contextmanager
+def _recorders(recorder: CallRecorder, draws: list[str]) -> Iterator[None]:
+    """The call's recorder and the random draws' (outside the op trace, which wraps them)."""
+    with recorder.installed(), recorded_draws(draws):
+        yield
 
 
 def _declare_layer(
@@ -295,21 +318,60 @@ def _declare_layer(
     call: Callable[..., Any],
     inputs: LayerInputs,
     *,
-    failed: bool,
-) -> tuple[str, ...]:
+    failed: Exception | None,
+) -> tuple[tuple[str, ...], str | None]:
     """The declared dtypes: the symbolic call of the probed layer (a fresh one where the
-    eager call failed). Where both fail, a symbolic call with the roles' default dtypes
-    tells a dtype problem from a bad shape or kwarg: the latter is the spec's (``Invalid``)."""
-    declared, error = _declared_layer(layer if not failed else build(), call, inputs)
-    if failed and error is not None:
-        default_dtypes = tuple(
-            {"index": "int32", "string": "string"}.get(r, "float32") for r in inputs.roles
-        )
+    eager call failed), and the backend op that refused the dtype, if one did. Where both
+    calls fail, a symbolic call with the roles' default dtypes tells a dtype problem from a bad
+    shape or kwarg: the latter is the spec's (``Invalid``), unless the eager error was raised
+    by the backend and the same layer works under float32 (:func:`_dtype_limit`)."""
+    declared, error = _declared_layer(layer if failed is None else build(), call, inputs)
+    if failed is not None and error is not None:
+        default_dtypes = _default_dtypes(inputs)
         if default_dtypes != inputs.dtypes and not inputs.user:
             _, error = _declared_layer(build(), call, inputs, default_dtypes)
         if error is not None:
-            raise Invalid(error, "shape or kwargs")
-    return declared
+            refused = _dtype_limit(build, call, inputs, failed)
+            if refused is None:
+                raise Invalid(error, "shape or kwargs")
+            return declared, refused
+    return declared, None
+
+
+def _default_dtypes(inputs: LayerInputs) -> tuple[str, ...]:
+    return tuple({"index": "int32", "string": "string"}.get(r, "float32") for r in inputs.roles)
+
+
+def _dtype_limit(
+    build: Callable[[], Any], call: Callable[..., Any], inputs: LayerInputs, error: Exception
+) -> str | None:
+    """The backend op that refused this dtype: ``error`` raised inside the backend
+    (``_observe.backend_refusal``), and the same layer, same kwargs and shapes, built and
+    called symbolically under float32 with the roles' default dtypes works (so the spec's
+    arguments are fine: the dtype is what the backend cannot do). ``None`` otherwise."""
+    import keras
+
+    refused = backend_refusal(error)
+    if refused is None:
+        return None
+    with preserved_keras_state():
+        keras.config.set_dtype_policy("float32")
+        try:
+            _, again = _declared_layer(build(), call, inputs, _default_dtypes(inputs))
+        except Exception as exc:
+            again = exc
+    return refused if again is None else None
+
+
+def _refusal_info(error: Exception, refused: str, *, built: bool) -> ErrorInfo:
+    """The eager error as a backend's dtype limit: where (``build``: the layer did not get
+    built), and the op that refused."""
+    info = error_info(error, "call" if built else "build")
+    message = (
+        f"the backend cannot do this dtype: {refused} refused it (the same layer works under "
+        f"float32). {info.message}"
+    )
+    return info.model_copy(update={"message": message})
 
 
 def _declared_layer(
@@ -337,12 +399,17 @@ def _judged(
     spec: ProbeSpec,
     trace_steps: tuple[TraceStep, ...],
     outputs: Any,
+    computes_with: tuple[str, ...] | None = None,
 ) -> Judged:
     """The expectations stage of a layer: its policy rule and ``result_type``; a user's
-    layer whose call is one op is judged by that op's expectation."""
+    layer whose call is one op is judged by that op's expectation; a layer with
+    ``autocast=False`` by what it computes with (``computes_with``: its variables as read)."""
     autocast_dtypes = tuple(d for d, _ in autocast_rule)
     documented = rules.for_layer(
-        entry, compute_dtype=policy.compute_dtype, autocast_dtypes=autocast_dtypes
+        entry,
+        compute_dtype=policy.compute_dtype,
+        autocast_dtypes=autocast_dtypes,
+        computes_with=computes_with,
     )
     basis = (
         _policy_basis(policy),
@@ -354,6 +421,7 @@ def _judged(
         compute_dtype=policy.compute_dtype,
         autocast_dtypes=autocast_dtypes,
         documented=documented,
+        autocast=computes_with is None,
     )
     expected = expect.winner(expectations, kind="layer")
     observed = output_leaves(outputs)[0] if outputs is not None else ()
@@ -385,17 +453,28 @@ def _layer_numerics(
     outputs: Any,
     training: bool,
     widened: Callable[[str], Any] | None = None,
+    draws: list[str] | None = None,
 ) -> Numerics:
-    """The outputs' values against the same layer, with the same weights, in a wider dtype."""
+    """The outputs' values against the same layer, with the same weights, in a wider dtype
+    (and the same random numbers: ``draws``, the dtypes of the call's own draws)."""
     return measure(
         outputs,
         inputs.leaves,
         steps,
         reference=lambda dtype: _reference_outputs(
-            build, layer, entry, call, inputs.leaves, dtype, training=training, widened=widened
+            build,
+            layer,
+            entry,
+            call,
+            inputs.leaves,
+            dtype,
+            training=training,
+            widened=widened,
+            draws=draws,
         ),
         comparable=_comparable(layer),
         integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
+        draws=draws,
     )
 
 
@@ -423,11 +502,13 @@ def _reference_outputs(
     *,
     training: bool = False,
     widened: Callable[[str], Any] | None = None,
+    draws: list[str] | None = None,
 ) -> Any:
     """The same layer, with the same weights, run in ``dtype`` on the same sample; under the
-    training modes with ``training=True`` and its seed state as built (the same draws as the
-    probed call, which was the layer's first). A user's instance is copied under ``dtype``
-    by ``widened`` (its archive holds its own policy)."""
+    training modes with ``training=True`` and its seed state as built, each random draw made
+    in the dtype the probed call drew it in (``draws``): the same numbers as the probed call,
+    which was the layer's first. A user's instance is copied under ``dtype`` by ``widened``
+    (its archive holds its own policy)."""
     import keras
 
     with preserved_keras_state():
@@ -472,7 +553,8 @@ def _reference_outputs(
     )
     for variable, value in seeds:
         variable.assign(value)
-    return call(reference, inputs, training=True) if training else call(reference, inputs)
+    with replayed_draws(draws or []):
+        return call(reference, inputs, training=True) if training else call(reference, inputs)
 
 
 def _received_steps(
@@ -529,6 +611,35 @@ def _named_outputs(cast_path: tuple[CastStep, ...], outputs: dict) -> tuple[Cast
         if step.stage == "output" and step.index is not None and step.index < len(names)
         else step
         for step in cast_path
+    )
+
+
+def _judge_named_outputs(
+    fields: ProbeFields, layer: Any, inputs: LayerInputs, declared: tuple[str, ...]
+) -> None:
+    """Each named output of a dict (a mask, boxes, labels) judged by the expectation Keras
+    states for it (``_expect.named_output_expectations``), not by the images' rule."""
+    if fields.get("status") != "ok":
+        return
+    outputs = [s for s in fields["cast_path"] if s.stage == "output"]
+    names = [s.name or "" for s in outputs]
+    given = {n: d for n, d in zip(inputs.names, inputs.dtypes) if n is not None}
+    own = expect.named_output_expectations(layer, names, given)
+    if not own:
+        return
+    each, overall = expect.verdicts(
+        fields["documented_dtype"],
+        declared,
+        fields["output_dtypes"],
+        own={i: dtype for i, (dtype, _) in own.items()},
+    )
+    fields.update(output_verdicts=each, verdict=overall)
+    fields["basis"] = (*fields["basis"], *(why for _, why in own.values()))
+    fields["cast_path"] = tuple(
+        s.model_copy(update={"note": output_note(s.dtype, own[s.index][0])})
+        if s.stage == "output" and s.index in own
+        else s
+        for s in fields["cast_path"]
     )
 
 

@@ -14,7 +14,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
-from dtype_explorer.keras_run._numerics import measure
+from dtype_explorer.keras_run._numerics import max_abs_integer, measure, precision_loss
 from dtype_explorer.keras_run._observe import (
     Invalid,
     broadcast,
@@ -53,9 +53,10 @@ def run_objective(
     kwargs = dict(spec.kwargs)
     extra = call_arguments(spec.call_kwargs)
     if entry.kind in ("loss-function", "metric-function"):
-        return _objective_function(
+        fields = _objective_function(
             entry, target, values, shapes, input_dtypes, {**kwargs, **extra}, steps
         )
+        return _with_precision_loss(fields, values)
     # 2. Build: with dtype=<policy> only where a policy is asked; the user's instance as it is.
     given = instance is not None
     built: dict[str, Any] = {}
@@ -81,6 +82,28 @@ def run_objective(
             )
     note = "your instance, as it is" if given else _built_note(built)
     fields["basis"] = (*fields.get("basis", ()), note)
+    return _with_precision_loss(fields, values)
+
+
+def _with_precision_loss(fields: ProbeFields, values: list[Any]) -> ProbeFields:
+    """Integer labels cast to a 16-bit float that rounds them (``precision-loss``), added to
+    the answer's numerics."""
+    import keras
+
+    try:
+        arrays = [np.asarray(keras.ops.convert_to_numpy(v)) for v in values]
+    except Exception:
+        return fields
+    peak = max_abs_integer(arrays)
+    lost = precision_loss(fields.get("cast_path", ()), peak)
+    if lost is None:
+        return fields
+    numerics = fields.get("numerics") or Numerics(
+        note="integer inputs checked against the 16-bit floats on their cast path"
+    )
+    fields["numerics"] = numerics.model_copy(
+        update={"max_abs_integer_input": peak, "findings": (*numerics.findings, lost)}
+    )
     return fields
 
 

@@ -92,7 +92,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
                 called.outputs,
                 inputs.arrays(),
                 steps,
-                reference if entry.rule in _ARITHMETIC else None,
+                reference if entry.computes_on_values else None,
             )
     return fields
 
@@ -300,12 +300,6 @@ def _declared_op(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> t
 
     declared, _ = declare(lambda: _quiet(symbolic), lambda found: found)
     return declared
-
-
-#: Op rules whose result is arithmetic on the inputs' values, checked against the same op in a
-#: wider type (a bool, an index or a dtype= result cannot wrap around or truncate, and an op
-#: with no rule may mean something else on floats: ``bincount``, the bitwise ops).
-_ARITHMETIC = ("promote", "promote-float")
 
 
 def _op_numerics(

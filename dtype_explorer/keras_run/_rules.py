@@ -59,14 +59,26 @@ def _rt_basis(args: tuple[str, ...], result: str) -> str:
 
 
 def for_layer(
-    entry: LayerEntry, *, compute_dtype: str, autocast_dtypes: tuple[str, ...]
+    entry: LayerEntry,
+    *,
+    compute_dtype: str,
+    autocast_dtypes: tuple[str, ...],
+    computes_with: tuple[str, ...] | None = None,
 ) -> Documented:
-    """Documented output dtype of a layer given its inputs' dtypes after the autocast rule."""
+    """Documented output dtype of a layer given its inputs' dtypes after the autocast rule.
+
+    ``computes_with``: for a layer of the ``compute`` contract that turns autocast off
+    (``autocast=False``), the dtypes of the variables its ``call()`` read; the policy rule does
+    not apply to it, so what it computes with decides (:func:`for_autocast_off`). ``None``:
+    autocast is on. (LayerNormalization and Embedding turn it off too, and manage their
+    dtypes by their own stated rules: their contracts, ``self-managed`` and ``layer-dtype``.)"""
     floats = tuple(
         d
         for d, role in zip(autocast_dtypes, entry.input_roles(len(autocast_dtypes)))
         if role != "index"
     )
+    if computes_with is not None and entry.contract == "compute":
+        return for_autocast_off(entry.name, floats, computes_with)
     if entry.contract == "own-output":
         return Documented(
             None, (f"{entry.name} chooses its output dtype itself; no policy rule decides it",)
@@ -95,6 +107,34 @@ def for_layer(
             )
     except ValueError as error:  # float8 types do not promote implicitly
         return Documented(None, (f"result_type raises: {first_line(str(error))}",))
+    return Documented(result, basis, args)
+
+
+def for_autocast_off(name: str, inputs: tuple[str, ...], variables: tuple[str, ...]) -> Documented:
+    """A layer with ``autocast=False``: Keras's policy casts neither its inputs nor its
+    variables' reads (``Layer.autocast``), so the policy's compute dtype documents nothing
+    about it; what it computes with does: its float variables as read (a head that computes
+    with bfloat16 weights), else its float inputs, promoted by ``result_type``. Neither
+    float: undocumented.
+
+    >>> for_autocast_off("Head", ("float32",), ("bfloat16",)).dtype
+    'bfloat16'
+    >>> for_autocast_off("Head", ("float16",), ()).dtype
+    'float16'
+    """
+    from keras import backend
+
+    off = f"{name} has autocast=False: the policy's compute dtype does not apply"
+    weights = tuple(dict.fromkeys(d for d in variables if backend.is_float_dtype(d)))
+    given = tuple(dict.fromkeys(d for d in inputs if backend.is_float_dtype(d)))
+    args, what = (weights, "its variables as read") if weights else (given, "its inputs")
+    if not args:
+        return Documented(None, (off, "no float variable or input decides what it computes in"))
+    try:
+        result = result_type(*args)
+    except ValueError as error:
+        return Documented(None, (off, f"result_type raises: {first_line(str(error))}"))
+    basis = (f"{off}; it computes with {what}", _rt_basis(args, result))
     return Documented(result, basis, args)
 
 

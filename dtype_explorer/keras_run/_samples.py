@@ -38,7 +38,17 @@ def tensor_info(tensor: Any, values: bool = True) -> TensorInfo:
     inside a compiled function they cannot be)."""
     shape = tuple(None if d is None else int(d) for d in tensor.shape)
     finite = _finite(tensor) if values else None
-    return TensorInfo(dtype=dtypes.describe(tensor), shape=shape, finite=finite)
+    name = dtypes.describe(tensor)
+    peak = _max_abs_integer(tensor) if values and dtypes.is_integer(name) else None
+    return TensorInfo(dtype=name, shape=shape, finite=finite, max_abs=peak)
+
+
+def _max_abs_integer(tensor: Any) -> float | None:
+    """An integer tensor's largest magnitude (``precision-loss``); ``None`` when empty."""
+    import keras
+
+    array = np.asarray(keras.ops.convert_to_numpy(tensor))
+    return float(np.max(np.abs(array.astype(np.float64)))) if array.size else None
 
 
 def tensor_infos(structure: Any, values: bool = True) -> tuple[TensorInfo, ...]:

@@ -26,7 +26,7 @@ from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import check_precision
-from dtype_explorer.keras_run._instance_kind import instance_kind, own_policy
+from dtype_explorer.keras_run._instance_kind import instance_kind, keras2_layer_class, own_policy
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
@@ -159,7 +159,7 @@ def _instance_policy(target: Any, kwargs: Any) -> str | None:
     """An instance's own dtype policy (it is probed under it unless ``policy=`` asks for
     another); ``None`` for a name or a class. An instance takes no ``kwargs``: it is probed as
     it is."""
-    if isinstance(target, str) or instance_kind(target) is None:
+    if isinstance(target, str) or keras2_layer_class(target) or instance_kind(target) is None:
         return None
     if kwargs:
         raise InvalidSpecError(
@@ -394,6 +394,8 @@ def _target_name(target: Any) -> str:
     catalog name (``"metrics.MeanIoU"``: it travels beside the spec, as it is)."""
     if isinstance(target, str):
         return catalog.entry(target).name
+    if keras2_layer_class(target) is not None:  # a tf.keras class: the Keras 2 engine's
+        return f"custom:{target.__qualname__}"
     import keras
 
     kind = instance_kind(target)

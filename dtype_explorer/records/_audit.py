@@ -11,6 +11,7 @@ from pydantic import Field, JsonValue
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import ErrorInfo, FitReport, VariableDtypes
+from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
 
 Severity = Literal["error", "warning", "info"]
@@ -31,15 +32,26 @@ FindingKind = Literal[
     "saturation",
     "truncation",
     "reference-error",
+    "precision-loss",
     "value-divergence",
     # the policy rule and result_type name different dtypes
     "rules-disagree",
+    # quantization (check_model(quantize=)) and round trips (mode="save")
+    "quantized-output-dtype",
+    "not-quantized",
+    "quantization-error",
+    "quantize-refused",
+    "quantized-container",
+    "roundtrip-dtype",
+    "roundtrip-values",
+    "roundtrip-error",
 ]
 #: How an audit runs the model (``check_model(..., mode=)``, ``%dtype_check --mode``): its
 #: eager call (``Model.__call__``, inference), the eager call with ``training=True``, the real
-#: ``model.predict`` (compiled on jax and tensorflow), one real ``model.fit`` step on a copy.
-AuditMode = Literal["call", "training", "predict", "fit"]
-AUDIT_MODES: tuple[AuditMode, ...] = ("call", "training", "predict", "fit")
+#: ``model.predict`` (compiled on jax and tensorflow), one real ``model.fit`` step on a copy, a
+#: save and load of a copy (``.keras``, ``.h5``, SavedModel) compared layer by layer.
+AuditMode = Literal["call", "training", "predict", "fit", "save"]
+AUDIT_MODES: tuple[AuditMode, ...] = ("call", "training", "predict", "fit", "save")
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 
@@ -53,6 +65,8 @@ class TensorInfo(Record):
     dtype: str
     shape: tuple[int | None, ...] = ()
     finite: bool | None = None
+    #: An integer tensor's largest magnitude (``None``: not integer, or values not read).
+    max_abs: float | None = None
 
 
 class LayerCall(Record):
@@ -211,6 +225,10 @@ class AuditReport(Record):
     compiled: bool | None = None
     predict: PredictReport | None = None
     fit: FitReport | None = None
+    #: What ``quantize=`` did to the audited copy (``layers`` are that copy's calls).
+    quantization: QuantizationReport | None = None
+    #: ``mode="save"``: each format's save and load, compared layer by layer.
+    roundtrip: RoundTripReport | None = None
     #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
     #: an engine audits the model rebuilt from its config in that release's worker.
     engine: str | None = None
@@ -240,6 +258,8 @@ class AuditReport(Record):
             or "no findings"
         )
         under = f" under {self.policy_override}" if self.policy_override else ""
+        if self.quantization is not None:
+            under += f" quantized {self.quantization.asked}"
         mode = f" ({self.execution})" if self.mode != "call" and self.execution else ""
         return (
             f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}{mode}: "

@@ -140,6 +140,12 @@ class Engine(Record):
         return f"{self.path}/site"
 
     @property
+    def kernel_name(self) -> str | None:
+        """The Jupyter kernel of a Keras 2 engine (``dtype-explorer-tf_keras-2.21.0``: its
+        notebooks' ``tf.keras`` is Keras 2); ``None`` for a Keras 3 engine, which has none."""
+        return f"dtype-explorer-{self.name}".lower() if self.package == "tf_keras" else None
+
+    @property
     def backends(self) -> tuple[str, ...] | None:
         """The backends it runs on: ``("tensorflow",)`` for Keras 2, ``None`` for every one."""
         return (TF_KERAS_BACKEND,) if self.package == "tf_keras" else None

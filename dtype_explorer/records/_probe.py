@@ -230,7 +230,11 @@ class ErrorInfo(Record):
 
 #: How many leading elements of each output a result carries (``OutputValues.head``).
 HEAD = 32
-ValueProblem = Literal["wraparound", "saturation", "truncation", "reference-error", "nonfinite"]
+#: ``precision-loss``: integer data (ids, labels, counts) cast to a float too narrow to hold
+#: every one of them exactly (above 2048 for float16, 256 for bfloat16).
+ValueProblem = Literal[
+    "wraparound", "saturation", "truncation", "reference-error", "nonfinite", "precision-loss"
+]
 #: Who states an expected dtype: the dtype policy's rule, ``keras.backend.result_type``, an
 #: array library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API),
 #: or Keras's symbolic call (``declared``).
@@ -332,6 +336,9 @@ class Numerics(Record):
     #: drew them (``comparable_note`` says why).
     comparable: bool = True
     comparable_note: str = ""
+    #: The largest magnitude among the integer inputs' values (``None``: no integer input),
+    #: what the ``precision-loss`` rule compares with a 16-bit float's exact integers.
+    max_abs_integer_input: float | None = None
 
 
 class GradientInfo(Record):

@@ -4,10 +4,14 @@ there are and what they run; this module holds the running pools and spawns them
 
 A slot is named by its *group* (the backend, ``numpy``, or an engine's workers on it,
 ``numpy@keras==3.11.3``) for its first worker (log ``workers/numpy.log``), and
-``<group>-<k>`` for the next ones (``workers/numpy-1.log``).
+``<group>-<k>`` for the next ones (``workers/numpy-1.log``). A user's code (a custom layer,
+an instance) runs in a worker of its own, ``<group>~user`` (:func:`user_slot`), so the workers
+that answer built-in questions, whose answers the cache keeps, never run it.
 
 >>> slot_name(group("numpy", "keras==3.11.3"), 1), backend_of("numpy@keras==3.11.3-1")
 ('numpy@keras==3.11.3-1', 'numpy')
+>>> user_slot("numpy@keras==3.11.3"), group_of("numpy@keras==3.11.3~user")
+('numpy@keras==3.11.3~user', 'numpy@keras==3.11.3')
 """
 
 from __future__ import annotations
@@ -80,10 +84,26 @@ def slot_name(group: str, index: int) -> str:
     return group if index == 0 else f"{group}-{index}"
 
 
+#: The suffix of the slot that runs a group's user code (:func:`user_slot`).
+USER = "~user"
+
+
+def user_slot(group: str) -> str:
+    """The worker of ``group`` that runs user code (custom layers, instances): one per group,
+    started on first use, its answers never stored, so a user's layer that patches Keras or
+    fills its registry never reaches the workers whose answers the cache keeps."""
+    return group + USER
+
+
+def is_user(slot: str) -> bool:
+    """Whether worker ``slot`` runs user code (:func:`user_slot`)."""
+    return slot.endswith(USER)
+
+
 def group_of(slot: str) -> str:
-    """The group of worker ``slot`` (``numpy-1`` -> ``numpy``); an engine's name never ends
-    in ``-<digits>`` (``keras==3.11.3``, ``tf_keras``)."""
-    return re.sub(r"-\d+$", "", slot)
+    """The group of worker ``slot`` (``numpy-1`` -> ``numpy``, ``numpy~user`` -> ``numpy``); an
+    engine's name never ends in ``-<digits>`` (``keras==3.11.3``, ``tf_keras``)."""
+    return re.sub(r"-\d+$", "", slot.removesuffix(USER))
 
 
 def backend_of(slot: str) -> str:

@@ -248,12 +248,6 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         what = f"the {backend} backend" if engine is None else f"engine {engine.spec} on {backend}"
         message = f"{what} could not be imported: {_state['init_error']}"
         return _failure(probe_spec, ErrorInfo(type="ImportError", message=message, where="worker"))
-    if engine is not None and engine.package == "tf_keras":
-        with _kept_warnings() as said:
-            result = keras_run.run_keras2(probe_spec, {**versions(backend), **engine.versions()})
-        if said:
-            result = result.model_copy(update={"warnings": tuple(said)})
-        return _marked(result.to_dict())
     target = None
     if payload is not None:
         taint()  # unpickling a custom layer already runs the user's code
@@ -269,6 +263,8 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
             return _failure(
                 probe_spec, ErrorInfo(type=type(exc).__name__, message=message, where="transfer")
             )
+    if engine is not None and engine.package == "tf_keras":
+        return _run_keras2(probe_spec, target, payload is not None, engine)
     if payload is None:
         _clean_for_builtin()
     if _state["unrestorable"]:
@@ -289,6 +285,25 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
     answer = _marked(result.to_dict())
     if lost:
+        answer[REPLACE_ME] = True
+    return answer
+
+
+def _run_keras2(spec: ProbeSpec, target: Any, user_code: bool, engine: Engine) -> dict[str, Any]:
+    """A probe in the Keras 2 engine's worker; one that ran the user's code (a tf.keras class)
+    replaces the worker afterwards: Keras 2's global state is not snapshotted, so no later
+    probe may meet what that code changed."""
+    with _kept_warnings() as said:
+        try:
+            result = keras_run.run_keras2(
+                spec, {**versions(_state["backend"]), **engine.versions()}, target=target
+            )
+        except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
+            result = _raised(spec, exc)
+    if said:
+        result = result.model_copy(update={"warnings": tuple(said)})
+    answer = _marked(result.to_dict())
+    if user_code:
         answer[REPLACE_ME] = True
     return answer
 

@@ -37,7 +37,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,16 @@ from tqdm.auto import tqdm
 
 from dtype_explorer import keras_facts
 from dtype_explorer.records import (
-    TF_KERAS_BACKEND,
     Engine,
     check_engine_backend,
     engine_package,
     engine_spec,
 )
+from dtype_explorer.runtime import _engine_check as engine_check
 from dtype_explorer.runtime import _index
+from dtype_explorer.runtime import _kernelspec as keras2_kernel
 from dtype_explorer.runtime import _site as site_files
+from dtype_explorer.runtime._engine_check import BASE_DISTRIBUTIONS, base_versions
 from dtype_explorer.runtime._index import (
     STEP_TIMEOUT,
     EngineError,
@@ -75,21 +78,23 @@ __all__ = [
     "base_versions",
     "check_backend",
     "create",
+    "current",
     "ensure",
     "get",
     "index_releases",
+    "keras2_display",
+    "kernel",
     "list",
     "remove",
     "require",
     "root",
+    "script_command",
     "stamp",
     "verify_site",
 ]
 
 #: Where engines live instead of ``<cache dir>/engines`` (tests, a shared team directory).
 ENV_DIR = "DTYPE_EXPLORER_ENGINES_DIR"
-#: The installed libraries an engine is checked against and records (``Engine.base``).
-BASE_DISTRIBUTIONS = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "ml-dtypes")
 
 Progress = bool | Callable[[str], None]
 
@@ -112,11 +117,6 @@ def root() -> Path:
     return (
         Path(override).expanduser().resolve() if override else keras_facts.cache_dir() / "engines"
     )
-
-
-def base_versions() -> dict[str, str]:
-    """The installed libraries an engine layers over, read without importing them."""
-    return {name: library_version(name) for name in BASE_DISTRIBUTIONS}
 
 
 def get(spec: str) -> Engine | None:
@@ -208,6 +208,14 @@ def create(
     >>> engine.version, engine.disk_bytes // 2**20             # doctest: +SKIP
     ('3.11.3', 17)
     """
+    engine = _create(spec, progress, cancel)
+    if engine.kernel_name is not None:
+        _register_quietly(engine)
+    return engine
+
+
+def _create(spec: str, progress: Progress, cancel: threading.Event | None) -> Engine:
+    """:func:`create` without the kernel."""
     package, version = engine_package(spec)
     with _Steps(spec, progress) as steps:
         plan: list[tuple[str, str]] | None = None
@@ -265,7 +273,7 @@ def _build(
         _index.install(pins, tmp / "site", wanted, steps.line, cancel)
         installed_s = time.monotonic() - started
         steps.advance(f"checking that {wanted} imports over the installed backends")
-        _check(tmp / "site", package, version, steps, cancel)
+        engine_check.check(tmp / "site", package, version, steps.line, cancel)
         files = _compiled_and_hashed(tmp / "site", final / "site")
         info = {
             "spec": wanted,
@@ -357,6 +365,8 @@ def remove(spec: str) -> bool:
         return _remove_broken(spec)
     for stop in _before_remove:
         stop(found.spec)
+    if found.kernel_name is not None:
+        keras2_kernel.unregister(found.kernel_name)
     final = Path(found.path)
     (final.parent / ".locks").mkdir(exist_ok=True)
     with filelock.FileLock(str(final.parent / ".locks" / f"{found.name}.lock")):
@@ -382,6 +392,78 @@ def _remove_broken(spec: str) -> bool:
                 os.rename(path, doomed)
             shutil.rmtree(doomed, ignore_errors=True)
     return bool(broken)
+
+
+def kernel(spec: str = "tf_keras", *, progress: Progress = True) -> tuple[Engine, str]:
+    """Register the Jupyter kernel of the Keras 2 engine ``spec`` (created first when
+    missing): a notebook on it runs ``tf.keras`` code as Keras 2, with ``dtype_explorer``
+    importable and answering with that engine by default.
+
+    Args:
+        spec: ``"tf_keras"`` or ``"tf_keras==2.X.Y"``.
+        progress: as for :func:`create`.
+
+    Returns:
+        The engine and the kernel's directory (its ``kernel.json``); the kernel is named
+        ``engine.kernel_name``.
+
+    Raises:
+        EngineError: a Keras 3 engine (it has no kernel), or Jupyter's kernel registry could
+            not be written (jupyter_client or ipykernel missing, a read-only data directory).
+
+    >>> import dtype_explorer as dx
+    >>> engine, where = dx.engines.kernel("tf_keras")            # doctest: +SKIP
+    >>> engine.kernel_name                                      # doctest: +SKIP
+    'dtype-explorer-tf_keras-2.21.0'
+    """
+    package, _ = engine_package(spec)
+    if package != "tf_keras":
+        raise EngineError(
+            f"only the Keras 2 engine has a kernel (a Keras 3 notebook already runs Keras 3); "
+            f"received: {spec!r}"
+        )
+    engine = _create(spec, progress, None)
+    try:
+        return engine, keras2_kernel.register(engine)
+    except (ImportError, OSError) as exc:
+        raise EngineError(f"the kernel of {engine.spec} could not be registered: {exc}") from None
+
+
+def _register_quietly(engine: Engine) -> None:
+    """:func:`create`'s kernel: a registry that cannot be written leaves the engine usable by
+    its workers (``kernel`` says why)."""
+    try:
+        keras2_kernel.register(engine)
+    except (ImportError, OSError) as exc:
+        warnings.warn(
+            f"the Jupyter kernel of {engine.spec} was not registered ({exc}); the engine "
+            "works in dx.probe(engine=...); dx.engines.kernel() retries and says why",
+            stacklevel=3,
+        )
+
+
+def script_command(spec: str, script: str, args: Sequence[str] = ()) -> list[str]:
+    """The command that runs ``script`` under the Keras 2 engine ``spec`` as its kernel does
+    (site first, ``TF_USE_LEGACY_KERAS=1``, ``dtype_explorer`` answering with it).
+
+    Raises:
+        EngineError: ``spec`` is not created yet, or is a Keras 3 engine.
+    """
+    engine = require(spec)
+    if engine is None or engine.package != "tf_keras":
+        raise EngineError(f"a script runs under the Keras 2 engine only; received: {spec!r}")
+    return [sys.executable, "-m", keras2_kernel.LAUNCHER, "script", engine.path, script, *args]
+
+
+def keras2_display(engine: Engine) -> str:
+    """The Keras 2 kernel's name in Jupyter's launcher."""
+    return keras2_kernel.display_name(engine)
+
+
+def current() -> str | None:
+    """The engine this process runs under (the Keras 2 kernel's, or a script it runs); ``None``
+    in an ordinary Python."""
+    return os.environ.get(keras2_kernel.KERNEL_ENGINE) or None
 
 
 def stamp(spec: str | None) -> str:
@@ -448,62 +530,6 @@ def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]])
                 else ""
             )
         )
-
-
-#: Run in a subprocess with the engine's site first: the release imports from there, and no
-#: module of the installed Keras is loaded (tensorflow imports Keras itself).
-_CHECK = r"""
-import json, os, sys
-site, package = sys.argv[1], sys.argv[2]
-sys.path.insert(0, site)
-if package == "tf_keras":
-    os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    import tensorflow as tf
-    import tf_keras as k
-    y = k.layers.Dense(2)(tf.ones((1, 3))).dtype.name
-else:
-    import keras as k
-    import numpy as np
-    y = k.layers.Dense(2)(np.ones((1, 3), "float32")).dtype
-    y = k.backend.standardize_dtype(y)
-names = ("keras", "tf_keras")
-foreign = sorted(n for n, m in sys.modules.items() if n.split(".")[0] in names
-                 and getattr(m, "__file__", None) and not m.__file__.startswith(site))
-print("DX-CHECK " + json.dumps({"version": k.__version__, "file": k.__file__,
-                                "foreign": foreign[:5], "dense": y}))
-"""
-
-
-def _check(
-    site: Path, package: str, version: str, steps: _Steps, cancel: threading.Event | None
-) -> None:
-    """Import the release from ``site`` in a subprocess (numpy backend; tensorflow for Keras
-    2) and call a Dense layer; it must be that release, loaded from the engine alone."""
-    env = dict(os.environ, KERAS_BACKEND="numpy", TF_CPP_MIN_LOG_LEVEL="3", JAX_PLATFORMS="cpu")
-    if package == "tf_keras":
-        env["KERAS_BACKEND"] = TF_KERAS_BACKEND
-    code, tail = _index.run(
-        [sys.executable, "-c", _CHECK, str(site), package], steps.line, cancel, env
-    )
-    found = [line for line in tail if line.startswith("DX-CHECK ")]
-    report = json.loads(found[-1].removeprefix("DX-CHECK ")) if found else None
-    ok = (
-        code == 0
-        and report is not None
-        and report["version"] == version
-        and report["file"].startswith(str(site))
-        and not report["foreign"]
-    )
-    if not ok:
-        errors = [line for line in tail if "Error" in line][-3:] or tail[-3:]
-        raise EngineError(
-            f"{package}=={version} does not run with the installed backends "
-            f"({_versions_text()}): {report if report else ' | '.join(errors)}"
-        )
-
-
-def _versions_text() -> str:
-    return ", ".join(f"{k} {v}" for k, v in base_versions().items() if v != "missing")
 
 
 def _tf_keras_series() -> str:

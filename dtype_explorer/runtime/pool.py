@@ -84,6 +84,7 @@ __all__ = [
     "target_payload",
     "time_limit",
     "usable",
+    "user_slot",
     "warm",
     "workers_per_backend",
 ]
@@ -153,7 +154,9 @@ def configure(
     with spawn.lock:
         if chosen is not None:
             _config["backends"] = chosen
-            spawn.stop_slots([s for s in spawn.pools if spawn.backend_of(s) not in chosen])
+            spawn.stop_slots(
+                [s for s in spawn.pools if spawn.backend_of(s) not in chosen or spawn.is_user(s)]
+            )
         _config.update(limits)
         if count is not None:
             _config["workers_per_backend"] = count
@@ -333,7 +336,9 @@ def submit(
     A cached answer comes back as an already-completed future (``cached=True``); a live one is
     stored. ``use_cache=False`` leaves the cache out (neither read nor written). A custom layer
     travels as ``target_payload`` (from :func:`target_payload`, made once for several
-    backends); its results are never cached. ``timeout`` defaults to the configured one.
+    backends); it runs in the backend's user-code worker (``<backend>~user``, apart from the
+    workers whose answers the cache keeps) and its results are never cached. ``timeout``
+    defaults to the configured one.
     """
     (backend,) = usable(spec.backend)
     engines.check_backend(spec.engine, backend)
@@ -346,8 +351,14 @@ def submit(
             if hit is not None:
                 return _completed(hit)
     seconds = _config["timeout"] if limit is None else limit
+    user_code = target_payload is not None or spec.target.startswith("custom:")
     task, slot = _schedule(
-        backend, worker.run, (_checked(spec), target_payload), seconds, engine=spec.engine
+        backend,
+        worker.run,
+        (_checked(spec), target_payload),
+        seconds,
+        engine=spec.engine,
+        slot=spawn.user_slot(spawn.group(backend, spec.engine)) if user_code else None,
     )
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
@@ -394,7 +405,8 @@ def call(
 
     The function and its arguments travel by value (cloudpickle), so a function defined in
     the user's script or notebook runs too. A function that is not dtype-explorer's own is
-    user code: it *taints* the worker, whose answers are then never stored in the cache.
+    user code: it runs in the backend's user-code worker (``<backend>~user``, as custom layers
+    do), never in a worker whose answers the cache keeps.
 
     Raises:
         InvalidSpecError: ``function`` is not callable, or it or its arguments cannot be
@@ -414,8 +426,13 @@ def call(
             f"pool.call could not send {_short(function)} and its arguments to the {backend} "
             f"worker: they cannot be pickled ({type(exc).__name__}: {exc})"
         ) from None
-    call_args = (payload, _trusted(function))
-    return _schedule(backend, worker.call, call_args, seconds, engine=engine_spec(engine))[0]
+    trusted = _trusted(function)
+    group = spawn.group(backend, engine_spec(engine))
+    slot = None if trusted else spawn.user_slot(group)
+    call_args = (payload, trusted)
+    return _schedule(
+        backend, worker.call, call_args, seconds, engine=engine_spec(engine), slot=slot
+    )[0]
 
 
 def _trusted(function: Any) -> bool:
@@ -486,6 +503,17 @@ def stop_engine(spec: str) -> None:
     found = engines.get(spec) if engine_spec(spec) is not None else None
     if found is not None:
         _stop_engine(found.spec)
+
+
+def user_slot(backend: str, engine: str | None = None) -> str:
+    """The slot of ``backend``'s (or ``engine``'s) user-code worker, ``numpy~user``: custom
+    layers, instances and ``pool.call`` of a function that is not dtype-explorer's run there,
+    apart from the workers whose answers the cache keeps; its log is ``log_path(slot)``.
+
+    >>> user_slot("numpy")
+    'numpy~user'
+    """
+    return spawn.user_slot(spawn.group(backend, engine))
 
 
 def log_path(backend: str) -> Path:

@@ -18,6 +18,7 @@ from dtype_explorer.records import (
     Survey,
     TraceStep,
 )
+from dtype_explorer.views import _quantize
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
 from dtype_explorer.views._palette import color, fill_style
@@ -403,6 +404,7 @@ def audit_html(report: AuditReport) -> str:
     return (
         f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{how}"
+        f"{_quantize.audit_extras_html(report)}"
         f"<h4>Findings</h4>{findings}{notes}</div>"
     )
 

@@ -4,6 +4,7 @@ audit's dtype-flow table with its findings."""
 from __future__ import annotations
 
 from dtype_explorer.records import ROW_COLUMNS, AuditReport, Numerics, ProbeResult, TraceStep
+from dtype_explorer.views import _quantize
 
 
 def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = False) -> str:
@@ -185,6 +186,7 @@ def audit_details(report: AuditReport) -> list[str]:
             + (f", {g.nonfinite} inf/NaN" if g.nonfinite else "")
             for g in report.fit.gradients
         ]
+    lines += _quantize.audit_extras(report)
     if report.findings:
         lines += ["", "Findings:"]
     for finding in report.findings:

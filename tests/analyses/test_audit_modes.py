@@ -225,7 +225,7 @@ def test_call_kwargs_training_puts_moving_statistics_back_and_a_mode_setting_it_
         (
             "dataset",
             "model",
-            "mode 'dataset' cannot audit .*modes that apply: call, training, predict, fit",
+            "mode 'dataset' cannot audit .*modes that apply: call, training, predict, fit, save",
         ),
         ("model", "model", "already runs the model through Model.__call__"),
         (

@@ -438,3 +438,40 @@ def test_reprobe_target_is_a_catalogued_layer_with_odd_input():
         rules.reprobe_target(call(layer_class="MyLayer", builtin=False, received=(t("uint8"),)))
         is None
     )
+
+
+# ----------------------------------------------------------------- precision-loss (issue 23)
+
+
+def ti(dtype: str, max_abs: float | None) -> TensorInfo:
+    return TensorInfo(dtype=dtype, shape=(2, 3), max_abs=max_abs)
+
+
+def test_integers_above_a_16_bit_floats_exact_range_are_a_precision_loss():
+    """Old code: no finding (2909 rounds to 2908 in float16, inside float16's tolerance)."""
+    half = call(
+        policy="mixed_float16",
+        compute_dtype="float16",
+        received=(ti("int32", 2909.0),),
+        outputs=(t("float16"),),
+    )
+    lost = found([half], policy="mixed_float16")["precision-loss"]
+    assert lost.details == {"input": "int32", "max_abs": 2909.0, "to": "float16", "rounded": 2908.0}
+    assert "2048" in lost.message and "2909" in lost.message
+    # bfloat16 holds integers exactly only up to 256
+    bf = half.model_copy(update={"compute_dtype": "bfloat16", "received": (ti("int32", 257.0),)})
+    assert found([bf])["precision-loss"].details["rounded"] == 256.0
+
+
+def test_no_precision_loss_within_range_in_float32_or_in_a_lookup():
+    within = call(compute_dtype="float16", received=(ti("int32", 2048.0),))
+    wide = call(compute_dtype="float32", received=(ti("int32", 1e6),))
+    lookup = call(
+        layer_class="Embedding",
+        compute_dtype="float16",
+        received=(ti("int32", 2909.0),),
+        outputs=(t("float16"),),
+    )
+    unread = call(compute_dtype="float16", received=(ti("int32", None),))
+    for c in (within, wide, lookup, unread):
+        assert "precision-loss" not in found([c]), c

@@ -1,8 +1,9 @@
 """The documentation site (issue 29), built as ``./dev.sh docs`` builds it (``--strict``: a
-warning fails the build), opened from the file system in Debian's Chromium: the search finds a
-page, the pages show the examples' output computed at build time, nothing is fetched from
-anywhere but the files, and no page logs an error. A missing component (mkdocs, a plugin,
-Chromium, playwright) fails these tests; none skips."""
+warning fails the build), opened from the file system in Debian's Chromium (the ``browser``
+fixture of tests/conftest.py, as the JupyterLab tests launch it): the search finds a page, the
+pages show the examples' output computed at build time, nothing is fetched from anywhere but
+the files, and no page logs an error. A missing component (mkdocs, a plugin, Chromium,
+playwright) fails these tests; none skips."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
-# As tests/frontends/browser/conftest.py launches it: Debian's Chromium, never a downloaded one.
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 PAGES = [
     "index.html",
     "getting-started.html",
@@ -47,19 +45,6 @@ def artifacts() -> Path:
     path = ROOT / "test-artifacts"
     path.mkdir(exist_ok=True)
     return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
-        yield chromium
-        chromium.close()
 
 
 class Watched:

@@ -96,7 +96,8 @@ def test_check_audits_a_saved_model(tmp_path):
     assert "training step (model.fit: one training step, compiled by tf.function)" in out.output
     assert "gradient d/kernel: float32" in out.output
     out = runner.invoke(app, ["check", str(path), "--mode", "dataset"])
-    assert out.exit_code == 2 and "modes that apply: call, training, predict, fit" in out.output
+    assert out.exit_code == 2
+    assert "modes that apply: call, training, predict, fit, save" in out.output
 
 
 def test_probe_trace_shows_every_op_its_line_and_where_backends_part():

@@ -57,7 +57,7 @@ def test_a_request_with_an_unknown_precision_is_refused_saying_the_valid_ones():
     request = {**_request(), "precision": "half"}
     with pytest.raises(InvalidSpecError, match=r"unknown precision 'half'.*default, highest, tf32"):
         widget._parse_request(request, {}, {})
-    specs, _ = widget._parse_request({**_request(), "precision": None}, {}, {})
+    specs, _, _ = widget._parse_request({**_request(), "precision": None}, {}, {})
     assert specs[0].precision is None
 
 

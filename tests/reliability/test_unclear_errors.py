@@ -21,6 +21,7 @@ from dtype_explorer import cache, engines, pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import make_spec
 from dtype_explorer.records import ProbeSpec
+from dtype_explorer.runtime import _spawn as spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER_WITHIN = 240
@@ -40,8 +41,9 @@ print("dense", dense.output_dtype, cache.get(dense.spec) is None)
 
 def test_pool_call_runs_a_function_from_the_users_script(tmp_path):
     """On the old code the worker died (``BrokenProcessPool``): the function was pickled by
-    reference to ``__main__``, which a worker never imports. Now it travels by value, and the
-    worker it ran in is tainted: its later built-in answer is not stored."""
+    reference to ``__main__``, which a worker never imports. Now it travels by value, and runs
+    in the backend's user-code worker: the built-in worker never ran it, so its later answer is
+    stored as usual."""
     script = tmp_path / "mine.py"
     script.write_text(textwrap.dedent(SCRIPT))
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DTYPE_EXPLORER_CACHE_DIR": str(tmp_path / "c")}
@@ -50,7 +52,7 @@ def test_pool_call_runs_a_function_from_the_users_script(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "answer 42" in done.stdout, done.stdout
-    assert "dense float32 True" in done.stdout, done.stdout
+    assert "dense float32 False" in done.stdout, done.stdout
 
 
 def test_pool_call_refuses_what_is_not_a_function():
@@ -135,7 +137,9 @@ def test_a_worker_past_its_memory_budget_is_replaced(tmp_path, monkeypatch):
     namespace: dict = {}
     exec(HOG, namespace)
     assert dx.probe(namespace["KeepsMemory"], backend="numpy").ok
-    after = pool.warm(["numpy"])["numpy"]["pid"]
-    assert after != first
-    assert dx.probe("Dense", backend="numpy").ok  # the new worker answers
+    # the layer ran in the user-code worker, which held too much and was retired
+    assert pool.user_slot("numpy") not in spawn.pools
+    assert pool.warm(["numpy"])["numpy"]["pid"] == first  # the built-in one never ran it
+    assert dx.probe(namespace["KeepsMemory"], backend="numpy").ok  # a new user worker answers
+    assert dx.probe("Dense", backend="numpy").ok
     pool.shutdown()

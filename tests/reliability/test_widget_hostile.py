@@ -20,6 +20,7 @@ from dtype_explorer.frontends import _contract
 from dtype_explorer.frontends import widget as widget_module
 from dtype_explorer.frontends.widget import PENDING, DtypeExplorer
 from dtype_explorer.records import ProbeSpec
+from dtype_explorer.shapes import SHAPE_SYNTAX
 
 WAIT = 240
 
@@ -110,7 +111,12 @@ HOSTILE_REQUESTS = [
     ({"kwargs": '{"units": ' + "[" * 5_000 + "]" * 5_000 + "}"}, "deeper than 32 levels"),
     ({"kwargs": '{"units": ' + "[" * 100 + "]" * 100 + "}"}, "deeper than 32 levels"),
     ({"shape": json.dumps([[2, 4]] * 1_000)}, "shape"),
-    ({"shape": '[[2, "4"]]'}, "positive ints"),
+    # the shape parser's words: what is wrong, where, what was received and what is valid
+    (
+        {"shape": '[[2, "4"]]'},
+        f"'\"' at character 6 is not part of a shape; received: '[[2, \"4\"]]'; "
+        f"valid: {SHAPE_SYNTAX}",
+    ),
     ({"preset": HUGE}, "unknown value preset"),
     ({"nonce": HUGE}, "nonce must be an integer"),
     ({"target": "Lambda"}, "cannot be probed standalone"),
@@ -120,7 +126,8 @@ HOSTILE_REQUESTS = [
 
 @pytest.mark.parametrize(("changes", "phrase"), HOSTILE_REQUESTS)
 def test_hostile_requests_are_refused_with_a_short_message(answered, changes, phrase):
-    answered.comm.page_sends(request=request(answered, **changes))
+    # from a good request, so an earlier case that failed leaves none of its junk in this one
+    answered.comm.page_sends(request={**good(answered), **changes})
     assert phrase in answered.error, answered.error[:300]
     assert len(answered.error) < 1_000  # nothing huge goes back to the page
     assert answered.comm.last_sent("error") == answered.error

@@ -159,13 +159,13 @@ def test_a_layer_that_changes_global_settings_pollutes_no_later_answer(
         assert not pool.storable(result)
 
     after = pool.call(backend, describe_settings).result(timeout=ANSWER_WITHIN)
-    assert after == settings  # put back in the worker
+    assert after == settings  # the built-in worker never ran it
     later = answer(spec)
     assert not later.cached and same_answer(later, clean), later.summary()
-    # The worker ran the user's layer: it is tainted, and none of its answers is stored
-    # (issue 31), not even the clean one; the clean answer from before is not cached either.
-    assert list(cache.results()) == []
-    assert not answer(spec).cached
+    # The user's layer ran in the backend's user-code worker (issue 31): the built-in worker
+    # that answers ``spec`` never ran it, so its answer is stored and served.
+    again = answer(spec)
+    assert again.cached and same_answer(again, clean), again.summary()
 
 
 def test_a_setting_that_cannot_be_put_back_replaces_the_worker(tmp_path, monkeypatch):
@@ -176,8 +176,12 @@ def test_a_setting_that_cannot_be_put_back_replaces_the_worker(tmp_path, monkeyp
     assert "keras.backend" in result.state_changed
     later = answer(dense("numpy"))
     assert later.ok and later.backend == "numpy" and not later.cached
-    assert pool.warm(["numpy"])["numpy"]["pid"] != before  # a fresh worker answered
+    assert pool.warm(["numpy"])["numpy"]["pid"] == before  # the built-in worker never ran it
     assert pool.call("numpy", describe_settings).result()["keras.backend"] == "'numpy'"
+    # the user-code worker that could not put the backend back was replaced: a fresh one
+    # answers the next user layer on numpy
+    again = probe_custom(custom("Plain", "pass"), "numpy")
+    assert again.ok and again.backend == "numpy", again.summary()
 
 
 # ------------------------------------------------------------- transient failures
@@ -220,7 +224,7 @@ def test_a_worker_out_of_memory_is_answered_and_not_cached(tmp_path, monkeypatch
         vm_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize"))
     limit = (vm_kb << 10) + (256 << 20)
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    pool.call("numpy", resource.setrlimit, resource.RLIMIT_AS, (limit, hard)).result()
+    resource.prlimit(pid, resource.RLIMIT_AS, (limit, hard))  # the built-in worker's, from here
     big = ProbeSpec(
         target="Dense",
         input_dtypes=("float32",),
@@ -232,7 +236,7 @@ def test_a_worker_out_of_memory_is_answered_and_not_cached(tmp_path, monkeypatch
         squeezed = answer(big)
     finally:
         if pool.warm(["numpy"])["numpy"]["pid"] == pid:  # not crashed: lift the cap again
-            pool.call("numpy", resource.setrlimit, resource.RLIMIT_AS, (hard, hard)).result()
+            resource.prlimit(pid, resource.RLIMIT_AS, (hard, hard))
     assert squeezed.status in ("error", "invalid", "crashed"), squeezed.summary()
     if squeezed.status != "crashed":
         assert squeezed.error.type == "MemoryError", squeezed.error_text()
@@ -244,8 +248,8 @@ def test_a_worker_out_of_memory_is_answered_and_not_cached(tmp_path, monkeypatch
 
 
 def test_a_crash_keeps_its_log_when_the_log_was_long():
-    log = pool.log_path("numpy")
-    answer(dense("numpy"), use_cache=False)  # a worker is up and writing to ``log``
+    log = pool.log_path(pool.user_slot("numpy"))  # where a user's layer runs
+    probe_custom(custom("Plain", "pass"), "numpy")  # a worker is up and writing to ``log``
     with log.open("ab") as file:
         file.write(b"chatter\n" * (1 << 18))  # 2 MB: the next worker would start afresh
     layer = custom("Segfaults", "ctypes.string_at(0)")
@@ -255,4 +259,5 @@ def test_a_crash_keeps_its_log_when_the_log_was_long():
     assert os.path.exists(named)
     assert answer(dense("numpy"), use_cache=False).ok  # the replacement has started
     assert "Segmentation fault" in Path(named).read_text(errors="replace")
-    assert pool.log_path("numpy").stat().st_size < 1 << 20
+    assert probe_custom(custom("Plain", "pass"), "numpy").ok  # the replacement has started
+    assert pool.log_path(pool.user_slot("numpy")).stat().st_size < 1 << 20

@@ -23,6 +23,50 @@ InputStyle = Literal["single", "list", "positional"]
 #: argument; ``none``: Keras documents no rule.
 OpRule = Literal["promote", "promote-float", "bool", "index", "dtype-arg", "none"]
 
+#: The ``(category, subcategory)`` of the ops with no dtype rule (``none``) whose result is
+#: still arithmetic on their inputs' values (a normalization, a loss, a reduction, a product,
+#: a filter): their numbers are checked against a wider run like any promoting op's.
+#: Left out: ops that only move or select values (shape, indexing, creation), take callables,
+#: reinterpret bits (``view``), produce indices, draw random numbers, or whose result is unique
+#: only up to signs and order (``qr``, ``svd``, ``eig``, ``eigh``, ``lu_factor``); and the
+#: image transforms (``resize``, ``rgb_to_grayscale``, ...), which keep an integer image's
+#: dtype and round to it by design.
+COMPUTING_GROUPS = frozenset(
+    {
+        ("nn", "normalization"),
+        ("nn", "loss"),
+        ("nn", "metric"),
+        ("nn", "activation (along axis)"),
+        ("nn", "activation (halves the axis)"),
+        ("nn", "conv/pool"),
+        ("nn", "attention"),
+        ("reduction", "reduction"),
+        ("linalg", "product"),
+        ("linalg", "pairwise distance"),
+        ("linalg", "statistics"),
+        ("linalg", "determinant"),
+        ("linalg", "diagonal sum"),
+        ("math", "segment reduction"),
+        ("math", "1-D correlation"),
+        ("elementwise_unary", "element-wise"),
+        ("nary", "einsum"),
+    }
+)
+#: The decompositions and solves whose result is unique, and the image statistics (checked too).
+COMPUTING_OPS = frozenset(
+    {
+        "ops.cholesky",
+        "ops.cholesky_inverse",
+        "ops.det",
+        "ops.inv",
+        "ops.solve",
+        "ops.solve_triangular",
+        "ops.pinv",
+        "ops.lstsq",
+        "ops.image.ssim",
+    }
+)
+
 
 @dataclass(frozen=True)
 class LayerEntry:
@@ -87,6 +131,17 @@ class OpEntry:
     @property
     def arity(self) -> int:
         return len(self.shapes)
+
+    @property
+    def computes_on_values(self) -> bool:
+        """Whether the op's result is arithmetic on its inputs' values, whatever its dtype
+        rule: a promoting op, or one of :data:`COMPUTING_GROUPS` and :data:`COMPUTING_OPS`
+        (``ops.rms_normalization`` states no dtype rule, yet truncates int32 input)."""
+        if self.rule in ("promote", "promote-float"):
+            return True
+        if self.rule != "none":
+            return False  # a bool, an index or a dtype= result
+        return (self.category, self.subcategory) in COMPUTING_GROUPS or (self.name in COMPUTING_OPS)
 
     @property
     def function_name(self) -> str:

@@ -1,4 +1,5 @@
-"""A real JupyterLab server on localhost and Debian's Chromium driven by Playwright.
+"""A real JupyterLab server on localhost, for Debian's Chromium driven by Playwright (the
+``browser`` fixture of tests/conftest.py, shared with the docs site's tests).
 
 The server runs from this virtual environment (so its kernels run this Python, with
 dtype_explorer importable), in a throwaway root, config, data and workspace directory. Screenshots
@@ -22,15 +23,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 STARTUP_S = 90
 
 
@@ -108,17 +100,3 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     except subprocess.TimeoutExpired:
         server.kill()
     log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    """Debian's Chromium (never a downloaded one), headless."""
-    from playwright.sync_api import sync_playwright
-
-    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: apt-get install -y chromium"
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
-        yield chromium
-        chromium.close()

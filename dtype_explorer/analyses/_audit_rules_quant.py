@@ -1,0 +1,314 @@
+"""The audit's rules for quantized models and round trips: pure functions of records (a
+``QuantizationReport`` and the quantized copy's ``LayerCall`` records; a ``RoundTripReport``),
+no Keras. The compute path of a quantized layer is read here from its op trace.
+
+>>> from dtype_explorer.records import QuantizationReport, QuantizedLayer
+>>> row = QuantizedLayer(path="m/conv", layer_class="Conv2D", status="skipped",
+...     why="Layer Conv2D does not have a `quantize` method implemented.", has_weights=True,
+...     float_bytes=80)
+>>> [f.kind for f in quantization_findings(QuantizationReport(mode="int8", asked="int8",
+...     layers=(row,)), [])]
+['not-quantized']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from dtype_explorer.records import (
+    Finding,
+    LayerCall,
+    QuantizationReport,
+    QuantizedLayer,
+    RoundTripReport,
+)
+
+#: The ops that do a quantized layer's core product.
+_CORE = ("ops.matmul", "ops.einsum", "ops.take", "ops.conv")
+_INT = ("int4", "int8", "uint8", "int16", "int32")
+_LOW = ("int4", "int8", "float8_e4m3fn", "float8_e5m2")
+
+
+def compute_path(call: LayerCall, stored: Iterable[str] = ()) -> tuple[str, ...]:
+    """The steps of a quantized layer's call, read from its op trace: quantize inputs →
+    (integer) product → accumulate dtype → descale → bias; a weight-only layer (its product in
+    a float dtype while its kernel is stored low) says "dequantized to <dtype> on every call".
+    ``stored``: the dtypes the layer stores its variables in."""
+    steps = list(call.trace)
+    cores = [i for i, s in enumerate(steps) if s.op in _CORE and s.outputs]
+    if not cores:
+        return ()
+    takes = [i for i in cores if steps[i].op == "ops.take"]
+    low_takes = [i for i in takes if steps[i].inputs and steps[i].inputs[0].dtype in _LOW]
+    at = cores[-1] if len(takes) < len(cores) else (low_takes or takes)[0]
+    core = steps[at]
+    ins = [t.dtype for t in core.inputs if not t.dtype.startswith("python")]
+    out = core.outputs[0].dtype
+    path: list[str] = []
+    quantized_in = [
+        i
+        for i, s in enumerate(steps[:at])
+        if s.op == "ops.cast"
+        and s.inputs
+        and s.inputs[0].kind == "tensor"
+        and s.outputs
+        and s.outputs[0].dtype in _LOW
+        and not s.inputs[0].dtype.startswith(("int", "python"))
+    ]
+    if quantized_in:
+        first = steps[quantized_in[0]]
+        back = next(
+            (
+                s
+                for s in steps[quantized_in[0] + 1 : at]
+                if s.op == "ops.cast" and s.inputs and s.inputs[0].dtype == first.outputs[0].dtype
+            ),
+            None,
+        )
+        then = f" → {back.outputs[0].dtype} (quantize-dequantize)" if back is not None else ""
+        path.append(f"quantize inputs: {first.inputs[0].dtype} → {first.outputs[0].dtype}{then}")
+    name = core.op.removeprefix("ops.")
+    low = sorted({d for d in stored if d in _LOW})
+    if name == "take":
+        path.append(f"look up rows: {ins[0]} table by {ins[-1]} indices → {out}")
+    elif all(d in _INT for d in ins):
+        path.append(f"integer {name}: {' x '.join(ins)} → {out} (accumulated in {out})")
+    else:
+        if low:
+            path.append(f"kernel stored {'/'.join(low)}, dequantized to {out} on every call")
+        path.append(f"{name}: {' x '.join(ins)} → {out}")
+    after = steps[at + 1 :]
+    shape = core.outputs[0].shape
+    descale = [
+        s
+        for s in after
+        if s.op in ("ops.cast", "ops.divide", "ops.multiply")
+        and s.inputs
+        and s.inputs[0].kind == "tensor"
+        and s.inputs[0].shape == shape
+    ]
+    if descale:
+        cast = next((s for s in descale if s.op == "ops.cast" and s.outputs), None)
+        how = "/".join(dict.fromkeys(s.op.removeprefix("ops.") for s in descale))
+        into = f" {cast.inputs[0].dtype} → {cast.outputs[0].dtype}," if cast else ""
+        path.append(f"descale:{into} {how} by the scale")
+    bias = [s for s in after if s.op == "ops.add" and any(t.kind == "variable" for t in s.inputs)]
+    if bias:
+        path.append(f"bias: add in {bias[-1].outputs[0].dtype}")
+    return tuple(path)
+
+
+def relative_error(reference: list[np.ndarray], values: list[np.ndarray]) -> float | None:
+    """The largest |quantized - float| over the largest |float| (``None`` when the outputs
+    cannot be compared: different counts or shapes)."""
+    if len(reference) != len(values) or not reference:
+        return None
+    worst = 0.0
+    for a, b in zip(reference, values):
+        if a.shape != b.shape:
+            return None
+        try:  # bfloat16 and float8 (ml_dtypes) read as float64 too
+            a64, b64 = a.astype("float64"), b.astype("float64")
+        except (TypeError, ValueError):
+            continue
+        scale = float(np.max(np.abs(a64))) if a64.size else 0.0
+        diff = float(np.max(np.abs(a64 - b64))) if a64.size else 0.0
+        worst = max(worst, diff / scale if scale else diff)
+    return worst
+
+
+def quantization_findings(report: QuantizationReport, calls: list[LayerCall]) -> list[Finding]:
+    """The findings of a quantization report: the refusal, layers with weights left float,
+    quantized layers whose output dtype is not their compute dtype, errors beyond the
+    threshold, and a quantized policy on a container layer."""
+    findings: list[Finding] = []
+    if report.refused is not None:
+        findings.append(_refused(report))
+    findings += _not_quantized(report.layers)
+    findings += _output_dtypes(report.layers)
+    findings += _errors(report)
+    findings += _containers(calls)
+    return findings
+
+
+def _refused(report: QuantizationReport) -> Finding:
+    at = next((r for r in report.layers if r.status == "refused"), None)
+    half = at is not None and at.compute_dtype == "float16"
+    fix = (
+        "# int8 does not work with a float16 compute dtype: quantize under bfloat16 or float32\n"
+        'model = rebuild_under("mixed_bfloat16")   # e.g. dx.check_model(model, '
+        'policy="mixed_bfloat16", quantize="int8")\n'
+        f'model.quantize("{report.mode}")'
+        if half
+        else ""
+    )
+    return Finding(
+        kind="quantize-refused",
+        severity="error",
+        path=at.path if at else "",
+        message=(
+            f"model.quantize({report.asked!r}) raises"
+            + (f" at {at.layer_class} ({at.policy})" if at else "")
+            + f": {report.refused.type}: {report.refused.message} The audit ran the float model."
+        ),
+        fix=fix,
+        details={"mode": report.mode},
+    )
+
+
+def _not_quantized(rows: Iterable[QuantizedLayer]) -> Iterator[Finding]:
+    for row in rows:
+        if row.status != "skipped" or not row.has_weights or row.why.startswith("not reached"):
+            continue
+        yield Finding(
+            kind="not-quantized",
+            severity="info",
+            path=row.path,
+            message=(
+                f"{row.layer_class} keeps its {row.policy} weights ({row.float_bytes} bytes): "
+                f"quantize() skipped it. Keras said: {row.why or 'nothing'}"
+            ),
+            fix=(
+                "# nothing to change for the layers Keras can quantize; to save this one too,\n"
+                "# replace it by a layer Keras quantizes (Dense, EinsumDense, Embedding), or\n"
+                "# leave it float (it then costs float bytes and float compute)"
+            ),
+        )
+
+
+def _output_dtypes(rows: Iterable[QuantizedLayer]) -> Iterator[Finding]:
+    for row in rows:
+        if row.status != "quantized" or not row.output_dtypes:
+            continue
+        off = [d for d in row.output_dtypes if d != row.compute_dtype]
+        if not off:
+            continue
+        yield Finding(
+            kind="quantized-output-dtype",
+            severity="warning",
+            path=row.path,
+            message=(
+                f"quantized {row.layer_class} under {row.policy} computes in "
+                f"{row.compute_dtype}, yet returned {', '.join(off)}: the next layers get "
+                f"{', '.join(off)} and cast it themselves."
+            ),
+            fix=(
+                f"# cast the quantized layer's output back to its compute dtype\n"
+                f'x = keras.ops.cast(x, "{row.compute_dtype}")   # after {row.path}'
+            ),
+            details={"output": list(row.output_dtypes), "compute": row.compute_dtype},
+        )
+
+
+def _errors(report: QuantizationReport) -> Iterator[Finding]:
+    rows = [r for r in report.layers if r.status == "quantized" and r.error is not None]
+    worst = max(rows, key=lambda r: r.error or 0.0, default=None)
+    error = report.output_error
+    if error is None or error <= report.threshold:
+        return
+    where = (
+        f"; the largest layer error is at {worst.path} ({worst.layer_class}: {worst.error:.3g})"
+        if worst
+        else ""
+    )
+    yield Finding(
+        kind="quantization-error",
+        severity="warning",
+        path=worst.path if worst else "",
+        message=(
+            f"quantize({report.asked!r}) moves the model's output by {error:.3g} of its largest "
+            f"value against the float model (same weights, same sample), above the threshold "
+            f"{report.threshold:g}{where}."
+        ),
+        fix=(
+            "# keep the most sensitive layers float, quantize the rest\n"
+            f'model.quantize("{report.mode}", filters=lambda layer: layer.path != '
+            f'"{worst.path if worst else "..."}")'
+        ),
+        details={"error": error, "threshold": report.threshold},
+    )
+
+
+def _containers(calls: Iterable[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        if call.leaf or not _quantized_policy(call.policy):
+            continue
+        yield Finding(
+            kind="quantized-container",
+            severity="error",
+            path=call.path,
+            message=(
+                f"{call.layer_class} (a container of layers) is under the quantized policy "
+                f"{call.policy}: a global quantized dtype policy reaches container layers, "
+                "and Keras raises when a Functional model calls its quantized entry point."
+            ),
+            fix=(
+                "# keep the global policy float; quantize the model after building it\n"
+                'keras.config.set_dtype_policy("float32")   # or "mixed_bfloat16"\n'
+                "model = build_model()\n"
+                'model.quantize("int8")'
+            ),
+        )
+        return
+
+
+def _quantized_policy(name: str) -> bool:
+    return "_from_" in name
+
+
+def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
+    """One finding per format whose load raised, whose dtypes changed, or whose outputs moved."""
+    findings = []
+    for trip in report.trips:
+        if trip.outcome == "raised" and trip.error is not None:
+            findings.append(
+                Finding(
+                    kind="roundtrip-error",
+                    severity="error",
+                    path=model,
+                    message=(
+                        f"{trip.format}: {trip.stage} raised {trip.error.type}: "
+                        f"{trip.error.message}"
+                    ),
+                    details={"format": trip.format, "stage": trip.stage},
+                )
+            )
+        for change in trip.dtype_changes:
+            findings.append(
+                Finding(
+                    kind="roundtrip-dtype",
+                    severity="error",
+                    path=change.split(":", 1)[0],
+                    message=f"{trip.format}: after save and load, {change}",
+                    details={"format": trip.format},
+                )
+            )
+        if trip.output_dtypes != trip.loaded_output_dtypes and trip.outcome == "compared":
+            findings.append(
+                Finding(
+                    kind="roundtrip-dtype",
+                    severity="error",
+                    path=model,
+                    message=(
+                        f"{trip.format}: the outputs were {', '.join(trip.output_dtypes)}, "
+                        f"after loading {', '.join(trip.loaded_output_dtypes)}"
+                    ),
+                    details={"format": trip.format},
+                )
+            )
+        if trip.max_abs_difference:
+            findings.append(
+                Finding(
+                    kind="roundtrip-values",
+                    severity="warning",
+                    path=model,
+                    message=(
+                        f"{trip.format}: the loaded model's outputs differ from the model's by up "
+                        f"to {trip.max_abs_difference:g} on the same sample"
+                    ),
+                    details={"format": trip.format, "max_abs": trip.max_abs_difference},
+                )
+            )
+    return findings

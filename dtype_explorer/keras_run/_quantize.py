@@ -1,0 +1,248 @@
+"""Quantization as Keras does it, on copies of a user's model (``check_model(..., quantize=)``).
+
+The copy is the model in Keras's own format (a ``.keras`` archive written in memory and loaded
+back, :mod:`._instance`), so that subclassed and keras-hub models copy as Keras saves them; the
+model itself is never called, built or changed. Each leaf layer of the copy is quantized as
+``Model.quantize`` does it (``layer.quantize(mode, type_check=True, config=config)``), one at a
+time, so that each layer's outcome is known: quantized, skipped with what Keras said (it only
+warns once per class), or refused (int8 under float16 raises for the whole model).
+
+>>> import keras, numpy as np
+>>> inputs = keras.Input((4,))
+>>> model = keras.Model(inputs, keras.layers.Dense(2, name="d")(inputs), name="m")
+>>> request = quantize_request("int8")
+>>> copy = model_copy(model)
+>>> rows, refused = quantize_layers(copy, request)
+>>> [(r.path, r.status, r.policy) for r in rows if r.has_weights], refused
+([('m/d', 'quantized', 'int8_from_float32')], None)
+>>> model.layers[1].dtype_policy.name
+'float32'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
+from dtype_explorer.keras_run._call_trace import wrapped_entry_points
+from dtype_explorer.keras_run._instance import pack
+from dtype_explorer.keras_run._model_trace import layer_paths
+from dtype_explorer.keras_run._samples import keras_flatten
+from dtype_explorer.records import ErrorInfo, QuantizedLayer, StoredVariable
+
+#: The modes that need a calibration config (``keras.quantizers.GPTQConfig`` / ``AWQConfig``).
+_CALIBRATED = ("gptq", "awq")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantizeRequest:
+    """A checked ``quantize=``: Keras's mode, the config to pass (``None``: Keras's default),
+    and the label reports show (``"int4/32"``)."""
+
+    mode: str
+    config: Any
+    label: str
+
+
+def quantization_modes() -> tuple[str, ...]:
+    """The quantization modes the installed Keras has (``QUANTIZATION_MODES``)."""
+    from keras.src.dtype_policies import dtype_policy
+
+    return tuple(getattr(dtype_policy, "QUANTIZATION_MODES", ()))
+
+
+def quantize_request(asked: Any) -> QuantizeRequest:
+    """``asked`` checked: a mode of the installed Keras (``"int8"``, ``"float8"``, ``"int4"``,
+    ``"int4/<block size>"``), or a ``keras.quantizers.QuantizationConfig`` instance (the way
+    to ask ``gptq``/``awq``, which need a dataset and a tokenizer)."""
+    import keras
+
+    modes = quantization_modes()
+    if isinstance(asked, keras.quantizers.QuantizationConfig):
+        mode = getattr(asked, "mode", None)
+        return QuantizeRequest(mode=mode, config=asked, label=str(mode))
+    if not isinstance(asked, str):
+        raise InvalidSpecError(
+            f"quantize takes a mode name ({', '.join(modes)}) or a "
+            f"keras.quantizers.QuantizationConfig; received: {asked!r}"
+        )
+    block = re.fullmatch(r"int4/(\d+)", asked)
+    if block and "int4" in modes:
+        size = int(block.group(1))
+        if size <= 0:
+            raise InvalidSpecError(f"int4's block size must be positive; received: {asked!r}")
+        config = keras.quantizers.Int4QuantizationConfig(block_size=size)
+        return QuantizeRequest(mode="int4", config=config, label=asked)
+    if asked in _CALIBRATED and asked in modes:
+        name = "GPTQConfig" if asked == "gptq" else "AWQConfig"
+        raise InvalidSpecError(
+            f"quantize={asked!r} calibrates on data: pass "
+            f"quantize=keras.quantizers.{name}(dataset=..., tokenizer=...) (token sequences "
+            "and the tokenizer that made them), on a model whose "
+            "get_quantization_layer_structure() names its blocks (keras-hub CausalLM models "
+            "do); the other modes need no data: "
+            + ", ".join(m for m in modes if m not in _CALIBRATED)
+        )
+    if asked not in modes:
+        raise unknown("quantization mode", asked, [*modes, "int4/<block size>"])
+    return QuantizeRequest(mode=asked, config=None, label=asked)
+
+
+def model_copy(model: Any) -> Any:
+    """A copy of ``model`` through Keras's format: a ``.keras`` archive in memory, loaded back
+    (config, weights, policies, a quantized model's kernels and scales)."""
+    return pack(model).load()
+
+
+def stored_variables(layer: Any, packed: bool = False) -> tuple[StoredVariable, ...]:
+    """``layer``'s own variables as stored: name, dtype, shape, trainable, autocast, bytes;
+    ``packed``: int4 values held two to an int8 (the layer's int4 kernel or table)."""
+    import keras
+
+    out = []
+    for v in layer.weights:
+        dtype = keras.backend.standardize_dtype(v.dtype)
+        shape = tuple(int(d) for d in v.shape)
+        size = int(np.prod(shape)) if shape else 1
+        out.append(
+            StoredVariable(
+                name=v.name,
+                dtype=dtype,
+                shape=shape,
+                trainable=bool(v.trainable),
+                autocast=bool(getattr(v, "_autocast", True)),
+                bytes=size * _itemsize(dtype),
+                packed=packed and dtype == "int8" and v.name in ("kernel", "embeddings"),
+            )
+        )
+    return tuple(out)
+
+
+def _itemsize(dtype: str) -> int:
+    if dtype in ("int4", "uint4"):
+        return 1
+    if dtype.startswith("float8"):
+        return 1
+    if dtype == "bfloat16":
+        return 2
+    return int(np.dtype(dtype).itemsize)
+
+
+def quantize_layers(copy: Any, request: QuantizeRequest) -> tuple[list[QuantizedLayer], Any]:
+    """Quantize each leaf layer of ``copy`` as ``Model.quantize`` does, recording each outcome;
+    a refusal (Keras raised) stops there, as ``quantize()`` does. Returns the rows and the
+    refusal (``ErrorInfo``) or ``None``."""
+    import keras
+
+    rows: list[QuantizedLayer] = []
+    refused = None
+    if request.mode in _CALIBRATED:  # calibrated on the config's data, over the model's blocks
+        before = {id(layer): stored_variables(layer) for layer in _leaves(copy)}
+        try:
+            copy.quantize(request.mode, config=request.config)
+        except Exception as error:
+            refused = _error(error)
+        rows = [_row(layer, path, before[id(layer)], "") for layer, path in _leaf_paths(copy)]
+        return rows, refused
+    for layer, path in _leaf_paths(copy):
+        before = stored_variables(layer)
+        said = "not reached: quantize() raised at an earlier layer" if refused else ""
+        if refused is None:
+            try:
+                layer.quantize(request.mode, type_check=True, config=request.config)
+            except NotImplementedError as error:
+                said = keras_message(str(error), limit=300)
+            except AttributeError:
+                said = f"{type(layer).__name__} has no quantize method"
+            except Exception as error:  # Keras refuses the mode: quantize() raises
+                refused = _error(error)
+                rows.append(_row(layer, path, before, "", error=refused))
+                continue
+        rows.append(_row(layer, path, before, said))
+    if isinstance(copy, keras.Model):
+        copy.train_function = copy.test_function = copy.predict_function = None
+        copy._post_quantize(request.mode)
+    return rows, refused
+
+
+def _row(
+    layer: Any, path: str, before: tuple, said: str, error: ErrorInfo | None = None
+) -> QuantizedLayer:
+    mode = getattr(layer, "quantization_mode", None)
+    status = "refused" if error is not None else "quantized" if mode else "skipped"
+    why = (
+        f"{error.type}: {error.message}"
+        if error is not None
+        else ""
+        if mode
+        else said or ("no weights to quantize" if not before else "")
+    )
+    return QuantizedLayer(
+        path=path,
+        layer_class=type(layer).__name__,
+        status=status,
+        why=why,
+        policy=layer.dtype_policy.name,
+        compute_dtype=layer.compute_dtype,
+        has_weights=bool(before),
+        variables=stored_variables(layer, packed=str(mode or "").startswith("int4")),
+        float_bytes=sum(v.bytes for v in before),
+    )
+
+
+def _leaves(model: Any) -> list[Any]:
+    return [layer for layer in model._flatten_layers() if len(list(layer._flatten_layers())) == 1]
+
+
+def _leaf_paths(model: Any) -> list[tuple[Any, str]]:
+    paths = layer_paths(model)
+    return [(layer, paths[id(layer)][1]) for layer in _leaves(model) if id(layer) in paths]
+
+
+def _error(error: Exception) -> ErrorInfo:
+    return ErrorInfo(type=type(error).__name__, message=keras_message(str(error), limit=600))
+
+
+def leaf_outputs(model: Any, sample: Any, arguments: dict[str, Any]) -> tuple[dict, Any]:
+    """One call of ``model`` (a copy: its layers' entry points are wrapped for the call) on
+    ``sample``: each leaf layer's outputs as NumPy, by ``(path, call index)``, and the model's
+    outputs. Values only, for the error of a quantized copy against the float one."""
+    seen: dict[tuple[str, int], list[np.ndarray]] = {}
+    counts: dict[str, int] = {}
+    active: set[int] = set()
+
+    def wrap_for(layer: Any, path: str) -> Any:
+        def wrap(_name: str, original: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                if id(layer) in active:
+                    return original(*args, **kwargs)
+                active.add(id(layer))
+                try:
+                    out = original(*args, **kwargs)
+                finally:
+                    active.discard(id(layer))
+                index = counts.get(path, 0)
+                counts[path] = index + 1
+                seen[(path, index)] = [_numpy(x) for x in keras_flatten(out)]
+                return out
+
+            return call
+
+        return wrap
+
+    with contextlib.ExitStack() as stack:
+        for layer, path in _leaf_paths(model):
+            stack.enter_context(wrapped_entry_points(layer, wrap_for(layer, path)))
+        outputs = model(sample, **arguments)
+    return seen, [_numpy(x) for x in keras_flatten(outputs)]
+
+
+def _numpy(x: Any) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(x))
