@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: The terminal's colour for a palette colour: its error red stays red, its ambers (a verdict
 #: to look at, a backend-specific cell) become yellow; every other mark stays uncoloured.
 _TERMINAL_STYLES = {
-    PALETTE["verdicts"]["error"]: "bold red",
+    PALETTE["statuses"]["error"]: "bold red",
     PALETTE["verdicts"]["deviates"]: "yellow",
     PALETTE["promotion_kinds"]["backend-specific"]: "yellow",
 }
@@ -85,18 +85,21 @@ def probe_set_table(outcome: ProbeSet) -> Table:
     table.add_column("output")
     table.add_column("verdict")
     table.add_column("headline", overflow="fold", ratio=1)
-    for result in outcome.results:
-        section = "verdicts" if result.ok else "statuses"
+    grid = outcome.comparison()  # each column's label, status and headline, said once
+    for column, result in zip(grid.columns, outcome.results, strict=True):
+        unsupported = column.status == "unsupported"
         table.add_row(
-            outcome.label(result),
+            column.label,
             Text(result.output_dtype or "-", style="bold" if result.ok else ""),
-            _marked("verdicts", result.verdict),
-            Text(result.headline, style=_style(section, result.status if not result.ok else "ok")),
+            _marked("statuses", "unsupported")
+            if unsupported
+            else _marked("verdicts", result.verdict),
+            Text(column.headline, style=_style("statuses", column.status)),
         )
     across = Text(
         f"across {outcome.axis}: {outcome.verdict}", style=_style("verdicts", outcome.verdict)
     )
-    across.append(f" · {outcome.comparison().summary}", style="")
+    across.append(f" · {grid.summary}", style="")
     table.caption = across
     return table
 

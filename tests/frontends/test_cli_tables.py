@@ -72,9 +72,10 @@ def _dense_set():
                 "tensorflow",
                 status="error",
                 error=ErrorInfo(
-                    type="InvalidArgumentError",
-                    message="Value for attr 'T' of uint8 is not in the list of allowed values: "
-                    "half, bfloat16, float, double, int32",
+                    type="NotImplementedError",
+                    message="mode 'fit': the tensorflow backend cannot train here (a made-up "
+                    "case: the row of a backend that cannot run the request)",
+                    where="not supported here",
                 ),
             ),
             result(
@@ -178,6 +179,8 @@ def test_probe_summary_colours_errors_red_and_a_deviation_yellow_only_on_a_termi
     red, yellow = "\x1b[1;31m", "\x1b[33m"
     assert f"{red}raises RuntimeError: expected scalar type Byte" in coloured
     assert f"{yellow}△ deviates" in coloured
+    unsupported = next(line for line in coloured.splitlines() if "tensorflow" in line)
+    assert "⊘ unsupported" in unsupported and red not in unsupported  # grey, never red
     assert "\x1b[" not in _render(views.probe_set_table(_dense_set()))
 
 
