@@ -65,7 +65,8 @@ def probe(
             runs in that backend's worker process; ``"all"`` or a list of names runs on each.
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, as JSON
             values; they replace the catalog's defaults.
-        shape: the input shape (batch first), or one per input.
+        shape: the input shape (batch first), or one per input: ints, or text such as
+            ``"2x8x3"``, ``"(2, 8, 3)"`` or ``"[[2, 4], [2, 4]]"``.
         values: the sample's value preset (``default``, ``image``, ``large``, ``tiny``,
             ``edge``), or your own values, one per input: NumPy arrays (or anything
             ``np.asarray`` takes), nested lists, Python numbers (passed to Keras as the

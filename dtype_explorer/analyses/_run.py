@@ -4,6 +4,8 @@ survey, a promotion table and a cluster's partition run."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -80,6 +82,27 @@ class _Kept:
             self.sink(result)
 
 
+#: What draws the progress bars of this context: ``None`` is tqdm (notebook-aware); a front
+#: end sets its own with :func:`progress_with` (the CLI's rich bar on a terminal).
+_BARS: contextvars.ContextVar[Callable[..., Any] | None] = contextvars.ContextVar(
+    "dtype_explorer_progress_bars", default=None
+)
+
+
+@contextlib.contextmanager
+def progress_with(bars: Callable[..., Any]) -> Iterator[None]:
+    """Inside the block, every enabled progress bar is ``bars(total=..., desc=...)``: a
+    context manager with tqdm's ``update(n)`` and ``set_postfix_str(text, refresh=False)``."""
+    token = _BARS.set(bars)
+    try:
+        yield
+    finally:
+        _BARS.reset(token)
+
+
 def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:
-    """A notebook-aware progress bar (``tqdm.auto``)."""
+    """A progress bar: the front end's (:func:`progress_with`), else notebook-aware tqdm."""
+    bars = _BARS.get()
+    if bars is not None and enabled:
+        return bars(total=total, desc=desc)
     return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="probe")

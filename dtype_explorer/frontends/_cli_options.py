@@ -2,8 +2,8 @@
 with their help), and the parsing every command's text goes through, checked before any
 work with a one-line error that says what was received.
 
->>> names("--backends", "jax, numpy"), shape_option("2,8,3")
-(['jax', 'numpy'], (2, 8, 3))
+>>> names("--backends", "jax, numpy"), shape_option("2x8x3"), shape_option("(2, 4), (2, 4)")
+(['jax', 'numpy'], (2, 8, 3), ((2, 4), (2, 4)))
 >>> names("--backends", ",")
 Traceback (most recent call last):
 ...
@@ -21,14 +21,50 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
+from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
 
 #: Suffixes ``keras.saving.load_model`` reads.
 MODEL_SUFFIXES = (".keras", ".h5", ".hdf5")
 #: The longest error line printed.
 MAX_LINE = 400
+
+# ------------------------------------------------------------------------------ the app
+
+
+def _flags_take_no_value(params: list[Any]) -> list[Any]:
+    """``params`` with each flag's value type left out of ``--help``: typer prints ``<bool>``
+    beside every option, flags (``--debug``, ``--help``) included, as if they took a value;
+    an empty metavar prints nothing there (a flag never shows its metavar anywhere else)."""
+    for param in params:
+        if getattr(param, "is_flag", False) and not getattr(param, "count", False):
+            param.metavar = param.metavar or ""
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _flags_take_no_value(super().get_params(ctx))
+
+
+class Typer(typer.Typer):
+    """``typer.Typer`` whose groups and commands show flags as flags in ``--help``
+    (``--debug``, never ``--debug <bool>``)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(cls=_Group, **kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, cls=kwargs.pop("cls", None) or _Command, **kwargs)
+
 
 # ------------------------------------------------------------------------------ options
 
@@ -54,6 +90,13 @@ QuantizeOption = Annotated[
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+#: ``table``'s long format: one row per pair, every backend's and library's answer a column.
+LongOption = Annotated[
+    bool,
+    typer.Option(
+        "--long", help="One row per pair, every backend's and library's answer (a wide frame)."
+    ),
+]
 #: ``atlas query``'s store.
 AtlasStoreOption = Annotated[
     Path,
@@ -72,7 +115,14 @@ InputDtypeOption = Annotated[
 BackendOption = Annotated[
     str, typer.Option(help="jax, tensorflow, torch, numpy, a comma list, or all.")
 ]
-ShapeOption = Annotated[str | None, typer.Option(help="Input shape, e.g. 2,8,3 (batch first).")]
+ShapeOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="SHAPE",
+        help="Input shape: 2x8x3, (2, 8, 3) or [2, 8, 3] (batch first); one per input: "
+        "2x4,2x4 or [[2, 4], [2, 4]] (default: the catalog's).",
+    ),
+]
 ValuesOption = Annotated[
     str,
     typer.Option(
@@ -125,15 +175,21 @@ def names(option: str, value: str | None) -> list[str] | None:
     return found
 
 
-def shape_option(shape: str | None) -> tuple[int, ...] | None:
-    """``--shape``'s comma-separated ints."""
-    dims = names("--shape", shape)
+def shape_option(shape: str | None) -> tuple[int, ...] | tuple[tuple[int, ...], ...] | None:
+    """``--shape`` in the one shape syntax (``shapes.parse_shapes``): one shape as a tuple,
+    several (one per input) as a tuple of them."""
+    if shape is None:
+        return None
     try:
-        return tuple(int(d) for d in dims) if dims is not None else None
-    except ValueError:
+        shapes = parse_shapes(shape)
+    except InvalidSpecError as error:
+        said = str(error).removeprefix("shape: ")
+        raise InvalidSpecError(f"--shape: {said}") from None
+    if shapes is None:
         raise InvalidSpecError(
-            f"--shape is comma-separated positive ints such as 2,8,3; received: {received(shape)}"
-        ) from None
+            f"--shape names nothing; received: {received(shape)}; valid: {SHAPE_SYNTAX}"
+        )
+    return shapes[0] if len(shapes) == 1 else shapes
 
 
 def out_path(out: Path, suffixes: tuple[str, ...]) -> Path:
@@ -180,3 +236,19 @@ def json_option(option: str, text: str) -> Any:
         raise InvalidSpecError(f"{option} nest deeper than {MAX_KWARGS_DEPTH} levels") from None
     except ValueError as error:  # JSONDecodeError says where, not what: nothing long
         raise InvalidSpecError(f"{option} is not valid JSON: {error}") from None
+
+
+def cluster_client(address: str) -> Any:
+    """``--cluster``: a Dask client of the scheduler at ``address``, or a clear error."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InvalidSpecError(
+            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
+        ) from None
+    try:
+        return Client(address, timeout="20s")
+    except OSError as error:
+        raise InvalidSpecError(
+            f"--cluster: no Dask scheduler answered at {received(address)}: {one_line(error)}"
+        ) from None

@@ -28,11 +28,11 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import IO, Annotated, Any
 
 import typer
 
-from dtype_explorer import analyses, records, views
+from dtype_explorer import analyses, frontends, records, views
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
@@ -43,6 +43,7 @@ from dtype_explorer.frontends._cli_options import (
     InputDtypeOption,
     JsonOption,
     KwargsOption,
+    LongOption,
     ModesOption,
     NoCacheOption,
     PolicyOption,
@@ -50,7 +51,9 @@ from dtype_explorer.frontends._cli_options import (
     QuantizeOption,
     ShapeOption,
     TraceOption,
+    Typer,
     ValuesOption,
+    cluster_client,
     json_option,
     model_file,
     names,
@@ -63,7 +66,7 @@ from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.runtime import cache, engines, pool
 from dtype_explorer.runtime.engines import keras2_display
 
-app = typer.Typer(
+app = Typer(
     help="See what dtype Keras layers and ops really produce, on every backend.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -118,27 +121,31 @@ FRONT_LOG_BYTES = 1 << 20
 
 
 @contextlib.contextmanager
-def _framework_output_to_log() -> Iterator[None]:
+def _framework_output_to_log() -> Iterator[IO[str]]:
     """Inside the block, what is written to this process's stderr (fd 2: TensorFlow's absl,
     oneDNN and CUDA lines when a command imports Keras here, as ``check`` and ``table`` do) goes
     to ``workers/cli.log`` in the cache directory; with ``--verbose`` it stays on stderr. An
-    error is reported after the block, on the terminal."""
+    error is reported after the block, on the terminal. Yields the terminal's stderr (for
+    progress bars), whichever way fd 2 goes."""
     if _state["verbose"]:
-        yield
+        yield sys.stderr
         return
     path = cache.path() / "workers" / "cli.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         log = path.open("wb" if _size(path) > FRONT_LOG_BYTES else "ab")
     except OSError:
-        yield
+        yield sys.stderr
         return
     sys.stderr.flush()
     saved = os.dup(2)
     os.dup2(log.fileno(), 2)
+    terminal = open(saved, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     try:
-        yield
+        yield terminal
     finally:
+        terminal.flush()
+        terminal.close()
         sys.stderr.flush()
         os.dup2(saved, 2)
         os.close(saved)
@@ -269,10 +276,10 @@ def _print_probe(
         typer.echo(views.format_result(result, trace=trace, detail=trace))
         typer.echo("")
     if isinstance(outcome, ProbeSet) and len(outcome) > 1:
-        typer.echo(f"across {outcome.axis}: {outcome.verdict}")
         part = outcome.first_divergence() if trace else None
         if part is not None:
             typer.echo(part.text())
+        frontends._cli_terminal.show(views.probe_set_table(outcome))  # a line per backend, last
 
 
 @app.command()
@@ -294,13 +301,17 @@ def survey(
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
-    with _framework_output_to_log():
+    with (
+        _framework_output_to_log() as terminal,
+        frontends._cli_terminal.progress_on(terminal) as bars,
+    ):
         result = analyses.survey(
             targets=names("--targets", targets),
             input_dtypes=names("--input-dtypes", input_dtypes),
             policies=names("--policies", policies),
             backends=names("--backends", backends),
             engine=engine,
+            progress=bars,
         )
         result.save(out)
     typer.echo(f"wrote {out} ({len(result.to_frame())} cells)")
@@ -320,11 +331,13 @@ def table(
         str | None, typer.Option(help="Resolve weak floats with this floatx.")
     ] = None,
     disagreements: Annotated[
-        bool, typer.Option(help="Only the cells where someone disagrees.")
+        bool, typer.Option(help="Only the cells where someone disagrees, who says what.")
     ] = False,
+    long: LongOption = False,
     engine: EngineOption = None,
 ) -> None:
-    """Print the promotion table of an op: Keras's result_type vs each backend and reference."""
+    """Print the promotion table of an op: the lhs x rhs grid of Keras's result_type, each
+    cell where a backend or reference library disagrees marked."""
     with _framework_output_to_log():
         result = analyses.promotion_table(
             op=op,
@@ -333,8 +346,11 @@ def table(
             floatx=floatx,
             engine=engine,
         )
+    if disagreements or long:
         frame = result.disagreements() if disagreements else result.to_frame()
-    typer.echo(frame.to_string())
+        typer.echo(frame.to_string() if len(frame) else "no cell where anyone disagrees")
+        return
+    frontends._cli_terminal.show(views.promotion_grid(result))
 
 
 @app.command()
@@ -377,7 +393,7 @@ def check(
         report = analyses.check_model(
             model, policy=policy, backends=requested, mode=mode, engine=engine, quantize=quantize
         )
-    typer.echo(str(report))
+    frontends._cli_terminal.show(views.audit_renderables(report))
 
 
 @app.command()
@@ -434,7 +450,7 @@ def bisect(
     typer.echo(result.to_json(indent=2) if as_json else str(result))
 
 
-engines_app = typer.Typer(help="Engines: other Keras releases, and Keras 2.", no_args_is_help=True)
+engines_app = Typer(help="Engines: other Keras releases, and Keras 2.", no_args_is_help=True)
 app.add_typer(engines_app, name="engines")
 
 
@@ -462,7 +478,7 @@ def run(
     raise typer.Exit(subprocess.run(command, check=False).returncode)
 
 
-atlas_app = typer.Typer(
+atlas_app = Typer(
     help="The dtype atlas: the whole map as a Parquet store, a JSON export and a static site; "
     "its diff and SQL queries.",
     no_args_is_help=True,
@@ -502,9 +518,12 @@ def atlas_build(
         count = workers_per_backend.strip()
         pool.configure(workers_per_backend=int(count) if count.isdigit() else count)
     directory = analyses.writable_directory(out)  # before the work, not after it
-    client = _client(cluster) if cluster else None
+    client = cluster_client(cluster) if cluster else None
     try:
-        with _framework_output_to_log():
+        with (
+            _framework_output_to_log() as terminal,
+            frontends._cli_terminal.progress_on(terminal, enabled=progress) as bars,
+        ):
             atlas = analyses.build_atlas(
                 targets=names("--targets", targets),
                 input_dtypes=names("--input-dtypes", input_dtypes),
@@ -514,28 +533,13 @@ def atlas_build(
                 out=directory,
                 timeout=timeout_option(timeout),
                 cluster=client,
-                progress=progress,
+                progress=bars,
             )
     finally:
         if client is not None:
             client.close()
     counts = " · ".join(f"{k} {v}" for k, v in atlas.counts().items())
     typer.echo(f"wrote {Path(directory) / 'index.html'} ({len(atlas.cells)} cells: {counts})")
-
-
-def _client(address: str) -> Any:
-    try:
-        from distributed import Client
-    except ImportError:
-        raise InvalidSpecError(
-            "--cluster needs Dask distributed: pip install 'dtype-explorer[cluster]'"
-        ) from None
-    try:
-        return Client(address, timeout="20s")
-    except OSError as error:
-        raise InvalidSpecError(
-            f"--cluster: no Dask scheduler answered at {received(address)}: {one_line(error)}"
-        ) from None
 
 
 @atlas_app.command("diff")

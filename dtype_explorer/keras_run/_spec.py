@@ -35,6 +35,7 @@ from dtype_explorer.records import (
     check_engine_backend,
     engine_spec,
 )
+from dtype_explorer.shapes import parse_shapes
 
 #: Policies offered in pickers; any name Keras accepts works too.
 COMMON_POLICIES: tuple[str, ...] = (
@@ -59,7 +60,9 @@ MAX_KWARGS_VALUES = 10_000
 MAX_KWARGS_CHARS = 100_000
 
 DtypeArg = str | Sequence[str]
-ShapeArg = Sequence[int] | Sequence[Sequence[int]] | None
+#: A shape: ints, one sequence of them per input, or text in the one shape syntax
+#: (``shapes.parse_shapes``: ``"2x8x3"``, ``"(2, 8, 3)"``, ``"[[2, 4], [2, 4]]"``).
+ShapeArg = Sequence[int] | Sequence[Sequence[int]] | str | None
 
 
 def make_spec(
@@ -87,7 +90,8 @@ def make_spec(
         policy: a dtype policy name or ``keras.DTypePolicy``.
         backend: a backend name; ``None``: the one this process's Keras runs on.
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments, JSON.
-        shape: one shape, or one per input (not with user values: they have theirs).
+        shape: one shape, or one per input (not with user values: they have theirs): ints,
+            or text in the one shape syntax, ``"2x8x3"``, ``"(2, 8, 3)"`` or JSON.
         values: a value preset name (``dtypes.PRESETS``), or the user's own values, one per
             input: arrays, nested lists, Python numbers, or dicts and tuples of them
             (``engine._values``).
@@ -120,6 +124,7 @@ def make_spec(
     check_engine_backend(engine, backend)
     # 2. What runs: the target, and its inputs (a preset's samples, or the user's values).
     target_name = _target_name(target)
+    shape = parse_shapes(shape) if isinstance(shape, str) else shape
     given, input_dtypes = _given(values, input_dtype, shape)
     _check_floatx_and_seed(floatx, seed)
     shapes = _checked_shapes(target_name, given, input_dtypes, shape, mode)

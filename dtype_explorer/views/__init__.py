@@ -44,6 +44,9 @@ _EXPORTS: dict[str, str] = {
     "audit_text": "dtype_explorer.views._text",
     "format_result": "dtype_explorer.views._text",
     "format_trace": "dtype_explorer.views._text",
+    "audit_renderables": "dtype_explorer.views._terminal",
+    "probe_set_table": "dtype_explorer.views._terminal",
+    "promotion_grid": "dtype_explorer.views._terminal",
 }
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
@@ -73,6 +76,7 @@ __all__ = [
     "atlas_diff_html",
     "atlas_site",
     "audit_html",
+    "audit_renderables",
     "audit_text",
     "bisect_html",
     "bisect_text",
@@ -83,7 +87,9 @@ __all__ = [
     "format_result",
     "format_trace",
     "probe_set_html",
+    "probe_set_table",
     "promotion_figure",
+    "promotion_grid",
     "promotion_html",
     "result_html",
     "survey_figure",

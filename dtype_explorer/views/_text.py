@@ -150,19 +150,32 @@ def _where(step: TraceStep, detail: bool, indent: str) -> list[str]:
 
 
 def audit_text(report: AuditReport) -> str:
-    """A terminal rendering: the summary, the dtype-flow table, then the findings."""
+    """A terminal rendering: the summary, the dtype-flow table, then the findings. A cell
+    longer than its column (44 characters at most) ends in ``…``, never cut silently."""
     lines = [report.summary()]
     if report.sample:
         lines.append("sample: " + ", ".join(f"{t.shape} {t.dtype}" for t in report.sample))
+    rows = audit_rows(report)
+    widths = {c: min(44, max([len(c), *(len(r[c]) for r in rows)])) for c in ROW_COLUMNS}
+    lines.append("")
+    for cells in [{c: c for c in ROW_COLUMNS}, *rows]:
+        lines.append("  ".join(_fit(cells[c], widths[c]) for c in ROW_COLUMNS).rstrip())
+    lines += audit_details(report)
+    return "\n".join(lines)
+
+
+def audit_rows(report: AuditReport) -> list[dict[str, str]]:
+    """The dtype-flow rows as text (keys: ``ROW_COLUMNS``), each path indented by its depth."""
     rows = [{c: str(v) for c, v in call.row().items()} for call in report.layers]
     for row, call in zip(rows, report.layers, strict=True):
         row["path"] = "  " * call.depth + call.path.rsplit("/", 1)[-1]
-    widths = {c: min(44, max([len(c), *(len(r[c]) for r in rows)])) for c in ROW_COLUMNS}
-    for cells in [{c: c for c in ROW_COLUMNS}, *rows]:
-        lines.append(
-            "  ".join(cells[c][: widths[c]].ljust(widths[c]) for c in ROW_COLUMNS).rstrip()
-        )
-    lines.insert(len(lines) - len(rows) - 1, "")
+    return rows
+
+
+def audit_details(report: AuditReport) -> list[str]:
+    """What follows the dtype-flow table: ``model.predict`` and the training step, the
+    findings (``[severity] kind at path``, the message, the fix) and the notes."""
+    lines: list[str] = []
     if report.predict is not None:
         lines += ["", report.predict.text()]
         lines += [f"  differs: {d.text()}" for d in report.predict.differences]
@@ -184,7 +197,16 @@ def audit_text(report: AuditReport) -> str:
         if finding.fix:
             lines += ["    fix:", *(f"      {line}" for line in finding.fix.splitlines())]
     lines += [f"note: {note}" for note in report.notes]
-    return "\n".join(lines)
+    return lines
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, ending in ``…`` where it is longer.
+
+    >>> _fit("bias: float32→float16", 18), _fit("float32", 9)
+    ('bias: float32→flo…', 'float32  ')
+    """
+    return (text if len(text) <= width else text[: width - 1] + "…").ljust(width)
 
 
 def numerics_sentence(n: Numerics) -> str:

@@ -213,3 +213,29 @@ def test_probe_survey_and_check_take_an_engine(keras_3_11_engine, tmp_path):
     assert saved["engine"] == "keras==3.11.3"
     out = runner.invoke(app, ["probe", "Dense", "--backend", "numpy", "--engine", "keras==9"])
     assert out.exit_code == 2 and "keras==9" in out.output
+
+
+def test_help_shows_flags_as_flags_and_says_the_shape_syntax():
+    for args in (["--help"], ["probe", "--help"], ["atlas", "build", "--help"]):
+        out = runner.invoke(app, args, env={"COLUMNS": "120"})
+        assert out.exit_code == 0, out.output
+        assert "<bool>" not in out.output, out.output
+        assert "--help" in out.output
+    probe_help = runner.invoke(app, ["probe", "--help"], env={"COLUMNS": "120"}).output
+    assert "2x8x3, (2, 8, 3) or [2, 8, 3]" in probe_help
+    assert "--trace " in probe_help and "<str>" in probe_help  # options with values keep theirs
+
+
+def test_shape_takes_every_spelling_and_a_bad_one_is_refused_before_any_work():
+    args = ["probe", "Conv1D", "--backend", "numpy", "--json"]
+    args += ["--kwargs", '{"filters": 2, "kernel_size": 3}']
+    answers = []
+    for shape in ("2x8x3", "(2, 8, 3)", "[2, 8, 3]"):
+        out = runner.invoke(app, [*args, "--shape", shape])
+        assert out.exit_code == 0, out.output
+        (result,) = json.loads(out.output)
+        answers.append(result["spec"]["shapes"])
+    assert answers == [[[2, 8, 3]]] * 3
+    bad = runner.invoke(app, [*args, "--shape", "2x8y3"])
+    assert bad.exit_code == 2
+    assert "--shape: 'y' at character 4 is not part of a shape" in bad.output

@@ -221,3 +221,18 @@ def test_shape_that_does_not_fit_is_invalid():
     r = dx.probe("Conv2D", kwargs={"filters": 2, "kernel_size": 3}, shape=(2, 5))
     assert r.status == "invalid"
     assert r.error.where == "shape or kwargs"
+
+
+@pytest.mark.parametrize(
+    "shape", ["2x8x3", "(2, 8, 3)", "[2, 8, 3]", "2,8,3", (2, 8, 3), [2, 8, 3]]
+)
+def test_every_shape_syntax_makes_the_same_spec(shape):
+    spec = dx.keras_run.make_spec("Conv1D", backend="numpy", shape=shape)
+    assert spec.shapes == ((2, 8, 3),)
+
+
+def test_a_shape_per_input_as_text_and_a_bad_shape_text_says_what_is_valid():
+    spec = dx.keras_run.make_spec("ops.add", backend="numpy", shape="2x4, 2x4")
+    assert spec.shapes == ((2, 4), (2, 4))
+    with pytest.raises(ValueError, match=r"received: '2x'; valid: a shape as 2x8x3"):
+        dx.keras_run.make_spec("Dense", backend="numpy", shape="2x")

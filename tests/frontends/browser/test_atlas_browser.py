@@ -47,6 +47,17 @@ def test_search_then_a_cell_shows_its_cast_path(site, browser, artifacts):
     assert cell.get_attribute("data-class") == expected.classification
     cell.click()
     detail = page.get_by_test_id("detail")
+    # the click answers where the eye is: the detail is scrolled into the window, highlighted
+    page.wait_for_function(
+        """() => { const r = document.querySelector('[data-testid=detail]').getBoundingClientRect();
+                   return r.top >= 0 && r.top < window.innerHeight - 100; }""",
+        timeout=10_000,
+    )
+    box, window = detail.bounding_box(), page.viewport_size
+    assert 0 <= box["y"] < window["height"] - 100, (box, window)  # its top, and some of it, shown
+    assert box["x"] >= 0 and box["x"] + box["width"] <= window["width"], (box, window)
+    assert "ax-focus" in (detail.get_attribute("class") or "")
+    page.screenshot(path=str(artifacts / "atlas-cell-clicked.png"))  # what the window shows
     assert (
         "Conv1D on uint8 under mixed_float16" in detail.get_by_test_id("detail-title").inner_text()
     )

@@ -191,11 +191,14 @@ def test_the_keras_picker_offers_the_installed_keras_beside_the_mode_picker(expl
     assert options.first.inner_text() == installed and options.first.get_attribute("value") == ""
     assert page.input_value('[data-testid="engine"]') == ""
     assert 'dx.engines.create("keras==3.11.3")' in picker.get_attribute("title")
-    # beside the mode picker, in the same control panel
+    # beside the mode picker (and the matmul precision's), in the same row of the control panel
     fields = page.locator(".dx-controls > .dx-field").evaluate_all(
         "fields => fields.map(f => f.querySelector('[data-testid]')?.dataset.testid)"
     )
-    assert fields.index("engine") == fields.index("mode") + 1, fields
+    assert 0 < fields.index("engine") - fields.index("mode") <= 2, fields
+    mode_box = page.locator('[data-testid="mode"]').bounding_box()
+    engine_box = picker.bounding_box()
+    assert abs(mode_box["y"] - engine_box["y"]) < 2 and engine_box["x"] > mode_box["x"]
     label = _card(page, "jax").locator('[data-testid="keras-version"]')
     assert label.inner_text() == f"Keras {library_version('keras')}"
 
@@ -412,8 +415,11 @@ def compare_page(lab, browser, artifacts):
     context = browser.new_context(viewport=SCREEN)
     page = context.new_page()
     try:
-        page.goto(lab.open_url(COMPARE_NOTEBOOK))
+        # a workspace of its own: the explorer's notebook (and its tab) stays out of this page
+        page.goto(f"{lab.url}/lab/workspaces/compare/tree/{COMPARE_NOTEBOOK}?token={lab.token}")
         page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
+        tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel").all_inner_texts()
+        assert tabs == [COMPARE_NOTEBOOK], tabs
         _run_cell(page, 0)
         page.wait_for_selector('[data-testid="compact"]', timeout=PROBE_TIMEOUT_MS)
         page.wait_for_function(ANSWERED_ALL, timeout=PROBE_TIMEOUT_MS * 2)
