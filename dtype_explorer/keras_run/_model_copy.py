@@ -15,6 +15,7 @@ and every variable put back bitwise after an eager ``training=True`` call.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import random
 from collections.abc import Iterator
@@ -214,8 +215,6 @@ def arguments_given(model: Any) -> dict[str, frozenset[str]]:
 
 def _not_default(cls: type, recorded: dict[str, Any]) -> frozenset[str]:
     """The names in ``recorded`` whose value is not ``cls.__init__``'s default for them."""
-    import inspect
-
     try:
         parameters = inspect.signature(cls.__init__).parameters
     except (TypeError, ValueError):

@@ -218,7 +218,9 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     assert needed | {"dtype_explorer.views._text"} <= modules
     assert sorted(modules & NOT_FOR_A_CACHED_ANSWER) == []
     ours = {m for m in modules if m.startswith("dtype_explorer")}
-    # 80 before the packages' names were made lazy; 45 then, and since: the signed rows (_mac,
-    # _store), the engines' site hashes (_site) and the mode rules (_mode_rules) a cached answer
-    # needs too. The cap catches a heavy module coming back, not each new small one.
-    assert len(ours) <= 52, sorted(ours)
+    # 80 before the packages' names were made lazy, 45 right after; since, the package split
+    # modules it already loaded (records' _numerics, _fit; runtime's _spawn, _failures, ...)
+    # and added small ones a cached answer does need (the signed rows' _mac and _store, the
+    # engines' _site hashes and _kernelspec). The cap catches a heavy module coming back; the
+    # list above (NOT_FOR_A_CACHED_ANSWER) names the heavy ones.
+    assert len(ours) <= 62, "\n".join(sorted(ours))
