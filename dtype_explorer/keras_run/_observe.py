@@ -252,7 +252,7 @@ def _frame_op(frame: Any, filename: str, name: str) -> str | None:
     for the function it wraps), ``""`` for a frame to look through (the trace's own), else
     ``None``."""
     if filename.replace("\\", "/").endswith("dtype_explorer/keras_run/_trace.py"):
-        fn = frame.f_locals.get("fn") if name == "traced" else None
+        fn = frame.f_locals.get("fn") if name in ("traced", "_called") else None
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("keras.src.backend.") or module.split(".")[0] in FRAMEWORKS:
             return f"{module}.{fn.__qualname__}"

@@ -27,12 +27,15 @@ __all__ = ["is_tool_error"]
 
 #: The package's directory: a frame whose file lies under it runs the tool's own code.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-#: The tool's wrappers that only pass a call on (``_trace._make_wrapper``'s ``traced``, the
+#: The tool's wrappers that only pass a call on (``_trace._make_wrapper``'s ``traced`` and its
+#: ``_called``, the
 #: call recorders' ``recorded`` (Keras 3's and Keras 2's: tf_keras cuts its traceback down to
 #: the caller's frames), the operators' hooks ``operator_method`` and torch's
 #: ``__torch_function__``, the random draws' recorder ``draw``): an error raised in the call
 #: they pass on (a C function of the backend) is the callee's, not theirs.
-PASS_THROUGH = frozenset({"traced", "recorded", "operator_method", "__torch_function__", "draw"})
+PASS_THROUGH = frozenset(
+    {"traced", "_called", "recorded", "operator_method", "__torch_function__", "draw"}
+)
 
 
 def is_tool_error(error: BaseException) -> bool:

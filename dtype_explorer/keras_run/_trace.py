@@ -379,23 +379,30 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
             return _below(trace, trace.level + 2, fn, args, kwargs)
         # 4. The call itself, with this step as the one that runs what it calls.
         (trace.raw if top else trace.top.children).append(step)
-        saved_level, saved_top = trace.level, trace.top
-        trace.level = 1 if top else 2
-        if top:
-            trace.top = step
-        try:
-            out = fn(*args, **kwargs)
-        except BaseException as error:
-            step.error = records.error_text(error)
-            step.objects = []
-            raise
-        finally:
-            trace.level, trace.top = saved_level, saved_top
+        out = _called(trace, step, top, fn, args, kwargs)
         # 5. Its outputs and, where they matter, their values.
         _finish(trace, step, out, top)
         return out
 
     return traced
+
+
+def _called(trace: Any, step: Any, top: bool, fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` with ``step`` as the one that runs what it calls (a top-level
+    step becomes the trace's ``top``; its callees are recorded one level down); an error is
+    kept on the step and raised on."""
+    saved_level, saved_top = trace.level, trace.top
+    trace.level = 1 if top else 2
+    if top:
+        trace.top = step
+    try:
+        return fn(*args, **kwargs)
+    except BaseException as error:
+        step.error = records.error_text(error)
+        step.objects = []
+        raise
+    finally:
+        trace.level, trace.top = saved_level, saved_top
 
 
 def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> Any:
@@ -424,16 +431,7 @@ def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> 
         return _below(trace, trace.level + 2, fn, args, kwargs)
     # 3. The call, with this step as the one that runs the ops it calls.
     trace.raw.append(step)
-    saved_level, saved_top = trace.level, trace.top
-    trace.level, trace.top = 1, step
-    try:
-        out = fn(*args, **kwargs)
-    except BaseException as error:
-        step.error = records.error_text(error)
-        step.objects = []
-        raise
-    finally:
-        trace.level, trace.top = saved_level, saved_top
+    out = _called(trace, step, True, fn, args, kwargs)
     if out is NotImplemented:  # Python asks the other operand next: that is the step
         trace.raw.remove(step)
         return out

@@ -10,7 +10,7 @@ that answer built-in questions, whose answers the cache keeps, never run it.
 
 >>> slot_name(group("numpy", "keras==3.11.3"), 1), backend_of("numpy@keras==3.11.3-1")
 ('numpy@keras==3.11.3-1', 'numpy')
->>> user_slot("numpy@keras==3.11.3"), group_of("numpy@keras==3.11.3~user")
+>>> user_slot("numpy@keras==3.11.3"), group_of("numpy@keras==3.11.3~user-1")
 ('numpy@keras==3.11.3~user', 'numpy@keras==3.11.3')
 """
 
@@ -96,14 +96,14 @@ def user_slot(group: str) -> str:
 
 
 def is_user(slot: str) -> bool:
-    """Whether worker ``slot`` runs user code (:func:`user_slot`)."""
-    return slot.endswith(USER)
+    """Whether worker ``slot`` runs user code (:func:`user_slot`, ``numpy~user-1``)."""
+    return re.sub(r"-\d+$", "", slot).endswith(USER)
 
 
 def group_of(slot: str) -> str:
     """The group of worker ``slot`` (``numpy-1`` -> ``numpy``, ``numpy~user`` -> ``numpy``); an
     engine's name never ends in ``-<digits>`` (``keras==3.11.3``, ``tf_keras``)."""
-    return re.sub(r"-\d+$", "", slot.removesuffix(USER))
+    return re.sub(r"-\d+$", "", slot).removesuffix(USER)
 
 
 def backend_of(slot: str) -> str:

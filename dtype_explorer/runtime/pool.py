@@ -220,11 +220,14 @@ def default_workers_per_backend() -> int:
     return _sizing.default_workers(installed_backends() or ["numpy"])
 
 
-def slots(backend: str, engine: str | None = None) -> list[str]:
+def slots(backend: str, engine: str | None = None, *, user: bool = False) -> list[str]:
     """The slot names of ``backend``'s workers (``numpy``, ``numpy-1``, ...; an engine's:
-    ``numpy@keras==3.11.3``, ...), one per worker (:func:`workers_per_backend`); each has its
-    own pool and log (:func:`log_path`)."""
-    return [spawn.slot_name(spawn.group(backend, engine), k) for k in range(_workers())]
+    ``numpy@keras==3.11.3``, ...; with ``user``, those that run user code: ``numpy~user``,
+    ``numpy~user-1``), one per worker (:func:`workers_per_backend`); each has its own pool and
+    log (:func:`log_path`)."""
+    group = spawn.group(backend, engine)
+    group = spawn.user_slot(group) if user else group
+    return [spawn.slot_name(group, k) for k in range(_workers())]
 
 
 def time_limit(value: Any, name: str = "timeout") -> float | None:
@@ -358,7 +361,7 @@ def submit(
         (_checked(spec), target_payload),
         seconds,
         engine=spec.engine,
-        slot=spawn.user_slot(spawn.group(backend, spec.engine)) if user_code else None,
+        user=user_code,
     )
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
@@ -427,11 +430,9 @@ def call(
             f"worker: they cannot be pickled ({type(exc).__name__}: {exc})"
         ) from None
     trusted = _trusted(function)
-    group = spawn.group(backend, engine_spec(engine))
-    slot = None if trusted else spawn.user_slot(group)
     call_args = (payload, trusted)
     return _schedule(
-        backend, worker.call, call_args, seconds, engine=engine_spec(engine), slot=slot
+        backend, worker.call, call_args, seconds, engine=engine_spec(engine), user=not trusted
     )[0]
 
 
@@ -524,9 +525,10 @@ def log_path(backend: str) -> Path:
     return spawn.log_path(backend)
 
 
-def log_paths(backend: str, engine: str | None = None) -> list[Path]:
-    """The logs of every worker of ``backend`` (:func:`slots`), the first one first."""
-    return [log_path(slot) for slot in slots(backend, engine)]
+def log_paths(backend: str, engine: str | None = None, *, user: bool = False) -> list[Path]:
+    """The logs of every worker of ``backend`` (:func:`slots`; ``user``: its user-code
+    workers'), the first one first."""
+    return [log_path(slot) for slot in slots(backend, engine, user=user)]
 
 
 def shutdown() -> None:
@@ -542,10 +544,12 @@ def _schedule(
     *,
     slot: str | None = None,
     engine: str | None = None,
+    user: bool = False,
 ) -> tuple[Future, str]:
-    """Schedule on one of ``backend``'s workers (of ``engine``'s, when given): ``slot``, else
-    the one with the fewest probes waiting; ``(task, slot)``."""
-    candidates = [slot] if slot is not None else slots(backend, engine)
+    """Schedule on one of ``backend``'s workers (of ``engine``'s, when given; its user-code
+    workers for ``user``): ``slot``, else the one with the fewest probes waiting;
+    ``(task, slot)``."""
+    candidates = [slot] if slot is not None else slots(backend, engine, user=user)
     return spawn.schedule(
         candidates, function, args, timeout, start_timeout=_config["start_timeout"]
     )

@@ -6,16 +6,14 @@ user's model against itself before the audit."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
+from on_backend import json_on
 
 from dtype_explorer import check_model
 from dtype_explorer.errors import InvalidSpecError
@@ -335,17 +333,7 @@ _OTHER_BACKEND = textwrap.dedent(
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_predict_and_fit_audits_on_other_backends(backend):
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT}
-    done = subprocess.run(
-        [sys.executable, "-c", _OTHER_BACKEND],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json_on(backend, _OTHER_BACKEND)
     fit = got["fit"]
     if backend == "jax":
         assert got["predict_compiled"] is True and "jax.jit" in got["predict_execution"]

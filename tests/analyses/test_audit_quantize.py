@@ -4,10 +4,7 @@ itself before the audit, bitwise."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 import warnings
 
@@ -15,6 +12,7 @@ import keras
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
+from on_backend import json_on
 from typer.testing import CliRunner
 
 from dtype_explorer import check_model
@@ -220,17 +218,7 @@ _OTHER_BACKEND = textwrap.dedent(
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
 def test_quantize_and_save_on_other_backends(backend):
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT}
-    done = subprocess.run(
-        [sys.executable, "-c", _OTHER_BACKEND],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = json_on(backend, _OTHER_BACKEND)
     for name in ("emb", "head"):
         status, dtypes = got["rows"][f"net/{name}"]
         assert status == "quantized" and got["raw"][name] == ["int8", dtypes]

@@ -44,7 +44,7 @@ REFUSED = [
     ({"input_dtype": np.dtype("U5")}, "input_dtype", "unknown dtype"),
     ({"input_dtype": ("float32", "int8")}, "input_dtype", "gets 1 input(s) but 2"),
     ({"shape": 5}, "shape", "received: 5"),
-    ({"shape": "2,4"}, "shape", "received: '2,4'"),
+    ({"shape": "2;4"}, "shape", "received: '2;4'"),
     ({"shape": [(2, 4)] * 10_000}, "shape", "10000 items"),
     ({"shape": [(2, 4)] * 3}, "shape", "takes 1 input(s) but 3 shapes"),
     ({"shape": (2, -4)}, "shape", "positive ints"),

@@ -4,6 +4,8 @@ fewer workers stop the extra ones. Real numpy workers (the cheapest to start).""
 
 from __future__ import annotations
 
+import re
+
 import psutil
 import pytest
 from test_pool import custom  # a Layer subclass whose call runs a body first (tests/runtime)
@@ -80,10 +82,14 @@ def test_probes_spread_over_every_worker_and_a_crash_costs_one(two_numpy_workers
     spec = ProbeSpec(target="custom:SaysPid", backend="numpy")
     futures = [pool.submit(spec, target_payload=payload) for _ in range(4)]
     assert all(f.result(timeout=ANSWER_WITHIN).ok for f in futures)
-    logs = pool.log_paths("numpy")
-    assert [p.name for p in logs] == ["numpy.log", "numpy-1.log"]
-    for log, pid in zip(logs, described["pids"]):
-        assert f"dx-probe-in {pid}" in log.read_text(errors="replace")
+    # a user's layer runs in the user-code workers, spread over as many as the backend has
+    logs = pool.log_paths("numpy", user=True)
+    assert [p.name for p in logs] == ["numpy~user.log", "numpy~user-1.log"]
+    ran_in = [
+        set(re.findall(r"dx-probe-in (\d+)", log.read_text(errors="replace"))) for log in logs
+    ]
+    assert all(ran_in) and not ran_in[0] & ran_in[1]  # each answered, in a process of its own
+    assert not (ran_in[0] | ran_in[1]) & {str(p) for p in described["pids"]}  # not built-in
 
     exits = custom("ExitsOnOne", "os._exit(3)")
     crashing = pool.submit(
@@ -95,8 +101,7 @@ def test_probes_spread_over_every_worker_and_a_crash_costs_one(two_numpy_workers
     assert crashed.status == "crashed" and "code 3" in crashed.error.message
     assert str(logs[0]) in crashed.error.message  # the slot it ran on: the first (fewest waiting)
     assert meanwhile.result(timeout=ANSWER_WITHIN).ok  # the other worker answered
-    again = pool.warm(["numpy"])["numpy"]["pids"]
-    assert again[0] != described["pids"][0] and again[1] == described["pids"][1]
+    assert pool.warm(["numpy"])["numpy"]["pids"] == described["pids"]  # built-in: untouched
 
 
 def test_a_survey_uses_every_worker_and_fewer_workers_stop_the_rest(two_numpy_workers):
