@@ -469,7 +469,11 @@ def _at(step: TraceStep | None) -> str:
     if step is None:
         return ""
     src = step.source
-    return f" First at {step.op}" + (f" ({src.short}: {src.text})." if src else ".")
+    if src is None:
+        return f" First at {step.op}."
+    # A statement over several lines shows its first one: say that it goes on.
+    text = src.text + ("…" if src.text.rstrip().endswith(("(", "[", "{", ",")) else "")
+    return f" First at {step.op} ({src.short}: {text})."
 
 
 def _overflow_step(call: LayerCall) -> TraceStep | None:
