@@ -51,11 +51,12 @@ def release_modes() -> tuple[str, ...]:
 class QuantizeRefused(Exception):
     """Keras refused to quantize the layer (its words kept): the probe's answer."""
 
-    def __init__(self, error: BaseException, quantization: LayerQuantization):
+    def __init__(self, error: BaseException, quantization: LayerQuantization, note: str = ""):
         super().__init__(str(error))
+        said = keras_message(str(error), limit=600)
         self.info = ErrorInfo(
             type=type(error).__name__,
-            message=keras_message(str(error), limit=600),
+            message=f"{said} ({note})" if note else said,
             where="quantize",
         )
         self.quantization = quantization
@@ -87,20 +88,24 @@ class LayerQuantizer:
         self.mode = mode
         self.block_size = int(block) if block else None
         self.float_variables: tuple[StoredVariable, ...] = ()
+        #: Where this release lacks the mode: what to say after Keras's refusal.
+        self.lacking = ""
         self._check()
 
     def _check(self) -> None:
         import keras
 
         if self.mode not in self.modes:
-            if self.mode in ADDED_IN:
-                raise InvalidSpecError(
-                    f"quantize={self.asked!r}: Keras {keras.__version__} has no {self.mode!r} "
-                    f"quantization mode (its modes: {', '.join(self.modes) or 'none'}); Keras "
-                    f"added {self.mode} in {ADDED_IN[self.mode]}: ask a later engine "
-                    f"(engine='keras=={ADDED_IN[self.mode]}.*' or newer)"
-                )
-            raise unknown("quantization mode", self.asked, [*self.modes, "int4/<block size>"])
+            if self.mode not in ADDED_IN:
+                raise unknown("quantization mode", self.asked, [*self.modes, "int4/<block size>"])
+            # Keras answers: its quantize() refuses a mode it lacks (QuantizeRefused)
+            self.lacking = (
+                f"Keras {keras.__version__} has no {self.mode!r} quantization mode (its modes: "
+                f"{', '.join(self.modes) or 'none'}); Keras added {self.mode} in "
+                f"{ADDED_IN[self.mode]}: ask that release or a later one "
+                f"(engine='keras=={ADDED_IN[self.mode]}.0')"
+            )
+            return
         if self.mode in _CALIBRATED:
             raise InvalidSpecError(
                 f"quantize={self.asked!r} calibrates on data (a dataset and a tokenizer) over a "
@@ -141,7 +146,8 @@ class LayerQuantizer:
                 kwargs = {}
             quantize(self.mode, type_check=True, **kwargs)
         except Exception as error:
-            raise QuantizeRefused(error, self.record(layer, (), refused=True)) from error
+            record = self.record(layer, (), refused=True)
+            raise QuantizeRefused(error, record, self.lacking) from error
         return layer
 
     def record(
