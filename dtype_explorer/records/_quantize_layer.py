@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from pydantic import computed_field
+
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._trace import TraceStep
 
@@ -83,6 +85,12 @@ class LayerQuantization(Record):
     @property
     def bytes(self) -> int:
         return sum(v.bytes for v in self.variables)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def summary(self) -> str:
+        """:meth:`text`, in the JSON (the widget's heading)."""
+        return self.text()
 
     def text(self) -> str:
         """``quantize('int8'): policy int8_from_float32, 84 bytes stored (float: 96)``."""
