@@ -139,3 +139,15 @@ def test_a_release_without_the_mode_names_the_release_that_added_it(keras_3_11_e
     assert "Keras added gptq in 3.12" in r.error.message
     r = dx.probe("Dense", "float32", quantize="int4/32", **common)
     assert r.status == "invalid" and "Int4QuantizationConfig" in r.error.message
+
+
+def test_a_survey_takes_quantized_policies_as_an_axis():
+    """Quantized policies are policies: each cell carries its layer's quantization."""
+    s = dx.survey(
+        ["Dense"], ["float32"], ["float32", "int8_from_mixed_bfloat16"], ["numpy"], progress=False
+    )
+    by_policy = {r.spec.policy: r for r in s.results}
+    assert by_policy["float32"].quantization is None
+    q = by_policy["int8_from_mixed_bfloat16"]
+    assert q.output_dtype == "bfloat16" and q.quantization.via == "policy"
+    assert q.quantization.steps[0] == "quantize inputs: bfloat16 → int8"
