@@ -85,6 +85,7 @@ def bisect(
     floatx: str | None = None,
     seed: int = 0,
     mode: str = "call",
+    quantize: str | None = None,
     exhaustive: bool = False,
     progress: bool = True,
     timeout: float | None = None,
@@ -112,6 +113,8 @@ def bisect(
         floatx: ``keras.config.floatx()`` during each probe.
         seed: the sample's seed.
         mode: how the target runs (``"call"``, ``"training"``, ``"model"``, ...).
+        quantize: the layer quantized before the call (``dx.probe``'s ``quantize``); a release
+            without the mode answers with its refusal, which names the release that added it.
         exhaustive: probe every release instead of bisecting, and list every change.
         progress: show a progress bar (``tqdm``, notebook-aware).
         timeout: seconds one probe may take in its worker.
@@ -150,6 +153,7 @@ def bisect(
         floatx=floatx,
         seed=seed,
         mode=mode,
+        quantize=quantize,
     )
     spec = make_spec(target, **question)  # a bad question fails before any engine is made
     releases = resolve_versions(versions)
@@ -186,6 +190,7 @@ class _Question(TypedDict):
     floatx: str | None
     seed: int
     mode: str
+    quantize: str | None
 
 
 def _check_one_question(target: Any, backend: Any, mode: Any) -> None:

@@ -47,6 +47,7 @@ def probe(
     engine: str | None = None,
     call_kwargs: dict[str, Any] | None = None,
     precision: str | None = None,
+    quantize: str | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
 ) -> ProbeResult | ProbeSet:
@@ -97,6 +98,13 @@ def probe(
             ``"highest"`` (TF32 off: "with TF32 off"), ``"tf32"`` or ``"default"`` (each
             backend's own); ``None`` leaves the settings as they are. The settings in effect
             are in every answer's ``environment``.
+        quantize: the layer quantized before the call, as ``Model.quantize`` does it
+            (``layer.quantize(mode)`` once built): ``"int8"``, ``"int4"``, ``"int4/<block
+            size>"``, ``"float8"`` (the answering release's modes). The answer's
+            ``quantization`` lists the stored variables and the compute path read from the
+            trace; Keras's refusal (no ``quantize`` method, int8 under float16, a mode the
+            release lacks) is the answer, an error at ``"quantize"``. A quantized policy
+            (``policy="int8_from_float32"``) builds the layer quantized instead.
         timeout: seconds a worker may take (default: the pool's, 60); a probe in this
             process (``backend=None``) cannot be timed out, and refuses one.
         use_cache: answer from, and store into, the result cache.
@@ -126,6 +134,11 @@ def probe(
     (('int32', 'int32'), ['your value', 'your value'])
     >>> r.outcome in ("int32", "raises InvalidArgumentError")  # TensorFlow refuses 2 ** -1
     True
+    >>> q = dx.probe("Dense", "float32", kwargs={"units": 4}, quantize="int8")
+    >>> q.output_dtype, [v.dtype for v in q.quantization.variables]
+    ('float32', ['float32', 'int8', 'float32'])
+    >>> q.quantization.steps[1]
+    'integer matmul: int8 x int8 → int32 (accumulated in int32)'
     >>> old = dx.probe("Discretization", kwargs={"bin_boundaries": [0.5, 1.5, 2.5]},
     ...                backend="numpy", engine="keras==3.11.3")        # doctest: +SKIP
     >>> old.output_dtype, old.versions["keras"]                        # doctest: +SKIP
@@ -163,6 +176,7 @@ def probe(
             engine=engine,
             call_kwargs=call_kwargs,
             precision=precision,
+            quantize=quantize,
         )
         for b in backends
         for m in modes

@@ -87,6 +87,23 @@ QuantizeOption = Annotated[
         "compute path, error against the float model."
     ),
 ]
+#: ``probe --quantize``: the layer quantized before the call.
+ProbeQuantizeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--quantize",
+        help="Quantize the layer before the call as Model.quantize does: int8, int4, "
+        "int4/<block size> or float8 (the answering release's modes); shows the stored "
+        "variables and the compute path.",
+    ),
+]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="float32 matmul precision during the probe: highest (TF32 off), tf32, or "
+        "default (each backend's own); left out: as the backend has it."
+    ),
+]
 KwargsOption = Annotated[str, typer.Option(help="Constructor kwargs as a JSON object.")]
 NoCacheOption = Annotated[bool, typer.Option("--no-cache", help="Run live even if cached.")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]

@@ -47,6 +47,8 @@ from dtype_explorer.frontends._cli_options import (
     ModesOption,
     NoCacheOption,
     PolicyOption,
+    PrecisionOption,
+    ProbeQuantizeOption,
     ProbeTimeoutOption,
     QuantizeOption,
     ShapeOption,
@@ -206,13 +208,8 @@ def probe(
     mode: ModesOption = "call",
     call_kwargs: CallKwargsOption = "{}",
     engine: EngineOption = None,
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            help="float32 matmul precision during the probe: highest (TF32 off), tf32, or "
-            "default (each backend's own); left out: as the backend has it."
-        ),
-    ] = None,
+    precision: PrecisionOption = None,
+    quantize: ProbeQuantizeOption = None,
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     # 1. Parse: every option's text, checked before any work.
@@ -226,6 +223,7 @@ def probe(
             floatx=floatx,
             engine=engine,
             precision=precision,
+            quantize=quantize,
             timeout=timeout_option(timeout),
             use_cache=not no_cache,
         )

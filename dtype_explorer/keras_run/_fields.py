@@ -13,6 +13,7 @@ from dtype_explorer.records import (
     ErrorInfo,
     Expectation,
     FitReport,
+    LayerQuantization,
     Numerics,
     Supplied,
     TraceStep,
@@ -47,3 +48,4 @@ class ProbeFields(TypedDict, total=False):
     fit: FitReport
     kernel: str | None
     supplied: tuple[Supplied, ...]
+    quantization: LayerQuantization | None

@@ -37,6 +37,7 @@ from dtype_explorer.keras_run._placement import op_kernel, placed
 from dtype_explorer.keras_run._probe_layer import layer_class, layer_entry, run_layer
 from dtype_explorer.keras_run._probe_objective import run_objective
 from dtype_explorer.keras_run._probe_op import run_op
+from dtype_explorer.keras_run._quantize_layer import QuantizeRefused
 from dtype_explorer.keras_run._stages import supplied, timed
 from dtype_explorer.records import (
     ProbeResult,
@@ -117,6 +118,8 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
                 notes = getattr(cls, "notes", ())
                 fields = run_layer(spec, entry, cls, timings, trace)
             fields["supplied"] = (*notes, *supplied(spec, entry, instance=packed is not None))
+    except QuantizeRefused as refused:  # Keras's answer: it refused to quantize the layer
+        fields = refused.fields()
     except Invalid as invalid:
         fields = {
             "status": "invalid",

@@ -32,6 +32,7 @@ from dtype_explorer.keras_run._observe import (
     output_leaves,
     output_note,
 )
+from dtype_explorer.keras_run._quantize_layer import LayerQuantizer, quantization_of
 from dtype_explorer.keras_run._stages import (
     Called,
     Judged,
@@ -158,6 +159,9 @@ def run_layer(
     call = layer_caller(entry, inputs, spec.call_kwargs)
     # 2. Build the layer under the policy.
     build = functools.partial(construct, functools.partial(_built, cls, kwargs))
+    quantizer = LayerQuantizer(spec.quantize) if spec.quantize else None
+    if quantizer is not None:  # built, then quantized as Model.quantize does it
+        build = _quantizing(build, quantizer, call, inputs)
     with timed(timings, "construct_ms"):
         layer = build()
     if mode != "call":  # the built layer: a user's instance is rebuilt through a factory
@@ -199,8 +203,10 @@ def run_layer(
         autocast_rule,
         trace_steps,
     )
-    # 6. Numerics (not of a compiled run: its weights are left as drawn), then the fit step.
-    if called.outputs is not None and mode not in ("predict", "dataset"):
+    fields["quantization"] = quantization_of(layer, quantizer, trace_steps)
+    # 6. Numerics (not of a compiled run: its weights are left as drawn; nor of a layer the
+    # probe quantized: its reference would be quantized too), then the fit step.
+    if called.outputs is not None and mode not in ("predict", "dataset") and not quantizer:
         with timed(timings, "numerics_ms"):
             fields["numerics"] = layer_numerics(
                 build,
@@ -259,6 +265,23 @@ def _answer_fields(
         compiled=run.compiled,
     )
     return fields
+
+
+def _quantizing(
+    build: Callable[[], Any],
+    quantizer: LayerQuantizer,
+    call: Callable[..., Any],
+    inputs: LayerInputs,
+) -> Callable[[], Any]:
+    """``build`` followed by the symbolic call that builds the layer on the probe's inputs,
+    then ``layer.quantize`` (:class:`LayerQuantizer`)."""
+
+    def symbolic_build(layer: Any) -> None:
+        _, error = _declared_layer(layer, call, inputs)
+        if error is not None and not layer.built:
+            raise Invalid(error, "build")
+
+    return lambda: quantizer.quantized(build(), symbolic_build)
 
 
 def _built(cls: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

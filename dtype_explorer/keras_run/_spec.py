@@ -80,6 +80,7 @@ def make_spec(
     engine: str | None = None,
     call_kwargs: dict[str, Any] | None = None,
     precision: str | None = None,
+    quantize: str | None = None,
 ) -> ProbeSpec:
     """Validate every part of a probe and return its ``ProbeSpec``.
 
@@ -105,6 +106,9 @@ def make_spec(
             ``"tf_keras"``; Keras 2 on the tensorflow backend only).
         precision: the float32 matmul precision during the probe (``"highest"``, ``"tf32"``,
             ``"default"``: ``records.PRECISIONS``); ``None`` leaves the backend's settings.
+        quantize: a layer quantized before the call as ``Model.quantize`` does it (``"int8"``,
+            ``"int4"``, ``"int4/<block size>"``, ``"float8"``); the mode is checked against
+            the answering release's modes in its worker.
 
     Returns:
         The ``ProbeSpec``.
@@ -152,7 +156,26 @@ def make_spec(
         call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
         precision=check_precision(precision),
         filled=filled,
+        quantize=_check_quantize(quantize, target_name),
     )
+
+
+def _check_quantize(quantize: Any, target_name: str) -> str | None:
+    """``quantize`` as a mode's name, for a layer (an op, loss or metric has no weights)."""
+    if quantize is None:
+        return None
+    if not isinstance(quantize, str):
+        raise InvalidSpecError(
+            "quantize: a probe takes a mode's name (int8, int4, int4/<block size>, float8); a "
+            "keras.quantizers config (gptq, awq) is a model's: dx.check_model(model, sample, "
+            f"quantize=config). Received: {received(quantize)}"
+        )
+    if target_name.startswith(("ops.", "losses.", "metrics.")):
+        raise InvalidSpecError(
+            f"quantize: {target_name} has no weights to quantize; quantize is a layer's "
+            f"(Dense, EinsumDense, Embedding). Received: quantize={quantize!r}"
+        )
+    return quantize
 
 
 def _instance_policy(target: Any, kwargs: Any) -> str | None:

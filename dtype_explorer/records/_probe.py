@@ -12,6 +12,7 @@ True
 from __future__ import annotations
 
 import json
+import re
 from typing import Literal
 
 from pydantic import Field, JsonValue, computed_field, field_validator, model_validator
@@ -22,6 +23,7 @@ from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import engine_spec
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._numerics import Numerics, ValueFinding
+from dtype_explorer.records._quantize_layer import LayerQuantization
 from dtype_explorer.records._trace import TraceStep, call_steps
 from dtype_explorer.records._values import InputValue, values_digest
 
@@ -101,6 +103,21 @@ class ProbeSpec(Record):
     #: The parts of the question that ``make_spec`` filled in because the user gave none
     #: (``"input_dtypes"``, ``"policy"``); the answer lists them in ``ProbeResult.supplied``.
     filled: tuple[Literal["input_dtypes", "policy"], ...] = ()
+    #: A layer quantized as ``Model.quantize`` does it before the call (``layer.quantize``):
+    #: a mode of the Keras release that answers (``"int8"``, ``"int4"``, ``"int4/<block
+    #: size>"``, ``"float8"``), checked there; ``None``: not quantized (a quantized policy,
+    #: ``"int8_from_float32"``, builds the layer quantized without it).
+    quantize: str | None = None
+
+    @field_validator("quantize")
+    @classmethod
+    def _quantize_name(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[a-z][a-z0-9_]*(/[0-9]+)?", value):
+            raise ValueError(
+                "quantize takes a quantization mode's name (int8, int4, int4/<block size>, "
+                f"float8, ...) or None. Received: quantize={value!r}"
+            )
+        return value
 
     @field_validator("engine", mode="before")
     @classmethod
@@ -135,18 +152,19 @@ class ProbeSpec(Record):
     def cache_key(self) -> str:
         """A stable string naming this spec (used with the versions as the cache key). The
         defaults of what came later (mode ``"call"``, engine ``None``, no user values,
-        structure or call kwargs, precision ``None``) are left out, so answers stored before
-        them still answer; every other value is in the key, ``user_values`` as a SHA-256 of
-        their data. ``filled`` is always in it: an answer stored before it lists nothing
-        supplied."""
+        structure or call kwargs, precision and quantize ``None``) are left out, so answers
+        stored before them still answer; every other value is in the key, ``user_values`` as a
+        SHA-256 of their data. ``filled`` is always in it: an answer stored before it lists
+        nothing supplied."""
         data = self.model_dump(mode="json", exclude={"user_values"})
         data["user_values"] = None
         if data["mode"] == "call":
             del data["mode"]
         if data["engine"] is None:
             del data["engine"]
-        if data["precision"] is None:
-            del data["precision"]
+        for name in ("precision", "quantize"):
+            if data[name] is None:
+                del data[name]
         for name in ("user_values", "structure", "call_kwargs"):
             if not data[name]:
                 del data[name]
@@ -315,6 +333,9 @@ class ProbeResult(Record):
     #: Every part of the question the tool supplied because the user gave none (the sample,
     #: default kwargs, the policy, the shape, the input dtype); empty when all were given.
     supplied: tuple[Supplied, ...] = ()
+    #: What quantization did to the probed layer (``spec.quantize``, or a quantized policy):
+    #: its stored variables and its compute path read from the trace; ``None`` otherwise.
+    quantization: LayerQuantization | None = None
 
     def supplied_text(self) -> str:
         """``"supplied by dtype-explorer: shape (2, 4); ..."``, or ``""`` when nothing was."""

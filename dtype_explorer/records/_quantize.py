@@ -9,23 +9,11 @@ from typing import Literal
 
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import ErrorInfo
+from dtype_explorer.records._quantize_layer import StoredVariable
 
 #: What quantize() did to one layer: quantized; skipped (Keras has no ``quantize`` for it, or
 #: nothing to quantize); refused (Keras raised: int8 under a float16 compute dtype).
 QuantizeStatus = Literal["quantized", "skipped", "refused"]
-
-
-class StoredVariable(Record):
-    """One variable of a layer as stored after quantization."""
-
-    name: str
-    dtype: str
-    shape: tuple[int, ...] = ()
-    trainable: bool = False
-    autocast: bool = True
-    bytes: int = 0
-    #: int4 values held two to an int8 byte.
-    packed: bool = False
 
 
 class QuantizedLayer(Record):

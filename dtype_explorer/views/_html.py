@@ -39,7 +39,8 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             "<div class='dx-head'>"
             f"<span class='dx-title'>{e(spec.target)}</span>"
             f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy "
-            f"{e(spec.policy)}{floatx_text(spec.floatx)} · {e(result.backend)} "
+            f"{e(spec.policy)}{floatx_text(spec.floatx)}"
+            f"{f' · quantize {e(spec.quantize)}' if spec.quantize else ''} · {e(result.backend)} "
             f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
         )
     if spec.mode != "call":
@@ -64,6 +65,7 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"(in {e(result.error.where)})</summary><pre>{e(result.error.message)}</pre>"
             "</details>"
         )
+    parts.append(_quantize.layer_quantization_html(result.quantization))
     if result.variables:
         rows = "".join(
             f"<tr><td>{e(name)}</td><td>{chip(v.stored)}</td><td>{chip(v.read)}</td>"

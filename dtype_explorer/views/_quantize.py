@@ -12,7 +12,12 @@ quantize('int8'): 1 layers quantized, 0 skipped; 0 bytes stored (float: 0, 0 sav
 
 from __future__ import annotations
 
-from dtype_explorer.records import AuditReport, QuantizationReport, RoundTripReport
+from dtype_explorer.records import (
+    AuditReport,
+    LayerQuantization,
+    QuantizationReport,
+    RoundTripReport,
+)
 from dtype_explorer.views._markup import e
 
 _COLUMNS = ("path", "layer", "status", "policy", "stored", "bytes", "output", "error")
@@ -66,3 +71,46 @@ def audit_extras(report: AuditReport) -> list[str]:
 def audit_extras_html(report: AuditReport) -> str:
     html = "" if report.quantization is None else quantization_html(report.quantization)
     return html + ("" if report.roundtrip is None else roundtrip_html(report.roundtrip))
+
+
+def layer_quantization_lines(q: LayerQuantization | None) -> list[str]:
+    """A probe's quantized layer: its line, the stored variables, the compute path.
+
+    >>> from dtype_explorer.records import LayerQuantization, StoredVariable
+    >>> q = LayerQuantization(mode="int8", asked="int8", policy="int8_from_float32",
+    ...     variables=(StoredVariable(name="kernel", dtype="int8", shape=(4, 4), bytes=16),),
+    ...     steps=("integer matmul: int8 x int8 → int32",))
+    >>> print("\\n".join(layer_quantization_lines(q)))
+      quantize('int8'): policy int8_from_float32, 16 bytes stored
+        stored kernel: int8[4x4], 16 bytes
+        path   integer matmul: int8 x int8 → int32
+    """
+    if q is None:
+        return []
+    lines = [f"  {q.text()}"]
+    lines += [f"    stored {v.text()}" for v in q.variables]
+    lines += [f"    path   {step}" for step in q.steps]
+    return lines
+
+
+def layer_quantization_html(q: LayerQuantization | None) -> str:
+    """A probe card's quantization block: the stored variables' table, the compute path."""
+    if q is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{e(v.name)}</td><td>{e(v.dtype)}</td><td>{e('x'.join(map(str, v.shape)))}"
+        f"</td><td>{v.bytes}</td><td>{'int4 packed' if v.packed else ''}</td></tr>"
+        for v in q.variables
+    )
+    table = (
+        "<table><tr><th>variable</th><th>dtype</th><th>shape</th><th>bytes</th><th></th></tr>"
+        f"{rows}</table>"
+        if rows
+        else ""
+    )
+    steps = "".join(f"<li>{e(step)}</li>" for step in q.steps)
+    path = f"<div class='dx-meta'>Compute path:</div><ol>{steps}</ol>" if steps else ""
+    return (
+        f"<details open class='dx-quantization'><summary>{e(q.text())}</summary>{table}{path}"
+        "</details>"
+    )

@@ -12,7 +12,8 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     trace of the call (``trace``; ``detail`` adds each step's link and the ops it ran)."""
     spec = result.spec
     lines = [
-        f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}: "
+        f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}"
+        f"{f', quantize {spec.quantize}' if spec.quantize else ''}: "
         f"{result.status}, {result.verdict}"
     ]
     if spec.mode != "call" or result.execution not in ("", "eager call"):
@@ -37,6 +38,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     lines.extend(expectation_lines(result))
     if result.error is not None:
         lines.append(f"  error ({result.error.where}): {result.error.type}: {result.error.message}")
+    lines.extend(_quantize.layer_quantization_lines(result.quantization))
     lines.extend(f"  warning: {text}" for text in result.warnings)
     if result.numerics is not None:
         n = result.numerics

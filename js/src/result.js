@@ -3,6 +3,7 @@ import { renderCastPath, renderCastSteps } from "./castpath.js";
 import { h, s } from "./dom.js";
 import { chip } from "./dtype.js";
 import { kindColor, verdictColor } from "./palette.js";
+import { renderQuantization } from "./quantization.js";
 import { renderTrace } from "./trace.js";
 
 const VERDICT_TEXT = {
@@ -325,6 +326,7 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     views(result),
     diagramWithTrace(backend, result, part),
     result.error ? errorBox(result) : null,
+    renderQuantization(result.quantization),
     renderFit(result.fit),
     result.cast_path?.length
       ? h("details", { class: "dx-section" }, h("summary", {}, "cast path as text"), renderCastSteps(result))
