@@ -5,10 +5,11 @@ under a quantized policy (``"int8_from_float32"``) is described the same way, wi
 ``quantize`` call.
 
 The modes are the answering release's (``QUANTIZATION_MODES``): a mode it lacks is refused
-in its words, naming the release that added the mode (:data:`ADDED_IN`, from Keras's release
-notes: the release's own list decides, the table only names where to go). Keras's refusal of
-the layer or the mode (no ``quantize`` method; int8 under float16) is the probe's answer, an
-``error`` at ``"quantize"``, never a crash.
+in its words, naming the release that added the mode (:data:`ADDED_IN`, read from
+``QUANTIZATION_MODES`` at each release tag of keras-team/keras, 3.3.0 to 3.15.0; the
+release's own list decides, the table only names where to go). Keras's refusal of the layer
+or the mode (no ``quantize`` method; int8 under float16) is the probe's answer, an ``error``
+at ``"quantize"``, never a crash.
 
 >>> import keras
 >>> layer = keras.layers.Dense(4)
@@ -37,7 +38,7 @@ from dtype_explorer.records import (
 #: The Keras release that first had each quantization mode (Keras's release notes). Which
 #: modes a release has is asked of the release (``QUANTIZATION_MODES``); this only names,
 #: for a mode it lacks, the release to go to.
-ADDED_IN = {"int8": "3.10", "float8": "3.10", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
+ADDED_IN = {"int8": "3.3", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
 _CALIBRATED = ("gptq", "awq")
 
 

@@ -5,6 +5,7 @@ Keras's refusals are the answer; a release without a mode says which release add
 real keras==3.11.3 engine: int8 and int4, no gptq)."""
 
 import pytest
+from packaging.version import Version
 
 import dtype_explorer as dx
 from dtype_explorer.errors import InvalidSpecError
@@ -130,7 +131,7 @@ def test_a_release_without_the_mode_names_the_release_that_added_it(keras_3_11_e
     assert r.versions["keras"] == "3.11.3"
     assert r.status == "ok", r.error
     assert set(r.quantization.modes) == {"int8", "float8", "int4"}
-    assert all(ADDED_IN[m] <= "3.11" for m in r.quantization.modes)
+    assert all(Version(ADDED_IN[m]) <= Version("3.11") for m in r.quantization.modes)
     # 3.11.3's int4 Dense unpacks the kernel and multiplies in integers (3.15's dequantizes)
     assert r.quantization.steps[1] == "integer matmul: int8 x int8 → int32 (accumulated in int32)"
     r = dx.probe("Dense", "float32", quantize="gptq", **common)
