@@ -7,6 +7,7 @@ playwright) fails these tests; none skips."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,7 @@ PAGES = [
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("docs") / "site"
+    (out.parent / "started").touch()  # the lessons' executed copies must be newer
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -103,4 +105,22 @@ def test_examples_show_their_output_computed_at_build_time(site):
     cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
     assert "dtype-explorer probe" in cli and "--input-dtype" in cli
     lesson = (site / "lessons" / "01_explorer.html").read_text(encoding="utf-8")
-    assert "jp-OutputArea" in lesson  # the committed outputs are on the page
+    assert "jp-OutputArea" in lesson
+
+
+def test_every_lesson_ran_when_the_site_was_built(site):
+    started = (site.parent / "started").stat().st_mtime
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        executed = ROOT / ".cache" / "lessons" / notebook.name  # docs/_hooks/lessons.py
+        assert executed.stat().st_mtime >= started, f"{notebook.name} was not executed"
+        cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+        ran = [c for c in cells if c["cell_type"] == "code" and c.get("execution_count")]
+        assert ran and all(not _errors(c) for c in ran), notebook.name
+        page = (site / "lessons" / f"{notebook.stem}.html").read_text(encoding="utf-8")
+        assert "jp-OutputArea" in page, notebook.name
+    quantized = (site / "lessons" / "08_quantized_and_hub.html").read_text(encoding="utf-8")
+    assert "int8: 5936 bytes stored, float32 12112" in quantized
+
+
+def _errors(cell: dict) -> list[dict]:
+    return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]

@@ -37,6 +37,7 @@ NOTEBOOKS = (
     "05_mixed_precision_custom_layers.ipynb",
     "06_dtype_check.ipynb",
     "07_from_tf_keras.ipynb",
+    "08_quantized_and_hub.ipynb",
 )
 CHECK = "# NBVAL_CHECK_OUTPUT"
 MEMORY_LIMIT = 2 * 1024**3  # Binder's

@@ -1,0 +1,80 @@
+"""mkdocs hook: the lessons are executed when the site is built, and the pages show those outputs.
+
+Each ``lessons/*.ipynb`` (``docs/lessons`` is a link to ``notebooks/``) is run top to bottom with
+nbclient in a fresh kernel of this Python, its copy written to ``.cache/lessons/`` (a build
+directory, never committed), and mkdocs-jupyter renders that copy. The committed notebooks are
+not touched. The workers run Binder's backends, jax, tensorflow and numpy
+(``DTYPE_EXPLORER_BACKENDS``, unless set: the lessons ask tensorflow by name), and the kernel
+inherits the build's fresh result cache (``examples.py``), so no output comes from an earlier
+run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy.
+
+A cell that raises fails the build, naming the lesson, the cell and Keras's error. Set
+``DTYPE_EXPLORER_DOCS_EXECUTE=0`` to render the committed outputs instead (a quick local build).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from mkdocs.exceptions import PluginError
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+BUILD_DIR = Path(".cache") / "lessons"
+#: Binder's backends (binder/start), those the committed outputs show: the lessons ask tensorflow
+#: by name, torch never.
+BACKENDS = "jax,tensorflow,numpy"
+CELL_TIMEOUT = 600  # seconds: lesson 7 creates Keras engines from the package index
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's traceback
+log = logging.getLogger("mkdocs.hooks.lessons")
+
+
+def on_files(files: Any, config: Any) -> Any:
+    if os.environ.get("DTYPE_EXPLORER_DOCS_EXECUTE", "1") == "0":
+        log.info("lessons: rendered with their committed outputs (DTYPE_EXPLORER_DOCS_EXECUTE=0)")
+        return files
+    out_dir = Path(config["config_file_path"]).parent / BUILD_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seconds = {}
+    for file in files:
+        if file.src_uri.startswith("lessons/") and file.src_uri.endswith(".ipynb"):
+            started = time.monotonic()
+            executed = out_dir / Path(file.src_uri).name
+            execute(Path(file.abs_src_path), executed, label=file.src_uri)
+            file.abs_src_path = str(executed)
+            seconds[Path(file.src_uri).stem] = time.monotonic() - started
+    if seconds:
+        each = ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items())
+        log.info(f"lessons executed in {sum(seconds.values()):.0f}s: {each}")
+    return files
+
+
+def execute(source: Path, target: Path, *, label: str) -> None:
+    """Run the notebook ``source`` in a fresh kernel and write it, with outputs, to ``target``.
+
+    Raises:
+        PluginError: a cell raised, timed out or killed the kernel (the lesson and cell named).
+    """
+    notebook = nbformat.read(source, as_version=4)
+    client = NotebookClient(
+        notebook,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(source.parent)}},
+        store_widget_state=True,
+    )
+    try:
+        # The kernel alone gets the backends (the gallery, in this process, asks torch too).
+        client.execute(env={"DTYPE_EXPLORER_BACKENDS": BACKENDS, **os.environ})
+    except CellExecutionError as exc:
+        said = ANSI.sub("", str(exc))
+        raise PluginError(f"{label}: a cell raised when the lesson was executed:\n{said}") from exc
+    except (CellTimeoutError, DeadKernelError) as exc:
+        raise PluginError(f"{label}: the lesson did not finish: {exc}") from exc
+    nbformat.write(notebook, target)
