@@ -149,7 +149,9 @@ def library_expectation(
 
     missing = no_counterpart(path)
     if missing is not None:
-        return Expectation(source=library, basis=f"{path}: {NO_COUNTERPART}: {missing}")
+        return Expectation(
+            source=library, basis=f"{path}: {NO_COUNTERPART}: {missing}", no_counterpart=missing
+        )
     try:
         fn = resolve_function(path)
         with warnings.catch_warnings():

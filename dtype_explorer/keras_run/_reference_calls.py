@@ -19,10 +19,10 @@ from typing import Any
 
 from dtype_explorer.keras_run import _reference_adapters
 from dtype_explorer.keras_run._reference_adapters import Adapter
+from dtype_explorer.records import NO_COUNTERPART
 
 __all__ = ["NO_COUNTERPART", "call_reference", "no_counterpart"]
 
-NO_COUNTERPART = "no counterpart"
 
 _ATTRIBUTE = "an attribute, not a function: the op returns a dtype, not an array"
 _UFUNC_AT = "an in-place ufunc.at: its output dtype is the buffer given, not the library's answer"
