@@ -149,13 +149,15 @@ def library_expectation(
 
     missing = no_counterpart(path)
     if missing is not None:
-        return Expectation(source=library, basis=f"{path}: {NO_COUNTERPART}: {missing}")
+        return Expectation(
+            source=library, basis=f"{path}: {NO_COUNTERPART}: {missing}", no_counterpart=missing
+        )
     try:
         fn = resolve_function(path)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             args, _ = catalog.op_calls.build(inputs, value)
-            out = call_reference(path, fn, tuple(args), dict(entry.kwargs))
+            out = call_reference(path, fn, tuple(args), dict(entry.kwargs), entry.name)
             dtype = _python_value(out) or name_of(out)
     except Exception as error:
         return Expectation(
@@ -170,7 +172,9 @@ def library_expectation(
 
 def _python_value(out: Any) -> str | None:
     """``python_int`` (``python_float``, ``python_bool``) for a library answering with a Python
-    number (``jnp.size``, ``torch.numel``), as the probe names Keras's own; else ``None``."""
+    number (``jnp.size``, ``torch.numel``) or a tuple of them (``jnp.shape``,
+    ``torch.Tensor.size``), as the probe names Keras's own; else ``None``."""
+    out = _first(out)
     for kind in (bool, int, float):
         if isinstance(out, kind):
             return f"python_{kind.__name__}"

@@ -17,13 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dtype_explorer.keras_run import _reference_adapters
+from dtype_explorer.keras_run._reference_adapters import Adapter
+from dtype_explorer.records import NO_COUNTERPART
+
 __all__ = ["NO_COUNTERPART", "call_reference", "no_counterpart"]
 
-NO_COUNTERPART = "no counterpart"
-Adapter = Callable[[Callable[..., Any], tuple, dict], Any]
 
 _ATTRIBUTE = "an attribute, not a function: the op returns a dtype, not an array"
 _UFUNC_AT = "an in-place ufunc.at: its output dtype is the buffer given, not the library's answer"
+_FUNCTION = "takes a Python function: the dtype it returns is that function's, not the library's"
+_CUSTOM_GRADIENT = "wraps a Python function with its gradient: it returns a function, not an array"
 #: Reference path -> why the library has no comparable call.
 NONE_COMPARABLE: dict[str, str] = {
     "numpy.ndarray.dtype": _ATTRIBUTE,
@@ -39,30 +43,50 @@ NONE_COMPARABLE: dict[str, str] = {
     "numpy.minimum.at": _UFUNC_AT,
     "numpy.multiply.at": _UFUNC_AT,
     "torch.segment_reduce": "reduces by segment lengths, not by segment ids",
+    "torch.dot": "takes only 1-D vectors: Keras's dot of matrices is torch.matmul's",
+    **dict.fromkeys(
+        (
+            "jax.lax.associative_scan",
+            "jax.lax.cond",
+            "jax.lax.fori_loop",
+            "jax.lax.map",
+            "jax.lax.scan",
+            "jax.lax.switch",
+            "jax.lax.while_loop",
+            "jax.jvp",
+            "jax.vmap",
+            "torch.cond",
+            "torch.func.jvp",
+            "torch.vmap",
+        ),
+        _FUNCTION,
+    ),
+    "jax.custom_vjp": _CUSTOM_GRADIENT,
+    "torch.autograd.Function": _CUSTOM_GRADIENT,
 }
 
 
-def _flat_axis(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _flat_axis(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``torch.cumsum(x, dim)``: Keras's ``axis=None`` runs over the flattened array."""
     x = args[0]
     axis = args[1] if len(args) > 1 else kwargs.get("axis")
     return fn(x.reshape(-1), dim=0) if axis is None else fn(x, dim=axis)
 
 
-def _last_axis_norm(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _last_axis_norm(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``torch.nn.functional.layer_norm(x, normalized_shape)``: Keras normalizes the last axis."""
     x = args[0]
     return fn(x, normalized_shape=tuple(x.shape[-1:]))
 
 
-def _resize(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _resize(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``jax.image.resize(image, shape, method)``: the batch and channels kept (channels last)."""
     images, size = args[0], tuple(args[1])
     shape = (*images.shape[:-3], *size, images.shape[-1])
     return fn(images, shape, method=kwargs.get("interpolation", "bilinear"))
 
 
-def _map_coordinates(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _map_coordinates(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``map_coordinates(input, coordinates, order=...)``: scipy's third positional is
     ``output``."""
     x, coordinates, *rest = args
@@ -70,7 +94,7 @@ def _map_coordinates(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     return fn(x, coordinates, order=order)
 
 
-def _gaussian_filter(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _gaussian_filter(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``gaussian_filter(input, sigma)``: Keras's default sigma 1.0 over the two spatial axes
     (channels last), none across the batch or channels."""
     x = args[0]
@@ -80,14 +104,14 @@ def _gaussian_filter(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
     return fn(x, sigma=sigma)
 
 
-def _irfft(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _irfft(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     """``irfft(a, n)``: Keras takes the ``(real, imag)`` pair and ``fft_length``."""
     real, imag = args[0]
     complex_ = real + 1j * imag
     return fn(complex_, n=kwargs.get("fft_length"))
 
 
-def _torch_irfft(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def _torch_irfft(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
     import torch
 
     real, imag = args[0]
@@ -107,6 +131,7 @@ ADAPTERS: dict[str, Adapter] = {
     "numpy.fft.irfft": _irfft,
     "jax.numpy.fft.irfft": _irfft,
     "torch.fft.irfft": _torch_irfft,
+    **_reference_adapters.ADAPTERS,
 }
 
 
@@ -122,7 +147,9 @@ def no_counterpart(path: str) -> str | None:
     return NONE_COMPARABLE.get(path)
 
 
-def call_reference(path: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+def call_reference(
+    path: str, fn: Callable[..., Any], args: tuple, kwargs: dict, op: str = ""
+) -> Any:
     """Call the reference at ``path`` as its library expects, on Keras's op's arguments.
 
     Args:
@@ -130,6 +157,8 @@ def call_reference(path: str, fn: Callable[..., Any], args: tuple, kwargs: dict)
         fn: the function found at ``path``.
         args: the positional arguments Keras's op is called with (as the library's arrays).
         kwargs: the keyword arguments Keras's op is called with.
+        op: the Keras op's name (``"ops.max_pool"``), for a reference two ops share
+            (``jax.lax.reduce_window``).
 
     Returns:
         What the library returned.
@@ -137,4 +166,4 @@ def call_reference(path: str, fn: Callable[..., Any], args: tuple, kwargs: dict)
     adapter = ADAPTERS.get(path)
     if adapter is None:
         return fn(*args, **kwargs)
-    return adapter(fn, args, kwargs)
+    return adapter(fn, args, kwargs, op)

@@ -97,7 +97,7 @@ _EXPORTS: dict[str, str] = {
     "Verdict": "dtype_explorer.records._probe",
     "ProbeSet": "dtype_explorer.records._probe_set",
     "KINDS": "dtype_explorer.records._promotion",
-    "NO_COUNTERPART": "dtype_explorer.records._promotion",
+    "NO_COUNTERPART": "dtype_explorer.records._probe",
     "RAISES": "dtype_explorer.records._promotion",
     "REFERENCES": "dtype_explorer.records._promotion",
     "UNARY": "dtype_explorer.records._promotion",

@@ -255,15 +255,46 @@ ExpectationSource = Literal[
     "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
 ]
 
+#: What a library with no call comparable with Keras's op is shown as.
+NO_COUNTERPART = "no counterpart"
+
 
 class Expectation(Record):
-    """One independent statement of the output dtype, and who makes it."""
+    """One independent statement of the output dtype, and who makes it.
+
+    >>> Expectation(source="torch", no_counterpart="takes a Python function").shown
+    'no counterpart'
+    >>> Expectation(source="numpy", error="TypeError: ufunc 'invert' not supported").shown
+    'raises'
+    """
 
     source: ExpectationSource
     dtype: str | None = None
     basis: str = ""
     #: The library's function raised (its error, in a line), or Keras's rule raised.
     error: str | None = None
+    #: Why the library has no call comparable with Keras's op (``None``: it has one, or the
+    #: source is no library).
+    no_counterpart: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def shown(self) -> str:
+        """What every view shows for it: its dtype, ``no counterpart``, ``raises`` or ``-``
+        (the reason or the error go beside it, as each medium lays it out)."""
+        if self.dtype:
+            return self.dtype
+        if self.no_counterpart is not None:
+            return NO_COUNTERPART
+        return "raises" if self.error else "-"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def why(self) -> str:
+        """Why it says what it says: the no-counterpart reason, the error or the basis."""
+        if self.no_counterpart is not None:
+            return f"{NO_COUNTERPART}: {self.no_counterpart}"
+        return self.error or self.basis
 
     @computed_field  # type: ignore[prop-decorator]
     @property

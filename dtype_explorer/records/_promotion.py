@@ -14,7 +14,7 @@ from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import first_line, unknown
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._base import GroupedRecord
-from dtype_explorer.records._probe import ProbeResult
+from dtype_explorer.records._probe import NO_COUNTERPART, ProbeResult
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,7 +29,6 @@ KINDS: tuple[Kind, ...] = ("agrees", "references-differ", "backend-specific", "k
 RAISES = "raises"
 #: The column of a unary op's table: one row per input dtype.
 UNARY = "x"
-NO_COUNTERPART = "no counterpart"
 #: A reference path's module -> the alias it is shown with (``jax.numpy.add`` -> ``jnp.add``).
 _PATH_ALIASES = (
     ("tensorflow.experimental.numpy.", "tnp."),

@@ -200,11 +200,13 @@ def expectations_html(result: ProbeResult) -> str:
     odd = {id(x) for x in result.disagreements()}
 
     def said(x: Expectation) -> str:
-        return chip(x.dtype, odd=id(x) in odd) if x.dtype else e("raises" if x.error else "-")
+        if x.dtype:
+            return chip(x.dtype, odd=id(x) in odd)
+        return f"<span title='{e(x.why)}'>{e(x.shown)}</span>"
 
     rows = "".join(
         f"<tr><td>{e(x.name)}{' <b>(verdict)</b>' if x.source == result.expected_by else ''}"
-        f"</td><td>{said(x)}</td><td>{e(clip(x.error or x.basis, 110))}</td></tr>"
+        f"</td><td>{said(x)}</td><td>{e(clip(x.why, 110))}</td></tr>"
         for x in result.expectations
     )
     html = (

@@ -81,10 +81,13 @@ def expectation_lines(result: ProbeResult) -> list[str]:
     odd = {id(x) for x in result.disagreements()}
     said = "  ".join(
         ("*" if x.source == result.expected_by else "!" if id(x) in odd else "")
-        + f"{x.name} {x.dtype or ('raises' if x.error else '-')}"
+        + f"{x.name} {x.shown}"
         for x in result.expectations
     )
     lines = [f"  expected: {said}"]
+    lines.extend(
+        f"    {x.name}: {x.why}" for x in result.expectations if x.no_counterpart is not None
+    )
     disagree = result.rules_disagree()
     if disagree:
         lines.append(f"  ! {disagree}")

@@ -107,8 +107,8 @@ describe("expectations table", () => {
     result.expectations.forEach((x, i) => {
       const cells = rows[i].querySelectorAll("td");
       expect(cells[0].textContent).toContain(x.name);
-      expect(cells[1].textContent).toBe(x.dtype ?? (x.error ? "raises" : "—"));
-      expect(cells[2].textContent).toBe(x.error ?? x.basis);
+      expect(cells[1].textContent).toBe(x.dtype ?? x.shown);
+      expect(cells[2].textContent).toBe(x.why);
     });
     const uses = rows.filter((row) => row.dataset.verdictUses === "true").map((row) => row.dataset.testid);
     expect(uses).toEqual(result.expected_by ? [`expectation-${result.expected_by}`] : []);
@@ -121,6 +121,21 @@ describe("expectations table", () => {
     expect(table.querySelector("summary").textContent).toContain(said);
     // a card that raised never says its expectations "agree": there is nothing to agree with
     if (result.status !== "ok") expect(table.querySelector("summary").textContent).not.toContain("same dtype");
+  });
+
+  it("says 'no counterpart' with its reason where a library has no comparable call, never '—' or 'raises'", () => {
+    const result = {
+      ...dense,
+      expectations: [
+        ...dense.expectations,
+        { source: "torch", name: "torch", dtype: null, error: null, basis: "torch.vmap: no counterpart: takes a Python function", no_counterpart: "takes a Python function", shown: "no counterpart", why: "no counterpart: takes a Python function" },
+      ],
+    };
+    const table = renderExpectations(result);
+    const said = byTestId(table, "expectation-said-torch");
+    expect(said.textContent).toBe("no counterpart");
+    expect(said.title).toBe("no counterpart: takes a Python function");
+    expect(byTestId(table, "expectation-torch").querySelectorAll("td")[2].textContent).toContain("takes a Python function");
   });
 
   it("is drawn in the card, and flags at least one disagreement among the fixtures", () => {

@@ -59,3 +59,45 @@ def test_the_text_marks_the_verdicts_expectation_and_the_odd_ones():
     assert "expected: *policy float64  !result_type float32  torch raises" in text
     assert "per output: #0 float64 as-documented, #1 int64 declared-mismatch" in text
     assert "!! wrong numbers: wraparound at output 0 [0, 1]: 44 where 300" in text
+
+
+def _no_counterpart() -> ProbeResult:
+    op = ProbeResult(
+        spec=ProbeSpec(target="ops.vectorized_map", input_dtypes=("float32",)),
+        status="ok",
+        backend="torch",
+        output_dtype="float32",
+        output_dtypes=("float32",),
+        verdict="undocumented",
+        expectations=(
+            Expectation(source="numpy", dtype="float32", basis="numpy.x"),
+            Expectation(
+                source="torch",
+                basis="torch.vmap: no counterpart: takes a Python function",
+                no_counterpart="takes a Python function",
+            ),
+        ),
+    )
+    return op
+
+
+def test_a_reference_with_no_counterpart_says_so_and_why_in_the_text():
+    text = str(_no_counterpart())
+    assert "torch no counterpart" in text and "torch raises" not in text
+    assert "torch -" not in text
+    assert "torch: no counterpart: takes a Python function" in text
+
+
+def test_a_reference_with_no_counterpart_says_so_and_why_in_the_card():
+    html = _no_counterpart()._repr_html_()
+    assert "<span title='no counterpart: takes a Python function'>no counterpart</span>" in html
+    assert "<td>raises</td>" not in html and "<td>-</td>" not in html
+
+
+def test_what_an_expectation_shows_is_computed_once_on_the_record():
+    said = [x.shown for x in _no_counterpart().expectations]
+    assert said == ["float32", "no counterpart"]
+    assert Expectation(source="torch", error="TypeError: x").shown == "raises"
+    assert Expectation(source="torch").shown == "-"
+    dumped = _no_counterpart().model_dump()["expectations"][1]
+    assert dumped["shown"] == "no counterpart" and dumped["why"].endswith("a Python function")
