@@ -22,13 +22,18 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._instance_kind import keras2_layer_class
-from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, output_note
+from dtype_explorer.keras_run._keras2_modes import NO_GRADIENT_VALUES, Keras2Run
+from dtype_explorer.keras_run._keras2_objective import run_keras2_objective
+from dtype_explorer.keras_run._keras2_values import keras2_numerics
+from dtype_explorer.keras_run._observe import Invalid, error_info, output_note
 from dtype_explorer.keras_run._stages import (
     Called,
+    LayerInputs,
     call_layer,
     construct,
-    layer_sample,
+    layer_inputs,
     recorded_call,
+    supplied,
     timed,
     variable_steps,
 )
@@ -79,38 +84,73 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str], target: Any = None) ->
 
 
 def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields:
-    """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the Keras 3
-    probe's samples, the layer built and called under that policy with its ``call()``
-    recorded, then ``compute_output_signature`` for the declared dtype."""
+    """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the inputs
+    (the user's values or the Keras 3 probe's samples), the layer built and called in the
+    spec's mode under that policy with its ``call()`` recorded, ``compute_output_signature``
+    for the declared dtype, the numerics against a float64 reference, then the fit step."""
     import tensorflow as tf
     import tf_keras
 
+    if spec.target.startswith(("losses.", "metrics.")):
+        if spec.mode != "call":
+            raise InvalidSpecError(f"{spec.target}: Keras 2's losses and metrics run in 'call'")
+        with timed(timings, "call_ms"):
+            return run_keras2_objective(spec, tf, tf_keras)
     # 1. The target: tf_keras's layer of that name, its kwargs, and the Keras 2 policy.
     entry, cls, kwargs, policy = _target(spec, tf_keras, target)
-    # 2. Inputs: the samples the Keras 3 probe makes.
-    shapes = spec.shapes or entry.shapes
-    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
-    roles = entry.input_roles(len(shapes))
-    samples = [layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    # 2. Inputs: the user's values, or the samples the Keras 3 probe makes.
+    inputs = layer_inputs(spec, entry)
     with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
         tf_keras.mixed_precision.set_global_policy(policy)
         # 3. Build the layer under that policy.
         with timed(timings, "construct_ms"):
             layer = construct(lambda: cls(**kwargs))
-        # 4. The recorded call: what call() received, the variables as read there.
+        run = Keras2Run(spec.mode, layer, entry, inputs, tf_keras)
+        # 4. The recorded call, in the spec's mode: what call() received, the variables.
         recorder = _Recorder(layer, tf)
         with timed(timings, "call_ms"):
-            called = recorded_call(
-                lambda: call_layer(layer, entry, samples), trace=False, around=recorder.installed()
-            )
+            called = recorded_call(run.call, trace=False, around=recorder.installed())
         # 5. Declare: Keras 2's compute_output_signature.
         with timed(timings, "declared_ms"):
-            declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
-    # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
-    fields = _answer(called, _steps(input_dtypes, recorder), declared, policy, recorder, tf)
+            declared = _declared(cls, kwargs, entry, inputs.shapes, inputs.dtypes, tf)
+        # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
+        steps = _steps(inputs, recorder)
+        fields = _answer(called, steps, declared, policy, recorder, tf)
+        fields["execution"] = run.execution
+        # 7. Numerics against the same layer in float64 (not of predict), then the fit step.
+        if called.outputs is not None and spec.mode != "predict":
+            with timed(timings, "numerics_ms"):
+                fields["numerics"] = keras2_numerics(
+                    lambda: cls(**kwargs),
+                    layer,
+                    entry,
+                    _caller(entry, inputs),
+                    inputs,
+                    steps,
+                    called.outputs,
+                )
+        if spec.mode == "fit" and called.outputs is not None:
+            with timed(timings, "fit_ms"):
+                _fit(fields, run, called.outputs, tf)
     if issubclass(cls, tf_keras.Model):
         fields["basis"] = (*fields["basis"], MODEL_AUTOCAST)
+    fields["supplied"] = supplied(spec, entry)
     return fields
+
+
+def _caller(entry: LayerEntry, inputs: LayerInputs) -> Any:
+    """``call(layer, leaves)``: the layer called on ``leaves`` nested as the inputs are."""
+    return lambda layer, leaves: call_layer(layer, entry, inputs.nested(leaves))
+
+
+def _fit(fields: ProbeFields, run: Keras2Run, outputs: Any, tf: Any) -> None:
+    """``mode="fit"``: one real Keras 2 training step; its failure is the answer's error."""
+    try:
+        fields["fit"] = run.fit_step(outputs, tf)
+    except Exception as exc:
+        fields.update(status="error", verdict="error", error=error_info(exc, "fit"))
+        return
+    fields["basis"] = (*fields["basis"], NO_GRADIENT_VALUES)
 
 
 def _target(
@@ -125,12 +165,6 @@ def _target(
         raise InvalidSpecError(
             f"{spec.target} has no counterpart in Keras 2: keras.ops is Keras 3's (Keras 2 "
             "code calls tf.* ops directly)"
-        )
-    if spec.target.startswith(("losses.", "metrics.")):
-        raise InvalidSpecError(f"{spec.target}: losses and metrics are not probed with Keras 2")
-    if spec.mode != "call":
-        raise InvalidSpecError(
-            f"mode {spec.mode!r} is not probed with Keras 2; the Keras 2 engine runs 'call'"
         )
     entry = catalog.entry(spec.target)
     if isinstance(entry, OpEntry):
@@ -174,10 +208,12 @@ def _policy(spec: ProbeSpec, tf_keras: Any) -> Any:
         ) from None
 
 
-def _steps(input_dtypes: tuple[str, ...], recorder: _Recorder) -> list[CastStep]:
+def _steps(inputs: LayerInputs, recorder: _Recorder) -> list[CastStep]:
     """The ``input``, ``autocast`` and ``variables`` steps (Keras 2 has no ``converted``)."""
+    input_dtypes = inputs.dtypes
+    given = "your value" if inputs.user else "the array given"
     steps = [
-        CastStep(stage="input", dtype=d, note="the array given", index=i)
+        CastStep(stage="input", dtype=d, note=given, index=i, name=inputs.names[i])
         for i, d in enumerate(input_dtypes)
     ]
     for i, (given, got) in enumerate(zip(input_dtypes, recorder.received or ())):
