@@ -1,13 +1,19 @@
-"""Probe a layer with Keras 2 (``tf_keras``, what ``tf.keras`` was before Keras 3), in a worker
-of the Keras 2 engine (``TF_USE_LEGACY_KERAS=1``, tensorflow only).
+"""Probe a layer, loss or metric with Keras 2 (``tf_keras``, what ``tf.keras`` was before
+Keras 3), in a worker of the Keras 2 engine (``TF_USE_LEGACY_KERAS=1``, tensorflow only).
 
-The same cast-path stages as Keras 3 where Keras 2 has them: ``input`` (the array given),
-``autocast`` (what the layer's ``call()`` received: Keras 2 casts floating inputs to the
-compute dtype in ``Layer.__call__``), ``variables`` (stored in the variable dtype; under a
-mixed policy an ``AutoCastVariable`` read in the compute dtype inside ``call()``) and
-``output``. Keras 2 has no ``converted`` stage of its own (``__call__`` converts NumPy inputs
-and casts floating ones in one step) and no ``keras.backend.result_type``: no documented
-dtype is claimed; a layer or op without a Keras 2 counterpart is said to have none.
+The same cast-path stages as Keras 3 where Keras 2 has them: ``input`` (the array given, or
+the user's own value: ``values=``), ``autocast`` (what the layer's ``call()`` received: Keras 2
+casts floating inputs to the compute dtype in ``Layer.__call__``), ``variables`` (stored in the
+variable dtype; under a mixed policy an ``AutoCastVariable`` read in the compute dtype inside
+``call()``) and ``output``. The same records as Keras 3 for the rest: ``numerics`` (wraparound,
+reference error, inf/NaN against the same layer in float64, ``_keras2_values``), losses and
+metrics (``_keras2_objective``), the modes ``model``/``predict``/``fit`` (``_keras2_modes``: one
+step with Keras 2's ``LossScaleOptimizer`` under a mixed policy) and ``supplied``.
+
+What Keras 2 lacks is said once in ``basis``: no ``converted`` stage of its own (``__call__``
+converts NumPy inputs and casts floating ones in one step) and no
+``keras.backend.result_type``: no documented dtype is claimed; a layer or op without a Keras 2
+counterpart is said to have none. Keras 2 has no op trace here (``keras.ops`` is Keras 3's).
 """
 
 from __future__ import annotations
