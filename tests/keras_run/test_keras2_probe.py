@@ -173,3 +173,31 @@ def test_keras2_says_what_it_lacks_once_and_refuses_modes_it_has_not(tf_keras_en
     assert sum("result_type" in b for b in r.basis) == 1
     bad = dx.probe("Dense", kwargs={"units": 2}, mode="training", engine="tf_keras")
     assert bad.status == "invalid" and "call, model, predict, fit" in bad.error.message
+
+
+def test_keras2_and_keras3_values_diverge_where_their_loss_computes_in_other_dtypes(
+    tf_keras_engine,
+):
+    """MeanSquaredError on float16 values: Keras 2 computes in y_pred's float16 (300**2 is
+    inf), Keras 3's Loss.__call__ converts to its float32 dtype first."""
+    from dtype_explorer.keras_run import keras2_vs_keras3
+
+    t, p = np.array([[0.0, 1.0]], "float16"), np.array([[300.0, 0.5]], "float16")
+    keras2 = dx.probe("losses.MeanSquaredError", values=[t, p], engine="tf_keras")
+    keras3 = dx.probe("losses.MeanSquaredError", values=[t, p], backend="tensorflow")
+    found = keras2_vs_keras3(keras2, keras3)
+    assert found.comparable and found.diverges and found.first == 0
+    assert (keras2.output_dtype, keras3.output_dtype) == ("float16", "float32")
+    assert keras3.numerics.outputs[0].head[0] == pytest.approx((300.0**2 + 0.25) / 2, rel=1e-3)
+    assert "inf/NaN in Keras 2 (float16)" in found.summary
+    assert "output" in found.grid.differing
+    same = keras2_vs_keras3(
+        dx.probe("Add", values=[t, p], engine="tf_keras"),
+        dx.probe("Add", values=[t, p], backend="tensorflow"),
+    )
+    assert same.comparable and not same.diverges and same.compared == 2
+    drawn = keras2_vs_keras3(
+        dx.probe("Dense", values=p, kwargs={"units": 2}, engine="tf_keras"),
+        dx.probe("Dense", values=p, kwargs={"units": 2}, backend="tensorflow"),
+    )
+    assert not drawn.comparable and "kernel" in drawn.note
