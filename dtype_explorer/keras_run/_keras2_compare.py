@@ -19,8 +19,7 @@ layer without weights).
 from __future__ import annotations
 
 from dtype_explorer import dtypes
-from dtype_explorer.records import Comparison, ProbeResult, compare
-from dtype_explorer.records._base import Record
+from dtype_explorer.records import Comparison, ProbeResult, Record, compare
 
 #: Initializers whose numbers are the same in Keras 2 and Keras 3.
 SAME_NUMBERS = ("ones", "zeros", "identity")
