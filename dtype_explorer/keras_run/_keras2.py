@@ -28,6 +28,7 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._instance_kind import keras2_layer_class
+from dtype_explorer.keras_run._keras2_instance import Keras2Copies, Keras2Packed, is_keras2_instance
 from dtype_explorer.keras_run._keras2_modes import NO_GRADIENT_VALUES, Keras2Run
 from dtype_explorer.keras_run._keras2_objective import run_keras2_objective
 from dtype_explorer.keras_run._keras2_values import keras2_numerics
@@ -127,7 +128,7 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         if called.outputs is not None and spec.mode != "predict":
             with timed(timings, "numerics_ms"):
                 fields["numerics"] = keras2_numerics(
-                    lambda: cls(**kwargs),
+                    getattr(cls, "widened", lambda: cls(**kwargs)),
                     layer,
                     entry,
                     _caller(entry, inputs),
@@ -138,8 +139,10 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         if spec.mode == "fit" and called.outputs is not None:
             with timed(timings, "fit_ms"):
                 _fit(fields, run, called.outputs, tf)
-    if issubclass(cls, tf_keras.Model):
+    if isinstance(layer, tf_keras.Model):
         fields["basis"] = (*fields["basis"], MODEL_AUTOCAST)
+    if getattr(cls, "note", ""):
+        fields["basis"] = (*fields["basis"], cls.note)
     fields["supplied"] = supplied(spec, entry)
     return fields
 
@@ -165,8 +168,10 @@ def _target(
     """The catalog entry, ``tf_keras``'s layer class (or the user's), its kwargs and the
     Keras 2 policy; what Keras 2 has no counterpart for raises ``InvalidSpecError`` saying so."""
     if spec.target.startswith("custom:"):
-        entry, cls = _custom(spec, target), target
-        return entry, cls, dict(spec.kwargs), _policy(spec, tf_keras)
+        entry = _custom(spec, target)
+        if is_keras2_instance(target) or isinstance(target, Keras2Packed):
+            return entry, Keras2Copies(target, spec.policy), {}, _policy(spec, tf_keras)
+        return entry, target, dict(spec.kwargs), _policy(spec, tf_keras)
     if spec.target.startswith("ops."):
         raise InvalidSpecError(
             f"{spec.target} has no counterpart in Keras 2: keras.ops is Keras 3's (Keras 2 "
@@ -193,8 +198,13 @@ def _target(
 
 
 def _custom(spec: ProbeSpec, target: Any) -> LayerEntry:
-    """The entry of the user's tf.keras class; anything else is refused, saying what runs."""
-    if keras2_layer_class(target) is None:
+    """The entry of the user's tf.keras class or instance; anything else is refused, saying
+    what runs."""
+    if isinstance(target, Keras2Packed):
+        return catalog.custom_entry(
+            spec.target, getattr(target.cls, "call", None), len(spec.input_dtypes)
+        )
+    if keras2_layer_class(target) is None and not is_keras2_instance(target):
         raise InvalidSpecError(
             f"{spec.target}: the Keras 2 engine probes a tf.keras (tf_keras) Layer or Model "
             "subclass, defined in the Keras 2 kernel (dx.engines.kernel('tf_keras')) or a "

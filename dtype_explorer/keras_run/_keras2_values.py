@@ -44,7 +44,7 @@ def arrays(outputs: Any) -> list[tuple[str, np.ndarray]]:
 
 
 def keras2_numerics(
-    make: Callable[[], Any],
+    make: Callable[[], Any] | None,
     layer: Any,
     entry: LayerEntry,
     call: Callable[[Any, list[Any]], Any],
@@ -54,12 +54,15 @@ def keras2_numerics(
 ) -> Numerics:
     """The outputs' values against ``make()`` (the same ``tf_keras`` layer) built under the
     ``float64`` policy, given the probed layer's weights, and called on the inputs widened to
-    float64 (index inputs kept)."""
+    float64 (index inputs kept); ``make=None`` (a user's model, as it travelled): no reference,
+    inf/NaN counted."""
     return measure(
         outputs,
         inputs.leaves,
         steps,
-        reference=lambda wide: _reference(make, layer, call, inputs, wide),
+        reference=None
+        if make is None
+        else lambda wide: _reference(make, layer, call, inputs, wide),
         integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
         backend="tensorflow",
         flatten=arrays,

@@ -61,7 +61,28 @@ RAW = textwrap.dedent(
                   "grads": [g.dtype.name for g in grads],
                   "variables": [v.dtype.name for v in layer.weights]}
     k.mixed_precision.set_global_policy("float32")
+
+    k.mixed_precision.set_global_policy("mixed_float16")  # the user's instance, built and set
+    mine = k.layers.Dense(2, name="mine")
+    mine(np.ones((1, 3), "float32"))
+    k.mixed_precision.set_global_policy("float32")
+    mine.set_weights([np.full((3, 2), 2.0, "float32"), np.ones(2, "float32")])
+    xi = np.array([[1.0, 2.0, 3.0]], "float32")
+    yi = mine(xi)
+    out["instance"] = [yi.dtype.name, yi.numpy().ravel().tolist(), mine.kernel.true_dtype.name]
     print("DX-OUT " + json.dumps(out))
+    """
+)
+
+#: In the kernel, after RAW: the user's instance ``mine`` probed as given.
+DX_INSTANCE = textwrap.dedent(
+    """
+    r = dx.probe(mine, values=xi)
+    head = list(r.numerics.outputs[0].head)
+    print("DX-OUT " + json.dumps({
+        "instance": [r.output_dtype, head, r.variables["kernel"].stored],
+        "policy": r.spec.policy, "weights_kept": mine.get_weights()[0].ravel().tolist()[:2],
+    }))
     """
 )
 
@@ -157,14 +178,18 @@ def test_keras2_probe_from_a_keras3_process_answers_as_plain_tf_keras(tf_keras_e
 
 def test_keras2_probe_in_the_keras2_kernel_answers_as_plain_tf_keras(tf_keras_engine, plain):
     nb = nbformat.v4.new_notebook()
-    code = RAW + DX + '\nprint("DX-OUT " + json.dumps(answers()))\n'
+    code = RAW + DX + '\nprint("DX-OUT " + json.dumps(answers()))\n' + DX_INSTANCE
     nb.cells = [nbformat.v4.new_code_cell(code)]
     NotebookClient(nb, kernel_name=tf_keras_engine.kernel_name, timeout=600).execute()
     text = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.output_type == "stream")
     lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
-    assert len(lines) == 2, text[-3000:]
+    assert len(lines) == 3, text[-3000:]
     assert json.loads(lines[0].removeprefix("DX-OUT ")) == plain  # the kernel is plain tf_keras
     _agrees(json.loads(lines[1].removeprefix("DX-OUT ")), plain, tf_keras_engine.spec)
+    instance = json.loads(lines[2].removeprefix("DX-OUT "))
+    assert instance["instance"] == plain["instance"] == ["float16", [13.0, 13.0], "float32"]
+    assert instance["policy"] == "mixed_float16"  # its own
+    assert instance["weights_kept"] == [2.0, 2.0]  # the user's layer is not changed
 
 
 def test_keras2_says_what_it_lacks_once_and_refuses_modes_it_has_not(tf_keras_engine):
