@@ -13,7 +13,8 @@ step with Keras 2's ``LossScaleOptimizer`` under a mixed policy) and ``supplied`
 What Keras 2 lacks is said once in ``basis``: no ``converted`` stage of its own (``__call__``
 converts NumPy inputs and casts floating ones in one step) and no
 ``keras.backend.result_type``: no documented dtype is claimed; a layer or op without a Keras 2
-counterpart is said to have none. Keras 2 has no op trace here (``keras.ops`` is Keras 3's).
+counterpart is said to have none. The op trace is TensorFlow's ops (``_keras2_trace``: op
+callbacks), in the eager modes ``call`` and ``model``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dtype_explorer.keras_run._instance_kind import keras2_layer_class
 from dtype_explorer.keras_run._keras2_instance import Keras2Copies, Keras2Packed, is_keras2_instance
 from dtype_explorer.keras_run._keras2_modes import NO_GRADIENT_VALUES, Keras2Run
 from dtype_explorer.keras_run._keras2_objective import run_keras2_objective
+from dtype_explorer.keras_run._keras2_trace import TRACE_NOTE, Keras2Trace
 from dtype_explorer.keras_run._keras2_values import keras2_numerics
 from dtype_explorer.keras_run._observe import Invalid, error_info, output_note
 from dtype_explorer.keras_run._stages import (
@@ -114,9 +116,9 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
             layer = construct(lambda: cls(**kwargs))
         run = Keras2Run(spec.mode, layer, entry, inputs, tf_keras)
         # 4. The recorded call, in the spec's mode: what call() received, the variables.
-        recorder = _Recorder(layer, tf)
+        recorder, trace = _Recorder(layer, tf), Keras2Trace()
         with timed(timings, "call_ms"):
-            called = recorded_call(run.call, trace=False, around=recorder.installed())
+            called = recorded_call(run.call, trace=False, around=_around(recorder, trace, spec))
         # 5. Declare: Keras 2's compute_output_signature.
         with timed(timings, "declared_ms"):
             declared = _declared(cls, kwargs, entry, inputs.shapes, inputs.dtypes, tf)
@@ -124,6 +126,10 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         steps = _steps(inputs, recorder)
         fields = _answer(called, steps, declared, policy, recorder, tf)
         fields["execution"] = run.execution
+        if trace.steps:
+            fields.update(
+                trace=tuple(trace.steps), trace_dropped=trace.dropped, trace_note=TRACE_NOTE
+            )
         # 7. Numerics against the same layer in float64 (not of predict), then the fit step.
         if called.outputs is not None and spec.mode != "predict":
             with timed(timings, "numerics_ms"):
@@ -145,6 +151,17 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         fields["basis"] = (*fields["basis"], cls.note)
     fields["supplied"] = supplied(spec, entry)
     return fields
+
+
+@contextlib.contextmanager
+def _around(recorder: _Recorder, trace: Keras2Trace, spec: ProbeSpec) -> Iterator[None]:
+    """The call's recorders: what ``call()`` received, and the TF op trace (eager modes only:
+    ``predict`` and ``fit`` run in a ``tf.function``)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(recorder.installed())
+        if spec.mode in ("call", "model"):
+            stack.enter_context(trace.installed())
+        yield
 
 
 def _caller(entry: LayerEntry, inputs: LayerInputs) -> Any:

@@ -70,6 +70,15 @@ RAW = textwrap.dedent(
     xi = np.array([[1.0, 2.0, 3.0]], "float32")
     yi = mine(xi)
     out["instance"] = [yi.dtype.name, yi.numpy().ravel().tolist(), mine.kernel.true_dtype.name]
+    from tensorflow.python.framework import op_callbacks
+    ops = []
+    def seen(op_type, inputs, attrs, outputs, op_name=None, graph=None):
+        name = op_type.decode() if isinstance(op_type, bytes) else op_type
+        ops.append([name, [t.dtype.name for t in outputs]])
+    op_callbacks.add_op_callback(seen)
+    mine(xi)
+    op_callbacks.remove_op_callback(seen)
+    out["ops"] = ops
     print("DX-OUT " + json.dumps(out))
     """
 )
@@ -81,6 +90,7 @@ DX_INSTANCE = textwrap.dedent(
     head = list(r.numerics.outputs[0].head)
     print("DX-OUT " + json.dumps({
         "instance": [r.output_dtype, head, r.variables["kernel"].stored],
+        "ops": [[t.op.removeprefix("tf.raw_ops."), [o.dtype for o in t.outputs]] for t in r.trace],
         "policy": r.spec.policy, "weights_kept": mine.get_weights()[0].ravel().tolist()[:2],
     }))
     """
@@ -189,6 +199,8 @@ def test_keras2_probe_in_the_keras2_kernel_answers_as_plain_tf_keras(tf_keras_en
     instance = json.loads(lines[2].removeprefix("DX-OUT "))
     assert instance["instance"] == plain["instance"] == ["float16", [13.0, 13.0], "float32"]
     assert instance["policy"] == "mixed_float16"  # its own
+    assert instance["ops"] == plain["ops"]  # the op trace: TensorFlow's ops, as plain TF ran them
+    assert ["MatMul", ["float16"]] in plain["ops"] and ["Cast", ["float16"]] in plain["ops"]
     assert instance["weights_kept"] == [2.0, 2.0]  # the user's layer is not changed
 
 
