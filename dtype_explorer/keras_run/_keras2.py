@@ -1,13 +1,20 @@
-"""Probe a layer with Keras 2 (``tf_keras``, what ``tf.keras`` was before Keras 3), in a worker
-of the Keras 2 engine (``TF_USE_LEGACY_KERAS=1``, tensorflow only).
+"""Probe a layer, loss or metric with Keras 2 (``tf_keras``, what ``tf.keras`` was before
+Keras 3), in a worker of the Keras 2 engine (``TF_USE_LEGACY_KERAS=1``, tensorflow only).
 
-The same cast-path stages as Keras 3 where Keras 2 has them: ``input`` (the array given),
-``autocast`` (what the layer's ``call()`` received: Keras 2 casts floating inputs to the
-compute dtype in ``Layer.__call__``), ``variables`` (stored in the variable dtype; under a
-mixed policy an ``AutoCastVariable`` read in the compute dtype inside ``call()``) and
-``output``. Keras 2 has no ``converted`` stage of its own (``__call__`` converts NumPy inputs
-and casts floating ones in one step) and no ``keras.backend.result_type``: no documented
-dtype is claimed; a layer or op without a Keras 2 counterpart is said to have none.
+The same cast-path stages as Keras 3 where Keras 2 has them: ``input`` (the array given, or
+the user's own value: ``values=``), ``autocast`` (what the layer's ``call()`` received: Keras 2
+casts floating inputs to the compute dtype in ``Layer.__call__``), ``variables`` (stored in the
+variable dtype; under a mixed policy an ``AutoCastVariable`` read in the compute dtype inside
+``call()``) and ``output``. The same records as Keras 3 for the rest: ``numerics`` (wraparound,
+reference error, inf/NaN against the same layer in float64, ``_keras2_values``), losses and
+metrics (``_keras2_objective``), the modes ``model``/``predict``/``fit`` (``_keras2_modes``: one
+step with Keras 2's ``LossScaleOptimizer`` under a mixed policy) and ``supplied``.
+
+What Keras 2 lacks is said once in ``basis``: no ``converted`` stage of its own (``__call__``
+converts NumPy inputs and casts floating ones in one step) and no
+``keras.backend.result_type``: no documented dtype is claimed; a layer or op without a Keras 2
+counterpart is said to have none. The op trace is TensorFlow's ops (``_keras2_trace``: op
+callbacks), in the eager modes ``call`` and ``model``.
 """
 
 from __future__ import annotations
@@ -22,13 +29,20 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._fields import ProbeFields
 from dtype_explorer.keras_run._instance_kind import keras2_layer_class
-from dtype_explorer.keras_run._observe import Invalid, broadcast, error_info, output_note
+from dtype_explorer.keras_run._keras2_instance import Keras2Copies, Keras2Packed, is_keras2_instance
+from dtype_explorer.keras_run._keras2_modes import NO_GRADIENT_VALUES, Keras2Run
+from dtype_explorer.keras_run._keras2_objective import run_keras2_objective
+from dtype_explorer.keras_run._keras2_trace import TRACE_NOTE, Keras2Trace
+from dtype_explorer.keras_run._keras2_values import keras2_numerics
+from dtype_explorer.keras_run._observe import Invalid, error_info, output_note
 from dtype_explorer.keras_run._stages import (
     Called,
+    LayerInputs,
     call_layer,
     construct,
-    layer_sample,
+    layer_inputs,
     recorded_call,
+    supplied,
     timed,
     variable_steps,
 )
@@ -79,38 +93,90 @@ def run_keras2(spec: ProbeSpec, versions: dict[str, str], target: Any = None) ->
 
 
 def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields:
-    """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the Keras 3
-    probe's samples, the layer built and called under that policy with its ``call()``
-    recorded, then ``compute_output_signature`` for the declared dtype."""
+    """The Keras 2 probe's stages: the ``tf_keras`` layer and policy asked for, the inputs
+    (the user's values or the Keras 3 probe's samples), the layer built and called in the
+    spec's mode under that policy with its ``call()`` recorded, ``compute_output_signature``
+    for the declared dtype, the numerics against a float64 reference, then the fit step."""
     import tensorflow as tf
     import tf_keras
 
+    if spec.target.startswith(("losses.", "metrics.")):
+        if spec.mode != "call":
+            raise InvalidSpecError(f"{spec.target}: Keras 2's losses and metrics run in 'call'")
+        with timed(timings, "call_ms"):
+            return run_keras2_objective(spec, tf, tf_keras)
     # 1. The target: tf_keras's layer of that name, its kwargs, and the Keras 2 policy.
     entry, cls, kwargs, policy = _target(spec, tf_keras, target)
-    # 2. Inputs: the samples the Keras 3 probe makes.
-    shapes = spec.shapes or entry.shapes
-    input_dtypes = broadcast(spec.input_dtypes, len(shapes))
-    roles = entry.input_roles(len(shapes))
-    samples = [layer_sample(d, s, r, spec) for d, s, r in zip(input_dtypes, shapes, roles)]
+    # 2. Inputs: the user's values, or the samples the Keras 3 probe makes.
+    inputs = layer_inputs(spec, entry)
     with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
         tf_keras.mixed_precision.set_global_policy(policy)
         # 3. Build the layer under that policy.
         with timed(timings, "construct_ms"):
             layer = construct(lambda: cls(**kwargs))
-        # 4. The recorded call: what call() received, the variables as read there.
-        recorder = _Recorder(layer, tf)
+        run = Keras2Run(spec.mode, layer, entry, inputs, tf_keras)
+        # 4. The recorded call, in the spec's mode: what call() received, the variables.
+        recorder, trace = _Recorder(layer, tf), Keras2Trace()
         with timed(timings, "call_ms"):
-            called = recorded_call(
-                lambda: call_layer(layer, entry, samples), trace=False, around=recorder.installed()
-            )
+            called = recorded_call(run.call, trace=False, around=_around(recorder, trace, spec))
         # 5. Declare: Keras 2's compute_output_signature.
         with timed(timings, "declared_ms"):
-            declared = _declared(cls, kwargs, entry, shapes, input_dtypes, tf)
-    # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
-    fields = _answer(called, _steps(input_dtypes, recorder), declared, policy, recorder, tf)
-    if issubclass(cls, tf_keras.Model):
+            declared = _declared(cls, kwargs, entry, inputs.shapes, inputs.dtypes, tf)
+        # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
+        steps = _steps(inputs, recorder)
+        fields = _answer(called, steps, declared, policy, recorder, tf)
+        fields["execution"] = run.execution
+        if trace.steps:
+            fields.update(
+                trace=tuple(trace.steps), trace_dropped=trace.dropped, trace_note=TRACE_NOTE
+            )
+        # 7. Numerics against the same layer in float64 (not of predict), then the fit step.
+        if called.outputs is not None and spec.mode != "predict":
+            with timed(timings, "numerics_ms"):
+                fields["numerics"] = keras2_numerics(
+                    getattr(cls, "widened", lambda: cls(**kwargs)),
+                    layer,
+                    entry,
+                    _caller(entry, inputs),
+                    inputs,
+                    steps,
+                    called.outputs,
+                )
+        if spec.mode == "fit" and called.outputs is not None:
+            with timed(timings, "fit_ms"):
+                _fit(fields, run, called.outputs, tf)
+    if isinstance(layer, tf_keras.Model):
         fields["basis"] = (*fields["basis"], MODEL_AUTOCAST)
+    if getattr(cls, "note", ""):
+        fields["basis"] = (*fields["basis"], cls.note)
+    fields["supplied"] = supplied(spec, entry)
     return fields
+
+
+@contextlib.contextmanager
+def _around(recorder: _Recorder, trace: Keras2Trace, spec: ProbeSpec) -> Iterator[None]:
+    """The call's recorders: what ``call()`` received, and the TF op trace (eager modes only:
+    ``predict`` and ``fit`` run in a ``tf.function``)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(recorder.installed())
+        if spec.mode in ("call", "model"):
+            stack.enter_context(trace.installed())
+        yield
+
+
+def _caller(entry: LayerEntry, inputs: LayerInputs) -> Any:
+    """``call(layer, leaves)``: the layer called on ``leaves`` nested as the inputs are."""
+    return lambda layer, leaves: call_layer(layer, entry, inputs.nested(leaves))
+
+
+def _fit(fields: ProbeFields, run: Keras2Run, outputs: Any, tf: Any) -> None:
+    """``mode="fit"``: one real Keras 2 training step; its failure is the answer's error."""
+    try:
+        fields["fit"] = run.fit_step(outputs, tf)
+    except Exception as exc:
+        fields.update(status="error", verdict="error", error=error_info(exc, "fit"))
+        return
+    fields["basis"] = (*fields["basis"], NO_GRADIENT_VALUES)
 
 
 def _target(
@@ -119,18 +185,14 @@ def _target(
     """The catalog entry, ``tf_keras``'s layer class (or the user's), its kwargs and the
     Keras 2 policy; what Keras 2 has no counterpart for raises ``InvalidSpecError`` saying so."""
     if spec.target.startswith("custom:"):
-        entry, cls = _custom(spec, target), target
-        return entry, cls, dict(spec.kwargs), _policy(spec, tf_keras)
+        entry = _custom(spec, target)
+        if is_keras2_instance(target) or isinstance(target, Keras2Packed):
+            return entry, Keras2Copies(target, spec.policy), {}, _policy(spec, tf_keras)
+        return entry, target, dict(spec.kwargs), _policy(spec, tf_keras)
     if spec.target.startswith("ops."):
         raise InvalidSpecError(
             f"{spec.target} has no counterpart in Keras 2: keras.ops is Keras 3's (Keras 2 "
             "code calls tf.* ops directly)"
-        )
-    if spec.target.startswith(("losses.", "metrics.")):
-        raise InvalidSpecError(f"{spec.target}: losses and metrics are not probed with Keras 2")
-    if spec.mode != "call":
-        raise InvalidSpecError(
-            f"mode {spec.mode!r} is not probed with Keras 2; the Keras 2 engine runs 'call'"
         )
     entry = catalog.entry(spec.target)
     if isinstance(entry, OpEntry):
@@ -153,8 +215,13 @@ def _target(
 
 
 def _custom(spec: ProbeSpec, target: Any) -> LayerEntry:
-    """The entry of the user's tf.keras class; anything else is refused, saying what runs."""
-    if keras2_layer_class(target) is None:
+    """The entry of the user's tf.keras class or instance; anything else is refused, saying
+    what runs."""
+    if isinstance(target, Keras2Packed):
+        return catalog.custom_entry(
+            spec.target, getattr(target.cls, "call", None), len(spec.input_dtypes)
+        )
+    if keras2_layer_class(target) is None and not is_keras2_instance(target):
         raise InvalidSpecError(
             f"{spec.target}: the Keras 2 engine probes a tf.keras (tf_keras) Layer or Model "
             "subclass, defined in the Keras 2 kernel (dx.engines.kernel('tf_keras')) or a "
@@ -174,10 +241,12 @@ def _policy(spec: ProbeSpec, tf_keras: Any) -> Any:
         ) from None
 
 
-def _steps(input_dtypes: tuple[str, ...], recorder: _Recorder) -> list[CastStep]:
+def _steps(inputs: LayerInputs, recorder: _Recorder) -> list[CastStep]:
     """The ``input``, ``autocast`` and ``variables`` steps (Keras 2 has no ``converted``)."""
+    input_dtypes = inputs.dtypes
+    given = "your value" if inputs.user else "the array given"
     steps = [
-        CastStep(stage="input", dtype=d, note="the array given", index=i)
+        CastStep(stage="input", dtype=d, note=given, index=i, name=inputs.names[i])
         for i, d in enumerate(input_dtypes)
     ]
     for i, (given, got) in enumerate(zip(input_dtypes, recorder.received or ())):

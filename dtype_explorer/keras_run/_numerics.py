@@ -36,6 +36,8 @@ def measure(
     comparable: tuple[bool, str] = (True, ""),
     integer_reference: bool = True,
     draws: list[str] | None = None,
+    backend: str | None = None,
+    flatten: Callable[[Any], list[tuple[str, np.ndarray]]] | None = None,
 ) -> Numerics:
     """Count inf/NaN made from finite input; carry a bounded sample of every output's values;
     run ``reference(dtype)`` (the same computation, same weights, inputs in the widest float)
@@ -43,10 +45,15 @@ def measure(
     integer went in or came out (``integer_reference``: a target that does arithmetic on it),
     and name the first element where the numbers are wrong. ``comparable``: whether these
     values may be compared with another backend's, and why not. ``draws``: the dtypes of the
-    random draws the call made (:func:`recorded_draws`), which ``reference`` replays."""
-    import keras
+    random draws the call made (:func:`recorded_draws`), which ``reference`` replays.
+    ``backend`` and ``flatten`` (what ``_arrays`` does, for outputs Keras 3 cannot read): Keras
+    2's probe (``_keras2_values``) gives them, and Keras 3 is never imported."""
+    if backend is None:
+        import keras
 
-    arrays = _arrays(outputs)
+        backend = keras.backend.backend()
+    to_arrays = flatten or _arrays
+    arrays = to_arrays(outputs)
     values = tuple(_values(i, dtype, array) for i, (dtype, array) in enumerate(arrays))
     base = {"outputs": values, "comparable": comparable[0], "comparable_note": comparable[1]}
     out = next((a for d, a in arrays if dtypes.family(d) == "float"), None)
@@ -63,7 +70,7 @@ def measure(
         else None,
     }
     notes = [] if finite_input else ["the input itself holds inf/NaN in this dtype"]
-    wide = reference_dtype(keras.backend.backend())
+    wide = reference_dtype(backend)
     narrowest = min((_float_bits(s.dtype, 99) for s in steps if s.stage != "input"), default=99)
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
@@ -74,10 +81,10 @@ def measure(
     if reference is None or not (narrowed or integers):
         notes.append("no narrowing or integer on the path; no reference run")
     elif narrowed and not integers and _float_bits(wide, 0) <= narrowest:
-        notes.append(f"{keras.backend.backend()} computes no wider than {wide}; no reference run")
+        notes.append(f"{backend} computes no wider than {wide}; no reference run")
     else:
         try:
-            refs = [a for _, a in _arrays(reference(wide))]
+            refs = [a for _, a in to_arrays(reference(wide))]
         except Exception as error:
             notes.append(f"reference run failed: {type(error).__name__}")
         else:

@@ -182,7 +182,10 @@ def _instance_policy(target: Any, kwargs: Any) -> str | None:
     """An instance's own dtype policy (it is probed under it unless ``policy=`` asks for
     another); ``None`` for a name or a class. An instance takes no ``kwargs``: it is probed as
     it is."""
-    if isinstance(target, str) or keras2_layer_class(target) or instance_kind(target) is None:
+    keras2 = keras2_layer_class(type(target)) is not None and not isinstance(target, type)
+    if isinstance(target, str) or keras2_layer_class(target):
+        return None
+    if not keras2 and instance_kind(target) is None:
         return None
     if kwargs:
         raise InvalidSpecError(
@@ -190,7 +193,7 @@ def _instance_policy(target: Any, kwargs: Any) -> str | None:
             "weights and state); kwargs are a class's constructor arguments. Give the class "
             f"with kwargs, or leave kwargs out. Received: kwargs={received(kwargs)}"
         )
-    return own_policy(target)
+    return target.dtype_policy.name if keras2 else own_policy(target)
 
 
 def _backend(backend: Any, engine: str | None) -> str:
@@ -419,6 +422,8 @@ def _target_name(target: Any) -> str:
         return catalog.entry(target).name
     if keras2_layer_class(target) is not None:  # a tf.keras class: the Keras 2 engine's
         return f"custom:{target.__qualname__}"
+    if keras2_layer_class(type(target)) is not None:  # a tf.keras instance: probed as given
+        return f"custom:{type(target).__qualname__}"
     import keras
 
     kind = instance_kind(target)

@@ -320,6 +320,9 @@ def target_payload(target: Any) -> bytes:
     """
     keras = sys.modules.get("keras")
     try:
+        keras2 = keras_run.keras2_pack(target)  # a tf.keras instance: its config and weights
+        if keras2 is not None:
+            return cloudpickle.dumps(("object", keras2))
         if keras is not None and keras_run.instance_kind(target) is not None:
             return cloudpickle.dumps(("archive", keras_run.pack(target)))
         return cloudpickle.dumps(("object", target))

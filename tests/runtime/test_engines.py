@@ -397,7 +397,7 @@ def test_keras2_refusing_an_input_is_its_answer_not_a_tool_failure(tf_keras_engi
 def test_keras2_says_what_has_no_counterpart(tf_keras_engine):
     op = dx.probe("ops.add", engine="tf_keras")
     assert op.status == "invalid" and "no counterpart in Keras 2" in op.error.message
-    training = dx.probe("Dense", kwargs={"units": 2}, engine="tf_keras", mode="model")
+    training = dx.probe("Dense", kwargs={"units": 2}, engine="tf_keras", mode="training")
     assert training.status == "invalid" and "Keras 2" in training.error.message
 
 
