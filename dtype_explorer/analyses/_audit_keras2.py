@@ -17,10 +17,9 @@ Their fixes are then written in tf.keras code (:func:`in_tf_keras`): ``tf.keras.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dtype_explorer.analyses import _audit_rules
@@ -30,6 +29,7 @@ from dtype_explorer.keras_run import (
     Keras2Tracer,
     describe_model,
     keras2_inputs,
+    keras2_state_kept,
     sample_for,
     tensor_info,
 )
@@ -123,7 +123,7 @@ def check_keras2_model(
     sample = sample_for(model, inputs, sample)
     # 2. The eager pass through Keras 2's Layer.__call__, every layer call recorded
     tracer = Keras2Tracer(model)
-    with _keras2_state_kept():
+    with keras2_state_kept():
         outputs = tracer.run(sample, inputs, kwargs, training=mode == "training")
     calls = tracer.finish(outputs)
     # 3. The rules on the records, the fixes in tf.keras code
@@ -173,20 +173,6 @@ def _refuse(model: Any, mode: Any, refused: dict[str, Any]) -> None:
             f"it takes no {', '.join(given)}. Received: "
             + ", ".join(f"{k}={refused[k]!r}" for k in given)
         )
-
-
-@contextlib.contextmanager
-def _keras2_state_kept() -> Iterator[None]:
-    """Keras 2's global policy and floatx put back as they were (the user's global state)."""
-    import tf_keras
-
-    policy = tf_keras.mixed_precision.global_policy()
-    floatx = tf_keras.backend.floatx()
-    try:
-        yield
-    finally:
-        tf_keras.mixed_precision.set_global_policy(policy)
-        tf_keras.backend.set_floatx(floatx)
 
 
 #: How users import the libraries whose layers a tf.keras model holds (``import ... as``).

@@ -25,6 +25,7 @@ Keras 2 has no ``keras.ops`` op trace and no value check against a wider referen
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import threading
@@ -63,6 +64,22 @@ def is_keras2(model: Any) -> bool:
     """Whether ``model`` is a Keras 2 (``tf_keras``) layer or model; never imports tf_keras."""
     tf_keras = sys.modules.get("tf_keras")
     return tf_keras is not None and isinstance(model, tf_keras.layers.Layer)
+
+
+@contextlib.contextmanager
+def keras2_state_kept() -> Iterator[None]:
+    """Keras 2's global policy and floatx put back as they were (the user's global state). The
+    policy is put back as *stored*: one never set stays unset, following ``set_floatx``."""
+    import tf_keras
+    from tf_keras.src.mixed_precision import policy as policies
+
+    policy = policies._global_policy
+    floatx = tf_keras.backend.floatx()
+    try:
+        yield
+    finally:
+        policies._global_policy = policy
+        tf_keras.backend.set_floatx(floatx)
 
 
 def keras2_inputs(model: Any) -> Any:

@@ -42,6 +42,9 @@ def summary(report):
 inputs = tf.keras.Input((3,), dtype="float64", name="x")
 model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, name="dense")(inputs), name="m")
 out["float64"] = summary(dx.check_model(model, np.ones((2, 3))))
+tf.keras.backend.set_floatx("float64")  # the audit left the global policy unset: it follows
+out["floatx_follows"] = tf.keras.layers.Dense(2).dtype_policy.name
+tf.keras.backend.set_floatx("float32")
 
 # 2. uint8 pixels into Flatten -> BatchNormalization
 inputs = tf.keras.Input((28, 28), dtype="uint8", name="pixels")

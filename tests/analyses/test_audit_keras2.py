@@ -82,6 +82,7 @@ def test_float64_into_a_functional_model_finds_what_keras_3_finds(keras2):
     assert 'tf.keras.backend.set_floatx("float64")' in fix and "tf.keras.Input" in fix
     assert "keras.config" not in fix
     assert any("result_type" in note and "op trace" in note for note in k2["notes"])
+    assert keras2["floatx_follows"] == "float64"  # the audit never pins the global policy
 
 
 def test_a_custom_layer_casting_against_mixed_float16_finds_what_keras_3_finds(keras2):
