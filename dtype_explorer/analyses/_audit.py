@@ -24,6 +24,7 @@ import numpy as np
 
 from dtype_explorer.analyses import (
     _audit_engine,
+    _audit_keras2,
     _audit_quantize,
     _audit_reprobe,
     _audit_rules,
@@ -41,6 +42,7 @@ from dtype_explorer.keras_run import (
     describe_model,
     global_seed_kept,
     is_compiled,
+    is_keras2,
     keras_flatten,
     layer_values_wrong,
     nonfinite_count,
@@ -144,6 +146,9 @@ def check_model(
     """
     import keras
 
+    if is_keras2(model):  # a tf_keras model (the Keras 2 kernel): traced through Keras 2
+        refused = {"policy": policy, "backends": backends, "engine": engine, "labels": labels}
+        return _audit_keras2.check_keras2_model(model, sample, mode, call_kwargs, quantize, refused)
     if not isinstance(model, keras.layers.Layer):
         raise InvalidSpecError(
             f"check_model needs a Keras model or layer (keras.Model, keras.layers.Layer); "

@@ -103,7 +103,13 @@ class LayerEvent:
 
 
 class ModelTracer:
-    """Records every call of every layer inside ``model`` on this thread."""
+    """Records every call of every layer inside ``model`` on this thread. Another Keras's
+    tracer (``_keras2_model_trace``) overrides ``_install``, ``_recording`` and the hooks below."""
+
+    #: The record of one call under way.
+    event_class = LayerEvent
+    #: Whether a leaf call's values are kept for the value check (``_audit_rules.wrong_numbers``).
+    value_check = True
 
     def __init__(self, model: Any, *, values: bool = True):
         self.model = model
@@ -152,13 +158,19 @@ class ModelTracer:
 
         Layer.__call__ = traced_dunder
         try:
-            with contextlib.ExitStack() as stack:
-                for layer, path, depth in self.layers.values():
-                    wrap = functools.partial(self._wrap, layer, path, depth)
-                    stack.enter_context(wrapped_entry_points(layer, wrap))
+            with self.entry_points_wrapped():
                 yield
         finally:
             Layer.__call__ = original_dunder
+
+    @contextlib.contextmanager
+    def entry_points_wrapped(self) -> Iterator[None]:
+        """Every layer's entry points wrapped on the instance (put back afterwards)."""
+        with contextlib.ExitStack() as stack:
+            for layer, path, depth in self.layers.values():
+                wrap = functools.partial(self._wrap, layer, path, depth)
+                stack.enter_context(wrapped_entry_points(layer, wrap))
+            yield
 
     def _attach(self, layer: Any, first_event: int, trace: Any) -> None:
         """Give the call of ``layer`` that started at ``first_event`` its op trace."""
@@ -241,12 +253,12 @@ class ModelTracer:
                 return original(*args, **kwargs)
             index = self._counts.get(key, 0)
             self._counts[key] = index + 1
-            event = LayerEvent(layer, path, depth, index, leaf)
+            event = self.event_class(layer, path, depth, index, leaf)
             self.calls.append(event)
             pending = self._pending.get(key)
             event.given = pending[-1] if pending else None
             event.received = tensor_infos((args, _tensor_kwargs(kwargs)), self.values)
-            event.variables = _variables(layer)
+            event.variables = self.layer_variables(layer)
             self._active.add(key)
             try:
                 outputs = original(*args, **kwargs)
@@ -258,7 +270,8 @@ class ModelTracer:
             finally:
                 self._active.discard(key)
             event.outputs = tensor_infos(outputs, self.values)
-            if self.values and leaf and event.error is None and worth_value_check(event.received):
+            checked = self.values and self.value_check and leaf and event.error is None
+            if checked and worth_value_check(event.received):
                 event.values = _as_numpy((args, kwargs, outputs))
             event.keep = keras_flatten(outputs)
             event.output_ids = {id(t) for t in event.keep}
@@ -273,18 +286,32 @@ class ModelTracer:
     ) -> Any:
         """Re-run a call that raised with the dtype fix the rules would propose; re-raise if
         there is none or it does not help."""
-        fix = _retry_cast(event.layer, event.received) if self.values else None
+        fix = self.retry_cast(event.layer, event.received) if self.values else None
         if fix is None:
             self.failed_at = event
             raise error
         source, target = fix
         try:
-            outputs = original(*_cast(args, source, target), **_cast(kwargs, source, target))
+            outputs = original(
+                *self.cast(args, source, target), **self.cast(kwargs, source, target)
+            )
         except Exception:
             self.failed_at = event
             raise error from None
         event.retried = f"re-run with {source} inputs cast to {target}: it works"
         return outputs
+
+    def layer_variables(self, layer: Any) -> dict[str, VariableDtypes]:
+        """The layer's own variables, by name, as stored and as read in its ``call``."""
+        return _variables(layer)
+
+    def retry_cast(self, layer: Any, received: tuple[TensorInfo, ...]) -> tuple[str, str] | None:
+        """The cast the audit tries when a call raised (:func:`_retry_cast`)."""
+        return _retry_cast(layer, received)
+
+    def cast(self, structure: Any, source: str, target: str) -> Any:
+        """``structure`` with its ``source`` tensors cast to ``target`` (:func:`_cast`)."""
+        return _cast(structure, source, target)
 
     def finish(self, outputs: Any) -> list[LayerCall]:
         """The records, each model output credited to the deepest (then latest) call making it."""
@@ -391,4 +418,8 @@ def is_softmax(layer: Any) -> bool:
 
 
 def _takes_training(model: Any) -> bool:
-    return bool(getattr(model, "_call_has_training_arg", False))
+    # Keras 3 names it _call_has_training_arg, Keras 2 _expects_training_arg
+    return bool(
+        getattr(model, "_call_has_training_arg", False)
+        or getattr(model, "_expects_training_arg", False)
+    )

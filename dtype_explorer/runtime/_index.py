@@ -119,10 +119,11 @@ def run(
     return code, tail
 
 
-def resolve(requirement: str, line: Lines, cancel: threading.Event | None) -> list:
-    """What pip would install for ``requirement`` into the installed environment, which it
-    does not change (``--dry-run --report``): the release plus only the dependencies that
-    environment lacks, as ``(name, version)`` pairs."""
+def resolve(requirement: str | Sequence[str], line: Lines, cancel: threading.Event | None) -> list:
+    """What pip would install for ``requirement`` (one, or several resolved together) into the
+    installed environment, which it does not change (``--dry-run --report``): the release plus
+    only the dependencies that environment lacks, as ``(name, version)`` pairs."""
+    wanted = [requirement] if isinstance(requirement, str) else list(requirement)
     with tempfile.TemporaryDirectory(prefix="dx-engine-") as scratch:
         report = Path(scratch) / "report.json"
         code, tail = run(
@@ -134,13 +135,13 @@ def resolve(requirement: str, line: Lines, cancel: threading.Event | None) -> li
                 "--only-binary=:all:",
                 "--report",
                 str(report),
-                requirement,
+                *wanted,
             ],
             line,
             cancel,
         )
         if code != 0 or not report.is_file():
-            raise pip_failure(f"cannot resolve {requirement}", tail)
+            raise pip_failure(f"cannot resolve {' '.join(wanted)}", tail)
         installs = json.loads(report.read_text(encoding="utf-8")).get("install", [])
         plan = [(i["metadata"]["name"], i["metadata"]["version"]) for i in installs]
         return [(n, v) for n, v in plan if not _installed_under_another_name(n, v)]

@@ -68,6 +68,13 @@ from dtype_explorer.runtime._index import (
 )
 from dtype_explorer.versions import library_version
 
+#: What the Keras 2 engine installs beside tf_keras: the packages its users' code imports
+#: (``hub.KerasLayer``), resolved with it against the installed TensorFlow. tensorflow-hub
+#: 0.16.1 imports ``pkg_resources``, which setuptools 81 and later no longer ship.
+KERAS2_EXTRAS = ("tensorflow-hub", "setuptools<81")
+#: Installed distributions an engine's site may shadow: build tooling, never a backend.
+SHADOWABLE = ("setuptools",)
+
 __all__ = [
     "BASE_DISTRIBUTIONS",
     "ENV_DIR",
@@ -225,7 +232,8 @@ def _create(spec: str, progress: Progress, cancel: threading.Event | None) -> En
                 return found
             series = _tf_keras_series()
             steps.advance(f"resolving tf_keras=={series}.* for tensorflow {series}")
-            plan = _index.resolve(f"tf_keras>={series},<{_next_minor(series)}", steps.line, cancel)
+            wanted = [f"tf_keras>={series},<{_next_minor(series)}", *KERAS2_EXTRAS]
+            plan = _index.resolve(wanted, steps.line, cancel)
             version = next(v for n, v in plan if canon(n) == "tf-keras")
         name = f"{package}-{version}"
         where = root()
@@ -517,7 +525,7 @@ def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]])
     replaced = [
         f"{n}=={v} (installed: {installed[canon(n)]})"
         for n, v in plan
-        if canon(n) != canon(package) and canon(n) in installed
+        if canon(n) != canon(package) and canon(n) in installed and canon(n) not in SHADOWABLE
     ]
     if replaced:
         raise EngineError(

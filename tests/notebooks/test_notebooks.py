@@ -39,6 +39,8 @@ NOTEBOOKS = (
     "07_from_tf_keras.ipynb",
     "08_quantized_and_hub.ipynb",
 )
+#: Lessons on the Keras 2 kernel: run by ``test_keras2_lesson``, not on Binder (Keras 3 there).
+KERAS2_NOTEBOOKS = ("07b_keras2_kernel.ipynb",)
 CHECK = "# NBVAL_CHECK_OUTPUT"
 MEMORY_LIMIT = 2 * 1024**3  # Binder's
 TIME_LIMIT = 300.0  # seconds per notebook, cold workers and cache included
@@ -59,10 +61,11 @@ def code(cell: dict) -> str:
 
 
 def test_every_notebook_is_a_listed_lesson():
-    assert sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")) == sorted(NOTEBOOKS)
+    listed = sorted(NOTEBOOKS + KERAS2_NOTEBOOKS)
+    assert sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")) == listed
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
+@pytest.mark.parametrize("name", NOTEBOOKS + KERAS2_NOTEBOOKS)
 def test_notebook_sets_its_kernel_backend_first_and_has_checked_outputs(name):
     code_cells = [c for c in cells(name) if c["cell_type"] == "code"]
     assert re.search(r'os\.environ\["KERAS_BACKEND"\] = "\w+"', code(code_cells[0]))
