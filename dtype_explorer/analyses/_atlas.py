@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dtype_explorer.analyses._survey import compute_dtype, resolve, survey
+from dtype_explorer.analyses._survey import axis_policies, quantize_axis, resolve, survey
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.records import Atlas, AtlasCollector, Survey
 
@@ -42,6 +42,7 @@ def build_atlas(
     modes: Sequence[str] | None = None,
     floatx: str | None = None,
     engine: str | None = None,
+    quantize: Sequence[str | None] | None = None,
     timeout: float | None = None,
     cluster: Any = None,
     progress: bool = True,
@@ -60,6 +61,8 @@ def build_atlas(
         floatx: ``keras.config.floatx()`` during each probe.
         engine: which Keras answers (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
             ``"tf_keras"``); its versions are the atlas's, so two engines' atlases diff.
+        quantize: quantization modes (``dx.survey``'s ``quantize``: ``[None, "int8"]``), on
+            the policy axis as ``"<policy>+quantize=<mode>"``.
         timeout: seconds per probe.
         cluster: a ``distributed.Client`` to spread the probes over.
         progress: show a progress bar.
@@ -69,7 +72,7 @@ def build_atlas(
     """
     directory = None if out is None else writable_directory(out)
     names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
-    plan = _planned(names, dtype_names, policy_names, modes)
+    plan = _planned(names, dtype_names, policy_names, modes, quantize_axis(quantize))
     collector = AtlasCollector(plan)
     found = survey(
         names,
@@ -79,6 +82,7 @@ def build_atlas(
         floatx=floatx,
         modes=modes,
         engine=engine,
+        quantize=quantize,
         timeout=timeout,
         progress=progress,
         cluster=cluster,
@@ -95,18 +99,21 @@ def _planned(
     dtype_names: tuple[str, ...],
     policy_names: tuple[str, ...],
     modes: Sequence[str] | None,
+    quantize: tuple[str | None, ...] = (None,),
 ) -> Survey:
     """The axes a collector needs before the answers arrive (the compute dtype of each
     policy, whether runs are keyed by mode)."""
     mode_names = tuple(dict.fromkeys(modes or ("call",)))
+    axis = axis_policies(policy_names, quantize)
     return Survey(
         targets=names,
         input_dtypes=dtype_names,
-        policies=policy_names,
+        policies=tuple(axis),
         backends=(),
         modes=mode_names,
-        compute_dtypes={p: compute_dtype(p) for p in policy_names},
+        compute_dtypes=axis,
         results=(),
+        quantize=quantize,
     )
 
 

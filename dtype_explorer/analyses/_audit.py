@@ -128,6 +128,9 @@ def check_model(
             ``keras.quantizers.QuantizationConfig`` (``GPTQConfig``/``AWQConfig`` carry their
             calibration data). ``report.quantization`` says per layer what ``quantize()``
             did, what it stores, its compute path and its error against the float model.
+            With ``engine=``, the mode by name: the copy rebuilt there is quantized by that
+            release, with its modes (one it lacks is refused in its words, naming the
+            release that added it).
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -157,16 +160,10 @@ def check_model(
     started = time.perf_counter()
     # 1. Check the question: mode, labels, call kwargs, policy, backends and engine
     asked = _question(model, mode, labels, timeout, call_kwargs, policy, backends, engine)
-    request = None if quantize is None else quantize_request(quantize)
-    if request is not None and asked.engine is not None:
-        raise InvalidSpecError(
-            f"quantize= audits a quantized copy made by the installed Keras "
-            f"({keras.__version__}); with engine={engine!r} quantize the model there. "
-            f"Received: quantize={quantize!r}"
-        )
-    asked = dataclasses.replace(asked, quantize=request)
     if asked.engine is not None:  # 2. On another Keras release: rebuilt and audited there
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
+        if quantize is not None:  # the copy is quantized there, with that release's modes
+            options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
         return _audit_engine.check_on_engine(
             model,
             sample,
@@ -177,6 +174,9 @@ def check_model(
             options,
             audit=audit_rebuilt,
         )
+    asked = dataclasses.replace(
+        asked, quantize=None if quantize is None else quantize_request(quantize)
+    )
     notes = [] if model.built else [f"{describe_model(model)} was not built; the audit built it."]
     with preserved_keras_state():
         # 3. The eager pass, every layer call recorded (on a copy for "fit")

@@ -52,7 +52,9 @@ def check_on_engine(
     there from its config and weights; ``options`` are check_model's ``call_kwargs``,
     ``mode`` and ``labels``. ``audit`` (a module-level function, run in the worker) rebuilds
     the model there (:func:`rebuild`) and audits it: ``audit(config, weights, sample, policy,
-    options)``, the report as a dict or why it could not be rebuilt."""
+    options)``, the report as a dict or why it could not be rebuilt. ``options``'
+    ``quantize`` (a mode's name, :func:`quantize_by_name`) is checked and done there, by that
+    release."""
     import keras
 
     if engine.startswith("tf_keras"):
@@ -101,6 +103,24 @@ def check_on_engine(
     report = AuditReport.from_dict(answer)
     note = f"audited with Keras {report.keras} (engine {engine}), the model rebuilt from its config"
     return report.model_copy(update={"engine": engine, "notes": (*report.notes, note)})
+
+
+def quantize_by_name(quantize: Any, engine: str) -> str:
+    """``check_model``'s ``quantize=`` for an engine: a mode by name (``"int8"``,
+    ``"int4/128"``), which that release checks against its own modes and quantizes with. A
+    ``keras.quantizers`` config is an object of the installed Keras, and is refused.
+
+    >>> quantize_by_name(" int8", "keras==3.11.3")
+    'int8'
+    """
+    if isinstance(quantize, str) and quantize.strip():
+        return quantize.strip()
+    raise InvalidSpecError(
+        f"check_model(engine={engine!r}) quantizes the copy rebuilt there with that release's "
+        "Keras: give quantize= as a mode name ('int8', 'float8', 'int4', 'int4/<block size>'); "
+        "a keras.quantizers config belongs to the installed Keras and cannot be sent. "
+        f"Received: quantize={quantize!r}"
+    )
 
 
 def rebuild(config: dict[str, Any], weights: list[Any]) -> tuple[Any, str | None] | str:

@@ -28,6 +28,7 @@ from dtype_explorer.records import (
     ProbeResult,
     ProbeSpec,
     Survey,
+    axis_policy,
     check_engine_backend,
     engine_spec,
 )
@@ -45,6 +46,7 @@ def survey(
     floatx: str | None = None,
     modes: Sequence[str] | None = None,
     engine: str | None = None,
+    quantize: Sequence[str | None] | None = None,
     timeout: float | None = None,
     use_cache: bool = True,
     progress: bool = True,
@@ -74,6 +76,14 @@ def survey(
             Keras), ``"keras==3.X.Y"`` or ``"tf_keras"`` (Keras 2; the backends default to
             tensorflow, the only one it runs on). Created first when missing. Compare two
             surveys with ``.diff``.
+        quantize: quantization modes (``dx.probe``'s ``quantize``; ``None`` in the list: the
+            float layer), e.g. ``[None, "int8"]``. Each layer is built, then quantized as
+            ``Model.quantize`` does; its cells sit on the policy axis as
+            ``"<policy>+quantize=<mode>"`` (``records.axis_policy``: quantize() turns a
+            policy into ``<mode>_from_<policy>``, so a quantized cell is a policy column of
+            its own in every view), each cached on its own. A layer Keras cannot quantize
+            answers Keras's refusal (an error at ``"quantize"``); ops have no weights and are
+            surveyed unquantized only.
         timeout: seconds a worker may take per probe (default: the pool's).
         use_cache: answer from, and store into, the result cache.
         progress: show a progress bar.
@@ -106,16 +116,20 @@ def survey(
     for b in chosen:
         check_engine_backend(engine, b)
     mode_names = _modes(modes)
+    modes_asked = quantize_axis(quantize)
     # 2. Plan: one spec per cell and mode that applies to its target on its backend.
     specs = [
-        make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine)
+        make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine, quantize=q)
         for t in names
         for d in dtype_names
         for p in policy_names
+        for q in modes_asked
         for b in chosen
         for m in mode_names
         if m == "call" or m in modes_for(t, backend=b)
+        if q is None or not t.startswith("ops.")
     ]
+    axis = axis_policies(policy_names, modes_asked)
     # 3. Run: through this machine's pool, or partitioned over the cluster's workers.
     engines.ensure(engine, progress=progress)  # created on first use
     started = time.perf_counter()
@@ -127,16 +141,44 @@ def survey(
     return Survey(
         targets=names,
         input_dtypes=dtype_names,
-        policies=policy_names,
+        policies=tuple(axis),
         backends=chosen,
         modes=mode_names,
-        compute_dtypes={p: compute_dtype(p) for p in policy_names},
+        compute_dtypes=axis,
         floatx=floatx,
         created=created,
         elapsed_s=round(time.perf_counter() - started, 3),
         results=tuple(results),
         engine=engine,
+        quantize=modes_asked,
     )
+
+
+def quantize_axis(quantize: Sequence[str | None] | None) -> tuple[str | None, ...]:
+    """The quantization modes a survey asks (default ``(None,)``: the float layers only),
+    each once; a mode's name is checked by each probe against its release's modes.
+
+    >>> quantize_axis([None, "int8", "int8"])
+    (None, 'int8')
+    """
+    if quantize is None:
+        return (None,)
+    if isinstance(quantize, str):
+        quantize = [quantize]
+    for q in quantize:
+        if q is not None and (not isinstance(q, str) or not q.strip()):
+            raise InvalidSpecError(
+                "quantize: a list of mode names (None for the float layer), e.g. "
+                f"[None, 'int8', 'int4/32']. Received: {received(q)}"
+            )
+    return tuple(dict.fromkeys(quantize))
+
+
+def axis_policies(policy_names: Sequence[str], quantize: Sequence[str | None]) -> dict[str, str]:
+    """The policy axis's entries (``records.axis_policy``) in order, each with its compute
+    dtype: a quantized layer keeps its policy's (``int8_from_mixed_bfloat16`` computes in
+    bfloat16)."""
+    return {axis_policy(p, q): compute_dtype(p) for p in policy_names for q in quantize}
 
 
 def _modes(modes: Sequence[str] | None) -> tuple[str, ...]:

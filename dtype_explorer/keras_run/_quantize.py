@@ -38,6 +38,11 @@ from dtype_explorer.records import ErrorInfo, QuantizedLayer, StoredVariable
 #: The modes that need a calibration config (``keras.quantizers.GPTQConfig`` / ``AWQConfig``).
 _CALIBRATED = ("gptq", "awq")
 
+#: The Keras release that first had each quantization mode (``QUANTIZATION_MODES`` at each
+#: release tag of keras-team/keras). Which modes a release has is asked of the release; this
+#: only names, for a mode it lacks, the release to go to.
+ADDED_IN = {"int8": "3.3", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
+
 
 @dataclasses.dataclass(frozen=True)
 class QuantizeRequest:
@@ -47,6 +52,8 @@ class QuantizeRequest:
     mode: str
     config: Any
     label: str
+    #: Where this release lacks the mode: what to say after Keras's own refusal.
+    lacking: str = ""
 
 
 def quantization_modes() -> tuple[str, ...]:
@@ -56,14 +63,35 @@ def quantization_modes() -> tuple[str, ...]:
     return tuple(getattr(dtype_policy, "QUANTIZATION_MODES", ()))
 
 
+def lacking_mode(mode: str, modes: tuple[str, ...]) -> str:
+    """What to say after Keras's refusal of ``mode``, a mode this release lacks (``""`` when
+    it has it): the release's modes and the release that added ``mode`` (:data:`ADDED_IN`).
+
+    >>> lacking_mode("int8", ("int8",))
+    ''
+    """
+    import keras
+
+    if mode in modes or mode not in ADDED_IN:
+        return ""
+    return (
+        f"Keras {keras.__version__} has no {mode!r} quantization mode (its modes: "
+        f"{', '.join(modes) or 'none'}); Keras added {mode} in {ADDED_IN[mode]}: ask that "
+        f"release or a later one (engine='keras=={ADDED_IN[mode]}.0')"
+    )
+
+
 def quantize_request(asked: Any) -> QuantizeRequest:
     """``asked`` checked: a mode of the installed Keras (``"int8"``, ``"float8"``, ``"int4"``,
     ``"int4/<block size>"``), or a ``keras.quantizers.QuantizationConfig`` instance (the way
-    to ask ``gptq``/``awq``, which need a dataset and a tokenizer)."""
+    to ask ``gptq``/``awq``, which need a dataset and a tokenizer). A mode this release lacks
+    but a later one has is asked of Keras anyway: its ``quantize()`` refuses in its words, and
+    the request's ``lacking`` names the release that added it."""
     import keras
 
     modes = quantization_modes()
-    if isinstance(asked, keras.quantizers.QuantizationConfig):
+    config_class = getattr(keras.quantizers, "QuantizationConfig", None)  # 3.12 on
+    if config_class is not None and isinstance(asked, config_class):
         mode = getattr(asked, "mode", None)
         return QuantizeRequest(mode=mode, config=asked, label=str(mode))
     if not isinstance(asked, str):
@@ -76,6 +104,11 @@ def quantize_request(asked: Any) -> QuantizeRequest:
         size = int(block.group(1))
         if size <= 0:
             raise InvalidSpecError(f"int4's block size must be positive; received: {asked!r}")
+        if not hasattr(keras.quantizers, "Int4QuantizationConfig"):
+            raise InvalidSpecError(
+                f"quantize={asked!r}: Keras {keras.__version__} has no "
+                "keras.quantizers.Int4QuantizationConfig, so no block size: ask 'int4'"
+            )
         config = keras.quantizers.Int4QuantizationConfig(block_size=size)
         return QuantizeRequest(mode="int4", config=config, label=asked)
     if asked in _CALIBRATED and asked in modes:
@@ -88,9 +121,9 @@ def quantize_request(asked: Any) -> QuantizeRequest:
             "do); the other modes need no data: "
             + ", ".join(m for m in modes if m not in _CALIBRATED)
         )
-    if asked not in modes:
+    if asked not in modes and asked not in ADDED_IN:
         raise unknown("quantization mode", asked, [*modes, "int4/<block size>"])
-    return QuantizeRequest(mode=asked, config=None, label=asked)
+    return QuantizeRequest(mode=asked, config=None, label=asked, lacking=lacking_mode(asked, modes))
 
 
 def model_copy(model: Any) -> Any:
@@ -141,7 +174,7 @@ def quantize_layers(copy: Any, request: QuantizeRequest) -> tuple[list[Quantized
 
     rows: list[QuantizedLayer] = []
     refused = None
-    if request.mode in _CALIBRATED:  # calibrated on the config's data, over the model's blocks
+    if request.mode in _CALIBRATED and not request.lacking:  # calibrated over the model's blocks
         before = {id(layer): stored_variables(layer) for layer in _leaves(copy)}
         try:
             copy.quantize(request.mode, config=request.config)
@@ -154,20 +187,27 @@ def quantize_layers(copy: Any, request: QuantizeRequest) -> tuple[list[Quantized
         said = "not reached: quantize() raised at an earlier layer" if refused else ""
         if refused is None:
             try:
-                layer.quantize(request.mode, type_check=True, config=request.config)
+                layer.quantize(request.mode, type_check=True, **_config(request))
             except NotImplementedError as error:
                 said = keras_message(str(error), limit=300)
             except AttributeError:
                 said = f"{type(layer).__name__} has no quantize method"
             except Exception as error:  # Keras refuses the mode: quantize() raises
-                refused = _error(error)
+                refused = _error(error, request.lacking)
                 rows.append(_row(layer, path, before, "", error=refused))
                 continue
         rows.append(_row(layer, path, before, said))
     if isinstance(copy, keras.Model):
         copy.train_function = copy.test_function = copy.predict_function = None
-        copy._post_quantize(request.mode)
+        if hasattr(copy, "_post_quantize"):  # 3.12 on
+            copy._post_quantize(request.mode)
     return rows, refused
+
+
+def _config(request: QuantizeRequest) -> dict[str, Any]:
+    """``layer.quantize``'s ``config=``, given only when there is one: releases before 3.12
+    take no ``config``."""
+    return {} if request.config is None else {"config": request.config}
 
 
 def _row(
@@ -204,8 +244,9 @@ def _leaf_paths(model: Any) -> list[tuple[Any, str]]:
     return [(layer, paths[id(layer)][1]) for layer in _leaves(model) if id(layer) in paths]
 
 
-def _error(error: Exception) -> ErrorInfo:
-    return ErrorInfo(type=type(error).__name__, message=keras_message(str(error), limit=600))
+def _error(error: Exception, note: str = "") -> ErrorInfo:
+    said = keras_message(str(error), limit=600)
+    return ErrorInfo(type=type(error).__name__, message=f"{said} ({note})" if note else said)
 
 
 def leaf_outputs(model: Any, sample: Any, arguments: dict[str, Any]) -> tuple[dict, Any]:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
-from dtype_explorer.keras_run._quantize import stored_variables
+from dtype_explorer.keras_run._quantize import ADDED_IN, lacking_mode, stored_variables
 from dtype_explorer.records import (
     ErrorInfo,
     LayerQuantization,
@@ -35,10 +35,6 @@ from dtype_explorer.records import (
     compute_path,
 )
 
-#: The Keras release that first had each quantization mode (Keras's release notes). Which
-#: modes a release has is asked of the release (``QUANTIZATION_MODES``); this only names,
-#: for a mode it lacks, the release to go to.
-ADDED_IN = {"int8": "3.3", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
 _CALIBRATED = ("gptq", "awq")
 
 
@@ -100,12 +96,7 @@ class LayerQuantizer:
             if self.mode not in ADDED_IN:
                 raise unknown("quantization mode", self.asked, [*self.modes, "int4/<block size>"])
             # Keras answers: its quantize() refuses a mode it lacks (QuantizeRefused)
-            self.lacking = (
-                f"Keras {keras.__version__} has no {self.mode!r} quantization mode (its modes: "
-                f"{', '.join(self.modes) or 'none'}); Keras added {self.mode} in "
-                f"{ADDED_IN[self.mode]}: ask that release or a later one "
-                f"(engine='keras=={ADDED_IN[self.mode]}.0')"
-            )
+            self.lacking = lacking_mode(self.mode, self.modes)
             return
         if self.mode in _CALIBRATED:
             raise InvalidSpecError(

@@ -48,7 +48,13 @@ from dtype_explorer.records import _atlas_table
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import CastStep, ProbeResult
-from dtype_explorer.records._survey import Classification, Survey, classify_result, combine_classes
+from dtype_explorer.records._survey import (
+    Classification,
+    Survey,
+    axis_policy,
+    classify_result,
+    combine_classes,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -399,9 +405,10 @@ class AtlasCollector:
     def add(self, result: ProbeResult) -> None:
         """Keep ``result``'s run (summarised), its versions and its device."""
         spec = result.spec
-        key = (spec.target, spec.input_dtypes[0], spec.policy)
+        policy = axis_policy(spec.policy, spec.quantize)
+        key = (spec.target, spec.input_dtypes[0], policy)
         run = f"{result.backend}/{spec.mode}" if self._several_modes else result.backend
-        compute = self._compute[spec.policy]
+        compute = self._compute[policy]
         self._runs.setdefault(key, {})[run] = AtlasRun.from_result(result, compute)
         if result.versions:
             versions = json.dumps(result.versions, sort_keys=True)

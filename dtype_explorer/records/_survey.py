@@ -75,6 +75,22 @@ def combine_classes(answers: Iterable[tuple[bool, str | None, Classification]]) 
     return classes.pop() if classes else "raises"
 
 
+def axis_policy(policy: str, quantize: str | None = None) -> str:
+    """The policy axis's entry for a cell: ``policy``, or for a layer quantized by the probe
+    (``ProbeSpec.quantize``) ``"<policy>+quantize=<mode>"``.
+
+    ``quantize=`` is folded onto the policy axis rather than made a fourth: ``quantize()``
+    turns a layer's policy into ``<mode>_from_<policy>`` and its answer is classed against
+    that policy's compute dtype, so a quantized cell is a policy column of its own in every
+    view (table, heatmap menu, counts, diff, atlas). The label keeps it apart from a layer
+    *built* under ``int8_from_float32`` (whose weights Keras creates quantized).
+
+    >>> axis_policy("float32"), axis_policy("mixed_bfloat16", "int8")
+    ('float32', 'mixed_bfloat16+quantize=int8')
+    """
+    return policy if quantize is None else f"{policy}+quantize={quantize}"
+
+
 @dataclass(frozen=True)
 class SurveyCell:
     """One target, input dtype and policy, answered by each backend."""
@@ -111,11 +127,18 @@ class Survey(GroupedRecord):
     results: tuple[ProbeResult, ...]
     #: Which Keras answered (``ProbeSpec.engine``): ``None`` is the installed Keras.
     engine: str | None = None
+    #: The quantization modes asked (``None``: the float layer), each folded onto the policy
+    #: axis as ``"<policy>+quantize=<mode>"`` (:func:`axis_policy`).
+    quantize: tuple[str | None, ...] = (None,)
 
     def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
         for r in self.results:
-            key = (r.spec.target, r.spec.input_dtypes[0], r.spec.policy)
+            key = (
+                r.spec.target,
+                r.spec.input_dtypes[0],
+                axis_policy(r.spec.policy, r.spec.quantize),
+            )
             run = r.backend if len(self.modes) == 1 else f"{r.backend}/{r.spec.mode}"
             grouped.setdefault(key, {})[run] = r
         return {
