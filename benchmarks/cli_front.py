@@ -57,7 +57,13 @@ CASES = {
 def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one fresh process running ``code``."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _RSS + code], env=env, check=True, capture_output=True)
+    subprocess.run(  # not in a checkout: ``python -c`` puts the cwd first on sys.path
+        [sys.executable, "-c", _RSS + code],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=rss_file.parent,
+    )
     wall = time.perf_counter() - t0
     return wall, int(rss_file.read_text()) / 1024
 
@@ -100,6 +106,7 @@ def slowest_imports(env: dict[str, str], count: int = 12) -> list[tuple[float, s
         capture_output=True,
         text=True,
         check=True,
+        cwd=env["DX_BENCH_RSS"].rpartition(os.sep)[0],
     )
     rows = []
     for line in done.stderr.splitlines():
