@@ -10,8 +10,10 @@ Each case is a fresh process (``python -c``), run alternately after one unmeasur
 that process alone (``RUSAGE_SELF`` at exit). Cases:
 
 * ``floor``: ``import numpy, pydantic``.
+* ``records``: importing the records a cached answer is validated into (pydantic builds each
+  model's validator at import): the part of the cached answer no front can skip.
 * ``cli cached``: ``dtype-explorer probe Dense --backend numpy`` with the answer in the cache
-  (the warm-up asked it once, live).
+  (the warm-up asked it once, live), through the script's entry point.
 
 Goal (issue 27): cli cached <= 0.2 s; the ratio to the floor is what the machine's load does
 not change much.
@@ -37,9 +39,17 @@ _RSS = (
 )
 CASES = {
     "floor": "import numpy, pydantic\n",
+    # what any answer is made of: the records (pydantic models, built at import)
+    "records": "from dtype_explorer.records import ProbeResult, ProbeSpec\n",
+    # the ``dtype-explorer`` script's entry point (a checkout from before it: the typer app)
     "cli cached": (
-        "from dtype_explorer.frontends.cli import app\n"
-        "app(['probe', 'Dense', '--backend', 'numpy'], prog_name='dtype-explorer')\n"
+        "import sys\n"
+        "sys.argv = ['dtype-explorer', 'probe', 'Dense', '--backend', 'numpy']\n"
+        "try:\n"
+        "    from dtype_explorer.frontends.command import main\n"
+        "except ImportError:\n"
+        "    from dtype_explorer.frontends.cli import app as main\n"
+        "main()\n"
     ),
 }
 
@@ -47,13 +57,22 @@ CASES = {
 def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one fresh process running ``code``."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", _RSS + code], env=env, check=True, capture_output=True)
+    subprocess.run(  # not in a checkout: ``python -c`` puts the cwd first on sys.path
+        [sys.executable, "-c", _RSS + code],
+        env=env,
+        check=True,
+        capture_output=True,
+        cwd=rss_file.parent,
+    )
     wall = time.perf_counter() - t0
     return wall, int(rss_file.read_text()) / 1024
 
 
-def measure(root: Path, repeats: int) -> dict[str, dict[str, float]]:
-    """Median wall seconds and peak RSS of each case, alternating, in one cache directory."""
+def measure(
+    root: Path, repeats: int, imports: list[tuple[float, str]] | None = None
+) -> dict[str, dict[str, float]]:
+    """Median wall seconds and peak RSS of each case, alternating, in one cache directory
+    (and, into ``imports``, the cached answer's slowest imports)."""
     with tempfile.TemporaryDirectory() as scratch:
         rss_file = Path(scratch) / "rss"
         env = {
@@ -68,6 +87,8 @@ def measure(root: Path, repeats: int) -> dict[str, dict[str, float]]:
         for _ in range(repeats):
             for name, code in CASES.items():
                 found[name].append(_run(code, env, rss_file))
+        if imports is not None:  # in the same cache: the answer is there
+            imports.extend(slowest_imports(env))
     return {
         name: {
             "wall_s": statistics.median(w for w, _ in runs),
@@ -77,15 +98,15 @@ def measure(root: Path, repeats: int) -> dict[str, dict[str, float]]:
     }
 
 
-def slowest_imports(root: Path, count: int = 12) -> list[tuple[float, str]]:
+def slowest_imports(env: dict[str, str], count: int = 12) -> list[tuple[float, str]]:
     """The front's ``count`` largest cumulative imports (ms), from ``python -X importtime``."""
-    env = {**os.environ, "PYTHONPATH": str(root)}
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-c", CASES["cli cached"]],
         env=env,
         capture_output=True,
         text=True,
         check=True,
+        cwd=env["DX_BENCH_RSS"].rpartition(os.sep)[0],
     )
     rows = []
     for line in done.stderr.splitlines():
@@ -103,7 +124,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     load = os.getloadavg()[0]
-    rows = measure(args.root, args.repeats)
+    imports: list[tuple[float, str]] | None = [] if args.importtime else None
+    rows = measure(args.root, args.repeats, imports)
     floor, cli = rows["floor"], rows["cli cached"]
     ratio = cli["wall_s"] / floor["wall_s"]
     if args.json:
@@ -114,8 +136,8 @@ def main() -> None:
     for name, row in rows.items():
         print(f"| {name} | {row['wall_s']:.3f} | {row['rss_mb']:.0f} |")
     print(f"| ratio | **{ratio:.2f}x** | {cli['rss_mb'] / floor['rss_mb']:.2f}x |")
-    if args.importtime:
-        for ms, name in slowest_imports(args.root):
+    if imports:
+        for ms, name in imports:
             print(f"{ms:8.1f} ms {name}")
 
 

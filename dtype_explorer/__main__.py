@@ -1,6 +1,6 @@
 """``python -m dtype_explorer``: the ``dtype-explorer`` command."""
 
-from dtype_explorer.frontends.cli import app
+from dtype_explorer.frontends.command import main
 
 if __name__ == "__main__":
-    app(prog_name="dtype-explorer")
+    main()

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run import _trace as trace
 from dtype_explorer.records import HEAD, CastStep, Numerics, OutputValues, ValueFinding
 
 #: Relative error (to the values' scale) against the reference run beyond which the numbers
@@ -365,7 +366,10 @@ def _wrapped_draws(wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]
     from keras.src import backend
 
     module = backend.random
-    originals = {n: getattr(module, n) for n in DRAWS if callable(getattr(module, n, None))}
+    # a worker's op trace keeps its wrappers in place: patch what they wrap, and bind the
+    # patch wrapped as they are (the trace sees the draw as it does when it opens after this)
+    bound = {n: getattr(module, n) for n in DRAWS if callable(getattr(module, n, None))}
+    originals = {n: trace.unwrapped(f) for n, f in bound.items()}
     depth = [0]
 
     def guarded(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -385,11 +389,11 @@ def _wrapped_draws(wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]
 
     try:
         for name, original in originals.items():
-            setattr(module, name, guarded(name, original))
+            setattr(module, name, trace.wrapped_like(bound[name], guarded(name, original)))
         yield
     finally:
-        for name, original in originals.items():
-            setattr(module, name, original)
+        for name, binding in bound.items():
+            setattr(module, name, binding)
 
 
 def recorded_draws(log: list[str]) -> contextlib.AbstractContextManager[None]:

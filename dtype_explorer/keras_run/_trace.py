@@ -65,6 +65,7 @@ from dtype_explorer.keras_run._trace_bindings import (
     OPS_MODULES,
     PRIVATE_ALLOW,
     SKIP_NAMES,
+    WRAPPER_MARK,
 )
 from dtype_explorer.keras_run._trace_records import CAST_OPS, DATA_PARAMS, Step
 from dtype_explorer.records import TraceStep
@@ -82,7 +83,9 @@ __all__ = [
     "op_trace",
     "operator_limit",
     "untraced",
+    "unwrapped",
     "wrapped_bindings",
+    "wrapped_like",
 ]
 
 #: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
@@ -256,6 +259,33 @@ def keep_installed(on: bool = True) -> None:
             _unbind(state)
 
 
+def unwrapped(fn: Any) -> Any:
+    """The function the op trace's wrapper ``fn`` wraps (``fn`` itself where it is none):
+    what dtype-explorer's own patches of Keras's functions wrap, so that a worker whose
+    wrappers stay in place (:func:`keep_installed`) patches the same function as one whose
+    wrappers come and go.
+
+    >>> import keras
+    >>> unwrapped(keras.ops.add) is keras.ops.add
+    True
+    """
+    return fn.__wrapped__ if getattr(fn, WRAPPER_MARK, None) is not None else fn
+
+
+def wrapped_like(binding: Any, fn: Any) -> Any:
+    """``fn``, to be bound where ``binding`` is bound now: wrapped as the op trace wraps
+    ``binding`` (the same name in the trace) where ``binding`` is the trace's wrapper, so that
+    a patch made while the wrappers are in place is traced as it is when the trace opens after
+    it (its wrapper is then found in the patched module); else ``fn`` itself.
+
+    >>> import keras
+    >>> wrapped_like(keras.ops.add, len) is len
+    True
+    """
+    shown = getattr(binding, WRAPPER_MARK, None)
+    return fn if shown is None else _make_wrapper(fn, shown)
+
+
 def wrapped_bindings() -> dict[tuple[str, str], int]:
     """``{(module, name): id(value)}`` of every binding a trace replaces while it is open."""
     if _TRACING.groups is None:
@@ -384,6 +414,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         _finish(trace, step, out, top)
         return out
 
+    setattr(traced, WRAPPER_MARK, shown)
     return traced
 
 

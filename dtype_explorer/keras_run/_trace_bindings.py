@@ -36,6 +36,8 @@ SKIP_NAMES = frozenset(
         "backend", "get_autocast_scope", "is_nnx_enabled",
     }
 )  # fmt: skip
+#: The attribute of the trace's wrappers (``_trace._make_wrapper``): never wrapped again.
+WRAPPER_MARK = "_dx_trace_shown"
 #: Private helpers layer code imports by name and calls.
 PRIVATE_ALLOW = frozenset({"_saturate_cast"})
 
@@ -81,6 +83,8 @@ def collect_targets() -> dict[int, tuple[Any, str]]:
             module = importlib.import_module(name)
         for attr, fn in vars(module).items():
             if not isinstance(fn, types.FunctionType) or fn.__module__ != name:
+                continue
+            if hasattr(fn, WRAPPER_MARK):  # a wrapper already (of a patch made meanwhile)
                 continue
             if (attr.startswith("_") and attr not in PRIVATE_ALLOW) or attr in SKIP_NAMES:
                 continue

@@ -217,10 +217,12 @@ def _import_backend(backend: str) -> None:
                 keras.config.set_backend(backend)
         _state["device"] = _device(backend)
         _state["baseline"] = keras_run.global_settings()
-        # The op trace's wrappers could stay in place here (keras_run.keep_trace_installed: a
-        # passthrough outside a trace, 190-260 us -> 9-15 us per trace). Off for now: a worker's
-        # first trace and its later ones then recorded different steps for one question (a
-        # module imported by the first call), and an answer must not depend on the worker's age.
+        # The op trace's wrappers stay in place (a passthrough outside a trace: opening one
+        # costs a check instead of re-binding ~1,700 names), put in place before any snapshot
+        # of Keras's objects reads them. A patch of Keras's functions made meanwhile (the
+        # random draws' recorder) patches what they wrap (tests/keras_run/test_trace_resident).
+        with contextlib.suppress(Exception):  # else each trace puts them in place itself
+            keras_run.keep_trace_installed()
         if engine is None:
             with contextlib.suppress(Exception):  # a fact for the front ends, never to fail
                 keras_facts.write_snapshot()

@@ -51,8 +51,6 @@ SQLite is named as such: each warned about once (:mod:`dtype_explorer.runtime._s
 from __future__ import annotations
 
 import collections
-import functools
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,7 +63,7 @@ from dtype_explorer import keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _mac, engines
 from dtype_explorer.runtime import _store as _store_module
-from dtype_explorer.versions import placement, settings, versions
+from dtype_explorer.runtime._cache_key import installed_key
 
 __all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "results"]
 
@@ -149,21 +147,10 @@ def _opener(where: str) -> diskcache.Cache:
 
 def key(spec: ProbeSpec) -> str:
     """The cache key of ``spec``: the full spec, the versions that answer it, where, and the
-    settings a worker starts with."""
-    found = (
-        f"{spec.cache_key()}|{_stamp(spec.backend)}|{_compact(placement())}|{_compact(settings())}"
-    )
+    settings a worker starts with (``_cache_key``)."""
+    found = installed_key(spec)
     # An engine's answers: under its pinned release and what it installed (not created: a miss).
     return found if spec.engine is None else f"{found}|{engines.stamp(spec.engine)}"
-
-
-@functools.cache
-def _stamp(backend: str) -> str:
-    return _compact(versions(backend))
-
-
-def _compact(values: dict[str, Any]) -> str:
-    return json.dumps(values, sort_keys=True, separators=(",", ":"))
 
 
 def get(spec: ProbeSpec) -> ProbeResult | None:

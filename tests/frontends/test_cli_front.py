@@ -1,19 +1,24 @@
 """The CLI as a user runs it: a real ``dtype-explorer`` process (and its real workers), its
 stdout and stderr read whole, and which frameworks its own process imported.
 
-The front process is run through a tiny wrapper that calls the CLI's ``app`` and, at exit,
+The front process is run through a tiny wrapper that calls the script's entry point
+(``frontends.command.main``, as pyproject.toml's ``[project.scripts]`` names it) and, at exit,
 writes which of keras/tensorflow/jax/torch its ``sys.modules`` holds (and, beside it, every
 module it imported): nothing in the product is patched or mocked.
 """
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
-#: Runs the CLI exactly as the ``dtype-explorer`` script does, and reports this process's
-#: frameworks at exit to the file named by $DX_FRONT_REPORT.
+from dtype_explorer.frontends import command
+from dtype_explorer.runtime import _store, cached, pool
+
+#: Runs the CLI exactly as the ``dtype-explorer`` script does (its entry point), and reports
+#: this process's frameworks at exit to the file named by $DX_FRONT_REPORT.
 WRAPPER = """
 import atexit, json, os, sys
 
@@ -25,8 +30,8 @@ def _report():
         json.dump(sorted(sys.modules), f)
 
 atexit.register(_report)
-from dtype_explorer.frontends.cli import app
-app(prog_name="dtype-explorer")
+from dtype_explorer.frontends.command import main
+main()
 """
 #: Lines frameworks print while they start (TensorFlow's C++ logging through absl, oneDNN,
 #: CUDA stubs, XLA, torch and jax warnings).
@@ -201,6 +206,17 @@ NOT_FOR_A_CACHED_ANSWER = {
     "duckdb",
     "IPython",
     "anywidget",
+    # the full command and what only a miss needs: the worker pool, the cache's storage
+    "dtype_explorer.frontends.cli",
+    "dtype_explorer.runtime.pool",
+    "dtype_explorer.runtime.cache",
+    "dtype_explorer.runtime.engines",
+    "typer",
+    "click",
+    "rich",
+    "diskcache",
+    "filelock",
+    "tqdm",
 }
 
 
@@ -214,13 +230,53 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     modules = _modules(tmp_path)
     assert frameworks == []
     # what it does need is there: the spec check, the cache read and the text view
-    needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cache"}
-    assert needed | {"dtype_explorer.views._text"} <= modules
+    needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cached"}
+    assert needed | {"dtype_explorer.views._text", "dtype_explorer.runtime._mac"} <= modules
     assert sorted(modules & NOT_FOR_A_CACHED_ANSWER) == []
     ours = {m for m in modules if m.startswith("dtype_explorer")}
-    # 80 before the packages' names were made lazy, 45 right after; since, the package split
-    # modules it already loaded (records' _numerics, _fit; runtime's _spawn, _failures, ...)
-    # and added small ones a cached answer does need (the signed rows' _mac and _store, the
-    # engines' _site hashes and _kernelspec). The cap catches a heavy module coming back; the
-    # list above (NOT_FOR_A_CACHED_ANSWER) names the heavy ones.
-    assert len(ours) <= 62, "\n".join(sorted(ours))
+    # 80 before the packages' names were made lazy, 45 right after, 62 as the package split;
+    # 44 since the entry point answers a cached probe itself (frontends.command: no typer,
+    # pool, diskcache or engines). The cap catches a heavy module coming back; the list above
+    # (NOT_FOR_A_CACHED_ANSWER) names the heavy ones.
+    assert len(ours) <= 46, "\n".join(sorted(ours))
+
+
+def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(
+    tmp_path, monkeypatch
+):
+    cache_dir = tmp_path / "cache"
+    args = [*DENSE, "--backend", "numpy"]
+    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert live.returncode == 0, live.stderr
+    monkeypatch.setenv("DTYPE_EXPLORER_CACHE_DIR", str(cache_dir))
+    assert command.cached_text(args) == live.stdout  # signed: served, as the full command
+    with sqlite3.connect(cache_dir / "cache.db") as db:  # a well-formed lie, same MAC
+        db.execute("UPDATE Cache SET value = replace(value, 'float32', 'float64')")
+    assert command.cached_text(args) is None
+    again, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert again.returncode == 0 and again.stdout == live.stdout, again.stderr
+    assert "dtype_explorer.runtime.pool" in _modules(tmp_path)  # asked live, on the full path
+    assert command.cached_text(args) == live.stdout  # the live answer replaced the lie
+
+
+def test_the_fast_path_leaves_what_it_does_not_answer_to_the_full_command():
+    assert (cached.DB_FILE, cached.ENV_BACKENDS) == (_store.FILE, pool.ENV_BACKENDS)
+    scripts = (ROOT / "pyproject.toml").read_text()
+    assert 'dtype-explorer = "dtype_explorer.frontends.command:main"' in scripts
+    for argv in (
+        ["probe", "Dense", "--no-cache", "--backend", "numpy"],
+        ["probe", "Dense", "--engine", "keras==3.11.3"],
+        ["probe", "Dense", "--help"],
+        ["--debug", "probe", "Dense"],
+        ["table", "add"],
+    ):
+        assert command.question(argv) is None, argv
+    # several backends or modes, or a question the spec check refuses: the full command's
+    for argv in (
+        ["probe", "Dense"],
+        ["probe", "Dense", "--backend", "numpy,jax"],
+        ["probe", "Dense", "--backend", "numpy", "--mode", "call,model"],
+        ["probe", "Dense", "--backend", "numpy", "--input-dtype", "uint9"],
+        ["probe", "Dense", "--backend", "numpy", "--kwargs", "{units"],
+    ):
+        assert command.cached_text(argv) is None, argv

@@ -1,0 +1,35 @@
+"""The result cache's key for the installed Keras (``cache.key`` adds an engine's stamp): the
+full spec, the versions that answer it, where it runs and the settings a worker starts with,
+read without importing a backend. Its own module so that a cached read
+(:mod:`dtype_explorer.runtime.cached`) computes it without the cache's storage stack.
+
+>>> from dtype_explorer.records import ProbeSpec
+>>> spec = ProbeSpec(target="Dense", input_dtypes=("float32",), policy="float32",
+...                  backend="numpy", kwargs={"units": 2}, shapes=((2, 3),))
+>>> installed_key(spec).startswith(spec.cache_key() + "|")
+True
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from dtype_explorer.records import ProbeSpec
+from dtype_explorer.versions import placement, settings, versions
+
+
+def installed_key(spec: ProbeSpec) -> str:
+    """The cache key of ``spec`` answered by the installed Keras (no engine's stamp)."""
+    return f"{spec.cache_key()}|{_stamp(spec.backend)}|{compact(placement())}|{compact(settings())}"
+
+
+@functools.cache
+def _stamp(backend: str) -> str:
+    return compact(versions(backend))
+
+
+def compact(values: dict[str, Any]) -> str:
+    """``values`` as the key writes them: sorted JSON without spaces."""
+    return json.dumps(values, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,98 @@
+"""The op trace with its wrappers kept in place between traces (a worker's,
+``keep_trace_installed``) records what it records when they come and go: a worker's first
+trace of a question and its later ones record the same steps, on real Keras.
+
+The in-process tests run on this session's backend; the worker test asks a fresh numpy worker.
+"""
+
+import sys
+import textwrap
+
+import keras
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer import pool
+from dtype_explorer.keras_run import _trace, make_spec, run_probe
+
+QUESTIONS = [
+    ("Dense", "float32", {"units": 3}),  # the kernel's draw at build passes the draws' patch
+    ("Conv2D", "float16", {"filters": 2, "kernel_size": 2}),
+    ("LSTM", "float32", {"units": 3}),
+    ("Dropout", "float16", {"rate": 0.5}),
+    ("LayerNormalization", "float16", None),
+]
+
+
+def _steps(result):
+    return [
+        (s.op, s.phase, s.note, s.source and (s.source.function, s.source.line), len(s.children))
+        for s in result.trace
+    ]
+
+
+def _probe(target, dtype, kwargs):
+    spec = make_spec(target, dtype, backend=keras.backend.backend(), kwargs=kwargs)
+    result = run_probe(spec, target=None if isinstance(target, str) else target)
+    assert result.status == "ok", result.error
+    return _steps(result)
+
+
+@pytest.mark.parametrize(("name", "dtype", "kwargs"), QUESTIONS, ids=[q[0] for q in QUESTIONS])
+def test_kept_in_place_the_first_and_later_traces_record_what_a_fresh_install_does(
+    name, dtype, kwargs
+):
+    coming_and_going = _probe(name, dtype, kwargs)
+    assert coming_and_going
+    _trace.keep_installed()
+    try:
+        first = _probe(name, dtype, kwargs)
+        second = _probe(name, dtype, kwargs)
+    finally:
+        _trace.keep_installed(False)
+    assert first == coming_and_going
+    assert second == coming_and_going
+    if name == "Dense":  # the kernel's initializer draws through the draws' recorder
+        assert ("backend.random.uniform", "build") in [s[:2] for s in first]
+
+
+def test_a_module_imported_by_the_first_call_is_traced_the_same_later(tmp_path, monkeypatch):
+    # a helper module the layer imports on its first call only, binding an op by name
+    module = "dx_lazy_helper_for_trace"
+    (tmp_path / f"{module}.py").write_text(
+        textwrap.dedent(
+            """
+            from keras.ops import multiply
+
+            def scale(x):
+                return multiply(x, 2.0)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class LazyScale(keras.layers.Layer):
+        def call(self, x):
+            helper = __import__(module)
+            return keras.ops.add(helper.scale(x), 1.0)
+
+    _trace.keep_installed()
+    try:
+        first = _probe(LazyScale, "float32", None)
+        assert module in sys.modules  # imported while the first trace was open
+        second = _probe(LazyScale, "float32", None)
+    finally:
+        _trace.keep_installed(False)
+        sys.modules.pop(module, None)
+    assert [s[0] for s in first if s[1] == "call"][-2:] == ["ops.multiply", "ops.add"]
+    assert second == first
+
+
+def test_a_workers_first_and_second_trace_of_a_question_record_the_same_steps():
+    pool.shutdown()  # a fresh worker: its first trace is the one that differed
+    for name, dtype, kwargs in QUESTIONS[:2]:
+        first = dx.probe(name, dtype, backend="numpy", kwargs=kwargs, use_cache=False)
+        second = dx.probe(name, dtype, backend="numpy", kwargs=kwargs, use_cache=False)
+        assert first.status == second.status == "ok"
+        assert _steps(first) == _steps(second)
+        assert ("backend.random.uniform", "build") in [s[:2] for s in _steps(first)]
