@@ -208,8 +208,11 @@ def run_layer(
     # probe quantized: its reference would be quantized too), then the fit step.
     if called.outputs is not None and mode not in ("predict", "dataset") and not quantizer:
         with timed(timings, "numerics_ms"):
+            # the reference is built under the wider policy: a ``dtype`` the user gave in
+            # kwargs would build it as narrow as the probed layer (and overflow with it)
+            wide = {k: v for k, v in kwargs.items() if k != "dtype"}
             fields["numerics"] = layer_numerics(
-                build,
+                functools.partial(construct, functools.partial(_built, cls, wide)),
                 layer,
                 entry,
                 call,

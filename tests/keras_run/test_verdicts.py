@@ -237,3 +237,24 @@ def test_an_audit_names_integers_rounded_inside_the_model():
     assert lost.details["max_abs"] == 2909.0 and lost.details["to"] == "float16"
     quiet = dx.check_model(model, np.array([[20, 29]], "int32"))
     assert not [f for f in quiet.findings if f.kind == "precision-loss"]
+
+
+# ------------------------------------------------ a dtype given in kwargs, not the reference's
+
+
+def test_a_narrow_dtype_in_kwargs_does_not_narrow_the_reference():
+    """Old code: ``kwargs={"dtype": "mixed_float16"}`` built the wider reference under that
+    narrow policy too, so it rounded as the probe did and the error read 0.0; the reference is
+    the same layer under the wider policy, whose outputs differ from float16's."""
+    values = np.linspace(-3.0, 3.0, 16, dtype="float32").reshape(2, 8)
+    r = dx.probe(
+        "Dense",
+        "float32",
+        kwargs={"units": 4, "dtype": "mixed_float16"},
+        values=values,
+        backend="numpy",
+    )
+    assert r.status == "ok", r.error
+    assert r.output_dtype == "float16"
+    assert r.numerics.reference_dtype in ("float32", "float64"), r.numerics
+    assert r.numerics.max_rel_error > 1e-5, r.numerics  # float16's rounding, seen
