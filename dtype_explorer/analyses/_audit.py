@@ -29,6 +29,7 @@ from dtype_explorer.analyses import (
     _audit_reprobe,
     _audit_rules,
     _audit_rules_across,
+    _audit_rules_facts,
     _audit_save,
 )
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
@@ -328,6 +329,7 @@ def _call_findings(audit: _Audit, asked: _Question) -> list[Finding]:
     findings = _audit_rules.find(
         audit.calls, model=_audited_model(audit.audited, audit.calls), policy=audit.policy
     )
+    audit.notes += _audit_rules_facts.float32_on_purpose(audit.calls)  # facts, no faults
     wide = reference_dtype(keras.backend.backend())
     checked = [
         (

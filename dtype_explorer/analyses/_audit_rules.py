@@ -580,9 +580,9 @@ def _catalog_entry(name: str) -> Any:
 
 
 def _unique(findings: Iterable[Finding]) -> list[Finding]:
-    seen: dict[tuple[str, str], Finding] = {}
-    for finding in findings:
-        seen.setdefault((finding.kind, finding.path), finding)
+    seen: dict[tuple[str, str, str], Finding] = {}  # a round trip's: per format and change
+    for f in findings:
+        seen.setdefault((f.kind, f.path, repr([f.details.get(k) for k in ("format", "layers")])), f)
     return list(seen.values())
 
 

@@ -13,6 +13,7 @@ no Keras. The compute path of a quantized layer is read here from its op trace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -22,6 +23,7 @@ from dtype_explorer.records import (
     LayerCall,
     QuantizationReport,
     QuantizedLayer,
+    RoundTrip,
     RoundTripReport,
 )
 
@@ -259,32 +261,13 @@ def _quantized_policy(name: str) -> bool:
 
 
 def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
-    """One finding per format whose load raised, whose dtypes changed, or whose outputs moved."""
+    """One finding per format whose load raised, per change of dtypes (the layers that changed
+    alike in one finding), and per format whose outputs moved."""
     findings = []
     for trip in report.trips:
         if trip.outcome == "raised" and trip.error is not None:
-            findings.append(
-                Finding(
-                    kind="roundtrip-error",
-                    severity="error",
-                    path=model,
-                    message=(
-                        f"{trip.format}: {trip.stage} raised {trip.error.type}: "
-                        f"{trip.error.message}"
-                    ),
-                    details={"format": trip.format, "stage": trip.stage},
-                )
-            )
-        for change in trip.dtype_changes:
-            findings.append(
-                Finding(
-                    kind="roundtrip-dtype",
-                    severity="error",
-                    path=change.split(":", 1)[0],
-                    message=f"{trip.format}: after save and load, {change}",
-                    details={"format": trip.format},
-                )
-            )
+            findings.append(_trip_error(trip, model, report))
+        findings += _dtype_changes(trip)
         if trip.output_dtypes != trip.loaded_output_dtypes and trip.outcome == "compared":
             findings.append(
                 Finding(
@@ -295,6 +278,7 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
                         f"{trip.format}: the outputs were {', '.join(trip.output_dtypes)}, "
                         f"after loading {', '.join(trip.loaded_output_dtypes)}"
                     ),
+                    fix=_preset_fix(trip),
                     details={"format": trip.format},
                 )
             )
@@ -312,3 +296,62 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
                 )
             )
     return findings
+
+
+def _trip_error(trip: RoundTrip, model: str, report: RoundTripReport) -> Finding:
+    """Keras's message; the fix names the formats that did bring the model back unchanged."""
+    assert trip.error is not None
+    clean = [
+        t.format
+        for t in report.trips
+        if t.outcome == "compared" and not t.dtype_changes and not t.max_abs_difference
+    ]
+    fix = (
+        f"# this model came back unchanged through {', '.join(clean)}\n"
+        'model.save("model.keras")\nmodel = keras.saving.load_model("model.keras")'
+        if ".keras" in clean
+        else ""
+    )
+    return Finding(
+        kind="roundtrip-error",
+        severity="error",
+        path=model,
+        message=f"{trip.format}: {trip.stage} raised {trip.error.type}: {trip.error.message}",
+        fix=fix,
+        details={"format": trip.format, "stage": trip.stage},
+    )
+
+
+def _dtype_changes(trip: RoundTrip) -> list[Finding]:
+    """``path: what → what`` changes grouped by what changed (counts of variables aside): a
+    preset that loads every layer under another policy is one finding naming the layers."""
+    groups: dict[str, list[str]] = {}
+    for change in trip.dtype_changes:
+        path, _, what = change.partition(": ")
+        groups.setdefault(re.sub(r"\b\d+ ", "", what), []).append(path)
+    findings = []
+    for what, paths in groups.items():
+        named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        layers = f"{len(paths)} layers ({named})" if len(paths) > 1 else paths[0]
+        findings.append(
+            Finding(
+                kind="roundtrip-dtype",
+                severity="error",
+                path=paths[0],
+                message=f"{trip.format}: after save and load, {layers}: {what}",
+                fix=_preset_fix(trip),
+                details={"format": trip.format, "layers": list(paths)},
+            )
+        )
+    return findings
+
+
+def _preset_fix(trip: RoundTrip) -> str:
+    """keras-hub's ``from_preset`` without ``dtype=`` loads a float preset under Keras's
+    global policy (``PresetLoader._resolve_dtype``): give the policy it was saved with."""
+    if trip.format != "preset":
+        return ""
+    return (
+        "# from_preset loads a float preset under keras.config.dtype_policy() unless dtype= "
+        "is given\nmodel = type(model).from_preset(preset_dir, dtype=model.dtype_policy.name)"
+    )

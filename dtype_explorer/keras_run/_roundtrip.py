@@ -2,7 +2,9 @@
 comes back with what left, layer by layer (``check_model(..., mode="save")``): the native
 ``.keras`` archive; the legacy ``.h5`` file (Sequential and Functional models, h5py
 installed); ``model.export`` to a SavedModel read back through ``keras.layers.TFSMLayer``
-(the tensorflow backend). The model is only read (saved); each load is a new model.
+(the tensorflow backend); a keras-hub model's ``save_to_preset``/``from_preset``, with and
+without ``dtype=`` (:mod:`._roundtrip_preset`). The model is only read (saved); each load is a
+new model.
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
@@ -24,6 +26,12 @@ import numpy as np
 
 from dtype_explorer.errors import keras_message
 from dtype_explorer.keras_run._model_trace import layer_paths
+from dtype_explorer.keras_run._roundtrip_preset import (
+    is_preset,
+    load_preset,
+    preset_formats,
+    save_preset,
+)
 from dtype_explorer.keras_run._samples import declared_inputs, keras_flatten
 from dtype_explorer.records import ErrorInfo, RoundTrip
 
@@ -33,12 +41,13 @@ FORMATS = (".keras", ".h5", "SavedModel")
 def round_trips(
     model: Any, sample: Any, arguments: dict[str, Any], formats: tuple[str, ...] = FORMATS
 ) -> list[RoundTrip]:
-    """Each format of ``formats`` that applies to ``model`` here: saved, loaded back, compared
-    (policies, variable dtypes, the outputs' dtypes and values on ``sample``)."""
+    """Each format of ``formats`` that applies to ``model`` here, then a keras-hub model's
+    presets: saved, loaded back, compared (policies, variable dtypes, the outputs' dtypes and
+    values on ``sample``)."""
     before = _outputs(model, sample, arguments)
     trips = []
     with tempfile.TemporaryDirectory(prefix="dx-roundtrip-") as tmp:
-        for fmt in formats:
+        for fmt in (*formats, *preset_formats(model)):
             why = _not_applicable(model, fmt)
             if why:
                 trips.append(RoundTrip(format=fmt, outcome="not-applicable", why=why))
@@ -78,10 +87,15 @@ def _trip(
             changes: tuple[str, ...] = ()
             compared = 0
         else:
-            path = base + fmt
-            model.save(path)
-            stage = "load"
-            loaded = keras.saving.load_model(path, compile=False)
+            if is_preset(fmt):
+                path = save_preset(model, base)
+                stage = "load"
+                loaded = load_preset(model, path, fmt)
+            else:
+                path = base + fmt
+                model.save(path)
+                stage = "load"
+                loaded = keras.saving.load_model(path, compile=False)
             changes, compared = _changes(model, loaded)
             stage = "call"
             after = _outputs(loaded, sample, arguments)
@@ -134,16 +148,30 @@ def _changes(model: Any, loaded: Any) -> tuple[tuple[str, ...], int]:
         if policy != policy2:
             changes.append(f"{path}: policy ({policy}) → ({policy2})")
         if variables != variables2:
-            changes.append(
-                f"{path}: variables {', '.join(variables)} → {', '.join(variables2) or 'none'}"
-            )
+            changes.append(f"{path}: variables {_counted(variables)} → {_counted(variables2)}")
     return tuple(changes), len(was)
+
+
+def _counted(dtypes: list[str]) -> str:
+    """``float32, int8`` in order, runs counted: ``11 bfloat16, float32``; ``none``."""
+    runs: list[list] = []
+    for dtype in dtypes:
+        if runs and runs[-1][0] == dtype:
+            runs[-1][1] += 1
+        else:
+            runs.append([dtype, 1])
+    return ", ".join(d if n == 1 else f"{n} {d}" for d, n in runs) or "none"
 
 
 def _policy(layer: Any) -> str:
     """What a layer's policy makes of it: compute and variable dtype, quantization mode. A
     quantized keras-hub model loads back with every layer holding the model's
-    ``DTypePolicyMap`` (``map_float32``), which resolves per layer to the same dtypes."""
+    ``DTypePolicyMap`` (``map_float32``), which resolves per layer to the same dtypes. An
+    ``InputLayer``: the dtype of its tensor (its policy is whatever was global when built)."""
+    import keras
+
+    if isinstance(layer, keras.layers.InputLayer):  # its policy computes nothing
+        return f"input {keras.backend.standardize_dtype(layer.output.dtype)}"
     mode = getattr(layer, "quantization_mode", None)
     quantized = f", quantized {mode}" if mode else ""
     return f"compute {layer.compute_dtype}, variables {layer.variable_dtype}{quantized}"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from dtype_explorer.analyses import _audit_rules_quant as rules
+from dtype_explorer.analyses._audit_rules import ordered
 from dtype_explorer.records import (
     ErrorInfo,
     LayerCall,
@@ -193,3 +194,34 @@ def test_stored_bytes_and_rows():
     )
     assert (rep.bytes, rep.float_bytes) == (8, 32)
     assert "24 saved" in rep.text()
+
+
+def test_roundtrip_changes_alike_are_one_finding_and_each_format_its_own():
+    changes = (
+        *tuple(f"m/d{i}: policy (bfloat16) → (float32)" for i in range(5)),
+        "m/d0: variables 2 bfloat16 → 2 float32",
+        "m/e: variables bfloat16 → float32",
+    )
+    trips = RoundTripReport(
+        trips=(
+            RoundTrip(
+                format=".keras", output_dtypes=("bfloat16",), loaded_output_dtypes=("bfloat16",)
+            ),
+            RoundTrip(format="preset", dtype_changes=changes),
+            RoundTrip(
+                format="preset, dtype=x",
+                outcome="raised",
+                stage="load",
+                error=ErrorInfo(type="ValueError", message="bad"),
+            ),
+        )
+    )
+    found = rules.roundtrip_findings(trips, "m")
+    dtype = [f for f in found if f.kind == "roundtrip-dtype"]
+    assert [f.details["layers"] for f in dtype] == [[f"m/d{i}" for i in range(5)], ["m/d0", "m/e"]]
+    assert "5 layers (m/d0, m/d1, m/d2 and 2 more)" in dtype[0].message
+    assert all("dtype=" in f.fix for f in dtype)  # from_preset without dtype=
+    error = next(f for f in found if f.kind == "roundtrip-error")
+    assert "model.keras" in error.fix  # .keras came back unchanged
+    kept = ordered([*found, error.model_copy(update={"details": {"format": "preset"}})])
+    assert len([f for f in kept if f.kind == "roundtrip-error"]) == 2
