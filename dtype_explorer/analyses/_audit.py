@@ -165,16 +165,8 @@ def check_model(
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
         if quantize is not None:  # the copy is quantized there, with that release's modes
             options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
-        return _audit_engine.check_on_engine(
-            model,
-            sample,
-            asked.policy,
-            asked.backends,
-            asked.timeout,
-            asked.engine,
-            options,
-            audit=audit_rebuilt,
-        )
+        there = (asked.policy, asked.backends, asked.timeout, asked.engine)
+        return _audit_engine.check_on_engine(model, sample, *there, options, audit=audit_rebuilt)
     asked = dataclasses.replace(
         asked, quantize=None if quantize is None else quantize_request(quantize)
     )
