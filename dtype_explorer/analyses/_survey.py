@@ -162,14 +162,9 @@ def _answers(
     if client is None:
         return run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress, sink=sink)
     with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
-        found = run_on_cluster(
-            client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
+        return run_on_cluster(
+            client, specs, timeout=timeout, use_cache=use_cache, update=bar.update, sink=sink
         )
-    if sink is None:
-        return found
-    for result in found:  # a cluster's answers come back merged: handed on one by one
-        sink(result)
-    return []
 
 
 def resolve(
