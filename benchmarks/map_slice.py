@@ -61,15 +61,14 @@ class Sampler(threading.Thread):
 
 
 def role(proc: psutil.Process) -> str:
-    if proc.pid == os.getpid():
-        return "front"
-    line = " ".join(proc.cmdline())
-    if "resource_tracker" in line:
+    """``front`` (this process), ``dask-worker`` (its children: LocalCluster's worker
+    processes), ``pool-worker`` (theirs: a backend's dtype-explorer worker)."""
+    depth, parent = 0, proc
+    while parent is not None and parent.pid != os.getpid():
+        parent, depth = parent.parent(), depth + 1
+    if "resource_tracker" in " ".join(proc.cmdline()):
         return "resource-tracker"
-    for backend in ("tensorflow", "torch", "jax", "numpy"):
-        if f"'{backend}'" in line or proc.name().endswith(backend):
-            return f"worker:{backend}"
-    return "dask" if "spawn_main" in line or "forkserver" in line else proc.name()
+    return {0: "front", 1: "dask-worker"}.get(depth, "pool-worker")
 
 
 def slice_targets(stride: int) -> list[str]:
@@ -85,18 +84,23 @@ def slice_targets(stride: int) -> list[str]:
 
 
 def whole_map(backends: int) -> dict:
-    """The number of probes of the whole map: every target x its default dtypes x the four
-    default policies x ``backends``."""
+    """The number of probes of the whole map: every layer, loss and metric x the default
+    dtypes x the four default policies, every op x the dtypes (an op has no policy), x
+    ``backends``."""
     from dtype_explorer.analyses import _survey
     from dtype_explorer.keras_run import catalog
 
-    names = catalog.names()
-    _, dtypes, policies = _survey.resolve(names, None, None)
+    layered = [e.name for e in [*catalog.layers(), *catalog.objectives()]]
+    ops = [e.name for e in catalog.ops()]
+    _, dtypes, policies = _survey.resolve(layered, None, None)
+    _, op_dtypes, _ = _survey.resolve(ops, None, None)
+    probes = (len(layered) * len(dtypes) * len(policies) + len(ops) * len(op_dtypes)) * backends
     return {
-        "targets": len(names),
+        "layers_losses_metrics": len(layered),
+        "ops": len(ops),
         "dtypes": len(dtypes),
         "policies": len(policies),
-        "probes": len(names) * len(dtypes) * len(policies) * backends,
+        "probes": probes,
     }
 
 
@@ -130,6 +134,7 @@ def measure(stride: int, dtypes: list[str], out: Path) -> dict:
     answers = list(cache.results())
     floor = sum((r.timings.get("construct_ms", 0) + r.timings.get("call_ms", 0)) for r in answers)
     plain = sum(len(r.to_json()) for r in answers)
+    stored = cache._store().run(lambda db: sum(len(k) + len(db.get(k) or "") for k in db))
     peaks: dict[str, int] = {}
     for rss, name in sampler.peak.values():
         peaks[name] = max(peaks.get(name, 0), rss)
@@ -151,6 +156,7 @@ def measure(stride: int, dtypes: list[str], out: Path) -> dict:
         "cache_mb_client": round(size(Path(dx.cache.path())) / 1e6, 2),
         "cache_mb_workers": round(size(worker_cache) / 1e6, 2),
         "cache_rows_plain_json_mb": round(plain / 1e6, 2),
+        "cache_rows_stored_mb": round(stored / 1e6, 2),  # keys + compressed bodies
         "cache_rows": len(answers),
         "site_mb": round(size(out, ("atlas.json", "atlas.parquet")) / 1e6, 2),
         "site_largest_data_kb": round(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import functools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -192,7 +193,20 @@ def installed(backends: Sequence[str] | str | None) -> tuple[str, ...]:
 
 @functools.cache
 def compute_dtype(policy: str) -> str:
-    """The compute dtype of ``policy``, as Keras's ``DTypePolicy`` says."""
+    """The compute dtype of ``policy``, as Keras's ``DTypePolicy`` says: the kernel's Keras
+    when it is imported already, else a worker's (numpy's, the lightest), so that a survey's
+    front never imports Keras for it (with TensorFlow, its default backend, ~700 MB: the
+    front's whole peak in ``benchmarks/atlas_store.py``)."""
+    if "keras" in sys.modules:
+        return policy_compute_dtype(policy)
+    backends = pool.installed_backends() or ["numpy"]
+    backend = "numpy" if "numpy" in backends else backends[0]
+    return str(pool.call(backend, policy_compute_dtype, policy).result())
+
+
+def policy_compute_dtype(policy: str) -> str:
+    """``keras.dtype_policies.get(policy).compute_dtype`` in this process (a worker's, from
+    :func:`compute_dtype`)."""
     import keras
 
     return str(keras.dtype_policies.get(policy).compute_dtype)
