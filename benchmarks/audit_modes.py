@@ -13,7 +13,13 @@ Each mode's bare work is what a user would run:
 * predict: ``model.predict(x)`` with its ``predict_function`` made afresh (the audit makes
   one, traced with its recorders, each time);
 * fit: a copy of the model (``clone_model``, weights copied), compiled from the model's
-  compile config, one ``model.fit`` step (the audit trains a copy, never the model).
+  compile config, one ``model.fit`` step (the audit trains a copy, never the model);
+* quantize (``check_model(..., quantize="int8")``): a float32 twin of the model (int8 refuses
+  float16), copied (``clone_model``, weights copied: quantizing is in place, and the audit
+  quantizes a copy), ``copy.quantize("int8")`` and a call;
+* save (``mode="save"``): ``model.save`` to a ``.keras`` file, ``keras.saving.load_model`` and a
+  call of the loaded model (the audit also compares every layer, and tries the other formats
+  the installed release has).
 
 Bare and audit alternate after a warm-up; medians of process time (``--clock cpu``, the
 default) or wall time.
@@ -21,9 +27,12 @@ default) or wall time.
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import _harness as harness  # benchmarks/, beside this script
 
-MODES = ("call", "training", "predict", "fit")
+MODES = ("call", "training", "predict", "fit", "quantize", "save")
 SHAPE = (32, 128)
 
 
@@ -58,11 +67,28 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
         copy.compile_from_config(model.get_compile_config())
         copy.fit(x, y, batch_size=SHAPE[0], epochs=1, verbose=0)
 
+    plain = keras.Sequential([keras.Input(SHAPE[1:]), keras.layers.Dense(64)])
+    plain.add(keras.layers.Dense(10, activation="softmax"))
+
+    def quantize() -> None:
+        copy = keras.models.clone_model(plain)
+        copy.set_weights(plain.get_weights())
+        copy.quantize("int8")
+        copy(x)
+
+    where = os.path.join(tempfile.mkdtemp(prefix="dx-bench-save-"), "model.keras")
+
+    def save() -> None:
+        model.save(where)
+        keras.saving.load_model(where)(x)
+
     bare = {
         "call": lambda: model(x),
         "training": lambda: model(x, training=True),
         "predict": predict,
         "fit": fit,
+        "quantize": quantize,
+        "save": save,
     }
     rows = []
     for mode in MODES:
@@ -70,7 +96,10 @@ def measure_here(repeats: int, clock: str) -> list[dict]:
             continue
 
         def audited(mode=mode) -> None:
-            check_model(model, x, mode=mode)
+            if mode == "quantize":
+                check_model(plain, x, quantize="int8")
+            else:
+                check_model(model, x, mode=mode)
 
         found = harness.medians({"bare": bare[mode], "audit": audited}, repeats, now)
         b, m = found["bare"], found["audit"]

@@ -138,9 +138,12 @@ def run_on_cluster(
     timeout: float | None,
     use_cache: bool,
     update: Callable[[int], Any],
+    sink: Callable[[ProbeResult], None] | None = None,
 ) -> list[ProbeResult]:
     """Answer ``specs`` on ``client``'s cluster, in ``specs`` order; ``update(n)`` is called
-    as ``n`` more answers arrive (a progress bar's ``update``).
+    as ``n`` more answers arrive (a progress bar's ``update``). With ``sink``, each answer is
+    handed to it as its partition arrives (in no set order) and not kept: the front holds a
+    flag per probe, not the survey.
 
     Args:
         client: a ``distributed.Client``.
@@ -148,18 +151,19 @@ def run_on_cluster(
         timeout: seconds per probe on the workers (``None``: their default).
         use_cache: ask and fill the client's cache and the workers' caches.
         update: progress callback.
+        sink: where each answer goes instead of the list returned (then empty).
 
     Returns:
-        One result per spec, in order.
+        One result per spec, in order (none with ``sink``).
     """
     from distributed import as_completed
 
-    results: list[ProbeResult | None] = [None] * len(specs)
+    results = _Answers(len(specs), sink)
     todo = []
     for index, spec in enumerate(specs):
         hit = _cached(spec) if use_cache else None
         if hit is not None:
-            results[index] = hit
+            results.put(index, hit)
         else:
             todo.append(index)
     if len(todo) < len(specs):
@@ -188,9 +192,9 @@ def run_on_cluster(
                 continue
             fresh = 0
             for index, answer in zip(indices, value):
-                if results[index] is None:  # each cell once, whatever Dask reran
+                if not results.has(index):  # each cell once, whatever Dask reran
                     result = ProbeResult.from_dict(answer)
-                    results[index] = result
+                    results.put(index, result)
                     fresh += 1
                     if use_cache and not result.cached:
                         _store(result)
@@ -199,10 +203,36 @@ def run_on_cluster(
     except BaseException:
         client.cancel(list(parts))
         raise
-    missing = [i for i, r in enumerate(results) if r is None]
+    missing = results.missing()
     if missing:  # not reachable unless Dask lost a partition without saying so
-        raise ClusterError(f"{len(missing)} probes came back from no worker")
-    return [r for r in results if r is not None]
+        raise ClusterError(f"{missing} probes came back from no worker")
+    return results.kept()
+
+
+class _Answers:
+    """The answers of a cluster survey by index: kept in place, or handed to ``sink`` with
+    only a flag kept per probe."""
+
+    def __init__(self, count: int, sink: Callable[[ProbeResult], None] | None) -> None:
+        self.sink = sink
+        self.seen = bytearray(count)
+        self.results: list[ProbeResult | None] = [None] * (count if sink is None else 0)
+
+    def has(self, index: int) -> bool:
+        return bool(self.seen[index])
+
+    def put(self, index: int, result: ProbeResult) -> None:
+        self.seen[index] = 1
+        if self.sink is None:
+            self.results[index] = result
+        else:
+            self.sink(result)
+
+    def missing(self) -> int:
+        return len(self.seen) - sum(self.seen)
+
+    def kept(self) -> list[ProbeResult]:
+        return [r for r in self.results if r is not None]
 
 
 def _submit(client: Any, specs: Sequence[ProbeSpec], indices: list[int], options: tuple) -> Any:

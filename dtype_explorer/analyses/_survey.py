@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import fnmatch
 import functools
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -204,14 +205,9 @@ def _answers(
     if client is None:
         return run_specs(specs, timeout=timeout, use_cache=use_cache, progress=progress, sink=sink)
     with progress_bar(total=len(specs), desc="survey", enabled=progress) as bar:
-        found = run_on_cluster(
-            client, specs, timeout=timeout, use_cache=use_cache, update=bar.update
+        return run_on_cluster(
+            client, specs, timeout=timeout, use_cache=use_cache, update=bar.update, sink=sink
         )
-    if sink is None:
-        return found
-    for result in found:  # a cluster's answers come back merged: handed on one by one
-        sink(result)
-    return []
 
 
 def resolve(
@@ -239,7 +235,20 @@ def installed(backends: Sequence[str] | str | None) -> tuple[str, ...]:
 
 @functools.cache
 def compute_dtype(policy: str) -> str:
-    """The compute dtype of ``policy``, as Keras's ``DTypePolicy`` says."""
+    """The compute dtype of ``policy``, as Keras's ``DTypePolicy`` says: the kernel's Keras
+    when it is imported already, else a worker's (numpy's, the lightest), so that a survey's
+    front never imports Keras for it (with TensorFlow, its default backend, ~700 MB: the
+    front's whole peak in ``benchmarks/atlas_store.py``)."""
+    if "keras" in sys.modules:
+        return policy_compute_dtype(policy)
+    backends = pool.installed_backends() or ["numpy"]
+    backend = "numpy" if "numpy" in backends else backends[0]
+    return str(pool.call(backend, policy_compute_dtype, policy).result())
+
+
+def policy_compute_dtype(policy: str) -> str:
+    """``keras.dtype_policies.get(policy).compute_dtype`` in this process (a worker's, from
+    :func:`compute_dtype`)."""
     import keras
 
     return str(keras.dtype_policies.get(policy).compute_dtype)

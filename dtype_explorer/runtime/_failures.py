@@ -62,8 +62,9 @@ def finish(
     tainted = False
     try:
         answer = dict(task.result())
-        if answer.pop(worker.REPLACE_ME, False):
-            spawn.retire(slot)
+        replace = answer.pop(worker.REPLACE_ME, False)
+        if replace:
+            spawn.retire(slot, task, replace if isinstance(replace, str) else "")
         tainted = bool(answer.pop(worker.TAINTED, False))
         result = ProbeResult.from_dict(answer)
         spawn.devices[spawn.group_of(slot)] = result.device

@@ -54,7 +54,15 @@ def default_workers(backends: Sequence[str]) -> int:
 def memory_budget(backend: str) -> int:
     """Bytes a worker of ``backend`` may hold after a probe before it is replaced:
     ``$DTYPE_EXPLORER_WORKER_MIB`` MiB, else :data:`MEMORY_BUDGET_FACTOR` times its
-    :data:`WORKER_MIB`.
+    :data:`WORKER_MIB`, capped for the machine: no more than :data:`MEMORY_SHARE` of its
+    physical memory shared among its CPUs (a worker each), and never under its
+    :data:`WORKER_MIB` (what it holds once started).
+
+    Args:
+        backend: the worker's backend.
+
+    Returns:
+        The budget in bytes.
 
     >>> memory_budget("numpy") >> 20 if ENV_WORKER_MIB not in os.environ else 800
     800
@@ -62,7 +70,27 @@ def memory_budget(backend: str) -> int:
     override = os.environ.get(ENV_WORKER_MIB, "").strip()
     if override.isdigit() and int(override) > 0:
         return int(override) << 20
-    return MEMORY_BUDGET_FACTOR * WORKER_MIB.get(backend, max(WORKER_MIB.values())) << 20
+    floor = WORKER_MIB.get(backend, max(WORKER_MIB.values())) << 20
+    by_machine = int(physical_memory() * MEMORY_SHARE // cpus())
+    return max(floor, min(MEMORY_BUDGET_FACTOR * floor, by_machine))
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (Linux: ``/proc/self/statm``, what
+    ``psutil.Process().memory_info().rss`` reads there), or ``None`` where the system does not
+    say (no worker is then replaced for its memory)."""
+    with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory (8 GiB where the system does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 8 << 30
 
 
 def cpus() -> int:

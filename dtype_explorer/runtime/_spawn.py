@@ -20,6 +20,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import logging
 import math
 import multiprocessing.context
 import multiprocessing.spawn
@@ -41,11 +42,14 @@ from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime import cache, engines
 from dtype_explorer.versions import settings
 
+_log = logging.getLogger("dtype_explorer.pool")
 lock = threading.RLock()
 #: Running pools by slot name.
 pools: dict[str, pebble.ProcessPool] = {}
 pending: dict[pebble.ProcessPool, set[Future]] = {}  # pebble leaves these pending on stop
 shut_down: weakref.WeakSet[Future] = weakref.WeakSet()  # tasks of pools stopped on purpose
+#: The pool each task was sent to (a retired worker's later answers retire nothing more).
+owners: weakref.WeakKeyDictionary[Future, pebble.ProcessPool] = weakref.WeakKeyDictionary()
 #: The device each group's workers run on (``"cpu"``), as they last said.
 devices: dict[str, str] = {}
 
@@ -189,6 +193,7 @@ def schedule(
             task = pool.schedule(function, args=args, timeout=timeout)
         waiting_tasks = pending.setdefault(pool, set())
         waiting_tasks.add(task)
+        owners[task] = pool
     task.add_done_callback(waiting_tasks.discard)
     return task, slot
 
@@ -224,15 +229,26 @@ def stop_slots(names: Sequence[str]) -> None:
         stop(pool, on_purpose=True)
 
 
-def retire(slot: str) -> None:
-    """Replace worker ``slot`` after a probe changed settings it could not put back: new
-    probes go to a new pool; the old one ends once its queued probes (refused by the worker
-    meanwhile, see ``_worker.run``) are answered."""
+def retire(slot: str, task: Future | None = None, why: str = "") -> bool:
+    """Replace worker ``slot`` after a probe changed settings it could not put back, or after
+    it grew past its memory budget: new probes go to a new pool; the old one ends once its
+    queued probes are answered (each once, by the old worker: none is lost or sent twice;
+    refused there when its settings could not be put back, see ``_worker.run``). With
+    ``task``, only the pool that ran it is retired: the answers a retired worker gives to its
+    queued probes replace nothing more. ``why`` is logged (``dtype_explorer.pool``).
+
+    Returns:
+        Whether a pool was retired.
+    """
     with lock:
-        pool = pools.pop(slot, None)
-    if pool is not None:
-        pool.close()
-        threading.Thread(target=pool.join, name="dx-retire", daemon=True).start()
+        pool = pools.get(slot)
+        if pool is None or (task is not None and owners.get(task) is not pool):
+            return False
+        del pools[slot]
+    _log.info("worker %s replaced%s", slot, f": {why}" if why else "")
+    pool.close()
+    threading.Thread(target=pool.join, name="dx-retire", daemon=True).start()
+    return True
 
 
 def kept_log(slot: str) -> Path:

@@ -333,28 +333,30 @@ def _clean_for_builtin() -> None:
 
 def _marked(answer: dict[str, Any]) -> dict[str, Any]:
     """An answer marked for the pool: tainted (never stored), over its memory budget (the
-    worker is replaced once it has answered)."""
+    worker is replaced once it has answered; why, in its log and in ``REPLACE_ME``)."""
+    _state["answered"] = _state.get("answered", 0) + 1
     if _state["tainted"]:
         answer[TAINTED] = True
-    if _over_budget():
-        answer[REPLACE_ME] = True
+    over = _over_budget()
+    if over:
+        answer[REPLACE_ME] = over
+        with contextlib.suppress(OSError):
+            os.write(2, f"dtype-explorer worker {os.getpid()}: {over}\n".encode())
     return answer
 
 
-def _over_budget() -> bool:
-    """Whether this worker holds more memory than a worker of its backend may
-    (``_sizing.memory_budget``): a user's layer kept some, it is replaced."""
-    rss = _resident_bytes()
-    return rss is not None and rss > sizing.memory_budget(_state["backend"])
-
-
-def _resident_bytes() -> int | None:
-    """This process's resident memory now (Linux's ``/proc/self/statm``), or ``None`` where
-    the system does not say (no worker is then replaced for its memory)."""
-    with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
-        return pages * os.sysconf("SC_PAGE_SIZE")
-    return None
+def _over_budget() -> str | None:
+    """Why this worker must be replaced for its memory, or ``None``: it holds more than a
+    worker of its backend may (``_sizing.memory_budget``), checked after each probe, between
+    tasks (a user's layer kept arrays, a framework's caches grew)."""
+    rss = sizing.resident_bytes()
+    budget = sizing.memory_budget(_state["backend"])
+    if rss is None or rss <= budget:
+        return None
+    return (
+        f"resident memory {rss >> 20} MiB is over the budget of {budget >> 20} MiB after "
+        f"{_state.get('answered', 0)} answers; replaced (${sizing.ENV_WORKER_MIB} sets it)"
+    )
 
 
 def call(payload: bytes, trusted: bool) -> Any:

@@ -24,7 +24,9 @@ A well-formed lie is refused too: each row carries an HMAC-SHA256 over its key a
 by a secret that lives outside the cache directory, per user (``cache.key`` in the user's
 config directory, file mode 0600, made on the first write; ``$DTYPE_EXPLORER_CACHE_KEY_FILE``
 names another file). A row whose MAC does not match, or that has none (stored before rows were
-signed), is a miss, counted by :func:`stats`; the live answer then replaces it.
+signed), is a miss, counted by :func:`stats`; the live answer then replaces it. A row's body
+is its answer's JSON compressed and version-tagged (:mod:`~dtype_explorer.runtime._rows`), the
+MAC over that stored text; a row of an older format is a miss (``invalid``).
 
 Sharing a cache with a team on purpose means sharing the key: copy one member's key file to a
 place only the team can read and point everyone's ``$DTYPE_EXPLORER_CACHE_KEY_FILE`` at it
@@ -61,7 +63,7 @@ import pydantic
 
 from dtype_explorer import keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.runtime import _mac, engines
+from dtype_explorer.runtime import _mac, _rows, engines
 from dtype_explorer.runtime import _store as _store_module
 from dtype_explorer.runtime._cache_key import installed_key
 
@@ -174,7 +176,7 @@ def _authentic(found: str, row: Any, spec: ProbeSpec | None) -> ProbeResult | No
         if type(row) is not str
         else _mac.verify(_mac.secret(create=False), found, row)
     )
-    result = _valid(body) if verdict == "ok" else None
+    result = _valid(_rows.decode(body)) if verdict == "ok" else None  # an old format: a miss
     if verdict == "ok" and result is None:
         verdict = "invalid"
     elif result is not None and spec is not None and result.spec != spec:
@@ -198,8 +200,8 @@ def _valid(text: Any) -> ProbeResult | None:
 def put(result: ProbeResult) -> None:
     """Store ``result`` under its spec, signed (the caller decides whether it may be cached)."""
     found = key(result.spec)
-    body = result.model_copy(update={"cached": False}).to_json()
-    row = _mac.sign(_mac.secret(create=True), found, body)
+    body = _rows.encode(result.model_copy(update={"cached": False}).to_json())
+    row = _mac.sign(_mac.secret(create=True), found, body)  # the MAC over what is stored
     _store().run(lambda db: db.set(found, row))
     with _lock:
         _counts["stored"] += 1

@@ -24,6 +24,8 @@ from dtype_explorer import lazy
 _EXPORTS: dict[str, str] = {
     "atlas_diff_html": "dtype_explorer.views._atlas",
     "atlas_site": "dtype_explorer.views._atlas",
+    "target_data": "dtype_explorer.views._atlas",
+    "target_data_href": "dtype_explorer.views._atlas",
     "target_href": "dtype_explorer.views._atlas",
     "bisect_html": "dtype_explorer.views._bisect",
     "bisect_text": "dtype_explorer.views._bisect",
@@ -95,6 +97,8 @@ __all__ = [
     "survey_figure",
     "survey_html",
     "survey_summary_html",
+    "target_data",
+    "target_data_href",
     "target_href",
     "text_on",
 ]

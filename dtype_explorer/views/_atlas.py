@@ -10,6 +10,13 @@ wheel ships beside the widget's bundle.
 target with its counts and a search box. ``targets/<name>.html``: a page per layer and op with
 its heatmaps (input dtype x policy, coloured by the cell's class, then by each backend's) and,
 for a chosen cell, each run's cast path, error, op-trace summary, device and versions.
+
+A page holds only what its grids need. A target's runs are in its own small data file,
+``data/<name>.js``, loaded when its page opens: a classic script that hands its JSON to
+``window.dxAtlasTarget`` (Chromium refuses ``fetch`` from ``file://``; a ``<script src>`` is
+allowed), each distinct run once and the cells pointing at them. The stylesheet and the
+script are written once, ``assets/atlas.css`` and ``assets/atlas.js``, not into every page.
+The diff page stays one self-contained file.
 """
 
 from __future__ import annotations
@@ -48,14 +55,58 @@ def target_href(target: str) -> str:
     return f"targets/{re.sub(r'[^A-Za-z0-9._-]', '_', target)}.html"
 
 
+def target_data_href(target: str) -> str:
+    """The data file of ``target``'s page, relative to the site's root.
+
+    >>> target_data_href("ops.nn.relu")
+    'data/ops.nn.relu.js'
+    """
+    return "data/" + target_href(target).removeprefix("targets/").removesuffix(".html") + ".js"
+
+
+#: The function a target's data file calls with its JSON (``js/src/atlas.js`` defines it).
+DATA_CALLBACK = "dxAtlasTarget"
+
+
 def atlas_site(atlas: Atlas) -> dict[str, str]:
-    """Every page of ``atlas``'s site: relative path -> HTML."""
-    index = [{"name": t, "href": target_href(t), "counts": atlas.counts(t)} for t in atlas.targets]
+    """Every file of ``atlas``'s site: relative path -> text (the pages, each target's data
+    file, the stylesheet and the script)."""
+    index = [{"name": t, "href": target_href(t)} for t in atlas.targets]
     colors = _colors(atlas)
-    pages = {"index.html": _index_page(atlas, index, colors)}
+    pages = {
+        "assets/atlas.css": site_css(),
+        "assets/atlas.js": site_script(),
+        "index.html": _index_page(atlas, index, colors),
+    }
     for target in atlas.targets:
         pages[target_href(target)] = _target_page(atlas, target, index, colors)
+        data = script_json(target_data(atlas, target))  # no "<!--" even inside a string
+        pages[target_data_href(target)] = f"{DATA_CALLBACK}({data});\n"
     return pages
+
+
+def target_data(atlas: Atlas, target: str) -> dict[str, Any]:
+    """What ``target``'s data file holds: ``runs``, each distinct run once, and ``cells``,
+    whose ``runs`` map each run's name to its place in ``runs`` (``js/src/atlas.js``'s
+    ``expandCells`` puts them back)."""
+    runs: dict[str, int] = {}
+    cells = []
+    for cell in atlas.cells_of(target):
+        dumped = cell.model_dump(mode="json", exclude_none=True)
+        places = {}
+        for name, run in dumped.pop("runs").items():
+            text = json.dumps(run, sort_keys=True, separators=(",", ":"))
+            places[name] = runs.setdefault(text, len(runs))
+        cells.append({**dumped, "runs": places})
+    return {"target": target, "runs": [json.loads(t) for t in runs], "cells": cells}
+
+
+@functools.cache
+def site_css() -> str:
+    """The site's stylesheet: ``atlas.css`` and a class per cell class (``ax-k-<class>``, the
+    palette's fill), so that a grid's cells carry a class, not a style each."""
+    kinds = "".join(f".ax-k-{c}{{{fill_style('survey_classes', c)}}}" for c in CLASSIFICATIONS)
+    return CSS + "\n" + kinds + "\n"
 
 
 def _colors(atlas: Atlas) -> dict[str, str]:
@@ -104,12 +155,24 @@ def script_json(data: Any) -> str:
     return _SCRIPT_UNSAFE_RE.sub(lambda m: _SCRIPT_UNSAFE[m.group()], text)
 
 
-def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
+def _page(title: str, body: str, data: dict[str, Any], *, base: str, inline: bool = False) -> str:
+    """A page: the stylesheet and script inlined (``inline``: a page that stands alone), else
+    the site's ``assets/`` files."""
     payload = script_json({**data, "base": base})
+    style = (
+        f"<style>{site_css()}</style>"
+        if inline
+        else (f"<link rel='stylesheet' href='{base}assets/atlas.css'>")
+    )
+    script = (
+        f"<script>{site_script()}</script>"
+        if inline
+        else f"<script src='{base}assets/atlas.js'></script>"
+    )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{e(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>{e(title)}</title>{style}</head><body>"
         "<header class='ax-top'>"
         f"<a class='ax-home' href='{base}index.html' data-testid='home'>dtype atlas</a>"
         "<div class='ax-search'><input id='ax-search' type='search' data-testid='search' "
@@ -117,7 +180,7 @@ def _page(title: str, body: str, data: dict[str, Any], *, base: str) -> str:
         "autocomplete='off'><ul id='ax-hits' class='ax-hits'></ul></div></header>"
         f"<main>{body}</main>"
         f"<script id='ax-data' type='application/json'>{payload}</script>"
-        f"<script>{site_script()}</script></body></html>"
+        f"{script}</body></html>"
     )
 
 
@@ -171,9 +234,10 @@ def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str
     counts = atlas.counts()
     rows = "".join(
         f"<tr data-target='{e(t['name'])}' data-testid='target-row'>"
-        f"<td><a href='{e(t['href'])}'>{e(t['name'])}</a></td><td>{_bar(t['counts'])}</td>"
-        f"<td class='ax-muted'>{sum(t['counts'].values())} cells</td></tr>"
+        f"<td><a href='{e(t['href'])}'>{e(t['name'])}</a></td><td>{_bar(found)}</td>"
+        f"<td class='ax-muted'>{sum(found.values())} cells</td></tr>"
         for t in index
+        for found in [atlas.counts(t["name"])]
     )
     overall = " · ".join(f"{e(k)} {v}" for k, v in counts.items())
     body = (
@@ -221,10 +285,10 @@ def _grid(atlas: Atlas, target: str, cells: list[AtlasCell], *, per_run: bool) -
                 )
                 tip = f"{dtype} under {policy}" + (f" on {run}" if run else "") + f": {kind}"
                 tds.append(
-                    f"<td class='ax-cell' data-cell='{position[key]}' data-testid='cell' "
+                    f"<td class='ax-cell ax-k-{e(kind)}' data-cell='{position[key]}' "
+                    "data-testid='cell' "
                     f"data-dtype='{e(dtype)}' data-policy='{e(policy)}' "
-                    f"data-class='{e(kind)}' title='{e(tip)}' "
-                    f"style='{fill_style('survey_classes', kind)}'>{e(text)}</td>"
+                    f"data-class='{e(kind)}' title='{e(tip)}'>{e(text)}</td>"
                 )
         rows.append(f"<tr><th class='ax-row'>{e(dtype)}</th>{''.join(tds)}</tr>")
     testid = "heatmap-runs" if per_run else "heatmap"
@@ -255,7 +319,7 @@ def _target_page(
         "colors": colors,
         "versions": atlas.versions,
         "target": target,
-        "cells": [c.model_dump(mode="json", exclude_none=True) for c in cells],
+        "data": target_data_href(target),  # its runs, loaded when the page opens
     }
     return _page(f"{target} · dtype atlas", body, data, base="../")
 
@@ -319,4 +383,4 @@ def atlas_diff_html(diff: AtlasDiff) -> str:
         f"{versions}{''.join(groups)}"
     )
     data = {"targets": []}  # the search box filters the rows here
-    return _page("dtype atlas diff", body, data, base="")
+    return _page("dtype atlas diff", body, data, base="", inline=True)

@@ -2,8 +2,10 @@
 // The atlas site's script. `npm run build` bundles src/atlas-page.js (which calls `start`) into
 // dtype_explorer/static/atlas.js, and views/_atlas.py inlines that file into every page: no CDN,
 // no server. It reads the page's data (<script id="ax-data" type="application/json">), wires
-// the search box, and draws a cell's detail (each run's cast path, error, trace summary,
-// versions) when a heatmap cell is chosen. Every fact it shows was computed in Python
+// the search box, loads a target page's runs from its own data file (data/<name>.js, a classic
+// script calling window.dxAtlasTarget: fetch is refused from file://, a <script src> is not),
+// and draws a cell's detail (each run's cast path, error, trace summary, versions) when a
+// heatmap cell is chosen. Every fact it shows was computed in Python
 // (records/_atlas.py); every colour is the one palette's (palette.js) or the page's
 // `colors` (a dtype's colour, from views/_palette.py).
 import { h } from "./dom.js";
@@ -21,9 +23,34 @@ import { kindColor, mark, textOn, verdictColor } from "./palette.js";
  *   classification: string, runs: Record<string, AtlasRun>}} AtlasCell
  * @typedef {{name: string, href: string}} AtlasTarget
  * @typedef {{base: string, targets: AtlasTarget[], colors?: Record<string, string>,
- *   versions?: Record<string, Record<string, string>>, target?: string,
+ *   versions?: Record<string, Record<string, string>>, target?: string, data?: string,
  *   cells?: AtlasCell[]}} AtlasData
+ * @typedef {{target: string, runs: AtlasRun[], cells: Array<Omit<AtlasCell, "runs"> &
+ *   {runs: Record<string, number>}>}} TargetFile
+ * @typedef {(doc: Document, src: string) => Promise<TargetFile>} Loader
  */
+
+/** The cells of a target's data file with each run in full (the file holds each distinct run
+ *  once; a cell names its place). @param {TargetFile} file @returns {AtlasCell[]} */
+export function expandCells(file) {
+  return file.cells.map((cell) => ({
+    ...cell,
+    runs: Object.fromEntries(Object.entries(cell.runs).map(([name, i]) => [name, file.runs[i]])),
+  }));
+}
+
+/** Load a target's data file: a classic script that calls `window.dxAtlasTarget` with its
+ *  JSON (works from file://, where fetch does not). @type {Loader} */
+export function loadScript(doc, src) {
+  return new Promise((resolve, reject) => {
+    const win = /** @type {any} */ (doc.defaultView);
+    win.dxAtlasTarget = (/** @type {TargetFile} */ file) => resolve(file);
+    const script = doc.createElement("script");
+    script.src = src;
+    script.onerror = () => reject(new Error(`the atlas data file ${src} could not be loaded`));
+    doc.head.appendChild(script);
+  });
+}
 
 /** A dtype's chip, coloured as the page's `colors` say (the error colour when unknown).
  *  @param {string} dtype @param {Record<string, string>} [colors] */
@@ -154,15 +181,27 @@ function wireSearch(doc, data) {
   });
 }
 
-/** Wire a page of the atlas site: the search box, and on a target page the cells' detail
- *  (the cell named by the URL's `#dtype/policy` shown first).
- *  @param {Document} doc */
-export function start(doc) {
+/** Wire a page of the atlas site: the search box, and on a target page its runs loaded from
+ *  its data file, then the cells' detail (the cell named by the URL's `#dtype/policy` shown
+ *  first). Resolves once the page is wired.
+ *  @param {Document} doc @param {Loader} [load] */
+export async function start(doc, load = loadScript) {
   const data = /** @type {AtlasData} */ (JSON.parse(doc.getElementById("ax-data")?.textContent ?? "{}"));
   wireSearch(doc, data);
   const detail = doc.getElementById("ax-detail");
-  const cells = data.cells;
-  if (!detail || !cells) return;
+  if (!detail || !data.data) return;
+  try {
+    data.cells = expandCells(await load(doc, data.base + data.data));
+  } catch (error) {
+    detail.replaceChildren(h("p", { class: "ax-error", testid: "load-error" }, String(/** @type {Error} */ (error).message)));
+    return;
+  }
+  wireCells(doc, detail, data, data.cells);
+}
+
+/** @param {Document} doc @param {HTMLElement} detail @param {AtlasData} data
+ *  @param {AtlasCell[]} cells */
+function wireCells(doc, detail, data, cells) {
   const win = doc.defaultView;
   const show = (/** @type {number} */ index, { scroll = false } = {}) => {
     const cell = cells[index];
@@ -180,6 +219,7 @@ export function start(doc) {
   for (const td of doc.querySelectorAll("td[data-cell]")) {
     td.addEventListener("click", () => show(Number(td.getAttribute("data-cell")), { scroll: true }));
   }
+  detail.setAttribute("data-loaded", "true");
   const wanted = decodeURIComponent(win?.location.hash.slice(1) ?? "").split("/");
   cells.forEach((cell, i) => {
     if (cell.input_dtype === wanted[0] && cell.policy === wanted[1]) show(i);

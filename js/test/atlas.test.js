@@ -1,24 +1,29 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { castPath, cellDetail, matches, start, traceSummary } from "../src/atlas.js";
+import { castPath, cellDetail, expandCells, matches, start, traceSummary } from "../src/atlas.js";
 import { PALETTE } from "../src/palette.js";
 import { allByTestId, byTestId, fixture } from "./helpers.js";
 
 // The data of two target pages of the atlas site, built by views/_atlas.py from real probes.
+// A page's data (ax-data) with its data file (`file`, what data/<name>.js hands over).
 const pages = fixture("atlas-pages");
-const conv = pages.Conv1D;
-const softmax = pages.Softmax;
+const withCells = (data) => ({ ...data, cells: expandCells(data.file) });
+const conv = withCells(pages.Conv1D);
+const softmax = withCells(pages.Softmax);
 
-function page(data, hash = "") {
+async function page(data, hash = "", load) {
+  const { file, cells, ...inPage } = data;
   document.body.innerHTML = [
     "<input id='ax-search'><ul id='ax-hits'></ul>",
     "<table>",
     ...data.targets.map((t) => `<tr data-target='${t.name}'><td>${t.name}</td></tr>`),
-    ...data.cells.map((_, i) => `<tr><td data-cell='${i}'></td></tr>`),
+    ...cells.map((_, i) => `<tr><td data-cell='${i}'></td></tr>`),
     "</table><div id='ax-detail'></div>",
-    `<script id='ax-data' type='application/json'>${JSON.stringify(data)}</script>`,
+    `<script id='ax-data' type='application/json'>${JSON.stringify(inPage)}</script>`,
   ].join("");
   window.history.replaceState(null, "", hash || "#");
-  start(document);
+  const asked = [];
+  await start(document, load ?? (async (_, src) => (asked.push(src), file)));
+  return asked;
 }
 
 describe("atlas site", () => {
@@ -67,9 +72,25 @@ describe("atlas site", () => {
     expect(byTestId(torch, "versions").textContent).toContain(`keras ${conv.versions.torch.keras}`);
   });
 
-  it("wires a page: the search filters rows, the URL's cell opens, a click opens another", () => {
+  it("keeps each distinct run once in a data file, and puts every cell's runs back", () => {
+    const { file } = pages.Conv1D;
+    const places = file.cells.flatMap((c) => Object.values(c.runs));
+    expect(new Set(places).size).toBe(file.runs.length);
+    expect(conv.cells.map((c) => Object.keys(c.runs))).toEqual(file.cells.map((c) => Object.keys(c.runs)));
+    expect(conv.cells[0].runs.jax).toBe(file.runs[file.cells[0].runs.jax]);
+    expect("cells" in pages.Conv1D).toBe(false); // the page holds no run: its file does
+  });
+
+  it("says so in the detail when a target's data file cannot be loaded", async () => {
+    await page(conv, "", async (_, src) => { throw new Error(`the atlas data file ${src} could not be loaded`); });
+    expect(byTestId(document, "load-error").textContent).toContain(conv.data);
+    expect(document.querySelector("td[data-cell='0']").classList.contains("ax-chosen")).toBe(false);
+  });
+
+  it("wires a page: loads its data file, the search filters rows, the URL's cell opens, a click opens another", async () => {
     const cell = conv.cells[0];
-    page(conv, `#${cell.input_dtype}/${cell.policy}`);
+    const asked = await page(conv, `#${cell.input_dtype}/${cell.policy}`);
+    expect(asked).toEqual([`${conv.base}${conv.data}`]);
     expect(byTestId(document, "detail-title").textContent).toContain(cell.classification);
     expect(document.querySelector("td[data-cell='0']").classList.contains("ax-chosen")).toBe(true);
     const input = document.getElementById("ax-search");

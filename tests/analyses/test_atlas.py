@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 from dtype_explorer.analyses import _atlas as atlas_module
 from dtype_explorer.analyses import build_atlas
 from dtype_explorer.records import Atlas, AtlasDiff
-from dtype_explorer.views import target_href
+from dtype_explorer.views import target_data_href, target_href
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = {
@@ -70,7 +71,12 @@ def test_an_atlas_is_one_json_and_a_static_site_without_traces(small):
     for target in SMALL["targets"]:
         page = (out / target_href(target)).read_text()
         assert f"data-testid='target'>{target}</h1>" in page
-        assert "<script src" not in page and "<link" not in page  # nothing from outside
+        # nothing from outside: the site's own files, relative to the page
+        assert re.findall(r"<(?:script src|link rel='stylesheet' href)='([^']*)'", page) == [
+            "../assets/atlas.css",
+            "../assets/atlas.js",
+        ]
+        assert (out / "assets" / "atlas.js").exists() and (out / target_data_href(target)).exists()
     lstm = atlas.cell("LSTM", "float32", "float32").runs["numpy"]
     assert lstm.trace_ops > 0 and lstm.cast_path  # summarised, the cast path whole
     text = (out / "atlas.json").read_text()
@@ -204,10 +210,14 @@ def test_a_name_that_opens_a_script_comment_is_escaped_for_the_script_context(sm
     assert hostile in {cell.target for cell in atlas.cells}
     pages = atlas_site(atlas)
     for name, page in pages.items():
+        if name.startswith("data/"):  # a target's runs: a script that hands over its JSON
+            inner = page.removeprefix("dxAtlasTarget(").removesuffix(");\n")
+            assert not set(inner) & set("<>&\u2028\u2029"), name
+            assert json.loads(inner)["target"] in {hostile, *atlas.targets}, name
         if not name.endswith(".html"):
             continue
-        scripts = page.count("<script") - site_script().count("<script")  # (its text may name one)
-        assert scripts == 2, name  # the data and the site's script, no other
+        assert page.count("<script") == 2, name  # the data and the site's script, no other
+        assert site_script() not in page, name  # written once, assets/atlas.js
         data = page.split("<script id='ax-data' type='application/json'>")[1]
         data = data.split("</script>")[0]
         assert not set(data) & set("<>&\u2028\u2029"), name

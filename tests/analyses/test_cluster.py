@@ -65,6 +65,25 @@ def test_a_survey_on_the_cluster_equals_the_local_one_and_streams(client):
     assert len(pools) == 2 and all(p == ["numpy"] for p in pools.values())
 
 
+def test_a_cluster_survey_streams_into_a_sink_and_the_front_keeps_none(client):
+    """On the old code a cluster survey with a sink held every answer first, then handed
+    them on: the front held the whole survey. Now each arrives at the sink with its
+    partition, and the survey returned keeps none."""
+    handed = []
+    survey = dx.survey(
+        TARGETS[:2],
+        DTYPES,
+        POLICIES,
+        backends="numpy",
+        progress=False,
+        use_cache=False,
+        cluster=client,
+        sink=handed.append,
+    )
+    assert survey.results == ()
+    assert sorted(r.spec.to_json() for r in handed) == sorted(s.to_json() for s in specs()[:24])
+
+
 def test_a_worker_killed_mid_survey_costs_only_its_partitions(client):
     wanted = specs()
     arrived: list[int] = []

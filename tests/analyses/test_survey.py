@@ -3,6 +3,10 @@ diff, heatmap and HTML export, cached rerun."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import dtype_explorer as dx
@@ -189,3 +193,18 @@ def test_a_survey_streamed_to_a_sink_holds_only_the_answers_in_flight(tmp_path) 
     assert sum(r() is not None for r in seen) <= 1
     in_flight = _run.WINDOW * pool.workers_per_backend()
     assert most_alive <= in_flight + 1 < len(seen)  # never the whole survey at once
+
+
+def test_the_front_asks_a_worker_for_a_policy_s_compute_dtype_and_never_imports_keras(tmp_path):
+    """On the old code a survey's front imported Keras (TensorFlow, its default backend:
+    ~800 MB) to ask each policy's compute dtype. Now a worker answers it, Keras's own."""
+    code = (
+        "import sys; from dtype_explorer.analyses import _survey; "
+        "print(_survey.compute_dtype('mixed_bfloat16'), 'keras' in sys.modules)"
+    )
+    env = {**os.environ, "DTYPE_EXPLORER_CACHE_DIR": str(tmp_path)}
+    env.pop("KERAS_BACKEND", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.stdout.split() == ["bfloat16", "False"], done.stderr[-2000:]

@@ -121,3 +121,35 @@ def test_an_unusable_cache_warns_and_the_probe_runs_live(tmp_path, monkeypatch):
     with pytest.warns(UserWarning, match="cache is unusable"):
         result = pool.submit(dense("numpy")).result()
     assert result.ok and not result.cached
+
+
+def test_a_row_is_stored_compressed_signed_over_what_is_stored_and_old_rows_miss():
+    """An answer's JSON is stored compressed and version-tagged, the MAC over the stored
+    text: an uncompressed row of the format before (signed, well-formed) misses cleanly, an
+    edited compressed body is refused by its MAC, and the live answer replaces either."""
+    from dtype_explorer.runtime import _mac, _rows
+
+    backend = keras.backend.backend()
+    answer = run(ProbeSpec(target="LSTM", backend=backend, kwargs={"units": 4}))
+    assert answer.ok and answer.trace is not None
+    cache.put(answer)
+    found = cache.key(answer.spec)
+    store = cache._store()
+    row = store.run(lambda db: db.get(found))
+    verdict, body = _mac.verify(_mac.secret(create=False), found, row)
+    assert verdict == "ok" and body.startswith(_rows.TAG)
+    plain = answer.to_json()
+    assert len(row) < len(plain) / 3  # the trace repeats itself: a third or less
+    assert cache.get(answer.spec).model_copy(update={"cached": False}) == answer
+
+    rejected = dict(cache.stats()["rejected"])
+    old = _mac.sign(_mac.secret(create=False), found, plain)  # the format before
+    store.run(lambda db: db.set(found, old))
+    assert cache.get(answer.spec) is None
+    assert cache.stats()["rejected"]["invalid"] == rejected["invalid"] + 1
+    edited = row[:-8] + ("0" if row[-8] != "0" else "1") + row[-7:]
+    store.run(lambda db: db.set(found, edited))
+    assert cache.get(answer.spec) is None
+    assert cache.stats()["rejected"]["mac"] == rejected["mac"] + 1
+    cache.put(answer)
+    assert cache.get(answer.spec) is not None

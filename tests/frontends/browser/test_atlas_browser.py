@@ -71,10 +71,35 @@ def test_search_then_a_cell_shows_its_cast_path(site, browser, artifacts):
     assert f"keras {atlas.versions['numpy']['keras']}" in versions and "device cpu" in versions
     page.screenshot(path=str(artifacts / "atlas-cell.png"), full_page=True)
 
+    # the page's runs came from its own data file, asked when it opened; no other target's
+    assert any(url.endswith("/data/Conv1D.js") for url in fetched), fetched
+    assert not any(url.endswith(("/data/Dense.js", "/data/ops.add.js")) for url in fetched)
     page.get_by_test_id("search").fill("ops.a")
     page.keyboard.press("Enter")
     page.wait_for_url("**/targets/ops.add.html")
     assert page.get_by_test_id("target").inner_text() == "ops.add"
     assert all(url.startswith("file://") for url in fetched), fetched
     assert failures == []
+    page.close()
+
+
+def test_a_target_page_holds_its_grid_and_loads_its_runs_on_demand(site, browser):
+    """The pages hold what the grids need; a target's runs are in data/<name>.js, loaded from
+    file:// when its page opens (the index asks none); the detail needs them."""
+    atlas, out = site
+    assert "cast_path" not in (out / "targets" / "Dense.html").read_text()
+    assert "cast_path" in (out / "data" / "Dense.js").read_text()
+    page = browser.new_page()
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.goto((out / "index.html").as_uri())
+    assert not any("/data/" in url for url in fetched), fetched
+    cell = atlas.cells_of("Dense")[0]
+    page.goto((out / "targets" / "Dense.html").as_uri() + f"#{cell.input_dtype}/{cell.policy}")
+    page.wait_for_selector("[data-testid=detail][data-loaded=true]", timeout=10_000)
+    title = page.get_by_test_id("detail-title").inner_text()
+    assert f"Dense on {cell.input_dtype} under {cell.policy}" in title
+    assert page.locator("[data-testid=run]").count() == len(cell.runs)
+    assert [u for u in fetched if "/data/" in u] == [(out / "data" / "Dense.js").as_uri()]
+    assert all(url.startswith("file://") for url in fetched), fetched
     page.close()
