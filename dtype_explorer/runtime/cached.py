@@ -6,9 +6,10 @@ answer to this very spec. The ``dtype-explorer`` command's cached answer uses it
 
 It is a read of what :mod:`dtype_explorer.runtime.cache` stores (``diskcache``'s ``Cache``
 table, a text key with ``raw = 1`` and a text value), and refuses what that module refuses: a
-row that is not signed with this user's key, not a ``ProbeResult``, or the answer to another
-spec is ``None``, as is anything it cannot read (no database yet, a locked or damaged one, an
-engine's spec, a backend not installed or not allowed). ``None`` is never an error: the caller
+row that is not signed with this user's key, not of the stored format (:mod:`._rows`), not a
+``ProbeResult``, or the answer to another spec is ``None``, as is anything it cannot read (no
+database yet, a locked or damaged one, an engine's spec, a backend not installed or not
+allowed). ``None`` is never an error: the caller
 then asks the full path, which runs the probe live and says what went wrong.
 
 >>> from dtype_explorer.records import ProbeSpec
@@ -29,7 +30,7 @@ import pydantic
 
 from dtype_explorer import backends, keras_facts
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.runtime import _mac
+from dtype_explorer.runtime import _mac, _rows
 from dtype_explorer.runtime._cache_key import installed_key
 from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 
@@ -66,10 +67,12 @@ def answer(spec: ProbeSpec) -> ProbeResult | None:
     except OSError:  # a key file that is not a key: the full path warns
         return None
     verdict, body = _mac.verify(secret, found, row) if secret is not None else ("mac", None)
-    if verdict != "ok" or body is None:
+    # authenticated, then decompressed (``_rows``): an old format or a bad stream is a miss
+    text = _rows.decode(body) if verdict == "ok" and body is not None else None
+    if text is None:
         return None
     try:
-        result = ProbeResult.model_validate_json(body)
+        result = ProbeResult.model_validate_json(text)
     except (pydantic.ValidationError, ValueError, RecursionError):
         return None
     if result.spec != spec:
