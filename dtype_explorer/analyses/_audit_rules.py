@@ -188,7 +188,7 @@ def _precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
             ),
             fix=(
                 f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
-                f'{call.layer_class}(..., dtype="float32")'
+                f'{call.spelled}(..., dtype="float32")'
             ),
             details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
         )
@@ -281,7 +281,7 @@ def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             ),
             step=step,
             fix=(
-                f'keras.layers.{call.layer_class}(..., dtype="float32")   # the last layer\n'
+                f'{call.spelled}(..., dtype="float32")   # the last layer\n'
                 "# or after it:\n"
                 'outputs = keras.layers.Activation("linear", dtype="float32")(outputs)'
             ),
@@ -316,7 +316,7 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
             message=f"{said}: float16 holds at most 65504.{_at(step)}",
             step=step,
             fix=(
-                f'keras.layers.{call.layer_class}(..., dtype="float32")   # this layer in float32\n'
+                f'{call.spelled}(..., dtype="float32")   # this layer in float32\n'
                 "# or keep activations small (normalise inputs), or use mixed_bfloat16"
             ),
         )
@@ -535,15 +535,12 @@ def _downcast_fix(source: str, call: LayerCall) -> str:
         )
     return (
         f"# {call.layer_class} runs under {call.policy}, unlike the rest of the model:\n"
-        f'keras.layers.{call.layer_class}(..., dtype="float32")   # or the policy you meant'
+        f'{call.spelled}(..., dtype="float32")   # or the policy you meant'
     )
 
 
 def _float32_fix(call: LayerCall) -> str:
-    return (
-        _TO_FLOAT32
-        + f'y = keras.layers.{call.layer_class}(..., dtype="float32")(x)   # or the whole layer'
-    )
+    return _TO_FLOAT32 + f'y = {call.spelled}(..., dtype="float32")(x)   # or the whole layer'
 
 
 def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -81,6 +82,7 @@ class LayerEvent:
         return LayerCall(
             path=self.path,
             layer_class=type(layer).__name__,
+            constructor=spelled_class(type(layer)),
             depth=self.depth,
             call_index=self.index,
             policy=layer.dtype_policy.name,
@@ -406,6 +408,23 @@ def layer_paths(model: Any) -> dict[int, tuple[Any, str, int]]:
 
     walk(model, model.name, 0)
     return found
+
+
+def spelled_class(cls: type) -> str:
+    """How user code names ``cls``: by its public path where Keras or keras-hub exports it
+    (``keras.layers.Dense``, ``keras_hub.layers.CachedMultiHeadAttention``), else by its bare
+    name (the user's own class, or one its library keeps private).
+
+    >>> import keras
+    >>> spelled_class(keras.layers.Dense), spelled_class(type("Scale", (), {}))
+    ('keras.layers.Dense', 'Scale')
+    """
+    top = cls.__module__.split(".")[0]
+    library = sys.modules.get(top) if top in ("keras", "keras_hub") else None
+    for namespace in ("layers", "models"):
+        if getattr(getattr(library, namespace, None), cls.__name__, None) is cls:
+            return f"{top}.{namespace}.{cls.__name__}"
+    return cls.__name__
 
 
 def _builtin(layer: Any) -> bool:

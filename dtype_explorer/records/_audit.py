@@ -80,6 +80,10 @@ class LayerCall(Record):
 
     path: str
     layer_class: str
+    #: How user code names the class: ``keras.layers.Dense``, ``keras_hub.layers.<Name>``
+    #: where keras-hub exports it, else the bare class name (the user's own, or one its
+    #: library does not export); empty: ``keras.layers.<layer_class>``.
+    constructor: str = ""
     depth: int
     call_index: int = 0
     policy: str
@@ -98,6 +102,11 @@ class LayerCall(Record):
     softmax: bool = False
     final_output: bool = False
     trace: tuple[TraceStep, ...] = ()
+
+    @property
+    def spelled(self) -> str:
+        """The class as a fix writes it (:attr:`constructor`, else ``keras.layers.<class>``)."""
+        return self.constructor or f"keras.layers.{self.layer_class}"
 
     def row(self) -> dict[str, Any]:
         """The flat row shown in tables and frames (keys: :data:`ROW_COLUMNS`, then
