@@ -20,6 +20,7 @@ False
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import multiprocessing
 import multiprocessing.context
@@ -92,6 +93,9 @@ def stop() -> None:
         executor = _running.pop("executor", None)
     if executor is not None:
         executor.shutdown(wait=False, cancel_futures=True)
+
+
+atexit.register(stop)  # before teardown, so the executor's own cleanup finds its modules
 
 
 def _context(name: str | None) -> multiprocessing.context.SpawnContext:
