@@ -12,7 +12,9 @@ For each pair and backend a probe of ``ops.<op>`` gives the *documented* dtype (
 *declared* (symbolic) dtype and the *observed* (eager) one. Beside them, the same op is run in
 JAX (``jax.numpy``, x64 off, as Keras runs it), NumPy, PyTorch and TensorFlow's NumPy
 behaviour, each in the process that already imports that library; TensorFlow's NumPy behaviour
-changes TensorFlow's global state, so it runs in a throwaway process.
+changes TensorFlow's global state, so it runs in the TensorFlow reference process the probe's
+references use too (``keras_run``'s ``tf_reference_submit``: long-lived, its output in
+``pool.log_path("tensorflow-reference")``).
 
 >>> import dtype_explorer as dx
 >>> table = dx.promotion_table("add", dtypes=["int8", "uint8", "float16"])   # doctest: +SKIP
@@ -26,12 +28,9 @@ from __future__ import annotations
 import concurrent.futures
 import importlib
 import importlib.util
-import multiprocessing
-import os
 import threading
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,7 @@ from dtype_explorer.analyses._survey import installed, run_specs
 from dtype_explorer.dtypes import FLOATX
 from dtype_explorer.errors import InvalidSpecError, first_line, listed, received, unknown
 from dtype_explorer.keras_run import array_library as _library
-from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run import catalog, tf_reference_submit
 from dtype_explorer.keras_run import resolve_function as _resolve
 from dtype_explorer.keras_run.catalog import OpEntry
 from dtype_explorer.records import (
@@ -188,9 +187,10 @@ def reference_dtypes(
     """Run the library's counterpart of ``op`` (``path``) on samples of each operand tuple and
     name each result's dtype.
 
-    Runs in a process that imports ``library`` (``"tensorflow"`` expects NumPy behaviour to be
-    on already). The samples are the ones the Keras probes use (the catalog's inputs by role),
-    with the same Python arguments and kwargs; weak Python scalars go in as Python numbers.
+    Runs in a process that imports ``library`` (``"tensorflow"``: the TensorFlow reference
+    process, NumPy behaviour on). The samples are the ones the Keras probes use (the catalog's
+    inputs by role), with the same Python arguments and kwargs; weak Python scalars go in as
+    Python numbers.
     """
     _, convert, name_of = _library(library)
     fn = _resolve(path)
@@ -220,19 +220,6 @@ def _sampler(names: tuple[str, ...], convert: Any) -> Any:
         return _convert(convert, values)
 
     return tensor
-
-
-def tf_numpy_reference_dtypes(*args: Any) -> list[RefCell]:
-    """:func:`reference_dtypes` for TensorFlow with its NumPy behaviour switched on.
-
-    This changes TensorFlow's global state for the rest of the process: call it only in a
-    throwaway process.
-    """
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("ERROR")  # it warns about every op it does not cover
-    tf.experimental.numpy.experimental_enable_numpy_behavior(dtype_conversion_mode="all")
-    return reference_dtypes("tensorflow", *args)
 
 
 def _convert(convert: Any, value: Any) -> Any:
@@ -291,34 +278,15 @@ def _start_reference(library: str, args: tuple) -> concurrent.futures.Future[lis
         done: concurrent.futures.Future[list[RefCell]] = concurrent.futures.Future()
         done.set_result(reference_dtypes("numpy", *args))
         return done
-    if library == "tensorflow":
-        return _throwaway(tf_numpy_reference_dtypes, *args)
+    if library == "tensorflow":  # NumPy behaviour on, in the TensorFlow reference process
+        return tf_reference_submit(
+            reference_dtypes,
+            "tensorflow",
+            *args,
+            log=pool.log_path("tensorflow-reference"),
+            process_name=f"{pool.WORKER_PROCESS_NAME}/tensorflow-reference",
+        )
     return pool.call(library, reference_dtypes, library, *args, timeout=REFERENCE_TIMEOUT)
-
-
-def _throwaway(fn: Any, *args: Any) -> concurrent.futures.Future:
-    """Run ``fn(*args)`` in a fresh process that exits afterwards. What it prints (TensorFlow's
-    start-up lines) goes to its log, ``pool.log_path("tensorflow-reference")``, as a worker's
-    does: never into the user's cell."""
-    log = pool.log_path("tensorflow-reference")
-    executor = concurrent.futures.ProcessPoolExecutor(
-        max_workers=1,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_output_to,
-        initargs=(str(log),),
-    )
-    future = executor.submit(fn, *args)
-    executor.shutdown(wait=False)
-    return future
-
-
-def _output_to(log: str) -> None:
-    """In a throwaway process, before it runs anything: stdout and stderr into ``log``."""
-    path = Path(log)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("ab") as out:
-        os.dup2(out.fileno(), 1)
-        os.dup2(out.fileno(), 2)
 
 
 # --------------------------------------------------------------------------------- helpers

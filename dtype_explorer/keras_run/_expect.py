@@ -5,7 +5,9 @@ Four statements can be made about what a target should return:
 * the **policy** rule: a layer computes in its compute dtype (float inputs autocast to it);
 * **result_type**: ``keras.backend.result_type`` on this backend, Keras's promotion lattice;
 * the **array libraries**: the op's counterpart in NumPy and in the probing backend's own
-  library (``jax.numpy``, ``torch``, ``tf.experimental.numpy``), run here on the same values;
+  library (``jax.numpy``, ``torch``, ``tf.experimental.numpy``), run on the same values: here,
+  except ``tf.experimental.numpy``, which runs as it intends (NumPy behaviour on) in the
+  TensorFlow reference process (:mod:`._tf_reference`);
 * the **declared** spec: Keras's symbolic call.
 
 Which one the verdict uses (``expected_by``), and why:
@@ -36,6 +38,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run import _tf_reference as tf_reference
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._reference_calls import (
     NO_COUNTERPART,
@@ -125,9 +128,26 @@ def for_op(
         )
     for library in dict.fromkeys(("numpy", OWN_LIBRARY.get(backend, "numpy"))):
         path = entry.references.get(library)
-        if path is not None and leaves:
+        if path is not None and leaves and library == "tensorflow":
+            found.append(_tensorflow_expectation(path, entry, inputs, leaves))
+        elif path is not None and leaves:
             found.append(library_expectation(library, path, entry, inputs, leaves))
     return found
+
+
+def _tensorflow_expectation(
+    path: str, entry: OpEntry, inputs: tuple[dict, ...], leaves: list[tuple[dict, int | None, Any]]
+) -> Expectation:
+    """:func:`library_expectation` for ``tf.experimental.numpy``, as it intends: with its NumPy
+    behaviour on, in the TensorFlow reference process (:mod:`._tf_reference`), never in this
+    one, which answers for Keras."""
+    if no_counterpart(path) is not None:
+        return library_expectation("tensorflow", path, entry, inputs, leaves)
+    try:
+        return tf_reference.run(library_expectation, "tensorflow", path, entry, inputs, leaves)
+    except Exception as error:  # the reference process itself failed: not tnp's answer
+        message = f"the TensorFlow reference process failed: {type(error).__name__}: {error}"
+        return Expectation(source="tensorflow", basis=path, error=first_line(message)[:200])
 
 
 def library_expectation(

@@ -1,11 +1,12 @@
-"""How the jax and torch counterparts of ``keras.ops`` functions are called, where their
-arguments differ from Keras's: channels-first layouts (torch's convolutions, pools and pixel
-shuffles), a ``dim`` Keras leaves to its default (``torch.softmax``: the last axis), Keras's
-positional order moved to the library's (``jax.lax.dynamic_update_slice``), the ``(real,
-imag)`` pair Keras takes for complex input made one complex array, and the index arrays torch
-takes only as ``int64`` (the probed dtype is never converted: a library refusing it stays a
-raise). Part of :mod:`~dtype_explorer.keras_run._reference_calls`'s table, keyed by the
-reference's path.
+"""How the jax, torch and ``tf.experimental.numpy`` counterparts of ``keras.ops`` functions are
+called, where their arguments differ from Keras's: channels-first layouts (torch's
+convolutions, pools and pixel shuffles), a ``dim`` Keras leaves to its default
+(``torch.softmax``: the last axis), Keras's positional order moved to the library's
+(``jax.lax.dynamic_update_slice``), the ``(real, imag)`` pair Keras takes for complex input
+made one complex array, the index arrays torch takes only as ``int64`` (the probed dtype is
+never converted: a library refusing it stays a raise), and tnp's dtype objects, ``pad`` mode
+and ``TensorShape``. Part of :mod:`~dtype_explorer.keras_run._reference_calls`'s table, keyed
+by the reference's path.
 
 >>> import numpy as np
 >>> ADAPTERS["torch.permute"](lambda x, dims: dims, (np.ones((2, 3)),), {}, "ops.transpose")
@@ -287,6 +288,31 @@ def _jax_update_slice(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str
     return fn(x, updates, tuple(starts))
 
 
+# 4. tf.experimental.numpy (run with its NumPy behaviour on: ``_tf_reference``).
+
+
+def _tf_cast(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
+    """``tnp.asarray(x, dtype)``: a TensorFlow dtype (tnp reads a dtype's name as a string
+    to cast to); no dtype (``convert_to_tensor``'s default): the input's own."""
+    import tensorflow as tf
+
+    dtype = _arg(args, kwargs, 1, "dtype")
+    return fn(args[0], dtype=None if dtype is None else tf.dtypes.as_dtype(dtype))
+
+
+def _tf_pad(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
+    """``tnp.pad(array, pad_width, mode)``: ``mode`` has no default (Keras's: ``constant``)."""
+    x, width = args[0], _arg(args, kwargs, 1, "pad_width")
+    mode = _arg(args, kwargs, 2, "mode", "constant")
+    value = kwargs.get("constant_values")
+    return fn(x, width, mode) if value is None else fn(x, width, mode, constant_values=value)
+
+
+def _tf_shape(fn: Callable[..., Any], args: tuple, kwargs: dict, op: str) -> Any:
+    """``tnp.shape(x)`` is a ``TensorShape``: its dimensions, Python ints, as NumPy's tuple."""
+    return tuple(fn(args[0]))
+
+
 #: Reference path -> how it is called (Keras's positional arguments and keywords, the op).
 ADAPTERS: dict[str, Adapter] = {
     "numpy.fft.fft": _complex_pair,
@@ -333,6 +359,9 @@ ADAPTERS: dict[str, Adapter] = {
     "torch.Tensor.view": _torch_cast,
     "jax.image.scale_and_translate": _jax_scale_and_translate,
     "jax.lax.dynamic_update_slice": _jax_update_slice,
+    "tensorflow.experimental.numpy.asarray": _tf_cast,
+    "tensorflow.experimental.numpy.pad": _tf_pad,
+    "tensorflow.experimental.numpy.shape": _tf_shape,
     "torch.Tensor.unfold": lambda fn, args, kwargs, op: fn(args[0], -1, args[1], args[2]),
     "torch.linalg.solve_triangular": lambda fn, args, kwargs, op: fn(
         args[0], args[1], upper=not kwargs.get("lower", False)

@@ -3,8 +3,13 @@
 because the tool called it wrongly. A raise is allowed only where the library really refuses
 the dtype: the same reference, called the same way on int32 inputs, answers.
 
-Over the whole op catalog on the numpy, jax and torch backends (their workers; NumPy and scipy,
-jax and torch as references)."""
+Over the whole op catalog on the numpy, jax, torch and tensorflow backends (their workers;
+NumPy and scipy, jax, torch and ``tf.experimental.numpy`` as references). TensorFlow's
+references run with tnp's NumPy behaviour on, in the TensorFlow reference process, never in
+the worker that answers for Keras (``keras_run/_tf_reference.py``)."""
+
+import subprocess
+import sys
 
 import pytest
 
@@ -52,14 +57,16 @@ WRONG_CALL = (
 )
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax", "torch"])
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch", "tensorflow"])
 def test_no_reference_raises_from_its_own_call(backend):
     """Every op's references on ``backend`` (NumPy/scipy and the backend's own library), called
     on the op's default dtype; a reference that raises must answer on another dtype (the raise
     was the library refusing the dtype) and say nothing of a wrong call. The old code showed,
     among others, scipy's map_coordinates ("output shape not correct"), torch's softmax without
-    ``dim``, pools and convolutions on channels-last input, jax.lax.reduce_window's keywords
-    and the fft functions given Keras's ``(real, imag)`` pair as "<library> raises"."""
+    ``dim``, pools and convolutions on channels-last input, jax.lax.reduce_window's keywords,
+    the fft functions given Keras's ``(real, imag)`` pair, and tnp's ``sqrt`` without its
+    NumPy behaviour ("no attribute astype"), ``pad`` without ``mode``, ``asarray`` given a
+    dtype's name and ``shape``'s ``TensorShape`` as "<library> raises"."""
     raised = _raises(_probe_all(backend))
     wrong = {k: e for k, e in raised.items() if any(w in e for w in WRONG_CALL)}
     assert not wrong, wrong
@@ -111,3 +118,52 @@ def test_no_comparable_call_is_shown_as_no_counterpart():
     result = pool.submit(make_spec("ops.segment_sum", backend="numpy"), use_cache=False).result()
     said = _expectation(result, "numpy")
     assert said.dtype is None and said.error is None and NO_COUNTERPART in said.basis
+
+
+#: tnp's own answer, NumPy behaviour on (as ``_tf_reference`` switches it on), in a bare process.
+_RAW_TNP = """
+import numpy as np, ml_dtypes, tensorflow as tf
+tf.get_logger().setLevel("ERROR")
+tnp = tf.experimental.numpy
+tnp.experimental_enable_numpy_behavior(dtype_conversion_mode="all")
+for dtype in ("int32", "bfloat16"):
+    numpy_dtype = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    x = tf.constant(np.array([[1, 4, 9], [2, 3, 5]]).astype(numpy_dtype))
+    print(dtype, tnp.sqrt(x).dtype.name, tnp.exp(x).dtype.name)
+"""
+
+
+def _raw_tnp():
+    done = subprocess.run(
+        [sys.executable, "-c", _RAW_TNP], capture_output=True, text=True, timeout=300, check=True
+    )
+    rows = [line.split() for line in done.stdout.splitlines() if line.strip()]
+    return {(op, row[0]): row[k] for row in rows for k, op in ((1, "ops.sqrt"), (2, "ops.exp"))}
+
+
+def test_tnp_answers_as_with_its_numpy_behaviour_and_keras_worker_stays_clean():
+    """``tnp.sqrt``/``tnp.exp`` of int32 and bfloat16 raised "no attribute astype" in the
+    tensorflow worker; now each answers what raw tnp answers with its NumPy behaviour on, and
+    the worker that answered for Keras still has no ``tf.Tensor.astype`` / NumPy promotion."""
+    from dtype_explorer.keras_run import _tf_reference
+
+    raw = _raw_tnp()
+    for (op, dtype), expected in raw.items():
+        spec = make_spec(op, backend="tensorflow", input_dtype=dtype)
+        said = _expectation(pool.submit(spec, use_cache=False).result(), "tensorflow")
+        assert said.error is None and said.dtype == expected, (op, dtype, said)
+    assert pool.call("tensorflow", _tf_reference.numpy_behaviour_on).result() is False
+    assert _tf_reference.numpy_behaviour_on() is False  # nor this process
+
+
+def test_promotion_table_runs_tnp_as_the_probe_does():
+    """The promotion table's tensorflow column comes from the same reference process as the
+    probe's (one owner): tnp's sqrt of int32, as raw tnp answers it."""
+    from dtype_explorer import promotion_table
+    from dtype_explorer.records import UNARY, pair_key
+
+    table = promotion_table(
+        "sqrt", dtypes=["int32"], backends="numpy", references=["tensorflow"], progress=False
+    )
+    cell = table.references["tensorflow"][pair_key("int32", UNARY)]
+    assert cell.error is None and cell.dtype == _raw_tnp()[("ops.sqrt", "int32")], cell
