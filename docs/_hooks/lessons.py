@@ -6,7 +6,9 @@ directory, never committed), and mkdocs-jupyter renders that copy. The committed
 not touched. The workers run Binder's backends, jax, tensorflow and numpy
 (``DTYPE_EXPLORER_BACKENDS``, unless set: the lessons ask tensorflow by name), and the kernel
 inherits the build's fresh result cache (``examples.py``), so no output comes from an earlier
-run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy.
+run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy. A lesson
+written for the Keras 2 kernel (its kernelspec is a ``dtype-explorer-tf_keras`` one: 7b) runs
+on that kernel, registered (and its engine created) by ``dx.engines.kernel("tf_keras")``.
 
 A cell that raises fails the build, naming the lesson, the cell and Keras's error. Set
 ``DTYPE_EXPLORER_DOCS_EXECUTE=0`` to render the committed outputs instead (a quick local build).
@@ -31,6 +33,7 @@ BUILD_DIR = Path(".cache") / "lessons"
 #: by name, torch never.
 BACKENDS = "jax,tensorflow,numpy"
 CELL_TIMEOUT = 600  # seconds: lesson 7 creates Keras engines from the package index
+KERAS2_KERNEL = "dtype-explorer-tf_keras"  # the Keras 2 kernels' names (runtime/_kernelspec.py)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's traceback
 log = logging.getLogger("mkdocs.hooks.lessons")
 
@@ -65,7 +68,7 @@ def execute(source: Path, target: Path, *, label: str) -> None:
     client = NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT,
-        kernel_name="python3",
+        kernel_name=_kernel_name(notebook),
         resources={"metadata": {"path": str(source.parent)}},
         store_widget_state=True,
     )
@@ -78,3 +81,14 @@ def execute(source: Path, target: Path, *, label: str) -> None:
     except (CellTimeoutError, DeadKernelError) as exc:
         raise PluginError(f"{label}: the lesson did not finish: {exc}") from exc
     nbformat.write(notebook, target)
+
+
+def _kernel_name(notebook: Any) -> str:
+    """``python3`` (this Python, Keras 3), or the Keras 2 kernel for a lesson written for it."""
+    asked = notebook.metadata.get("kernelspec", {}).get("name", "")
+    if not asked.startswith(KERAS2_KERNEL):
+        return "python3"
+    from dtype_explorer import engines
+
+    engine, _ = engines.kernel("tf_keras", progress=False)
+    return engine.kernel_name
