@@ -39,7 +39,7 @@ import exec_blocks  # noqa: E402
 from mkdocs.exceptions import PluginError  # noqa: E402
 
 #: mkdocs-jupyter's loader of the widget manager from unpkg.com, on a lesson with saved widget
-#: state: the site fetches nothing from the network, so the lessons show the widget's text.
+#: state: the site fetches nothing from the network, so its own bundle takes its place.
 WIDGET_LOADER = re.compile(
     r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>", re.DOTALL
 )
