@@ -9,7 +9,11 @@ A gallery page's block ends by setting ``facts`` (the dtypes and verdicts it sho
 checks them against ``tests/docs/gallery_facts.json`` and warns (a failure under ``--strict``)
 when Keras's answer changed; ``tests/docs/test_gallery.py`` checks the same facts.
 
-Lessons with saved widget state get no widget manager from unpkg.com: nothing is fetched.
+A lesson with saved widget state shows its widgets as snapshots: mkdocs-jupyter's loader of a
+widget manager from unpkg.com is replaced by the site's own bundle of
+``@jupyter-widgets/html-manager`` and an ``anywidget`` loader (``js/src/snapshot/``, built by
+``cd js && npm run build`` into ``docs/assets/snapshot/``), which draws every saved view in place
+from the page's files. Each one says that it is a snapshot (:data:`SNAPSHOT_NOTE`).
 
 The build uses a fresh, empty result cache (nothing shown comes from an earlier run) and stops
 the workers at the end.
@@ -35,9 +39,16 @@ import exec_blocks  # noqa: E402
 from mkdocs.exceptions import PluginError  # noqa: E402
 
 #: mkdocs-jupyter's loader of the widget manager from unpkg.com, on a lesson with saved widget
-#: state: the site fetches nothing from the network, so the lessons show the widget's text.
+#: state: the site fetches nothing from the network, so its own bundle takes its place.
 WIDGET_LOADER = re.compile(
     r"<script>\s*\(function\(\) \{\s*function addWidgetsRenderer\(\).*?</script>", re.DOTALL
+)
+WIDGET_STATE = '<script type="application/vnd.jupyter.widget-state+json">'
+SNAPSHOT = Path("assets") / "snapshot"
+#: Shown above each widget the snapshot draws (js/src/snapshot/index.js reads it from the page).
+SNAPSHOT_NOTE = (
+    "A snapshot of the widget as the lesson left it when this site was built: it responds to "
+    "clicks, but nothing is recomputed (no kernel is behind it). Run the notebook to ask Keras."
 )
 log = logging.getLogger("mkdocs.hooks.examples")
 _state: dict[str, Any] = {}
@@ -72,8 +83,24 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return rendered
 
 
+def on_files(files: Any, config: Any) -> Any:
+    bundle = Path(config["docs_dir"]) / SNAPSHOT / "snapshot.js"
+    if not bundle.is_file():
+        raise PluginError(f"{bundle} is missing: build it first with `cd js && npm run build`")
+    return files
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
-    return WIDGET_LOADER.sub("", output)
+    output = WIDGET_LOADER.sub("", output)
+    if WIDGET_STATE not in output:
+        return output
+    up = "../" * page.url.count("/")
+    scripts = (
+        f'<link rel="stylesheet" href="{up}{SNAPSHOT.as_posix()}/snapshot.css">'
+        f'<script data-snapshot-note="{SNAPSHOT_NOTE}" '
+        f'src="{up}{SNAPSHOT.as_posix()}/snapshot.js" defer></script>'
+    )
+    return output.replace("</head>", f"{scripts}</head>", 1)
 
 
 def _check_facts(src: str, facts: Any) -> None:

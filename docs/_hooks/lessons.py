@@ -6,9 +6,13 @@ directory, never committed), and mkdocs-jupyter renders that copy. The committed
 not touched. The workers run Binder's backends, jax, tensorflow and numpy
 (``DTYPE_EXPLORER_BACKENDS``, unless set: the lessons ask tensorflow by name), and the kernel
 inherits the build's fresh result cache (``examples.py``), so no output comes from an earlier
-run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy. A lesson
-written for the Keras 2 kernel (its kernelspec is a ``dtype-explorer-tf_keras`` one: 7b) runs
-on that kernel, registered (and its engine created) by ``dx.engines.kernel("tf_keras")``.
+run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy, and the page
+draws it as a snapshot (``examples.py``). An explorer answers in the background, after its cell
+is done: a last cell, run and then dropped from the copy (:data:`SETTLE`), waits for every
+``DtypeExplorer``'s answers and sends its whole state again, so that the snapshot shows them.
+A lesson written for the Keras 2 kernel (its kernelspec is a ``dtype-explorer-tf_keras``
+one: 7b) runs on that kernel, registered (and its engine created) by
+``dx.engines.kernel("tf_keras")``.
 
 A cell that raises fails the build, naming the lesson, the cell and Keras's error. Set
 ``DTYPE_EXPLORER_DOCS_EXECUTE=0`` to render the committed outputs instead (a quick local build).
@@ -20,6 +24,7 @@ import logging
 import os
 import re
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,15 @@ CELL_TIMEOUT = 600  # seconds: lesson 7 creates Keras engines from the package i
 KERAS2_KERNEL = "dtype-explorer-tf_keras"  # the Keras 2 kernels' names (runtime/_kernelspec.py)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's traceback
 log = logging.getLogger("mkdocs.hooks.lessons")
+#: The cell run after the lesson's own (and dropped from the copy): every explorer's answers,
+#: which arrive after its cell ended, go into the saved widget state.
+SETTLE = f"""
+from ipywidgets.widgets.widget import _instances as _dx_widgets
+from dtype_explorer import DtypeExplorer as _DxExplorer
+for _dx_widget in [w for w in list(_dx_widgets.values()) if isinstance(w, _DxExplorer)]:
+    _dx_widget.wait(timeout={CELL_TIMEOUT})
+    _dx_widget.send_state()
+"""
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -65,6 +79,8 @@ def execute(source: Path, target: Path, *, label: str) -> None:
         PluginError: a cell raised, timed out or killed the kernel (the lesson and cell named).
     """
     notebook = nbformat.read(source, as_version=4)
+    settle = nbformat.v4.new_code_cell(SETTLE)
+    notebook.cells.append(settle)
     client = NotebookClient(
         notebook,
         timeout=CELL_TIMEOUT,
@@ -80,7 +96,16 @@ def execute(source: Path, target: Path, *, label: str) -> None:
         raise PluginError(f"{label}: a cell raised when the lesson was executed:\n{said}") from exc
     except (CellTimeoutError, DeadKernelError) as exc:
         raise PluginError(f"{label}: the lesson did not finish: {exc}") from exc
+    notebook.cells.remove(settle)
     nbformat.write(notebook, target)
+    timing = settle.metadata.get("execution", {})
+    if "shell.execute_reply" in timing:  # what waiting for the explorers' answers cost
+        waited = _seconds(timing["shell.execute_reply"]) - _seconds(timing["iopub.execute_input"])
+        log.info(f"{label}: the widget snapshot waited {waited:.1f}s for the explorers' answers")
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _kernel_name(notebook: Any) -> str:

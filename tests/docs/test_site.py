@@ -1,7 +1,8 @@
 """The documentation site (issue 29), built as ``./dev.sh docs`` builds it (``--strict``: a
 warning fails the build), opened from the file system in Debian's Chromium (the ``browser``
 fixture of tests/conftest.py, as the JupyterLab tests launch it): the search finds a page, the
-pages show the examples' output computed at build time, nothing is fetched from anywhere but
+pages show the examples' output computed at build time, a lesson's widget is drawn from its
+saved state as a snapshot that answers clicks (no kernel), nothing is fetched from anywhere but
 the files, and no page logs an error. A missing component (mkdocs, a plugin, Chromium,
 playwright) fails these tests; none skips."""
 
@@ -61,7 +62,9 @@ class Watched:
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
 
     def left_the_files(self) -> list[str]:
-        return [url for url in self.fetched if not url.startswith(("file://", "data:", "about:"))]
+        # blob:null/ : a module the page made in memory (a snapshot's `_esm`), from a file:// page.
+        local = ("file://", "data:", "about:", "blob:null/")
+        return [url for url in self.fetched if not url.startswith(local)]
 
 
 def test_search_finds_the_page_that_answers(site, browser, artifacts):
@@ -77,7 +80,7 @@ def test_search_finds_the_page_that_answers(site, browser, artifacts):
     page.screenshot(path=str(artifacts / "docs-search.png"))
     page.locator(".md-search-result__item a[href*='guide/releases.html']").first.click()
     page.wait_for_url("**/guide/releases.html*")
-    assert "first changed in Keras 3.12.0" in page.locator("article").inner_text()
+    assert "first changed in Keras 3.12.0" in page.locator("article.md-content__inner").inner_text()
     assert watched.left_the_files() == []
     assert watched.errors == []
     page.close()
@@ -88,11 +91,35 @@ def test_page_fetches_nothing_and_logs_no_error(site, browser, path):
     watched = Watched(browser)
     watched.page.goto((site / path).as_uri())
     watched.page.wait_for_load_state("load")
-    text = watched.page.locator("article").inner_text()
+    text = watched.page.locator("article.md-content__inner").inner_text()
     assert text.strip()
     assert watched.left_the_files() == []
     assert watched.errors == []
     watched.page.close()
+
+
+def test_lesson_widget_is_a_snapshot_that_answers_clicks(site, browser, artifacts):
+    watched = Watched(browser)
+    page = watched.page
+    page.goto((site / "lessons" / "01_explorer.html").as_uri())
+    page.wait_for_selector("html[data-widget-snapshots=rendered]", timeout=30_000)
+    explorer = page.locator(".dx-snapshot [data-testid=explorer]")
+    assert explorer.count() == 1  # the explorer's own DOM, drawn by its `_esm` from the state
+    note = page.locator(".dx-snapshot-note").inner_text()
+    assert "responds to clicks, but nothing is recomputed" in note
+    # The answers the lesson's kernel gave when the site was built, not "probing…".
+    assert explorer.locator("[data-testid=status]").inner_text() == "done"
+    assert "Backends diverge" in explorer.locator("[data-testid=divergence]").inner_text()
+    cards = explorer.locator("[data-testid=results] .dx-answer-head")
+    assert cards.count() == 0  # side by side: no stacked card yet
+    explorer.locator("[data-testid=view-detail]").click()  # drawn in the page, no kernel asked
+    assert explorer.get_attribute("data-view") == "detail"
+    assert cards.count() == 3  # a card per backend the lesson ran (jax, tensorflow, numpy)
+    page.screenshot(path=str(artifacts / "docs-widget-snapshot.png"), full_page=True)
+    assert any(url.startswith("blob:null/") for url in watched.fetched)  # `_esm` from a blob
+    assert watched.left_the_files() == []
+    assert watched.errors == []
+    page.close()
 
 
 def test_examples_show_their_output_computed_at_build_time(site):
