@@ -97,6 +97,18 @@ ProbeQuantizeOption = Annotated[
         "variables and the compute path.",
     ),
 ]
+#: ``survey --quantize`` and ``atlas build --quantize``: a quantize axis (``quantize_axis``).
+QuantizeAxisOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--quantize",
+        help="Also survey each layer quantized as Model.quantize does: int8, int4, "
+        "int4/<block size> or float8; a comma list or repeated, none for the float layer "
+        "(e.g. --quantize none,int8). Cells sit on the policy axis as "
+        "<policy>+quantize=<mode>; ops are surveyed unquantized; a layer Keras cannot "
+        "quantize (Conv2D) answers its refusal.",
+    ),
+]
 PrecisionOption = Annotated[
     str | None,
     typer.Option(
@@ -171,6 +183,14 @@ def split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value is not None else None
 
 
+def file_size(path: Path) -> int:
+    """``path``'s size in bytes, ``0`` when it cannot be read."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 def one_line(error: BaseException | str) -> str:
     """An error as one line, cut to ``MAX_LINE`` characters."""
     text = re.sub(r"\s+", " ", str(error)).strip() or type(error).__name__
@@ -190,6 +210,27 @@ def names(option: str, value: str | None) -> list[str] | None:
     if found is not None and not found:
         raise InvalidSpecError(f"{option} names nothing; received: {received(value)}")
     return found
+
+
+def quantize_axis(given: list[str] | None) -> list[str | None] | None:
+    """``--quantize none,int8 --quantize int4`` as ``dx.survey``'s ``quantize``: each entry of
+    each comma list, ``none`` the float layer (``None``: the option was not given).
+
+    >>> quantize_axis(["none,int8", "int4/32"]), quantize_axis(None)
+    ([None, 'int8', 'int4/32'], None)
+    """
+    if given is None:
+        return None
+    modes: list[str | None] = []
+    for value in given:
+        entries = split(value)
+        if not entries:
+            raise InvalidSpecError(
+                f"--quantize names nothing; received: {received(value)}; valid: none, int8, "
+                "int4, int4/<block size>, float8 (e.g. --quantize none,int8)"
+            )
+        modes += [None if entry.lower() == "none" else entry for entry in entries]
+    return modes
 
 
 def shape_option(shape: str | None) -> tuple[int, ...] | tuple[tuple[int, ...], ...] | None:

@@ -60,6 +60,7 @@ class ContractTraits(traitlets.HasTraits):
     presets = _synced("presets", traitlets.Dict())
     modes = _synced("modes", traitlets.List())
     precisions = _synced("precisions", traitlets.List())
+    quantize_modes = _synced("quantize_modes", traitlets.List())
     available_backends = _synced("available_backends", traitlets.List())
     engines = _synced("engines", traitlets.List())
     request = _synced("request", traitlets.Dict())

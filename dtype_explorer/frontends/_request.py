@@ -9,9 +9,11 @@ backend that can run the request.
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
 from dtype_explorer.records import ProbeSpec
 from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
@@ -80,6 +82,39 @@ def _json(request: dict[str, Any], key: str, kind: type, example: str) -> Any:
     if not isinstance(value, kind):
         raise InvalidSpecError(f"{key} must be {example}; received: {received(text.strip())}")
     return value
+
+
+def _quantize(request: dict[str, Any], modes: Sequence[str]) -> str | None:
+    """The request's ``quantize``: ``None`` (the float layer), one of ``modes`` (the installed
+    Keras's modes that need no calibration, :func:`uncalibrated_modes`) or ``int4/<block
+    size>``; whether the target takes it (a layer, not an op) is :func:`make_spec`'s to say.
+
+    >>> _quantize({"quantize": "int8"}, ["int8", "int4"]), _quantize({}, ["int8"])
+    ('int8', None)
+    >>> _quantize({"quantize": "int9"}, ["int8", "int4"])
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: quantize: unknown quantization mode 'int9'; \
+did you mean 'int8'? Valid: None (not quantized), int4, int4/<block size>, int8
+    """
+    value = request.get("quantize")
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidSpecError(
+            f"quantize must be a mode's name or null; received: {received(value)}"
+        )
+    block = re.fullmatch(r"int4/([1-9]\d*)", value)
+    if value in modes or (block and "int4" in modes):
+        return value
+    valid = ["None (not quantized)", *modes, *(["int4/<block size>"] if "int4" in modes else [])]
+    if value in ("gptq", "awq"):
+        raise InvalidSpecError(
+            f"quantize={value!r} calibrates on data (a dataset and a tokenizer) over a model's "
+            "blocks: ask it of a model, dx.check_model(model, sample, quantize=keras.quantizers."
+            f"{value.upper()}Config(...)); a layer takes {', '.join(valid)}"
+        )
+    raise InvalidSpecError(f"quantize: {unknown('quantization mode', value, valid)}")
 
 
 def _shape(request: dict[str, Any]) -> list[list[int]] | None:

@@ -6,6 +6,7 @@ dtype-explorer probe Dense --input-dtype float64 --policy mixed_float16 --mode m
 dtype-explorer survey --targets Dense,Conv1D --backends jax,numpy --out survey.html
 dtype-explorer table add --dtypes int8,uint8,float16 --backends jax,torch
 dtype-explorer survey --targets ops --input-dtypes float32,int32 --backends numpy --out ops.html
+dtype-explorer survey --targets Dense,Conv2D --quantize none,int8 --backends numpy --out q.html
 dtype-explorer check model.keras
 dtype-explorer bisect Discretization --dtype float32 --backend numpy \
     --kwargs '{"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"}' --versions 3.10.0..3.13.0
@@ -50,17 +51,20 @@ from dtype_explorer.frontends._cli_options import (
     PrecisionOption,
     ProbeQuantizeOption,
     ProbeTimeoutOption,
+    QuantizeAxisOption,
     QuantizeOption,
     ShapeOption,
     TraceOption,
     Typer,
     ValuesOption,
     cluster_client,
+    file_size,
     json_option,
     model_file,
     names,
     one_line,
     out_path,
+    quantize_axis,
     shape_option,
     timeout_option,
 )
@@ -102,7 +106,7 @@ def _worker_output(backends: str | list[str]) -> Iterator[None]:
         yield
         return
     logs = {s: pool.log_path(s) for b in pool.usable(backends) for s in pool.slots(b)}
-    start = {s: _size(path) for s, path in logs.items()}
+    start = {s: file_size(path) for s, path in logs.items()}
     try:
         yield
     finally:
@@ -111,7 +115,7 @@ def _worker_output(backends: str | list[str]) -> Iterator[None]:
             since = start[backend] if path == logs[backend] else 0
             with contextlib.suppress(OSError):
                 with path.open("rb") as file:
-                    file.seek(since if _size(path) >= since else 0)
+                    file.seek(since if file_size(path) >= since else 0)
                     text = file.read().decode(errors="replace").rstrip()
                 if text:
                     typer.echo(f"--- {backend} worker log ({path}):\n{text}", err=True)
@@ -135,7 +139,7 @@ def _framework_output_to_log() -> Iterator[IO[str]]:
     path = cache.path() / "workers" / "cli.log"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        log = path.open("wb" if _size(path) > FRONT_LOG_BYTES else "ab")
+        log = path.open("wb" if file_size(path) > FRONT_LOG_BYTES else "ab")
     except OSError:
         yield sys.stderr
         return
@@ -152,13 +156,6 @@ def _framework_output_to_log() -> Iterator[IO[str]]:
         os.dup2(saved, 2)
         os.close(saved)
         log.close()
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
 
 
 def _fail(error: BaseException | str, code: int = 2) -> None:
@@ -296,6 +293,7 @@ def survey(
     ] = None,
     out: Annotated[Path, typer.Option(help="Output file: .html or .json.")] = Path("survey.html"),
     engine: EngineOption = None,
+    quantize: QuantizeAxisOption = None,
 ) -> None:
     """Sweep layers x dtypes x policies x backends and save the map."""
     out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
@@ -309,6 +307,7 @@ def survey(
             policies=names("--policies", policies),
             backends=names("--backends", backends),
             engine=engine,
+            quantize=quantize_axis(quantize),
             progress=bars,
         )
         result.save(out)
@@ -509,6 +508,7 @@ def atlas_build(
         typer.Option(help="Workers per backend: a number, or auto (from the cores and memory)."),
     ] = None,
     engine: EngineOption = None,
+    quantize: QuantizeAxisOption = None,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Survey the map and write the atlas; run it again to resume (answers are cached)."""
@@ -528,6 +528,7 @@ def atlas_build(
                 policies=names("--policies", policies),
                 backends=names("--backends", backends),
                 engine=engine,
+                quantize=quantize_axis(quantize),
                 out=directory,
                 timeout=timeout_option(timeout),
                 cluster=client,

@@ -32,11 +32,12 @@ from dtype_explorer.frontends._request import (
     _check_arity,
     _json,
     _per_backend,
+    _quantize,
     _shape,
     _text,
     _texts,
 )
-from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec
+from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec, uncalibrated_modes
 from dtype_explorer.records import (
     MODES,
     PRECISIONS,
@@ -72,6 +73,9 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
     and every created engine (the widget never creates one: ``dx.engines.create`` does).
     ``precision``: the float32 matmul precision at first (``None``: as the backends have it;
     ``"highest"``, ``"tf32"``, ``"default"``); the page's "matmul" picker changes it.
+    ``quantize``: the layer quantized before the call as ``Model.quantize`` does, at first
+    (``None``: the float layer; ``"int8"``, ``"int4"``, ``"float8"``: the installed Keras's
+    modes that need no calibration); the page's "quantize" picker changes it.
     ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
@@ -93,6 +97,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         mode: str = "call",
         engine: str | None = None,
         precision: str | None = None,
+        quantize: str | None = None,
         custom_layers: Iterable[Any] = (),
         use_cache: bool = True,
         timeout: float | None = None,
@@ -130,6 +135,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "mode": mode,
             "engine": engine_spec(engine),
             "precision": precision,
+            "quantize": quantize,
             "backends": list(
                 _default_backends(installed, engine)
                 if backends is None
@@ -149,6 +155,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             presets=dict(dtypes.PRESETS),
             modes=list(MODES),
             precisions=list(PRECISIONS),
+            quantize_modes=list(uncalibrated_modes()),
             available_backends=installed,
             engines=_offered_with(offered, specs[0].engine),
             request=first,
@@ -518,6 +525,7 @@ def _parse_request(
         mode=_text(request, "mode") if "mode" in request else "call",
         engine=engine,
         precision=request.get("precision"),
+        quantize=_quantize(request, uncalibrated_modes()),
     )
     specs, refused = _per_backend(ask, list(dict.fromkeys(backends)))
     _check_arity(specs[0], defaults.get(specs[0].target))

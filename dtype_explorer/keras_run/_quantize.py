@@ -63,6 +63,16 @@ def quantization_modes() -> tuple[str, ...]:
     return tuple(getattr(dtype_policy, "QUANTIZATION_MODES", ()))
 
 
+def uncalibrated_modes() -> tuple[str, ...]:
+    """The installed Keras's modes that need no calibration data (``int8``, ``float8``,
+    ``int4``): the ones a single layer takes (the explorer widget's quantize picker).
+
+    >>> "int8" in uncalibrated_modes() and "gptq" not in uncalibrated_modes()
+    True
+    """
+    return tuple(mode for mode in quantization_modes() if mode not in _CALIBRATED)
+
+
 def lacking_mode(mode: str, modes: tuple[str, ...]) -> str:
     """What to say after Keras's refusal of ``mode``, a mode this release lacks (``""`` when
     it has it): the release's modes and the release that added ``mode`` (:data:`ADDED_IN`).

@@ -14,6 +14,7 @@
  * @property {string} mode how the target runs (one of modes; call when left out)
  * @property {string | null} engine null: the installed Keras; else one of engines ('keras==3.X.Y')
  * @property {string | null} precision null: the backend's settings as they are; else one of precisions (highest: TF32 off)
+ * @property {string | null} quantize null: the float layer; else one of quantize_modes: the layer is quantized before the call as Model.quantize does (a layer's only: ops have no weights)
  * @property {string[]} backends the backends to probe on (of available_backends)
  * @property {number} nonce the page's number for this request; request_id echoes it
  */
@@ -29,6 +30,7 @@
  * @property {Object<string, *>} presets value preset -> what its values are
  * @property {Array<*>} modes how a target can run: call, training, model, predict, fit, dataset
  * @property {Array<*>} precisions the float32 matmul precisions a request may name (records.PRECISIONS: highest, tf32, default)
+ * @property {Array<*>} quantize_modes the quantization modes a request may name: the installed Keras's modes that need no calibration data (int8, int4, float8; gptq and awq need a dataset: dx.check_model)
  * @property {Array<*>} available_backends the installed backends a request may name
  * @property {Array<*>} engines the engines (which Keras answers) a request may name, the installed Keras first: [{engine: null | 'keras==3.X.Y' | 'tf_keras==2.X.Y', keras: its release, label, backends: null (every one) | ['tensorflow']}]; only created engines (dx.engines.create makes one)
  * @property {WidgetRequest} request the question the page asks (validated before use): an object of the 'request' keys below

@@ -17,6 +17,11 @@ export const PRECISION_HELP =
   "float32 matmul precision during the probe, put back afterwards: highest (TF32 off), tf32, or default " +
   "(each backend's own: TF32 on for jax and tensorflow on Ampere and later); as set: leave the backends' settings.";
 
+export const QUANTIZE_HELP =
+  "Quantize the layer before the call as Model.quantize does (the installed Keras's modes that need no " +
+  "calibration data): the card shows the stored variables and the compute path; none: the float layer. " +
+  "A layer Keras cannot quantize (Conv2D) answers Keras's refusal; ops have no weights.";
+
 /** The engine a picker value stands for: `""` is the installed Keras (`null`). */
 const engineOf = (value) => (value ? value : null);
 
@@ -143,6 +148,13 @@ export class Controls {
       title: PRECISION_HELP,
       onchange: () => this.commit({ precision: this.precision.value || null }),
     });
+    this.quantize = h("select", {
+      class: "dx-input",
+      testid: "quantize",
+      "aria-label": "quantize the layer",
+      title: QUANTIZE_HELP,
+      onchange: () => this.commit({ quantize: this.quantize.value || null }),
+    });
     this.engine = h("select", {
       class: "dx-input",
       testid: "engine",
@@ -184,6 +196,7 @@ export class Controls {
       field("policy", h("span", {}, this.policy, this.policyList)),
       field("runs as", this.mode),
       field("matmul", this.precision),
+      field("quantize", this.quantize),
       field("Keras", this.engine, this.engineHint),
       field("backends", this.backendBox),
       h(
@@ -220,6 +233,10 @@ export class Controls {
       const offered = (state.precisions ?? []).map((p) => h("option", { value: p }, p === "highest" ? "highest (TF32 off)" : p));
       replaceChildren(this.precision, [h("option", { value: "" }, "as set"), ...offered]);
     }
+    if (changed("quantize_modes")) {
+      const offered = (state.quantize_modes ?? []).map((m) => h("option", { value: m }, m));
+      replaceChildren(this.quantize, [h("option", { value: "" }, "none"), ...offered]);
+    }
     if (changed("engines")) {
       replaceChildren(
         this.engine,
@@ -247,6 +264,7 @@ export class Controls {
     this.preset.value = d.preset;
     this.mode.value = d.mode ?? "call";
     this.precision.value = d.precision ?? "";
+    this.quantize.value = d.quantize ?? "";
     this.engine.value = d.engine ?? "";
     const defaults = this.state.defaults[d.target];
     this.kwargsHint.textContent = defaults ? `catalog defaults: ${JSON.stringify(defaults.kwargs)}` : "";

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it, vi } from "vitest";
-import { Controls, ENGINE_HELP, PRECISION_HELP, filterCatalog, parseJson, reengine, retarget, shapeCount } from "../src/controls.js";
+import { Controls, ENGINE_HELP, PRECISION_HELP, QUANTIZE_HELP, filterCatalog, parseJson, reengine, retarget, shapeCount } from "../src/controls.js";
 import { byTestId, fixture } from "./helpers.js";
 
 const state = fixture("widget-state");
@@ -214,5 +214,27 @@ describe("matmul precision picker", () => {
   it("shows the precision of the request it was given", () => {
     const { el } = mount({ ...state, request: { ...state.request, precision: "tf32" } });
     expect(byTestId(el, "precision").value).toBe("tf32");
+  });
+});
+
+describe("quantize picker", () => {
+  it("offers 'none' then the kernel's quantization modes and sends the one chosen", () => {
+    const { el, sent } = mount();
+    const select = byTestId(el, "quantize");
+    expect(state.quantize_modes).toEqual(expect.arrayContaining(["int8", "int4", "float8"]));
+    expect([...select.options].map((o) => o.value)).toEqual(["", ...state.quantize_modes]);
+    expect(select.options[0].textContent).toBe("none");
+    expect(select.value).toBe("");
+    expect(select.title).toBe(QUANTIZE_HELP);
+    change(select, "int8");
+    expect(sent.at(-1).quantize).toBe("int8");
+    expect(sent.at(-1).target).toBe(state.request.target);
+    change(select, "");
+    expect(sent.at(-1).quantize).toBeNull();
+  });
+
+  it("shows the quantize mode of the request it was given", () => {
+    const { el } = mount({ ...state, request: { ...state.request, quantize: "float8" } });
+    expect(byTestId(el, "quantize").value).toBe("float8");
   });
 });
