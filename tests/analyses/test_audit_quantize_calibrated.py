@@ -139,3 +139,41 @@ def test_calibration_needs_blocks_and_the_models_own_layers(hub):
     asked = config(hub, "gptq", quantization_layer_structure={"sequential_blocks": [other]})
     with pytest.raises(InvalidSpecError, match="must be one of the model's own layers"):
         check_model(model, IDS[:2], quantize=asked)
+
+
+def test_a_layer_set_to_gptq_but_outside_the_blocks_is_named_uncalibrated(hub):
+    """Keras sets every Dense to gptq, then calibrates only the blocks it is given: a layer
+    outside them keeps computing with its float kernel (``is_gptq_calibrated`` is False)."""
+    model = tiny_causal_lm(hub)
+    first = dict(structure(model), sequential_blocks=model.backbone.transformer_layers[:1])
+    report = check_model(
+        model, SAMPLE, quantize=config(hub, "gptq", **{"quantization_layer_structure": first})
+    )
+    rows = [
+        r
+        for r in report.quantization.layers
+        if r.has_weights and r.layer_class != "LayerNormalization"
+    ]
+    late = [r for r in rows if "transformer_layer_1/" in r.path]
+    assert len(late) == 6 and all(r.status == "skipped" for r in late)
+    assert all("never calibrated" in r.why for r in late)
+    assert sum(r.status == "quantized" for r in rows) == 6  # block 0's
+    raw = tiny_causal_lm(hub)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw.quantize(
+            "gptq",
+            config=config(
+                hub,
+                "gptq",
+                quantization_layer_structure=dict(
+                    structure(raw), sequential_blocks=raw.backbone.transformer_layers[:1]
+                ),
+            ),
+        )
+    block = raw.backbone.transformer_layers[1]
+    assert not any(
+        getattr(layer, "is_gptq_calibrated", True)
+        for layer in leaves(block)
+        if layer.weights and type(layer).__name__ != "LayerNormalization"
+    )
