@@ -45,7 +45,7 @@ def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments:
     # 2. One quantized layer by layer, each outcome recorded
     # 3. Both run on ``sample``: each layer's and the model's output error."""
     floating, copy = model_copy(target), model_copy(target)
-    rows, refused = quantize_layers(copy, request)
+    rows, refused = quantize_layers(copy, request, source=target)
     error = None
     if refused is None:
         reference, ref_out = leaf_outputs(floating, sample, arguments)

@@ -31,6 +31,8 @@ from dtype_explorer.records import (
 _CORE = ("ops.matmul", "ops.einsum", "ops.take", "ops.conv")
 _INT = ("int4", "int8", "uint8", "int16", "int32")
 _LOW = ("int4", "int8", "float8_e4m3fn", "float8_e5m2")
+#: The dtypes a weight-only layer stores its kernel in: gptq and awq hold uint8 bytes.
+_STORED_LOW = (*_LOW, "uint8")
 
 
 def compute_path(call: LayerCall, stored: Iterable[str] = ()) -> tuple[str, ...]:
@@ -72,7 +74,7 @@ def compute_path(call: LayerCall, stored: Iterable[str] = ()) -> tuple[str, ...]
         then = f" → {back.outputs[0].dtype} (quantize-dequantize)" if back is not None else ""
         path.append(f"quantize inputs: {first.inputs[0].dtype} → {first.outputs[0].dtype}{then}")
     name = core.op.removeprefix("ops.")
-    low = sorted({d for d in stored if d in _LOW})
+    low = sorted({d for d in stored if d in _STORED_LOW})
     if name == "take":
         path.append(f"look up rows: {ins[0]} table by {ins[-1]} indices → {out}")
     elif all(d in _INT for d in ins):
@@ -144,7 +146,7 @@ def _refused(report: QuantizationReport) -> Finding:
         'policy="mixed_bfloat16", quantize="int8")\n'
         f'model.quantize("{report.mode}")'
         if half
-        else ""
+        else _structure_fix(report)
     )
     return Finding(
         kind="quantize-refused",
@@ -157,6 +159,21 @@ def _refused(report: QuantizationReport) -> Finding:
         ),
         fix=fix,
         details={"mode": report.mode},
+    )
+
+
+def _structure_fix(report: QuantizationReport) -> str:
+    """For gptq/awq refused for want of blocks: the structure to give the config."""
+    if report.mode not in ("gptq", "awq") or "structure" not in report.refused.message:
+        return ""
+    return (
+        "# name the layers to run first and the blocks to calibrate one after another\n"
+        "# (keras-hub CausalLM/MaskedLM models name them: get_quantization_layer_structure)\n"
+        "config.quantization_layer_structure = {\n"
+        '    "pre_block_layers": [model.get_layer("embedding")],\n'
+        '    "sequential_blocks": [model.get_layer("block_0"), model.get_layer("block_1")],\n'
+        "}\n"
+        f'model.quantize("{report.mode}", config=config)'
     )
 
 
@@ -226,11 +243,17 @@ def _errors(report: QuantizationReport) -> Iterator[Finding]:
         ),
         fix=(
             "# keep the most sensitive layers float, quantize the rest\n"
-            f'model.quantize("{report.mode}", filters=lambda layer: layer.path != '
+            f'model.quantize("{report.mode}"{_with_config(report.mode)}, '
+            "filters=lambda layer: layer.path != "
             f'"{worst.path if worst else "..."}")'
         ),
         details={"error": error, "threshold": report.threshold},
     )
+
+
+def _with_config(mode: str) -> str:
+    """The ``config=`` a calibrated mode's ``quantize`` call needs (its dataset and tokenizer)."""
+    return ", config=config" if mode in ("gptq", "awq") else ""
 
 
 def _containers(calls: Iterable[LayerCall]) -> Iterator[Finding]:

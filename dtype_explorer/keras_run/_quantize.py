@@ -7,6 +7,15 @@ model itself is never called, built or changed. Each leaf layer of the copy is q
 time, so that each layer's outcome is known: quantized, skipped with what Keras said (it only
 warns once per class), or refused (int8 under float16 raises for the whole model).
 
+``gptq`` and ``awq`` (a ``keras.quantizers.GPTQConfig``/``AWQConfig``) run as Keras runs them,
+``copy.quantize(mode, config=config)``: every leaf's ``quantize`` and then the calibration,
+block by block, over the blocks the model's ``get_quantization_layer_structure(mode)`` names
+(keras-hub's ``CausalLM`` and ``MaskedLM`` do: the token embedding, then
+``backbone.transformer_layers``), or the config's ``quantization_layer_structure`` (mapped by
+path onto the copy's layers). The calibration data is token ids, or text with the tokenizer
+that makes them; Keras needs a tokenizer (any) even for token ids. A model without a structure
+is refused in Keras's words. The config's ``dataset`` is read once: a generator is spent.
+
 >>> import keras, numpy as np
 >>> inputs = keras.Input((4,))
 >>> model = keras.Model(inputs, keras.layers.Dense(2, name="d")(inputs), name="m")
@@ -22,8 +31,11 @@ warns once per class), or refused (int8 under float16 raises for the whole model
 from __future__ import annotations
 
 import contextlib
+import copy as copy_module
 import dataclasses
 import re
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -144,7 +156,8 @@ def model_copy(model: Any) -> Any:
 
 def stored_variables(layer: Any, packed: bool = False) -> tuple[StoredVariable, ...]:
     """``layer``'s own variables as stored: name, dtype, shape, trainable, autocast, bytes;
-    ``packed``: int4 values held two to an int8 (the layer's int4 kernel or table)."""
+    ``packed``: 4-bit values held two to a byte (an int4 kernel or table in int8, a gptq or
+    awq kernel in uint8)."""
     import keras
 
     out = []
@@ -160,7 +173,7 @@ def stored_variables(layer: Any, packed: bool = False) -> tuple[StoredVariable, 
                 trainable=bool(v.trainable),
                 autocast=bool(getattr(v, "_autocast", True)),
                 bytes=size * _itemsize(dtype),
-                packed=packed and dtype == "int8" and v.name in ("kernel", "embeddings"),
+                packed=packed and dtype in ("int8", "uint8") and v.name in ("kernel", "embeddings"),
             )
         )
     return tuple(out)
@@ -176,22 +189,19 @@ def _itemsize(dtype: str) -> int:
     return int(np.dtype(dtype).itemsize)
 
 
-def quantize_layers(copy: Any, request: QuantizeRequest) -> tuple[list[QuantizedLayer], Any]:
+def quantize_layers(
+    copy: Any, request: QuantizeRequest, source: Any = None
+) -> tuple[list[QuantizedLayer], Any]:
     """Quantize each leaf layer of ``copy`` as ``Model.quantize`` does, recording each outcome;
-    a refusal (Keras raised) stops there, as ``quantize()`` does. Returns the rows and the
-    refusal (``ErrorInfo``) or ``None``."""
+    a refusal (Keras raised) stops there, as ``quantize()`` does. ``source``: the model
+    ``copy`` was copied from (a calibrated config's ``quantization_layer_structure`` names its
+    layers). Returns the rows and the refusal (``ErrorInfo``) or ``None``."""
     import keras
 
+    if request.mode in _CALIBRATED and not request.lacking:  # calibrated over the model's blocks
+        return _quantize_calibrated(copy, request, source)
     rows: list[QuantizedLayer] = []
     refused = None
-    if request.mode in _CALIBRATED and not request.lacking:  # calibrated over the model's blocks
-        before = {id(layer): stored_variables(layer) for layer in _leaves(copy)}
-        try:
-            copy.quantize(request.mode, config=request.config)
-        except Exception as error:
-            refused = _error(error)
-        rows = [_row(layer, path, before[id(layer)], "") for layer, path in _leaf_paths(copy)]
-        return rows, refused
     for layer, path in _leaf_paths(copy):
         before = stored_variables(layer)
         said = "not reached: quantize() raised at an earlier layer" if refused else ""
@@ -212,6 +222,107 @@ def quantize_layers(copy: Any, request: QuantizeRequest) -> tuple[list[Quantized
         if hasattr(copy, "_post_quantize"):  # 3.12 on
             copy._post_quantize(request.mode)
     return rows, refused
+
+
+def _quantize_calibrated(
+    copy: Any, request: QuantizeRequest, source: Any
+) -> tuple[list[QuantizedLayer], Any]:
+    """gptq/awq: Keras's own ``copy.quantize(mode, config=...)`` (each leaf's ``quantize``,
+    then the calibration over the blocks), each leaf's ``quantize`` watched for what Keras
+    said when it skipped it (it only warns, once per class)."""
+    # 1. The config for the copy: a structure the user gave names the model's layers
+    config = _config_for_copy(request.config, source, copy)
+    # 2. Keras's quantize, each leaf's outcome recorded
+    leaves = _leaf_paths(copy)
+    before = {id(layer): stored_variables(layer) for layer, _ in leaves}
+    said: dict[int, str] = {}
+    refused = None
+    with warnings.catch_warnings(), _watched(leaves, said):
+        warnings.simplefilter("ignore")  # what Keras warns is each row's ``why``
+        try:
+            copy.quantize(request.mode, config=config)
+        except Exception as error:  # no structure, no tokenizer: Keras's words
+            refused = _error(error)
+    # 3. The rows: a layer Keras set to the mode but never calibrated computes in float
+    rows = []
+    for layer, path in leaves:
+        row = _row(layer, path, before[id(layer)], said.get(id(layer), ""))
+        flag = f"is_{request.mode}_calibrated"
+        if refused is None and row.status == "quantized" and not getattr(layer, flag, True):
+            row = row.model_copy(
+                update={
+                    "status": "skipped",
+                    "why": (
+                        f"set to {row.policy} but never calibrated ({flag} is False: it is "
+                        "outside the blocks of the model's quantization layer structure), "
+                        "so it still computes with its float kernel"
+                    ),
+                }
+            )
+        rows.append(row)
+    return rows, refused
+
+
+@contextlib.contextmanager
+def _watched(leaves: list[tuple[Any, str]], said: dict[int, str]) -> Iterator[None]:
+    """Each leaf's ``quantize`` (an instance attribute over the class's, removed after)
+    records what it raised when Keras skips it (``NotImplementedError``; no method)."""
+
+    def watch(layer: Any) -> Any:
+        original = layer.quantize
+
+        def quantize(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(*args, **kwargs)
+            except NotImplementedError as error:
+                said[id(layer)] = keras_message(str(error), limit=300)
+                raise
+
+        return quantize
+
+    patched = []
+    try:
+        for layer, _ in leaves:
+            if callable(getattr(layer, "quantize", None)):
+                layer.__dict__["quantize"] = watch(layer)
+                patched.append(layer)
+            else:
+                said[id(layer)] = f"{type(layer).__name__} has no quantize method"
+        yield
+    finally:
+        for layer in patched:
+            layer.__dict__.pop("quantize", None)
+
+
+def _config_for_copy(config: Any, source: Any, copy: Any) -> Any:
+    """``config``, or a shallow copy of it whose ``quantization_layer_structure`` names the
+    copy's layers (found by path) instead of ``source``'s: quantizing the copy never
+    calibrates the user's own layers."""
+    structure = getattr(config, "quantization_layer_structure", None)
+    if not structure:
+        return config
+    if source is None:
+        raise InvalidSpecError("quantization_layer_structure needs the model it names")
+    paths = {id(layer): path for layer, path, _ in layer_paths(source).values()}
+    theirs = {path: layer for layer, path, _ in layer_paths(copy).values()}
+    mapped = {}
+    for key, layers in structure.items():
+        mapped[key] = []
+        for layer in layers:
+            path = paths.get(id(layer))
+            if path is None or path not in theirs:
+                raise InvalidSpecError(
+                    "the audit quantizes a copy of the model, so each layer that "
+                    "quantization_layer_structure names must be one of the model's own "
+                    f"layers; received in {key!r}: {type(layer).__name__} "
+                    f"{getattr(layer, 'name', layer)!r}, not inside the model (leave "
+                    "quantization_layer_structure unset to use the model's "
+                    "get_quantization_layer_structure())"
+                )
+            mapped[key].append(theirs[path])
+    config = copy_module.copy(config)
+    config.quantization_layer_structure = mapped
+    return config
 
 
 def _config(request: QuantizeRequest) -> dict[str, Any]:
@@ -240,9 +351,17 @@ def _row(
         policy=layer.dtype_policy.name,
         compute_dtype=layer.compute_dtype,
         has_weights=bool(before),
-        variables=stored_variables(layer, packed=str(mode or "").startswith("int4")),
+        variables=stored_variables(layer, packed=_packs(layer, str(mode or ""))),
         float_bytes=sum(v.bytes for v in before),
     )
+
+
+def _packs(layer: Any, mode: str) -> bool:
+    """Whether ``layer`` holds 4-bit values two to a byte: int4 (int8 bytes), awq and 4-bit
+    gptq (uint8 bytes), as its policy says (``gptq/<bits>/<group>_from_...``)."""
+    if mode in ("int4", "awq"):
+        return True
+    return mode == "gptq" and getattr(layer.dtype_policy, "weight_bits", None) == 4
 
 
 def _leaves(model: Any) -> list[Any]:

@@ -101,6 +101,20 @@ def test_refusal_under_float16_says_to_quantize_under_bfloat16():
     assert "mixed_bfloat16" in found[0].fix and "ValueError" in found[0].message
 
 
+def test_a_calibrated_mode_refused_for_want_of_blocks_says_which_structure_to_give():
+    said = "For mode='gptq', a valid quantization structure must be provided either via ..."
+    refused = ErrorInfo(type="ValueError", message=said)
+    (found,) = rules.quantization_findings(
+        report(refused=refused).model_copy(update={"mode": "gptq", "asked": "gptq"}), []
+    )
+    assert "quantization_layer_structure" in found.fix and "config=config" in found.fix
+    other = ErrorInfo(type="ValueError", message="GPTQ quantization requires a tokenizer")
+    (found,) = rules.quantization_findings(
+        report(refused=other).model_copy(update={"mode": "gptq", "asked": "gptq"}), []
+    )
+    assert found.fix == ""  # Keras's own words say what is missing
+
+
 def test_a_quantized_policy_on_a_container_layer():
     container = LayerCall(
         path="m",
