@@ -244,8 +244,8 @@ def _errors(report: QuantizationReport) -> Iterator[Finding]:
         fix=(
             "# keep the most sensitive layers float, quantize the rest\n"
             f'model.quantize("{report.mode}"{_with_config(report.mode)}, '
-            "filters=lambda layer: layer.path != "
-            f'"{worst.path if worst else "..."}")'
+            "filters=lambda layer: layer.name != "  # the audit's path ends with the name
+            f'"{worst.path.rsplit("/", 1)[-1] if worst else "..."}")'
         ),
         details={"error": error, "threshold": report.threshold},
     )
