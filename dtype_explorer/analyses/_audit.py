@@ -30,6 +30,7 @@ from dtype_explorer.analyses import (
     _audit_rules,
     _audit_rules_across,
     _audit_save,
+    _audit_tf_keras,
 )
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
 from dtype_explorer.keras_run import (
@@ -121,8 +122,7 @@ def check_model(
         engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
             created first when missing): the model is rebuilt from its config (with its
             weights) in that release's worker, on this process's backend. A model whose
-            config that release cannot rebuild raises. The Keras 2 engine is refused: the
-            audit traces Keras 3 layers.
+            config that release cannot rebuild raises. ``"tf_keras"``: rebuilt in Keras 2.
         quantize: audit a quantized copy: a mode of the installed Keras (``"int8"``,
             ``"float8"``, ``"int4"``, ``"int4/<block size>"``) or a
             ``keras.quantizers.QuantizationConfig`` (``GPTQConfig``/``AWQConfig`` carry their
@@ -167,7 +167,7 @@ def check_model(
     asked = dataclasses.replace(asked, quantize=request)
     if asked.engine is not None:  # 2. On another Keras release: rebuilt and audited there
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
-        return _audit_engine.check_on_engine(
+        return _audit_tf_keras.check_on_engine(
             model,
             sample,
             asked.policy,
