@@ -8,7 +8,11 @@ engine's worker, where ``keras_run.rebuild_in_keras2`` translates the config int
 the model with tf_keras under this process's global policy and sets its weights; the Keras 2
 audit (:func:`._audit_keras2.check_keras2_model`) then runs on it, its findings' fixes written
 in tf.keras code, and the report comes back with a note saying it is the model rebuilt in
-Keras 2. Every other engine goes to :func:`._audit_engine.check_on_engine`.
+Keras 2. Modes: those of the Keras 2 audit (``call``, ``training``, ``predict``, ``fit``);
+``fit`` trains a clone of the rebuilt model, which is not compiled: SGD on mean squared error
+(Keras 2's ``LossScaleOptimizer`` around it under ``mixed_float16``), whatever the Keras 3
+model was compiled with. The worker's Keras 2 global policy and floatx are put back after.
+Every other engine goes to :func:`._audit_engine.check_on_engine`.
 """
 
 from __future__ import annotations
