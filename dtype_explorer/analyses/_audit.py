@@ -31,6 +31,7 @@ from dtype_explorer.analyses import (
     _audit_rules_across,
     _audit_rules_facts,
     _audit_save,
+    _audit_tf_keras,
 )
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
 from dtype_explorer.keras_run import (
@@ -122,8 +123,7 @@ def check_model(
         engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
             created first when missing): the model is rebuilt from its config (with its
             weights) in that release's worker, on this process's backend. A model whose
-            config that release cannot rebuild raises. The Keras 2 engine is refused: the
-            audit traces Keras 3 layers.
+            config that release cannot rebuild raises. ``"tf_keras"``: rebuilt in Keras 2.
         quantize: audit a quantized copy: a mode of the installed Keras (``"int8"``,
             ``"float8"``, ``"int4"``, ``"int4/<block size>"``) or a
             ``keras.quantizers.QuantizationConfig`` (``GPTQConfig``/``AWQConfig`` carry their
@@ -166,7 +166,7 @@ def check_model(
         if quantize is not None:  # the copy is quantized there, with that release's modes
             options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
         there = (asked.policy, asked.backends, asked.timeout, asked.engine)
-        return _audit_engine.check_on_engine(model, sample, *there, options, audit=audit_rebuilt)
+        return _audit_tf_keras.check_on_engine(model, sample, *there, options, audit=audit_rebuilt)
     asked = dataclasses.replace(
         asked, quantize=None if quantize is None else quantize_request(quantize)
     )

@@ -59,8 +59,8 @@ def check_on_engine(
 
     if engine.startswith("tf_keras"):
         raise InvalidSpecError(
-            "check_model traces Keras 3 layers: the Keras 2 engine cannot audit a model; "
-            f"received: engine={engine!r}"
+            "check_on_engine rebuilds a model in a Keras 3 release; the Keras 2 engine's "
+            f"is _audit_tf_keras.check_on_tf_keras; received: engine={engine!r}"
         )
     if requested:
         raise InvalidSpecError(

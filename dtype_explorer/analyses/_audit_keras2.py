@@ -22,12 +22,13 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dtype_explorer.analyses import _audit_rules
+from dtype_explorer.analyses import _audit_keras2_modes, _audit_rules
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import (
     KERAS2_LACKS,
     Keras2Tracer,
     describe_model,
+    keras2_copy,
     keras2_inputs,
     keras2_state_kept,
     sample_for,
@@ -49,8 +50,8 @@ _TF_KERAS = (
 _SPELLING = re.compile(
     "|".join(rf"(?<![\w.]){re.escape(k3)}" for k3, _ in _TF_KERAS[:-1]) + r"|(?<![\w.])keras\."
 )
-#: The modes a Keras 2 audit runs (the others are Keras 3's: predict, fit, save on Keras 3).
-KERAS2_MODES = ("call", "training")
+#: The modes a Keras 2 audit runs (``save`` is Keras 3's).
+KERAS2_MODES = ("call", "training", "predict", "fit")
 
 
 def in_tf_keras(finding: Finding, classes: Mapping[str, str] | None = None) -> Finding:
@@ -76,8 +77,10 @@ def in_tf_keras(finding: Finding, classes: Mapping[str, str] | None = None) -> F
         if text is None:
             return None
         text = _SPELLING.sub(lambda m: spelled.get(m.group(0), "tf.keras."), text)
-        for name, spelling in (classes or {}).items():
-            text = text.replace(f"tf.keras.layers.{name}(", f"{spelling}(")
+        for name, spelling in (classes or {}).items():  # as written, or by its bare name
+            text = re.sub(
+                rf"(?<![\w.])(?:tf\.keras\.layers\.)?{re.escape(name)}\(", f"{spelling}(", text
+            )
         return text
 
     return finding.model_copy(update={"fix": k2(finding.fix), "message": k2(finding.message)})
@@ -98,7 +101,11 @@ def check_keras2_model(
         model: a ``tf.keras`` (``tf_keras``) model or layer.
         sample: an array, list or dict matching the model's inputs (default: built from its
             ``tf.keras.Input``\\ s, batch of 2).
-        mode: ``"call"`` (inference) or ``"training"`` (``training=True``).
+        mode: ``"call"`` (inference), ``"training"`` (``training=True``), ``"predict"``
+            (Keras 2's real ``model.predict``, its ``tf.function``'s trace recorded and
+            compared with the eager call) or ``"fit"`` (one real ``train_on_batch`` step of a
+            copy: gradient dtypes, inf/NaN, the ``LossScaleOptimizer``'s scale before and
+            after).
         call_kwargs: keyword arguments of the model's call.
         quantize: refused (``InvalidSpecError``): Keras 2 has no ``quantize()``.
         refused: ``check_model``'s other arguments by name, which a Keras 2 audit does not
@@ -121,25 +128,36 @@ def check_keras2_model(
     kwargs = dict(call_kwargs or {})
     inputs = keras2_inputs(model)
     sample = sample_for(model, inputs, sample)
-    # 2. The eager pass through Keras 2's Layer.__call__, every layer call recorded
-    tracer = Keras2Tracer(model)
-    with keras2_state_kept():
-        outputs = tracer.run(sample, inputs, kwargs, training=mode == "training")
-    calls = tracer.finish(outputs)
-    # 3. The rules on the records, the fixes in tf.keras code
-    optimizer = getattr(model, "optimizer", None)
-    audited = _audit_rules.AuditedModel(
-        name=model.name,
-        policy=model.dtype_policy.name,
-        backend="tensorflow",
-        optimizer=None if optimizer is None else type(optimizer).__name__,
-        loss_scaled=isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer),
-    )
-    found = _audit_rules.find(calls, model=audited, policy=audited.policy)
-    classes = _user_classes(layer for layer, _, _ in tracer.layers.values())
     notes = [KERAS2_LACKS]
     if not model.built:
         notes.insert(0, f"{describe_model(model)} was not built; the audit built it.")
+    ran: dict[str, Any] = {"execution": _EXECUTION.get(mode, "")}
+    with keras2_state_kept():
+        # 2. The eager pass through Keras 2's Layer.__call__, every layer call recorded (on a
+        #    copy for "fit")
+        target = keras2_copy(model) if mode == "fit" else model
+        tracer = Keras2Tracer(target)
+        outputs = tracer.run(sample, inputs, kwargs, training=mode in ("training", "fit"))
+        calls = tracer.finish(outputs)
+        # 3. The rules on the records, the fixes in tf.keras code
+        audited = _audited(model, tf_keras)
+        found = _audit_rules.find(calls, model=audited, policy=audited.policy)
+        # 4. The mode's own run: the real model.predict, or one train_on_batch on the copy
+        timings = {"forward_ms": tracer.forward_ms}
+        if mode == "predict" and outputs is not None:
+            t0 = time.perf_counter()
+            predict, calls, more = _audit_keras2_modes.predict_phase(
+                model, sample, calls, outputs, audited
+            )
+            timings["predict_ms"] = ms(t0)
+            found += more
+            ran.update(predict=predict, compiled=True)
+        if mode == "fit" and outputs is not None:
+            fit, more = _audit_keras2_modes.fit_phase(model, target, sample, outputs, timings)
+            found += more
+            ran.update(fit=fit, compiled=True)
+            notes.append(_FIT_NOTE)
+    classes = _user_classes(layer for layer, _, _ in tracer.layers.values())
     # 4. The report
     return AuditReport(
         model=model.name,
@@ -150,11 +168,31 @@ def check_keras2_model(
         layers=tuple(calls),
         findings=tuple(in_tf_keras(f, classes) for f in _audit_rules.ordered(found)),
         notes=tuple(notes),
-        timings={"forward_ms": tracer.forward_ms, "total_ms": ms(started)},
+        timings={**timings, "total_ms": ms(started)},
         mode=mode,
-        execution="" if mode == "call" else "the eager call with training=True",
+        **ran,
         keras=tf_keras.__version__,
         engine=f"tf_keras=={tf_keras.__version__}",
+    )
+
+
+_EXECUTION = {"training": "the eager call with training=True", **_audit_keras2_modes.EXECUTION}
+_FIT_NOTE = (
+    "The training step ran on a copy of the model (tf_keras.models.clone_model, weights "
+    "copied, compiled with its loss and a fresh optimizer, or SGD on mean squared error); "
+    "the model itself was not trained."
+)
+
+
+def _audited(model: Any, tf_keras: Any) -> _audit_rules.AuditedModel:
+    """What the rules need to know of the Keras 2 ``model``."""
+    optimizer = getattr(model, "optimizer", None)
+    return _audit_rules.AuditedModel(
+        name=model.name,
+        policy=model.dtype_policy.name,
+        backend="tensorflow",
+        optimizer=None if optimizer is None else type(optimizer).__name__,
+        loss_scaled=isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer),
     )
 
 

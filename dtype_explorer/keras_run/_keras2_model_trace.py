@@ -142,11 +142,35 @@ class Keras2Tracer(ModelTracer):
         finally:
             Layer.__call__ = original_dunder
 
-    def _recording(self) -> bool:
-        """On the auditing thread, eagerly (not while Keras 2 builds a functional graph)."""
+    #: Inside ``model.predict``'s ``tf.function`` (:meth:`run_predict`): its trace recorded.
+    predicting = False
+
+    def run_predict(self, sample: Any) -> tuple[Any, Any]:
+        """Keras 2's real ``model.predict`` on ``sample`` as one batch: its outputs, and the
+        root call's outputs as its ``tf.function`` traced them. The predict function is made
+        afresh (one made before was traced without the recorders) and put back after."""
         import tensorflow as tf
 
-        return not self.done and threading.get_ident() == self._thread and tf.executing_eagerly()
+        batch = int(tf.nest.flatten(sample)[0].shape[0])
+        before = self.model.predict_function
+        self.model.predict_function, self.predicting = None, True
+        try:
+            with self.installed():
+                outputs = self.model.predict(sample, batch_size=batch, verbose=0)
+        finally:
+            self.model.predict_function, self.predicting = before, False
+        return outputs, self.root_outputs
+
+    def _recording(self) -> bool:
+        """On the auditing thread, eagerly (not while Keras 2 builds a functional graph), or in
+        ``model.predict``'s first trace."""
+        import tensorflow as tf
+
+        return (
+            not self.done
+            and threading.get_ident() == self._thread
+            and (tf.executing_eagerly() or self.predicting)
+        )
 
     def layer_variables(self, layer: Any) -> dict[str, VariableDtypes]:
         """Keras 2's own variables of ``layer``: stored in ``true_dtype`` (an

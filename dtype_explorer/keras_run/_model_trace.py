@@ -420,10 +420,12 @@ def spelled_class(cls: type) -> str:
     ('keras.layers.Dense', 'Scale')
     """
     top = cls.__module__.split(".")[0]
-    library = sys.modules.get(top) if top in ("keras", "keras_hub") else None
+    library = sys.modules.get(top) if top in ("keras", "keras_hub", "tf_keras") else None
     for namespace in ("layers", "models"):
         if getattr(getattr(library, namespace, None), cls.__name__, None) is cls:
-            return f"{top}.{namespace}.{cls.__name__}"
+            # tf_keras's own: written keras.layers.X here, tf.keras.layers.X by the Keras 2
+            # audit's spelling (analyses/_audit_keras2.in_tf_keras)
+            return f"{'keras' if top == 'tf_keras' else top}.{namespace}.{cls.__name__}"
     return cls.__name__
 
 

@@ -177,8 +177,8 @@ def test_arguments_the_keras2_audit_does_not_take_are_refused_by_name():
     class Model:
         name = "m"
 
-    with pytest.raises(InvalidSpecError, match="modes that apply: call, training"):
-        _refuse(Model(), "fit", {})
+    with pytest.raises(InvalidSpecError, match="modes that apply: call, training, predict, fit"):
+        _refuse(Model(), "save", {})
     with pytest.raises(InvalidSpecError, match=r"takes no backends, engine.*backends='all'"):
         _refuse(Model(), "call", {"backends": "all", "engine": "keras==3.11.3", "labels": None})
     _refuse(Model(), "training", {"policy": None, "backends": []})

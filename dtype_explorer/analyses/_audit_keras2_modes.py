@@ -1,0 +1,147 @@
+"""The Keras 2 audit's modes ``predict`` and ``fit`` (:func:`._audit_keras2.check_keras2_model`):
+Keras 2's real ``model.predict`` (a ``tf.function``), its layers as that function traced them
+compared with the eager call's (the same :class:`~dtype_explorer.records.PredictReport` and
+``mode-divergence`` findings as Keras 3), and one real ``train_on_batch`` step of a copy of the
+model (under ``mixed_float16`` with Keras 2's ``LossScaleOptimizer``): the gradients' dtypes,
+whether each held inf/NaN, the loss scale before and after, and the same
+:func:`._audit_rules_across.gradient_findings`.
+
+>>> from dtype_explorer.records import LayerCall, TensorInfo
+>>> def call(dtype):
+...     return LayerCall(path="m/d", layer_class="Dense", depth=1, policy="float32",
+...                      compute_dtype="float32", variable_dtype="float32",
+...                      received=(TensorInfo(dtype=dtype, shape=(2,)),))
+>>> [d.text() for d in differences([call("float32")], [call("float64")])]
+['d received: eager float32, predict float64']
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.analyses import _audit_rules, _audit_rules_across
+from dtype_explorer.errors import as_sentence, keras_message
+from dtype_explorer.keras_run import Keras2Tracer, keras2_train_on_batch, tensor_info
+from dtype_explorer.records import (
+    ErrorInfo,
+    Finding,
+    FitReport,
+    LayerCall,
+    LayerDifference,
+    PredictReport,
+)
+from dtype_explorer.timing import ms
+
+#: How each mode ran, in words (``AuditReport.execution``).
+EXECUTION = {
+    "predict": "model.predict (Keras 2: compiled by tf.function)",
+    "fit": "model.train_on_batch: one training step, compiled by tf.function",
+}
+
+
+def predict_phase(
+    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any, audited: Any
+) -> tuple[PredictReport, list[LayerCall], list[Finding]]:
+    """Keras 2's real ``model.predict`` on ``sample``, every layer call recorded as its
+    ``tf.function`` traced it, compared with the eager pass (``eager``, ``eager_outputs``):
+    the report, those records, and the rules' findings on them (``audited``: the
+    ``AuditedModel``) with the mode divergences."""
+    import tensorflow as tf
+
+    tracer = Keras2Tracer(model, values=False)
+    error = None
+    try:
+        outputs, symbolic = tracer.run_predict(sample)
+    except Exception as exc:  # the eager call ran: that predict does not is the finding
+        outputs = symbolic = None
+        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
+    calls = tracer.finish(symbolic)
+    leaves = [] if outputs is None else [np.asarray(x) for x in tf.nest.flatten(outputs)]
+    eager_leaves = [np.asarray(x) for x in tf.nest.flatten(eager_outputs)]
+    report = PredictReport(
+        compiled=True,
+        execution=EXECUTION["predict"],
+        outputs=tuple(tensor_info(x) for x in leaves),
+        nonfinite=tuple(_nonfinite(x) for x in leaves),
+        eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
+        eager_nonfinite=tuple(_nonfinite(x) for x in eager_leaves),
+        differences=tuple(differences(eager, calls)),
+        error=error,
+        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
+        cause=None if tracer.failed_at is None else tracer.failed_at.error,
+    )
+    found = [
+        f
+        for f in _audit_rules.find(calls, model=audited, policy=audited.policy)
+        if f.kind != "call-error"
+    ]
+    return report, calls, [*found, *_audit_rules_across.mode_divergences(report)]
+
+
+def differences(eager: list[LayerCall], calls: list[LayerCall]) -> Iterator[LayerDifference]:
+    """Each layer call whose received or output dtypes under predict (``calls``) differ from
+    the eager pass's (``eager``; a call that raised there and was not re-run is skipped)."""
+    by_key = {(c.path, c.call_index): c for c in eager}
+    for call in calls:
+        before = by_key.get((call.path, call.call_index))
+        if before is None or (before.error is not None and not before.retried):
+            continue
+        for where in ("received", "outputs"):
+            was = tuple(t.dtype for t in getattr(before, where))
+            now = tuple(t.dtype for t in getattr(call, where))
+            if was != now and now:
+                yield LayerDifference(
+                    path=call.path,
+                    layer_class=call.layer_class,
+                    call_index=call.call_index,
+                    where="received" if where == "received" else "output",
+                    eager=was,
+                    predict=now,
+                )
+
+
+def fit_phase(
+    model: Any, copy: Any, sample: Any, outputs: Any, timings: dict[str, float]
+) -> tuple[FitReport | None, list[Finding]]:
+    """One real Keras 2 ``train_on_batch`` step of ``copy`` (:func:`keras2_copy` of
+    ``model``; compiled as ``model`` is, with a fresh optimizer, else SGD on mean squared
+    error) on zeros shaped as its outputs: the report and its gradient findings, or the
+    finding that the step raised."""
+    import tensorflow as tf
+
+    t0 = time.perf_counter()
+    targets = [np.zeros(tuple(t.shape), "float32") for t in tf.nest.flatten(outputs)]
+    loss, optimizer = _compile_config(model)
+    try:
+        fit = keras2_train_on_batch(copy, sample, targets, None, loss, optimizer, nonfinite=True)
+    except Exception as error:
+        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        shown = f"zeros shaped as the outputs {[tuple(t.shape) for t in targets]}"
+        timings["fit_ms"] = ms(t0)
+        return None, [
+            _audit_rules_across.step_failed(
+                copy.name, said, "compiled by tf.function", str(loss), shown
+            )
+        ]
+    timings["fit_ms"] = ms(t0)
+    return fit, list(_audit_rules_across.gradient_findings(fit, copy.name))
+
+
+def _compile_config(model: Any) -> tuple[Any, Any]:
+    """The loss and a fresh optimizer of a compiled Keras 2 model (its inner one under a
+    ``LossScaleOptimizer``: Keras 2's ``compile`` wraps it again under a mixed policy), or
+    mean squared error and ``None`` (SGD)."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or getattr(model, "loss", None) is None:
+        return "mean_squared_error", None
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return model.loss, type(inner).from_config(inner.get_config())
+
+
+def _nonfinite(x: Any) -> int:
+    x = np.asarray(x)
+    return int(x.size - np.isfinite(x).sum()) if x.dtype.kind in "fc" else 0
