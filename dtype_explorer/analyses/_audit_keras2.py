@@ -17,6 +17,7 @@ Their fixes are then written in tf.keras code (:func:`in_tf_keras`): ``tf.keras.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -31,6 +32,7 @@ from dtype_explorer.keras_run import (
     keras2_copy,
     keras2_inputs,
     keras2_state_kept,
+    keras2_variables_kept,
     sample_for,
     tensor_info,
 )
@@ -137,7 +139,9 @@ def check_keras2_model(
         #    copy for "fit")
         target = keras2_copy(model) if mode == "fit" else model
         tracer = Keras2Tracer(target)
-        outputs = tracer.run(sample, inputs, kwargs, training=mode in ("training", "fit"))
+        trains = mode == "training" or kwargs.get("training") is True  # on the user's model
+        with keras2_variables_kept(target) if trains else contextlib.nullcontext():
+            outputs = tracer.run(sample, inputs, kwargs, training=mode in ("training", "fit"))
         calls = tracer.finish(outputs)
         # 3. The rules on the records, the fixes in tf.keras code
         audited = _audited(model, tf_keras)

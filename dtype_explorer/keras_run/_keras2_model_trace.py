@@ -214,3 +214,15 @@ def _entry_dtypes(layer: Any) -> tuple[str, ...]:
 
     inputs = getattr(layer, "inputs", None) if isinstance(layer, Functional) else None
     return tuple(t.dtype.name for t in inputs or ())
+
+
+@contextlib.contextmanager
+def keras2_variables_kept(model: Any) -> Iterator[None]:
+    """Every variable of a tf.keras ``model`` (weights, moving statistics) put back bitwise: an
+    eager ``training=True`` call updates some of them, and the user's model is never changed."""
+    saved = [(v, v.numpy().copy()) for v in model.variables]
+    try:
+        yield
+    finally:
+        for variable, value in saved:
+            variable.assign(value)

@@ -51,7 +51,11 @@ inputs = tf.keras.Input((28, 28), dtype="uint8", name="pixels")
 x = tf.keras.layers.Flatten(name="flatten")(inputs)
 x = tf.keras.layers.BatchNormalization(name="bn")(x)
 model = tf.keras.Model(inputs, tf.keras.layers.Dense(10, name="head")(x), name="mnist")
+before = [v.numpy().copy() for v in model.variables]
 out["uint8"] = summary(dx.check_model(model, np.full((2, 28, 28), 200, "uint8"), mode="training"))
+out["training_kept_variables"] = all(
+    np.array_equal(b, v.numpy()) for b, v in zip(before, model.variables)
+)  # BatchNormalization's moving statistics put back after the training=True call
 
 
 # 3. a custom layer under mixed_float16 that casts against its policy

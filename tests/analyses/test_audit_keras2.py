@@ -119,6 +119,7 @@ def test_uint8_pixels_into_batch_normalization(keras2):
     sample = np.full((2, 28, 28), 200, "uint8")
     k3 = _keras3(dx.check_model(model, sample, mode="training"))
     k2 = keras2["uint8"]
+    assert keras2["training_kept_variables"]  # old code: the user's moving statistics moved
     assert [layer[:3] for layer in k2["layers"]] == [layer[:3] for layer in k3["layers"]]
     assert ("int-into-float-layer", "mnist/bn") in _kinds(k2["findings"])
     assert _kinds(k2["findings"]) == _kinds(k3["findings"])
