@@ -159,6 +159,7 @@ def measure(stride: int, dtypes: list[str], out: Path) -> dict:
         "cache_rows_stored_mb": round(stored / 1e6, 2),  # keys + compressed bodies
         "cache_rows": len(answers),
         "site_mb": round(size(out, ("atlas.json", "atlas.parquet")) / 1e6, 2),
+        "site_bytes_per_run": round(size(out, ("atlas.json", "atlas.parquet")) / max(probes, 1)),
         "site_largest_data_kb": round(
             max(p.stat().st_size for p in (out / "data").iterdir()) / 1e3
         ),

@@ -11,11 +11,15 @@ target with its counts and a search box. ``targets/<name>.html``: a page per lay
 its heatmaps (input dtype x policy, coloured by the cell's class, then by each backend's) and,
 for a chosen cell, each run's cast path, error, op-trace summary, device and versions.
 
-A page holds only what its grids need. A target's runs are in its own small data file,
-``data/<name>.js``, loaded when its page opens: a classic script that hands its JSON to
-``window.dxAtlasTarget`` (Chromium refuses ``fetch`` from ``file://``; a ``<script src>`` is
-allowed), each distinct run once and the cells pointing at them. The stylesheet and the
-script are written once, ``assets/atlas.css`` and ``assets/atlas.js``, not into every page.
+A page holds only what its grids need, as a compact list of cells the script draws the
+heatmaps from (``views/_atlas_data.py`` lays it out; a ``<noscript>`` line says so where
+scripts are off). A target's runs are in its own small data file, ``data/<name>.js``, loaded
+when its page opens: a classic script that hands its JSON to ``window.dxAtlasTarget``
+(Chromium refuses ``fetch`` from ``file://``; a ``<script src>`` is allowed), each distinct run
+once, its repeated texts and cast-path steps in the file's tables. The stylesheet and the
+script are written once, ``assets/atlas.css`` and ``assets/atlas.js``, not into every page, and
+so is the search box's list of targets (``assets/targets.js``, loaded as a data file is: a page
+holding it would make the site grow with the square of its targets).
 The diff page stays one self-contained file.
 """
 
@@ -27,8 +31,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from dtype_explorer.records import CHANGE_KINDS, CLASSIFICATIONS, Atlas, AtlasCell, AtlasDiff
-from dtype_explorer.views._markup import e, short
+from dtype_explorer.records import CHANGE_KINDS, CLASSIFICATIONS, Atlas, AtlasDiff
+from dtype_explorer.views._atlas_data import grid_data, target_data
+from dtype_explorer.views._markup import e
 from dtype_explorer.views._palette import color, dtype_color, fill_style, mark
 
 CSS = Path(__file__).with_name("atlas.css").read_text(encoding="utf-8")
@@ -64,6 +69,15 @@ def target_data_href(target: str) -> str:
     return "data/" + target_href(target).removeprefix("targets/").removesuffix(".html") + ".js"
 
 
+#: What a target page says where its script cannot run (it draws the grids and the detail).
+NOSCRIPT = (
+    "<noscript><p class='ax-error' data-testid='noscript'>This page draws its grids and each "
+    "cell's detail with JavaScript: turn it on to see them. Every run is in atlas.json and "
+    "atlas.parquet in the site's folder.</p></noscript>"
+)
+#: The search box's list of targets, once for the site (not in every page), and the function
+#: it calls with it (``js/src/atlas.js`` loads it as it loads a data file).
+TARGETS_HREF, TARGETS_CALLBACK = "assets/targets.js", "dxAtlasTargets"
 #: The function a target's data file calls with its JSON (``js/src/atlas.js`` defines it).
 DATA_CALLBACK = "dxAtlasTarget"
 
@@ -76,29 +90,14 @@ def atlas_site(atlas: Atlas) -> dict[str, str]:
     pages = {
         "assets/atlas.css": site_css(),
         "assets/atlas.js": site_script(),
+        TARGETS_HREF: f"{TARGETS_CALLBACK}({script_json(index)});\n",
         "index.html": _index_page(atlas, index, colors),
     }
     for target in atlas.targets:
-        pages[target_href(target)] = _target_page(atlas, target, index, colors)
+        pages[target_href(target)] = _target_page(atlas, target, colors)
         data = script_json(target_data(atlas, target))  # no "<!--" even inside a string
         pages[target_data_href(target)] = f"{DATA_CALLBACK}({data});\n"
     return pages
-
-
-def target_data(atlas: Atlas, target: str) -> dict[str, Any]:
-    """What ``target``'s data file holds: ``runs``, each distinct run once, and ``cells``,
-    whose ``runs`` map each run's name to its place in ``runs`` (``js/src/atlas.js``'s
-    ``expandCells`` puts them back)."""
-    runs: dict[str, int] = {}
-    cells = []
-    for cell in atlas.cells_of(target):
-        dumped = cell.model_dump(mode="json", exclude_none=True)
-        places = {}
-        for name, run in dumped.pop("runs").items():
-            text = json.dumps(run, sort_keys=True, separators=(",", ":"))
-            places[name] = runs.setdefault(text, len(runs))
-        cells.append({**dumped, "runs": places})
-    return {"target": target, "runs": [json.loads(t) for t in runs], "cells": cells}
 
 
 @functools.cache
@@ -248,77 +247,28 @@ def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str
         f"{_meta(atlas)}{_legend()}<p data-testid='counts'>{overall}</p>"
         f"<h2>Targets</h2><table class='ax-targets'>{rows}</table>"
     )
-    data = {"targets": index, "colors": colors, "versions": atlas.versions}
+    data = {"colors": colors, "versions": atlas.versions}  # the targets: TARGETS_HREF
     return _page("dtype atlas", body, data, base="")
 
 
-def _label(cell: AtlasCell) -> str:
-    outcomes = {run.outcome for run in cell.runs.values()}
-    if len(outcomes) != 1:
-        return "≠"
-    (outcome,) = outcomes
-    return "raises" if outcome.startswith("raises") else short(outcome)
-
-
-def _grid(atlas: Atlas, target: str, cells: list[AtlasCell], *, per_run: bool) -> str:
-    position = {c.key: i for i, c in enumerate(cells)}
-    runs = sorted({r for c in cells for r in c.runs}) if per_run else [None]
-    head = "".join(
-        f"<th>{e(p)}{'<br>' + e(r) if r else ''}</th>" for p in atlas.policies for r in runs
-    )
-    rows = []
-    for dtype in atlas.input_dtypes:
-        tds = []
-        for policy in atlas.policies:
-            key = (target, dtype, policy)
-            cell = cells[position[key]] if key in position else None
-            for run in runs:
-                if cell is None or (run is not None and run not in cell.runs):
-                    tds.append("<td class='ax-cell ax-none'></td>")
-                    continue
-                answer = cell.runs[run] if run else None
-                kind = answer.classification if answer else cell.classification
-                text = (
-                    ("raises" if answer.status != "ok" else short(answer.outcome))
-                    if answer
-                    else _label(cell)
-                )
-                tip = f"{dtype} under {policy}" + (f" on {run}" if run else "") + f": {kind}"
-                tds.append(
-                    f"<td class='ax-cell ax-k-{e(kind)}' data-cell='{position[key]}' "
-                    "data-testid='cell' "
-                    f"data-dtype='{e(dtype)}' data-policy='{e(policy)}' "
-                    f"data-class='{e(kind)}' title='{e(tip)}'>{e(text)}</td>"
-                )
-        rows.append(f"<tr><th class='ax-row'>{e(dtype)}</th>{''.join(tds)}</tr>")
-    testid = "heatmap-runs" if per_run else "heatmap"
-    return (
-        f"<table class='ax-grid' data-testid='{testid}'><tr><th></th>{head}</tr>"
-        f"{''.join(rows)}</table>"
-    )
-
-
-def _target_page(
-    atlas: Atlas, target: str, index: list[dict[str, Any]], colors: dict[str, str]
-) -> str:
-    cells = atlas.cells_of(target)
+def _target_page(atlas: Atlas, target: str, colors: dict[str, str]) -> str:
     counts = " · ".join(f"{e(k)} {v}" for k, v in atlas.counts(target).items())
     body = (
         f"<h1 data-testid='target'>{e(target)}</h1><p>{counts}</p>{_legend()}"
         "<div class='ax-split'><div>"
-        "<h2>By cell (every backend)</h2>"
-        f"{_grid(atlas, target, cells, per_run=False)}"
+        f"{NOSCRIPT}<h2>By cell (every backend)</h2>"
+        "<div class='ax-grid-box' data-grid='cells'></div>"
         "<h2>By backend</h2>"
-        f"{_grid(atlas, target, cells, per_run=True)}</div>"
+        "<div class='ax-grid-box' data-grid='runs'></div></div>"
         "<div id='ax-detail' class='ax-detail' data-testid='detail'>"
         "<p class='ax-muted'>Click a cell for every backend's answer.</p></div></div>"
         f"<h2>Versions and devices</h2>{_meta(atlas)}"
     )
     data = {
-        "targets": index,
         "colors": colors,
         "versions": atlas.versions,
         "target": target,
+        "grid": grid_data(atlas, target),  # drawn by the script (views/_atlas_data.py)
         "data": target_data_href(target),  # its runs, loaded when the page opens
     }
     return _page(f"{target} · dtype atlas", body, data, base="../")

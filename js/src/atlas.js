@@ -22,29 +22,105 @@ import { kindColor, mark, textOn, verdictColor } from "./palette.js";
  * @typedef {{input_dtype: string, policy: string, compute_dtype: string,
  *   classification: string, runs: Record<string, AtlasRun>}} AtlasCell
  * @typedef {{name: string, href: string}} AtlasTarget
- * @typedef {{base: string, targets: AtlasTarget[], colors?: Record<string, string>,
+ * @typedef {{base: string, targets?: AtlasTarget[], colors?: Record<string, string>,
  *   versions?: Record<string, Record<string, string>>, target?: string, data?: string,
- *   cells?: AtlasCell[]}} AtlasData
- * @typedef {{target: string, runs: AtlasRun[], cells: Array<Omit<AtlasCell, "runs"> &
- *   {runs: Record<string, number>}>}} TargetFile
- * @typedef {(doc: Document, src: string) => Promise<TargetFile>} Loader
+ *   grid?: GridData, cells?: AtlasCell[]}} AtlasData
+ * @typedef {{target: string, strings: string[], run_fields: string[], run_kinds: string,
+ *   step_fields: string[], step_kinds: string, steps: any[][], runs: any[][],
+ *   run_names: string[], cells: number[][]}} TargetFile
+ * @typedef {{dtypes: string[], policies: string[], runs: string[], classes: string[],
+ *   labels: string[], cells: number[][]}} GridData
+ * @typedef {(doc: Document, src: string, callback?: string) => Promise<any>} Loader
  */
 
-/** The cells of a target's data file with each run in full (the file holds each distinct run
- *  once; a cell names its place). @param {TargetFile} file @returns {AtlasCell[]} */
+/** A row of a data file back as its record: each field by its kind (`s` a text of `strings`,
+ *  `S` a list of them, `p` cast-path steps of `steps`, `v` as it is); absent ones left out.
+ *  @param {any[]} row @param {string[]} fields @param {string} kinds @param {string[]} strings
+ *  @param {any[]} [steps] */
+function unpack(row, fields, kinds, strings, steps = []) {
+  /** @type {Record<string, any>} */
+  const out = {};
+  row.forEach((value, i) => {
+    if (value === null || value === undefined) return;
+    const kind = kinds[i];
+    out[fields[i]] =
+      kind === "s" ? strings[value]
+      : kind === "S" ? value.map((/** @type {number} */ j) => strings[j])
+      : kind === "p" ? value.map((/** @type {number} */ j) => steps[j])
+      : value;
+  });
+  return out;
+}
+
+/** The cells of a target's data file with each run in full, as the atlas's records dump them
+ *  (the file holds each distinct run, text and cast-path step once; views/_atlas_data.py).
+ *  @param {TargetFile} file @returns {AtlasCell[]} */
 export function expandCells(file) {
-  return file.cells.map((cell) => ({
-    ...cell,
-    runs: Object.fromEntries(Object.entries(cell.runs).map(([name, i]) => [name, file.runs[i]])),
+  const { strings } = file;
+  const steps = file.steps.map((row) => unpack(row, file.step_fields, file.step_kinds, strings));
+  const runs = file.runs.map((row) => /** @type {AtlasRun} */ (unpack(row, file.run_fields, file.run_kinds, strings, steps)));
+  return file.cells.map(([dtype, policy, compute, kind, ...places]) => ({
+    input_dtype: strings[dtype],
+    policy: strings[policy],
+    compute_dtype: strings[compute],
+    classification: strings[kind],
+    runs: Object.fromEntries(
+      places.flatMap((place, i) => (place < 0 ? [] : [[file.run_names[i], runs[place]]])),
+    ),
   }));
 }
 
-/** Load a target's data file: a classic script that calls `window.dxAtlasTarget` with its
- *  JSON (works from file://, where fetch does not). @type {Loader} */
-export function loadScript(doc, src) {
+/** One heatmap of a target page, drawn from the page's compact grid (views/_atlas_data.py):
+ *  input dtypes down, policies across (`perRun`: a column per policy and run), each cell
+ *  classed `ax-k-<class>` (the one palette's fill, in the site's stylesheet), its label and a
+ *  tooltip, `data-cell` its place in the target's cells.
+ *  @param {GridData} grid @param {boolean} perRun @returns {HTMLTableElement} */
+export function drawGrid(grid, perRun) {
+  const runs = perRun ? grid.runs : [null];
+  const head = grid.policies.flatMap((p) => runs.map((r) => h("th", {}, p, r ? [h("br"), r] : [])));
+  /** @type {Map<string, [number[], number]>} */
+  const at = new Map(grid.cells.map((cell, i) => [`${cell[0]}/${cell[1]}`, [cell, i]]));
+  const rows = grid.dtypes.map((dtype, d) => {
+    const tds = grid.policies.flatMap((policy, p) => {
+      const found = at.get(`${d}/${p}`);
+      return runs.map((run, r) => {
+        const [cell, index] = found ?? [null, -1];
+        const slot = run === null ? 2 : 4 + 2 * r;
+        if (!cell || cell[slot] < 0) return h("td", { class: "ax-cell ax-none" });
+        const kind = grid.classes[cell[slot]];
+        const tip = `${dtype} under ${policy}${run ? ` on ${run}` : ""}: ${kind}`;
+        return h(
+          "td",
+          { class: `ax-cell ax-k-${kind}`, "data-cell": index, testid: "cell", "data-dtype": dtype, "data-policy": policy, "data-class": kind, title: tip },
+          grid.labels[cell[slot + 1]],
+        );
+      });
+    });
+    return h("tr", {}, h("th", { class: "ax-row" }, dtype), tds);
+  });
+  return /** @type {HTMLTableElement} */ (
+    h("table", { class: "ax-grid", testid: perRun ? "heatmap-runs" : "heatmap" }, h("tr", {}, h("th"), head), rows)
+  );
+}
+
+/** Draw a target page's heatmaps into its `[data-grid=cells]` and `[data-grid=runs]` boxes.
+ *  @param {Document} doc @param {GridData} grid */
+export function drawGrids(doc, grid) {
+  for (const box of doc.querySelectorAll("[data-grid]")) {
+    box.replaceChildren(drawGrid(grid, box.getAttribute("data-grid") === "runs"));
+  }
+}
+
+/** The site's list of targets (views/_atlas.py writes it once, not into every page). */
+export const TARGETS_FILE = "assets/targets.js";
+
+/** Load one of the site's data files: a classic script that calls `window[callback]` (a
+ *  target's data file: `dxAtlasTarget`; the targets: `dxAtlasTargets`) with its JSON (works
+ *  from file://, where fetch does not). @type {Loader} */
+export function loadScript(doc, src, callback = "dxAtlasTarget") {
   return new Promise((resolve, reject) => {
     const win = /** @type {any} */ (doc.defaultView);
-    win.dxAtlasTarget = (/** @type {TargetFile} */ file) => resolve(file);
+    win[callback] = (/** @type {any} */ file) => resolve(file);
     const script = doc.createElement("script");
     script.src = src;
     script.onerror = () => reject(new Error(`the atlas data file ${src} could not be loaded`));
@@ -159,13 +235,13 @@ export function cellDetail(cell, data) {
   ];
 }
 
-/** @param {Document} doc @param {AtlasData} data */
+/** @param {Document} doc @param {AtlasData} data (its `targets` read at each keystroke) */
 function wireSearch(doc, data) {
   const input = /** @type {HTMLInputElement | null} */ (doc.getElementById("ax-search"));
   const hits = doc.getElementById("ax-hits");
   if (!input || !hits) return;
   input.addEventListener("input", () => {
-    const found = matches(data.targets, input.value);
+    const found = matches(data.targets ?? [], input.value);
     hits.replaceChildren(
       ...found.slice(0, 40).map((t) => h("li", {}, h("a", { href: data.base + t.href, testid: "search-hit" }, t.name))),
     );
@@ -176,22 +252,31 @@ function wireSearch(doc, data) {
   });
   input.addEventListener("keydown", (event) => {
     if (event.key !== "Enter") return;
-    const found = matches(data.targets, input.value);
+    const found = matches(data.targets ?? [], input.value);
     if (found.length) doc.defaultView?.location.assign(data.base + found[0].href);
   });
 }
 
-/** Wire a page of the atlas site: the search box, and on a target page its runs loaded from
- *  its data file, then the cells' detail (the cell named by the URL's `#dtype/policy` shown
+/** Wire a page of the atlas site: the search box (its targets loaded from TARGETS_FILE unless
+ *  the page holds them), and on a target page its grids drawn, its runs loaded from its data
+ *  file, then the cells' detail (the cell named by the URL's `#dtype/policy` shown
  *  first). Resolves once the page is wired.
  *  @param {Document} doc @param {Loader} [load] */
 export async function start(doc, load = loadScript) {
   const data = /** @type {AtlasData} */ (JSON.parse(doc.getElementById("ax-data")?.textContent ?? "{}"));
   wireSearch(doc, data);
+  if (data.grid) drawGrids(doc, data.grid);
+  const targets = data.targets
+    ? null
+    : load(doc, data.base + TARGETS_FILE, "dxAtlasTargets").then(
+        (/** @type {AtlasTarget[]} */ list) => { data.targets = list; },
+        () => { data.targets = []; }, // the search finds nothing; the page still works
+      );
   const detail = doc.getElementById("ax-detail");
-  if (!detail || !data.data) return;
+  if (!detail || !data.data) return void (await targets);
   try {
-    data.cells = expandCells(await load(doc, data.base + data.data));
+    const [file] = await Promise.all([load(doc, data.base + data.data), targets]);
+    data.cells = expandCells(file);
   } catch (error) {
     detail.replaceChildren(h("p", { class: "ax-error", testid: "load-error" }, String(/** @type {Error} */ (error).message)));
     return;

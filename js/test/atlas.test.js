@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from "vitest";
-import { castPath, cellDetail, expandCells, matches, start, traceSummary } from "../src/atlas.js";
+import { castPath, cellDetail, drawGrid, expandCells, matches, start, traceSummary } from "../src/atlas.js";
 import { PALETTE } from "../src/palette.js";
 import { allByTestId, byTestId, fixture } from "./helpers.js";
 
@@ -11,18 +11,18 @@ const conv = withCells(pages.Conv1D);
 const softmax = withCells(pages.Softmax);
 
 async function page(data, hash = "", load) {
-  const { file, cells, ...inPage } = data;
+  const { file, cells, expected, targets_file, ...inPage } = data;
   document.body.innerHTML = [
     "<input id='ax-search'><ul id='ax-hits'></ul>",
     "<table>",
-    ...data.targets.map((t) => `<tr data-target='${t.name}'><td>${t.name}</td></tr>`),
-    ...cells.map((_, i) => `<tr><td data-cell='${i}'></td></tr>`),
-    "</table><div id='ax-detail'></div>",
+    ...targets_file.map((t) => `<tr data-target='${t.name}'><td>${t.name}</td></tr>`),
+    "</table><div data-grid='cells'></div><div data-grid='runs'></div><div id='ax-detail'></div>",
     `<script id='ax-data' type='application/json'>${JSON.stringify(inPage)}</script>`,
   ].join("");
   window.history.replaceState(null, "", hash || "#");
   const asked = [];
-  await start(document, load ?? (async (_, src) => (asked.push(src), file)));
+  const files = { [`${data.base}assets/targets.js`]: targets_file, [`${data.base}${data.data}`]: file };
+  await start(document, load ?? (async (_, src) => (asked.push(src), files[src])));
   return asked;
 }
 
@@ -72,13 +72,50 @@ describe("atlas site", () => {
     expect(byTestId(torch, "versions").textContent).toContain(`keras ${conv.versions.torch.keras}`);
   });
 
-  it("keeps each distinct run once in a data file, and puts every cell's runs back", () => {
-    const { file } = pages.Conv1D;
-    const places = file.cells.flatMap((c) => Object.values(c.runs));
-    expect(new Set(places).size).toBe(file.runs.length);
-    expect(conv.cells.map((c) => Object.keys(c.runs))).toEqual(file.cells.map((c) => Object.keys(c.runs)));
-    expect(conv.cells[0].runs.jax).toBe(file.runs[file.cells[0].runs.jax]);
+  it("keeps each distinct run, text and step once in a data file, and puts every cell back as the records dump it", () => {
+    for (const data of [pages.Conv1D, pages.Softmax]) {
+      const { file } = data;
+      expect(expandCells(file)).toEqual(data.expected);
+      expect(new Set(file.strings).size).toBe(file.strings.length);
+      expect(new Set(file.runs.map((r) => JSON.stringify(r))).size).toBe(file.runs.length);
+      expect(new Set(file.steps.map((r) => JSON.stringify(r))).size).toBe(file.steps.length);
+      expect(JSON.stringify(file)).not.toContain("path_text");
+    }
+    const places = pages.Conv1D.file.cells.flatMap((c) => c.slice(4)).filter((p) => p >= 0);
+    expect(new Set(places).size).toBe(pages.Conv1D.file.runs.length);
     expect("cells" in pages.Conv1D).toBe(false); // the page holds no run: its file does
+  });
+
+  it("draws both heatmaps from the page's compact grid: a cell per dtype and policy (and run), classed and labelled", () => {
+    const { grid } = pages.Conv1D;
+    const cells = conv.cells;
+    const byCell = drawGrid(grid, false);
+    expect(byCell.getAttribute("data-testid")).toBe("heatmap");
+    const drawn = [...byCell.querySelectorAll("td[data-cell]")];
+    expect(drawn).toHaveLength(cells.length);
+    drawn.forEach((td) => {
+      const cell = cells[Number(td.dataset.cell)];
+      expect([td.dataset.dtype, td.dataset.policy, td.dataset.class]).toEqual([cell.input_dtype, cell.policy, cell.classification]);
+      expect(td.classList.contains(`ax-k-${cell.classification}`)).toBe(true);
+      expect(td.title).toBe(`${cell.input_dtype} under ${cell.policy}: ${cell.classification}`);
+    });
+    const empty = byCell.querySelectorAll("td.ax-none").length;
+    expect(empty + drawn.length).toBe(grid.dtypes.length * grid.policies.length);
+    const byRun = drawGrid(grid, true);
+    expect(byRun.getAttribute("data-testid")).toBe("heatmap-runs");
+    expect([...byRun.querySelectorAll("tr:first-child th")].slice(1).map((th) => th.textContent))
+      .toEqual(grid.policies.flatMap((p) => grid.runs.map((r) => p + r)));
+    const torch = [...byRun.querySelectorAll("td[data-cell]")].filter((td) => td.title.includes(" on torch:"));
+    expect(torch).toHaveLength(cells.filter((c) => c.runs.torch).length);
+    for (const td of torch) {
+      const run = cells[Number(td.dataset.cell)].runs.torch;
+      expect(td.dataset.class).toBe(run.classification);
+      expect(td.textContent).toBe(run.status === "ok" ? run.outcome : "raises");
+    }
+    // a run a cell lacks is drawn empty, not another run's answer
+    const partial = { ...grid, cells: grid.cells.map((c) => [...c.slice(0, 4), -1, -1, ...c.slice(6)]) };
+    const first = drawGrid(partial, true).querySelector("tr:nth-child(2) td");
+    expect(first.classList.contains("ax-none")).toBe(true);
   });
 
   it("says so in the detail when a target's data file cannot be loaded", async () => {
@@ -90,7 +127,7 @@ describe("atlas site", () => {
   it("wires a page: loads its data file, the search filters rows, the URL's cell opens, a click opens another", async () => {
     const cell = conv.cells[0];
     const asked = await page(conv, `#${cell.input_dtype}/${cell.policy}`);
-    expect(asked).toEqual([`${conv.base}${conv.data}`]);
+    expect(asked.sort()).toEqual([`${conv.base}assets/targets.js`, `${conv.base}${conv.data}`]);
     expect(byTestId(document, "detail-title").textContent).toContain(cell.classification);
     expect(document.querySelector("td[data-cell='0']").classList.contains("ax-chosen")).toBe(true);
     const input = document.getElementById("ax-search");

@@ -103,3 +103,51 @@ def test_a_target_page_holds_its_grid_and_loads_its_runs_on_demand(site, browser
     assert [u for u in fetched if "/data/" in u] == [(out / "data" / "Dense.js").as_uri()]
     assert all(url.startswith("file://") for url in fetched), fetched
     page.close()
+
+
+def test_the_grids_drawn_from_the_page_open_a_run_with_its_data_loaded_on_demand(site, browser):
+    """The page carries its grids as a compact list of cells (no pre-rendered table); the
+    script draws both heatmaps, and a click on a backend's cell opens that cell's detail from
+    the data file it loaded, every request a file:// one. Without JavaScript the page says so."""
+    atlas, out = site
+    html = (out / "targets" / "Conv1D.html").read_text()
+    assert "data-cell" not in html and "<noscript>" in html  # no grid drawn in Python
+    cells = atlas.cells_of("Conv1D")
+    page = browser.new_page()
+    fetched, failures = [], []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.on("pageerror", lambda error: failures.append(str(error)))
+    page.goto((out / "targets" / "Conv1D.html").as_uri())
+    page.wait_for_selector("[data-testid=detail][data-loaded=true]", timeout=10_000)
+    assert page.locator("[data-testid=heatmap] td[data-cell]").count() == len(cells)
+    runs = sorted({r for c in cells for r in c.runs})
+    drawn = sum(len(c.runs) for c in cells)
+    assert page.locator("[data-testid=heatmap-runs] td[data-cell]").count() == drawn
+    expected = atlas.cell("Conv1D", "float32", "mixed_float16")
+    grid = page.get_by_test_id("heatmap-runs")
+    cell = grid.locator("td[data-dtype=float32][data-policy=mixed_float16]").nth(
+        runs.index("numpy")
+    )
+    answer = expected.runs["numpy"]
+    assert cell.get_attribute("data-class") == answer.classification
+    assert (
+        cell.get_attribute("title")
+        == f"float32 under mixed_float16 on numpy: {answer.classification}"
+    )
+    cell.click()
+    detail = page.get_by_test_id("detail")
+    title = detail.get_by_test_id("detail-title").inner_text()
+    assert "Conv1D on float32 under mixed_float16" in title and expected.classification in title
+    run = detail.locator("[data-testid=run][data-run=numpy]")
+    steps = run.get_by_test_id("cast-path").locator(".ax-step .ax-chip").all_inner_texts()
+    assert steps == [s.dtype for s in answer.cast_path]
+    assert page.evaluate("location.hash") == "#float32/mixed_float16"
+    assert [u for u in fetched if "/data/" in u] == [(out / "data" / "Conv1D.js").as_uri()]
+    assert all(url.startswith("file://") for url in fetched), fetched
+    assert failures == []
+    page.close()
+    context = browser.new_context(java_script_enabled=False)
+    plain = context.new_page()
+    plain.goto((out / "targets" / "Conv1D.html").as_uri())
+    assert "turn it on" in plain.get_by_test_id("noscript").inner_text()
+    context.close()
