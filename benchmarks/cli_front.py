@@ -7,11 +7,17 @@ imports NumPy and pydantic (what the records are made of), measured in the same 
 
 Each case is a fresh process (``python -c``), run alternately after one unmeasured warm-up
 (the cache filled, bytecode written); wall is start to exit, RSS the peak resident memory of
-that process alone (``RUSAGE_SELF`` at exit). Cases:
+that process alone (``RUSAGE_SELF`` at exit), CPU its user + system seconds (steadier than wall
+on a loaded machine). ``PYTHONDONTWRITEBYTECODE`` is dropped from the processes' environment:
+an installed package has its bytecode, and without it every run compiled the checkout's
+modules from source. Cases:
 
 * ``floor``: ``import numpy, pydantic``.
-* ``records``: importing the records a cached answer is validated into (pydantic builds each
-  model's validator at import): the part of the cached answer no front can skip.
+* ``floor + 1 model``: the floor, plus one pydantic model declared and one JSON validated
+  (pydantic's ``main``/``fields``/``types`` and, at a validator's build, its plugin loader's
+  ``importlib.metadata``): what any pydantic answer costs, whatever its records.
+* ``records``: importing the records a cached answer is validated into (each model's validator
+  built at its first use, ``defer_build``): the part of the cached answer no front can skip.
 * ``cli cached``: ``dtype-explorer probe Dense --backend numpy`` with the answer in the cache
   (the warm-up asked it once, live), through the script's entry point.
 
@@ -31,14 +37,25 @@ import tempfile
 import time
 from pathlib import Path
 
-#: Run first in every measured process: its peak RSS (KB on Linux) written at exit.
+#: Run first in every measured process: its peak RSS (KB on Linux) and CPU seconds (user +
+#: system) written at exit.
 _RSS = (
     "import atexit, os, resource\n"
-    "atexit.register(lambda: open(os.environ['DX_BENCH_RSS'], 'w').write("
-    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))\n"
+    "def _dx_usage():\n"
+    "    use = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "    open(os.environ['DX_BENCH_RSS'], 'w').write("
+    "f'{use.ru_maxrss} {use.ru_utime + use.ru_stime}')\n"
+    "atexit.register(_dx_usage)\n"
 )
 CASES = {
     "floor": "import numpy, pydantic\n",
+    # what any pydantic answer costs besides: pydantic's models and validator machinery
+    "floor + 1 model": (
+        "import numpy, pydantic\n"
+        "class M(pydantic.BaseModel):\n"
+        "    x: int\n"
+        "M.model_validate_json('{\"x\": 1}')\n"
+    ),
     # what any answer is made of: the records (pydantic models, built at import)
     "records": "from dtype_explorer.records import ProbeResult, ProbeSpec\n",
     # the ``dtype-explorer`` script's entry point (a checkout from before it: the typer app)
@@ -54,8 +71,8 @@ CASES = {
 }
 
 
-def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one fresh process running ``code``."""
+def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float, float]:
+    """Wall seconds, peak RSS (MB) and CPU seconds of one fresh process running ``code``."""
     t0 = time.perf_counter()
     subprocess.run(  # not in a checkout: ``python -c`` puts the cwd first on sys.path
         [sys.executable, "-c", _RSS + code],
@@ -65,7 +82,8 @@ def _run(code: str, env: dict[str, str], rss_file: Path) -> tuple[float, float]:
         cwd=rss_file.parent,
     )
     wall = time.perf_counter() - t0
-    return wall, int(rss_file.read_text()) / 1024
+    rss, cpu = rss_file.read_text().split()
+    return wall, int(rss) / 1024, float(cpu)
 
 
 def measure(
@@ -81,9 +99,11 @@ def measure(
             "DTYPE_EXPLORER_CACHE_DIR": str(Path(scratch) / "cache"),
             "DX_BENCH_RSS": str(rss_file),
         }
+        # an installed package has its bytecode (pip compiles it): the warm-up writes it here
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         for code in CASES.values():  # warm-up: the live answer cached, bytecode written
             _run(code, env, rss_file)
-        found: dict[str, list[tuple[float, float]]] = {name: [] for name in CASES}
+        found: dict[str, list[tuple[float, float, float]]] = {name: [] for name in CASES}
         for _ in range(repeats):
             for name, code in CASES.items():
                 found[name].append(_run(code, env, rss_file))
@@ -91,8 +111,9 @@ def measure(
             imports.extend(slowest_imports(env))
     return {
         name: {
-            "wall_s": statistics.median(w for w, _ in runs),
-            "rss_mb": statistics.median(r for _, r in runs),
+            "wall_s": statistics.median(w for w, _, _ in runs),
+            "rss_mb": statistics.median(r for _, r, _ in runs),
+            "cpu_s": statistics.median(c for _, _, c in runs),
         }
         for name, runs in found.items()
     }
@@ -132,10 +153,12 @@ def main() -> None:
         print(json.dumps({"root": str(args.root), "load": load, **rows, "ratio": ratio}))
         return
     print(f"{args.root}: load {load:.1f} -> {os.getloadavg()[0]:.1f}; median of {args.repeats}")
-    print("| case | wall s | peak RSS MB |\n|---|---:|---:|")
+    print("| case | wall s | CPU s | peak RSS MB |\n|---|---:|---:|---:|")
     for name, row in rows.items():
-        print(f"| {name} | {row['wall_s']:.3f} | {row['rss_mb']:.0f} |")
-    print(f"| ratio | **{ratio:.2f}x** | {cli['rss_mb'] / floor['rss_mb']:.2f}x |")
+        print(f"| {name} | {row['wall_s']:.3f} | {row['cpu_s']:.3f} | {row['rss_mb']:.0f} |")
+    cpu_ratio = cli["cpu_s"] / floor["cpu_s"]
+    rss_ratio = cli["rss_mb"] / floor["rss_mb"]
+    print(f"| ratio | **{ratio:.2f}x** | {cpu_ratio:.2f}x | {rss_ratio:.2f}x |")
     if imports:
         for ms, name in imports:
             print(f"{ms:8.1f} ms {name}")

@@ -7,7 +7,10 @@ and a screen of log lines) even when the probe runs in a worker on another backe
 facts are read from a **snapshot**: a small JSON file per Keras version, in the user's cache
 directory (:func:`cache_dir`, shared with the result cache), written by the first process that
 has Keras imported (a worker after it imports its backend, an in-process probe, or, when none
-has yet, one short quiet ``python`` run on the numpy backend). Every fact in it came from Keras:
+has yet, one short quiet ``python`` run on the numpy backend). The first question ever asked of
+the workers does not pay for that run: ``dx.probe`` starts the workers first and checks the
+question once one of them has written the snapshot (:func:`expecting`), so Keras is imported
+once on the critical path, by the worker that answers. Every fact in it came from Keras:
 ``ALLOWED_DTYPES`` as Keras lists it, and each policy name's acceptance as
 ``keras.dtype_policies.get`` decided it. Reading them from Keras is the engine's work
 (``keras_run._facts``, which installs its reader here with :func:`set_reader` when it is
@@ -38,7 +41,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,8 @@ _SNAPSHOT_TIMEOUT = 120.0
 _made: dict[str | None, dict[str, Any]] = {}
 #: Reads the facts from this process's Keras (``keras_run``'s, installed by :func:`set_reader`).
 _reader: list[Callable[[], dict[str, Any]]] = []
+#: Waits for a snapshot another process is writing (:func:`expecting`), tried before making one.
+_expected: list[Callable[[], object]] = []
 #: What the quiet snapshot run executes: the engine reads Keras and stores the snapshot.
 _SNAPSHOT_CODE = "from dtype_explorer.keras_run import write_facts_snapshot; write_facts_snapshot()"
 
@@ -161,11 +166,41 @@ def facts() -> dict[str, Any]:
     if version in _made:  # made here before; its file is gone or was spoilt since
         _write(_made[version])
         return _made[version]
+    while _expected:  # a worker is writing it: waited for, not made a second time here
+        with contextlib.suppress(Exception):
+            _expected.pop()()
+        cached = _read(snapshot_path(version), version)
+        if cached is not None:
+            return cached
     if ("keras" not in sys.modules or not _reader) and _run_snapshot_process():
         cached = _read(snapshot_path(version), version)
         if cached is not None:
             return cached
     return write_snapshot()
+
+
+def has_snapshot() -> bool:
+    """Whether a valid snapshot of the installed Keras is in the cache directory (nothing is
+    made: the question a front asks before it starts anything)."""
+    version = keras_version()
+    return _read(snapshot_path(version), version) is not None
+
+
+@contextlib.contextmanager
+def expecting(wait: Callable[[], object]) -> Iterator[None]:
+    """Within the block, a snapshot that :func:`facts` needs and cannot read is first waited
+    for with ``wait()`` (another process is writing it: a worker that is starting), and only
+    made here (a quiet run, or Keras imported here) if it is still not there afterwards.
+
+    Args:
+        wait: returns once the snapshot may be there (its errors are ignored).
+    """
+    _expected.append(wait)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            _expected.remove(wait)
 
 
 @functools.cache
@@ -299,7 +334,9 @@ __all__ = [
     "ENV_DIR",
     "allowed_dtypes",
     "cache_dir",
+    "expecting",
     "facts",
+    "has_snapshot",
     "keras_accepts",
     "keras_version",
     "policy_accepted",

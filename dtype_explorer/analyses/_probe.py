@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer import backends as backend_names
-from dtype_explorer import keras_run
+from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import (
@@ -160,27 +160,29 @@ def probe(
         for b in backends:
             check_engine_backend(engine, b)  # before anything is installed
     modes = _modes(mode)
-    # 2. Plan: one spec per backend and mode (each checked: a bad question fails here).
-    specs = [
-        make_spec(
-            target,
-            input_dtype,
-            policy,
-            b,
-            kwargs=kwargs,
-            shape=shape,
-            values=values,
-            floatx=floatx,
-            seed=seed,
-            mode=m,
-            engine=engine,
-            call_kwargs=call_kwargs,
-            precision=precision,
-            quantize=quantize,
-        )
-        for b in backends
-        for m in modes
-    ]
+    # 2. Plan: one spec per backend and mode (each checked: a bad question fails here). With
+    # no Keras snapshot yet, the workers start first and the check waits for theirs.
+    with keras_facts.expecting(_workers_started(backends, engine)):
+        specs = [
+            make_spec(
+                target,
+                input_dtype,
+                policy,
+                b,
+                kwargs=kwargs,
+                shape=shape,
+                values=values,
+                floatx=floatx,
+                seed=seed,
+                mode=m,
+                engine=engine,
+                call_kwargs=call_kwargs,
+                precision=precision,
+                quantize=quantize,
+            )
+            for b in backends
+            for m in modes
+        ]
     custom = None if isinstance(target, str) else target
     several = not isinstance(mode, str)
     # 3. Run: in this process (backend=None), else in the backends' workers.
@@ -193,6 +195,22 @@ def probe(
     if isinstance(backend, str) and backend != "all" and not several:
         return results[0]
     return ProbeSet(results=tuple(results))
+
+
+def _workers_started(backends: list[str | None], engine: str | None) -> Callable[[], None]:
+    """With no Keras snapshot yet, the backends' first workers started now (in parallel with
+    the check) and what waits for their snapshot (``pool.start_for_facts``); else nothing."""
+    names = [b for b in backends if b is not None]
+    if engine is not None or not names or keras_facts.has_snapshot():
+        return _nothing
+    try:
+        return pool.start_for_facts(names)
+    except InvalidSpecError:  # the check, then submit, say what is wrong with the backend
+        return _nothing
+
+
+def _nothing() -> None:
+    return None
 
 
 def _engine_default(

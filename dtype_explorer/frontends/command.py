@@ -8,7 +8,8 @@ question on one named backend (``--input-dtype``, ``--policy``, ``--backend``, `
 ``--trace``, ``--json``), builds the spec with ``make_spec`` as ``dx.probe`` does, and prints
 the stored answer (:mod:`dtype_explorer.runtime.cached`: read-only SQLite, the row's HMAC
 checked) as ``cli probe`` prints it. Anything else (another command, ``--help``, ``--no-cache``,
-``--engine``, several backends or modes, a question the spec check refuses, no signed row)
+``--engine``, several backends or modes, a question the spec check refuses, no signed row, no
+Keras snapshot yet: the first run, whose check waits for the starting worker's snapshot)
 goes to the full command, which imports ``typer``, the worker pool and ``diskcache``, answers
 live and explains errors. What the fast path prints is what the full command prints for the
 same cached answer (``tests/frontends/test_cli_front.py``).
@@ -26,7 +27,7 @@ import json
 import sys
 from typing import Any
 
-from dtype_explorer import views
+from dtype_explorer import keras_facts, views
 from dtype_explorer.keras_run import make_spec
 from dtype_explorer.runtime import cached
 from dtype_explorer.shapes import parse_shapes
@@ -84,8 +85,8 @@ def cached_text(argv: list[str]) -> str | None:
     """What ``dtype-explorer probe ...`` prints for ``argv`` when its answer is cached, else
     ``None`` (the full command then runs)."""
     asked = question(argv)
-    if asked is None:
-        return None
+    if asked is None or not keras_facts.has_snapshot():
+        return None  # no Keras snapshot: the first run, checked by the worker that answers
     try:
         spec = make_spec(**_spec_arguments(asked))
     except Exception:  # the full command says what is wrong

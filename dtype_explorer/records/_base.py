@@ -15,9 +15,13 @@ class Record(BaseModel):
     Derived facts declared as ``computed_field`` travel in the JSON (so the widget's page reads
     them instead of recomputing them) and are dropped again when a record is read back.
     ``str(record)`` and ``record._repr_html_()`` are the record's text and HTML views.
+
+    Each model's validator is built at its first use (``defer_build``), not at import: a
+    process that reads one answer (the CLI's cached ``probe``) builds that answer's models
+    only, not the ~50 the package declares. The schema, the JSON and the errors are the same.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     @model_validator(mode="before")
     @classmethod

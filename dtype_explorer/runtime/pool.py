@@ -28,7 +28,7 @@ import math
 import os
 import pickle
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -38,7 +38,7 @@ import cloudpickle
 import pebble
 
 from dtype_explorer import backends as backend_names
-from dtype_explorer import keras_run
+from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
 from dtype_explorer.runtime import _failures, _sizing, cache, engines
@@ -482,6 +482,30 @@ def warm(
         }
     spawn.devices.update({spawn.group(b, engine): d["device"] for b, d in described.items()})
     return described
+
+
+def start_for_facts(backends: Iterable[str]) -> Callable[[], None]:
+    """Start the first worker of each of ``backends`` (the installed Keras's) without waiting,
+    and return what waits until one of them has written the Keras facts snapshot
+    (``worker.init`` writes it once its backend is imported) or every one has started.
+
+    A question asked with no snapshot yet (a fresh cache directory) is then checked against the
+    worker's Keras (``keras_facts.expecting``) instead of a second Keras imported first, and
+    answered by the same worker. A backend that cannot start is left to :func:`submit` to
+    explain; raises ``InvalidSpecError`` for a backend that is not installed or allowed.
+    """
+    futures = [
+        _schedule(name, worker.describe, slot=slots(name)[0])[0] for name in usable(backends)
+    ]
+
+    def wait() -> None:
+        pending = set(futures)
+        while pending and not keras_facts.has_snapshot():
+            _, pending = concurrent.futures.wait(
+                pending, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+
+    return wait
 
 
 def _stop_engine(spec: str) -> None:

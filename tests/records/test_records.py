@@ -4,6 +4,8 @@ their views reached through the display dispatch."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -192,3 +194,23 @@ def test_warnings_travel_with_the_result_and_are_shown():
     result = _result().model_copy(update={"warnings": (said,)})
     assert ProbeResult.from_json(result.to_json()).warnings == (said,)
     assert f"  warning: {said}" in str(result)
+
+
+def test_a_record_builds_its_validator_at_first_use_not_at_import():
+    """``defer_build``: importing the records builds no model; the first validation builds the
+    one it needs (and what it nests), and a bad input is refused as clearly as ever."""
+    code = (
+        "from dtype_explorer.records import AuditReport, ProbeResult, ProbeSpec\n"
+        "assert not ProbeSpec.__pydantic_complete__ and not AuditReport.__pydantic_complete__\n"
+        "spec = ProbeSpec(target='Dense', input_dtypes=('float32',), policy='float32',"
+        " backend='numpy', shapes=((2, 3),))\n"
+        "assert ProbeSpec.__pydantic_complete__ and not AuditReport.__pydantic_complete__\n"
+        "assert ProbeSpec.from_json(spec.to_json()) == spec\n"
+        "try:\n"
+        "    ProbeSpec.model_validate({'target': 'Dense', 'polcy': 'float32'})\n"
+        "except ValueError as error:\n"
+        "    assert 'polcy' in str(error) and 'Extra inputs are not permitted' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown field was accepted')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
