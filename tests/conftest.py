@@ -115,3 +115,8 @@ def keras_3_4_engine():
 def keras_3_5_engine():
     """Keras 3.5.0: the last release without ``keras.tree.flatten_with_path``."""
     return _created_engine("keras==3.5.0")
+
+
+# Scripts the tests run in other processes (a Keras 2 engine's Python, a plain tf_keras run):
+# never imported here, not even by --doctest-modules.
+collect_ignore_glob = ["*_script.py"]

@@ -9,13 +9,13 @@ module it imported): nothing in the product is patched or mocked.
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 from dtype_explorer.frontends import command
-from dtype_explorer.runtime import _rows, _store, cached, pool
+from dtype_explorer.runtime import _store, cached, pool
+from tests.cache_rows import forge_rows
 
 #: Runs the CLI exactly as the ``dtype-explorer`` script does (its entry point), and reports
 #: this process's frameworks at exit to the file named by $DX_FRONT_REPORT.
@@ -250,11 +250,7 @@ def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_repla
     assert live.returncode == 0, live.stderr
     monkeypatch.setenv("DTYPE_EXPLORER_CACHE_DIR", str(cache_dir))
     assert command.cached_text(args) == live.stdout  # signed: served, as the full command
-    with sqlite3.connect(cache_dir / "cache.db") as db:  # a well-formed lie, same MAC
-        for rowid, value in db.execute("SELECT rowid, value FROM Cache").fetchall():
-            mac, _, stored = value.partition(":z1:")  # the body, decompressed, edited
-            lie = _rows.encode(_rows.decode("z1:" + stored).replace("float32", "float64"))
-            db.execute("UPDATE Cache SET value = ? WHERE rowid = ?", (f"{mac}:{lie}", rowid))
+    assert forge_rows(cache_dir / "cache.db", "float32", "float64")  # a lie, same MAC
     assert command.cached_text(args) is None
     again, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
     assert again.returncode == 0 and again.stdout == live.stdout, again.stderr

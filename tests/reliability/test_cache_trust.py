@@ -20,6 +20,7 @@ import dtype_explorer as dx
 from dtype_explorer import cache, pool
 from dtype_explorer.records import ProbeSpec
 from dtype_explorer.runtime import _mac, _store
+from tests.cache_rows import forge_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER_WITHIN = 240
@@ -46,10 +47,11 @@ def edit_rows(sql: str, *args) -> None:
     db.close()
 
 
-FORGE = (
-    'UPDATE Cache SET value = replace(value, \'"output_dtype":"float32"\', '
-    '\'"output_dtype":"float16"\')'
-)
+def forge() -> None:
+    """A well-formed lie under the row's own MAC: the stored answer says float16."""
+    assert forge_rows(
+        cache.path() / "cache.db", '"output_dtype":"float32"', '"output_dtype":"float16"'
+    )
 
 
 def test_a_forged_row_is_a_counted_miss_and_the_live_answer_is_served(fresh_cache_and_key):
@@ -57,7 +59,7 @@ def test_a_forged_row_is_a_counted_miss_and_the_live_answer_is_served(fresh_cach
 
     >>> uint8_dense().output_dtype                  # live, stored    # doctest: +SKIP
     'float32'
-    >>> edit_rows(FORGE)                            # a well-formed lie  # doctest: +SKIP
+    >>> forge()                                     # a well-formed lie  # doctest: +SKIP
     >>> r = uint8_dense(); r.output_dtype, r.cached                   # doctest: +SKIP
     ('float16', True)
 
@@ -69,7 +71,7 @@ def test_a_forged_row_is_a_counted_miss_and_the_live_answer_is_served(fresh_cach
     key_file = fresh_cache_and_key / "config" / "cache.key"
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600  # made on the first write
     assert not (cache.path() / "cache.key").exists()  # never beside the rows
-    edit_rows(FORGE)
+    forge()
     before = dx.cache.stats()
     again = uint8_dense()
     assert (again.output_dtype, again.cached) == ("float32", False)
