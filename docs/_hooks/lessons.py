@@ -20,10 +20,13 @@ A cell that raises fails the build, naming the lesson, the cell and Keras's erro
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
+import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,6 +62,32 @@ def on_files(files: Any, config: Any) -> Any:
     out_dir = Path(config["config_file_path"]).parent / BUILD_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
     seconds = {}
+    with _own_kernels():
+        _execute_lessons(files, out_dir, seconds)
+    if seconds:
+        each = ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items())
+        log.info(f"lessons executed in {sum(seconds.values()):.0f}s: {each}")
+    return files
+
+
+@contextlib.contextmanager
+def _own_kernels() -> Iterator[None]:
+    """A Jupyter registry of the build's own (``JUPYTER_DATA_DIR``): the Keras 2 kernel it
+    registers points at the build's engines, which may not outlive it, and must never replace
+    the user's kernel of the same name."""
+    before = os.environ.get("JUPYTER_DATA_DIR")
+    with tempfile.TemporaryDirectory(prefix="dx-docs-kernels-") as data_dir:
+        os.environ["JUPYTER_DATA_DIR"] = data_dir
+        try:
+            yield
+        finally:
+            if before is None:
+                os.environ.pop("JUPYTER_DATA_DIR", None)
+            else:
+                os.environ["JUPYTER_DATA_DIR"] = before
+
+
+def _execute_lessons(files: Any, out_dir: Path, seconds: dict[str, float]) -> None:
     for file in files:
         if file.src_uri.startswith("lessons/") and file.src_uri.endswith(".ipynb"):
             started = time.monotonic()
@@ -66,10 +95,6 @@ def on_files(files: Any, config: Any) -> Any:
             execute(Path(file.abs_src_path), executed, label=file.src_uri)
             file.abs_src_path = str(executed)
             seconds[Path(file.src_uri).stem] = time.monotonic() - started
-    if seconds:
-        each = ", ".join(f"{name} {s:.0f}s" for name, s in seconds.items())
-        log.info(f"lessons executed in {sum(seconds.values()):.0f}s: {each}")
-    return files
 
 
 def execute(source: Path, target: Path, *, label: str) -> None:

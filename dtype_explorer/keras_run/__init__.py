@@ -19,6 +19,7 @@ _EXPORTS: dict[str, str] = {
     "wrapped_entry_points": "dtype_explorer.keras_run._call_trace",
     "array_library": "dtype_explorer.keras_run._expect",
     "resolve_function": "dtype_explorer.keras_run._expect",
+    "tf_reference_stop": "dtype_explorer.keras_run._tf_reference:stop",
     "tf_reference_submit": "dtype_explorer.keras_run._tf_reference:submit",
     "read_facts": "dtype_explorer.keras_run._facts",
     "write_facts_snapshot": "dtype_explorer.keras_run._facts",

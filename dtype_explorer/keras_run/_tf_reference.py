@@ -87,12 +87,13 @@ def numpy_behaviour_on() -> bool:
     return hasattr(tf.Tensor, "astype") or bool(ops.is_numpy_style_type_promotion())
 
 
-def stop() -> None:
-    """Stop this process's reference process (the next :func:`submit` starts a new one)."""
+def stop(wait: bool = False) -> None:
+    """Stop this process's reference process (the next :func:`submit` starts a new one);
+    ``wait``: until it has exited (``pool.shutdown`` leaves no process behind)."""
     with _lock:
         executor = _running.pop("executor", None)
     if executor is not None:
-        executor.shutdown(wait=False, cancel_futures=True)
+        executor.shutdown(wait=wait, cancel_futures=True)
 
 
 atexit.register(stop)  # before teardown, so the executor's own cleanup finds its modules

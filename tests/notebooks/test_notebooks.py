@@ -96,6 +96,9 @@ class Binder:
 def binder_env(venv: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LEAKS}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    # Binder's own Jupyter registry: its Keras 2 kernel (lesson 7 creates the engine) must not
+    # replace the session's, which points at this Python
+    env["JUPYTER_DATA_DIR"] = str(venv.parent / "jupyter")
     return env
 
 

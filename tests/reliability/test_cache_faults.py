@@ -19,6 +19,7 @@ import pytest
 
 from dtype_explorer import cache, pool
 from dtype_explorer.records import ProbeSpec
+from tests.cache_rows import forged
 
 ROOT = Path(__file__).resolve().parents[2]
 ANSWER_WITHIN = 240
@@ -100,9 +101,9 @@ def test_a_corrupt_row_is_a_miss_never_an_error(damage):
     if damage == "cut short":
         value = text[: len(text) // 2]
     elif damage == "wrong types":
-        value = text.replace('"status":"ok"', '"status":7')
+        value = forged(text, '"status":"ok"', '"status":7')
     elif damage == "another spec's answer":
-        value = text.replace('"units":3', '"units":4')
+        value = forged(text, '"units":3', '"units":4')
     db.execute("UPDATE Cache SET value = ?", (value,))
     db.close()
     assert cache.get(spec) is None
