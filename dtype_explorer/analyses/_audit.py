@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,6 @@ from dtype_explorer.records import (
     Finding,
     FitReport,
     LayerCall,
-    LayerDifference,
     PredictReport,
     engine_spec,
 )
@@ -165,8 +164,10 @@ def check_model(
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
         if quantize is not None:  # the copy is quantized there, with that release's modes
             options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
-        there = (asked.policy, asked.backends, asked.timeout, asked.engine)
-        return _audit_tf_keras.check_on_engine(model, sample, *there, options, audit=audit_rebuilt)
+        there = _audit_engine.EngineQuestion(
+            model, sample, asked.policy, asked.backends, asked.timeout, asked.engine, options
+        )
+        return _audit_tf_keras.check_on_engine(there, audit=audit_rebuilt)
     asked = dataclasses.replace(
         asked, quantize=None if quantize is None else quantize_request(quantize)
     )
@@ -491,34 +492,12 @@ def _predict(
         nonfinite=tuple(nonfinite_count(x) for x in leaves),
         eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
         eager_nonfinite=tuple(nonfinite_count(x) for x in eager_leaves),
-        differences=tuple(_differences(eager, calls)),
+        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
         error=error,
         failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
         cause=None if tracer.failed_at is None else tracer.failed_at.error,
     )
     return report, calls
-
-
-def _differences(eager: list[LayerCall], calls: list[LayerCall]) -> Iterator[LayerDifference]:
-    """Each layer call whose received or output dtypes under predict (``calls``) differ from
-    the eager pass's (``eager``; a call that raised there and was not re-run is skipped)."""
-    by_key = {(c.path, c.call_index): c for c in eager}
-    for call in calls:
-        before = by_key.get((call.path, call.call_index))
-        if before is None or (before.error is not None and not before.retried):
-            continue
-        for where in ("received", "outputs"):
-            was = tuple(t.dtype for t in getattr(before, where))
-            now = tuple(t.dtype for t in getattr(call, where))
-            if was != now and now:
-                yield LayerDifference(
-                    path=call.path,
-                    layer_class=call.layer_class,
-                    call_index=call.call_index,
-                    where="received" if where == "received" else "output",
-                    eager=was,
-                    predict=now,
-                )
 
 
 def _predict_compiled(model: Any) -> tuple[bool, str]:

@@ -19,6 +19,7 @@ older release refuses fails loudly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import json
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, first_line
-from dtype_explorer.keras_run import arguments_given, describe_model
+from dtype_explorer.keras_run import arguments_given, describe_model, init_parameters
 from dtype_explorer.records import AuditReport
 from dtype_explorer.runtime import engines, pool
 
@@ -37,19 +38,27 @@ from dtype_explorer.runtime import engines, pool
 GLOBAL_POLICY = "dtype_explorer_global_policy"
 
 
+@dataclasses.dataclass(frozen=True)
+class EngineQuestion:
+    """``check_model``'s question for another Keras release (``engine``), as both engines'
+    audits take it: Keras 3 releases (:func:`check_on_engine`) and Keras 2
+    (:func:`._audit_tf_keras.check_on_tf_keras`). ``requested``: the ``backends=`` asked for;
+    ``options``: check_model's ``call_kwargs``, ``mode``, ``labels`` and ``quantize``."""
+
+    model: Any
+    sample: Any
+    policy: str | None
+    requested: list[str]
+    timeout: float | None
+    engine: str
+    options: dict[str, Any]
+
+
 def check_on_engine(
-    model: Any,
-    sample: Any,
-    policy: str | None,
-    requested: list[str],
-    timeout: float | None,
-    engine: str,
-    options: dict[str, Any],
-    *,
-    audit: Callable[..., dict[str, Any] | str],
+    asked: EngineQuestion, *, audit: Callable[..., dict[str, Any] | str]
 ) -> AuditReport:
     """``check_model`` in the engine's worker on this process's backend, on the model rebuilt
-    there from its config and weights; ``options`` are check_model's ``call_kwargs``,
+    there from its config and weights (``asked``); ``options`` are check_model's ``call_kwargs``,
     ``mode`` and ``labels``. ``audit`` (a module-level function, run in the worker) rebuilds
     the model there (:func:`rebuild`) and audits it: ``audit(config, weights, sample, policy,
     options)``, the report as a dict or why it could not be rebuilt. ``options``'
@@ -57,15 +66,16 @@ def check_on_engine(
     release."""
     import keras
 
+    model, sample, engine, options = asked.model, asked.sample, asked.engine, asked.options
     if engine.startswith("tf_keras"):
         raise InvalidSpecError(
             "check_on_engine rebuilds a model in a Keras 3 release; the Keras 2 engine's "
             f"is _audit_tf_keras.check_on_tf_keras; received: engine={engine!r}"
         )
-    if requested:
+    if asked.requested:
         raise InvalidSpecError(
             "check_model on an engine audits on this process's backend only; give backends= "
-            f"or engine=, not both; received: backends={requested!r}, engine={engine!r}"
+            f"or engine=, not both; received: backends={asked.requested!r}, engine={engine!r}"
         )
     try:
         config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
@@ -92,9 +102,9 @@ def check_on_engine(
         config,
         weights,
         sample,
-        policy,
+        asked.policy,
         options,
-        timeout=math.inf if timeout is None else timeout + 120,
+        timeout=math.inf if asked.timeout is None else asked.timeout + 120,
         engine=engine,
     )
     answer = future.result()
@@ -264,7 +274,7 @@ def _older_config(config: Any, dropped: list[str]) -> Any:
     inner = out.get("config")
     cls = _serialized_class(out) if isinstance(inner, dict) else None
     if cls is not None:
-        known = _init_parameters(cls)
+        known = init_parameters(cls)
         for key in [k for k, v in inner.items() if v is None and k not in known]:
             del inner[key]
             dropped.append(f"{out['class_name']}.{key}")
@@ -280,19 +290,3 @@ def _serialized_class(config: dict[str, Any]) -> type | None:
     except ImportError:
         return None
     return found if isinstance(found, type) else None
-
-
-def _init_parameters(cls: type) -> set[str]:
-    """Every named parameter of the ``__init__``s along ``cls``'s MRO."""
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        with contextlib.suppress(TypeError, ValueError):
-            names.update(
-                p.name
-                for p in inspect.signature(init).parameters.values()
-                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-            )
-    return names

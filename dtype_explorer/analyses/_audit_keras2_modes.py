@@ -6,19 +6,13 @@ model (under ``mixed_float16`` with Keras 2's ``LossScaleOptimizer``): the gradi
 whether each held inf/NaN, the loss scale before and after, and the same
 :func:`._audit_rules_across.gradient_findings`.
 
->>> from dtype_explorer.records import LayerCall, TensorInfo
->>> def call(dtype):
-...     return LayerCall(path="m/d", layer_class="Dense", depth=1, policy="float32",
-...                      compute_dtype="float32", variable_dtype="float32",
-...                      received=(TensorInfo(dtype=dtype, shape=(2,)),))
->>> [d.text() for d in differences([call("float32")], [call("float64")])]
-['d received: eager float32, predict float64']
+The layers that differ are :func:`._audit_rules_across.predict_differences`, shared with the
+Keras 3 audit.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +25,6 @@ from dtype_explorer.records import (
     Finding,
     FitReport,
     LayerCall,
-    LayerDifference,
     PredictReport,
 )
 from dtype_explorer.timing import ms
@@ -69,7 +62,7 @@ def predict_phase(
         nonfinite=tuple(_nonfinite(x) for x in leaves),
         eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
         eager_nonfinite=tuple(_nonfinite(x) for x in eager_leaves),
-        differences=tuple(differences(eager, calls)),
+        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
         error=error,
         failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
         cause=None if tracer.failed_at is None else tracer.failed_at.error,
@@ -80,28 +73,6 @@ def predict_phase(
         if f.kind != "call-error"
     ]
     return report, calls, [*found, *_audit_rules_across.mode_divergences(report)]
-
-
-def differences(eager: list[LayerCall], calls: list[LayerCall]) -> Iterator[LayerDifference]:
-    """Each layer call whose received or output dtypes under predict (``calls``) differ from
-    the eager pass's (``eager``; a call that raised there and was not re-run is skipped)."""
-    by_key = {(c.path, c.call_index): c for c in eager}
-    for call in calls:
-        before = by_key.get((call.path, call.call_index))
-        if before is None or (before.error is not None and not before.retried):
-            continue
-        for where in ("received", "outputs"):
-            was = tuple(t.dtype for t in getattr(before, where))
-            now = tuple(t.dtype for t in getattr(call, where))
-            if was != now and now:
-                yield LayerDifference(
-                    path=call.path,
-                    layer_class=call.layer_class,
-                    call_index=call.call_index,
-                    where="received" if where == "received" else "output",
-                    eager=was,
-                    predict=now,
-                )
 
 
 def fit_phase(

@@ -28,6 +28,40 @@ from dtype_explorer.records import (
 # --------------------------------------------------------------------------- across modes
 
 
+def predict_differences(
+    eager: list[LayerCall], calls: list[LayerCall]
+) -> Iterator[LayerDifference]:
+    """Each layer call whose received or output dtypes under predict (``calls``) differ from
+    the eager pass's (``eager``; a call that raised there and was not re-run is skipped), for
+    Keras 3's and Keras 2's audits alike.
+
+    >>> from dtype_explorer.records import LayerCall, TensorInfo
+    >>> def call(dtype):
+    ...     return LayerCall(path="m/d", layer_class="Dense", depth=1, policy="float32",
+    ...                      compute_dtype="float32", variable_dtype="float32",
+    ...                      received=(TensorInfo(dtype=dtype, shape=(2,)),))
+    >>> [d.text() for d in predict_differences([call("float32")], [call("float64")])]
+    ['d received: eager float32, predict float64']
+    """
+    by_key = {(c.path, c.call_index): c for c in eager}
+    for call in calls:
+        before = by_key.get((call.path, call.call_index))
+        if before is None or (before.error is not None and not before.retried):
+            continue
+        for where in ("received", "outputs"):
+            was = tuple(t.dtype for t in getattr(before, where))
+            now = tuple(t.dtype for t in getattr(call, where))
+            if was != now and now:
+                yield LayerDifference(
+                    path=call.path,
+                    layer_class=call.layer_class,
+                    call_index=call.call_index,
+                    where="received" if where == "received" else "output",
+                    eager=was,
+                    predict=now,
+                )
+
+
 def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
     """A layer whose dtypes under ``model.predict`` differ from its eager call's, and an
     output with inf/NaN under predict that the eager call did not have."""

@@ -26,82 +26,19 @@ from dtype_explorer.records import (
     RoundTrip,
     RoundTripReport,
 )
+from dtype_explorer.records import compute_path as trace_compute_path
 
-#: The ops that do a quantized layer's core product.
-_CORE = ("ops.matmul", "ops.einsum", "ops.take", "ops.conv")
-_INT = ("int4", "int8", "uint8", "int16", "int32")
-_LOW = ("int4", "int8", "float8_e4m3fn", "float8_e5m2")
 #: The dtypes a weight-only layer stores its kernel in: gptq and awq hold uint8 bytes.
-_STORED_LOW = (*_LOW, "uint8")
+_STORED_LOW = ("int4", "int8", "float8_e4m3fn", "float8_e5m2", "uint8")
 
 
 def compute_path(call: LayerCall, stored: Iterable[str] = ()) -> tuple[str, ...]:
-    """The steps of a quantized layer's call, read from its op trace: quantize inputs →
-    (integer) product → accumulate dtype → descale → bias; a weight-only layer (its product in
-    a float dtype while its kernel is stored low) says "dequantized to <dtype> on every call".
-    ``stored``: the dtypes the layer stores its variables in."""
-    steps = list(call.trace)
-    cores = [i for i, s in enumerate(steps) if s.op in _CORE and s.outputs]
-    if not cores:
-        return ()
-    takes = [i for i in cores if steps[i].op == "ops.take"]
-    low_takes = [i for i in takes if steps[i].inputs and steps[i].inputs[0].dtype in _LOW]
-    at = cores[-1] if len(takes) < len(cores) else (low_takes or takes)[0]
-    core = steps[at]
-    ins = [t.dtype for t in core.inputs if not t.dtype.startswith("python")]
-    out = core.outputs[0].dtype
-    path: list[str] = []
-    quantized_in = [
-        i
-        for i, s in enumerate(steps[:at])
-        if s.op == "ops.cast"
-        and s.inputs
-        and s.inputs[0].kind == "tensor"
-        and s.outputs
-        and s.outputs[0].dtype in _LOW
-        and not s.inputs[0].dtype.startswith(("int", "python"))
-    ]
-    if quantized_in:
-        first = steps[quantized_in[0]]
-        back = next(
-            (
-                s
-                for s in steps[quantized_in[0] + 1 : at]
-                if s.op == "ops.cast" and s.inputs and s.inputs[0].dtype == first.outputs[0].dtype
-            ),
-            None,
-        )
-        then = f" → {back.outputs[0].dtype} (quantize-dequantize)" if back is not None else ""
-        path.append(f"quantize inputs: {first.inputs[0].dtype} → {first.outputs[0].dtype}{then}")
-    name = core.op.removeprefix("ops.")
-    low = sorted({d for d in stored if d in _STORED_LOW})
-    if name == "take":
-        path.append(f"look up rows: {ins[0]} table by {ins[-1]} indices → {out}")
-    elif all(d in _INT for d in ins):
-        path.append(f"integer {name}: {' x '.join(ins)} → {out} (accumulated in {out})")
-    else:
-        if low:
-            path.append(f"kernel stored {'/'.join(low)}, dequantized to {out} on every call")
-        path.append(f"{name}: {' x '.join(ins)} → {out}")
-    after = steps[at + 1 :]
-    shape = core.outputs[0].shape
-    descale = [
-        s
-        for s in after
-        if s.op in ("ops.cast", "ops.divide", "ops.multiply")
-        and s.inputs
-        and s.inputs[0].kind == "tensor"
-        and s.inputs[0].shape == shape
-    ]
-    if descale:
-        cast = next((s for s in descale if s.op == "ops.cast" and s.outputs), None)
-        how = "/".join(dict.fromkeys(s.op.removeprefix("ops.") for s in descale))
-        into = f" {cast.inputs[0].dtype} → {cast.outputs[0].dtype}," if cast else ""
-        path.append(f"descale:{into} {how} by the scale")
-    bias = [s for s in after if s.op == "ops.add" and any(t.kind == "variable" for t in s.inputs)]
-    if bias:
-        path.append(f"bias: add in {bias[-1].outputs[0].dtype}")
-    return tuple(path)
+    """The steps of a quantized layer's call, read from its op trace (the records' reading,
+    :func:`dtype_explorer.records.compute_path`): quantize inputs → (integer) product →
+    accumulate dtype → descale → bias; a weight-only layer (its product in a float dtype while
+    its kernel is stored low, gptq/awq's ``uint8`` included) says "dequantized to <dtype> on
+    every call". ``stored``: the dtypes the layer stores its variables in."""
+    return trace_compute_path(call.trace, stored, low_stored=_STORED_LOW)
 
 
 def relative_error(reference: list[np.ndarray], values: list[np.ndarray]) -> float | None:

@@ -39,35 +39,17 @@ _KERAS2_BACKEND = "tensorflow"
 
 
 def check_on_engine(
-    model: Any,
-    sample: Any,
-    policy: str | None,
-    requested: list[str],
-    timeout: float | None,
-    engine: str,
-    options: dict[str, Any],
-    *,
-    audit: Callable[..., dict[str, Any] | str],
+    asked: _audit_engine.EngineQuestion, *, audit: Callable[..., dict[str, Any] | str]
 ) -> AuditReport:
     """``check_model`` on the engine ``engine``: the Keras 2 engine here
     (:func:`check_on_tf_keras`), a Keras 3 release in :func:`._audit_engine.check_on_engine`
     (``audit`` rebuilds and audits the model there)."""
-    if engine.startswith("tf_keras"):
-        return check_on_tf_keras(model, sample, policy, requested, timeout, engine, options)
-    return _audit_engine.check_on_engine(
-        model, sample, policy, requested, timeout, engine, options, audit=audit
-    )
+    if asked.engine.startswith("tf_keras"):
+        return check_on_tf_keras(asked)
+    return _audit_engine.check_on_engine(asked, audit=audit)
 
 
-def check_on_tf_keras(
-    model: Any,
-    sample: Any,
-    policy: str | None,
-    requested: list[str],
-    timeout: float | None,
-    engine: str,
-    options: dict[str, Any],
-) -> AuditReport:
+def check_on_tf_keras(asked: _audit_engine.EngineQuestion) -> AuditReport:
     """The Keras 3 ``model`` rebuilt in the Keras 2 engine's worker and audited there by the
     Keras 2 audit; ``options`` are check_model's ``call_kwargs``, ``mode`` and ``labels``.
 
@@ -78,8 +60,9 @@ def check_on_tf_keras(
     """
     import keras
 
+    model, sample, engine, options = asked.model, asked.sample, asked.engine, asked.options
     # 1. Check the question: what the Keras 2 audit takes
-    _refuse(model, engine, options["mode"], policy, requested, options.get("labels"))
+    _refuse(model, engine, options["mode"], asked.policy, asked.requested, options.get("labels"))
     if options.get("quantize") is not None:
         raise InvalidSpecError(
             f"Keras 2 (engine {engine!r}) has no quantization (Model.quantize arrived in Keras "
@@ -111,7 +94,7 @@ def check_on_tf_keras(
         sample,
         (keras.config.dtype_policy().name, model.dtype_policy.name),
         {"mode": options["mode"], "call_kwargs": options.get("call_kwargs")},
-        timeout=math.inf if timeout is None else timeout + 120,
+        timeout=math.inf if asked.timeout is None else asked.timeout + 120,
         engine=engine,
     )
     answer = future.result()

@@ -119,28 +119,16 @@ class Keras2Tracer(ModelTracer):
     event_class = Keras2Event
     value_check = False
 
-    def _install(self) -> Iterator[None]:
+    def _layer_class(self) -> type:
         from tf_keras.src.engine.base_layer import Layer
 
-        original_dunder = Layer.__dict__["__call__"]
-        tracer = self
+        return Layer
 
-        def traced_dunder(layer: Any, *args: Any, **kwargs: Any) -> Any:
-            key = id(layer)
-            if key not in tracer.layers or not tracer._recording():
-                return original_dunder(layer, *args, **kwargs)
-            tracer._pending.setdefault(key, []).append(_given((args, kwargs), tracer.values))
-            try:
-                return original_dunder(layer, *args, **kwargs)
-            finally:
-                tracer._pending[key].pop()
+    def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        return _given((args, kwargs), self.values)
 
-        Layer.__call__ = traced_dunder
-        try:
-            with self.entry_points_wrapped():
-                yield
-        finally:
-            Layer.__call__ = original_dunder
+    def _traced_call(self, original: Any, layer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        return original(layer, *args, **kwargs)
 
     #: Inside ``model.predict``'s ``tf.function`` (:meth:`run_predict`): its trace recorded.
     predicting = False

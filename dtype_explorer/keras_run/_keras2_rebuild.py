@@ -23,11 +23,11 @@ a custom layer) is refused by name (:class:`Keras2Refusal`).
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 from typing import Any
 
 import numpy as np
+
+from dtype_explorer.keras_run._model_copy import init_parameters
 
 #: Keras 3's model classes, as serialized, and the Keras 2 class each one is rebuilt as.
 _MODELS = {"Functional": "Model", "Sequential": "Sequential"}
@@ -224,18 +224,7 @@ def _tensors(value: Any) -> list[dict[str, Any]]:
 
 def _parameters(cls: type) -> set[str]:
     """Every named ``__init__`` parameter along ``cls``'s MRO, and Keras 2's layer kwargs."""
-    names = set(_LAYER_KWARGS)
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        with contextlib.suppress(TypeError, ValueError):
-            names.update(
-                p.name
-                for p in inspect.signature(init).parameters.values()
-                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
-            )
-    return names
+    return init_parameters(cls) | set(_LAYER_KWARGS)
 
 
 def _set_weights(model: Any, weights: dict[str, list[Any]]) -> None:

@@ -213,6 +213,31 @@ def arguments_given(model: Any) -> dict[str, frozenset[str]]:
     return {k: v for k, v in given.items() if k not in shared}
 
 
+def init_parameters(cls: type) -> set[str]:
+    """Every named parameter of the ``__init__``s along ``cls``'s MRO (what a config of that
+    class may carry), for Keras 3 and Keras 2 classes alike.
+
+    >>> class A:
+    ...     def __init__(self, units, *args, **kwargs): ...
+    >>> class B(A):
+    ...     def __init__(self, rate=0.5, **kwargs): ...
+    >>> sorted(init_parameters(B))
+    ['rate', 'self', 'units']
+    """
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            names.update(
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            )
+    return names
+
+
 def _not_default(cls: type, recorded: dict[str, Any]) -> frozenset[str]:
     """The names in ``recorded`` whose value is not ``cls.__init__``'s default for them."""
     try:

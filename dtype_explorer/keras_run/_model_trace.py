@@ -106,7 +106,8 @@ class LayerEvent:
 
 class ModelTracer:
     """Records every call of every layer inside ``model`` on this thread. Another Keras's
-    tracer (``_keras2_model_trace``) overrides ``_install``, ``_recording`` and the hooks below."""
+    tracer (``_keras2_model_trace``) overrides ``_layer_class``, ``_given``, ``_traced_call``,
+    ``_recording`` and the hooks below."""
 
     #: The record of one call under way.
     event_class = LayerEvent
@@ -136,34 +137,50 @@ class ModelTracer:
             yield from self._install()
 
     def _install(self) -> Iterator[None]:
-        from keras.src.layers.layer import Layer
-
-        original_dunder = Layer.__dict__["__call__"]
+        """``Layer.__call__`` of :meth:`_layer_class` patched for the layers traced (what each
+        is given, :meth:`_given`; its call, :meth:`_traced_call`) and every layer's entry points
+        wrapped, both put back afterwards; Keras 2's tracer shares it."""
+        layer_class = self._layer_class()
+        original_dunder = layer_class.__dict__["__call__"]
         tracer = self
 
         def traced_dunder(layer: Any, *args: Any, **kwargs: Any) -> Any:
             key = id(layer)
             if key not in tracer.layers or not tracer._recording():
                 return original_dunder(layer, *args, **kwargs)
-            tracer._pending.setdefault(key, []).append(
-                tensor_infos((args, _tensor_kwargs(kwargs)), tracer.values)
-            )
-            first_event = len(tracer.calls)
-            # the ops of this call (its conversion and autocast included): a sublayer's call
-            # opens its own trace inside, so each call keeps only the ops it ran itself
-            with op_trace(numerics=tracer.values) as trace:
-                try:
-                    return original_dunder(layer, *args, **kwargs)
-                finally:
-                    tracer._pending[key].pop()
-                    tracer._attach(layer, first_event, trace)
+            tracer._pending.setdefault(key, []).append(tracer._given(args, kwargs))
+            try:
+                return tracer._traced_call(original_dunder, layer, args, kwargs)
+            finally:
+                tracer._pending[key].pop()
 
-        Layer.__call__ = traced_dunder
+        layer_class.__call__ = traced_dunder
         try:
             with self.entry_points_wrapped():
                 yield
         finally:
-            Layer.__call__ = original_dunder
+            layer_class.__call__ = original_dunder
+
+    def _layer_class(self) -> type:
+        """The ``Layer`` class whose ``__call__`` is patched."""
+        from keras.src.layers.layer import Layer
+
+        return Layer
+
+    def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple[TensorInfo, ...]:
+        """What a layer call is given, before Keras converts or casts it."""
+        return tensor_infos((args, _tensor_kwargs(kwargs)), self.values)
+
+    def _traced_call(self, original: Any, layer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
+        """The layer's own ``__call__`` inside the ops trace it keeps."""
+        first_event = len(self.calls)
+        # the ops of this call (its conversion and autocast included): a sublayer's call
+        # opens its own trace inside, so each call keeps only the ops it ran itself
+        with op_trace(numerics=self.values) as trace:
+            try:
+                return original(layer, *args, **kwargs)
+            finally:
+                self._attach(layer, first_event, trace)
 
     @contextlib.contextmanager
     def entry_points_wrapped(self) -> Iterator[None]:

@@ -101,10 +101,13 @@ class LayerQuantization(Record):
         return f"{how}: policy {self.policy}, {self.bytes} bytes stored{was}"
 
 
-def compute_path(trace: Sequence[TraceStep], stored: Iterable[str] = ()) -> tuple[str, ...]:
+def compute_path(
+    trace: Sequence[TraceStep], stored: Iterable[str] = (), *, low_stored: Iterable[str] = _LOW
+) -> tuple[str, ...]:
     """The steps of a quantized layer's call, read from its op trace's ``trace`` steps;
-    ``stored``: the dtypes the layer stores its variables in. ``()`` when no core product
-    (matmul, einsum, take, conv) ran."""
+    ``stored``: the dtypes the layer stores its variables in; ``low_stored``: those of them
+    that make a float product "dequantized on every call" (the audit adds gptq/awq's
+    ``uint8``). ``()`` when no core product (matmul, einsum, take, conv) ran."""
     steps = list(trace)
     cores = [i for i, s in enumerate(steps) if s.op in _CORE and s.outputs]
     if not cores:
@@ -117,7 +120,7 @@ def compute_path(trace: Sequence[TraceStep], stored: Iterable[str] = ()) -> tupl
     out = core.outputs[0].dtype
     path = _quantized_inputs(steps, at)
     name = core.op.removeprefix("ops.")
-    low = sorted({d for d in stored if d in _LOW})
+    low = sorted(set(stored) & set(low_stored))
     if name == "take":
         path.append(f"look up rows: {ins[0]} table by {ins[-1]} indices → {out}")
     elif all(d in _INT for d in ins):
