@@ -25,6 +25,7 @@ import numpy as np
 from dtype_explorer.analyses import (
     _audit_engine,
     _audit_keras2,
+    _audit_predict,
     _audit_quantize,
     _audit_reprobe,
     _audit_rules,
@@ -47,7 +48,6 @@ from dtype_explorer.keras_run import (
     is_keras2,
     keras_flatten,
     layer_values_wrong,
-    nonfinite_count,
     policy_clone,
     preserved_keras_state,
     quantize_request,
@@ -64,7 +64,6 @@ from dtype_explorer.records import (
     AUDIT_MODES,
     MODES,
     AuditReport,
-    ErrorInfo,
     Finding,
     FitReport,
     LayerCall,
@@ -474,30 +473,16 @@ def _predict(
     function traced it, compared with the eager pass ``eager``."""
     import keras
 
-    tracer = ModelTracer(model, values=False)
-    error = None
-    try:
-        outputs, symbolic = tracer.run_predict(sample)
-    except Exception as exc:  # the eager call ran: that predict does not is the finding
-        outputs = symbolic = None
-        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
-    calls = tracer.finish(symbolic)
     compiled, how = _predict_compiled(model)
-    eager_leaves = keras_flatten(eager_outputs)
-    leaves = [] if outputs is None else [np.asarray(x) for x in keras.tree.flatten(outputs)]
-    report = PredictReport(
+    return _audit_predict.predicted(
+        ModelTracer(model, values=False),
+        sample,
+        eager,
+        keras_flatten(eager_outputs),
+        flatten=lambda outputs: [np.asarray(x) for x in keras.tree.flatten(outputs)],
         compiled=compiled,
         execution=f"model.predict, {how}",
-        outputs=tuple(tensor_info(x) for x in leaves),
-        nonfinite=tuple(nonfinite_count(x) for x in leaves),
-        eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
-        eager_nonfinite=tuple(nonfinite_count(x) for x in eager_leaves),
-        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
-        error=error,
-        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
-        cause=None if tracer.failed_at is None else tracer.failed_at.error,
     )
-    return report, calls
 
 
 def _predict_compiled(model: Any) -> tuple[bool, str]:

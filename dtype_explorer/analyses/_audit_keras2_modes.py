@@ -17,11 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.analyses import _audit_rules, _audit_rules_across
+from dtype_explorer.analyses import _audit_predict, _audit_rules, _audit_rules_across
 from dtype_explorer.errors import as_sentence, keras_message
-from dtype_explorer.keras_run import Keras2Tracer, keras2_train_on_batch, tensor_info
+from dtype_explorer.keras_run import Keras2Tracer, keras2_train_on_batch
 from dtype_explorer.records import (
-    ErrorInfo,
     Finding,
     FitReport,
     LayerCall,
@@ -45,27 +44,14 @@ def predict_phase(
     ``AuditedModel``) with the mode divergences."""
     import tensorflow as tf
 
-    tracer = Keras2Tracer(model, values=False)
-    error = None
-    try:
-        outputs, symbolic = tracer.run_predict(sample)
-    except Exception as exc:  # the eager call ran: that predict does not is the finding
-        outputs = symbolic = None
-        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
-    calls = tracer.finish(symbolic)
-    leaves = [] if outputs is None else [np.asarray(x) for x in tf.nest.flatten(outputs)]
-    eager_leaves = [np.asarray(x) for x in tf.nest.flatten(eager_outputs)]
-    report = PredictReport(
+    report, calls = _audit_predict.predicted(
+        Keras2Tracer(model, values=False),
+        sample,
+        eager,
+        [np.asarray(x) for x in tf.nest.flatten(eager_outputs)],
+        flatten=lambda outputs: [np.asarray(x) for x in tf.nest.flatten(outputs)],
         compiled=True,
         execution=EXECUTION["predict"],
-        outputs=tuple(tensor_info(x) for x in leaves),
-        nonfinite=tuple(_nonfinite(x) for x in leaves),
-        eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
-        eager_nonfinite=tuple(_nonfinite(x) for x in eager_leaves),
-        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
-        error=error,
-        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
-        cause=None if tracer.failed_at is None else tracer.failed_at.error,
     )
     found = [
         f
@@ -111,8 +97,3 @@ def _compile_config(model: Any) -> tuple[Any, Any]:
         return "mean_squared_error", None
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     return model.loss, type(inner).from_config(inner.get_config())
-
-
-def _nonfinite(x: Any) -> int:
-    x = np.asarray(x)
-    return int(x.size - np.isfinite(x).sum()) if x.dtype.kind in "fc" else 0

@@ -57,17 +57,25 @@ def tensor_infos(structure: Any, values: bool = True) -> tuple[TensorInfo, ...]:
 
 
 def nonfinite_count(tensor: Any) -> int:
-    """How many inf/NaN values a float tensor or array holds (0 for other dtypes)."""
-    import keras
+    """How many inf/NaN values a float or complex tensor or array holds (0 for other dtypes).
 
-    if not dtypes.is_float(dtypes.describe(tensor)):
-        return 0
-    array = np.asarray(keras.ops.convert_to_numpy(tensor)).astype(np.float32)
-    return int(array.size - np.isfinite(array).sum())
+    >>> nonfinite_count(np.array([1e300, np.inf]))   # float64 kept: 1e300 is finite there
+    1
+    """
+    array = _float_values(tensor)
+    return 0 if array is None else int(array.size - np.isfinite(array).sum())
 
 
 def _finite(tensor: Any) -> bool | None:
     """Whether every value is finite; ``None`` for non-float tensors."""
+    array = _float_values(tensor)
+    return None if array is None else bool(np.isfinite(array).all())
+
+
+def _float_values(tensor: Any) -> np.ndarray | None:
+    """A float or complex tensor's values as NumPy can test them (a 16-bit float, bfloat16
+    included, widened to float32; float64 kept, so that no value overflows on the way), or
+    ``None`` for other dtypes."""
     import keras
 
     name = dtypes.describe(tensor)
@@ -76,7 +84,7 @@ def _finite(tensor: Any) -> bool | None:
     array = np.asarray(keras.ops.convert_to_numpy(tensor))
     if array.dtype.itemsize < 4 or array.dtype.kind not in "fc":
         array = array.astype(np.float32)
-    return bool(np.isfinite(array).all())
+    return array
 
 
 def declared_inputs(model: Any) -> Any:
