@@ -77,18 +77,9 @@ def check_on_engine(
             "check_model on an engine audits on this process's backend only; give backends= "
             f"or engine=, not both; received: backends={asked.requested!r}, engine={engine!r}"
         )
-    try:
-        config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
-    except (TypeError, ValueError) as exc:
-        raise InvalidSpecError(
-            f"{describe_model(model)} cannot be rebuilt from its config for engine "
-            f"{engine!r}: {exc}"
-        ) from None
-    given = arguments_given(model)
-    config = {**user_set_only(config, given), GLOBAL_POLICY: keras.config.dtype_policy().name}
+    config, sample = travelling(model, sample, engine)
+    config = {**config, GLOBAL_POLICY: keras.config.dtype_policy().name}
     weights = [keras.ops.convert_to_numpy(w) for w in model.weights]
-    if sample is not None:
-        sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
     if options.get("labels") is not None:
         options = {
             **options,
@@ -113,6 +104,28 @@ def check_on_engine(
     report = AuditReport.from_dict(answer)
     note = f"audited with Keras {report.keras} (engine {engine}), the model rebuilt from its config"
     return report.model_copy(update={"engine": engine, "notes": (*report.notes, note)})
+
+
+def travelling(model: Any, sample: Any, engine: str) -> tuple[dict[str, Any], Any]:
+    """The model as it travels to an engine's worker: its config as JSON, holding only the
+    arguments the user set (:func:`user_set_only`), and the sample as NumPy.
+
+    Raises:
+        InvalidSpecError: a config that is not JSON (a layer or argument Keras cannot
+            serialize), naming the engine.
+    """
+    import keras
+
+    try:
+        config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
+    except (TypeError, ValueError) as exc:
+        raise InvalidSpecError(
+            f"{describe_model(model)} cannot be rebuilt from its config for engine "
+            f"{engine!r}: {exc}"
+        ) from None
+    if sample is not None:
+        sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
+    return user_set_only(config, arguments_given(model)), sample
 
 
 def quantize_by_name(quantize: Any, engine: str) -> str:

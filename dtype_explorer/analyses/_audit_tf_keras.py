@@ -17,7 +17,6 @@ Every other engine goes to :func:`._audit_engine.check_on_engine`.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,6 @@ from dtype_explorer.analyses import _audit_engine, _audit_keras2
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import (
     Keras2Refusal,
-    arguments_given,
     describe_model,
     keras2_state_kept,
     rebuild_in_keras2,
@@ -70,20 +68,11 @@ def check_on_tf_keras(asked: _audit_engine.EngineQuestion) -> AuditReport:
             f"Received: quantize={options['quantize']!r}"
         )
     # 2. The model as it travels: its config (the arguments the user set), weights, sample
-    try:
-        config = json.loads(json.dumps(keras.saving.serialize_keras_object(model)))
-    except (TypeError, ValueError) as exc:
-        raise InvalidSpecError(
-            f"{describe_model(model)} cannot be rebuilt in Keras 2 (engine {engine!r}) from "
-            f"its config: {exc}"
-        ) from None
-    config = _audit_engine.user_set_only(config, arguments_given(model))
+    config, sample = _audit_engine.travelling(model, sample, engine)
     weights = {
         layer.name: [keras.ops.convert_to_numpy(w) for w in layer.weights]
         for layer in getattr(model, "layers", ())
     }
-    if sample is not None:
-        sample = keras.tree.map_structure(keras.ops.convert_to_numpy, sample)
     # 3. Rebuilt and audited in the Keras 2 worker
     engines.ensure(engine)
     future = pool.call(
