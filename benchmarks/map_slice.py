@@ -4,6 +4,11 @@ site size, and the whole map extrapolated from the measured rate.
 
     python benchmarks/map_slice.py                  # the default slice, a table
     python benchmarks/map_slice.py --stride 10 --json
+    python benchmarks/map_slice.py --whole --keep map/ --json   # the whole map, resumable
+
+``--whole`` is every target (stride 1) x every default dtype. With ``--keep DIR`` the caches
+(``DIR/cache``, ``DIR/worker-cache``) and the site (``DIR/site``) stay: run the same command
+again and it resumes, the answers already stored served from the caches.
 
 Every ``--stride``-th target of each kind (layers, ops, losses and metrics), ``--dtypes``,
 the four default policies and every installed backend. Both the client's cache and the Dask
@@ -71,16 +76,17 @@ def role(proc: psutil.Process) -> str:
     return {0: "front", 1: "dask-worker"}.get(depth, "pool-worker")
 
 
-def slice_targets(stride: int) -> list[str]:
+def slice_targets(stride: int) -> tuple[list[str], list[str]]:
+    """Every ``stride``-th target of each kind: (layers, losses and metrics), (ops)."""
     from dtype_explorer.keras_run import catalog
 
     kinds = [
         [e.name for e in catalog.layers()],
-        [e.name for e in catalog.ops()],
         [e.name for e in catalog.objectives() if e.name.startswith("losses.")],
         [e.name for e in catalog.objectives() if e.name.startswith("metrics.")],
     ]
-    return [name for names in kinds for name in names[::stride]]
+    ops = [e.name for e in catalog.ops()][::stride]
+    return [name for names in kinds for name in names[::stride]], ops
 
 
 def whole_map(backends: int) -> dict:
@@ -108,15 +114,17 @@ def size(path: Path, skip: tuple[str, ...] = ()) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and p.name not in skip)
 
 
-def measure(stride: int, dtypes: list[str], out: Path) -> dict:
+def measure(
+    stride: int, dtypes: list[str] | None, out: Path, worker_cache: Path, progress: bool
+) -> dict:
     import distributed
 
     import dtype_explorer as dx
     from dtype_explorer import cache
-    from dtype_explorer.analyses import build_atlas
+    from dtype_explorer.analyses import build_atlas, save_atlas
+    from dtype_explorer.records import Atlas
 
-    worker_cache = Path(tempfile.mkdtemp(prefix="dx-map-workers-"))
-    targets = slice_targets(stride)
+    layered, ops = slice_targets(stride)
     sampler = Sampler()
     sampler.start()
     started, cpu0 = time.perf_counter(), sum(psutil.Process().cpu_times()[:2])
@@ -127,21 +135,31 @@ def measure(stride: int, dtypes: list[str], out: Path) -> dict:
         ) as local,
         distributed.Client(local) as client,
     ):
-        atlas = build_atlas(targets, dtypes, None, None, cluster=client, out=out, progress=False)
+        # Two parts, one atlas: an op takes no dtype policy (nothing under keras/src/ops reads
+        # one), so ops are probed under float32 only, as dx.survey does for ops alone.
+        parts = [
+            build_atlas(names, dtypes, policies, None, cluster=client, progress=progress)
+            for names, policies in ((layered, None), (ops, ["float32"]))
+            if names
+        ]
+        atlas = Atlas.merged(parts)
+        save_atlas(atlas, out)
         wall = time.perf_counter() - started
         sampler.stop.set()
         sampler.join()
-    answers = list(cache.results())
-    floor = sum((r.timings.get("construct_ms", 0) + r.timings.get("call_ms", 0)) for r in answers)
-    plain = sum(len(r.to_json()) for r in answers)
+    floor = plain = rows = 0  # streamed: the whole map's answers are never held at once
+    for r in cache.results():
+        floor += r.timings.get("construct_ms", 0) + r.timings.get("call_ms", 0)
+        plain += len(r.to_json())
+        rows += 1
     stored = cache._store().run(lambda db: sum(len(k) + len(db.get(k) or "") for k in db))
     peaks: dict[str, int] = {}
     for rss, name in sampler.peak.values():
         peaks[name] = max(peaks.get(name, 0), rss)
     probes = atlas.build.get("probes", 0)
     return {
-        "targets": len(targets),
-        "dtypes": len(dtypes),
+        "targets": len(layered) + len(ops),
+        "dtypes": len(atlas.input_dtypes),
         "policies": len(atlas.policies),
         "backends": len(atlas.backends),
         "probes": probes,
@@ -157,7 +175,7 @@ def measure(stride: int, dtypes: list[str], out: Path) -> dict:
         "cache_mb_workers": round(size(worker_cache) / 1e6, 2),
         "cache_rows_plain_json_mb": round(plain / 1e6, 2),
         "cache_rows_stored_mb": round(stored / 1e6, 2),  # keys + compressed bodies
-        "cache_rows": len(answers),
+        "cache_rows": rows,
         "site_mb": round(size(out, ("atlas.json", "atlas.parquet")) / 1e6, 2),
         "site_bytes_per_run": round(size(out, ("atlas.json", "atlas.parquet")) / max(probes, 1)),
         "site_largest_data_kb": round(
@@ -173,17 +191,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stride", type=int, default=15)
     parser.add_argument("--dtypes", default=",".join(DTYPES))
+    parser.add_argument("--whole", action="store_true", help="every target x every dtype")
+    parser.add_argument("--keep", type=Path, help="keep caches and site here (resumable)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    cache_dir = tempfile.mkdtemp(prefix="dx-map-cache-")
-    os.environ["DTYPE_EXPLORER_CACHE_DIR"] = cache_dir
+    stride, dtypes = (1, None) if args.whole else (args.stride, args.dtypes.split(","))
+    if args.keep:
+        root = args.keep.resolve()
+        cache_dir, worker_cache, out = root / "cache", root / "worker-cache", root / "site"
+        for d in (cache_dir, worker_cache, out):
+            d.mkdir(parents=True, exist_ok=True)
+    else:
+        cache_dir = Path(tempfile.mkdtemp(prefix="dx-map-cache-"))
+        worker_cache = Path(tempfile.mkdtemp(prefix="dx-map-workers-"))
+        out = Path(tempfile.mkdtemp(prefix="dx-map-site-"))
+    os.environ["DTYPE_EXPLORER_CACHE_DIR"] = str(cache_dir)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    out = Path(tempfile.mkdtemp(prefix="dx-map-site-"))
     try:
-        report = measure(args.stride, args.dtypes.split(","), out)
+        report = measure(stride, dtypes, out, worker_cache, progress=args.whole)
     finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
+        if not args.keep:
+            for d in (cache_dir, worker_cache, out):
+                shutil.rmtree(d, ignore_errors=True)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()

@@ -163,9 +163,29 @@ def _finite_flags(value: Any) -> tuple | None:
     )
 
 
-@functools.cache
 def param_names(fn: Any) -> tuple[str, ...]:
-    """The names of ``fn``'s positional parameters (none where it has no signature)."""
+    """The names of ``fn``'s positional parameters (none where it has no signature).
+
+    Read once per function, through what ``fn`` wraps (``functools.wraps``; the signature is
+    the wrapped one's) and, for a bound method, its function less ``self``: a cache keyed by
+    a wrapper made for one probe (the random draws' recorder) or by a new layer's bound
+    method would miss on every probe and keep what each one holds alive.
+    """
+    function = getattr(fn, "__func__", None)
+    if function is not None and getattr(fn, "__self__", None) is not None:
+        return _param_names(_unwrapped(function))[1:]
+    return _param_names(_unwrapped(fn))
+
+
+def _unwrapped(fn: Any) -> Any:
+    try:
+        return inspect.unwrap(fn, stop=lambda f: hasattr(f, "__signature__"))
+    except ValueError:  # a cycle of __wrapped__
+        return fn
+
+
+@functools.cache
+def _param_names(fn: Any) -> tuple[str, ...]:
     try:
         return tuple(
             p.name

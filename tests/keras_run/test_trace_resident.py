@@ -96,3 +96,16 @@ def test_a_workers_first_and_second_trace_of_a_question_record_the_same_steps():
         assert first.status == second.status == "ok"
         assert _steps(first) == _steps(second)
         assert ("backend.random.uniform", "build") in [s[:2] for s in _steps(first)]
+
+
+def test_the_trace_reads_a_function_once_not_once_a_probe():
+    # the trace caches each function's parameter names: keyed by the draws' recorder (a new
+    # wrapper each probe) or a new layer's bound method, it grew with every probe a worker made
+    # and kept what each wrapper held alive
+    from dtype_explorer.keras_run import _trace_records
+
+    _probe("Dense", "float32", {"units": 3})
+    before = _trace_records._param_names.cache_info().currsize
+    for _ in range(4):
+        _probe("Dense", "float32", {"units": 3})
+    assert _trace_records._param_names.cache_info().currsize == before
