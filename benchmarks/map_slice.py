@@ -6,9 +6,10 @@ site size, and the whole map extrapolated from the measured rate.
     python benchmarks/map_slice.py --stride 10 --json
     python benchmarks/map_slice.py --whole --keep map/ --json   # the whole map, resumable
 
-``--whole`` is every target (stride 1) x every default dtype. With ``--keep DIR`` the caches
-(``DIR/cache``, ``DIR/worker-cache``) and the site (``DIR/site``) stay: run the same command
-again and it resumes, the answers already stored served from the caches.
+``--whole`` is every target (stride 1) x every Keras dtype, in one ``build_atlas`` call
+(each op under float32 only: an op reads no policy, ``Survey.op_policy``). With ``--keep DIR``
+the caches (``DIR/cache``, ``DIR/worker-cache``) and the site (``DIR/site``) stay: run the same
+command again and it resumes, the answers already stored served from the caches.
 
 Every ``--stride``-th target of each kind (layers, ops, losses and metrics), ``--dtypes``,
 the four default policies and every installed backend. Both the client's cache and the Dask
@@ -90,17 +91,16 @@ def slice_targets(stride: int) -> tuple[list[str], list[str]]:
 
 
 def whole_map(backends: int) -> dict:
-    """The number of probes of the whole map: every layer, loss and metric x the default
-    dtypes x the four default policies, every op x the dtypes (an op has no policy), x
-    ``backends``."""
+    """The number of probes of the whole map: every layer, loss and metric x Keras's dtypes
+    x the four default policies, every op x the dtypes (an op reads no policy: the survey
+    probes it under float32 only), x ``backends``."""
     from dtype_explorer.analyses import _survey
     from dtype_explorer.keras_run import catalog
 
     layered = [e.name for e in [*catalog.layers(), *catalog.objectives()]]
     ops = [e.name for e in catalog.ops()]
     _, dtypes, policies = _survey.resolve(layered, None, None)
-    _, op_dtypes, _ = _survey.resolve(ops, None, None)
-    probes = (len(layered) * len(dtypes) * len(policies) + len(ops) * len(op_dtypes)) * backends
+    probes = (len(layered) * len(dtypes) * len(policies) + len(ops) * len(dtypes)) * backends
     return {
         "layers_losses_metrics": len(layered),
         "ops": len(ops),
@@ -122,7 +122,7 @@ def measure(
     import dtype_explorer as dx
     from dtype_explorer import cache
     from dtype_explorer.analyses import build_atlas, save_atlas
-    from dtype_explorer.records import Atlas
+    from dtype_explorer.dtypes import keras_dtypes
 
     layered, ops = slice_targets(stride)
     sampler = Sampler()
@@ -135,14 +135,12 @@ def measure(
         ) as local,
         distributed.Client(local) as client,
     ):
-        # Two parts, one atlas: an op takes no dtype policy (nothing under keras/src/ops reads
-        # one), so ops are probed under float32 only, as dx.survey does for ops alone.
-        parts = [
-            build_atlas(names, dtypes, policies, None, cluster=client, progress=progress)
-            for names, policies in ((layered, None), (ops, ["float32"]))
-            if names
-        ]
-        atlas = Atlas.merged(parts)
+        # One atlas of layers and ops: the survey probes each op under float32 only (an op
+        # reads no dtype policy: Survey.op_policy), each layer under the four policies. One
+        # dtype axis for both: Keras's dtypes (the weak Python scalars are an op's only).
+        atlas = build_atlas(
+            layered + ops, dtypes or keras_dtypes(), None, None, cluster=client, progress=progress
+        )
         save_atlas(atlas, out)
         wall = time.perf_counter() - started
         sampler.stop.set()

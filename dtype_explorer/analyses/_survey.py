@@ -32,6 +32,7 @@ from dtype_explorer.records import (
     axis_policy,
     check_engine_backend,
     engine_spec,
+    op_policy,
 )
 from dtype_explorer.runtime import engines, pool
 
@@ -66,6 +67,11 @@ def survey(
             an op is among the targets: layers take arrays only).
         policies: policy names (default: ``float32``, ``mixed_float16``, ``mixed_bfloat16``,
             ``float64``; only ``float32`` when every target is an op: ops take no policy).
+            Where layers and ops are surveyed together, each op is probed under the first
+            policy only (``float32`` by default; where ``float32`` is not asked, the first one
+            given: ``Survey.op_policy``): nothing in Keras's ops reads the dtype policy, so
+            its answer is the same under every one. A survey of ops alone probes every
+            policy it is asked.
         backends: backend names or ``"all"`` (default: every installed one).
         floatx: ``keras.config.floatx()`` during each probe (one survey per floatx: compare
             two with ``.diff``).
@@ -118,7 +124,9 @@ def survey(
         check_engine_backend(engine, b)
     mode_names = _modes(modes)
     modes_asked = quantize_axis(quantize)
-    # 2. Plan: one spec per cell and mode that applies to its target on its backend.
+    # 2. Plan: one spec per cell and mode that applies to its target on its backend (an op
+    #    of a survey with layers under one policy only: it reads none).
+    ops_under = op_policy(names, policy_names)
     specs = [
         make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine, quantize=q)
         for t in names
@@ -129,6 +137,7 @@ def survey(
         for m in mode_names
         if m == "call" or m in modes_for(t, backend=b)
         if q is None or not t.startswith("ops.")
+        if ops_under is None or p == ops_under or not t.startswith("ops.")
     ]
     axis = axis_policies(policy_names, modes_asked)
     # 3. Run: through this machine's pool, or partitioned over the cluster's workers.
@@ -152,6 +161,7 @@ def survey(
         results=tuple(results),
         engine=engine,
         quantize=modes_asked,
+        op_policy=ops_under,
     )
 
 

@@ -127,10 +127,13 @@ _EXPORTS: dict[str, str] = {
     "values_digest": "dtype_explorer.records._values",
     "AtlasCollector": "dtype_explorer.records._atlas",
     "combine_classes": "dtype_explorer.records._survey",
+    "op_policy": "dtype_explorer.records._survey",
+    "ANY_POLICY": "dtype_explorer.records._survey",
 }
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 __all__ = [
+    "ANY_POLICY",
     "AUDIT_MODES",
     "CHANGE_KINDS",
     "CLASSIFICATIONS",
@@ -227,6 +230,7 @@ __all__ = [
     "display",
     "engine_package",
     "engine_spec",
+    "op_policy",
     "pair_key",
     "reference_label",
     "values_digest",

@@ -54,6 +54,9 @@ from dtype_explorer.records._survey import (
     axis_policy,
     classify_result,
     combine_classes,
+    plan_text,
+    takes_no_policy,
+    target_policies,
 )
 
 if TYPE_CHECKING:
@@ -194,6 +197,21 @@ class Atlas(Record):
     #: part of :meth:`content`.
     build: dict[str, Any] = Field(default_factory=dict)
     cells: tuple[AtlasCell, ...]
+    #: In an atlas of layers and ops, the one policy its ops were probed under (an op reads
+    #: none: ``Survey.op_policy``); ``None``: every target under every policy.
+    op_policy: str | None = None
+
+    def policies_of(self, target: str) -> tuple[str, ...]:
+        """The policies ``target`` was probed under (``Survey.policies_of``)."""
+        return target_policies(target, self.policies, self.op_policy)
+
+    def plan_text(self) -> str:
+        """The cells this atlas plans, as a true equation (``Survey.plan_text``)."""
+        return plan_text(self.targets, self.input_dtypes, self.policies, self.op_policy)
+
+    def takes_no_policy(self, key: tuple[str, str, str]) -> bool:
+        """Whether ``key`` is an op's cell under a policy it reads not (``Survey``'s)."""
+        return takes_no_policy(key, self.policies, self.op_policy)
 
     @classmethod
     def from_survey(cls, survey: Survey, **build: Any) -> Atlas:
@@ -245,8 +263,15 @@ class Atlas(Record):
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def cell(self, target: str, input_dtype: str, policy: str | None = None) -> AtlasCell:
-        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first)."""
+        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first).
+
+        An op of an atlas of layers and ops, asked under a policy other than ``op_policy``,
+        answers its one cell, probed under ``op_policy`` (its ``policy`` says so): an op
+        reads no policy (``Survey.cell``).
+        """
         key = (target, input_dtype, policy or self.policies[0])
+        if self.takes_no_policy(key):
+            key = (target, input_dtype, str(self.op_policy))
         found = self._index().get(key)
         if found is None:
             for value, valid, kind in zip(
@@ -447,6 +472,7 @@ class AtlasCollector:
             modes=survey.modes,
             floatx=survey.floatx,
             compute_dtypes=survey.compute_dtypes,
+            op_policy=survey.op_policy,
             versions={
                 b: json.loads(c.most_common(1)[0][0]) for b, c in sorted(self._versions.items())
             },
@@ -489,10 +515,14 @@ class AtlasDiff(Record):
 
     @classmethod
     def between(cls, old: Atlas, new: Atlas) -> AtlasDiff:
+        """Every changed run; an op's cell under a policy one side did not probe it under
+        (an atlas of layers and ops probes an op under ``op_policy`` only) is no change."""
         changes = []
         before, after = old._index(), new._index()
         for key in dict.fromkeys([*before, *after]):
             a, b = before.get(key), after.get(key)
+            if (a is None and old.takes_no_policy(key)) or (b is None and new.takes_no_policy(key)):
+                continue  # an op probed once on that side: it reads no policy
             runs = dict.fromkeys([*(a.runs if a else {}), *(b.runs if b else {})])
             for run in runs:
                 x = a.runs.get(run) if a else None

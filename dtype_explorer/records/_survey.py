@@ -12,11 +12,17 @@ classification, the way the hand-made uint8 survey sorted layers, only finer:
 ``diverges``              backends disagree (one raises, or they return different dtypes)
 ``declared-mismatch``     the symbolic (declared) dtype differs from the eager one
 ========================  ====================================================================
+
+An op reads no dtype policy (nothing under ``keras/src/ops`` reads one: its answer under
+``mixed_float16`` is its answer under ``float32``), so a survey of layers *and* ops probes each
+op under one policy only, :func:`op_policy` (the first asked, normally ``float32``), and keeps
+it in ``Survey.op_policy``. An op's other policy columns are no missing probe: every reader says
+"an op reads no policy" there (:data:`ANY_POLICY`), never "absent", never a copied answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -75,6 +81,118 @@ def combine_classes(answers: Iterable[tuple[bool, str | None, Classification]]) 
     return classes.pop() if classes else "raises"
 
 
+#: What an op's one policy column says in a survey of layers and ops.
+ANY_POLICY = "any policy: an op reads none"
+#: The column of :meth:`Survey.counts` that counts an op's cells in such a survey.
+OPS_COLUMN = "ops (any policy)"
+
+
+def is_op(target: str) -> bool:
+    """Whether ``target`` is an op (``ops.add``), which takes no dtype policy."""
+    return target.startswith("ops.")
+
+
+def op_policy(targets: Iterable[str], policies: Sequence[str]) -> str | None:
+    """The one policy a survey of ``targets`` probes its ops under: where layers are among
+    the targets too and several policies are asked, the first of ``policies`` (``float32`` by
+    default; where ``float32`` is not asked, the first one given), an op reading none;
+    ``None`` otherwise (every target under every policy: a survey of ops alone probes each
+    policy it is asked).
+
+    >>> op_policy(["Dense", "ops.add"], ["mixed_float16", "float32"])
+    'mixed_float16'
+    >>> op_policy(["ops.add", "ops.abs"], ["float32", "float64"]) is None
+    True
+    """
+    targets = list(targets)
+    ops = [is_op(t) for t in targets]
+    if len(policies) < 2 or all(ops) or not any(ops):
+        return None
+    return policies[0]
+
+
+def target_policies(target: str, policies: Sequence[str], ops_under: str | None) -> tuple[str, ...]:
+    """The policy axis's entries ``target`` is probed under: every one for a layer; for an op,
+    the unquantized ones (an op has no weights to quantize), only ``ops_under`` where a survey
+    of layers and ops set one (:func:`op_policy`).
+
+    >>> target_policies("ops.add", ["float32", "float64", "float32+quantize=int8"], None)
+    ('float32', 'float64')
+    >>> target_policies("ops.add", ["float32", "float64"], "float32")
+    ('float32',)
+    """
+    if not is_op(target):
+        return tuple(policies)
+    return tuple(
+        p for p in policies if "+quantize=" not in p and (ops_under is None or p == ops_under)
+    )
+
+
+def takes_no_policy(
+    key: tuple[str, str, str], policies: Sequence[str], ops_under: str | None
+) -> bool:
+    """Whether cell ``key`` (target, input dtype, policy) is an op's under one of
+    ``policies`` it was not probed under because it reads none (``ops_under`` set): no
+    missing probe.
+
+    >>> takes_no_policy(("ops.add", "int8", "float64"), ["float32", "float64"], "float32")
+    True
+    """
+    target, _, policy = key
+    return (
+        ops_under is not None
+        and is_op(target)
+        and policy in policies
+        and "+quantize=" not in policy
+        and policy != ops_under
+    )
+
+
+def plan_text(
+    targets: Sequence[str],
+    input_dtypes: Sequence[str],
+    policies: Sequence[str],
+    ops_under: str | None,
+) -> str:
+    """The cells a survey or an atlas plans, as a true equation: layers and ops apart where
+    they take different policies.
+
+    >>> text = plan_text(["Dense", "ops.add", "ops.abs"], ["int8", "uint8"],
+    ...                  ["float32", "float64"], "float32")
+    >>> print(*text.split(" + "), sep=" +\\n")
+    1 layer x 2 input dtypes x 2 policies +
+    2 ops x 2 input dtypes (an op reads no policy: under float32 only) = 8 cells
+    """
+    d = len(input_dtypes)
+    groups: dict[bool, list[str]] = {}
+    for t in targets:
+        groups.setdefault(is_op(t), []).append(t)
+    cells = sum(len(target_policies(t, policies, ops_under)) * d for t in targets)
+    widths = {len(target_policies(ts[0], policies, ops_under)) for ts in groups.values()}
+    if len(widths) <= 1:
+        return f"{_n(len(targets), 'target')} x {_n(d, 'input dtype')} x " + (
+            f"{_n(len(policies), 'policy', 'policies')} = {_n(cells, 'cell')}"
+        )
+    layers, ops = groups[False], groups[True]
+    op_width = len(target_policies(ops[0], policies, ops_under))
+    why = (
+        f"an op reads no policy: under {ops_under} only"
+        if ops_under is not None
+        else "an op is not quantized"
+    )
+    return (
+        f"{_n(len(layers), 'layer')} x {_n(d, 'input dtype')} x "
+        f"{_n(len(policies), 'policy', 'policies')} + {_n(len(ops), 'op')} x "
+        f"{_n(d, 'input dtype')}"
+        + (f" x {_n(op_width, 'policy', 'policies')}" if op_width != 1 or ops_under is None else "")
+        + f" ({why}) = {_n(cells, 'cell')}"
+    )
+
+
+def _n(count: int, one: str, many: str | None = None) -> str:
+    return f"{count} {one if count == 1 else many or one + 's'}"
+
+
 def axis_policy(policy: str, quantize: str | None = None) -> str:
     """The policy axis's entry for a cell: ``policy``, or for a layer quantized by the probe
     (``ProbeSpec.quantize``) ``"<policy>+quantize=<mode>"``.
@@ -130,6 +248,22 @@ class Survey(GroupedRecord):
     #: The quantization modes asked (``None``: the float layer), each folded onto the policy
     #: axis as ``"<policy>+quantize=<mode>"`` (:func:`axis_policy`).
     quantize: tuple[str | None, ...] = (None,)
+    #: In a survey of layers and ops, the one policy its ops were probed under (an op reads
+    #: none: :func:`op_policy`); ``None``: every target under every policy.
+    op_policy: str | None = None
+
+    def policies_of(self, target: str) -> tuple[str, ...]:
+        """The policy axis's entries ``target`` was probed under (:func:`target_policies`)."""
+        return target_policies(target, self.policies, self.op_policy)
+
+    def takes_no_policy(self, key: tuple[str, str, str]) -> bool:
+        """Whether cell ``key`` (target, input dtype, policy) is an op's under a policy it was
+        not probed under because it reads none: no missing probe."""
+        return takes_no_policy(key, self.policies, self.op_policy)
+
+    def plan_text(self) -> str:
+        """The cells this survey plans, as a true equation (:func:`plan_text`)."""
+        return plan_text(self.targets, self.input_dtypes, self.policies, self.op_policy)
 
     def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
@@ -150,8 +284,17 @@ class Survey(GroupedRecord):
         return list(self._cells.values())
 
     def cell(self, target: str, input_dtype: str, policy: str | None = None) -> SurveyCell:
-        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first)."""
+        """The cell for ``target`` on ``input_dtype`` under ``policy`` (default: the first).
+
+        An op of a survey of layers and ops was probed under one policy only,
+        ``op_policy`` (it reads none): asked under another of the survey's policies, it
+        answers that one cell, probed once, whose ``policy`` and ``compute_dtype`` say
+        which policy it ran under (``survey.cell("ops.add", "int32", "mixed_float16")
+        .policy == "float32"``), classed against that policy's compute dtype.
+        """
         key = (target, input_dtype, policy or self.policies[0])
+        if self.takes_no_policy(key):
+            key = (target, input_dtype, str(self.op_policy))
         if key not in self._cells:
             for value, valid, kind in zip(
                 key, (self.targets, self.input_dtypes, self.policies), ("target", "dtype", "policy")
@@ -165,6 +308,9 @@ class Survey(GroupedRecord):
     ) -> pd.DataFrame:
         """A table: one row per cell with a column per backend (``per="cell"``), or one row
         per probe with every view (``per="probe"``).
+
+        An op of a survey of layers and ops has its rows under ``op_policy`` only (the one
+        policy it was probed under: it reads none); ``counts()`` counts them apart.
 
         ``first_change`` adds, from each probe's op trace, the first op that changed a dtype
         (``ops.nn.conv``): a ``<backend> first change`` column per backend per cell, or
@@ -211,11 +357,18 @@ class Survey(GroupedRecord):
         return pd.DataFrame(rows)
 
     def counts(self) -> pd.DataFrame:
-        """How many cells fall in each class, per policy."""
+        """How many cells fall in each class, per policy; in a survey of layers and ops, the
+        ops' cells (each probed under ``op_policy`` only: an op reads no policy) in a column
+        of their own, :data:`OPS_COLUMN`, so that each policy's column counts the same cells.
+        """
         frame = self.to_frame()
+        if self.op_policy is not None:
+            ops = frame["target"].str.startswith("ops.")
+            frame["policy"] = frame["policy"].where(~ops, OPS_COLUMN)
         table = frame.groupby(["classification", "policy"]).size().unstack(fill_value=0)
         order = [c for c in CLASSIFICATIONS if c in table.index]
-        return table.loc[order, [p for p in self.policies if p in table.columns]]
+        columns = [*self.policies, OPS_COLUMN]
+        return table.loc[order, [p for p in columns if p in table.columns]]
 
     def figure(self, policy: str | None = None) -> go.Figure:
         """A heatmap, targets x input dtypes, coloured by class; hover shows the cast path and
@@ -227,7 +380,9 @@ class Survey(GroupedRecord):
     def diff(self, other: Survey, *, outcomes_only: bool = False) -> pd.DataFrame:
         """What changed from ``self`` to ``other`` (two Keras releases, or two engines such as
         ``"tf_keras"`` and the installed Keras 3: a migration table): one row per cell and
-        backend whose outcome or class differs, or which only one survey has.
+        backend whose outcome or class differs, or which only one survey has. An op's cell
+        under a policy one side did not probe it under (a survey of layers and ops probes an
+        op under ``op_policy`` only: it reads none) is no change.
 
         Args:
             other: the survey to compare with (the "after" side).
@@ -256,6 +411,10 @@ class Survey(GroupedRecord):
         keys = list(dict.fromkeys([*self._cells, *other._cells]))
         for key in keys:
             old, new = self._cells.get(key), other._cells.get(key)
+            if (old is None and self.takes_no_policy(key)) or (
+                new is None and other.takes_no_policy(key)
+            ):
+                continue
             backends = dict.fromkeys([*(old.results if old else {}), *(new.results if new else {})])
             for backend in backends:
                 before = _described(old, backend)

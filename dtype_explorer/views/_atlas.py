@@ -204,13 +204,7 @@ def _bar(counts: dict[str, int]) -> str:
 
 def _meta(atlas: Atlas) -> str:
     rows = [
-        (
-            "map",
-            f"{len(atlas.targets)} targets x {len(atlas.input_dtypes)} input dtypes x "
-            f"{len(atlas.policies)} policies x {len(atlas.backends)} backends"
-            + (f" x modes {', '.join(atlas.modes)}" if atlas.modes != ("call",) else "")
-            + f" = {len(atlas.cells)} cells",
-        ),
+        ("map", _map_line(atlas)),
         ("policies", ", ".join(atlas.policies)),
         (
             "built",
@@ -227,6 +221,18 @@ def _meta(atlas: Atlas) -> str:
         rows.append((backend, f"{versions} · device {devices}"))
     body = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in rows)
     return f"<table class='ax-meta' data-testid='meta'>{body}</table>"
+
+
+def _map_line(atlas: Atlas) -> str:
+    """What the atlas covers, as a true equation: its cells (an op of an atlas of layers and
+    ops under one policy: it reads none), each answered on every backend (and mode); how many
+    answered where that is fewer."""
+    planned = sum(len(atlas.policies_of(t)) for t in atlas.targets) * len(atlas.input_dtypes)
+    runs = f"{len(atlas.backends)} backend{'s' if len(atlas.backends) != 1 else ''}"
+    if atlas.modes != ("call",):
+        runs += f" x modes {', '.join(atlas.modes)}"
+    answered = f" ({len(atlas.cells)} answered)" if len(atlas.cells) != planned else ""
+    return f"{atlas.plan_text()}{answered}, each on {runs}"
 
 
 def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str]) -> str:

@@ -6,7 +6,9 @@ The page's **grids** (:func:`grid_data`) are a list of cells, each a row of indi
 page's tables (input dtypes, policies, run names, classes, labels): ``[dtype, policy, class,
 label, class of run 0, label of run 0, ...]``, ``-1`` where a run is absent. The script draws
 the two heatmaps from it (``drawGrids``), each cell coloured by its class (``ax-k-<class>``,
-the one palette's fill in the site's stylesheet).
+the one palette's fill in the site's stylesheet). Its columns are the policies the target was
+probed under: an op of an atlas of layers and ops has one (``Atlas.op_policy``: it reads none),
+headed with ``policy_note`` (``records.ANY_POLICY``), not empty columns for the others.
 
 The target's **data file** (:func:`target_data`) holds each distinct run once, as a row of
 its fields in :data:`RUN_FIELDS`' order, each text an index into the file's ``strings``,
@@ -27,7 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dtype_explorer.records import Atlas, AtlasCell
+from dtype_explorer.records import ANY_POLICY, Atlas, AtlasCell
 from dtype_explorer.views._markup import short
 
 #: A run's fields in a data file's rows, each with its kind: ``s`` text (an index into
@@ -153,7 +155,7 @@ def grid_data(atlas: Atlas, target: str) -> dict[str, Any]:
     cells = atlas.cells_of(target)
     classes, labels = Table(), Table()
     dtypes = {d: i for i, d in enumerate(atlas.input_dtypes)}
-    policies = {p: i for i, p in enumerate(atlas.policies)}
+    policies = {p: i for i, p in enumerate(atlas.policies_of(target))}
     names = sorted({name for cell in cells for name in cell.runs})
     rows = []
     for cell in cells:
@@ -169,7 +171,9 @@ def grid_data(atlas: Atlas, target: str) -> dict[str, Any]:
         rows.append(row)
     return {
         "dtypes": list(atlas.input_dtypes),
-        "policies": list(atlas.policies),
+        "policies": list(policies),
+        # an op of an atlas of layers and ops: one column, said to stand for every policy
+        "policy_note": ANY_POLICY if list(policies) == [atlas.op_policy] else None,
         "runs": names,
         "classes": classes.values,
         "labels": labels.values,

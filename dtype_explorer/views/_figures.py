@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.records import (
+    ANY_POLICY,
     CLASSIFICATIONS,
     KINDS,
     PromotionCell,
@@ -23,16 +24,23 @@ if TYPE_CHECKING:
 
 
 def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
-    """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies."""
+    """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies. An
+    op of a survey of layers and ops is coloured in its one policy's tab (``op_policy``); in
+    the others its row says ``any`` (it reads no policy), with where its answer is."""
     import plotly.graph_objects as go
 
     policies = [policy] if policy else list(survey.policies)
-    classes = list(CLASSIFICATIONS)
+    classes, dtypes = list(CLASSIFICATIONS), survey.input_dtypes
     figure = go.Figure()
     for i, name in enumerate(policies):
         z, labels, hover = [], [], []
         for target in survey.targets:
             cells = [_survey_cell(survey, target, d, name) for d in survey.input_dtypes]
+            if survey.takes_no_policy((target, "", name)):  # its one answer: another tab's
+                z.append([None] * len(cells))
+                labels.append(["any"] * len(cells))
+                hover.append([_policy_free_hover(c, target, d) for c, d in zip(cells, dtypes)])
+                continue
             z.append([classes.index(c.classification) if c else None for c in cells])
             labels.append([_cell_label(c) for c in cells])
             hover.append([_survey_hover(c) for c in cells])
@@ -90,6 +98,15 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
     return figure
 
 
+def _policy_free_hover(cell: SurveyCell | None, target: str, dtype: str) -> str:
+    """An op's hover under a policy it was not probed under, in a survey of layers and ops."""
+    where = f"policy {cell.policy}" if cell else "its one policy"
+    return (
+        f"<b>{e(target)}</b> · {e(dtype)}<br>{e(ANY_POLICY)}: probed once, under "
+        f"{e(where)} (that tab has its answer)"
+    )
+
+
 def _survey_cell(survey: Survey, target: str, dtype: str, policy: str) -> SurveyCell | None:
     try:
         return survey.cell(target, dtype, policy)
@@ -139,7 +156,10 @@ def wrap(line: str, width: int = HOVER_WIDTH) -> str:
 
 def _survey_title(survey: Survey, policy: str) -> str:
     kind = what_was_surveyed(survey.targets)
-    return f"{kind}: policy {policy} (compute {survey.compute_dtypes[policy]})"
+    title = f"{kind}: policy {policy} (compute {survey.compute_dtypes[policy]})"
+    if survey.op_policy is not None:  # each op probed once: it reads no policy
+        title += f"; ops under {survey.op_policy} only ({ANY_POLICY})"
+    return title
 
 
 def _cell_label(cell: SurveyCell | None) -> str:

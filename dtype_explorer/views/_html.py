@@ -309,9 +309,8 @@ def survey_summary_html(survey: Survey) -> str:
         for c in counts.index
     )
     scope = (
-        f"{len(survey.targets)} targets x {len(survey.input_dtypes)} dtypes x "
-        f"{len(survey.policies)} policies x {len(survey.backends)} backends "
-        f"({', '.join(survey.backends)}) = {len(survey.results)} probes in {survey.elapsed_s:g} s"
+        f"{survey.plan_text()}, each on {len(survey.backends)} backends "
+        f"({', '.join(survey.backends)}): {len(survey.results)} probes in {survey.elapsed_s:g} s"
     )
     return (
         f"{STYLE}<div class='dx-card'><div class='dx-head'>"

@@ -28,8 +28,8 @@ import { kindColor, mark, textOn, verdictColor } from "./palette.js";
  * @typedef {{target: string, strings: string[], run_fields: string[], run_kinds: string,
  *   step_fields: string[], step_kinds: string, steps: any[][], runs: any[][],
  *   run_names: string[], cells: number[][]}} TargetFile
- * @typedef {{dtypes: string[], policies: string[], runs: string[], classes: string[],
- *   labels: string[], cells: number[][]}} GridData
+ * @typedef {{dtypes: string[], policies: string[], policy_note?: string | null, runs: string[],
+ *   classes: string[], labels: string[], cells: number[][]}} GridData
  * @typedef {(doc: Document, src: string, callback?: string) => Promise<any>} Loader
  */
 
@@ -71,13 +71,16 @@ export function expandCells(file) {
 }
 
 /** One heatmap of a target page, drawn from the page's compact grid (views/_atlas_data.py):
- *  input dtypes down, policies across (`perRun`: a column per policy and run), each cell
+ *  input dtypes down, the policies the target was probed under across (an op of an atlas of
+ *  layers and ops: one, headed by `policy_note`; `perRun`: a column per policy and run), each cell
  *  classed `ax-k-<class>` (the one palette's fill, in the site's stylesheet), its label and a
  *  tooltip, `data-cell` its place in the target's cells.
  *  @param {GridData} grid @param {boolean} perRun @returns {HTMLTableElement} */
 export function drawGrid(grid, perRun) {
   const runs = perRun ? grid.runs : [null];
-  const head = grid.policies.flatMap((p) => runs.map((r) => h("th", {}, p, r ? [h("br"), r] : [])));
+  // an op of an atlas of layers and ops: one column, probed once, standing for every policy
+  const note = grid.policy_note ? [h("br"), h("small", { class: "ax-muted", testid: "policy-note" }, grid.policy_note)] : [];
+  const head = grid.policies.flatMap((p) => runs.map((r) => h("th", {}, p, note, r ? [h("br"), r] : [])));
   /** @type {Map<string, [number[], number]>} */
   const at = new Map(grid.cells.map((cell, i) => [`${cell[0]}/${cell[1]}`, [cell, i]]));
   const rows = grid.dtypes.map((dtype, d) => {
@@ -88,7 +91,8 @@ export function drawGrid(grid, perRun) {
         const slot = run === null ? 2 : 4 + 2 * r;
         if (!cell || cell[slot] < 0) return h("td", { class: "ax-cell ax-none" });
         const kind = grid.classes[cell[slot]];
-        const tip = `${dtype} under ${policy}${run ? ` on ${run}` : ""}: ${kind}`;
+        const under = grid.policy_note ? `${policy} (${grid.policy_note})` : policy;
+        const tip = `${dtype} under ${under}${run ? ` on ${run}` : ""}: ${kind}`;
         return h(
           "td",
           { class: `ax-cell ax-k-${kind}`, "data-cell": index, testid: "cell", "data-dtype": dtype, "data-policy": policy, "data-class": kind, title: tip },
@@ -228,7 +232,8 @@ export function showRun(name, run, data) {
 /** A cell's detail: its title, then each run.
  *  @param {AtlasCell} cell @param {AtlasData} data */
 export function cellDetail(cell, data) {
-  const title = `${data.target} on ${cell.input_dtype} under ${cell.policy} (compute ${cell.compute_dtype}): ${cell.classification}`;
+  const note = data.grid?.policy_note ? `, ${data.grid.policy_note}` : "";
+  const title = `${data.target} on ${cell.input_dtype} under ${cell.policy} (compute ${cell.compute_dtype}${note}): ${cell.classification}`;
   return [
     h("h2", { testid: "detail-title" }, title),
     h("div", {}, Object.entries(cell.runs).map(([name, run]) => showRun(name, run, data))),
