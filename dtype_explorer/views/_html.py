@@ -309,7 +309,8 @@ def survey_summary_html(survey: Survey) -> str:
         for c in counts.index
     )
     scope = (
-        f"{survey.plan_text()}, each on {len(survey.backends)} backends "
+        f"{survey.plan_text()}, each on {len(survey.backends)} "
+        f"backend{'s' if len(survey.backends) != 1 else ''} "
         f"({', '.join(survey.backends)}): {len(survey.results)} probes in {survey.elapsed_s:g} s"
     )
     return (

@@ -118,6 +118,24 @@ describe("atlas site", () => {
     expect(first.classList.contains("ax-none")).toBe(true);
   });
 
+  it("draws an op of an atlas of layers and ops in one policy column, headed as any policy", () => {
+    // the grid views/_atlas_data.py lays out for an op probed once (Atlas.op_policy)
+    const note = "any policy: an op reads none";
+    const grid = { dtypes: ["int32", "float16"], policies: ["float32"], policy_note: note, runs: ["numpy"], classes: ["keeps-input"], labels: ["int32", "float16"], cells: [[0, 0, 0, 0, 0, 0], [1, 0, 0, 1, 0, 1]] };
+    for (const perRun of [false, true]) {
+      const table = drawGrid(grid, perRun);
+      const heads = [...table.querySelectorAll("tr:first-child th")].slice(1);
+      expect(heads).toHaveLength(1);
+      expect(heads[0].querySelector("[data-testid=policy-note]").textContent).toBe(note);
+      expect(table.querySelectorAll("td.ax-none")).toHaveLength(0); // no empty columns
+      expect(table.querySelector("td[data-cell='1']").title).toBe(`float16 under float32 (${note})${perRun ? " on numpy" : ""}: keeps-input`);
+    }
+    const cell = { input_dtype: "int32", policy: "float32", compute_dtype: "float32", classification: "keeps-input", runs: {} };
+    const [title] = cellDetail(cell, { base: "", target: "ops.abs", grid });
+    expect(title.textContent).toBe(`ops.abs on int32 under float32 (compute float32, ${note}): keeps-input`);
+    expect(drawGrid(pages.Conv1D.grid, false).querySelector("[data-testid=policy-note]")).toBeNull();
+  });
+
   it("says so in the detail when a target's data file cannot be loaded", async () => {
     await page(conv, "", async (_, src) => { throw new Error(`the atlas data file ${src} could not be loaded`); });
     expect(byTestId(document, "load-error").textContent).toContain(conv.data);

@@ -151,3 +151,22 @@ def test_the_grids_drawn_from_the_page_open_a_run_with_its_data_loaded_on_demand
     plain.goto((out / "targets" / "Conv1D.html").as_uri())
     assert "turn it on" in plain.get_by_test_id("noscript").inner_text()
     context.close()
+
+
+def test_an_op_page_shows_one_policy_column_said_to_be_any_policy(site, browser, artifacts):
+    """ops.add in an atlas of layers and ops was probed under float32 only (it reads no
+    policy): its page draws one column headed "any policy", no empty columns for the rest."""
+    atlas, out = site
+    page = browser.new_page()
+    page.goto((out / "targets" / "ops.add.html").as_uri())
+    page.wait_for_selector("[data-testid=detail][data-loaded=true]", timeout=10_000)
+    heads = page.locator("[data-testid=heatmap] tr:first-child th")
+    assert heads.count() == 2  # the row header, then float32
+    assert "any policy: an op reads none" in heads.nth(1).inner_text()
+    assert page.locator("[data-testid=heatmap] td.ax-none").count() == 0
+    assert page.locator("[data-testid=heatmap] td[data-cell]").count() == 2
+    meta = page.get_by_test_id("meta").first.inner_text()
+    assert "2 layers x 2 input dtypes x 2 policies + 1 op x 2 input dtypes" in meta
+    assert f"= {len(atlas.cells)} cells" in meta
+    page.screenshot(path=str(artifacts / "atlas-op-page.png"), full_page=True)
+    page.close()
