@@ -4,7 +4,8 @@
 backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
 ``check_model`` (a model's real forward pass, with findings), ``bisect`` (one question
 over a range of Keras releases: where its answer changed) and ``build_atlas`` (a survey made
-into a report, written as JSON and a static site). Each returns a record.
+into a report, written as Parquet, JSON and a static site; ``write_atlas`` writes it without
+holding it). Each returns a record.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dtype_explorer import lazy
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {
     "build_atlas": "dtype_explorer.analyses._atlas",
+    "write_atlas": "dtype_explorer.analyses._atlas",
+    "write_parts": "dtype_explorer.analyses._atlas",
     "save_atlas": "dtype_explorer.analyses._atlas",
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
@@ -53,4 +56,6 @@ __all__ = [
     "save_atlas",
     "survey",
     "writable_directory",
+    "write_atlas",
+    "write_parts",
 ]

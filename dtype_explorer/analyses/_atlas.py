@@ -16,14 +16,23 @@ process holds the answers in flight and the atlas, never the map's op traces.
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.analyses._survey import axis_policies, quantize_axis, resolve, survey
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.records import Atlas, AtlasCollector, Survey
+from dtype_explorer.records import (
+    Atlas,
+    AtlasCollector,
+    AtlasStoreWriter,
+    AtlasWritten,
+    Survey,
+)
+from dtype_explorer.records import display as _display
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,27 +80,94 @@ def build_atlas(
         The ``Atlas``.
     """
     directory = None if out is None else writable_directory(out)
+    collector, found = _collected(
+        targets, input_dtypes, policies, backends, modes=modes, floatx=floatx, engine=engine,
+        quantize=quantize, timeout=timeout, cluster=cluster, progress=progress,
+    )  # fmt: skip
+    atlas = collector.atlas(found)
+    if directory is not None:
+        save_atlas(atlas, directory)
+    return atlas
+
+
+def write_atlas(
+    targets: Sequence[str] | None = None,
+    input_dtypes: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+    backends: Sequence[str] | str | None = None,
+    *,
+    out: str | Path = "atlas",
+    modes: Sequence[str] | None = None,
+    floatx: str | None = None,
+    engine: str | None = None,
+    quantize: Sequence[str | None] | None = None,
+    timeout: float | None = None,
+    cluster: Any = None,
+    progress: bool = True,
+) -> AtlasWritten:
+    """Survey the map and write its atlas to ``out`` without ever holding it: what
+    ``dtype-explorer atlas build`` runs, and the way to build a map too big for memory.
+
+    The answers stream into an ``AtlasCollector`` (each kept as its run's compressed JSON),
+    then the site, ``atlas.parquet`` and ``atlas.json`` are written a target at a time
+    (``AtlasCollector.parts``): the front holds one target's cells at a time, never the map's.
+    Read the atlas back with ``Atlas.load(out)``, or ask it with :func:`query_atlas`.
+
+    Args:
+        targets: catalog names, groups or patterns, as :func:`build_atlas`'s; and so
+            ``input_dtypes``, ``policies``, ``backends``, ``modes``, ``floatx``, ``engine``,
+            ``quantize``, ``timeout``, ``cluster`` and ``progress``.
+        input_dtypes: dtype names.
+        policies: policy names.
+        backends: backend names or ``"all"``.
+        out: the directory (created).
+        modes: how each target runs.
+        floatx: ``keras.config.floatx()`` during each probe.
+        engine: which Keras answers.
+        quantize: quantization modes.
+        timeout: seconds per probe.
+        cluster: a ``distributed.Client``.
+        progress: show a progress bar.
+
+    Returns:
+        An ``AtlasWritten``: where the index is, how many cells and probes, the cells' classes.
+
+    >>> written = write_atlas(["Flatten"], ["uint8"], backends="numpy", out="atlas/",
+    ...                       progress=False)                            # doctest: +SKIP
+    >>> written.cells, written.counts                                    # doctest: +SKIP
+    (4, {'keeps-input': 4})
+    """
+    directory = writable_directory(out)
+    collector, found = _collected(
+        targets, input_dtypes, policies, backends, modes=modes, floatx=floatx, engine=engine,
+        quantize=quantize, timeout=timeout, cluster=cluster, progress=progress,
+    )  # fmt: skip
+    return write_parts(collector.parts(found), directory)
+
+
+def _collected(
+    targets: Sequence[str] | None,
+    input_dtypes: Sequence[str] | None,
+    policies: Sequence[str] | None,
+    backends: Sequence[str] | str | None,
+    **options: Any,
+) -> tuple[AtlasCollector, Survey]:
+    """The survey streamed into a collector: the collector, and the survey (its axes, no
+    results)."""
     names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
-    plan = _planned(names, dtype_names, policy_names, modes, quantize_axis(quantize))
+    plan = _planned(
+        names, dtype_names, policy_names, options["modes"], quantize_axis(options["quantize"])
+    )
     collector = AtlasCollector(plan)
     found = survey(
         names,
         dtype_names,
         policy_names,
         backends,
-        floatx=floatx,
-        modes=modes,
-        engine=engine,
-        quantize=quantize,
-        timeout=timeout,
-        progress=progress,
-        cluster=cluster,
+        **options,
         sink=collector.add,  # each answer made its atlas run as it arrives, then let go
     )
-    atlas = collector.atlas(found)
-    if directory is not None:
-        save_atlas(atlas, directory)
-    return atlas
+    return collector, found
 
 
 def _planned(
@@ -118,19 +194,110 @@ def _planned(
 
 
 def save_atlas(atlas: Atlas, directory: Path) -> Path:
-    """Write ``atlas`` into ``directory``: the pages first, then ``atlas.json`` and
-    ``atlas.parquet``, each file replaced whole (a build stopped while writing leaves the old
-    file or the new one)."""
-    pages = atlas.to_html()
-    for name, text in [*pages.items(), (EXPORT, atlas.to_json())]:
-        path = directory / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    temporary = directory / f".{STORE}.{os.getpid()}.tmp.parquet"
-    os.replace(atlas.save(temporary), directory / STORE)
-    return directory / "index.html"
+    """Write ``atlas`` into ``directory`` (:func:`write_parts` of its ``parts``); returns the
+    index page's path."""
+    return Path(write_parts(atlas.parts(), directory).index)
+
+
+def write_parts(parts: Iterable[Atlas], directory: Path) -> AtlasWritten:
+    """Write an atlas given as its parts (``Atlas.parts``/``AtlasCollector.parts``: an atlas
+    per target, each with the whole header) into ``directory``, a part at a time: the pages
+    and data files, ``atlas.json`` and ``atlas.parquet``, each file replaced whole (a build
+    stopped while writing leaves the old file or the new one)."""
+    suffix = f".{os.getpid()}.tmp"
+    export, store = directory / f".{EXPORT}{suffix}", directory / f".{STORE}{suffix}.parquet"
+    files = _Files(export, store)
+    header = None
+    try:
+        for name, text in _display.page(files.first(parts), parts=files.kept()).items():
+            _replace(directory / name, text)
+        header = files.close()
+    finally:
+        files.abort()
+    os.replace(export, directory / EXPORT)
+    os.replace(store, directory / STORE)
+    return AtlasWritten(
+        index=str(directory / "index.html"),
+        cells=files.cells,
+        probes=header.build.get("probes", 0) if header else 0,
+        from_cache=header.build.get("from_cache", 0) if header else 0,
+        counts=dict(sorted(files.counts.items())),
+    )
+
+
+def _replace(path: Path, text: str) -> None:
+    """``path`` replaced whole by ``text``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+class _Files:
+    """``atlas.json`` and ``atlas.parquet`` of an atlas written a part at a time
+    (:func:`write_parts`): each part's cells appended to both as the site reaches it."""
+
+    def __init__(self, export: Path, store: Path) -> None:
+        self._export_path, self._store_path = export, store
+        self._parts: Iterator[Atlas] = iter(())
+        self._first: Atlas | None = None
+        self._export: Any = None
+        self._store: Any = None
+        self._rest = ""
+        self._last: Atlas | None = None
+        #: Cells written, and how many of each class.
+        self.cells = 0
+        self.counts: collections.Counter = collections.Counter()
+
+    def first(self, parts: Iterable[Atlas]) -> Atlas:
+        """The first part (its header is the atlas's); the parts are then read by
+        :meth:`kept`."""
+        self._parts = iter(parts)
+        self._first = next(self._parts, None)
+        if self._first is None:
+            raise InvalidSpecError("an atlas needs at least one target to write")
+        return self._first
+
+    def kept(self) -> Iterator[Atlas]:
+        """Every part, each written to the export and the store before it is handed on."""
+        for part in itertools.chain([self._first], self._parts):
+            assert part is not None
+            self._keep(part)
+            yield part
+
+    def _keep(self, part: Atlas) -> None:
+        if self._export is None:  # the header, less the parts' count of the whole's cells
+            build = {k: v for k, v in part.build.items() if k != "cells"}
+            header = part.model_copy(update={"cells": (), "build": build})
+            text = header.to_json()
+            head, _, self._rest = text.partition('"cells":[]')  # the key: values escape
+            self._export = self._export_path.open("w", encoding="utf-8")
+            self._export.write(head + '"cells":[')
+            self._store = AtlasStoreWriter(self._store_path, header.header())
+        for cell in part.cells:
+            self._export.write(("," if self.cells else "") + cell.to_json())
+            self.cells += 1
+            self.counts[cell.classification] += 1
+        self._store.add(part.to_rows())
+        self._last = part
+
+    def close(self) -> Atlas | None:
+        """Both files finished; the last part (its header), if any was written."""
+        if self._export is not None:
+            self._export.write("]" + self._rest)
+            self._export.close()
+            self._store.__exit__(None, None, None)
+            self._export = self._store = None
+        return self._last
+
+    def abort(self) -> None:
+        """After an error: both files closed and removed (the old atlas stays)."""
+        if self._export is not None:
+            self._export.close()
+            self._store.__exit__(RuntimeError, None, None)
+            self._export = self._store = None
+            for path in (self._export_path, self._store_path):
+                path.unlink(missing_ok=True)
 
 
 def query_atlas(sql: str, atlas: str | Path = "atlas") -> pd.DataFrame:

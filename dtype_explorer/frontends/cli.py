@@ -522,7 +522,7 @@ def atlas_build(
             _framework_output_to_log() as terminal,
             frontends._cli_terminal.progress_on(terminal, enabled=progress) as bars,
         ):
-            atlas = analyses.build_atlas(
+            written = analyses.write_atlas(
                 targets=names("--targets", targets),
                 input_dtypes=names("--input-dtypes", input_dtypes),
                 policies=names("--policies", policies),
@@ -537,8 +537,8 @@ def atlas_build(
     finally:
         if client is not None:
             client.close()
-    counts = " · ".join(f"{k} {v}" for k, v in atlas.counts().items())
-    typer.echo(f"wrote {Path(directory) / 'index.html'} ({len(atlas.cells)} cells: {counts})")
+    counts = " · ".join(f"{k} {v}" for k, v in written.counts.items())
+    typer.echo(f"wrote {written.index} ({written.cells} cells: {counts})")
 
 
 @atlas_app.command("diff")

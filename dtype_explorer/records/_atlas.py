@@ -13,6 +13,11 @@ differs between two builds of the same map (when, how long, what came from the c
 ``build`` and left out of :meth:`Atlas.content`, so a build resumed from the cache and an
 uninterrupted one have the same content.
 
+``AtlasCollector`` collects an atlas as its answers arrive, each run kept as its compressed
+JSON (a few hundred bytes, not the ~5 KB record); ``AtlasCollector.parts`` (and
+``Atlas.parts``) give it back a target at a time, each part with the whole atlas's header, so
+``write_atlas`` writes the site, the store and the export without holding the map.
+
 ``Atlas.diff(other)`` is the upgrade review: every cell and run whose outcome or class changed,
 each with its kind of change (:data:`CHANGE_KINDS`).
 
@@ -36,7 +41,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import re
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -46,13 +51,12 @@ from pydantic import Field
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import _atlas_table
 from dtype_explorer.records import display as _display
+from dtype_explorer.records._atlas_run import AtlasCell, AtlasRun
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._probe import CastStep, ProbeResult
+from dtype_explorer.records._probe import ProbeResult
 from dtype_explorer.records._survey import (
-    Classification,
     Survey,
     axis_policy,
-    classify_result,
     combine_classes,
     plan_text,
     takes_no_policy,
@@ -62,8 +66,6 @@ from dtype_explorer.records._survey import (
 if TYPE_CHECKING:
     import pandas as pd
 
-#: The longest error message an atlas keeps (the first lines say what Keras refused).
-MAX_MESSAGE = 400
 #: The atlas format; readers refuse another.
 FORMAT = 1
 
@@ -80,102 +82,6 @@ ChangeKind = Literal[
 #: output dtype that changed, another error, the same outcome classed otherwise (declared vs
 #: observed), and cells or runs only one atlas has.
 CHANGE_KINDS: tuple[ChangeKind, ...] = get_args(ChangeKind)
-
-
-class AtlasRun(Record):
-    """One backend's answer to a cell, without the op trace (summarised)."""
-
-    status: str
-    outcome: str
-    classification: Classification
-    output_dtype: str | None = None
-    output_dtypes: tuple[str, ...] = ()
-    documented_dtype: str | None = None
-    declared_dtype: str | None = None
-    verdict: str = "error"
-    cast_path: tuple[CastStep, ...] = ()
-    path_text: str = ""
-    error_type: str | None = None
-    error_where: str | None = None
-    error_message: str | None = None
-    device: str = "cpu"
-    #: The op trace in brief: how many ops the call ran, the first that changed a dtype (with
-    #: what it did and its line in Keras), the first whose output held inf/NaN, and each
-    #: flagged step with its flags (``#3 ops.exp: first inf/NaN from finite inputs``, worded
-    #: by ``TraceStep.flags`` as the text, the cards and the widget word them).
-    trace_ops: int = 0
-    first_change: str | None = None
-    first_change_note: str | None = None
-    first_change_at: str | None = None
-    first_nonfinite: str | None = None
-    trace_flags: tuple[str, ...] = ()
-
-    @classmethod
-    def from_result(cls, result: ProbeResult, compute_dtype: str) -> AtlasRun:
-        change = result.first_dtype_change()
-        nonfinite = result.first_nonfinite_step()
-        error = result.error
-        steps = tuple(
-            step.model_copy(update={"name": unnumbered(step.name)}) if step.name else step
-            for step in result.cast_path
-        )
-        return cls(
-            status=result.status,
-            outcome=result.outcome,
-            classification=classify_result(result, compute_dtype),
-            output_dtype=result.output_dtype,
-            output_dtypes=result.output_dtypes,
-            documented_dtype=result.documented_dtype,
-            declared_dtype=result.declared_dtype,
-            verdict=result.verdict,
-            cast_path=steps,
-            path_text=unnumbered(result.path_text()),
-            error_type=error.type if error else None,
-            error_where=error.where if error else None,
-            error_message=unnumbered(error.message[:MAX_MESSAGE]) if error else None,
-            device=result.device,
-            trace_ops=len(result.call_trace()),
-            first_change=change.op if change else None,
-            first_change_note=change.change_text() if change else None,
-            first_change_at=change.source.short if change and change.source else None,
-            first_nonfinite=nonfinite.op if nonfinite else None,
-            trace_flags=tuple(
-                f"#{s.index} {s.op}: {s.flag_text()}" for s in result.call_trace() if s.flags
-            ),
-        )
-
-
-_NAME_PART = re.compile(
-    r"(?<![\w.])([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z][A-Za-z0-9]*)*)_\d+(?=[/'\"\s),:]|$)"
-)
-
-
-def unnumbered(text: str) -> str:
-    """``text`` without the numbers Keras appends to the names it makes unique per process
-    (``seed_generator_6/seed_generator_state`` -> ``seed_generator/seed_generator_state``).
-
-    >>> unnumbered("seed_generator_6/seed_generator_state (variables)")
-    'seed_generator/seed_generator_state (variables)'
-    >>> unnumbered("Layer 'lstm_3' expected 1 input; float16 (kernel)")
-    "Layer 'lstm' expected 1 input; float16 (kernel)"
-    """
-    return _NAME_PART.sub(r"\1", text)
-
-
-class AtlasCell(Record):
-    """One target on one input dtype under one policy: each backend's (or ``backend/mode``'s)
-    run and the cell's class across them."""
-
-    target: str
-    input_dtype: str
-    policy: str
-    compute_dtype: str
-    classification: Classification
-    runs: dict[str, AtlasRun]
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.target, self.input_dtype, self.policy)
 
 
 class Atlas(Record):
@@ -285,6 +191,18 @@ class Atlas(Record):
     def cells_of(self, target: str) -> list[AtlasCell]:
         """Every cell of ``target``, in the atlas's order."""
         return [c for c in self.cells if c.target == target]
+
+    def parts(self) -> Iterator[Atlas]:
+        """One atlas per target, in order: this one's header (all its targets and axes) with
+        that target's cells only; a site is written a part at a time (``write_atlas``)."""
+        by_target: dict[str, list[AtlasCell]] = collections.defaultdict(list)
+        for c in self.cells:
+            by_target[c.target].append(c)
+        build = {**self.build, "cells": len(self.cells)}  # the whole atlas's, for its pages
+        for target in self.targets:
+            yield self.model_copy(
+                update={"cells": tuple(by_target.get(target, ())), "build": build}
+            )
 
     def counts(self, target: str | None = None) -> dict[str, int]:
         """How many cells (of ``target``, or all) fall in each class."""
@@ -411,16 +329,17 @@ def _check_format(path: Path, data: dict[str, Any]) -> None:
 
 
 class AtlasCollector:
-    """Probe results in, atlas runs kept: each result is made its ``AtlasRun`` as it arrives
-    and let go (traces and all), so a survey streamed into it (``survey(..., sink=c.add)``)
-    is never held whole. :meth:`atlas` orders the cells as the survey planned them, whatever
-    order the answers came in.
+    """Probe results in, atlas runs kept compressed: each result is made its ``AtlasRun`` as
+    it arrives and let go (traces and all), so a survey streamed into it
+    (``survey(..., sink=c.add)``) is never held whole. :meth:`atlas` and :meth:`parts` order
+    the cells as the survey planned them, whatever order the answers came in.
     """
 
     def __init__(self, survey: Survey) -> None:
         self._compute = dict(survey.compute_dtypes)
         self._several_modes = len(survey.modes) > 1
-        self._runs: dict[tuple[str, str, str], dict[str, AtlasRun]] = {}
+        #: target -> (input dtype, policy) -> run -> the AtlasRun's JSON, compressed
+        self._runs: dict[str, dict[tuple[str, str], dict[str, bytes]]] = {}
         self._versions: dict[str, collections.Counter] = {}
         self._devices: dict[str, set[str]] = {}
         #: Results added, and how many came from the cache.
@@ -428,13 +347,13 @@ class AtlasCollector:
         self.from_cache = 0
 
     def add(self, result: ProbeResult) -> None:
-        """Keep ``result``'s run (summarised), its versions and its device."""
+        """Keep ``result``'s run (summarised, compressed), its versions and its device."""
         spec = result.spec
         policy = axis_policy(spec.policy, spec.quantize)
-        key = (spec.target, spec.input_dtypes[0], policy)
         run = f"{result.backend}/{spec.mode}" if self._several_modes else result.backend
-        compute = self._compute[policy]
-        self._runs.setdefault(key, {})[run] = AtlasRun.from_result(result, compute)
+        summary = AtlasRun.from_result(result, self._compute[policy])
+        cell = self._runs.setdefault(spec.target, {}).setdefault((spec.input_dtypes[0], policy), {})
+        cell[run] = zlib.compress(summary.to_json().encode(), 1)
         if result.versions:
             versions = json.dumps(result.versions, sort_keys=True)
             self._versions.setdefault(result.backend, collections.Counter())[versions] += 1
@@ -442,28 +361,49 @@ class AtlasCollector:
         self.added += 1
         self.from_cache += bool(result.cached)
 
+    @property
+    def cell_count(self) -> int:
+        """How many cells the runs added fill."""
+        return sum(len(cells) for cells in self._runs.values())
+
     def atlas(self, survey: Survey, **build: Any) -> Atlas:
-        """The atlas of the runs added; ``survey`` gives the axes and when it ran (its
-        results may be empty: they came here instead)."""
-        order = {t: i for i, t in enumerate(survey.targets)}
+        """The atlas of the runs added, every cell decoded; ``survey`` gives the axes and when
+        it ran (its results may be empty: they came here instead)."""
+        cells = [c for t in survey.targets for c in self._cells(survey, t)]
+        return self._header(survey, **build).model_copy(update={"cells": tuple(cells)})
+
+    def parts(self, survey: Survey, **build: Any) -> Iterator[Atlas]:
+        """One atlas per target of ``survey``, in its order: the whole atlas's header and that
+        target's cells (none where it has no answer), each decoded as it is reached."""
+        header = self._header(survey, cells=self.cell_count, **build)
+        for target in survey.targets:
+            yield header.model_copy(update={"cells": tuple(self._cells(survey, target))})
+
+    def _cells(self, survey: Survey, target: str) -> list[AtlasCell]:
         dtypes = {d: i for i, d in enumerate(survey.input_dtypes)}
         policies = {p: i for i, p in enumerate(survey.policies)}
-        keys = sorted(self._runs, key=lambda k: (order[k[0]], dtypes[k[1]], policies[k[2]]))
+        found = self._runs.get(target, {})
         cells = []
-        for key in keys:
-            runs = dict(sorted(self._runs[key].items()))
+        for key in sorted(found, key=lambda k: (dtypes[k[0]], policies[k[1]])):
+            runs = {
+                name: AtlasRun.from_json(zlib.decompress(blob))
+                for name, blob in sorted(found[key].items())
+            }
             answers = [(r.status == "ok", r.output_dtype, r.classification) for r in runs.values()]
-            compute = self._compute[key[2]]
             cells.append(
                 AtlasCell(
-                    target=key[0],
-                    input_dtype=key[1],
-                    policy=key[2],
-                    compute_dtype=compute,
+                    target=target,
+                    input_dtype=key[0],
+                    policy=key[1],
+                    compute_dtype=self._compute[key[1]],
                     classification=combine_classes(answers),
                     runs=runs,
                 )
             )
+        return cells
+
+    def _header(self, survey: Survey, **build: Any) -> Atlas:
+        """Everything of the atlas but its cells."""
         return Atlas(
             targets=survey.targets,
             input_dtypes=survey.input_dtypes,
@@ -484,8 +424,19 @@ class AtlasCollector:
                 "from_cache": self.from_cache,
                 **build,
             },
-            cells=tuple(cells),
+            cells=(),
         )
+
+
+class AtlasWritten(Record):
+    """What ``write_atlas`` wrote: its index page, the cells and how many of each class, the
+    probes asked and how many the cache answered."""
+
+    index: str
+    cells: int
+    counts: dict[str, int]
+    probes: int
+    from_cache: int
 
 
 class AtlasChange(Record):

@@ -62,29 +62,46 @@ def _schema(header: dict[str, Any]) -> Any:
 def write(path: Path, header: dict[str, Any], rows: Iterable[dict[str, Any]]) -> Path:
     """Write ``rows`` to the Parquet file ``path``, :data:`ROW_GROUP` at a time (the rows are
     read from the iterable as they are written, never all held)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = _schema(header)
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in _batches(rows):
-            encoded = [
-                {k: json.dumps(v) if COLUMNS[k] == "json" else v for k, v in r.items()}
-                for r in batch
-            ]
-            writer.write_table(pa.Table.from_pylist(encoded, schema=schema))
+    with AtlasStoreWriter(path, header) as writer:
+        writer.add(rows)
     return path
 
 
-def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    batch: list[dict[str, Any]] = []
-    for row in rows:
-        batch.append(row)
-        if len(batch) >= ROW_GROUP:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+class AtlasStoreWriter:
+    """A Parquet atlas file written as its rows come (:meth:`add`, any number of times), a
+    row group of :data:`ROW_GROUP` at a time; the header is known first."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        import pyarrow.parquet as pq
+
+        self._schema = _schema(header)
+        self._writer = pq.ParquetWriter(path, self._schema, compression="zstd")
+        self._batch: list[dict[str, Any]] = []
+
+    def add(self, rows: Iterable[dict[str, Any]]) -> None:
+        for row in rows:
+            self._batch.append(row)
+            if len(self._batch) >= ROW_GROUP:
+                self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self._batch:
+            encoded = [
+                {k: json.dumps(v) if COLUMNS[k] == "json" else v for k, v in r.items()}
+                for r in self._batch
+            ]
+            self._writer.write_table(pa.Table.from_pylist(encoded, schema=self._schema))
+            self._batch = []
+
+    def __enter__(self) -> AtlasStoreWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self._flush()
+        self._writer.close()
 
 
 def read(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:

@@ -25,9 +25,11 @@ The diff page stays one self-contained file.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,22 +84,36 @@ TARGETS_HREF, TARGETS_CALLBACK = "assets/targets.js", "dxAtlasTargets"
 DATA_CALLBACK = "dxAtlasTarget"
 
 
-def atlas_site(atlas: Atlas) -> dict[str, str]:
+def atlas_site(atlas: Atlas, parts: Iterable[Atlas] | None = None) -> dict[str, str]:
     """Every file of ``atlas``'s site: relative path -> text (the pages, each target's data
-    file, the stylesheet and the script)."""
-    index = [{"name": t, "href": target_href(t)} for t in atlas.targets]
-    colors = _colors(atlas)
-    pages = {
-        "assets/atlas.css": site_css(),
-        "assets/atlas.js": site_script(),
-        TARGETS_HREF: f"{TARGETS_CALLBACK}({script_json(index)});\n",
-        "index.html": _index_page(atlas, index, colors),
-    }
-    for target in atlas.targets:
-        pages[target_href(target)] = _target_page(atlas, target, colors)
-        data = script_json(target_data(atlas, target))  # no "<!--" even inside a string
-        pages[target_data_href(target)] = f"{DATA_CALLBACK}({data});\n"
-    return pages
+    file, the stylesheet and the script), from ``parts`` where given (``Atlas.parts`` of the
+    same atlas, e.g. a collector's, decoded a target at a time: ``atlas`` is then only its
+    header)."""
+    return dict(site_files(atlas.parts() if parts is None else parts))
+
+
+def site_files(parts: Iterable[Atlas]) -> Iterator[tuple[str, str]]:
+    """The site's files, ``(relative path, text)``, written from ``parts`` (``Atlas.parts``:
+    an atlas per target, in the order of its ``targets``, each with the whole atlas's header
+    and that target's cells only) a target at a time: its page and its data file; the index
+    last, from what each part counted. Only one target's cells are held at a time.
+    """
+    yield "assets/atlas.css", site_css()
+    yield "assets/atlas.js", site_script()
+    header, counts, colors = None, {}, {}
+    for i, part in enumerate(parts):
+        header, target = part, part.targets[i]
+        page_colors = _colors(part)
+        colors.update(page_colors)
+        counts[target] = part.counts()
+        yield target_href(target), _target_page(part, target, page_colors)
+        data = script_json(target_data(part, target))  # no "<!--" even inside a string
+        yield target_data_href(target), f"{DATA_CALLBACK}({data});\n"
+    if header is None:
+        return
+    index = [{"name": t, "href": target_href(t)} for t in header.targets]
+    yield TARGETS_HREF, f"{TARGETS_CALLBACK}({script_json(index)});\n"
+    yield "index.html", _index_page(header, index, dict(sorted(colors.items())), counts)
 
 
 @functools.cache
@@ -231,20 +247,30 @@ def _map_line(atlas: Atlas) -> str:
     runs = f"{len(atlas.backends)} backend{'s' if len(atlas.backends) != 1 else ''}"
     if atlas.modes != ("call",):
         runs += f" x modes {', '.join(atlas.modes)}"
-    answered = f" ({len(atlas.cells)} answered)" if len(atlas.cells) != planned else ""
+    cells = atlas.build.get("cells", len(atlas.cells))  # a part's: the whole atlas's count
+    answered = f" ({cells} answered)" if cells != planned else ""
     return f"{atlas.plan_text()}{answered}, each on {runs}"
 
 
-def _index_page(atlas: Atlas, index: list[dict[str, Any]], colors: dict[str, str]) -> str:
-    counts = atlas.counts()
+def _index_page(
+    atlas: Atlas,
+    index: list[dict[str, Any]],
+    colors: dict[str, str],
+    counts: dict[str, dict[str, int]],
+) -> str:
+    """The index: every target with its cells' classes (``counts``: target -> class ->
+    cells, as each part counted), and the whole map's; ``atlas`` gives the header."""
+    total: collections.Counter = collections.Counter()
+    for found in counts.values():
+        total.update(found)
     rows = "".join(
         f"<tr data-target='{e(t['name'])}' data-testid='target-row'>"
         f"<td><a href='{e(t['href'])}'>{e(t['name'])}</a></td><td>{_bar(found)}</td>"
         f"<td class='ax-muted'>{sum(found.values())} cells</td></tr>"
         for t in index
-        for found in [atlas.counts(t["name"])]
+        for found in [counts.get(t["name"], {})]
     )
-    overall = " · ".join(f"{e(k)} {v}" for k, v in counts.items())
+    overall = " · ".join(f"{e(k)} {total[k]}" for k in sorted(total))
     body = (
         "<h1>The dtype atlas</h1>"
         "<p class='ax-muted'>What every Keras layer and op returns for every input dtype and "
