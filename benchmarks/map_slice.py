@@ -6,8 +6,10 @@ site size, and the whole map extrapolated from the measured rate.
     python benchmarks/map_slice.py --stride 10 --json
     python benchmarks/map_slice.py --whole --keep map/ --json   # the whole map, resumable
 
-``--whole`` is every target (stride 1) x every Keras dtype, in one ``build_atlas`` call
-(each op under float32 only: an op reads no policy, ``Survey.op_policy``). With ``--keep DIR``
+``--whole`` is every target (stride 1) x the survey's default dtypes, in one ``build_atlas``
+call: Keras's dtypes for every target, and the weak Python scalars for the ops only (a layer
+takes arrays only, ``Survey.op_dtypes``), each op under float32 only (an op reads no policy,
+``Survey.op_policy``). With ``--keep DIR``
 the caches (``DIR/cache``, ``DIR/worker-cache``) and the site (``DIR/site``) stay: run the same
 command again and it resumes, the answers already stored served from the caches.
 
@@ -91,22 +93,34 @@ def slice_targets(stride: int) -> tuple[list[str], list[str]]:
 
 
 def whole_map(backends: int) -> dict:
-    """The number of probes of the whole map: every layer, loss and metric x Keras's dtypes
-    x the four default policies, every op x the dtypes (an op reads no policy: the survey
-    probes it under float32 only), x ``backends``."""
+    """The number of probes of the whole map, as the survey plans it: every layer, loss and
+    metric x Keras's dtypes x the four default policies, every op x Keras's dtypes and the
+    weak Python scalars (an op reads no policy: under float32 only), x ``backends``."""
     from dtype_explorer.analyses import _survey
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.records import Survey, op_dtypes, op_policy
 
     layered = [e.name for e in [*catalog.layers(), *catalog.objectives()]]
     ops = [e.name for e in catalog.ops()]
-    _, dtypes, policies = _survey.resolve(layered, None, None)
-    probes = (len(layered) * len(dtypes) * len(policies) + len(ops) * len(dtypes)) * backends
+    names, dtypes, policies = _survey.resolve(layered + ops, None, None)
+    plan = Survey(
+        targets=names,
+        input_dtypes=dtypes,
+        policies=policies,
+        backends=(),
+        compute_dtypes={},
+        results=(),
+        op_policy=op_policy(names, policies),
+        op_dtypes=op_dtypes(names, dtypes),
+    )
     return {
         "layers_losses_metrics": len(layered),
         "ops": len(ops),
-        "dtypes": len(dtypes),
+        "dtypes": len(plan.dtypes_of(layered[0])),
+        "op_dtypes": len(plan.dtypes_of(ops[0])),
         "policies": len(policies),
-        "probes": probes,
+        "plan": plan.plan_text(),
+        "probes": plan.planned_cells() * backends,
     }
 
 
@@ -122,7 +136,6 @@ def measure(
     import dtype_explorer as dx
     from dtype_explorer import cache
     from dtype_explorer.analyses import build_atlas, save_atlas
-    from dtype_explorer.dtypes import keras_dtypes
 
     layered, ops = slice_targets(stride)
     sampler = Sampler()
@@ -136,11 +149,10 @@ def measure(
         distributed.Client(local) as client,
     ):
         # One atlas of layers and ops: the survey probes each op under float32 only (an op
-        # reads no dtype policy: Survey.op_policy), each layer under the four policies. One
-        # dtype axis for both: Keras's dtypes (the weak Python scalars are an op's only).
-        atlas = build_atlas(
-            layered + ops, dtypes or keras_dtypes(), None, None, cluster=client, progress=progress
-        )
+        # reads no dtype policy: Survey.op_policy), each layer under the four policies; the
+        # whole map's default dtypes are Keras's for all, the weak Python scalars for the ops
+        # only (a layer takes arrays only: Survey.op_dtypes).
+        atlas = build_atlas(layered + ops, dtypes, None, None, cluster=client, progress=progress)
         save_atlas(atlas, out)
         wall = time.perf_counter() - started
         sampler.stop.set()

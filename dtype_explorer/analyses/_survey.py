@@ -32,6 +32,7 @@ from dtype_explorer.records import (
     axis_policy,
     check_engine_backend,
     engine_spec,
+    op_dtypes,
     op_policy,
 )
 from dtype_explorer.runtime import engines, pool
@@ -64,7 +65,12 @@ def survey(
         targets: catalog names, groups or glob patterns (``"ops"``: every op,
             ``"ops.nn.*"``, ``"ops.linalg"``, ``"Conv*D"``; default: every catalog layer).
         input_dtypes: dtype names (default: every Keras dtype, plus the weak Python scalars when
-            an op is among the targets: layers take arrays only).
+            an op is among the targets). A layer takes arrays only: where layers and ops are
+            surveyed together, the weak scalars (``python_int``, ``python_float``,
+            ``python_bool``) are probed on the ops only, whether asked explicitly or by default
+            (``Survey.op_dtypes``; a layer's cell there is refused with what is valid). A
+            survey of layers alone probes every dtype asked (a layer on ``python_int``
+            answers the probe's refusal, classed ``raises``).
         policies: policy names (default: ``float32``, ``mixed_float16``, ``mixed_bfloat16``,
             ``float64``; only ``float32`` when every target is an op: ops take no policy).
             Where layers and ops are surveyed together, each op is probed under the first
@@ -124,9 +130,11 @@ def survey(
         check_engine_backend(engine, b)
     mode_names = _modes(modes)
     modes_asked = quantize_axis(quantize)
-    # 2. Plan: one spec per cell and mode that applies to its target on its backend (an op
-    #    of a survey with layers under one policy only: it reads none).
+    # 2. Plan: one spec per cell and mode that applies to its target on its backend (in a
+    #    survey of layers and ops, an op under one policy only: it reads none; a layer on
+    #    arrays only: the weak Python scalars are an op's).
     ops_under = op_policy(names, policy_names)
+    ops_only = op_dtypes(names, dtype_names)
     specs = [
         make_spec(t, d, p, b, floatx=floatx, mode=m, engine=engine, quantize=q)
         for t in names
@@ -138,6 +146,7 @@ def survey(
         if m == "call" or m in modes_for(t, backend=b)
         if q is None or not t.startswith("ops.")
         if ops_under is None or p == ops_under or not t.startswith("ops.")
+        if d not in ops_only or t.startswith("ops.")
     ]
     axis = axis_policies(policy_names, modes_asked)
     # 3. Run: through this machine's pool, or partitioned over the cluster's workers.
@@ -162,6 +171,7 @@ def survey(
         engine=engine,
         quantize=modes_asked,
         op_policy=ops_under,
+        op_dtypes=ops_only,
     )
 
 

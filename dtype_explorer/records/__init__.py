@@ -130,12 +130,15 @@ _EXPORTS: dict[str, str] = {
     "AtlasStoreWriter": "dtype_explorer.records._atlas_table",
     "combine_classes": "dtype_explorer.records._survey",
     "op_policy": "dtype_explorer.records._survey",
+    "op_dtypes": "dtype_explorer.records._survey",
+    "ARRAYS_ONLY": "dtype_explorer.records._survey",
     "ANY_POLICY": "dtype_explorer.records._survey",
 }
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 __all__ = [
     "ANY_POLICY",
+    "ARRAYS_ONLY",
     "AUDIT_MODES",
     "CHANGE_KINDS",
     "CLASSIFICATIONS",
@@ -234,6 +237,7 @@ __all__ = [
     "display",
     "engine_package",
     "engine_spec",
+    "op_dtypes",
     "op_policy",
     "pair_key",
     "reference_label",

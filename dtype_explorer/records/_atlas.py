@@ -55,12 +55,11 @@ from dtype_explorer.records._atlas_run import AtlasCell, AtlasRun
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import ProbeResult
 from dtype_explorer.records._survey import (
+    PlannedCells,
     Survey,
+    arrays_only_error,
     axis_policy,
     combine_classes,
-    plan_text,
-    takes_no_policy,
-    target_policies,
 )
 
 if TYPE_CHECKING:
@@ -84,7 +83,7 @@ ChangeKind = Literal[
 CHANGE_KINDS: tuple[ChangeKind, ...] = get_args(ChangeKind)
 
 
-class Atlas(Record):
+class Atlas(PlannedCells, Record):
     """The whole map: every cell of a survey, the versions and devices that produced it."""
 
     format: int = FORMAT
@@ -106,18 +105,9 @@ class Atlas(Record):
     #: In an atlas of layers and ops, the one policy its ops were probed under (an op reads
     #: none: ``Survey.op_policy``); ``None``: every target under every policy.
     op_policy: str | None = None
-
-    def policies_of(self, target: str) -> tuple[str, ...]:
-        """The policies ``target`` was probed under (``Survey.policies_of``)."""
-        return target_policies(target, self.policies, self.op_policy)
-
-    def plan_text(self) -> str:
-        """The cells this atlas plans, as a true equation (``Survey.plan_text``)."""
-        return plan_text(self.targets, self.input_dtypes, self.policies, self.op_policy)
-
-    def takes_no_policy(self, key: tuple[str, str, str]) -> bool:
-        """Whether ``key`` is an op's cell under a policy it reads not (``Survey``'s)."""
-        return takes_no_policy(key, self.policies, self.op_policy)
+    #: In an atlas of layers and ops, the input dtypes only its ops were probed on (the weak
+    #: Python scalars: ``Survey.op_dtypes``); ``()``: every target on every input dtype.
+    op_dtypes: tuple[str, ...] = ()
 
     @classmethod
     def from_survey(cls, survey: Survey, **build: Any) -> Atlas:
@@ -173,11 +163,14 @@ class Atlas(Record):
 
         An op of an atlas of layers and ops, asked under a policy other than ``op_policy``,
         answers its one cell, probed under ``op_policy`` (its ``policy`` says so): an op
-        reads no policy (``Survey.cell``).
+        reads no policy (``Survey.cell``). A layer's cell on a weak Python scalar, which
+        such an atlas has not (``op_dtypes``), raises ``InvalidSpecError`` saying so.
         """
         key = (target, input_dtype, policy or self.policies[0])
         if self.takes_no_policy(key):
             key = (target, input_dtype, str(self.op_policy))
+        if self.arrays_only(key):
+            raise arrays_only_error(target, input_dtype, self.dtypes_of(target))
         found = self._index().get(key)
         if found is None:
             for value, valid, kind in zip(
@@ -413,6 +406,7 @@ class AtlasCollector:
             floatx=survey.floatx,
             compute_dtypes=survey.compute_dtypes,
             op_policy=survey.op_policy,
+            op_dtypes=survey.op_dtypes,
             versions={
                 b: json.loads(c.most_common(1)[0][0]) for b, c in sorted(self._versions.items())
             },
@@ -466,13 +460,13 @@ class AtlasDiff(Record):
 
     @classmethod
     def between(cls, old: Atlas, new: Atlas) -> AtlasDiff:
-        """Every changed run; an op's cell under a policy one side did not probe it under
-        (an atlas of layers and ops probes an op under ``op_policy`` only) is no change."""
+        """Every changed run; a cell one side left out by plan (an atlas of layers and ops
+        probes an op under ``op_policy`` only, a layer on no weak scalar) is no change."""
         changes = []
         before, after = old._index(), new._index()
         for key in dict.fromkeys([*before, *after]):
             a, b = before.get(key), after.get(key)
-            if (a is None and old.takes_no_policy(key)) or (b is None and new.takes_no_policy(key)):
+            if (a is None and old.unplanned(key)) or (b is None and new.unplanned(key)):
                 continue  # an op probed once on that side: it reads no policy
             runs = dict.fromkeys([*(a.runs if a else {}), *(b.runs if b else {})])
             for run in runs:

@@ -18,6 +18,14 @@ An op reads no dtype policy (nothing under ``keras/src/ops`` reads one: its answ
 op under one policy only, :func:`op_policy` (the first asked, normally ``float32``), and keeps
 it in ``Survey.op_policy``. An op's other policy columns are no missing probe: every reader says
 "an op reads no policy" there (:data:`ANY_POLICY`), never "absent", never a copied answer.
+
+A layer takes arrays only, so in a survey of layers *and* ops the weak Python scalars
+(``python_int``, ``python_float``, ``python_bool``) are an op's input dtypes only,
+:func:`op_dtypes` (kept in ``Survey.op_dtypes``): a layer is never probed on one there, and
+every reader says so for a layer's weak-scalar rows (:data:`ARRAYS_ONLY`): ``cell`` refuses
+them with what is valid, a target's heatmap has no such rows, a diff no change for them.
+A survey of layers alone probes what it is asked (a layer on ``python_int`` answers the
+probe's refusal, classed ``raises``).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from dtype_explorer.dtypes import PYTHON_SCALARS
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._base import GroupedRecord
@@ -83,6 +92,8 @@ def combine_classes(answers: Iterable[tuple[bool, str | None, Classification]]) 
 
 #: What an op's one policy column says in a survey of layers and ops.
 ANY_POLICY = "any policy: an op reads none"
+#: What a layer's weak-scalar rows say in a survey of layers and ops (:func:`op_dtypes`).
+ARRAYS_ONLY = "arrays only: a layer takes no Python scalar"
 #: The column of :meth:`Survey.counts` that counts an op's cells in such a survey.
 OPS_COLUMN = "ops (any policy)"
 
@@ -128,6 +139,62 @@ def target_policies(target: str, policies: Sequence[str], ops_under: str | None)
     )
 
 
+def op_dtypes(targets: Iterable[str], input_dtypes: Sequence[str]) -> tuple[str, ...]:
+    """The input dtypes a survey of ``targets`` probes its ops on only: where layers and ops
+    are surveyed together, the weak Python scalars among ``input_dtypes`` (a layer takes
+    arrays only; asked explicitly or by default, the same), else ``()`` (a survey of layers
+    alone, or of ops alone, probes every dtype it is asked).
+
+    >>> op_dtypes(["Dense", "ops.add"], ["int8", "python_int", "python_float"])
+    ('python_int', 'python_float')
+    >>> op_dtypes(["Dense", "Flatten"], ["int8", "python_int"])
+    ()
+    """
+    ops = [is_op(t) for t in targets]
+    if all(ops) or not any(ops):
+        return ()
+    return tuple(d for d in input_dtypes if d in PYTHON_SCALARS)
+
+
+def target_dtypes(
+    target: str, input_dtypes: Sequence[str], ops_only: Sequence[str]
+) -> tuple[str, ...]:
+    """The input dtypes ``target`` is probed on: every one for an op; for a layer, all but
+    ``ops_only`` (:func:`op_dtypes`).
+
+    >>> target_dtypes("Dense", ["int8", "python_int"], ["python_int"])
+    ('int8',)
+    """
+    return (
+        tuple(input_dtypes)
+        if is_op(target)
+        else tuple(d for d in input_dtypes if d not in ops_only)
+    )
+
+
+def arrays_only(key: tuple[str, str, str], ops_only: Sequence[str]) -> bool:
+    """Whether cell ``key`` (target, input dtype, policy) is a layer's on a weak Python scalar
+    of a survey of layers and ops, which probes it on arrays only: no missing probe.
+
+    >>> arrays_only(("Dense", "python_int", "float32"), ["python_int"])
+    True
+    >>> arrays_only(("ops.add", "python_int", "float32"), ["python_int"])
+    False
+    """
+    target, dtype, _ = key
+    return not is_op(target) and dtype in ops_only
+
+
+def arrays_only_error(target: str, dtype: str, valid: Sequence[str]) -> InvalidSpecError:
+    """The error of asking a layer's cell on a weak Python scalar of a survey of layers and
+    ops (:func:`arrays_only`): what was asked, why there is none, what is valid."""
+    return InvalidSpecError(
+        f"{target} has no cell on {dtype}: {ARRAYS_ONLY}, so a survey of layers and ops "
+        f"probes the weak Python scalars on its ops only; {target}'s input dtypes here: "
+        f"{', '.join(valid) or 'none'}. Received: input_dtype={dtype!r}"
+    )
+
+
 def takes_no_policy(
     key: tuple[str, str, str], policies: Sequence[str], ops_under: str | None
 ) -> bool:
@@ -153,40 +220,93 @@ def plan_text(
     input_dtypes: Sequence[str],
     policies: Sequence[str],
     ops_under: str | None,
+    ops_only: Sequence[str] = (),
 ) -> str:
     """The cells a survey or an atlas plans, as a true equation: layers and ops apart where
-    they take different policies.
+    they take different policies (``ops_under``) or input dtypes (``ops_only``: the weak
+    Python scalars, an op's only).
 
     >>> text = plan_text(["Dense", "ops.add", "ops.abs"], ["int8", "uint8"],
     ...                  ["float32", "float64"], "float32")
     >>> print(*text.split(" + "), sep=" +\\n")
     1 layer x 2 input dtypes x 2 policies +
     2 ops x 2 input dtypes (an op reads no policy: under float32 only) = 8 cells
+    >>> text = plan_text(["Dense", "ops.add"], ["int8", "python_int"], ["float32"], None,
+    ...                  ["python_int"])
+    >>> print(*text.split(" ("), sep=" (\\n")
+    1 layer x 1 input dtype x 1 policy + 1 op x 2 input dtypes x 1 policy (
+    1 weak Python scalar too: a layer takes arrays only) = 3 cells
     """
-    d = len(input_dtypes)
+
+    def shape(t: str) -> tuple[int, int]:
+        return len(target_dtypes(t, input_dtypes, ops_only)), len(
+            target_policies(t, policies, ops_under)
+        )
+
     groups: dict[bool, list[str]] = {}
     for t in targets:
         groups.setdefault(is_op(t), []).append(t)
-    cells = sum(len(target_policies(t, policies, ops_under)) * d for t in targets)
-    widths = {len(target_policies(ts[0], policies, ops_under)) for ts in groups.values()}
-    if len(widths) <= 1:
-        return f"{_n(len(targets), 'target')} x {_n(d, 'input dtype')} x " + (
+    cells = sum(d * p for d, p in map(shape, targets))
+    if len({shape(ts[0]) for ts in groups.values()}) <= 1:
+        return (
+            f"{_n(len(targets), 'target')} x {_n(len(input_dtypes), 'input dtype')} x "
             f"{_n(len(policies), 'policy', 'policies')} = {_n(cells, 'cell')}"
         )
-    layers, ops = groups[False], groups[True]
-    op_width = len(target_policies(ops[0], policies, ops_under))
-    why = (
-        f"an op reads no policy: under {ops_under} only"
-        if ops_under is not None
-        else "an op is not quantized"
+    (layer_d, layer_p), (op_d, op_p) = shape(groups[False][0]), shape(groups[True][0])
+    why = [f"{_n(op_d - layer_d, 'weak Python scalar')} too: a layer takes arrays only"] * (
+        op_d != layer_d
     )
+    if ops_under is not None:
+        why.append(f"an op reads no policy: under {ops_under} only")
+    elif op_p != layer_p:
+        why.append("an op is not quantized")
     return (
-        f"{_n(len(layers), 'layer')} x {_n(d, 'input dtype')} x "
-        f"{_n(len(policies), 'policy', 'policies')} + {_n(len(ops), 'op')} x "
-        f"{_n(d, 'input dtype')}"
-        + (f" x {_n(op_width, 'policy', 'policies')}" if op_width != 1 or ops_under is None else "")
-        + f" ({why}) = {_n(cells, 'cell')}"
+        f"{_n(len(groups[False]), 'layer')} x {_n(layer_d, 'input dtype')} x "
+        f"{_n(layer_p, 'policy', 'policies')} + {_n(len(groups[True]), 'op')} x "
+        f"{_n(op_d, 'input dtype')}"
+        + (f" x {_n(op_p, 'policy', 'policies')}" if op_p != 1 or ops_under is None else "")
+        + f" ({'; '.join(why)}) = {_n(cells, 'cell')}"
     )
+
+
+class PlannedCells:
+    """What a survey or an atlas planned for each target (a mixin of ``Survey`` and
+    ``Atlas``, read from their ``targets``, ``input_dtypes``, ``policies``, ``op_policy`` and
+    ``op_dtypes``): one owner of the rules above for both."""
+
+    def policies_of(self, target: str) -> tuple[str, ...]:
+        """The policy axis's entries ``target`` was probed under (:func:`target_policies`)."""
+        return target_policies(target, self.policies, self.op_policy)
+
+    def dtypes_of(self, target: str) -> tuple[str, ...]:
+        """The input dtypes ``target`` was probed on (:func:`target_dtypes`): a layer of a
+        survey of layers and ops, none of the weak Python scalars."""
+        return target_dtypes(target, self.input_dtypes, self.op_dtypes)
+
+    def takes_no_policy(self, key: tuple[str, str, str]) -> bool:
+        """Whether cell ``key`` (target, input dtype, policy) is an op's under a policy it was
+        not probed under because it reads none: no missing probe."""
+        return takes_no_policy(key, self.policies, self.op_policy)
+
+    def arrays_only(self, key: tuple[str, str, str]) -> bool:
+        """Whether cell ``key`` is a layer's on a weak Python scalar, which a survey of layers
+        and ops does not probe (:func:`arrays_only`): no missing probe."""
+        return arrays_only(key, self.op_dtypes)
+
+    def unplanned(self, key: tuple[str, str, str]) -> bool:
+        """Whether cell ``key`` was left out by plan (an op's other policy, a layer's weak
+        scalar), not missing: a diff finds no change there."""
+        return self.takes_no_policy(key) or self.arrays_only(key)
+
+    def planned_cells(self) -> int:
+        """How many cells the plan has (:meth:`plan_text`'s right-hand side)."""
+        return sum(len(self.policies_of(t)) * len(self.dtypes_of(t)) for t in self.targets)
+
+    def plan_text(self) -> str:
+        """The cells planned, as a true equation (:func:`plan_text`)."""
+        return plan_text(
+            self.targets, self.input_dtypes, self.policies, self.op_policy, self.op_dtypes
+        )
 
 
 def _n(count: int, one: str, many: str | None = None) -> str:
@@ -227,7 +347,7 @@ class SurveyCell:
         return classify_result(self.results[backend], self.compute_dtype)
 
 
-class Survey(GroupedRecord):
+class Survey(PlannedCells, GroupedRecord):
     """The answers of a survey, with views: a table, a heatmap, JSON, HTML and a diff."""
 
     targets: tuple[str, ...]
@@ -251,19 +371,10 @@ class Survey(GroupedRecord):
     #: In a survey of layers and ops, the one policy its ops were probed under (an op reads
     #: none: :func:`op_policy`); ``None``: every target under every policy.
     op_policy: str | None = None
-
-    def policies_of(self, target: str) -> tuple[str, ...]:
-        """The policy axis's entries ``target`` was probed under (:func:`target_policies`)."""
-        return target_policies(target, self.policies, self.op_policy)
-
-    def takes_no_policy(self, key: tuple[str, str, str]) -> bool:
-        """Whether cell ``key`` (target, input dtype, policy) is an op's under a policy it was
-        not probed under because it reads none: no missing probe."""
-        return takes_no_policy(key, self.policies, self.op_policy)
-
-    def plan_text(self) -> str:
-        """The cells this survey plans, as a true equation (:func:`plan_text`)."""
-        return plan_text(self.targets, self.input_dtypes, self.policies, self.op_policy)
+    #: In a survey of layers and ops, the input dtypes only its ops were probed on (the weak
+    #: Python scalars: a layer takes arrays only, :func:`op_dtypes`); ``()``: every target on
+    #: every input dtype.
+    op_dtypes: tuple[str, ...] = ()
 
     def _build_cells(self) -> dict[tuple[str, str, str], SurveyCell]:
         grouped: dict[tuple[str, str, str], dict[str, ProbeResult]] = {}
@@ -291,10 +402,17 @@ class Survey(GroupedRecord):
         answers that one cell, probed once, whose ``policy`` and ``compute_dtype`` say
         which policy it ran under (``survey.cell("ops.add", "int32", "mixed_float16")
         .policy == "float32"``), classed against that policy's compute dtype.
+
+        A layer of a survey of layers and ops was probed on arrays only (``op_dtypes``: the
+        weak Python scalars are an op's): asked on one (``"python_int"``), it raises
+        ``InvalidSpecError`` saying so, with the layer's input dtypes (no answer to give,
+        none made up).
         """
         key = (target, input_dtype, policy or self.policies[0])
         if self.takes_no_policy(key):
             key = (target, input_dtype, str(self.op_policy))
+        if self.arrays_only(key):
+            raise arrays_only_error(target, input_dtype, self.dtypes_of(target))
         if key not in self._cells:
             for value, valid, kind in zip(
                 key, (self.targets, self.input_dtypes, self.policies), ("target", "dtype", "policy")
@@ -310,7 +428,8 @@ class Survey(GroupedRecord):
         per probe with every view (``per="probe"``).
 
         An op of a survey of layers and ops has its rows under ``op_policy`` only (the one
-        policy it was probed under: it reads none); ``counts()`` counts them apart.
+        policy it was probed under: it reads none); ``counts()`` counts them apart. A layer
+        there has no rows on the weak Python scalars (``op_dtypes``: it takes arrays only).
 
         ``first_change`` adds, from each probe's op trace, the first op that changed a dtype
         (``ops.nn.conv``): a ``<backend> first change`` column per backend per cell, or
@@ -359,7 +478,9 @@ class Survey(GroupedRecord):
     def counts(self) -> pd.DataFrame:
         """How many cells fall in each class, per policy; in a survey of layers and ops, the
         ops' cells (each probed under ``op_policy`` only: an op reads no policy) in a column
-        of their own, :data:`OPS_COLUMN`, so that each policy's column counts the same cells.
+        of their own, :data:`OPS_COLUMN`, so that each policy's column counts the same cells
+        (a layer's, on arrays only: the weak Python scalars, ``op_dtypes``, are in the ops'
+        column alone).
         """
         frame = self.to_frame()
         if self.op_policy is not None:
@@ -382,7 +503,8 @@ class Survey(GroupedRecord):
         ``"tf_keras"`` and the installed Keras 3: a migration table): one row per cell and
         backend whose outcome or class differs, or which only one survey has. An op's cell
         under a policy one side did not probe it under (a survey of layers and ops probes an
-        op under ``op_policy`` only: it reads none) is no change.
+        op under ``op_policy`` only: it reads none), or a layer's on a weak Python scalar one
+        side did not probe (``op_dtypes``: a layer takes arrays only), is no change.
 
         Args:
             other: the survey to compare with (the "after" side).
@@ -411,9 +533,7 @@ class Survey(GroupedRecord):
         keys = list(dict.fromkeys([*self._cells, *other._cells]))
         for key in keys:
             old, new = self._cells.get(key), other._cells.get(key)
-            if (old is None and self.takes_no_policy(key)) or (
-                new is None and other.takes_no_policy(key)
-            ):
+            if (old is None and self.unplanned(key)) or (new is None and other.unplanned(key)):
                 continue
             backends = dict.fromkeys([*(old.results if old else {}), *(new.results if new else {})])
             for backend in backends:

@@ -241,9 +241,9 @@ def _meta(atlas: Atlas) -> str:
 
 def _map_line(atlas: Atlas) -> str:
     """What the atlas covers, as a true equation: its cells (an op of an atlas of layers and
-    ops under one policy: it reads none), each answered on every backend (and mode); how many
-    answered where that is fewer."""
-    planned = sum(len(atlas.policies_of(t)) for t in atlas.targets) * len(atlas.input_dtypes)
+    ops under one policy: it reads none; a layer on arrays only: the weak Python scalars are
+    an op's), each answered on every backend (and mode); how many answered where fewer."""
+    planned = atlas.planned_cells()
     runs = f"{len(atlas.backends)} backend{'s' if len(atlas.backends) != 1 else ''}"
     if atlas.modes != ("call",):
         runs += f" x modes {', '.join(atlas.modes)}"

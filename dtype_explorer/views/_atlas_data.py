@@ -8,7 +8,10 @@ label, class of run 0, label of run 0, ...]``, ``-1`` where a run is absent. The
 the two heatmaps from it (``drawGrids``), each cell coloured by its class (``ax-k-<class>``,
 the one palette's fill in the site's stylesheet). Its columns are the policies the target was
 probed under: an op of an atlas of layers and ops has one (``Atlas.op_policy``: it reads none),
-headed with ``policy_note`` (``records.ANY_POLICY``), not empty columns for the others.
+headed with ``policy_note`` (``records.ANY_POLICY``), not empty columns for the others. Its
+rows are the input dtypes the target was probed on: a layer of such an atlas has no rows on the
+weak Python scalars (``Atlas.op_dtypes``), ``dtype_note`` saying why (``records.ARRAYS_ONLY``);
+an op has them.
 
 The target's **data file** (:func:`target_data`) holds each distinct run once, as a row of
 its fields in :data:`RUN_FIELDS`' order, each text an index into the file's ``strings``,
@@ -29,7 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dtype_explorer.records import ANY_POLICY, Atlas, AtlasCell
+from dtype_explorer.records import ANY_POLICY, ARRAYS_ONLY, Atlas, AtlasCell
 from dtype_explorer.views._markup import short
 
 #: A run's fields in a data file's rows, each with its kind: ``s`` text (an index into
@@ -154,8 +157,9 @@ def grid_data(atlas: Atlas, target: str) -> dict[str, Any]:
     """``target``'s two heatmaps as the page's script draws them (the module's docstring)."""
     cells = atlas.cells_of(target)
     classes, labels = Table(), Table()
-    dtypes = {d: i for i, d in enumerate(atlas.input_dtypes)}
+    dtypes = {d: i for i, d in enumerate(atlas.dtypes_of(target))}
     policies = {p: i for i, p in enumerate(atlas.policies_of(target))}
+    left_out = [d for d in atlas.input_dtypes if d not in dtypes]  # a layer's weak scalars
     names = sorted({name for cell in cells for name in cell.runs})
     rows = []
     for cell in cells:
@@ -170,7 +174,9 @@ def grid_data(atlas: Atlas, target: str) -> dict[str, Any]:
             row += [classes(run.classification), labels(label)]
         rows.append(row)
     return {
-        "dtypes": list(atlas.input_dtypes),
+        "dtypes": list(dtypes),
+        # a layer of an atlas of layers and ops: no rows on the weak Python scalars
+        "dtype_note": f"no {', '.join(left_out)}: {ARRAYS_ONLY}" if left_out else None,
         "policies": list(policies),
         # an op of an atlas of layers and ops: one column, said to stand for every policy
         "policy_note": ANY_POLICY if list(policies) == [atlas.op_policy] else None,

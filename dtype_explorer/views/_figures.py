@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.records import (
     ANY_POLICY,
+    ARRAYS_ONLY,
     CLASSIFICATIONS,
     KINDS,
     PromotionCell,
@@ -26,7 +27,9 @@ if TYPE_CHECKING:
 def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
     """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies. An
     op of a survey of layers and ops is coloured in its one policy's tab (``op_policy``); in
-    the others its row says ``any`` (it reads no policy), with where its answer is."""
+    the others its row says ``any`` (it reads no policy), with where its answer is. A layer's
+    cells on the weak Python scalars there say ``arrays`` (:data:`records.ARRAYS_ONLY`: a
+    layer is not probed on one), uncoloured: no answer, no failure."""
     import plotly.graph_objects as go
 
     policies = [policy] if policy else list(survey.policies)
@@ -41,9 +44,15 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
                 labels.append(["any"] * len(cells))
                 hover.append([_policy_free_hover(c, target, d) for c, d in zip(cells, dtypes)])
                 continue
+            arrays = [survey.arrays_only((target, d, name)) for d in dtypes]
             z.append([classes.index(c.classification) if c else None for c in cells])
-            labels.append([_cell_label(c) for c in cells])
-            hover.append([_survey_hover(c) for c in cells])
+            labels.append(["arrays" if a else _cell_label(c) for c, a in zip(cells, arrays)])
+            hover.append(
+                [
+                    _arrays_only_hover(target, d) if a else _survey_hover(c)
+                    for c, d, a in zip(cells, dtypes, arrays)
+                ]
+            )
         figure.add_trace(
             _category_heatmap(
                 z,
@@ -105,6 +114,11 @@ def _policy_free_hover(cell: SurveyCell | None, target: str, dtype: str) -> str:
         f"<b>{e(target)}</b> · {e(dtype)}<br>{e(ANY_POLICY)}: probed once, under "
         f"{e(where)} (that tab has its answer)"
     )
+
+
+def _arrays_only_hover(target: str, dtype: str) -> str:
+    """A layer's hover on a weak Python scalar of a survey of layers and ops."""
+    return f"<b>{e(target)}</b> · {e(dtype)}<br>{e(ARRAYS_ONLY)} (an op's input: not probed)"
 
 
 def _survey_cell(survey: Survey, target: str, dtype: str, policy: str) -> SurveyCell | None:

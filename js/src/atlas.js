@@ -28,8 +28,9 @@ import { kindColor, mark, textOn, verdictColor } from "./palette.js";
  * @typedef {{target: string, strings: string[], run_fields: string[], run_kinds: string,
  *   step_fields: string[], step_kinds: string, steps: any[][], runs: any[][],
  *   run_names: string[], cells: number[][]}} TargetFile
- * @typedef {{dtypes: string[], policies: string[], policy_note?: string | null, runs: string[],
- *   classes: string[], labels: string[], cells: number[][]}} GridData
+ * @typedef {{dtypes: string[], dtype_note?: string | null, policies: string[],
+ *   policy_note?: string | null, runs: string[], classes: string[], labels: string[],
+ *   cells: number[][]}} GridData
  * @typedef {(doc: Document, src: string, callback?: string) => Promise<any>} Loader
  */
 
@@ -71,8 +72,10 @@ export function expandCells(file) {
 }
 
 /** One heatmap of a target page, drawn from the page's compact grid (views/_atlas_data.py):
- *  input dtypes down, the policies the target was probed under across (an op of an atlas of
- *  layers and ops: one, headed by `policy_note`; `perRun`: a column per policy and run), each cell
+ *  the input dtypes the target was probed on down (a layer of an atlas of layers and ops: no
+ *  weak Python scalar rows, the caption `dtype_note` says why), the policies it was probed under
+ *  across (an op of such an atlas: one, headed by `policy_note`; `perRun`: a column per policy
+ *  and run), each cell
  *  classed `ax-k-<class>` (the one palette's fill, in the site's stylesheet), its label and a
  *  tooltip, `data-cell` its place in the target's cells.
  *  @param {GridData} grid @param {boolean} perRun @returns {HTMLTableElement} */
@@ -102,8 +105,9 @@ export function drawGrid(grid, perRun) {
     });
     return h("tr", {}, h("th", { class: "ax-row" }, dtype), tds);
   });
+  const caption = grid.dtype_note ? [h("caption", { class: "ax-muted", testid: "dtype-note" }, grid.dtype_note)] : [];
   return /** @type {HTMLTableElement} */ (
-    h("table", { class: "ax-grid", testid: perRun ? "heatmap-runs" : "heatmap" }, h("tr", {}, h("th"), head), rows)
+    h("table", { class: "ax-grid", testid: perRun ? "heatmap-runs" : "heatmap" }, caption, h("tr", {}, h("th"), head), rows)
   );
 }
 

@@ -136,6 +136,25 @@ describe("atlas site", () => {
     expect(drawGrid(pages.Conv1D.grid, false).querySelector("[data-testid=policy-note]")).toBeNull();
   });
 
+  it("draws a layer of an atlas of layers and ops without weak-scalar rows, captioned why", () => {
+    // the grid views/_atlas_data.py lays out for a layer probed on arrays only (Atlas.op_dtypes)
+    const note = "no python_int, python_float: arrays only: a layer takes no Python scalar";
+    const grid = { dtypes: ["int8", "float16"], dtype_note: note, policies: ["float32", "mixed_float16"], policy_note: null, runs: ["numpy"], classes: ["casts-to-compute"], labels: ["float32", "float16"], cells: [[0, 0, 0, 0, 0, 0], [0, 1, 0, 1, 0, 1], [1, 0, 0, 0, 0, 0], [1, 1, 0, 1, 0, 1]] };
+    for (const perRun of [false, true]) {
+      const table = drawGrid(grid, perRun);
+      const rows = [...table.querySelectorAll("tr th.ax-row")].map((th) => th.textContent);
+      expect(rows).toEqual(["int8", "float16"]); // no python_* rows, no empty ones
+      expect(table.querySelector("[data-testid=dtype-note]").textContent).toBe(note);
+      expect(table.querySelectorAll("td.ax-none")).toHaveLength(0);
+    }
+    // an op's grid has its weak-scalar rows, uncaptioned; a page of a layer-only atlas neither
+    const op = { ...grid, dtypes: ["int8", "python_int"], dtype_note: null, policies: ["float32"] };
+    const table = drawGrid(op, false);
+    expect([...table.querySelectorAll("th.ax-row")].map((th) => th.textContent)).toEqual(["int8", "python_int"]);
+    expect(table.querySelector("[data-testid=dtype-note]")).toBeNull();
+    expect(drawGrid(pages.Conv1D.grid, false).querySelector("[data-testid=dtype-note]")).toBeNull();
+  });
+
   it("says so in the detail when a target's data file cannot be loaded", async () => {
     await page(conv, "", async (_, src) => { throw new Error(`the atlas data file ${src} could not be loaded`); });
     expect(byTestId(document, "load-error").textContent).toContain(conv.data);

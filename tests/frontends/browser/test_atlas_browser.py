@@ -170,3 +170,24 @@ def test_an_op_page_shows_one_policy_column_said_to_be_any_policy(site, browser,
     assert f"= {len(atlas.cells)} cells" in meta
     page.screenshot(path=str(artifacts / "atlas-op-page.png"), full_page=True)
     page.close()
+
+
+def test_a_layer_page_of_an_atlas_with_weak_scalars_has_no_such_rows(browser, tmp_path):
+    """An atlas of layers and ops on a weak Python scalar: ops.add's page has its python_int
+    row; Dense's (a layer takes arrays only) has none, its caption says why."""
+    atlas = build_atlas(
+        ["Dense", "ops.add"], ["int8", "python_int"], ["float32"], backends="numpy",
+        progress=False, out=tmp_path,
+    )  # fmt: skip
+    assert len(atlas.cells) == 3 and atlas.op_dtypes == ("python_int",)
+    page = browser.new_page()
+    for target, rows in (("Dense", ["int8"]), ("ops.add", ["int8", "python_int"])):
+        page.goto((tmp_path / "targets" / f"{target}.html").as_uri())
+        page.wait_for_selector("[data-testid=detail][data-loaded=true]", timeout=10_000)
+        assert page.locator("[data-testid=heatmap] th.ax-row").all_inner_texts() == rows
+        note = page.locator("[data-testid=heatmap] [data-testid=dtype-note]")
+        assert note.count() == (target == "Dense")
+        if target == "Dense":
+            assert "no python_int: arrays only" in note.inner_text()
+        assert page.locator("[data-testid=heatmap] td.ax-none").count() == 0
+    page.close()
