@@ -129,13 +129,18 @@ def size(path: Path, skip: tuple[str, ...] = ()) -> int:
 
 
 def measure(
-    stride: int, dtypes: list[str] | None, out: Path, worker_cache: Path, progress: bool
+    stride: int,
+    dtypes: list[str] | None,
+    out: Path,
+    worker_cache: Path,
+    progress: bool,
+    held: bool = False,
 ) -> dict:
     import distributed
 
     import dtype_explorer as dx
     from dtype_explorer import cache
-    from dtype_explorer.analyses import build_atlas, save_atlas
+    from dtype_explorer.analyses import build_atlas, query_atlas, save_atlas, write_atlas
 
     layered, ops = slice_targets(stride)
     sampler = Sampler()
@@ -152,8 +157,17 @@ def measure(
         # reads no dtype policy: Survey.op_policy), each layer under the four policies; the
         # whole map's default dtypes are Keras's for all, the weak Python scalars for the ops
         # only (a layer takes arrays only: Survey.op_dtypes).
-        atlas = build_atlas(layered + ops, dtypes, None, None, cluster=client, progress=progress)
-        save_atlas(atlas, out)
+        if held:  # the atlas held whole, then saved (before write_atlas)
+            atlas = build_atlas(
+                layered + ops, dtypes, None, None, cluster=client, progress=progress
+            )
+            save_atlas(atlas, out)
+            probes = atlas.build.get("probes", 0)
+        else:  # written a target at a time, never held (what `atlas build` runs)
+            written = write_atlas(
+                layered + ops, dtypes, None, None, cluster=client, progress=progress, out=out
+            )
+            probes = written.probes
         wall = time.perf_counter() - started
         sampler.stop.set()
         sampler.join()
@@ -166,12 +180,18 @@ def measure(
     peaks: dict[str, int] = {}
     for rss, name in sampler.peak.values():
         peaks[name] = max(peaks.get(name, 0), rss)
-    probes = atlas.build.get("probes", 0)
+    axes = query_atlas(
+        "SELECT count(DISTINCT input_dtype) d, count(DISTINCT policy) p, "
+        "count(DISTINCT run) b, count(*) n FROM runs",
+        out,
+    ).iloc[0]
     return {
         "targets": len(layered) + len(ops),
-        "dtypes": len(atlas.input_dtypes),
-        "policies": len(atlas.policies),
-        "backends": len(atlas.backends),
+        "dtypes": int(axes["d"]),
+        "policies": int(axes["p"]),
+        "backends": int(axes["b"]),
+        "runs_in_store": int(axes["n"]),
+        "front": "held" if held else "written",
         "probes": probes,
         "wall_s": round(wall, 1),
         "probes_per_s": round(probes / wall, 2),
@@ -193,7 +213,7 @@ def measure(
         ),
         "atlas_json_mb": round((out / "atlas.json").stat().st_size / 1e6, 2),
         "atlas_parquet_mb": round((out / "atlas.parquet").stat().st_size / 1e6, 2),
-        "whole_map": whole_map(len(atlas.backends)),
+        "whole_map": whole_map(int(axes["b"])),
     }
 
 
@@ -203,6 +223,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES))
     parser.add_argument("--whole", action="store_true", help="every target x every dtype")
     parser.add_argument("--keep", type=Path, help="keep caches and site here (resumable)")
+    parser.add_argument("--held", action="store_true", help="build_atlas + save_atlas (before)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     stride, dtypes = (1, None) if args.whole else (args.stride, args.dtypes.split(","))
@@ -218,7 +239,7 @@ def main() -> None:
     os.environ["DTYPE_EXPLORER_CACHE_DIR"] = str(cache_dir)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
-        report = measure(stride, dtypes, out, worker_cache, progress=args.whole)
+        report = measure(stride, dtypes, out, worker_cache, progress=args.whole, held=args.held)
     finally:
         if not args.keep:
             for d in (cache_dir, worker_cache, out):
