@@ -177,6 +177,13 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(name)
 
 
+def words(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A sample of Keras's ``string`` dtype: a NumPy array of words (``object``), as a user
+    holds text, drawn from ``rng``."""
+    chosen = np.array(["red", "green", "blue", "cyan"], dtype=object)
+    return chosen[rng.integers(0, len(chosen), size=shape)]
+
+
 def sample(
     name: str, shape: tuple[int, ...], *, preset: str = "default", seed: int = 0
 ) -> np.ndarray | int | float | bool:
@@ -188,8 +195,7 @@ def sample(
     if name in PYTHON_SCALARS:
         return PYTHON_SCALARS[name](_scalar(preset))
     if name == "string":
-        words = np.array(["red", "green", "blue", "cyan"], dtype=object)
-        return words[rng.integers(0, len(words), size=shape)]
+        return words(shape, rng)
     if name == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     if preset == "edge":

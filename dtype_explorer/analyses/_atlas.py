@@ -199,14 +199,16 @@ def save_atlas(atlas: Atlas, directory: Path) -> Path:
     return Path(write_parts(atlas.parts(), directory).index)
 
 
-def write_parts(parts: Iterable[Atlas], directory: Path) -> AtlasWritten:
+def write_parts(parts: Iterable[Atlas], directory: Path, *, export: bool = True) -> AtlasWritten:
     """Write an atlas given as its parts (``Atlas.parts``/``AtlasCollector.parts``: an atlas
     per target, each with the whole header) into ``directory``, a part at a time: the pages
-    and data files, ``atlas.json`` and ``atlas.parquet``, each file replaced whole (a build
-    stopped while writing leaves the old file or the new one)."""
+    and data files, ``atlas.json`` (unless ``export`` is false) and ``atlas.parquet``, each
+    file replaced whole (a build stopped while writing leaves the old file or the new one).
+    A stored atlas is rewritten from ``Atlas.load_parts(path)`` the same way."""
     suffix = f".{os.getpid()}.tmp"
-    export, store = directory / f".{EXPORT}{suffix}", directory / f".{STORE}{suffix}.parquet"
-    files = _Files(export, store)
+    json_path = directory / f".{EXPORT}{suffix}" if export else None
+    store = directory / f".{STORE}{suffix}.parquet"
+    files = _Files(json_path, store)
     header = None
     try:
         for name, text in _display.page(files.first(parts), parts=files.kept()).items():
@@ -214,7 +216,8 @@ def write_parts(parts: Iterable[Atlas], directory: Path) -> AtlasWritten:
         header = files.close()
     finally:
         files.abort()
-    os.replace(export, directory / EXPORT)
+    if json_path is not None:
+        os.replace(json_path, directory / EXPORT)
     os.replace(store, directory / STORE)
     return AtlasWritten(
         index=str(directory / "index.html"),
@@ -234,15 +237,15 @@ def _replace(path: Path, text: str) -> None:
 
 
 class _Files:
-    """``atlas.json`` and ``atlas.parquet`` of an atlas written a part at a time
-    (:func:`write_parts`): each part's cells appended to both as the site reaches it."""
+    """``atlas.json`` (where ``export`` is a path) and ``atlas.parquet`` of an atlas written a
+    part at a time (:func:`write_parts`): each part's cells appended as the site reaches it."""
 
-    def __init__(self, export: Path, store: Path) -> None:
+    def __init__(self, export: Path | None, store: Path) -> None:
         self._export_path, self._store_path = export, store
         self._parts: Iterator[Atlas] = iter(())
         self._first: Atlas | None = None
         self._export: Any = None
-        self._store: Any = None
+        self._store: AtlasStoreWriter | None = None
         self._rest = ""
         self._last: Atlas | None = None
         #: Cells written, and how many of each class.
@@ -266,16 +269,17 @@ class _Files:
             yield part
 
     def _keep(self, part: Atlas) -> None:
-        if self._export is None:  # the header, less the parts' count of the whole's cells
+        if self._store is None:  # the header, less the parts' count of the whole's cells
             build = {k: v for k, v in part.build.items() if k != "cells"}
             header = part.model_copy(update={"cells": (), "build": build})
-            text = header.to_json()
-            head, _, self._rest = text.partition('"cells":[]')  # the key: values escape
-            self._export = self._export_path.open("w", encoding="utf-8")
-            self._export.write(head + '"cells":[')
             self._store = AtlasStoreWriter(self._store_path, header.header())
+            if self._export_path is not None:
+                head, _, self._rest = header.to_json().partition('"cells":[]')  # values escape
+                self._export = self._export_path.open("w", encoding="utf-8")
+                self._export.write(head + '"cells":[')
         for cell in part.cells:
-            self._export.write(("," if self.cells else "") + cell.to_json())
+            if self._export is not None:
+                self._export.write(("," if self.cells else "") + cell.to_json())
             self.cells += 1
             self.counts[cell.classification] += 1
         self._store.add(part.to_rows())
@@ -286,18 +290,23 @@ class _Files:
         if self._export is not None:
             self._export.write("]" + self._rest)
             self._export.close()
+            self._export = None
+        if self._store is not None:
             self._store.__exit__(None, None, None)
-            self._export = self._store = None
+            self._store = None
         return self._last
 
     def abort(self) -> None:
         """After an error: both files closed and removed (the old atlas stays)."""
-        if self._export is not None:
-            self._export.close()
-            self._store.__exit__(RuntimeError, None, None)
+        if self._export is not None or self._store is not None:
+            if self._export is not None:
+                self._export.close()
+            if self._store is not None:
+                self._store.__exit__(RuntimeError, None, None)
             self._export = self._store = None
             for path in (self._export_path, self._store_path):
-                path.unlink(missing_ok=True)
+                if path is not None:
+                    path.unlink(missing_ok=True)
 
 
 def query_atlas(sql: str, atlas: str | Path = "atlas") -> pd.DataFrame:

@@ -187,6 +187,13 @@ def library_expectation(
         )
     if dtype.startswith("python_"):
         return Expectation(source=library, dtype=dtype, basis=path)
+    if isinstance(out, np.ndarray) and dtypes.is_text_array(out):
+        dtype = "string"  # NumPy's text (object, str_): what Keras names string
+    if dtype not in dtypes.all_input_dtypes():
+        unnamed = f"{library} answers {dtype}, which Keras has no dtype for"
+        return Expectation(
+            source=library, basis=f"{path}: {NO_COUNTERPART}: {unnamed}", no_counterpart=unnamed
+        )
     return Expectation(source=library, dtype=dtypes.standardize(dtype), basis=path)
 
 

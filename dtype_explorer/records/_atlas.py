@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
@@ -302,6 +303,36 @@ class Atlas(PlannedCells, Record):
             )
         _check_format(path, data)
         return cls.model_validate(data)
+
+    @classmethod
+    def load_parts(cls, path: str | Path) -> Iterator[Atlas]:
+        """An ``atlas.parquet`` (or its directory) read back as :meth:`parts`, a target at a
+        time, never whole: what a site is written from (``write_parts``) when the map is too
+        big to hold. The file's rows come a target at a time, as ``write_parts`` and
+        :meth:`save` write them."""
+        path = Path(path)
+        path = path / "atlas.parquet" if path.is_dir() else path
+        header, rows = _atlas_table.read(path)
+        _check_format(path, header)
+        header = {**header, "build": {**header.get("build", {}), "cells": _atlas_table.cells(path)}}
+        targets = iter(header["targets"])  # the parts in this order, an empty one where
+        group: list[dict[str, Any]] = []  # a target has no row
+        for row in itertools.chain(rows, [None]):
+            if group and (row is None or row["target"] != group[0]["target"]):
+                for target in targets:
+                    if target == group[0]["target"]:
+                        break
+                    yield cls.model_validate({**header, "cells": []})
+                else:
+                    raise InvalidSpecError(
+                        f"{str(path)!r} holds rows of {group[0]['target']!r} out of its order"
+                    )
+                yield cls.from_rows(header, group)
+                group = []
+            if row is not None:
+                group.append(row)
+        for _ in targets:
+            yield cls.model_validate({**header, "cells": []})
 
     def _index(self) -> dict[tuple[str, str, str], AtlasCell]:
         return {c.key: c for c in self.cells}

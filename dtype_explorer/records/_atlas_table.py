@@ -121,6 +121,15 @@ def read(path: Path) -> tuple[dict[str, Any], Iterator[dict[str, Any]]]:
     return json.loads(header), _rows(file)
 
 
+def cells(path: Path) -> int:
+    """How many cells (target, input dtype, policy) the atlas file ``path`` holds, from those
+    three columns only."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["target", "input_dtype", "policy"])
+    return len(set(zip(*(table.column(c).to_pylist() for c in table.column_names))))
+
+
 def _rows(file: Any) -> Iterator[dict[str, Any]]:
     for group in range(file.num_row_groups):
         for row in file.read_row_group(group).to_pylist():

@@ -97,3 +97,18 @@ def test_a_failed_write_leaves_the_old_atlas(both, monkeypatch, tmp_path):
     assert not [
         p for p in tmp_path.iterdir() if p.name.endswith(".tmp.parquet") or ".tmp" in p.name
     ]
+
+
+def test_a_stored_atlas_is_rewritten_a_target_at_a_time_without_its_export(both, tmp_path):
+    # the documentation site draws a stored map this way: read back by target, never whole
+    held, held_dir, *_ = both
+    parts = list(Atlas.load_parts(held_dir / "atlas.parquet"))
+    assert [{c.target for c in p.cells} for p in parts] == [{t} for t in held.targets]
+    assert all(p.build["cells"] == len(held.cells) for p in parts)
+    written = atlas_module.write_parts(Atlas.load_parts(held_dir), tmp_path, export=False)
+    assert not (tmp_path / "atlas.json").exists()
+    assert Atlas.load(tmp_path).content() == held.content()
+    assert written.cells == len(held.cells)
+    for page in files(held_dir):
+        if page.suffix in (".html", ".js") and page.name != "index.html":
+            assert unbuilt(held_dir / page) == unbuilt(tmp_path / page), page

@@ -151,3 +151,27 @@ def test_every_lesson_ran_when_the_site_was_built(site):
 
 def _errors(cell: dict) -> list[dict]:
     return [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+
+
+def test_the_whole_map_is_drawn_into_the_site_from_its_store(site, browser):
+    """The stored whole map (docs/atlas/whole-map.parquet) is drawn at build time: its index
+    lists every target the store holds, the map guide links to it, and a target's page draws
+    its grid from its own data file, fetching nothing else, with no error."""
+    from dtype_explorer.records import Atlas
+
+    first = next(Atlas.load_parts(ROOT / "docs" / "atlas" / "whole-map.parquet"))
+    index = (site / "atlas" / "index.html").read_text()
+    assert index.count("data-testid='target-row'") == len(first.targets)
+    assert {"Dense", "ops.add", "losses.MeanSquaredError"} <= set(first.targets)
+    guide = (site / "guide" / "map.html").read_text()
+    assert 'href="../atlas/index.html"' in guide
+    assert (site / "atlas" / "atlas.parquet").is_file()
+    assert not (site / "atlas" / "atlas.json").exists()  # the store is the download
+    watched = Watched(browser)
+    watched.page.goto((site / "atlas" / "targets" / "ops.add.html").as_uri())
+    watched.page.wait_for_selector("[data-testid=detail][data-loaded=true]", timeout=20_000)
+    cells = watched.page.locator("[data-testid=heatmap] td[data-cell]").count()
+    assert cells == len(first.dtypes_of("ops.add"))  # one policy column: an op reads none
+    assert watched.left_the_files() == []
+    assert watched.errors == []
+    watched.page.close()

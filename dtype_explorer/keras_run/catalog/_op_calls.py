@@ -29,6 +29,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 
 _ML = {
@@ -81,6 +82,8 @@ def values(preset: Any, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
     kind = _kind(dtype)
     npdt = _ML.get(dtype, dtype)
     shape = tuple(shape)
+    if dtype == "string":  # text, as a user holds it: the op (and the backend) decides
+        return dtypes.words(shape, rng)
     if isinstance(preset, dict):
         return np.asarray(preset["literal"]).astype(npdt).reshape(shape)
     if preset == "default" and kind == "bool":
