@@ -11,9 +11,8 @@ import zlib
 
 import pytest
 
-from dtype_explorer import cache
 from dtype_explorer.analyses import _atlas as atlas_module
-from dtype_explorer.analyses import build_atlas, write_atlas
+from dtype_explorer.analyses import build_atlas, survey, write_atlas
 from dtype_explorer.records import Atlas, AtlasCollector
 
 QUESTION = {
@@ -60,25 +59,19 @@ def test_the_written_atlas_is_the_held_one_file_for_file(both):
 
 def test_a_collector_keeps_runs_compressed_and_gives_one_target_a_part(both):
     held, *_ = both
-    survey = atlas_module._planned(
-        held.targets, held.input_dtypes, ("float32", "mixed_float16"), None
-    ).model_copy(update={"backends": held.backends, "op_policy": held.op_policy})
-    collector = AtlasCollector(survey)
-    runs = [run for cell in held.cells for run in cell.runs.values()]
-    assert runs
-    answered = [r for r in cache.results() if r.spec.target in held.targets]
-    for result in answered:
-        collector.add(result)
-    stored = [
-        blob for by_key in collector._runs.values() for c in by_key.values() for blob in c.values()
-    ]
+    plan = atlas_module._planned(held.targets, held.input_dtypes, tuple(QUESTION["policies"]), None)
+    collector = AtlasCollector(plan)
+    found = survey(**QUESTION, sink=collector.add)  # answered from the cache, streamed
+    stored = [b for cells in collector._runs.values() for c in cells.values() for b in c.values()]
+    assert len(stored) == collector.added == held.build["probes"]
     assert all(isinstance(b, bytes) for b in stored)
     assert all(json.loads(zlib.decompress(b))["status"] for b in stored)
-    parts = list(collector.parts(survey))
+    parts = list(collector.parts(found))
     assert [p.targets for p in parts] == [held.targets] * len(held.targets)  # the whole header
     assert [{c.target for c in p.cells} for p in parts] == [{t} for t in held.targets]
     assert sum(len(p.cells) for p in parts) == collector.cell_count == len(held.cells)
     assert all(p.build["cells"] == len(held.cells) for p in parts)
+    assert collector.atlas(found).content() == held.content()
 
 
 def test_a_failed_write_leaves_the_old_atlas(both, monkeypatch, tmp_path):
