@@ -9,12 +9,9 @@ the front. The workers, Keras and the check are real.
 """
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 from dtype_explorer import keras_facts
+from tests.front_process import run_front
 
 WRAPPER = """
 import atexit, json, os, sys
@@ -29,26 +26,10 @@ atexit.register(lambda: open(os.environ["DX_FRONT_REPORT"], "w").write(
 from dtype_explorer.frontends.command import main
 main()
 """
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _first_run(*args, cache_dir, tmp_path):
-    report = tmp_path / "front-keras.json"
-    environ = {
-        **{k: v for k, v in os.environ.items() if k not in ("KERAS_BACKEND",)},
-        "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
-        "DX_FRONT_REPORT": str(report),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return done, json.loads(report.read_text())
+    return run_front(WRAPPER, args, cache_dir=cache_dir, report=tmp_path / "front-keras.json")
 
 
 def _snapshot(cache_dir):

@@ -8,14 +8,12 @@ module it imported): nothing in the product is patched or mocked.
 """
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from dtype_explorer.frontends import command
 from dtype_explorer.runtime import _store, cached, pool
 from tests.cache_rows import forge_rows
+from tests.front_process import run_front
 
 #: Runs the CLI exactly as the ``dtype-explorer`` script does (its entry point), and reports
 #: this process's frameworks at exit to the file named by $DX_FRONT_REPORT.
@@ -56,26 +54,8 @@ DENSE = ["probe", "Dense", "--input-dtype", "uint8", "--kwargs", '{"units": 4}']
 def _cli(*args, cache_dir, tmp_path, env=None):
     report = tmp_path / "front-modules.json"
     report.unlink(missing_ok=True)
-    environ = {
-        **{
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
-        },
-        "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
-        "DX_FRONT_REPORT": str(report),
-        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-        **(env or {}),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, *args],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return done, json.loads(report.read_text())
+    dropped = ("KERAS_BACKEND", "TF_CPP_MIN_LOG_LEVEL")
+    return run_front(WRAPPER, args, cache_dir=cache_dir, report=report, dropped=dropped, env=env)
 
 
 def _modules(tmp_path):
