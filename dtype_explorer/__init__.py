@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "promotion_table": "dtype_explorer.analyses",
     "check_model": "dtype_explorer.analyses",
     "bisect": "dtype_explorer.analyses",
+    "trace": "dtype_explorer.analyses",
+    "TraceResult": "dtype_explorer.records",
     "DtypeExplorer": "dtype_explorer.frontends.widget",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
@@ -46,7 +48,7 @@ _EXPORTS: dict[str, str] = {
 _MODULE_EXPORTS = frozenset({"cache", "catalog", "engines", "pool"})
 
 if TYPE_CHECKING:
-    from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
+    from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey, trace
     from dtype_explorer.errors import InvalidSpecError
     from dtype_explorer.frontends.widget import DtypeExplorer
     from dtype_explorer.keras_run import catalog
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
         ProbeSpec,
         PromotionTable,
         Survey,
+        TraceResult,
     )
     from dtype_explorer.runtime import cache, engines, pool
     from dtype_explorer.runtime.pool import shutdown
@@ -79,7 +82,7 @@ def __dir__() -> list[str]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext dtype_explorer`` registers ``%dtype_check``."""
+    """``%load_ext dtype_explorer`` registers ``%dtype_check`` and ``%%dtype_trace``."""
     importlib.import_module("dtype_explorer.frontends.magic").load_ipython_extension(ipython)
 
 
@@ -89,6 +92,7 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "promotion_table",
     "check_model",
     "bisect",
+    "trace",
     "DtypeExplorer",
     "shutdown",
     "cache",
@@ -103,6 +107,7 @@ __all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.m
     "PromotionTable",
     "AuditReport",
     "BisectResult",
+    "TraceResult",
     "Engine",
     "load_ipython_extension",
 ]

@@ -3,7 +3,7 @@
 ``probe`` (one target, one or several backends), ``survey`` (targets x dtypes x policies x
 backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
 ``check_model`` (a model's real forward pass, with findings), ``bisect`` (one question
-over a range of Keras releases: where its answer changed) and ``build_atlas`` (a survey made
+over a range of Keras releases: where its answer changed) ``trace`` (the user's own function or cell, run as written, every dtype step inside it), and ``build_atlas`` (a survey made
 into a report, written as Parquet, JSON and a static site; ``write_atlas`` writes it without
 holding it). Each returns a record.
 """
@@ -21,6 +21,8 @@ _EXPORTS: dict[str, str] = {
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
     "check_model": "dtype_explorer.analyses._audit",
+    "TraceBlock": "dtype_explorer.analyses._code",
+    "trace": "dtype_explorer.analyses._code",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",
     "bisect": "dtype_explorer.analyses._bisect",
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_POLICIES",
     "NoAnswerError",
     "PackageIndexError",
+    "TraceBlock",
     "bisect",
     "build_atlas",
     "check_model",
@@ -55,6 +58,7 @@ __all__ = [
     "run_specs",
     "save_atlas",
     "survey",
+    "trace",
     "writable_directory",
     "write_atlas",
     "write_parts",

@@ -15,6 +15,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
 ``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
+``TraceResult``           the user's own code run as written: its steps, value, errors
 ``Engine``                a created engine: which Keras release answers, where, its size
 ``Atlas``                 a survey made into a report (traces summarised); ``AtlasDiff``
                           the cells whose outcome changed between two atlases
@@ -114,6 +115,11 @@ _EXPORTS: dict[str, str] = {
     "SurveyCell": "dtype_explorer.records._survey",
     "classify_cell": "dtype_explorer.records._survey",
     "classify_result": "dtype_explorer.records._survey",
+    "CodeEnvironment": "dtype_explorer.records._code_trace",
+    "CodeError": "dtype_explorer.records._code_trace",
+    "CodeStatus": "dtype_explorer.records._code_trace",
+    "TraceResult": "dtype_explorer.records._code_trace",
+    "TracedValue": "dtype_explorer.records._code_trace",
     "Change": "dtype_explorer.records._trace",
     "Conversion": "dtype_explorer.records._trace",
     "SourceLine": "dtype_explorer.records._trace",
@@ -176,6 +182,9 @@ __all__ = [
     "Change",
     "ChangeKind",
     "Classification",
+    "CodeEnvironment",
+    "CodeError",
+    "CodeStatus",
     "CompareCell",
     "CompareColumn",
     "CompareRow",
@@ -222,8 +231,10 @@ __all__ = [
     "TensorInfo",
     "TraceDivergence",
     "TraceFlag",
+    "TraceResult",
     "TraceStep",
     "TraceTensor",
+    "TracedValue",
     "ValueDivergence",
     "ValueFinding",
     "VariableDtypes",

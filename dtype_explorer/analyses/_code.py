@@ -1,0 +1,104 @@
+"""``dx.trace``: the user's own function, or a ``with`` block, run as written with every dtype
+step inside it recorded (``keras_run.code``), in the user's own process and backend.
+
+The code runs as the user's: it may change the user's state as it would untraced (nothing is
+put back but the trace's own wrappers), and nothing from it is cached. The trace does not
+change what it computes: the value returned traced is bitwise the value returned untraced
+(``tests/analyses/test_code.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run.code import TracedRun, traced_run
+from dtype_explorer.records import TraceResult
+
+
+class TraceBlock:
+    """What ``with dx.trace() as t:`` gives: ``t.result`` is the :class:`TraceResult` once the
+    block is done (the steps up to a raise where it raised; the error goes on to the caller).
+    ``t`` itself displays as its result and reads its fields (``t.steps``, ``t.to_json()``)."""
+
+    def __init__(self, max_steps: int):
+        self._run = TracedRun(what="with dx.trace()", kind="block", max_steps=max_steps)
+        self.result: TraceResult | None = None
+
+    def __enter__(self) -> TraceBlock:
+        self._run.__enter__()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        self._run.__exit__(kind, error, tb)
+        self.result = self._run.result(error=error)
+        return False
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or self.__dict__.get("result") is None:
+            raise AttributeError(f"{name!r}: the dx.trace() block has not finished yet")
+        return getattr(self.result, name)
+
+    def __str__(self) -> str:
+        return str(self.result) if self.result is not None else "dx.trace(): still running"
+
+    def _repr_html_(self) -> str | None:
+        return self.result._repr_html_() if self.result is not None else None
+
+
+def trace(fn: Any = None, /, *args: Any, **kwargs: Any) -> TraceResult | TraceBlock:
+    """Run the user's own code once, as written, and record every dtype step inside it.
+
+    ``dx.trace(fn, *args, **kwargs)`` calls ``fn(*args, **kwargs)``; ``with dx.trace() as t:``
+    traces the block. The steps are every ``keras.ops`` call, every layer ``__call__``, the
+    autocasts, variable creation and assignment, the optimizer's and loss scaling's ops, the
+    NumPy-to-tensor conversions at Keras's boundary and the user's Python operators on
+    Keras tensors, each with the user's line that caused it. Runs in this process, on the
+    backend Keras imported, and caches nothing.
+
+    Args:
+        fn: the function to call (omit it for the ``with`` form).
+        *args: its positional arguments, passed as given.
+        **kwargs: its keyword arguments, passed as given; in the ``with`` form the only
+            option, ``max_steps`` (the most steps kept, default 300).
+
+    Returns:
+        A :class:`TraceResult` (``.steps``, ``.returned``, ``.value``, ``.error``,
+        ``.first_nonfinite_step()``, ``.lossy_steps()``, ``.dtype_changes()``, ``to_json()``;
+        shown as a card in notebooks). Where ``fn`` raised, the result's ``error`` holds the
+        user's own traceback and the steps up to the raise. The ``with`` form gives a
+        :class:`TraceBlock`, whose ``result`` is set when the block ends.
+
+    >>> import dtype_explorer as dx, keras, numpy as np
+    >>> r = dx.trace(keras.ops.add, np.ones(2, "int8"), 1.5)
+    >>> r.steps[0].op, r.returned_dtype
+    ('ops.add', 'float32')
+    >>> with dx.trace() as t:
+    ...     y = keras.ops.cast(keras.ops.ones(2), "float16")
+    >>> [s.op for s in t.steps]
+    ['ops.ones', 'ops.cast']
+    """
+    if fn is None:
+        return TraceBlock(_max_steps(kwargs))
+    if not callable(fn):
+        raise InvalidSpecError(
+            f"dx.trace: fn must be a function (or omitted, for `with dx.trace() as t:`); "
+            f"received: {received(fn)} ({type(fn).__name__})"
+        )
+    what = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    value, result = traced_run(fn, args, kwargs, what=str(what)[:80])
+    return result.with_value(value)
+
+
+def _max_steps(options: dict[str, Any]) -> int:
+    unknown = sorted(set(options) - {"max_steps"})
+    if unknown:
+        raise InvalidSpecError(
+            f"dx.trace(): the with form takes max_steps only; received: {received(unknown)}"
+        )
+    steps = options.get("max_steps", 0)
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise InvalidSpecError(
+            f"dx.trace(): max_steps must be an int >= 1; received: {received(steps)}"
+        )
+    return steps
