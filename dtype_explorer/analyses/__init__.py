@@ -3,7 +3,8 @@
 ``probe`` (one target, one or several backends), ``survey`` (targets x dtypes x policies x
 backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
 ``check_model`` (a model's real forward pass, with findings), ``bisect`` (one question
-over a range of Keras releases: where its answer changed) ``trace`` (the user's own function or cell, run as written, every dtype step inside it), and ``build_atlas`` (a survey made
+over a range of Keras releases: where its answer changed), ``trace`` (the user's own function
+or cell, run as written, every dtype step inside it), and ``build_atlas`` (a survey made
 into a report, written as Parquet, JSON and a static site; ``write_atlas`` writes it without
 holding it). Each returns a record.
 """
