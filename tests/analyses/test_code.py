@@ -92,10 +92,9 @@ def test_with_block_records_and_lets_the_error_through():
     assert np.array_equal(
         keras.ops.convert_to_numpy(y), keras.ops.convert_to_numpy(keras.ops.exp(x))
     )
-    with pytest.raises(ZeroDivisionError):
-        with dx.trace() as t2:
-            keras.ops.ones(1)
-            1 / 0  # noqa: B018
+    with pytest.raises(ZeroDivisionError), dx.trace() as t2:
+        keras.ops.ones(1)
+        1 / 0  # noqa: B018
     assert t2.result.status == "raised" and [s.op for s in t2.steps] == ["ops.ones"]
 
 
@@ -118,9 +117,8 @@ def test_the_trace_leaves_keras_as_it_was():
     call = Layer.__dict__["__call__"]
     add = keras.ops.add
     dx.trace(forward, np.ones((1, 3)))
-    with pytest.raises(ValueError):
-        with dx.trace():
-            raise ValueError("x")
+    with pytest.raises(ValueError), dx.trace():
+        raise ValueError("x")
     assert Layer.__dict__["__call__"] is call and keras.ops.add is add
     assert not hasattr(keras.ops.add, "__wrapped__")
     assert keras.config.dtype_policy().name == "float32"
