@@ -23,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     "query_atlas": "dtype_explorer.analyses._atlas",
     "check_model": "dtype_explorer.analyses._audit",
     "TraceBlock": "dtype_explorer.analyses._code",
+    "CellTimeout": "dtype_explorer.analyses._code",
+    "trace_compiled": "dtype_explorer.analyses._code",
     "trace": "dtype_explorer.analyses._code",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",

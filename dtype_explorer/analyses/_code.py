@@ -9,9 +9,13 @@ change what it computes: the value returned traced is bitwise the value returned
 
 from __future__ import annotations
 
+import contextlib
+import signal
+from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run import preserved_keras_state
 from dtype_explorer.keras_run.code import TracedRun, traced_run
 from dtype_explorer.records import TraceResult
 
@@ -102,3 +106,105 @@ def _max_steps(options: dict[str, Any]) -> int:
             f"dx.trace(): max_steps must be an int >= 1; received: {received(steps)}"
         )
     return steps
+
+
+class CellTimeout(BaseException):
+    """The traced cell ran past its ``--timeout`` (a ``BaseException``, as
+    ``KeyboardInterrupt`` is, so that the cell's own ``except Exception`` does not catch it)."""
+
+
+def trace_compiled(
+    body: Any,
+    last: Any,
+    namespace: dict[str, Any],
+    *,
+    source: str,
+    cell_file: str,
+    max_steps: int = 0,
+    timeout: float | None = None,
+    policy: str | None = None,
+    floatx: str | None = None,
+) -> TraceResult:
+    """Run a compiled cell in ``namespace`` with the trace on (``%%dtype_trace``'s work).
+
+    Args:
+        body: the cell's statements, compiled (``exec``); ``last``: its last expression
+            compiled (``eval``), whose value is the cell's, or ``None``.
+        last: see ``body``.
+        namespace: the user's namespace (the cell's names are read and set there).
+        source: the cell's text; ``cell_file``: the file name it was compiled under.
+        cell_file: see ``source``.
+        max_steps: the most steps kept (0: the op trace's own limit).
+        timeout: seconds after which the cell is stopped (main thread only), or ``None``.
+        policy: a global dtype policy set for the cell and put back afterwards.
+        floatx: a ``floatx`` set for the cell and put back afterwards.
+
+    Returns:
+        The :class:`TraceResult`: ``status`` ``ok``, ``raised`` (the user's own error and
+        traceback, the steps up to it), ``timeout`` or ``exited`` (``sys.exit()``).
+
+    >>> ns = {"keras": __import__("keras")}
+    >>> r = trace_compiled(compile("x = keras.ops.ones(2)", "<c>", "exec"),
+    ...     compile("x * 2", "<c>", "eval"), ns, source="", cell_file="<c>")
+    >>> r.status, r.returned_dtype
+    ('ok', 'float32')
+    """
+    with _settings(policy, floatx), _time_limit(timeout):
+        run = TracedRun(
+            what="cell", kind="cell", max_steps=max_steps, source=source, cell_file=cell_file
+        )
+        try:
+            with run:
+                exec(body, namespace)
+                value = eval(last, namespace) if last is not None else None
+        except CellTimeout as error:
+            return run.result(
+                error=_said(error, f"the cell ran past --timeout {timeout} s and was stopped"),
+                status="timeout",
+            )
+        except SystemExit as error:
+            return run.result(
+                error=_said(error, f"the cell called sys.exit({error.code!r}); the kernel goes on"),
+                status="exited",
+            )
+        except BaseException as error:  # the user's own error, KeyboardInterrupt included
+            return run.result(error=error)
+    return run.result(value).with_value(value)
+
+
+def _said(error: BaseException, text: str) -> BaseException:
+    error.args = (text,)
+    return error
+
+
+@contextlib.contextmanager
+def _settings(policy: str | None, floatx: str | None) -> Iterator[None]:
+    if policy is None and floatx is None:
+        yield
+        return
+    import keras
+
+    with preserved_keras_state():
+        if floatx is not None:
+            keras.config.set_floatx(floatx)
+        if policy is not None:
+            keras.config.set_dtype_policy(policy)
+        yield
+
+
+@contextlib.contextmanager
+def _time_limit(timeout: float | None) -> Iterator[None]:
+    if timeout is None:
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise CellTimeout(f"the cell ran past {timeout} s")
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
