@@ -5,9 +5,10 @@ any code) and ``traced_run`` (a function called with its arguments), each giving
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any
 
-from dtype_explorer.keras_run import op_trace, operator_limit
+from dtype_explorer.keras_run import op_trace, operator_limit, unwrapped
 from dtype_explorer.keras_run.code._layers import layer_calls_traced
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 from dtype_explorer.records import CodeEnvironment, CodeError, CodeStatus, TraceResult
@@ -51,9 +52,13 @@ class TracedRun:
         source: str = "",
         cell_file: str = "",
         where: str = "this process",
+        own: bool = False,
     ):
         self.what, self.kind, self.max_steps = what, kind, max_steps
         self.source, self.cell_file, self.where = source, cell_file, where
+        #: Record what dtype-explorer's own frame calls too: ``traced_run`` calls the user's
+        #: function itself, which may be a Keras op (``dx.trace(keras.ops.add, ...)``).
+        self.own = own
         self._stack = contextlib.ExitStack()
         self.trace: Any = None
         self.environment: CodeEnvironment | None = None
@@ -62,7 +67,9 @@ class TracedRun:
         self.environment = code_environment(self.where)
         with contextlib.ExitStack() as stack:
             stack.enter_context(layer_calls_traced())
-            self.trace = stack.enter_context(op_trace(user=True, limit=self.max_steps))
+            self.trace = stack.enter_context(
+                op_trace(user=True, limit=self.max_steps, own=self.own)
+            )
             self._stack = stack.pop_all()
         return self
 
@@ -114,6 +121,14 @@ def _message(error: BaseException) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
+def _as_bound(fn: Any) -> Any:
+    """A Keras op given as the function (``dx.trace(keras.ops.add, ...)``) was taken before
+    the trace's wrappers were in place: its wrapper, bound in its module now, is called."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    bound = getattr(module, getattr(fn, "__name__", ""), None) if module is not None else None
+    return bound if bound is not fn and bound is not None and unwrapped(bound) is fn else fn
+
+
 def traced_run(
     fn: Any, args: tuple, kwargs: dict, *, what: str, max_steps: int = 0
 ) -> tuple[Any, TraceResult]:
@@ -136,10 +151,10 @@ def traced_run(
     >>> result.steps[0].op, result.returned_dtype
     ('ops.ones', 'int8')
     """
-    run = TracedRun(what=what, kind="function", max_steps=max_steps)
+    run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
     try:
         with run:
-            value = fn(*args, **kwargs)
+            value = _as_bound(fn)(*args, **kwargs)
     except Exception as error:
         return None, run.result(error=error)
     return value, run.result(value)
