@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "TraceBlock": "dtype_explorer.analyses._code",
     "CellTimeout": "dtype_explorer.analyses._code",
     "trace_compiled": "dtype_explorer.analyses._code",
+    "trace_on_backends": "dtype_explorer.analyses._code_backends",
     "trace": "dtype_explorer.analyses._code",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",

@@ -164,12 +164,15 @@ def trace_compiled(
             )
         except SystemExit as error:
             return run.result(
-                error=_said(error, f"the cell called sys.exit({error.code!r}); the kernel goes on"),
+                error=_said(
+                    error,
+                    f"the cell called sys.exit({error.code!r}): stopped there, the process goes on",
+                ),
                 status="exited",
             )
         except BaseException as error:  # the user's own error, KeyboardInterrupt included
             return run.result(error=error)
-    return run.result(value).with_value(value)
+    return run.result(value)
 
 
 def _said(error: BaseException, text: str) -> BaseException:

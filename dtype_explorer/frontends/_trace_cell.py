@@ -1,6 +1,7 @@
 """``%%dtype_trace``'s work in the kernel: the options checked, the cell compiled as IPython
 compiles it (its magics transformed, its lines cached so that tracebacks and the trace show
-them, its last expression the cell's value), then run traced (``analyses.trace_compiled``)."""
+them, its last expression the cell's value), then run traced (``analyses.trace_compiled``), or
+its source sent to other backends' user-code workers (``analyses.trace_on_backends``)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from dtype_explorer.analyses import trace_compiled
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.analyses import trace_compiled, trace_on_backends
+from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import validate_policy
-from dtype_explorer.records import TraceResult
+from dtype_explorer.records import CodeComparison, TraceResult
+from dtype_explorer.runtime import pool
 
 
-def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | None:
+def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | CodeComparison | None:
     """Run ``cell`` traced in ``shell``'s namespace with the magic's ``args``.
 
     Args:
@@ -26,30 +28,37 @@ def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | None:
             ``timeout``).
 
     Returns:
-        The :class:`TraceResult`, or ``None`` for a syntax error (shown as IPython shows it).
+        The :class:`TraceResult` (in this kernel), the :class:`CodeComparison` (``--backend``
+        naming other backends: each one's user-code worker), or ``None`` for a syntax error
+        (shown as IPython shows it).
     """
-    options = _checked(args)
+    backends, options = _checked(args)
     try:
         body, last, filename = _compiled(shell, cell)
     except (SyntaxError, OverflowError, ValueError):  # what compile() raises on a bad cell
         shell.showsyntaxerror()
         return None
+    if backends is not None:
+        try:
+            return trace_on_backends(shell.transform_cell(cell), shell.user_ns, backends, options)
+        except InvalidSpecError as error:
+            raise UsageError(str(error)) from None
     try:
         return trace_compiled(body, last, shell.user_ns, source=cell, cell_file=filename, **options)
     except ValueError as error:  # --floatx or --policy refused by Keras before the cell ran
         raise UsageError(f"%%dtype_trace: {error}") from None
 
 
-def _checked(args: Any) -> dict[str, Any]:
+def _checked(args: Any) -> tuple[list[str] | None, dict[str, Any]]:
+    """The backends' workers to run on (``None``: this kernel) and the run's options."""
     import keras
 
-    here = keras.backend.backend()
-    if args.backend is not None and args.backend.strip() != here:
-        raise UsageError(
-            f"%%dtype_trace --backend: the cell runs in this kernel's backend ({here}) only; "
-            f"received: {received(args.backend)}. Other backends' workers are not wired to "
-            "traced cells yet: run the cell in a kernel started with KERAS_BACKEND set."
-        )
+    backends = None
+    if args.backend is not None and args.backend.strip() != keras.backend.backend():
+        try:
+            backends = pool.usable(args.backend.strip())
+        except InvalidSpecError as error:
+            raise UsageError(f"%%dtype_trace --backend: {error}") from None
     if args.max_steps < 0:
         raise UsageError(f"%%dtype_trace --max-steps: must be >= 1; received: {args.max_steps}")
     if args.timeout is not None:
@@ -63,7 +72,7 @@ def _checked(args: Any) -> dict[str, Any]:
             policy = validate_policy(args.policy)
         except InvalidSpecError as error:
             raise UsageError(f"%%dtype_trace --policy: {error}") from None
-    return {
+    return backends, {
         "max_steps": args.max_steps,
         "timeout": args.timeout,
         "policy": policy,

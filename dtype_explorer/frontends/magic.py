@@ -133,7 +133,9 @@ class DtypeMagics(Magics):
     @argument(
         "--backend",
         metavar="B",
-        help="the backend to run on: this kernel's (the default and, for now, the only one)",
+        help="'all' or a comma-separated list: the cell's source run in each backend's "
+        "user-code worker, the names it reads sent as values, the answers side by side "
+        "(default: this kernel, its backend)",
     )
     @argument("--policy", metavar="P", help="a global dtype policy for the cell, put back after")
     @argument("--floatx", metavar="F", help="keras.config.floatx for the cell, put back after")

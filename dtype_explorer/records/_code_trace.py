@@ -29,13 +29,25 @@ from typing import Any, Literal
 from pydantic import PrivateAttr
 
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._trace import SourceLine, TraceStep, TraceTensor
+from dtype_explorer.records._trace import (
+    SourceLine,
+    TraceDivergence,
+    TraceStep,
+    TraceTensor,
+    first_divergence,
+)
+
+#: How far two backends' values of one step may be apart and still agree: relative, absolute.
+VALUE_RTOL, VALUE_ATOL = 1e-3, 1e-6
 
 #: How the traced code ended: it returned, it raised (the user's own error), it ran past its
 #: time limit, or it called ``sys.exit()``.
 CodeStatus = Literal["ok", "raised", "timeout", "exited"]
 
 __all__ = [
+    "VALUE_ATOL",
+    "VALUE_RTOL",
+    "CodeComparison",
     "CodeEnvironment",
     "CodeError",
     "CodeStatus",
@@ -60,6 +72,9 @@ class TracedValue(Record):
     shape: tuple[int | None, ...] | None = None
     digest: str | None = None
     text: str = ""
+    #: Its first values as floats (16 at most; ``None`` where it has none): compared across
+    #: backends within a tolerance where the bytes differ.
+    sample: tuple[float, ...] | None = None
 
     def describe(self) -> str:
         """``float32[2x3] (jaxlib ArrayImpl)`` or the value's repr when it has no dtype."""
@@ -173,3 +188,83 @@ class TraceResult(Record):
         lossy = len(self.lossy_steps())
         said += f", {lossy} lossy" if lossy else ""
         return f"{ran}{said}; returned {out}" if out else f"{ran}{said}"
+
+
+class CodeComparison(Record):
+    """One cell's source traced on several backends (``%%dtype_trace --backend all``): each
+    backend's :class:`TraceResult` side by side and where they first part, by dtype (the op
+    traces aligned, :func:`first_divergence`) and then by value (each aligned step's largest
+    magnitude, then what the cell returned, within :data:`VALUE_RTOL`/:data:`VALUE_ATOL`).
+    """
+
+    source: str
+    results: dict[str, TraceResult]
+
+    def dtype_part(self) -> TraceDivergence | None:
+        """The first step whose dtypes or outcome differ between backends, or ``None``."""
+        return first_divergence({b: r.steps for b, r in self.results.items()})
+
+    def value_part(self) -> str | None:
+        """Where the values first part, in words, once the dtypes agree (``None``: they
+        agree everywhere the trace looked)."""
+        if self.dtype_part() is not None or len(self.results) < 2:
+            return None
+        names = list(self.results)
+        ref = self.results[names[0]]
+        for other in names[1:]:
+            said = _value_part(names[0], ref, other, self.results[other])
+            if said:
+                return said
+        return None
+
+    def statuses(self) -> dict[str, str]:
+        """How the cell ended on each backend (``ok``, ``raised``, ...)."""
+        return {b: r.status for b, r in self.results.items()}
+
+    def headline(self) -> str:
+        """Where the backends part, or that they agree, in one sentence."""
+        ended = self.statuses()
+        if set(ended.values()) != {"ok"}:
+            said = "; ".join(
+                f"{b}: {r.status}" + (f" ({r.error.text()})" if r.error is not None else "")
+                for b, r in self.results.items()
+            )
+            return f"The cell did not end normally everywhere: {said}."
+        part = self.dtype_part()
+        if part is not None:
+            return part.message
+        value = self.value_part()
+        if value is not None:
+            return value
+        return f"The backends agree on every step's dtypes and values ({', '.join(ended)})."
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return True
+    if a != a or b != b:  # NaN: agree only with NaN
+        return a != a and b != b
+    if a in (float("inf"), float("-inf")) or b in (float("inf"), float("-inf")):
+        return a == b
+    return abs(a - b) <= VALUE_ATOL + VALUE_RTOL * max(abs(a), abs(b))
+
+
+def _value_part(name: str, ref: TraceResult, other_name: str, other: TraceResult) -> str:
+    mine = [s for s in ref.steps if s.phase == "call"]
+    theirs = [s for s in other.steps if s.phase == "call"]
+    if [s.op for s in mine] == [s.op for s in theirs]:
+        for a, b in zip(mine, theirs, strict=True):
+            if not _close(a.max_abs, b.max_abs):
+                return (
+                    f"The values first part at #{a.index} {a.op} ({ref.line_of(a)}): largest "
+                    f"magnitude {a.max_abs:g} on {name}, {b.max_abs:g} on {other_name}."
+                )
+    for x, y in zip(ref.returned, other.returned, strict=False):
+        if x.digest == y.digest or x.sample is None or y.sample is None:
+            continue
+        if len(x.sample) != len(y.sample) or not all(map(_close, x.sample, y.sample)):
+            return (
+                f"The values the cell returned part ({x.name}: {x.text} on {name}, "
+                f"{y.text} on {other_name})."
+            )
+    return ""

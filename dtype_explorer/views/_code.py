@@ -5,7 +5,7 @@ trace (``views/_html.trace_html``); every fact is the record's."""
 
 from __future__ import annotations
 
-from dtype_explorer.records import TraceResult, TraceStep
+from dtype_explorer.records import CodeComparison, TraceDivergence, TraceResult, TraceStep
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, chip, clip, e
 
 
@@ -118,3 +118,44 @@ def _item(result: TraceResult, step: TraceStep) -> str:
         f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
         f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{where}</li>"
     )
+
+
+def comparison_text(comparison: CodeComparison) -> str:
+    """Each backend's trace, then where they part (the headline first)."""
+    lines = [comparison.headline()]
+    for backend, result in comparison.results.items():
+        lines.append("")
+        lines.append(f"== {backend} ==")
+        lines.append(code_trace_text(result))
+    return "\n".join(lines)
+
+
+def comparison_html(comparison: CodeComparison) -> str:
+    """The backends side by side, one column each, under where they part."""
+    part = comparison.dtype_part()
+    cols = "".join(
+        f"<td style='vertical-align:top'><b>{e(b)}</b>{_column(r, part)}</td>"
+        for b, r in comparison.results.items()
+    )
+    return (
+        f"{STYLE}<div class='dx-card dx-code-compare'><div><b>{e(comparison.headline())}</b>"
+        f"</div><table><tr>{cols}</tr></table></div>"
+    )
+
+
+def _column(result: TraceResult, part: TraceDivergence | None) -> str:
+    mark = part.steps.get(result.environment.backend) if part is not None else None
+    items = "".join(
+        _item(result, s).replace("<li", "<li class='dx-part'", 1) if s.index == mark else
+        _item(result, s)
+        for s in result.steps
+    )  # fmt: skip
+    error = (
+        f"<pre class='dx-traceback'>{e(result.error.text())}\n{e(result.error.traceback)}</pre>"
+        if result.error is not None
+        else ""
+    )
+    returned = "".join(
+        f"<div class='dx-meta'>returned {e(v.describe())}</div>" for v in result.returned
+    )
+    return f"<div class='dx-meta'>{e(result.headline())}</div>{error}<ol class='dx-trace'>{items}</ol>{returned}"

@@ -100,6 +100,7 @@ def test_a_loop_past_its_timeout_is_stopped(shell, ns):
 def test_sys_exit_gets_a_clear_answer(shell, ns):
     result = shell.run_cell_magic("dtype_trace", "", "import sys\nsys.exit(3)")
     assert result.status == "exited" and "sys.exit(3)" in result.error.message
+    assert "goes on" in result.error.message
     _after_is_fine(shell)
 
 

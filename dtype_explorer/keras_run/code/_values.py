@@ -58,6 +58,7 @@ def _describe(name: str, value: Any) -> TracedValue:
         return TracedValue(
             name=name, type=type_name, dtype=f"python_{t.__name__}", shape=(),
             digest=_digest(f"python_{t.__name__}", arr), text=repr(value)[:80],
+            sample=(float(value),),
         )  # fmt: skip
     if not (hasattr(value, "dtype") and hasattr(value, "shape")) or isinstance(value, type):
         return TracedValue(name=name, type=type_name, text=_short(value))
@@ -71,8 +72,15 @@ def _describe(name: str, value: Any) -> TracedValue:
         arr = np.asarray(value)
     return TracedValue(
         name=name, type=type_name, dtype=dtype, shape=shape, digest=_digest(dtype, arr),
-        text=_short(arr),
+        text=_short(arr), sample=_sample(arr),
     )  # fmt: skip
+
+
+def _sample(arr: np.ndarray) -> tuple[float, ...] | None:
+    try:
+        return tuple(float(v) for v in arr.reshape(-1)[:16].astype("float64"))
+    except (TypeError, ValueError):  # strings, objects
+        return None
 
 
 def _digest(dtype: str, arr: np.ndarray) -> str:
