@@ -158,4 +158,5 @@ def _column(result: TraceResult, part: TraceDivergence | None) -> str:
     returned = "".join(
         f"<div class='dx-meta'>returned {e(v.describe())}</div>" for v in result.returned
     )
-    return f"<div class='dx-meta'>{e(result.headline())}</div>{error}<ol class='dx-trace'>{items}</ol>{returned}"
+    head = f"<div class='dx-meta'>{e(result.headline())}</div>{error}"
+    return f"{head}<ol class='dx-trace'>{items}</ol>{returned}"
