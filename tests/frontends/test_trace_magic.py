@@ -128,7 +128,7 @@ def test_a_cell_that_patches_dense_call_changes_only_what_the_user_changed(shell
 @pytest.mark.parametrize(
     ("line", "said"),
     [
-        ("--backend torch", "received: 'torch'"),
+        ("--backend jaxx", "'jaxx'"),
         ("--policy mixed_flaot16", "mixed_float16"),
         ("--floatx int8", "int8"),
         ("--max-steps -1", "received: -1"),
