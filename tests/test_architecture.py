@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -143,3 +144,90 @@ def test_importing_the_package_and_its_public_names_imports_no_framework():
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+# -- package faces: the lazy table, the TYPE_CHECKING imports and __all__ agree ---------------
+
+
+def _dotted(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _faces() -> list[Path]:
+    """Every package ``__init__`` with a lazy table (``_EXPORTS``)."""
+    return [p for p in sorted(PACKAGE.rglob("__init__.py")) if "_EXPORTS" in p.read_text()]
+
+
+def face_disagreements(init: Path) -> list[str]:
+    """Where a package's ``TYPE_CHECKING`` imports differ from its ``_EXPORTS`` table (read as
+    ``dtype_explorer.lazy`` reads it: ``module``, ``module:attribute``, or a module exported
+    as itself): each name is imported under TYPE_CHECKING from where the table says it lives."""
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    table: dict[str, str] = {}
+    imported: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "_EXPORTS":
+            table = ast.literal_eval(node.value)
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.ImportFrom):
+                    for alias in inner.names:
+                        imported[alias.asname or alias.name] = f"{inner.module}.{alias.name}"
+    expected = {}
+    for name, where in table.items():
+        module, _, attribute = where.partition(":")
+        exported_as_module = not attribute and module.rsplit(".", 1)[-1] == name
+        expected[name] = module if exported_as_module else f"{module}.{attribute or name}"
+    return [
+        f"{name}: _EXPORTS {expected.get(name)}, TYPE_CHECKING {imported.get(name)}"
+        for name in sorted(set(expected) | set(imported))
+        if expected.get(name) != imported.get(name)
+    ]
+
+
+def test_every_lazy_package_keeps_its_names_in_one_table():
+    lazy_without_table = [
+        p.relative_to(ROOT).as_posix()
+        for p in sorted(PACKAGE.rglob("__init__.py"))
+        if "lazy.exports(" in p.read_text()
+        and "lazy.exports(__name__, _EXPORTS)" not in p.read_text()
+    ]
+    assert lazy_without_table == []
+    assert len(_faces()) >= 12
+
+
+def test_each_face_imports_its_names_under_type_checking_from_where_the_table_says():
+    wrong = {p.relative_to(ROOT).as_posix(): face_disagreements(p) for p in _faces()}
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_each_faces_all_is_its_tables_public_names_and_each_resolves():
+    for init in _faces():
+        name = _dotted(ROOT, init)
+        module = importlib.import_module(name)
+        table = module._EXPORTS
+        own = {
+            node.name
+            for node in ast.parse(init.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.FunctionDef | ast.ClassDef)
+        }
+        public = [n for n in table if not n.startswith("_")]
+        assert [n for n in module.__all__ if n not in own] == public, name
+        for exported in table:
+            assert getattr(module, exported) is not None, (name, exported)
+
+
+def test_the_face_check_fails_where_the_table_and_the_imports_differ(tmp_path):
+    init = tmp_path / "__init__.py"
+    init.write_text(
+        "from typing import TYPE_CHECKING\n"
+        '_EXPORTS: dict[str, str] = {"a": "p._m", "b": "p.b", "c": "p._n:d", "e": "p._m"}\n'
+        "if TYPE_CHECKING:\n"
+        "    from p import b\n    from p._m import a\n    from p._n import d as c\n"
+        "    from p._x import e\n    from p._m import f\n"
+    )
+    assert face_disagreements(init) == [
+        "e: _EXPORTS p._m.e, TYPE_CHECKING p._x.e",
+        "f: _EXPORTS None, TYPE_CHECKING p._m.f",
+    ]

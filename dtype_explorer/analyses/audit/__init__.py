@@ -13,10 +13,19 @@ rules import records only. Nothing else in ``analyses`` imports it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {
     "check_model": "dtype_explorer.analyses.audit._check",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.analyses.audit._check import check_model
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

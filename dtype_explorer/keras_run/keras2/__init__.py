@@ -19,3 +19,6 @@ from dtype_explorer import lazy
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {}
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

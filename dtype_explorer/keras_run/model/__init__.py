@@ -14,6 +14,8 @@ reverse.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -34,4 +36,26 @@ _EXPORTS: dict[str, str] = {
     "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.model._copy import init_parameters
+    from dtype_explorer.keras_run.model._instance import Packed, pack
+    from dtype_explorer.keras_run.model._model_trace import (
+        _HALF,
+        LayerEvent,
+        ModelTracer,
+        _autocast_events,
+        _tensor_kwargs,
+    )
+    from dtype_explorer.keras_run.model._quantize import ADDED_IN, lacking_mode, stored_variables
+    from dtype_explorer.keras_run.model._samples import tensor_infos
+    from dtype_explorer.keras_run.model._training import (
+        compiled_by,
+        global_seed_kept,
+        train_one_step,
+    )
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -14,6 +14,8 @@ values, the catalog). Keras 2 (``keras_run.keras2``) uses its stages through the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -33,4 +35,23 @@ _EXPORTS: dict[str, str] = {
     "timed": "dtype_explorer.keras_run.probe._stages",
     "variable_steps": "dtype_explorer.keras_run.probe._stages",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.probe._fields import ProbeFields
+    from dtype_explorer.keras_run.probe._observe import Invalid, broadcast, error_info, output_note
+    from dtype_explorer.keras_run.probe._stages import (
+        Called,
+        LayerInputs,
+        call_layer,
+        construct,
+        layer_inputs,
+        recorded_call,
+        supplied,
+        timed,
+        variable_steps,
+    )
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

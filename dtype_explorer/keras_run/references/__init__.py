@@ -10,6 +10,8 @@ use it through the names below.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -19,4 +21,16 @@ _EXPORTS: dict[str, str] = {
     "no_counterpart": "dtype_explorer.keras_run.references._calls",
     "tf_reference_run": "dtype_explorer.keras_run.references._tf_reference:run",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.references._calls import (
+        NO_COUNTERPART,
+        call_reference,
+        no_counterpart,
+    )
+    from dtype_explorer.keras_run.references._tf_reference import run as tf_reference_run
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

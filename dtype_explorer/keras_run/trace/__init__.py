@@ -14,6 +14,8 @@ rooms use the names below; the modules stay private to this package.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -31,4 +33,25 @@ _EXPORTS: dict[str, str] = {
     "op_kernel": "dtype_explorer.keras_run.trace._placement",
     "placed": "dtype_explorer.keras_run.trace._placement",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.trace._call_trace import (
+        CallRecorder,
+        variable_dtypes,
+        variable_name,
+        wrapped_entry_points,
+    )
+    from dtype_explorer.keras_run.trace._op_trace import (
+        MAX_STEPS,
+        Trace,
+        op_trace,
+        operator_limit,
+        unwrapped,
+        wrapped_like,
+    )
+    from dtype_explorer.keras_run.trace._placement import op_kernel, placed
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]
