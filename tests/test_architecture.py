@@ -146,12 +146,166 @@ def test_importing_the_package_and_its_public_names_imports_no_framework():
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
-# -- package faces: the lazy table, the TYPE_CHECKING imports and __all__ agree ---------------
+# -- limits, checked: files, function bodies, private names -----------------------------------
+
+#: The most lines a module may have, and a function's body (its docstring not counted).
+MAX_FILE_LINES = 600
+MAX_BODY_LINES = 80
+#: Modules that are data tables (one entry per Keras target, read as a table), not code: the
+#: file limit does not apply to them.
+DATA_TABLES = frozenset({"keras_run/catalog/_layers.py"})
+
+
+def _is_module(root: Path, dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package under ``root`` (the folder holding it)."""
+    path = root.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def _dotted(root: Path, path: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def long_files(package: Path, data_tables: frozenset[str] = frozenset()) -> list[str]:
+    """Modules of ``package`` over :data:`MAX_FILE_LINES` lines (``data_tables`` exempt)."""
+    return [
+        f"{path.relative_to(package).as_posix()}: {lines} lines"
+        for path in sorted(package.rglob("*.py"))
+        if path.relative_to(package).as_posix() not in data_tables
+        for lines in [len(path.read_text(encoding="utf-8").splitlines())]
+        if lines > MAX_FILE_LINES
+    ]
+
+
+def long_functions(package: Path) -> list[str]:
+    """Functions of ``package`` whose body (from its first statement after the docstring to its
+    last line) is over :data:`MAX_BODY_LINES` lines."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            body = node.body
+            if (
+                len(body) > 1
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+            ):
+                body = body[1:]  # the docstring is not the body
+            lines = node.end_lineno - body[0].lineno + 1
+            if lines > MAX_BODY_LINES:
+                found.append(f"{path.relative_to(package).as_posix()}:{node.lineno} {node.name}")
+    return found
+
+
+def private_imports(package: Path) -> list[str]:
+    """Underscored names one module of ``package`` takes from another: ``from m import _x``
+    or ``m._x`` on an imported module, where ``_x`` is not itself a module (a private module
+    imported inside its package is import-linter's to check)."""
+    root = package.parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        here = _dotted(root, path)
+        base = here if path.name == "__init__.py" else here.rpartition(".")[0]
+        modules: dict[str, str] = {}  # local name -> the module it is bound to
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = base.split(".")
+                    origin = ".".join(parts[: len(parts) - node.level + 1])
+                    module = ".".join(p for p in (origin, node.module) if p)
+                else:
+                    module = node.module or ""
+                if module.split(".")[0] != package.name:
+                    continue
+                for alias in node.names:
+                    if _is_module(root, f"{module}.{alias.name}"):
+                        modules[alias.asname or alias.name] = f"{module}.{alias.name}"
+                    elif _private(alias.name):
+                        found.append(
+                            f"{path.relative_to(root)}:{node.lineno} {module}.{alias.name}"
+                        )
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname and alias.name.split(".")[0] == package.name:
+                        modules[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in modules
+                and _private(node.attr)
+                and not _is_module(root, f"{modules[node.value.id]}.{node.attr}")
+            ):
+                found.append(
+                    f"{path.relative_to(root)}:{node.lineno} {modules[node.value.id]}.{node.attr}"
+                )
+    return found
+
+
+def test_modules_are_at_most_600_lines_except_data_tables():
+    assert long_files(PACKAGE, DATA_TABLES) == []
+
+
+def test_function_bodies_are_at_most_80_lines():
+    assert long_functions(PACKAGE) == []
+
+
+def test_no_underscored_name_is_imported_across_modules():
+    assert private_imports(PACKAGE) == []
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    package = tmp_path / "pkg"
+    for name, text in {"__init__.py": "", **files}.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text, encoding="utf-8")
+    return package
+
+
+def test_the_file_limit_fails_on_a_601_line_module(tmp_path):
+    package = _package(tmp_path, {"big.py": "x = 1\n" * 601, "ok.py": "x = 1\n" * 600})
+    assert long_files(package) == ["big.py: 601 lines"]
+    assert long_files(package, frozenset({"big.py"})) == []  # a data table is exempt
+
+
+def test_the_body_limit_fails_on_an_81_line_function(tmp_path):
+    doc = '    """A docstring\n    of two lines."""\n'
+    package = _package(
+        tmp_path,
+        {
+            "long.py": "def f():\n" + doc + "    x = 1\n" * 81,
+            "ok.py": "def g():\n" + doc + "    x = 1\n" * 80,
+        },
+    )
+    assert long_functions(package) == ["long.py:1 f"]
+
+
+def test_the_private_name_check_fails_on_a_cross_module_private_import(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "_a.py": "_HALF = ('float16', 'bfloat16')\ndef _helper():\n    pass\n",
+            "b.py": "from pkg._a import _HALF\n",
+            "c.py": "from pkg import _a\n_a._helper()\n",
+            "d.py": "from . import _a\nfrom ._a import _helper\n",
+            "fine.py": "from pkg import _a\nfrom pkg._a import __name__ as n\nprint(_a.__doc__)\n",
+        },
+    )
+    assert private_imports(package) == [
+        "pkg/b.py:1 pkg._a._HALF",
+        "pkg/c.py:2 pkg._a._helper",
+        "pkg/d.py:2 pkg._a._helper",
+    ]
+
+
+# -- package faces: the lazy table, the TYPE_CHECKING imports and __all__ agree ---------------
 
 
 def _faces() -> list[Path]:

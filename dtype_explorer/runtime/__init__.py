@@ -2,7 +2,7 @@
 (``cache``). Keras fixes its backend at import, so the kernel asks each backend's worker; a
 worker that hangs or dies takes no kernel down, and answers are kept across sessions.
 
-``pool`` and ``cache`` are imported on first use, so a cached read (``cached``) imports neither.
+``pool`` and ``cache`` are imported on first use, so a cached read (``cache_read``) imports neither.
 """
 
 from __future__ import annotations

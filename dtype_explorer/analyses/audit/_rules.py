@@ -30,7 +30,7 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
 
 #: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
-HALF = tuple(d for d in dtypes.FAMILIES["float"] if dtypes.bits(d) == 16)
+HALF = dtypes.HALF  # the 16-bit floats (one owner: dtypes)
 _TO_FLOAT32 = 'x = keras.layers.Activation("linear", dtype="float32")(x)   # cast x to float32\n'
 
 

@@ -2,7 +2,8 @@
 16-bit policy (keras-hub's attention softmax is built with ``dtype="float32"``, so that
 Keras computes it in float32 and casts its input up). A pure function of the recorded calls.
 
->>> from dtype_explorer.records import LayerCall
+>>> from dtype_explorer import dtypes
+from dtype_explorer.records import LayerCall
 >>> def call(path, cls, policy, compute, depth=1):
 ...     return LayerCall(path=path, layer_class=cls, depth=depth, policy=policy,
 ...                      compute_dtype=compute, variable_dtype="float32")
@@ -17,10 +18,8 @@ layers cast back down): m/attention/softmax (Softmax in Attention).
 
 from __future__ import annotations
 
+from dtype_explorer import dtypes
 from dtype_explorer.records import LayerCall
-
-#: The compute dtypes of the 16-bit policies (mixed_float16, mixed_bfloat16, float16, ...).
-_HALF = ("float16", "bfloat16")
 
 
 def float32_on_purpose(calls: list[LayerCall]) -> list[str]:
@@ -28,7 +27,7 @@ def float32_on_purpose(calls: list[LayerCall]) -> list[str]:
     computes in float32 inside a model that computes in 16 bits (its ``dtype`` was set where
     it is built), with the layer that holds it; none when there is none."""
     top = next((c for c in calls if c.depth == 0), None)
-    if top is None or top.compute_dtype not in _HALF:
+    if top is None or top.compute_dtype not in dtypes.HALF:
         return []
     classes = {c.path: c.layer_class for c in calls}
     kept = [

@@ -34,12 +34,11 @@ from typing import Any
 
 from dtype_explorer import dtypes
 from dtype_explorer.keras_run.model import (
-    _HALF,
     LayerEvent,
     ModelTracer,
-    _autocast_events,
-    _tensor_kwargs,
+    autocast_events,
     tensor_infos,
+    tensor_kwargs,
 )
 from dtype_explorer.records import LayerCall, VariableDtypes
 
@@ -108,7 +107,7 @@ class Keras2Event(LayerEvent):
             update={
                 "entry": entry,
                 "builtin": type(self.layer).__module__.split(".")[0] == "tf_keras",
-                "autocast": tuple(_autocast_events(self.given, self.received, entry)),
+                "autocast": tuple(autocast_events(self.given, self.received, entry)),
             }
         )
 
@@ -184,7 +183,7 @@ class Keras2Tracer(ModelTracer):
             if not (hasattr(x, "dtype") and hasattr(x, "shape")):
                 return x
             name = dtypes.describe(x)
-            hit = dtypes.is_integer(name) if source == "integer" else name in _HALF
+            hit = dtypes.is_integer(name) if source == "integer" else name in dtypes.HALF
             return tf.cast(x, target) if hit else x
 
         return tf.nest.map_structure(cast, structure)
@@ -193,7 +192,7 @@ class Keras2Tracer(ModelTracer):
 def _given(structure: Any, values: bool) -> tuple:
     """The tensors given to ``Layer.__call__`` (masks left out), as the records show them."""
     args, kwargs = structure
-    return tensor_infos((args, _tensor_kwargs(kwargs)), values)
+    return tensor_infos((args, tensor_kwargs(kwargs)), values)
 
 
 def _entry_dtypes(layer: Any) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run._numerics import worth_value_check
+from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
 from dtype_explorer.keras_run.model._samples import (
     describe_model,
     expected_inputs,
@@ -48,8 +49,6 @@ from dtype_explorer.timing import ms
 
 #: How Keras says that an input does not fit a layer's input spec.
 _INCOMPATIBLE = "is incompatible with the layer"
-#: The 16-bit floats (the audit's retry casts them to float32).
-_HALF = tuple(d for d in dtypes.FAMILIES["float"] if dtypes.bits(d) == 16)
 #: The most values (inputs and outputs together) a layer call keeps for its value check.
 MAX_CHECKED = 1_000_000
 
@@ -94,7 +93,7 @@ class LayerEvent:
             entry=entry,
             outputs=self.outputs,
             variables=self.variables,
-            autocast=tuple(_autocast_events(self.given, self.received, entry)),
+            autocast=tuple(autocast_events(self.given, self.received, entry)),
             error=self.error,
             retried=self.retried,
             softmax=is_softmax(layer),
@@ -168,7 +167,7 @@ class ModelTracer:
 
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple[TensorInfo, ...]:
         """What a layer call is given, before Keras converts or casts it."""
-        return tensor_infos((args, _tensor_kwargs(kwargs)), self.values)
+        return tensor_infos((args, tensor_kwargs(kwargs)), self.values)
 
     def _traced_call(self, original: Any, layer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The layer's own ``__call__`` inside the ops trace it keeps."""
@@ -275,7 +274,7 @@ class ModelTracer:
             self.calls.append(event)
             pending = self._pending.get(key)
             event.given = pending[-1] if pending else None
-            event.received = tensor_infos((args, _tensor_kwargs(kwargs)), self.values)
+            event.received = tensor_infos((args, tensor_kwargs(kwargs)), self.values)
             event.variables = self.layer_variables(layer)
             self._active.add(key)
             try:
@@ -360,10 +359,6 @@ def _as_numpy(structure: Any) -> Any:
     )
 
 
-def _tensor_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in kwargs.items() if k != "mask" and not k.endswith("_mask")}
-
-
 def _variables(layer: Any) -> dict[str, VariableDtypes]:
     """The layer's own variables (not its sublayers'), by name, as stored and as read here."""
     found: dict[str, VariableDtypes] = {}
@@ -371,18 +366,6 @@ def _variables(layer: Any) -> dict[str, VariableDtypes]:
         name = variable.name if variable.name not in found else variable.path
         found[name] = variable_dtypes(variable)
     return found
-
-
-def _autocast_events(given, received, entry) -> Iterator[str]:
-    """The input casts Keras made on the way into ``call`` (variable reads are in ``variables``)."""
-    if given is not None and len(given) == len(received):
-        for i, (g, r) in enumerate(zip(given, received, strict=True)):
-            if g.dtype != r.dtype:
-                yield f"input {i}: {g.dtype} → {r.dtype}"
-    if entry and len(entry) == len(received):
-        for i, (r, e) in enumerate(zip(received, entry, strict=True)):
-            if r.dtype != e:
-                yield f"input {i}: {r.dtype} → {e} (keras.Input dtype)"
 
 
 def _retry_cast(layer: Any, received: tuple[TensorInfo, ...]) -> tuple[str, str] | None:
@@ -393,7 +376,7 @@ def _retry_cast(layer: Any, received: tuple[TensorInfo, ...]) -> tuple[str, str]
     compute = layer.compute_dtype
     if keras.backend.is_float_dtype(compute) and any(dtypes.is_integer(n) for n in names):
         return "integer", compute
-    if names & set(_HALF):
+    if names & set(dtypes.HALF):
         return "16-bit float", "float32"
     return None
 
@@ -405,7 +388,7 @@ def _cast(structure: Any, source: str, target: str) -> Any:
         if not (hasattr(x, "dtype") and hasattr(x, "shape")):
             return x
         name = dtypes.describe(x)
-        hit = dtypes.is_integer(name) if source == "integer" else name in _HALF
+        hit = dtypes.is_integer(name) if source == "integer" else name in dtypes.HALF
         return keras.ops.cast(x, target) if hit else x
 
     return keras.tree.map_structure(cast, structure)

@@ -1,11 +1,11 @@
 """The probe paths: one probe run in this process, from a ``ProbeSpec`` to its ``ProbeResult``.
 
 ``_run`` is the one entry point (``keras_run.run_probe``): it sets the policy and floatx and
-hands the spec to its target's path: ``_layer`` (a layer, in the modes of ``_modes``, against
-the reference of ``_layer_reference``, quantized by ``_quantize_layer``), ``_op`` (a
-``keras.ops`` function) or ``_objective`` (a loss or a metric). The stages every path runs are
-in ``_stages``, what they share (errors told apart, outputs made into steps) in ``_observe``,
-and the fields they return in ``_fields``.
+hands the spec to its target's path: ``_layer`` (a layer, made as ``_layer_target`` says, in
+the modes of ``_modes``, against the reference of ``_layer_reference``, quantized by
+``_quantize_layer``), ``_op`` (a ``keras.ops`` function) or ``_objective`` (a loss or a
+metric). The stages every path runs are in ``_stages``, what they share (errors told apart,
+outputs made into steps) in ``_observe``, and the fields they return in ``_fields``.
 
 It may import the foundation, ``records``, the op trace (``keras_run.trace``), the model
 passes (``keras_run.model``) and the engine's top-level rooms (rules, expectations, numerics,

@@ -30,7 +30,8 @@ from dtype_explorer.keras_run._keras_state import preserved_keras_state
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run.model import Packed, pack
 from dtype_explorer.keras_run.probe._fields import ProbeFields
-from dtype_explorer.keras_run.probe._layer import layer_class, layer_entry, run_layer
+from dtype_explorer.keras_run.probe._layer import run_layer
+from dtype_explorer.keras_run.probe._layer_target import layer_class, layer_entry
 from dtype_explorer.keras_run.probe._objective import run_objective
 from dtype_explorer.keras_run.probe._observe import (
     Invalid,

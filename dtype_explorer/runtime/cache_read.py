@@ -21,23 +21,23 @@ True
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sqlite3
 import time
 
 import pydantic
 
-from dtype_explorer import backends, keras_facts
+from dtype_explorer import backends, folders
+from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.runtime import _mac, _rows
+from dtype_explorer.runtime import _allowed, _mac, _rows
 from dtype_explorer.runtime._cache_key import installed_key
 from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 
 #: The cache's database file in its directory (``_store.FILE``; a test pins them equal).
 DB_FILE = "cache.db"
-#: The variable that limits the backends a worker may start for (``pool.ENV_BACKENDS``).
-ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
+#: The variable that limits the backends a worker may start for (read by ``_allowed``).
+ENV_BACKENDS = _allowed.ENV_BACKENDS
 #: ``diskcache``'s lookup of an inline text row (``Disk.put``'s raw key, ``MODE_RAW``).
 _LOOKUP = (
     "SELECT mode, value FROM Cache WHERE key = ? AND raw = 1"
@@ -84,15 +84,16 @@ def _usable(backend: str | None) -> bool:
     """Whether the pool would run ``backend`` (installed, and allowed by the environment)."""
     if backend not in backends.BACKENDS:
         return False
-    allowed = os.environ.get(ENV_BACKENDS, "").strip()
-    if allowed and backend not in {b.strip() for b in allowed.split(",")}:
+    try:
+        allowed = _allowed.env_backends()
+    except InvalidSpecError:  # a misspelled variable: the full path says what is wrong
         return False
-    return backend == "numpy" or importlib.util.find_spec(backend) is not None
+    return (allowed is None or backend in allowed) and _allowed.installed(backend)
 
 
 def _row(found: str) -> str | None:
     """The text stored under ``found``, or ``None`` (no row, no database, any SQLite error)."""
-    where = keras_facts.cache_dir() / DB_FILE
+    where = folders.cache_dir() / DB_FILE
     if not where.is_file():
         return None
     try:
