@@ -20,7 +20,7 @@ _EXPORTS: dict[str, str] = {
     "save_atlas": "dtype_explorer.analyses._atlas",
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
-    "check_model": "dtype_explorer.analyses._audit",
+    "check_model": "dtype_explorer.analyses.audit._check",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",
     "bisect": "dtype_explorer.analyses._bisect",

@@ -560,9 +560,9 @@ def log_paths(backend: str, engine: str | None = None, *, user: bool = False) ->
 
 def shutdown() -> None:
     """Stop every worker now (also run at interpreter exit), and this process's TensorFlow
-    reference process (``keras_run._tf_reference``); later probes start new ones."""
+    reference process (``keras_run.references._tf_reference``); later probes start new ones."""
     spawn.stop_slots(list(spawn.pools))
-    if "dtype_explorer.keras_run._tf_reference" in sys.modules:  # started: stop it
+    if "dtype_explorer.keras_run.references._tf_reference" in sys.modules:  # started: stop it
         keras_run.tf_reference_stop(wait=True)
 
 

@@ -175,11 +175,14 @@ def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
 #: What a cached answer never needs: the other analyses, the records and views of other
 #: questions, the probe's own code (it runs in the workers), and the heavy libraries.
 NOT_FOR_A_CACHED_ANSWER = {
-    *(f"dtype_explorer.analyses._{m}" for m in ("atlas", "audit", "bisect", "cluster")),
+    *(f"dtype_explorer.analyses._{m}" for m in ("atlas", "bisect", "cluster")),
+    "dtype_explorer.analyses.audit._check",
     *(f"dtype_explorer.analyses._{m}" for m in ("promotion", "run", "survey")),
     *(f"dtype_explorer.records._{m}" for m in ("atlas", "bisect", "promotion", "survey")),
     *(f"dtype_explorer.views._{m}" for m in ("atlas", "figures", "html", "svg")),
-    *(f"dtype_explorer.keras_run._{m}" for m in ("probe", "probe_layer", "trace", "numerics")),
+    *(f"dtype_explorer.keras_run.probe._{m}" for m in ("run", "layer")),
+    "dtype_explorer.keras_run.trace._op_trace",
+    "dtype_explorer.keras_run._numerics",
     "pandas",
     "plotly",
     "pyarrow",
