@@ -11,6 +11,8 @@ holding it). Each returns a record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -21,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "save_atlas": "dtype_explorer.analyses._atlas",
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
-    "check_model": "dtype_explorer.analyses._audit",
+    "check_model": "dtype_explorer.analyses.audit._check",
     "TraceBlock": "dtype_explorer.analyses._code",
     "CellTimeout": "dtype_explorer.analyses._code",
     "trace_compiled": "dtype_explorer.analyses._code",
@@ -41,29 +43,32 @@ _EXPORTS: dict[str, str] = {
     "run_specs": "dtype_explorer.analyses._survey",
     "survey": "dtype_explorer.analyses._survey",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.analyses._atlas import (
+        build_atlas,
+        query_atlas,
+        save_atlas,
+        writable_directory,
+        write_atlas,
+        write_parts,
+    )
+    from dtype_explorer.analyses._bisect import (
+        NoAnswerError,
+        PackageIndexError,
+        bisect,
+        index_releases,
+        resolve_versions,
+    )
+    from dtype_explorer.analyses._code import CellTimeout, TraceBlock, trace, trace_compiled
+    from dtype_explorer.analyses._code_backends import trace_on_backends
+    from dtype_explorer.analyses._probe import probe, resolve_backends
+    from dtype_explorer.analyses._promotion import promotion_table
+    from dtype_explorer.analyses._run import progress_with
+    from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, run_specs, survey
+    from dtype_explorer.analyses.audit._check import check_model
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
-__all__ = [
-    "DEFAULT_POLICIES",
-    "NoAnswerError",
-    "PackageIndexError",
-    "TraceBlock",
-    "bisect",
-    "build_atlas",
-    "check_model",
-    "expand_targets",
-    "index_releases",
-    "probe",
-    "progress_with",
-    "promotion_table",
-    "query_atlas",
-    "resolve_backends",
-    "resolve_versions",
-    "run_specs",
-    "save_atlas",
-    "survey",
-    "trace",
-    "writable_directory",
-    "write_atlas",
-    "write_parts",
-]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

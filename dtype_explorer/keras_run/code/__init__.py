@@ -1,6 +1,6 @@
 """The user's own code traced: a function or a cell run as written, once, with the op trace on.
 
-``traced_run`` opens the op trace (``keras_run/_trace.py``, the probe's: its wrappers of every
+``traced_run`` opens the op trace (``keras_run/trace``, the probe's: its wrappers of every
 Keras op, its hooks of the user's Python operators, its records) with the user's line named on
 every step, makes each layer's ``__call__`` a step of its own for as long as it is open
 (``Layer.__call__`` wrapped on the class by the trace's own wrapper, put back afterwards), and
@@ -22,6 +22,8 @@ put back by the caller).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 _EXPORTS: dict[str, str] = {
@@ -31,6 +33,11 @@ _EXPORTS: dict[str, str] = {
     "describe_returned": "dtype_explorer.keras_run.code._values",
     "user_traceback": "dtype_explorer.keras_run.code._values",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.code._run import TracedRun, code_environment, traced_run
+    from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 __all__ = ["TracedRun", "code_environment", "describe_returned", "traced_run", "user_traceback"]

@@ -5,7 +5,7 @@ the original (``keras_run.traced_callable``), one wrapper per layer class, named
 ``Dense.__call__``: the step shows what the layer was *given* (a NumPy float64 array, a
 Python list) and what it returned, with the user's line; the ops the layer runs (its
 conversion, its autocast, its variables' creation) are steps of their own after it. This file
-counts as the trace's own on the stack (``_trace_frames.TRACE_FILES``), so the step's line is
+counts as the trace's own on the stack (``trace/_frames.TRACE_FILES``), so the step's line is
 the caller's. The original is put back when the last open trace closes (where someone patched
 it since, theirs is left).
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dtype_explorer.keras_run import traced_callable
+from dtype_explorer.keras_run.trace import traced_callable
 
 _LOCK = threading.RLock()
 _OPEN = {"count": 0, "original": None, "hook": None}

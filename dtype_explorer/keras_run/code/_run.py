@@ -8,9 +8,9 @@ import contextlib
 import sys
 from typing import Any
 
-from dtype_explorer.keras_run import op_trace, operator_limit, unwrapped
 from dtype_explorer.keras_run.code._layers import layer_calls_traced
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
+from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
 from dtype_explorer.records import CodeEnvironment, CodeError, CodeStatus, TraceResult
 
 #: No value: the code raised, or a ``with`` block returns none.
