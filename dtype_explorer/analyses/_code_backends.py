@@ -16,6 +16,7 @@ import ast
 import builtins
 import concurrent.futures
 import functools
+import importlib
 import linecache
 import threading
 import types
@@ -104,8 +105,6 @@ def _as_travelling(value: Any) -> tuple[str, Any]:
 
 def _arrived(kind: str, payload: Any) -> Any:
     if kind == "module":
-        import importlib
-
         return importlib.import_module(payload)
     if kind == "value":
         return payload

@@ -40,4 +40,5 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
 
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
-__all__ = ["TracedRun", "code_environment", "describe_returned", "traced_run", "user_traceback"]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]
