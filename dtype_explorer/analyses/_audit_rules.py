@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.analyses import _audit_rules_exact
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
@@ -61,6 +62,7 @@ def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Fi
         lambda c: _silent_downcasts(c, policy),
         _int_into_float,
         _precision_loss,
+        _audit_rules_exact.lossy_casts,
         _float32_only,
         _custom_dtypes,
         _float16_outputs,
@@ -290,12 +292,16 @@ def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
 
 
 def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
-    flagged = [c for c in calls if _overflowed(c)]
+    # inf/NaN out of a lookup is an id out of its range (jax fills NaN), not an overflow:
+    # the step that rounded the ids says so (``lossy-cast``)
+    flagged = [c for c in calls if _overflowed(c) and computes_on_values(c)]
     for call in flagged:
         if any(o.path.startswith(call.path + "/") for o in flagged):
             continue  # an inner layer is where it happened
         finite_given = all(t.finite is not False for t in call.given or ())
         at_entry = finite_given and any(t.finite is False for t in call.received)
+        if at_entry and any(loss.overflowed for loss in call.losses):
+            continue  # the autocast's own finding (lossy-cast) counts what overflowed there
         how = (
             f"casting its finite input to {_names(call.received)} on entry"
             if at_entry

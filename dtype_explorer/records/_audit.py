@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._exactness import CastLoss
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
@@ -35,6 +36,8 @@ FindingKind = Literal[
     "reference-error",
     "precision-loss",
     "value-divergence",
+    # a dtype-changing step (keras.Input conversion, autocast) that lost values
+    "lossy-cast",
     # the policy rule and result_type name different dtypes
     "rules-disagree",
     # quantization (check_model(quantize=)) and round trips (mode="save")
@@ -97,6 +100,9 @@ class LayerCall(Record):
     outputs: tuple[TensorInfo, ...] = ()
     variables: dict[str, VariableDtypes] = Field(default_factory=dict)
     autocast: tuple[str, ...] = ()
+    #: What this call's own dtype-changing steps lost: its autocast, and (a functional
+    #: model) its inputs' conversion to their ``keras.Input`` dtypes.
+    losses: tuple[CastLoss, ...] = ()
     error: ErrorInfo | None = None
     retried: str | None = None
     softmax: bool = False
@@ -146,6 +152,8 @@ class Finding(Record):
     fix: str = ""
     details: dict[str, JsonValue] = Field(default_factory=dict)
     step: TraceStep | None = None
+    #: What the step named lost, in numbers (a ``lossy-cast`` finding).
+    loss: CastLoss | None = None
 
     def where(self) -> str:
         """The op and the line where the problem first appears (``""`` when not traced):
