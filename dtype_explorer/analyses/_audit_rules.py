@@ -22,10 +22,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import _audit_rules_exact
+from dtype_explorer.analyses._audit_rules_exact import computes_on_values
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
@@ -61,7 +60,7 @@ def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Fi
         _call_errors,
         lambda c: _silent_downcasts(c, policy),
         _int_into_float,
-        _precision_loss,
+        _audit_rules_exact.precision_loss,
         _audit_rules_exact.lossy_casts,
         _float32_only,
         _custom_dtypes,
@@ -152,47 +151,6 @@ def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
                 f'# or just cast: x = keras.ops.cast(x, "{call.compute_dtype}")'
             ),
             details={"input": ints[0], "raised": raised},
-        )
-
-
-def _precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
-    """Integer data (ids, labels) a leaf call computes on in a 16-bit float (compute dtype,
-    variable read, output) beyond that float's exact integers (``dtypes.exact_integers``):
-    rounded to others inside the dtype's tolerance. The peak is ``TensorInfo.max_abs``; a
-    lookup layer (Embedding: ids index a table) computes nothing on them."""
-    for call in calls:
-        ints = [t for t in call.received if dtypes.is_integer(t.dtype) and t.max_abs is not None]
-        if not ints or not call.leaf or not computes_on_values(call):
-            continue
-        peak = max(t.max_abs or 0.0 for t in ints)
-        reads = [v.read or v.stored for v in call.variables.values()]
-        half = next(
-            (
-                d
-                for d in (call.compute_dtype, *reads, *(t.dtype for t in call.outputs))
-                if d in HALF
-            ),
-            None,
-        )
-        limit = dtypes.exact_integers(half)
-        if half is None or limit is None or peak <= limit:
-            continue
-        rounded = float(np.asarray(peak).astype(dtypes.numpy_dtype(half)))
-        yield Finding(
-            kind="precision-loss",
-            severity="warning",
-            path=call.path,
-            message=(
-                f"{ints[0].dtype} data up to {peak:g} reaches {call.layer_class}, which computes "
-                f"in {half}; {half} holds integers exactly only up to {limit}, so {peak:g} "
-                f"becomes {rounded:g}: ids or labels are rounded to others, with no error "
-                "beyond the dtype's tolerance to show it."
-            ),
-            fix=(
-                f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
-                f'{call.spelled}(..., dtype="float32")'
-            ),
-            details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
         )
 
 
@@ -391,13 +349,6 @@ def _rules_disagree(calls: list[LayerCall], model: AuditedModel) -> Iterator[Fin
 
 
 # --------------------------------------------------------------------------- wrong numbers
-
-
-def computes_on_values(call: LayerCall) -> bool:
-    """Not a lookup, hashing or index layer (an integer there is an id, not a number): a call
-    whose numbers the value check compares with a reference run."""
-    entry = _catalog_entry(call.layer_class) if call.builtin else None
-    return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
 
 
 def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> list[Finding]:

@@ -23,11 +23,17 @@ lookup), that layer is named: it read other rows, or raised on an id out of its 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import CastLoss, Finding, LayerCall
+
+#: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
+HALF = tuple(d for d in dtypes.FAMILIES["float"] if dtypes.bits(d) == 16)
 
 #: How each step is named in a finding.
 _STEP_NAMES = {
@@ -101,6 +107,59 @@ def _fix(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> str:
     return f"# keep these values in {loss.source}: cast later, or not at all"
 
 
+def precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
+    """Integer data (ids, labels) a leaf call computes on in a 16-bit float (compute dtype,
+    variable read, output) beyond that float's exact integers (``dtypes.exact_integers``):
+    rounded to others inside the dtype's tolerance. The peak is ``TensorInfo.max_abs``; a
+    lookup layer (Embedding: ids index a table) computes nothing on them, and a call given a
+    float beside the integers (float16 probabilities, int32 labels) may be 16-bit for that
+    float alone: the step that rounds integers is then measured where it happens
+    (``lossy-cast``)."""
+    for call in calls:
+        ints = [t for t in call.received if dtypes.is_integer(t.dtype) and t.max_abs is not None]
+        if not ints or not call.leaf or not computes_on_values(call):
+            continue
+        if any(dtypes.is_float(t.dtype) for t in call.received):
+            continue  # a 16-bit float beside the integers (probabilities by labels) is not theirs
+        peak = max(t.max_abs or 0.0 for t in ints)
+        reads = [v.read or v.stored for v in call.variables.values()]
+        half = next(
+            (
+                d
+                for d in (call.compute_dtype, *reads, *(t.dtype for t in call.outputs))
+                if d in HALF
+            ),
+            None,
+        )
+        limit = dtypes.exact_integers(half)
+        if half is None or limit is None or peak <= limit:
+            continue
+        rounded = float(np.asarray(peak).astype(dtypes.numpy_dtype(half)))
+        yield Finding(
+            kind="precision-loss",
+            severity="warning",
+            path=call.path,
+            message=(
+                f"{ints[0].dtype} data up to {peak:g} reaches {call.layer_class}, which computes "
+                f"in {half}; {half} holds integers exactly only up to {limit}, so {peak:g} "
+                f"becomes {rounded:g}: ids or labels are rounded to others, with no error "
+                "beyond the dtype's tolerance to show it."
+            ),
+            fix=(
+                f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
+                f'{call.spelled}(..., dtype="float32")'
+            ),
+            details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
+        )
+
+
+def computes_on_values(call: LayerCall) -> bool:
+    """Not a lookup, hashing or index layer (an integer there is an id, not a number): a call
+    whose numbers the value check compares with a reference run."""
+    entry = _layer_entry(call.layer_class) if call.builtin else None
+    return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
+
+
 def _index_readers(later: list[LayerCall], loss: CastLoss) -> list[LayerCall]:
     """The leaf layers after the step that take ``loss.target`` tensors as indices."""
     return [
@@ -114,10 +173,14 @@ def _index_readers(later: list[LayerCall], loss: CastLoss) -> list[LayerCall]:
 
 def _takes_indices(layer_class: str, builtin: bool) -> bool:
     """A catalogued layer whose first input is an index (Embedding, lookups, one-hot)."""
-    if not builtin:
-        return False
+    entry = _layer_entry(layer_class) if builtin else None
+    return entry is not None and entry.roles[:1] == ("index",)
+
+
+def _layer_entry(name: str) -> Any:
+    """The catalog's entry of a layer class (``None``: not a catalogued layer)."""
     try:
-        entry = catalog.entry(layer_class)
+        found = catalog.entry(name)
     except InvalidSpecError:
-        return False
-    return entry.kind == "layer" and entry.roles[:1] == ("index",)
+        return None
+    return found if found.kind == "layer" else None

@@ -89,13 +89,15 @@ def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> d
         masks["rounded"] = integral & finite_a & (a != b)
         if dtypes.family(source) == "float":
             _, tiny = dtypes.float_limits(target)
+            _, source_tiny = dtypes.float_limits(source)
             masks["underflowed"] = finite_b & (b != 0) & (a == 0) & ~masks["rounded"]
-            masks["subnormal"] = (np.abs(b) >= tiny) & (a != 0) & (np.abs(a) < tiny)
+            normal_before = np.abs(b) >= source_tiny
+            masks["subnormal"] = normal_before & (a != 0) & (np.abs(a) < tiny)
             masks["rounded"] &= ~masks["underflowed"]
     elif dtypes.is_integer(target):
         low, high = dtypes.int_range(target) or (-np.inf, np.inf)
         outside = finite_b & ((b < low) | (b > high))
-        at_bound = (a == low) | (a == high)
+        at_bound = a == np.clip(b, low, high)  # clipped to the bound on its own side
         masks["saturated"] = outside & at_bound
         masks["wrapped"] = outside & ~at_bound
     return masks
