@@ -41,7 +41,7 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy "
             f"{e(spec.policy)}{floatx_text(spec.floatx)}"
             f"{f' · quantize {e(spec.quantize)}' if spec.quantize else ''} · {e(result.backend)} "
-            f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
+            f"({e(result.device)}){cached}</span>{badge(result.shown_verdict)}</div>"
         )
     if spec.mode != "call":
         parts.append(
@@ -274,7 +274,7 @@ def probe_set_html(probe_set: ProbeSet) -> str:
             f"<tr><td><b>{e(label(r))}</b></td><td>{e(r.status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
             f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
-            f"<td>{badge(r.verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
+            f"<td>{badge(r.shown_verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
             f"<td title='{e(error)}'>{e(clip(error, 60))}</td></tr>"
         )
     table = (
