@@ -132,7 +132,9 @@ class LayerCall(Record):
                 f"{name}: {v.stored}" + (f"→{v.read}" if v.read and v.read != v.stored else "")
                 for name, v in self.variables.items()
             ),
-            "events": "; ".join([*self.autocast, *self._failure()]),
+            "events": "; ".join(
+                [*self.autocast, *(f"lost: {x.text()}" for x in self.losses), *self._failure()]
+            ),
         }
 
     def _failure(self) -> list[str]:
