@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "TensorInfo": "dtype_explorer.records._audit",
     "Record": "dtype_explorer.records._base",
     "CastLoss": "dtype_explorer.records._exactness",
+    "LayerDamage": "dtype_explorer.records._exactness",
+    "where_precision_goes": "dtype_explorer.records._exactness",
     "MAX_EXAMPLES": "dtype_explorer.records._exactness",
     "QuantizationReport": "dtype_explorer.records._quantize",
     "QuantizedLayer": "dtype_explorer.records._quantize",
@@ -196,6 +198,7 @@ __all__ = [
     "InputValue",
     "Kind",
     "LayerCall",
+    "LayerDamage",
     "LayerDifference",
     "LayerQuantization",
     "Mode",
@@ -246,4 +249,5 @@ __all__ = [
     "pair_key",
     "reference_label",
     "values_digest",
+    "where_precision_goes",
 ]

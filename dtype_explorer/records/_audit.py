@@ -10,7 +10,7 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._exactness import CastLoss
+from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
@@ -249,11 +249,19 @@ class AuditReport(Record):
     quantization: QuantizationReport | None = None
     #: ``mode="save"``: each format's save and load, compared layer by layer.
     roundtrip: RoundTripReport | None = None
+    #: Each leaf layer output against the same model in float32 (a model computing in a
+    #: 16-bit float, ``mode="call"``), in forward order; :meth:`precision_goes` ranks them.
+    damage: tuple[LayerDamage, ...] = ()
     #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
     #: an engine audits the model rebuilt from its config in that release's worker.
     engine: str | None = None
     #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
     keras: str = ""
+
+    def precision_goes(self) -> tuple[list[LayerDamage], str]:
+        """:attr:`damage` sorted by error (largest first) and the first layer whose error
+        jumps (``records.where_precision_goes``)."""
+        return where_precision_goes(self.damage)
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

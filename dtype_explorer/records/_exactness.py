@@ -117,3 +117,79 @@ def _why(cause: str, target: str) -> str:
 def _num(value: float) -> str:
     """An integer-valued number without its ``.0``; others in ``g`` form."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+class LayerDamage(Record):
+    """One layer output against the same model run in a wider ``reference`` dtype
+    (``check_model``'s per-layer reference): the error, and the output's headroom.
+
+    ``rel_rms``: ``rms(out - ref) / rms(ref)``; ``sqnr_db``: ``10 log10(sum ref^2 / sum
+    (out - ref)^2)`` (``None`` when they are equal); ``max_abs_error``: ``max |out - ref|``;
+    ``amax``: ``max |out|`` of the finite values; ``top_bits``: ``log2(largest finite /
+    amax)``, the headroom before overflow; ``bottom_bits``: ``log2(smallest non-zero |out| /
+    smallest normal)``, negative once values are subnormal.
+
+    >>> d = LayerDamage(path="m/d", layer_class="Dense", dtype="float16", reference="float32",
+    ...                 rel_rms=0.001, sqnr_db=60.0, max_abs_error=0.01, amax=8.0,
+    ...                 top_bits=12.9, bottom_bits=14.0)
+    >>> d.text()
+    'm/d (Dense, float16): rel RMS 0.001, SQNR 60.0 dB, max |err| 0.01, amax 8, headroom 12.9 \
+bits to the largest finite, 14.0 above the smallest normal'
+    """
+
+    path: str
+    layer_class: str
+    call_index: int = 0
+    output: int = 0
+    dtype: str
+    reference: str
+    rel_rms: float
+    sqnr_db: float | None = None
+    max_abs_error: float
+    amax: float | None = None
+    top_bits: float | None = None
+    bottom_bits: float | None = None
+    nonfinite: int = 0
+
+    def text(self) -> str:
+        """One line: where, the error, the headroom."""
+        sqnr = "exact" if self.sqnr_db is None else f"{self.sqnr_db:.1f} dB"
+        room = ""
+        if self.top_bits is not None:
+            room = f", headroom {self.top_bits:.1f} bits to the largest finite"
+        if self.bottom_bits is not None:
+            room += f", {self.bottom_bits:.1f} above the smallest normal"
+        bad = f", {self.nonfinite} inf/NaN" if self.nonfinite else ""
+        return (
+            f"{self.path} ({self.layer_class}, {self.dtype}): rel RMS {self.rel_rms:.3g}, "
+            f"SQNR {sqnr}, max |err| {self.max_abs_error:.3g}"
+            + (f", amax {self.amax:.4g}" if self.amax is not None else "")
+            + room
+            + bad
+        )
+
+
+def where_precision_goes(damage: tuple[LayerDamage, ...]) -> tuple[list[LayerDamage], str]:
+    """The layers sorted by error (the largest first), and the path of the first layer whose
+    error jumps: in forward order, the first whose relative RMS error is more than
+    :data:`JUMP` times both every earlier layer's and its dtype's epsilon (``""``: none).
+
+    >>> mk = lambda p, e: LayerDamage(path=p, layer_class="Dense", dtype="float16",
+    ...     reference="float32", rel_rms=e, max_abs_error=e)
+    >>> ranked, jump = where_precision_goes((mk("a", 1e-4), mk("b", 2e-4), mk("c", 0.05)))
+    >>> [d.path for d in ranked], jump
+    (['c', 'b', 'a'], 'c')
+    """
+    ranked = sorted(damage, key=lambda d: -d.rel_rms)
+    worst = 0.0
+    for d in damage:
+        eps = dtypes.tolerance(d.dtype) / dtypes.TOLERANCE_ULPS
+        if d.rel_rms > JUMP * max(worst, eps):
+            return ranked, d.path
+        worst = max(worst, d.rel_rms)
+    return ranked, ""
+
+
+#: How many times the error so far (or the dtype's epsilon) a layer's error must exceed to
+#: be where precision goes.
+JUMP = 10.0
