@@ -25,6 +25,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import (
     _audit_engine,
+    _audit_fixes,
     _audit_keras2,
     _audit_predict,
     _audit_quantize,
@@ -187,6 +188,9 @@ def check_model(
             audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
         if asked.mode == "call" and audit.outputs is not None and _computes_in_half(audit.calls):
             _damage_phase(audit)
+            audit.findings = _audit_fixes.prove(
+                audit.findings, audit.target, audit.sample, audit.arguments, audit.calls
+            )
         if audit.quantized is not None:
             audit.ran["quantization"], found = _audit_quantize.finish(
                 audit.quantized.report, audit.calls
