@@ -258,8 +258,7 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
             continue  # an inner layer is where it happened
         finite_given = all(t.finite is not False for t in call.given or ())
         at_entry = finite_given and any(t.finite is False for t in call.received)
-        if at_entry and any(loss.overflowed for loss in call.losses):
-            continue  # the autocast's own finding (lossy-cast) counts what overflowed there
+        counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), None)
         how = (
             f"casting its finite input to {_names(call.received)} on entry"
             if at_entry
@@ -277,13 +276,22 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
             kind="overflow",
             severity="error",
             path=call.path,
-            message=f"{said}: float16 holds at most 65504.{_at(step)}",
+            message=f"{said}: {_held(call)}."
+            + (f" {counted.text()}." if counted else "")
+            + _at(step),
             step=step,
+            loss=counted,
             fix=(
                 f'{call.spelled}(..., dtype="float32")   # this layer in float32\n'
                 "# or keep activations small (normalise inputs), or use mixed_bfloat16"
             ),
         )
+
+
+def _held(call: LayerCall) -> str:
+    """``float16 holds at most 65504``: the 16-bit float the call overflowed, in its words."""
+    half = next(d for d in (call.compute_dtype, *(t.dtype for t in call.outputs)) if d in HALF)
+    return f"{half} holds at most {dtypes.float_limits(half)[0]:g}"
 
 
 def _no_loss_scaling(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:

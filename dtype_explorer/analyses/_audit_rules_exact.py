@@ -50,6 +50,8 @@ def lossy_casts(calls: list[LayerCall]) -> Iterator[Finding]:
     integers as indices."""
     for i, call in enumerate(calls):
         for loss in call.losses:
+            if loss.step == "autocast" and loss.cause == "overflow":
+                continue  # the overflow rule's finding, at this call, carries these counts
             readers = _index_readers(calls[i + 1 :], loss) if loss.cause == "rounding" else []
             yield _finding(call, loss, readers)
 
