@@ -5,9 +5,10 @@ amax and headroom). Used by ``check_model`` when a layer computes in a 16-bit fl
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((4,))
->>> model = keras.Model(inputs, keras.layers.Dense(3, dtype="mixed_float16", name="d")(inputs))
->>> [d.path for d in layer_damage(model, np.ones((2, 4), "float32"))]
-['functional/d']
+>>> dense = keras.layers.Dense(3, dtype="mixed_float16", name="d")
+>>> model = keras.Model(inputs, dense(inputs), name="m")
+>>> [(d.path, d.dtype, d.reference) for d in layer_damage(model, np.ones((2, 4), "float32"))]
+[('m/d', 'float16', 'float32')]
 """
 
 from __future__ import annotations
