@@ -379,8 +379,10 @@ def _damage_phase(audit: _Audit) -> None:
     t0 = time.perf_counter()
     try:
         audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments)
-    except InvalidSpecError as error:
-        audit.notes.append(f"No per-layer float32 reference: {error}")
+    except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
+        audit.notes.append(
+            f"No per-layer float32 reference: {type(error).__name__}: {as_sentence(str(error))}"
+        )
     audit.timings["reference_ms"] = ms(t0)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import declared_inputs, float32_set, nonfinite_outputs
 from dtype_explorer.records import Finding, LayerCall
 
@@ -39,8 +38,9 @@ def prove(
     try:
         before = sum(nonfinite_outputs(model, sample, arguments).values())
         fix = float32_set(model, sample, [f.path.rsplit("/", 1)[-1] for f in overflows], arguments)
-    except InvalidSpecError as error:
-        return [_untried(f, str(error)) if f.kind == "overflow" else f for f in findings]
+    except Exception as error:  # a copy that cannot be made or run: the fix is not proven
+        why = f"{type(error).__name__}: {error}"
+        return [_untried(f, why) if f.kind == "overflow" else f for f in findings]
     classes = {name: layer_class(calls, name) for name in fix.layers}
     return [_proven(f, fix, before, classes) if f.kind == "overflow" else f for f in findings]
 
@@ -83,7 +83,11 @@ def _proven(finding: Finding, fix: Any, before: int, classes: dict[str, str]) ->
 
 def _untried(finding: Finding, why: str) -> Finding:
     return finding.model_copy(
-        update={"details": {**finding.details, "proven": False, "not_tried": why}}
+        update={
+            "message": finding.message
+            + f" The audit could not run the fix on a copy ({why}): it is not proven.",
+            "details": {**finding.details, "proven": False, "not_tried": why},
+        }
     )
 
 
