@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import dtype_explorer as dx
-from dtype_explorer.analyses import _audit_rules as rules
+from dtype_explorer.analyses.audit import _rules as rules
 from dtype_explorer.keras_run import cast_loss
 from dtype_explorer.records import CastLoss, LayerCall, TensorInfo
 
