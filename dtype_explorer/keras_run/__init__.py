@@ -151,8 +151,6 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.keras2._modes import train_on_batch as keras2_train_on_batch
     from dtype_explorer.keras_run.keras2._probe import run_keras2
     from dtype_explorer.keras_run.keras2._rebuild import Keras2Refusal, rebuild_in_keras2
-    from dtype_explorer.keras_run.model._layer_damage import layer_damage
-    from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
     from dtype_explorer.keras_run.model._copy import (
         arguments_given,
         compile_copy,
@@ -163,7 +161,9 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         variables_kept,
     )
     from dtype_explorer.keras_run.model._instance import Packed, pack
+    from dtype_explorer.keras_run.model._layer_damage import layer_damage
     from dtype_explorer.keras_run.model._model_trace import ModelTracer
+    from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
     from dtype_explorer.keras_run.model._quantize import (
         QuantizeRequest,
         leaf_outputs,

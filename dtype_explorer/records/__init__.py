@@ -170,12 +170,6 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         TensorInfo,
     )
     from dtype_explorer.records._base import Record
-    from dtype_explorer.records._exactness import (
-        MAX_EXAMPLES,
-        CastLoss,
-        LayerDamage,
-        where_precision_goes,
-    )
     from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
     from dtype_explorer.records._compare import (
         CompareCell,
@@ -192,6 +186,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         check_engine_backend,
         engine_package,
         engine_spec,
+    )
+    from dtype_explorer.records._exactness import (
+        MAX_EXAMPLES,
+        CastLoss,
+        LayerDamage,
+        where_precision_goes,
     )
     from dtype_explorer.records._fit import FitReport, GradientInfo
     from dtype_explorer.records._numerics import (
