@@ -19,7 +19,8 @@ the exit status is 1 if any is. Figures (each measured by the script named, in o
   ``dx.probe`` as the user waits (warm worker, op trace on, no cache) / a bare
   construct-and-call.
 * ``audit:float32``, ``audit:mixed_bfloat16``: ``check_model`` / ``model(x)`` on jax
-  (``audit_policy.py``).
+  (``audit_policy.py``); ``audit:mixed_bfloat16/own``: the policy's audit / a call of the same
+  model built under that policy.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def measure(only: set[str], repeats: int) -> dict[str, dict]:
                 "worst": worst["layer"],
                 "cells": mine,
             }
-    if only & {"audit:float32", f"audit:{audit_policy.POLICY}"}:
+    if any(name.startswith("audit:") for name in only):
         for row in audit_policy.in_backend("jax", repeats):
             now[f"audit:{row['audit']}"] = {"min": row["ratio_min"], "median": row["ratio_median"]}
     return now
@@ -132,10 +133,10 @@ def main() -> None:
     unknown = only - set(table)
     if unknown:
         parser.error(f"unknown figure ids {sorted(unknown)}; valid: {sorted(table)}")
-    load = os.getloadavg()
+    load, started = os.getloadavg(), datetime.now(timezone.utc)
     now = measure(only, args.repeats)
     report = {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
         "load": [round(x, 1) for x in load],
         "load_after": [round(x, 1) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
