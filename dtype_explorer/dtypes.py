@@ -289,15 +289,31 @@ def is_text_array(value: object) -> bool:
     )
 
 
-#: The 16-bit floats (float16, bfloat16): what a mixed policy computes in, and what the audit's
-#: retry casts to float32. Read from :data:`FAMILIES`, the one owner of the dtype names.
-HALF: tuple[str, ...] = tuple(d for d in FAMILIES["float"] if bits(d) == 16)
+@functools.cache
+def half_floats() -> tuple[str, ...]:
+    """The 16-bit floats (float16, bfloat16): what a mixed policy computes in, and what the
+    audit's retry casts to float32. Read from :data:`FAMILIES`, the one owner of the dtype
+    names, at first use (their widths import ``ml_dtypes``); ``dtypes.HALF`` is the same.
+
+    Returns:
+        The names, in :data:`FAMILIES`' order.
+
+    >>> half_floats()
+    ('bfloat16', 'float16')
+    """
+    return tuple(d for d in FAMILIES["float"] if bits(d) == 16)
+
+
+def __getattr__(name: str) -> object:
+    """``HALF``: :func:`half_floats`, computed at first use, not at import."""
+    if name == "HALF":
+        return half_floats()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "FAMILIES",
     "FLOATX",
-    "HALF",
     "ML_DTYPES",
     "PRESETS",
     "PYTHON_SCALARS",
@@ -307,6 +323,7 @@ __all__ = [
     "bits",
     "describe",
     "family",
+    "half_floats",
     "int_range",
     "is_float",
     "is_integer",
