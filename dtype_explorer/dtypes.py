@@ -392,5 +392,5 @@ def float_limits(name: str) -> tuple[float, float]:
     >>> float_limits("float16")
     (65504.0, 6.103515625e-05)
     """
-    info = ml_dtypes.finfo(numpy_dtype(name))
+    info = _info(name)
     return float(info.max), float(info.smallest_normal)

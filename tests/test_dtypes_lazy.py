@@ -22,7 +22,9 @@ from dtype_explorer import dtypes
 seen = {"import": "ml_dtypes" in sys.modules}
 for name in ("float16", "float32", "float64", "int8", "uint16", "complex64", "bool"):
     dtypes.bits(name), dtypes.tolerance(name), dtypes.int_range(name)
-    dtypes.narrows(name, "float16")
+    dtypes.narrows(name, "float16"), dtypes.HALF
+    if dtypes.family(name) == "float":
+        dtypes.float_limits(name)
     dtypes.exact_integers(name), dtypes.numpy_dtype(name), dtypes.sample(name, (2,), preset="edge")
     dtypes.standardize(name), dtypes.family(name)
 seen["numpy types"] = "ml_dtypes" in sys.modules
@@ -53,6 +55,7 @@ def test_float_facts_are_the_ones_ml_dtypes_gives(name):
     assert dtypes.numpy_dtype(name) == np.dtype(getattr(ml_dtypes, name, None) or name)
     if dtypes.family(name) == "float":
         assert dtypes.exact_integers(name) == 2 ** (int(raw.nmant) + 1)
+        assert dtypes.float_limits(name) == (float(raw.max), float(raw.smallest_normal))
     edge = dtypes.sample(name, (4,), preset="edge").astype(np.float64)
     assert edge[2:].tolist() == [float(raw.max), float(raw.min)]
 
