@@ -22,7 +22,7 @@ from dtype_explorer import dtypes
 seen = {"import": "ml_dtypes" in sys.modules}
 for name in ("float16", "float32", "float64", "int8", "uint16", "complex64", "bool"):
     dtypes.bits(name), dtypes.tolerance(name), dtypes.int_range(name)
-    dtypes.narrows(name, "float16"), dtypes.HALF
+    dtypes.narrows(name, "float16")
     if dtypes.family(name) == "float":
         dtypes.float_limits(name)
     dtypes.exact_integers(name), dtypes.numpy_dtype(name), dtypes.sample(name, (2,), preset="edge")
