@@ -2,7 +2,8 @@
 # One entry point for people and CI.
 #   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab (extra args go to it)
 #   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test
-#   ./dev.sh bench     run the benchmarks in benchmarks/
+#   ./dev.sh bench     run the benchmarks in benchmarks/ (--check: rerun benchmarks/README.md's
+#                      headline figures, claim vs now; exit 1 if one is over its goal or 25 % off)
 #   ./dev.sh docs      build the documentation site into site/ (strict: a warning fails it)
 #   ./dev.sh setup     only set up (.venv with every backend)
 set -euo pipefail
@@ -56,10 +57,14 @@ case "${1:-}" in
     ;;
   bench)
     setup
-    for script in benchmarks/*.py; do "$PY" "$script"; done
+    if [ "${2:-}" = "--check" ]; then shift 2; exec "$PY" benchmarks/check.py "$@"; fi
+    for script in benchmarks/*.py; do
+      [ "$script" != benchmarks/check.py ] || continue
+      "$PY" "$script"
+    done
     ;;
   *)
-    sed -n '2,7p' "$0"
+    sed -n '2,8p' "$0"
     exit 2
     ;;
 esac

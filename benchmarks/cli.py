@@ -141,6 +141,7 @@ def run_first(repeats: int, root: Path) -> dict:
     results = {
         name: {
             "wall_s": round(statistics.median(runs), 3),
+            "wall_min_s": round(min(runs), 3),
             "cpu_s": round(statistics.median(cpu[name]), 3),
         }
         for name, runs in walls.items()

@@ -112,6 +112,7 @@ def measure(
     return {
         name: {
             "wall_s": statistics.median(w for w, _, _ in runs),
+            "wall_min_s": min(w for w, _, _ in runs),
             "rss_mb": statistics.median(r for _, r, _ in runs),
             "cpu_s": statistics.median(c for _, _, c in runs),
         }

@@ -1,8 +1,10 @@
 """The dtype vocabulary, and sample arrays for every Keras dtype.
 
 The names come from Keras itself (``keras.src.backend.common.dtypes``); bfloat16 and the
-float8 types are made with ``ml_dtypes``. Python scalars enter as *weak* types:
-``"python_int"``, ``"python_float"`` and ``"python_bool"``.
+float8 types are made with ``ml_dtypes``, imported only where one of them is really built or
+measured (:func:`ml_type`): a cached answer never imports it (~0.4 s of CPU with ml_dtypes
+0.7). Python scalars enter as *weak* types: ``"python_int"``, ``"python_float"`` and
+``"python_bool"``.
 
 >>> sample("uint8", (2, 3), preset="image").dtype
 dtype('uint8')
@@ -11,8 +13,8 @@ dtype('uint8')
 from __future__ import annotations
 
 import functools
+import importlib
 
-import ml_dtypes
 import numpy as np
 
 from dtype_explorer import keras_facts
@@ -41,11 +43,35 @@ PRESETS: dict[str, str] = {
     "tiny": "magnitudes around 1e-6, below float16's normal range",
     "edge": "edge values in turn: 0, -1 (1 for unsigned), the dtype's max and min",
 }
-_ML_DTYPES = {
-    "bfloat16": ml_dtypes.bfloat16,
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-    "float8_e5m2": ml_dtypes.float8_e5m2,
-}
+#: The Keras dtypes NumPy has no type for: ``ml_dtypes`` makes them (:func:`ml_type`).
+ML_DTYPES: tuple[str, ...] = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def ml_type(name: str) -> type:
+    """The ``ml_dtypes`` scalar type of ``name`` (one of :data:`ML_DTYPES`), importing
+    ``ml_dtypes`` now: only where such an array is really built or measured.
+
+    Args:
+        name: ``"bfloat16"``, ``"float8_e4m3fn"`` or ``"float8_e5m2"``.
+
+    Returns:
+        The scalar type, e.g. ``ml_dtypes.bfloat16``.
+
+    >>> ml_type("bfloat16").__name__
+    'bfloat16'
+    """
+    if name not in ML_DTYPES:
+        raise unknown("ml_dtypes type", name, ML_DTYPES)
+    return getattr(importlib.import_module("ml_dtypes"), name)
+
+
+def _info(name: str):
+    """``finfo``/``iinfo`` of a numeric dtype: NumPy's for its own types, ``ml_dtypes``'s (imported
+    here) for bfloat16 and the float8 types."""
+    if name in ML_DTYPES:
+        return importlib.import_module("ml_dtypes").finfo(ml_type(name))
+    kind = np.dtype(name)
+    return np.iinfo(kind) if kind.kind in "iu" else np.finfo(kind)
 
 
 @functools.cache
@@ -81,17 +107,15 @@ def is_integer(name: str) -> bool:
 
 @functools.cache
 def bits(name: str) -> int | None:
-    """The bit width of a numeric dtype (``ml_dtypes.finfo``/``iinfo``; a complex number counts
+    """The bit width of a numeric dtype (``finfo``/``iinfo``; a complex number counts
     both parts); ``None`` for bool, string and the weak Python scalars.
 
     >>> bits("bfloat16"), bits("float8_e5m2"), bits("uint16"), bits("complex64"), bits("bool")
     (16, 8, 16, 64, None)
     """
     kind = family(name)
-    if kind in ("float", "float8"):
-        return int(ml_dtypes.finfo(numpy_dtype(name)).bits)
-    if kind in ("int", "uint"):
-        return int(ml_dtypes.iinfo(numpy_dtype(name)).bits)
+    if kind in ("float", "float8", "int", "uint"):
+        return int(_info(name).bits)
     if kind == "complex":
         return numpy_dtype(name).itemsize * 8
     return None
@@ -125,6 +149,7 @@ def standardize(value: object, parameter: str = "input_dtype") -> str:
     a weak scalar. Raises ``InvalidSpecError`` naming ``parameter``, what was received and what
     is valid.
 
+    >>> import ml_dtypes
     >>> standardize(np.float32), standardize(np.dtype("uint8")), standardize(ml_dtypes.bfloat16)
     ('float32', 'uint8', 'bfloat16')
     >>> standardize("FLOAT32")
@@ -170,8 +195,8 @@ _PYTHON_TYPES: dict[type, str] = {
 
 def numpy_dtype(name: str) -> np.dtype:
     """The NumPy dtype holding samples of a Keras dtype (``string`` becomes ``object``)."""
-    if name in _ML_DTYPES:
-        return np.dtype(_ML_DTYPES[name])
+    if name in ML_DTYPES:
+        return np.dtype(ml_type(name))
     if name == "string":
         return np.dtype(object)
     return np.dtype(name)
@@ -229,11 +254,7 @@ def _edge(name: str, shape: tuple[int, ...]) -> np.ndarray:
     [0, -1, 127, -128, 0]
     """
     kind = numpy_dtype(name)
-    info = (
-        ml_dtypes.iinfo(kind)
-        if is_integer(name)
-        else ml_dtypes.finfo(kind if family(name) != "complex" else np.float32)
-    )
+    info = _info(name if family(name) != "complex" else "float32")
     cycle = np.array([0, 1 if name.startswith("uint") else -1, info.max, info.min], dtype=object)
     flat = np.resize(cycle, int(np.prod(shape)))
     return flat.astype(kind).reshape(shape)
@@ -268,15 +289,32 @@ def is_text_array(value: object) -> bool:
     )
 
 
-#: The 16-bit floats (float16, bfloat16): what a mixed policy computes in, and what the audit's
-#: retry casts to float32. Read from :data:`FAMILIES`, the one owner of the dtype names.
-HALF: tuple[str, ...] = tuple(d for d in FAMILIES["float"] if bits(d) == 16)
+@functools.cache
+def half_floats() -> tuple[str, ...]:
+    """The 16-bit floats (float16, bfloat16): what a mixed policy computes in, and what the
+    audit's retry casts to float32. Read from :data:`FAMILIES`, the one owner of the dtype
+    names, at first use (their widths import ``ml_dtypes``); ``dtypes.HALF`` is the same.
+
+    Returns:
+        The names, in :data:`FAMILIES`' order.
+
+    >>> half_floats()
+    ('bfloat16', 'float16')
+    """
+    return tuple(d for d in FAMILIES["float"] if bits(d) == 16)
+
+
+def __getattr__(name: str) -> object:
+    """``HALF``: :func:`half_floats`, computed at first use, not at import."""
+    if name == "HALF":
+        return half_floats()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "FAMILIES",
     "FLOATX",
-    "HALF",
+    "ML_DTYPES",
     "PRESETS",
     "PYTHON_SCALARS",
     "TOLERANCE_ULPS",
@@ -285,11 +323,13 @@ __all__ = [
     "bits",
     "describe",
     "family",
+    "half_floats",
     "int_range",
     "is_float",
     "is_integer",
     "is_text_array",
     "keras_dtypes",
+    "ml_type",
     "narrows",
     "numpy_dtype",
     "sample",
@@ -313,10 +353,10 @@ def tolerance(name: str | None) -> float:
     """
     kind = family(name)
     if kind in ("float", "float8"):
-        return TOLERANCE_ULPS * float(ml_dtypes.finfo(numpy_dtype(str(name))).eps)
+        return TOLERANCE_ULPS * float(_info(str(name)).eps)
     if kind == "complex":
         part = "float32" if name == "complex64" else "float64"
-        return TOLERANCE_ULPS * float(ml_dtypes.finfo(numpy_dtype(part)).eps)
+        return TOLERANCE_ULPS * float(_info(part).eps)
     if name == "python_float":
         return TOLERANCE_ULPS * float(np.finfo(np.float64).eps)
     return 0.0
@@ -331,7 +371,7 @@ def exact_integers(name: str | None) -> int | None:
     """
     if family(name) != "float":
         return None
-    return 2 ** (int(ml_dtypes.finfo(numpy_dtype(str(name))).nmant) + 1)
+    return 2 ** (int(_info(str(name)).nmant) + 1)
 
 
 def int_range(name: str | None) -> tuple[int, int] | None:
@@ -342,7 +382,7 @@ def int_range(name: str | None) -> tuple[int, int] | None:
     """
     if family(name) not in ("int", "uint"):
         return None
-    info = ml_dtypes.iinfo(numpy_dtype(str(name)))
+    info = _info(str(name))
     return int(info.min), int(info.max)
 
 
@@ -352,5 +392,5 @@ def float_limits(name: str) -> tuple[float, float]:
     >>> float_limits("float16")
     (65504.0, 6.103515625e-05)
     """
-    info = ml_dtypes.finfo(numpy_dtype(name))
+    info = _info(name)
     return float(info.max), float(info.smallest_normal)

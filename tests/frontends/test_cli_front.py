@@ -189,6 +189,7 @@ NOT_FOR_A_CACHED_ANSWER = {
     "duckdb",
     "IPython",
     "anywidget",
+    "ml_dtypes",  # ~60 % of a cached answer once (issue 44): built only for a bfloat16/float8
     # the full command and what only a miss needs: the worker pool, the cache's storage
     "dtype_explorer.frontends.cli",
     "dtype_explorer.runtime.pool",

@@ -26,17 +26,11 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 
-_ML = {
-    "bfloat16": ml_dtypes.bfloat16,
-    "float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-    "float8_e5m2": ml_dtypes.float8_e5m2,
-}
 #: The value presets an op's inputs use; every one stays in the op's domain in every dtype.
 VALUE_PRESETS: dict[str, str] = {
     "default": "floats -2..2 on a 1/8 grid (exact in bfloat16 and float16); ints -2..2",
@@ -80,7 +74,7 @@ def values(preset: Any, shape: tuple[int, ...], dtype: str, rng: np.random.Gener
     """A NumPy array of ``dtype`` (a Keras name) following a value preset (:data:`VALUE_PRESETS`,
     or ``{"literal": [...]}``)."""
     kind = _kind(dtype)
-    npdt = _ML.get(dtype, dtype)
+    npdt = dtypes.numpy_dtype(dtype)  # ml_dtypes imported only for bfloat16/float8
     shape = tuple(shape)
     if dtype == "string":  # text, as a user holds it: the op (and the backend) decides
         return dtypes.words(shape, rng)

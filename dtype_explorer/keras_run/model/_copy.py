@@ -2,6 +2,10 @@
 layers, policies and weights, compiled as the model is), a clone under another dtype policy,
 and every variable put back bitwise after an eager ``training=True`` call.
 
+A clone under a policy is built once per model and policy and reused while the model's config
+and layout stay the same, the model's current weights copied in each time (issue 44: the
+rebuild and its first call cost more than the audit's own passes).
+
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
 >>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
@@ -17,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import json
 import random
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,8 +139,55 @@ def _softmax_output(model: Any) -> bool:
     return bool(makers) and all(is_softmax(layer) for layer in makers)
 
 
+#: Clones under a policy, by model (held weakly) and policy: (the model's fingerprint, clone).
+_CLONES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _fingerprint(model: Any) -> str:
+    """What a clone is built from besides the weights: the model's config and, per weight, its
+    layer, shape, dtype and trainability (a config Keras cannot write: a fresh text each time,
+    so no clone is reused)."""
+    try:
+        config = json.dumps(model.get_config(), sort_keys=True, default=_plain)
+    except Exception:
+        return repr(object())
+    weights = [(w.path, tuple(w.shape), str(w.dtype), w.trainable) for w in model.weights]
+    return config + repr(weights)
+
+
+def _plain(value: Any) -> Any:
+    tolist = getattr(value, "tolist", None)
+    return tolist() if callable(tolist) else repr(value)
+
+
 def policy_clone(model: Any, policy: str) -> Any:
-    """A copy of a Sequential or Functional ``model`` with every layer under ``policy``."""
+    """A copy of a Sequential or Functional ``model`` with every layer under ``policy``: built
+    once per model and policy, then reused with the model's current weights while its
+    config and weights' layout are unchanged.
+
+    Args:
+        model: a Sequential or Functional Keras model (never changed).
+        policy: a dtype policy name.
+
+    Returns:
+        The clone, holding ``model``'s weights now.
+    """
+    stamp = _fingerprint(model)
+    try:
+        found = _CLONES.get(model, {}).get(policy)
+    except TypeError:  # a model that cannot be held weakly
+        found = None
+    if found is not None and found[0] == stamp:
+        clone = found[1]
+        clone.set_weights(model.get_weights())
+        return clone
+    clone = _policy_clone(model, policy)
+    with contextlib.suppress(TypeError):
+        _CLONES.setdefault(model, {})[policy] = (stamp, clone)
+    return clone
+
+
+def _policy_clone(model: Any, policy: str) -> Any:
     import keras
 
     name = policy
