@@ -1,11 +1,12 @@
-"""The test tiers (tests/conftest.py): every marker the table gives is registered in
-pyproject.toml (``--strict-markers``), and the table reads what a module uses from its text."""
+"""The test tiers (tests/tiers.py, hooked in by tests/conftest.py): every marker the table
+gives is registered in pyproject.toml (``--strict-markers``), and the table reads what a module
+uses from its text."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import TIER_MARKERS, USES, module_uses
+from tiers import TIER_MARKERS, USES, module_uses
 
 ROOT = Path(__file__).resolve().parents[1]
 
