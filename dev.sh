@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One entry point for people and CI.
 #   ./dev.sh explore   set up, then open the explorer notebook in JupyterLab (extra args go to it)
-#   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test
+#   ./dev.sh check     the daily check (under a minute): ruff, lint-imports, the fast tier
+#   ./dev.sh test      set up (Python deps, JS build, Chromium), then run every test: the fast
+#                      tier first (it stops at the first failure), then the rest
 #   ./dev.sh bench     run the benchmarks in benchmarks/ (--check: rerun benchmarks/README.md's
 #                      headline figures, claim vs now; exit 1 if one is over its goal or 25 % off)
 #   ./dev.sh docs      build the documentation site into site/ (strict: a warning fails it)
@@ -14,10 +16,31 @@ PY="$VENV/bin/python"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-3}
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
+STAMP="$VENV/.dev-setup-stamp"
+
+# What the set-up environment depends on: the Python, the dependencies, the JS sources.
+setup_inputs() {
+  {
+    "$PY" -c 'import sys; print(sys.version)'
+    cat pyproject.toml constraints.txt
+    find js -path js/node_modules -prune -o -type f -print | LC_ALL=C sort | xargs cat
+  } | sha256sum | cut -d' ' -f1
+}
+
 setup() {
   if [ ! -x "$PY" ]; then python3 -m venv "$VENV"; fi
   # The editable install builds js/ into dtype_explorer/static/ (hatch-jupyter-builder runs npm).
   "$PY" -m pip install -q -c constraints.txt -e ".[all,test]"
+  setup_inputs >"$STAMP"
+}
+
+# setup, unless the last one was of these very inputs and its outputs are still there.
+setup_if_needed() {
+  if [ -x "$PY" ] && [ -f "$STAMP" ] && [ -d dtype_explorer/static ] \
+    && [ "$(cat "$STAMP")" = "$(setup_inputs)" ]; then
+    return
+  fi
+  setup
 }
 
 need_chromium() {
@@ -29,10 +52,26 @@ need_chromium() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
 }
 
-run_tests() {
+lint() {
   "$PY" -m ruff check dtype_explorer tests benchmarks tools
   "$PY" -m ruff format --check dtype_explorer tests benchmarks tools
-  "$PY" -m pytest "$@"
+  "$VENV/bin/lint-imports"
+}
+
+# The tiers: tests/conftest.py marks each test by what it uses (workers, engine, browser,
+# notebook...); --tier=fast is the pure ones and tests/test_architecture.py, --tier=rest all
+# the others: together, every test, each once.
+run_tests() {
+  lint
+  tier fast -x "$@"
+  tier rest "$@"
+}
+
+# pytest on one tier; a tier with no test among those asked (pytest's 5) is not a failure.
+tier() {
+  local name=$1
+  shift
+  "$PY" -m pytest --tier="$name" "$@" || [ $? -eq 5 ]
 }
 
 case "${1:-}" in
@@ -44,9 +83,15 @@ case "${1:-}" in
     [ "$(id -u)" -ne 0 ] || as_root=(--allow-root)  # containers, Binder-like machines
     exec "$VENV/bin/jupyter" lab "${as_root[@]}" "$@" notebooks/01_explorer.ipynb
     ;;
+  check)
+    shift
+    setup_if_needed
+    lint
+    tier fast -q -x -p no:cacheprovider "$@"
+    ;;
   test)
     shift
-    setup
+    setup_if_needed
     need_chromium
     run_tests "$@"
     ;;
@@ -64,7 +109,7 @@ case "${1:-}" in
     done
     ;;
   *)
-    sed -n '2,8p' "$0"
+    sed -n '2,11p' "$0"
     exit 2
     ;;
 esac

@@ -2,12 +2,18 @@
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
 Each session gets a fresh, empty result cache and cache key, removed at the end."""
 
+import contextlib
+import hashlib
+import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from _pytest.doctest import DoctestItem
+from tiers import FAST_FILES, PURE, TESTS, USES, in_fast_tier, item_text, module_uses, uses_of
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -23,6 +29,24 @@ os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key"
 # the real user's.
 _JUPYTER_DIR = tempfile.mkdtemp(prefix="dx-test-jupyter-")
 os.environ["JUPYTER_DATA_DIR"] = _JUPYTER_DIR
+
+
+# Engines (Keras releases pip-installed, ``_created_engine``) outlive the session: created
+# once per machine, in a folder keyed by this Python and the installed libraries they layer
+# over (a changed venv gets a folder of its own), outside the session's temporary cache. Their
+# workers still check every file of them at start (``engines.verify_site``); tests that damage
+# an engine use a folder of their own. DTYPE_EXPLORER_TEST_ENGINES_DIR moves the folder.
+def _engines_dir() -> Path:
+    import dtype_explorer as dx
+
+    installed = dx.engines.base_versions()
+    key = hashlib.sha256(json.dumps([sys.version, installed]).encode()).hexdigest()[:12]
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "dx-test-engines"
+    base = Path(os.environ.get("DTYPE_EXPLORER_TEST_ENGINES_DIR", default))
+    return base / f"py{sys.version_info.major}.{sys.version_info.minor}-{key}" / "engines"
+
+
+os.environ.setdefault("DTYPE_EXPLORER_ENGINES_DIR", str(_engines_dir()))
 # The browser tests' Chromium (tests/frontends/browser, tests/docs): Debian's, never downloaded.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -72,8 +96,9 @@ def browser():
 
 
 def _created_engine(spec: str):
-    """An engine created once per session (in the session's cache dir); creating one needs the
-    package index: when it cannot be reached the test fails (never skips), saying so."""
+    """An engine created once per machine (``DTYPE_EXPLORER_ENGINES_DIR``, above) and reused by
+    later sessions; creating one needs the package index: when it cannot be reached the test
+    fails (never skips), saying so."""
     from dtype_explorer import engines
 
     try:
@@ -115,6 +140,81 @@ def keras_3_4_engine():
 def keras_3_5_engine():
     """Keras 3.5.0: the last release without ``keras.tree.flatten_with_path``."""
     return _created_engine("keras==3.5.0")
+
+
+# ------------------------------------------------------------------------------ the tiers
+# Every test is marked by what it uses, from the table in tests/tiers.py (which says how);
+# `./dev.sh check` runs the fast tier, `./dev.sh test` runs it first, then the rest.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=("fast", "rest"),
+        default=None,
+        help="fast: the pure tier and tests/test_architecture.py (./dev.sh check); "
+        "rest: every other test (./dev.sh test runs fast, then rest)",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """In the fast tier, a test module none of whose tests can be pure is not even imported,
+    nor a package module without a doctest (the daily tier stays under a minute)."""
+    if config.getoption("tier") != "fast" or collection_path.suffix != ".py":
+        return None
+    if TESTS in collection_path.resolve().parents:
+        if collection_path.name.startswith("test_") and collection_path.name not in FAST_FILES:
+            return bool(module_uses(collection_path)) or None
+        return None
+    return ">>>" not in collection_path.read_text(encoding="utf-8") or None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    texts: dict[object, str] = {}
+    for item in items:
+        key = item.dtest.name if isinstance(item, DoctestItem) else item.path
+        if key not in texts:
+            texts[key] = item_text(item)
+        markers = uses_of(item, texts[key])
+        markers |= {m.name for m in item.iter_markers() if m.name in USES}
+        for name in sorted(markers) or [PURE]:
+            item.add_marker(name)
+    tier = config.getoption("tier")
+    if tier is not None:
+        keep = [item for item in items if in_fast_tier(item) == (tier == "fast")]
+        kept = {id(item) for item in keep}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
+        items[:] = keep
+
+
+def _children() -> set[int]:
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "resource_tracker" not in " ".join(child.cmdline()):
+                found.add(child.pid)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _pure_stays_pure(request):
+    """A test of the pure tier that leaves a new worker process running was marked wrongly:
+    it fails, naming the table to fix (so the daily tier stays fast). Checked when no process
+    ran before it (always in the fast tier, which runs first)."""
+    if request.node.get_closest_marker(PURE) is None:
+        yield
+        return
+    before = _children()
+    yield
+    if before:  # workers of earlier tests may be replaced meanwhile: only a clean start tells
+        return
+    started = _children()
+    assert not started, (
+        f"a test of the pure tier started processes {sorted(started)} (workers?): "
+        "add what it uses to USES in tests/conftest.py"
+    )
 
 
 # Scripts the tests run in other processes (a Keras 2 engine's Python, a plain tf_keras run):

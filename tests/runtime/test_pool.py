@@ -55,6 +55,17 @@ def workers() -> list[psutil.Process]:
     return found
 
 
+def until(condition, seconds: float = 300) -> bool:
+    """Wait until ``condition()`` holds, at most ``seconds`` (a bound against hanging, never a
+    timed assertion); returns whether it held."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def custom(name: str, body: str) -> type:
     """A Layer subclass whose ``call`` runs ``body`` first; local, so pickled by value."""
     namespace: dict = {}
@@ -112,15 +123,36 @@ def test_dx_probe_all_returns_a_probe_set():
     assert "across backends: diverges" in results.summary()
 
 
-def test_results_stream_as_they_arrive():
-    slow_on_numpy = custom(
-        "SlowOnNumpy", 'time.sleep(2 if keras.backend.backend() == "numpy" else 0)'
+def gate_body(gate: Path, backend: str) -> str:
+    """A layer body that, on ``backend``, waits until the test creates the file ``gate`` (at
+    most 10 minutes, then raises: a test that never opens it fails, never hangs)."""
+    return (
+        f"if keras.backend.backend() == {backend!r}:\n"
+        "                    deadline = time.monotonic() + 600\n"
+        f"                    while not os.path.exists({str(gate)!r}):\n"
+        "                        if time.monotonic() > deadline:\n"
+        "                            raise RuntimeError('the test never opened the gate')\n"
+        "                        time.sleep(0.05)"
     )
+
+
+def test_results_stream_as_they_arrive(tmp_path):
+    """A result is yielded while a slower probe is still running: numpy's answer is held back
+    (its layer waits on a file) until every other backend's answer came out of ``run_many``;
+    were they held until all finished, numpy would never be let go (and would raise)."""
+    gate = tmp_path / "gate"
+    held_on_numpy = custom("HeldOnNumpy", gate_body(gate, "numpy"))
     specs = [
-        ProbeSpec(target="custom:SlowOnNumpy", input_dtypes=("float16",), backend=b)
+        ProbeSpec(target="custom:HeldOnNumpy", input_dtypes=("float16",), backend=b)
         for b in BACKENDS
     ]
-    arrived = [r.backend for r in pool.run_many(specs, target=slow_on_numpy)]
+    arrived = []
+    for result in pool.run_many(specs, target=held_on_numpy, use_cache=False):
+        assert result.status == "ok", result.summary()
+        arrived.append(result.backend)
+        if len(arrived) == len(BACKENDS) - 1:
+            assert not gate.exists() and "numpy" not in arrived
+            gate.touch()  # numpy may finish now
     assert sorted(arrived) == sorted(BACKENDS)
     assert arrived[-1] == "numpy"
 
@@ -296,13 +328,15 @@ def test_the_backend_cap_limits_workers(monkeypatch):
     pool.configure(timeout=math.inf, start_timeout=math.inf)  # no limits
 
 
-def test_shutdown_answers_running_and_queued_probes_and_leaves_no_process():
+def test_shutdown_answers_running_and_queued_probes_and_leaves_no_process(tmp_path):
     pool.warm(["numpy"])
-    hangs = pool.target_payload(custom("HangsAgain", "time.sleep(600)"))
+    started = tmp_path / "started"
+    body = f"open({str(started)!r}, 'w').close(); time.sleep(600)"
+    hangs = pool.target_payload(custom("HangsAgain", body))
     spec = ProbeSpec(target="custom:HangsAgain", backend="numpy")
     running = pool.submit(spec, target_payload=hangs)
     queued = pool.submit(spec, target_payload=hangs)
-    time.sleep(1)
+    assert until(started.exists), "the first probe never started"  # running, not queued
     pool.shutdown()
     for pending in (running, queued):
         result = pending.result(timeout=10)
@@ -356,10 +390,13 @@ def test_no_orphans_after_interpreter_exit_and_main_classes_travel(tmp_path):
     assert report["result"]["status"] == "ok", report["result"]
     assert report["result"]["output_dtype"] == "float16"
     assert report["children"]
-    time.sleep(1)
-    alive = [
-        pid
-        for pid in report["children"]
-        if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    ]
-    assert alive == []
+
+    def alive() -> list[int]:
+        return [
+            pid
+            for pid in report["children"]
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        ]
+
+    until(lambda: not alive())  # they end as the interpreter exits, however loaded the machine
+    assert alive() == []

@@ -8,7 +8,7 @@ import re
 
 import psutil
 import pytest
-from test_pool import custom  # a Layer subclass whose call runs a body first (tests/runtime)
+from test_pool import custom, gate_body  # a Layer subclass whose call runs a body first
 
 import dtype_explorer as dx
 from dtype_explorer import pool
@@ -74,13 +74,16 @@ def test_the_default_follows_cores_and_memory(monkeypatch):
     assert pool.workers_per_backend() == default
 
 
-def test_probes_spread_over_every_worker_and_a_crash_costs_one(two_numpy_workers):
+def test_probes_spread_over_every_worker_and_a_crash_costs_one(two_numpy_workers, tmp_path):
     described = pool.warm(["numpy"])["numpy"]
     assert len(set(described["pids"])) == 2
-    says_pid = custom("SaysPid", 'print("dx-probe-in", os.getpid(), flush=True); time.sleep(0.5)')
+    gate = tmp_path / "gate"  # every probe waits until all four were submitted
+    said = 'print("dx-probe-in", os.getpid(), flush=True)\n                '
+    says_pid = custom("SaysPid", said + gate_body(gate, "numpy"))
     payload = pool.target_payload(says_pid)
     spec = ProbeSpec(target="custom:SaysPid", backend="numpy")
     futures = [pool.submit(spec, target_payload=payload) for _ in range(4)]
+    gate.touch()
     assert all(f.result(timeout=ANSWER_WITHIN).ok for f in futures)
     # a user's layer runs in the user-code workers, spread over as many as the backend has
     logs = pool.log_paths("numpy", user=True)

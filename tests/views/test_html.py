@@ -2,25 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
-import dtype_explorer as dx
-from dtype_explorer.records import ProbeSet
+from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.views import cast_path_svg, probe_set_html, result_html
 
 SVG = "{http://www.w3.org/2000/svg}"
+FAILED = "torch"  # a backend that raised, in the fixture
+
+
+#: The page's fixtures: records of real probes (js/test/fixtures/generate.py), kept current by
+#: tests/records/test_js_fixtures.py.
+FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
+
+
+def fixture_set(name: str, backends: tuple[str, ...] | None = None) -> ProbeSet:
+    """The records of the page's fixture ``name`` (all its backends, or these)."""
+    results = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))["results"]
+    return ProbeSet(
+        results=tuple(ProbeResult.from_dict(results[b]) for b in backends or tuple(results))
+    )
 
 
 @pytest.fixture(scope="module")
 def conv_uint8() -> ProbeSet:
-    """Conv1D on uint8: float32 on jax, an error on numpy (scenario 1)."""
-    return dx.probe("Conv1D", "uint8", backend=["jax", "numpy"])
+    """Conv1D on uint8: float32 on jax, an error on torch (scenario 1), as probed for the
+    page's fixture ``conv1d-uint8.json`` (the cards need only the records)."""
+    return fixture_set("conv1d-uint8", ("jax", FAILED))
 
 
 def test_cast_path_svg_stages_chips_and_highlights() -> None:
-    result = dx.probe("Dense", "float64", "mixed_float16", backend="jax", kwargs={"units": 3})
+    result = fixture_set("dense-float64-mixed")["jax"]  # float64 data, mixed_float16
     svg = ET.fromstring(cast_path_svg(result))
     labels = [t.text for t in svg.iter(f"{SVG}text")]
     stages = [s for s in ("input", "converted", "autocast", "variables", "output") if s in labels]
@@ -43,7 +59,7 @@ def test_result_card(conv_uint8: ProbeSet) -> None:
     assert conv_uint8["jax"].verdict in ok
     for line in conv_uint8["jax"].basis:
         assert line.split(":")[0].replace("'", "&#x27;") in ok
-    failed = conv_uint8["numpy"]
+    failed = conv_uint8[FAILED]
     card = failed._repr_html_()
     assert failed.error is not None and failed.error.type in card and "raised" in card
     # the error ends the cast path as a red node
@@ -57,12 +73,12 @@ def test_probe_set_card(conv_uint8: ProbeSet) -> None:
     assert "Backends disagree" in card
     assert card.count("<tr><td><b>") == 2
     assert card == conv_uint8._repr_html_()
-    same = dx.probe("Flatten", "uint8", backend=["jax", "numpy"])
+    same = fixture_set("dense-four-backends")  # float16 on every backend
     assert "Backends disagree" not in probe_set_html(same)
 
 
 def test_text_is_escaped(conv_uint8: ProbeSet) -> None:
-    failed = conv_uint8["numpy"]
+    failed = conv_uint8[FAILED]
     nasty = failed.error.model_copy(update={"message": "<script>alert(1)</script>"})
     card = result_html(failed.model_copy(update={"error": nasty}))
     assert "<script>" not in card and "&lt;script&gt;" in card
@@ -71,8 +87,6 @@ def test_text_is_escaped(conv_uint8: ProbeSet) -> None:
 def test_result_card_lists_the_trace_with_changes_edged_and_lines_linked(
     conv_uint8: ProbeSet,
 ) -> None:
-    import keras
-
     from dtype_explorer.views._markup import ACCENT
 
     card = result_html(conv_uint8["jax"])
@@ -81,7 +95,8 @@ def test_result_card_lists_the_trace_with_changes_edged_and_lines_linked(
     item = card.split(f"data-step='{conv.index}'", 1)
     assert len(item) == 2 and f"border-left-color:{ACCENT}" in item[0].rsplit("<li", 1)[1]
     assert "promoted: result_type(uint8, float32) = float32" in item[1].split("</li>")[0]
-    url = f"https://github.com/keras-team/keras/blob/v{keras.__version__}/keras/src/layers/"
+    release = conv_uint8["jax"].versions["keras"]  # the links name the release that ran
+    url = f"https://github.com/keras-team/keras/blob/v{release}/keras/src/layers/"
     assert f"href='{url}convolutional/conv1d.py#L{conv.source.line}'" in card
     # the trace comes after the cast path in the card
     assert card.index("<svg") < card.index("class='dx-trace'")
@@ -93,7 +108,7 @@ def test_first_nonfinite_step_stands_out_in_the_card_and_the_text() -> None:
     from dtype_explorer.views import format_result
     from dtype_explorer.views._markup import ERROR
 
-    r = dx.probe("Softmax", "float32", "mixed_float16", values="large", backend="numpy")
+    r = fixture_set("softmax-large-mixed")["jax"]  # large values, mixed_float16
     first = r.first_nonfinite_step()
     card = result_html(r)
     head = card.split(f"data-step='{first.index}'", 1)[0].rsplit("<li", 1)[1]

@@ -2,8 +2,7 @@
 16-bit policy (keras-hub's attention softmax is built with ``dtype="float32"``, so that
 Keras computes it in float32 and casts its input up). A pure function of the recorded calls.
 
->>> from dtype_explorer import dtypes
-from dtype_explorer.records import LayerCall
+>>> from dtype_explorer.records import LayerCall
 >>> def call(path, cls, policy, compute, depth=1):
 ...     return LayerCall(path=path, layer_class=cls, depth=depth, policy=policy,
 ...                      compute_dtype=compute, variable_dtype="float32")
