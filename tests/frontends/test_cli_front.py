@@ -221,8 +221,10 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     # 80 before the packages' names were made lazy, 45 right after, 62 as the package split;
     # 44 since the entry point answers a cached probe itself (frontends.command: no typer,
     # pool, diskcache or engines). The cap catches a heavy module coming back; the list above
-    # (NOT_FOR_A_CACHED_ANSWER) names the heavy ones.
-    assert len(ours) <= 46, "\n".join(sorted(ours))
+    # (NOT_FOR_A_CACHED_ANSWER) names the heavy ones. 48 since two facts got one owner each
+    # (issue 36): the folders (dtype_explorer.folders) and $DTYPE_EXPLORER_BACKENDS
+    # (runtime._allowed), both small and imported by the cache read.
+    assert len(ours) <= 48, "\n".join(sorted(ours))
 
 
 def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(
