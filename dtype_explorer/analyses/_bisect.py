@@ -200,7 +200,7 @@ def _check_one_question(target: Any, backend: Any, mode: Any) -> None:
             "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
             f"is not rebuilt in other releases); received: {received(target)}"
         )
-    if not isinstance(backend, str) or backend == backend_names.ALL:
+    if not backend_names.is_one(backend):
         raise InvalidSpecError(
             f"bisect runs on one backend: give its name; received: {received(backend)}"
         )

@@ -24,6 +24,7 @@ import atexit
 import concurrent.futures
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.spawn
 import os
 import sys
 import threading
@@ -99,9 +100,17 @@ def stop(wait: bool = False) -> None:
 atexit.register(stop)  # before teardown, so the executor's own cleanup finds its modules
 
 
+#: The reference process's name when its caller names none: spawn leaves the main module out
+#: of processes so named (:func:`_leave_main_out`).
+PROCESS_NAME = "dtype-explorer-reference"
+
+
 def _context(name: str | None) -> multiprocessing.context.SpawnContext:
-    """Spawn, the process named ``name``."""
-    return multiprocessing.get_context("spawn") if name is None else _Named(name)
+    """Spawn, the process named ``name`` (default :data:`PROCESS_NAME`), without the user's
+    main module: the reference process runs this package's functions only, and a plain
+    script's top level (no ``__main__`` guard) must never run again in it."""
+    _leave_main_out()
+    return _Named(PROCESS_NAME if name is None else name)
 
 
 class _Named(multiprocessing.context.SpawnContext):
@@ -113,6 +122,26 @@ class _Named(multiprocessing.context.SpawnContext):
 
     def Process(self, *args: Any, **kwargs: Any) -> Any:
         return multiprocessing.context.SpawnProcess(*args, name=self.name, **kwargs)
+
+
+def _leave_main_out() -> None:
+    """Wrap ``multiprocessing.spawn.get_preparation_data`` once: a process named as this
+    package names its processes (``dtype-explorer-...``: the reference process, the pool's
+    workers) gets no main module to re-import (``runtime._spawn.WorkerContext`` does the same
+    for the workers)."""
+    original = multiprocessing.spawn.get_preparation_data
+    if getattr(original, "_dx_reference", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if str(name).startswith("dtype-explorer-"):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._dx_reference = True  # type: ignore[attr-defined]
+    multiprocessing.spawn.get_preparation_data = get_preparation_data
 
 
 def _start(log: str | None, parent: int) -> None:

@@ -108,7 +108,9 @@ def storable(result: ProbeResult) -> bool:
     """Whether ``result`` is an answer Keras itself gave (``ok``, a Keras error, ``invalid``),
     which the cache may keep: not a timeout, crash or shutdown, not a worker, transfer or
     engine problem (an engine whose files changed), not dtype-explorer's own failure
-    (``where="tool"``), not a resource failure of the process (:data:`TRANSIENT_ERRORS`, or a
+    (``where="tool"``, or an expectation its reference process failed to make: a
+    killed TensorFlow reference process), not a resource failure of the process
+    (:data:`TRANSIENT_ERRORS`, or a
     message saying it ran out of memory), and not computed while a user's layer had changed the
     worker's global settings.
 
@@ -126,6 +128,8 @@ def storable(result: ProbeResult) -> bool:
     """
     if result.status not in ("ok", "error", "invalid") or result.state_changed:
         return False
+    if any(expectation.tool_failed for expectation in result.expectations):
+        return False  # a reference the tool's own process failed to run (never a library's)
     error = result.error
     if error is None:
         return True

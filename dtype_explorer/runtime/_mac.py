@@ -111,7 +111,9 @@ def _create(where: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def _mac(secret: bytes, key: str, body: str) -> str:
+def mac(secret: bytes, key: str, body: str) -> str:
+    """The HMAC-SHA256 of ``body`` under ``key`` (hex): a row's signature, and an engine's
+    (``_site``: its ``engine.json`` signed with the same per-user key)."""
     encoded = key.encode()
     message = b"%d:" % len(encoded) + encoded + body.encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
@@ -119,7 +121,7 @@ def _mac(secret: bytes, key: str, body: str) -> str:
 
 def sign(secret: bytes, key: str, body: str) -> str:
     """The stored form of ``body`` under ``key``: its MAC, then the body."""
-    return f"{_PREFIX}{_mac(secret, key, body)}:{body}"
+    return f"{_PREFIX}{mac(secret, key, body)}:{body}"
 
 
 def verify(secret: bytes | None, key: str, row: str) -> tuple[Verdict, str | None]:
@@ -129,6 +131,6 @@ def verify(secret: bytes | None, key: str, row: str) -> tuple[Verdict, str | Non
     if not row.startswith(_PREFIX) or row[_END : _END + 1] != ":":
         return "unsigned", None
     said, body = row[_START:_END], row[_END + 1 :]
-    if secret is None or not hmac.compare_digest(said, _mac(secret, key, body)):
+    if secret is None or not hmac.compare_digest(said, mac(secret, key, body)):
         return "mac", None
     return "ok", body
