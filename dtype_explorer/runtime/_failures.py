@@ -27,6 +27,7 @@ from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime import cache, engines
+from dtype_explorer.runtime._mac import CacheKeyError
 from dtype_explorer.versions import versions
 
 #: Exceptions that say the process ran short (memory, stack, files, a signal), not what
@@ -97,9 +98,13 @@ def cache_optional() -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # OSError, sqlite3.Error, a damaged database
+        fix = (
+            "(its key file is named above)"
+            if isinstance(exc, CacheKeyError)
+            else f"Set ${cache.ENV_DIR} to a writable directory."
+        )
         warnings.warn(
-            f"dtype-explorer's result cache is unusable ({exc}); running live. "
-            f"Set ${cache.ENV_DIR} to a writable directory.",
+            f"dtype-explorer's result cache is unusable ({exc}); running live. {fix}",
             stacklevel=4,
         )
 

@@ -25,11 +25,14 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat as stat_module
 import threading
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
+
+from dtype_explorer import keras_facts
 
 ENV_KEY_FILE = "DTYPE_EXPLORER_CACHE_KEY_FILE"
 _PREFIX = "v1:"
@@ -71,12 +74,36 @@ def secret(*, create: bool) -> bytes | None:
             return None
         _create(where)
         stat = where.stat()
+    _refuse_unsafe(where, stat)  # before any read: a FIFO would block under the lock
     found = (str(where), stat.st_ino, stat.st_mtime_ns)
     with _lock:
         if found not in _loaded:
             _loaded.clear()
             _loaded[found] = _read(where)
         return _loaded[found]
+
+
+def _refuse_unsafe(where: Path, found: os.stat_result) -> None:
+    """A key file that is no regular file (a directory, a FIFO), that another user owns or
+    may write, or that lies inside the cache directory (whose writers would then hold the key)
+    is refused, naming the file and ``$DTYPE_EXPLORER_CACHE_KEY_FILE``."""
+    why = None
+    if not stat_module.S_ISREG(found.st_mode):
+        kind = "a directory" if stat_module.S_ISDIR(found.st_mode) else "not a regular file"
+        why = f"is {kind} (a FIFO or a device blocks or lies)"
+    elif hasattr(os, "getuid") and found.st_uid != os.getuid():
+        why = f"is owned by another user (uid {found.st_uid}), who could forge every row"
+    elif found.st_mode & 0o022:
+        why = f"is writable by others (mode {found.st_mode & 0o777:o}); chmod 600 it"
+    else:
+        cache = keras_facts.cache_dir().resolve()
+        if where.resolve().is_relative_to(cache):
+            why = f"is inside the cache directory {cache}, whose writers would hold the key"
+    if why is not None:
+        raise CacheKeyError(
+            f"the cache key file {where} {why}; the cache runs live. Set ${ENV_KEY_FILE} to "
+            "a file of your own outside the cache directory (a new key is made there)"
+        )
 
 
 def _read(where: Path) -> bytes:
