@@ -197,7 +197,7 @@ def _key_refusal(key_file) -> str:
         try:
             _mac.secret(create=True)
             said.append(None)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             said.append(exc)
 
     thread = threading.Thread(target=read, daemon=True)
