@@ -207,3 +207,21 @@ def test_tf_keras_with_rewritten_hashes_is_refused_in_workers_and_by_run(tf_kera
     assert "does not carry this user's signature" in done.stderr, done.stderr[-2000:]
     assert "the script ran" not in done.stdout
     assert not marker.exists()
+
+
+def test_bisect_over_a_tampered_engine_raises_no_answer(engine_copy):
+    """Issue 43: on main the engine's refusal ("raises EngineError") was bisected as a Keras
+    change to the installed release's int32; an engine's refusal is never Keras's answer."""
+    from dtype_explorer.versions import library_version
+
+    init = engine_copy / "site" / "keras" / "__init__.py"
+    init.write_text(init.read_text() + "\n# planted\n")
+    with pytest.raises(dx.NoAnswerError, match="engine refused to start, not Keras"):
+        dx.bisect(
+            "Discretization",
+            "float32",
+            backend="numpy",
+            kwargs={"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"},
+            versions=[SPEC.removeprefix("keras=="), library_version("keras")],
+            progress=False,
+        )
