@@ -212,11 +212,12 @@ def test_tf_keras_with_rewritten_hashes_is_refused_in_workers_and_by_run(tf_kera
 def test_bisect_over_a_tampered_engine_raises_no_answer(engine_copy):
     """Issue 43: on main the engine's refusal ("raises EngineError") was bisected as a Keras
     change to the installed release's int32; an engine's refusal is never Keras's answer."""
+    from dtype_explorer.analyses import NoAnswerError
     from dtype_explorer.versions import library_version
 
     init = engine_copy / "site" / "keras" / "__init__.py"
     init.write_text(init.read_text() + "\n# planted\n")
-    with pytest.raises(dx.NoAnswerError, match="engine refused to start, not Keras"):
+    with pytest.raises(NoAnswerError, match="engine refused to start, not Keras"):
         dx.bisect(
             "Discretization",
             "float32",
