@@ -29,7 +29,14 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_entries: set[tuple[str, str]] = set()
+#: The entries of the packages below ``runtime`` (which cannot import it to register them):
+#: what a worker's settings are, whether TensorFlow's NumPy behaviour is on, how it shares a
+#: GPU. The analyses register theirs with :func:`entry`.
+_entries: set[tuple[str, str]] = {
+    ("dtype_explorer.keras_run._keras_state", "describe_settings"),
+    ("dtype_explorer.keras_run._tf_reference", "numpy_behaviour_on"),
+    ("dtype_explorer.runtime._gpu", "gpu_sharing"),
+}
 
 #: Globals of plain data a trusted payload may name (NumPy's array and scalar rebuilding).
 _DATA_GLOBALS = {

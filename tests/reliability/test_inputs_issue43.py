@@ -87,3 +87,28 @@ def test_the_cli_check_of_a_model_with_an_escape_in_a_layer_name(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "\x1b" not in done.stdout and "\x07" not in done.stdout, repr(done.stdout[-2000:])
     assert "\\x1b[2J" in done.stdout
+
+
+def test_the_widget_refuses_a_shape_as_probe_does():
+    """On main ``DtypeExplorer(shape=5)`` was accepted while ``dx.probe(shape=5)`` refused."""
+    from dtype_explorer.frontends.widget import DtypeExplorer
+
+    with pytest.raises(InvalidSpecError, match="shape") as probe_said:
+        dx.probe("Dense", backend="numpy", shape=5)
+    with pytest.raises(InvalidSpecError, match="shape") as widget_said:
+        DtypeExplorer("Dense", shape=5)
+    assert str(widget_said.value) == str(probe_said.value)
+
+
+def test_a_huge_int4_block_size_is_refused_naming_it():
+    """On main NumPy's "Maximum allowed dimension exceeded" came back, naming no parameter."""
+    asked = "int4/10000000000"
+    try:
+        result = dx.probe("Dense", backend="numpy", quantize=asked, timeout=240)
+    except InvalidSpecError as exc:
+        said = str(exc)
+    else:
+        assert result.status == "invalid", result.summary()
+        said = result.error.message
+    assert "block size" in said and "10000000000" in said, said
+    assert "Maximum allowed dimension" not in said
