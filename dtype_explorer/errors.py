@@ -109,8 +109,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]"
 
 
 def printable(text: str) -> str:
-    """``text`` safe for a terminal: every control character (``ESC``, ``BEL``, a carriage
-    return, a bidirectional override) written as its escape (``\\x1b``), as the HTML views
+    r"""``text`` safe for a terminal: every control character (``ESC``, ``BEL``, a carriage
+    return, a bidirectional override) written as its escape (``\x1b``), as the HTML views
     escape markup; newlines and tabs kept. Every text view goes through it (``str()``,
     ``summary()``, the rich tables, the CLI, ``%dtype_check``).
 

@@ -269,7 +269,7 @@ class AuditReport(Record):
         )
         under = f" under {self.policy_override}" if self.policy_override else ""
         if self.quantization is not None:
-            under += f" quantized {self.quantization.asked}"
+            under += f" {self.quantization.heading}"
         mode = f" ({self.execution})" if self.mode != "call" and self.execution else ""
         return printable(
             f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}{mode}: "

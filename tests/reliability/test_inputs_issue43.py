@@ -112,3 +112,15 @@ def test_a_huge_int4_block_size_is_refused_naming_it():
         said = result.error.message
     assert "block size" in said and "10000000000" in said, said
     assert "Maximum allowed dimension" not in said
+
+
+def test_an_audit_that_quantized_nothing_is_not_headed_quantized():
+    """On main a GPTQ audit without data was headed "quantized gptq" though no layer was."""
+    from dtype_explorer.records import AuditReport, QuantizationReport
+
+    nothing = QuantizationReport(mode="gptq", asked="gptq")
+    report = AuditReport(
+        model="m", model_class="Functional", backend="numpy", policy="float32", quantization=nothing
+    )
+    assert "quantized gptq" not in report.summary()
+    assert "quantize('gptq'): nothing quantized" in report.summary()
