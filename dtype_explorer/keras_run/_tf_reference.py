@@ -66,7 +66,11 @@ def submit(
                 max_workers=1,
                 mp_context=_context(process_name),
                 initializer=_start,
-                initargs=(None if log is None else str(log), os.getpid()),
+                initargs=(
+                    None if log is None else str(log),
+                    os.getpid(),
+                    threading.current_thread() is threading.main_thread(),
+                ),
             )
             _running["executor"] = executor
         return executor.submit(fn, *args)
@@ -144,9 +148,13 @@ def _leave_main_out() -> None:
     multiprocessing.spawn.get_preparation_data = get_preparation_data
 
 
-def _start(log: str | None, parent: int) -> None:
+def _start(log: str | None, parent: int, from_main_thread: bool = False) -> None:
     """In the reference process, before any call: its output into ``log``, an exit with its
-    parent, TensorFlow imported with its NumPy behaviour on."""
+    parent (the kernel's SIGKILL when the parent dies, where the spawning thread is the
+    parent's main thread: even a stopped process, whose own watch cannot run, goes), TensorFlow
+    imported with its NumPy behaviour on."""
+    if from_main_thread:
+        _die_with_parent(parent)
     if log is not None:
         path = Path(log)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -158,6 +166,20 @@ def _start(log: str | None, parent: int) -> None:
 
     tf.get_logger().setLevel("ERROR")  # it warns about every op it does not cover
     tf.experimental.numpy.experimental_enable_numpy_behavior(**NUMPY_BEHAVIOUR)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux's ``PR_SET_PDEATHSIG``: SIGKILL this process when its parent's thread ends."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the watch thread alone
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(0)
 
 
 def _exit_with(parent: int) -> None:

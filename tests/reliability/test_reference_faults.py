@@ -96,3 +96,18 @@ def test_a_killed_reference_process_is_never_cached(own_cache):
     answered = again.expectation("tensorflow")
     assert answered.dtype == "float64" and not answered.tool_failed, again.summary()
     assert cache.get(again.spec) is not None  # a good answer is kept
+
+
+def test_a_stopped_reference_process_goes_with_its_worker(own_cache):
+    """Issue 43: a SIGSTOPped reference process whose worker was killed stayed, orphaned,
+    until it ran again (its own watch of its parent cannot run while it is stopped)."""
+    reference = reference_process()
+    (worker,) = pool.warm(["tensorflow"])["tensorflow"]["pids"]
+    reference.send_signal(signal.SIGSTOP)
+    try:
+        psutil.Process(worker).kill()
+        gone, _ = psutil.wait_procs([reference], timeout=WITHIN)  # a state waited for
+        assert gone, f"the stopped reference process {reference.pid} outlived its worker"
+    finally:
+        if reference.is_running():
+            reference.kill()
