@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import ctypes
 import multiprocessing
 import multiprocessing.context
 import multiprocessing.spawn
 import os
+import signal
 import sys
 import threading
 import time
@@ -170,9 +172,6 @@ def _start(log: str | None, parent: int, from_main_thread: bool = False) -> None
 
 def _die_with_parent(parent: int) -> None:
     """Linux's ``PR_SET_PDEATHSIG``: SIGKILL this process when its parent's thread ends."""
-    import ctypes
-    import signal
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
