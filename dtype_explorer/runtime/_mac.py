@@ -32,7 +32,7 @@ from typing import Literal
 
 import platformdirs
 
-from dtype_explorer import keras_facts
+from dtype_explorer import folders
 
 ENV_KEY_FILE = "DTYPE_EXPLORER_CACHE_KEY_FILE"
 _PREFIX = "v1:"
@@ -96,7 +96,7 @@ def _refuse_unsafe(where: Path, found: os.stat_result) -> None:
     elif found.st_mode & 0o022:
         why = f"is writable by others (mode {found.st_mode & 0o777:o}); chmod 600 it"
     else:
-        cache = keras_facts.cache_dir().resolve()
+        cache = folders.cache_dir().resolve()
         if where.resolve().is_relative_to(cache):
             why = f"is inside the cache directory {cache}, whose writers would hold the key"
     if why is not None:

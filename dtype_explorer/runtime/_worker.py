@@ -22,7 +22,7 @@ from typing import Any
 
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
-from dtype_explorer.runtime import _payload as payloads
+from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -362,9 +362,9 @@ def _over_budget() -> str | None:
 
 def call(payload: bytes, trusted: bool) -> Any:
     """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; unless
-    the payload holds a registered entry and plain data only (``_payload``: checked here,
+    the payload holds a registered entry and plain data only (``_call_trust``: checked here,
     whatever the caller said), it is user code and taints this worker first."""
-    function, args, _ = payloads.load(payload, trusted=trusted, before_user_code=taint)
+    function, args, _ = call_trust.load(payload, trusted=trusted, before_user_code=taint)
     return function(*args)
 
 

@@ -1,7 +1,7 @@
 """The TensorFlow reference process fails (issue 43): its answer is the tool's own failure,
 never cached, and never served to a later run.
 
-The tensorflow worker's reference process (``keras_run._tf_reference``, a child of the
+The tensorflow worker's reference process (``keras_run.references._tf_reference``, a child of the
 worker) is stopped, the probe sent, and once the probe's call is waiting in the stopped
 process's call queue (bytes in one of its pipes: no timing) the process is killed: the
 worker's executor answers ``BrokenProcessPool``.
