@@ -276,8 +276,7 @@ class Expectation(Record):
     #: Why the library has no call comparable with Keras's op (``None``: it has one, or the
     #: source is no library).
     no_counterpart: str | None = None
-    #: The tool's own process failed to produce this statement (the TensorFlow reference
-    #: process died, hung): not the library's answer, and a result holding one is never cached.
+    #: The tool's own process failed to make it (a killed reference process): never cached.
     tool_failed: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
@@ -411,7 +410,9 @@ class ProbeResult(Record):
 inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         """
         if self.ok:
-            return f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
+            said = f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
+            wrong = self.value_findings()
+            return said + (f", but the values are wrong ({wrong[0].kind})" if wrong else "")
         if self.status in ("timeout", "crashed"):
             return "the probe timed out" if self.status == "timeout" else "the worker crashed"
         if self.error is None:
@@ -544,21 +545,24 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         """
         return self.numerics.findings if self.numerics is not None else ()
 
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as a summary shows it: ``values-wrong`` where the dtype is as documented
+        but ``value_findings`` found the values wrong (no ✓ next to wrong numbers)."""
+        wrong = self.ok and self.value_findings() and self.verdict == "as-documented"
+        return "values-wrong" if wrong else str(self.verdict)
+
     def error_text(self) -> str:
         """``"ValueError: first line of the message"``, or ``""``."""
         return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
 
     def summary(self) -> str:
-        """One line: ``jax  Dense uint8 -> float32  as-documented`` (control characters
-        escaped: ``errors.printable``)."""
-        return printable(self._summary())
-
-    def _summary(self) -> str:
+        """One line: ``jax  Dense uint8 -> float32  as-documented`` (``errors.printable``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
-        return (
+        return printable(
             f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
             f"  ({self.verdict})"
         )
