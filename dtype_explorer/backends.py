@@ -28,6 +28,31 @@ ALL = "all"
 LIBRARIES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
 
 
+def _parts(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def is_all(backends: object) -> bool:
+    """Whether ``backends`` is the text ``"all"`` (spaces around it allowed, as the CLI takes it).
+
+    >>> is_all("all "), is_all(["all"]), is_all("jax,all")
+    (True, True, False)
+    """
+    if isinstance(backends, str):
+        return _parts(backends) == [ALL]
+    return isinstance(backends, (list, tuple)) and list(backends) == [ALL]
+
+
+def is_one(backends: object) -> bool:
+    """Whether ``backends`` is the text of one backend's name (answered by one result, not a
+    set): ``"jax"`` or ``" jax "``, not ``"jax,numpy"`` nor ``"all"``.
+
+    >>> is_one("jax"), is_one("jax,numpy"), is_one("all"), is_one(["jax"])
+    (True, False, False, False)
+    """
+    return isinstance(backends, str) and len(_parts(backends)) == 1 and not is_all(backends)
+
+
 def names(backends: str | Iterable[str]) -> list[str]:
     """``backends`` as a list of distinct backend names, in the order given: one name, names
     separated by commas (``"jax,torch"``, as the CLI and ``%dtype_check`` take them), a list of
@@ -37,9 +62,10 @@ def names(backends: str | Iterable[str]) -> list[str]:
     >>> names("jax, torch")
     ['jax', 'torch']
     """
-    if isinstance(backends, str):
-        parts = [part.strip() for part in backends.split(",") if part.strip()]
-        listed: list[object] = list(BACKENDS) if parts == [ALL] else list(parts)
+    if is_all(backends):
+        listed: list[object] = list(BACKENDS)
+    elif isinstance(backends, str):
+        listed = list(_parts(backends))
     else:
         try:
             listed = list(backends)

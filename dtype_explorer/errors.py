@@ -103,6 +103,23 @@ def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -
     return InvalidSpecError(f"unknown {kind} {received(name)}{hint} Valid: {shown}")
 
 
+#: Characters no text view sends to a terminal as they are: C0 and C1 controls but newline
+#: and tab (ESC starts a terminal's control sequences), DEL, and the bidirectional overrides.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    r"""``text`` safe for a terminal: every control character (``ESC``, ``BEL``, a carriage
+    return, a bidirectional override) written as its escape (``\x1b``), as the HTML views
+    escape markup; newlines and tabs kept. Every text view goes through it (``str()``,
+    ``summary()``, the rich tables, the CLI, ``%dtype_check``).
+
+    >>> printable("d\x1b[2Jx\tok\n")
+    'd\\x1b[2Jx\tok\n'
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 def strip_ansi(text: str) -> str:
     """``text`` without the terminal colour codes Keras puts in its error messages."""
     return _ANSI.sub("", text)

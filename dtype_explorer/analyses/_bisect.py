@@ -59,7 +59,7 @@ OLDEST = Version("3.1.0")
 #: Where an error says the release was not asked at all (its worker could not import it, the
 #: question could not be sent, dtype-explorer's own code failed on it), rather than what Keras
 #: answered.
-NOT_ASKED = ("worker", "transfer", "tool")
+NOT_ASKED = ("worker", "transfer", "tool", "engine")  # an engine's refusal too
 #: The most releases one bisection takes (Keras 3 had 40 by 3.15.1).
 MAX_VERSIONS = 200
 #: A final release as engines pin it: ``X.Y.Z`` (no pre-release, no leading zeros).
@@ -200,7 +200,7 @@ def _check_one_question(target: Any, backend: Any, mode: Any) -> None:
             "bisect asks a keras.layers class or a keras.ops function by name (a user's layer "
             f"is not rebuilt in other releases); received: {received(target)}"
         )
-    if not isinstance(backend, str) or backend == backend_names.ALL:
+    if not backend_names.is_one(backend):
         raise InvalidSpecError(
             f"bisect runs on one backend: give its name; received: {received(backend)}"
         )
@@ -236,6 +236,8 @@ def _answerer(
             said = result.error_text() or result.status
             if result.tool_failed:
                 said = f"dtype-explorer's own code failed, not Keras: {said}"
+            elif result.error is not None and result.error.where == "engine":
+                said = f"its engine refused to start, not Keras: {said}"
             raise NoAnswerError(
                 f"Keras {releases[i]} gave no answer ({result.status}: {said}); a bisection "
                 "compares answers of Keras itself, so it stops here. Leave this release out "

@@ -192,7 +192,7 @@ def probe(
         return ProbeSet(results=tuple(keras_run.run_probe(s, target=custom) for s in specs))
     results = _in_workers(specs, custom, engine, timeout=timeout, use_cache=use_cache)
     # 4. Collect: one backend by name in one mode is a result; anything more, a ProbeSet.
-    if isinstance(backend, str) and backend != "all" and not several:
+    if backend_names.is_one(backend) and not several:  # "jax,numpy", "all ": a set of each
         return results[0]
     return ProbeSet(results=tuple(results))
 
@@ -220,7 +220,7 @@ def _engine_default(
     never runs in this process), and Keras 2's only one for ``"all"``."""
     if engine is not None and backend is None:
         backend = engine_backend(engine)
-    if engine is not None and engine.startswith("tf_keras") and backend == backend_names.ALL:
+    if engine is not None and engine.startswith("tf_keras") and backend_names.is_all(backend):
         backend = [TF_KERAS_BACKEND]  # every backend Keras 2 runs on: a ProbeSet of one
     return backend
 
@@ -281,6 +281,6 @@ def resolve_backends(backend: str | Sequence[str] | None) -> list[str | None]:
     """``None`` (in-process), one name, ``"all"`` (every installed backend) or a list."""
     if backend is None:
         return [None]
-    if backend == backend_names.ALL:
+    if backend_names.is_all(backend):
         return list(pool.installed_backends())
     return list(backend_names.names(backend))

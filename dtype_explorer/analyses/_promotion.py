@@ -181,6 +181,7 @@ def _floatx(floatx: str | None) -> str:
 # ------------------------------------------------------------------------------ references
 
 
+@pool.trusted_entry  # pool.call runs it in a cache-keeping worker
 def reference_dtypes(
     library: str, op: str, operands: tuple[tuple[str, ...], ...], path: str | None
 ) -> list[RefCell]:

@@ -266,6 +266,7 @@ def compute_dtype(policy: str) -> str:
     return str(pool.call(backend, policy_compute_dtype, policy).result())
 
 
+@pool.trusted_entry  # pool.call runs it in a cache-keeping worker
 def policy_compute_dtype(policy: str) -> str:
     """``keras.dtype_policies.get(policy).compute_dtype`` in this process (a worker's, from
     :func:`compute_dtype`)."""

@@ -34,7 +34,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from dtype_explorer import analyses, frontends, records, views
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, printable, received
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
     BackendOption,
@@ -159,7 +159,7 @@ def _framework_output_to_log() -> Iterator[IO[str]]:
 
 
 def _fail(error: BaseException | str, code: int = 2) -> None:
-    typer.secho(f"error: {one_line(error)}", fg=typer.colors.RED, err=True)
+    typer.secho(f"error: {printable(one_line(error))}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
@@ -268,12 +268,12 @@ def _print_probe(
         typer.echo(json.dumps([r.to_dict() for r in results], indent=2))
         return
     for result in results:
-        typer.echo(views.format_result(result, trace=trace, detail=trace))
+        typer.echo(printable(views.format_result(result, trace=trace, detail=trace)))
         typer.echo("")
     if isinstance(outcome, ProbeSet) and len(outcome) > 1:
         part = outcome.first_divergence() if trace else None
         if part is not None:
-            typer.echo(part.text())
+            typer.echo(printable(part.text()))
         frontends._cli_terminal.show(views.probe_set_table(outcome))  # a line per backend, last
 
 

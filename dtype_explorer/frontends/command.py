@@ -28,6 +28,7 @@ import sys
 from typing import Any
 
 from dtype_explorer import keras_facts, views
+from dtype_explorer.errors import printable
 from dtype_explorer.keras_run import make_spec
 from dtype_explorer.runtime import cache_read
 from dtype_explorer.shapes import parse_shapes
@@ -53,7 +54,7 @@ def main() -> None:
     """``dtype-explorer``: a cached ``probe`` answer printed here, else the full command."""
     text = cached_text(sys.argv[1:])
     if text is not None:
-        sys.stdout.write(text)
+        sys.stdout.write(printable(text))
         sys.stdout.flush()
         return
     importlib.import_module("dtype_explorer.frontends.cli").app(prog_name="dtype-explorer")

@@ -111,6 +111,8 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         if name not in defaults:
             raise unknown("target", name, defaults)
         start = defaults[name]
+        if shape is not None:  # checked as dx.probe checks it: refused here, not on the page
+            make_spec(self._custom.get(name, name), backend=installed[0], shape=shape)
         offered = engine_choices()
         chosen = input_dtype or start["input_dtypes"]
         first = {

@@ -147,7 +147,9 @@ def _tensorflow_expectation(
         return tf_reference_run(library_expectation, "tensorflow", path, entry, inputs, leaves)
     except Exception as error:  # the reference process itself failed: not tnp's answer
         message = f"the TensorFlow reference process failed: {type(error).__name__}: {error}"
-        return Expectation(source="tensorflow", basis=path, error=first_line(message)[:200])
+        return Expectation(
+            source="tensorflow", basis=path, error=first_line(message)[:200], tool_failed=True
+        )
 
 
 def library_expectation(

@@ -39,6 +39,7 @@ each with its kind of change (:data:`CHANGE_KINDS`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import itertools
 import json
@@ -49,7 +50,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import Field
 
-from dtype_explorer.errors import InvalidSpecError, unknown
+from dtype_explorer.errors import InvalidSpecError, first_line, unknown
 from dtype_explorer.records import _atlas_table
 from dtype_explorer.records import display as _display
 from dtype_explorer.records._atlas_run import AtlasCell, AtlasRun
@@ -285,9 +286,10 @@ class Atlas(PlannedCells, Record):
             parquet = path / "atlas.parquet"
             path = parquet if parquet.exists() else path / "atlas.json"
         if path.suffix == ".parquet":
-            header, rows = _atlas_table.read(path)
-            _check_format(path, header)
-            return cls.from_rows(header, rows)
+            with _damaged(path):
+                header, rows = _atlas_table.read(path)
+                _check_format(path, header)
+                return cls.from_rows(header, rows)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
@@ -302,7 +304,8 @@ class Atlas(PlannedCells, Record):
                 "`dtype-explorer atlas build` wrote"
             )
         _check_format(path, data)
-        return cls.model_validate(data)
+        with _damaged(path):
+            return cls.model_validate(data)
 
     @classmethod
     def load_parts(cls, path: str | Path) -> Iterator[Atlas]:
@@ -312,6 +315,11 @@ class Atlas(PlannedCells, Record):
         :meth:`save` write them."""
         path = Path(path)
         path = path / "atlas.parquet" if path.is_dir() else path
+        with _damaged(path):
+            yield from cls._stored_parts(path)
+
+    @classmethod
+    def _stored_parts(cls, path: Path) -> Iterator[Atlas]:
         header, rows = _atlas_table.read(path)
         _check_format(path, header)
         header = {**header, "build": {**header.get("build", {}), "cells": _atlas_table.cells(path)}}
@@ -342,6 +350,22 @@ class Atlas(PlannedCells, Record):
             f"<Atlas {len(self.targets)} targets x {len(self.input_dtypes)} dtypes x "
             f"{len(self.policies)} policies on {', '.join(self.backends)}: {len(self.cells)} cells>"
         )
+
+
+@contextlib.contextmanager
+def _damaged(path: Path) -> Iterator[None]:
+    """A stored atlas that cannot be read back (a header that is not JSON or is nested too
+    deep, a missing or mistyped column or field) is an ``InvalidSpecError`` naming the file."""
+    try:
+        yield
+    except InvalidSpecError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        said = first_line(str(exc))[:300]
+        raise InvalidSpecError(
+            f"the atlas {str(path)!r} is damaged and cannot be read back "
+            f"({type(exc).__name__}: {said}); write it again (`dtype-explorer atlas build`)"
+        ) from None
 
 
 def _check_format(path: Path, data: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, JsonValue
 
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, printable
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
@@ -287,9 +287,9 @@ class AuditReport(Record):
         )
         under = f" under {self.policy_override}" if self.policy_override else ""
         if self.quantization is not None:
-            under += f" quantized {self.quantization.asked}"
+            under += f" {self.quantization.heading}"
         mode = f" ({self.execution})" if self.mode != "call" and self.execution else ""
-        return (
+        return printable(
             f"dtype check of {self.model_class} '{self.model}'{under} on {self.backend}{mode}: "
             f"{found}"
         )

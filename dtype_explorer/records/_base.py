@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 
+from dtype_explorer.errors import printable
 from dtype_explorer.records import display as _display
 
 
@@ -47,7 +48,7 @@ class Record(BaseModel):
         return cls.model_validate_json(text)
 
     def __str__(self) -> str:
-        return _display.text(self)
+        return printable(_display.text(self))  # no control sequence reaches a terminal
 
     def _repr_html_(self) -> str | None:
         return _display.html(self)

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, computed_field, field_validator, model_validator
 
 from dtype_explorer.backends import LIBRARIES
-from dtype_explorer.errors import first_line
+from dtype_explorer.errors import first_line, printable
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import engine_spec
 from dtype_explorer.records._fit import FitReport
@@ -276,6 +276,8 @@ class Expectation(Record):
     #: Why the library has no call comparable with Keras's op (``None``: it has one, or the
     #: source is no library).
     no_counterpart: str | None = None
+    #: The tool's own process failed to make it (a killed reference process): never cached.
+    tool_failed: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -555,12 +557,12 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
 
     def summary(self) -> str:
-        """One line: ``jax  Dense uint8 -> float32  as-documented``."""
+        """One line: ``jax  Dense uint8 -> float32  as-documented`` (``errors.printable``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
-        return (
+        return printable(
             f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
             f"  ({self.verdict})"
         )

@@ -87,6 +87,21 @@ class QuantizationReport(Record):
     def float_bytes(self) -> int:
         return sum(layer.float_bytes for layer in self.layers)
 
+    @property
+    def heading(self) -> str:
+        """What an audit's heading says of it: ``quantized int8`` only when a layer was
+        quantized; else ``quantize('gptq') refused`` or ``quantize('gptq'): nothing quantized``
+        (a calibrated mode without data quantizes nothing).
+
+        >>> QuantizationReport(mode="gptq", asked="gptq").heading
+        "quantize('gptq'): nothing quantized"
+        """
+        if self.refused is not None:
+            return f"quantize({self.asked!r}) refused"
+        if not any(layer.status == "quantized" for layer in self.layers):
+            return f"quantize({self.asked!r}): nothing quantized"
+        return f"quantized {self.asked}"
+
     def text(self) -> str:
         """``quantize('int8'): 3 layers quantized, 1 skipped; 1234 bytes stored (float32:
         4321, 3087 saved); output error 0.0012``."""

@@ -27,6 +27,7 @@ from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime import cache, engines
+from dtype_explorer.runtime._mac import CacheKeyError
 from dtype_explorer.versions import versions
 
 #: Exceptions that say the process ran short (memory, stack, files, a signal), not what
@@ -97,9 +98,13 @@ def cache_optional() -> Iterator[None]:
     try:
         yield
     except Exception as exc:  # OSError, sqlite3.Error, a damaged database
+        fix = (
+            "(its key file is named above)"
+            if isinstance(exc, CacheKeyError)
+            else f"Set ${cache.ENV_DIR} to a writable directory."
+        )
         warnings.warn(
-            f"dtype-explorer's result cache is unusable ({exc}); running live. "
-            f"Set ${cache.ENV_DIR} to a writable directory.",
+            f"dtype-explorer's result cache is unusable ({exc}); running live. {fix}",
             stacklevel=4,
         )
 
@@ -108,7 +113,9 @@ def storable(result: ProbeResult) -> bool:
     """Whether ``result`` is an answer Keras itself gave (``ok``, a Keras error, ``invalid``),
     which the cache may keep: not a timeout, crash or shutdown, not a worker, transfer or
     engine problem (an engine whose files changed), not dtype-explorer's own failure
-    (``where="tool"``), not a resource failure of the process (:data:`TRANSIENT_ERRORS`, or a
+    (``where="tool"``, or an expectation its reference process failed to make: a
+    killed TensorFlow reference process), not a resource failure of the process
+    (:data:`TRANSIENT_ERRORS`, or a
     message saying it ran out of memory), and not computed while a user's layer had changed the
     worker's global settings.
 
@@ -126,6 +133,8 @@ def storable(result: ProbeResult) -> bool:
     """
     if result.status not in ("ok", "error", "invalid") or result.state_changed:
         return False
+    if any(expectation.tool_failed for expectation in result.expectations):
+        return False  # a reference the tool's own process failed to run (never a library's)
     error = result.error
     if error is None:
         return True

@@ -25,11 +25,14 @@ import hashlib
 import hmac
 import os
 import secrets
+import stat as stat_module
 import threading
 from pathlib import Path
 from typing import Literal
 
 import platformdirs
+
+from dtype_explorer import folders
 
 ENV_KEY_FILE = "DTYPE_EXPLORER_CACHE_KEY_FILE"
 _PREFIX = "v1:"
@@ -71,12 +74,36 @@ def secret(*, create: bool) -> bytes | None:
             return None
         _create(where)
         stat = where.stat()
+    _refuse_unsafe(where, stat)  # before any read: a FIFO would block under the lock
     found = (str(where), stat.st_ino, stat.st_mtime_ns)
     with _lock:
         if found not in _loaded:
             _loaded.clear()
             _loaded[found] = _read(where)
         return _loaded[found]
+
+
+def _refuse_unsafe(where: Path, found: os.stat_result) -> None:
+    """A key file that is no regular file (a directory, a FIFO), that another user owns or
+    may write, or that lies inside the cache directory (whose writers would then hold the key)
+    is refused, naming the file and ``$DTYPE_EXPLORER_CACHE_KEY_FILE``."""
+    why = None
+    if not stat_module.S_ISREG(found.st_mode):
+        kind = "a directory" if stat_module.S_ISDIR(found.st_mode) else "not a regular file"
+        why = f"is {kind} (a FIFO or a device blocks or lies)"
+    elif hasattr(os, "getuid") and found.st_uid != os.getuid():
+        why = f"is owned by another user (uid {found.st_uid}), who could forge every row"
+    elif found.st_mode & 0o022:
+        why = f"is writable by others (mode {found.st_mode & 0o777:o}); chmod 600 it"
+    else:
+        cache = folders.cache_dir().resolve()
+        if where.resolve().is_relative_to(cache):
+            why = f"is inside the cache directory {cache}, whose writers would hold the key"
+    if why is not None:
+        raise CacheKeyError(
+            f"the cache key file {where} {why}; the cache runs live. Set ${ENV_KEY_FILE} to "
+            "a file of your own outside the cache directory (a new key is made there)"
+        )
 
 
 def _read(where: Path) -> bytes:
@@ -111,7 +138,9 @@ def _create(where: Path) -> None:
         temporary.unlink(missing_ok=True)
 
 
-def _mac(secret: bytes, key: str, body: str) -> str:
+def mac(secret: bytes, key: str, body: str) -> str:
+    """The HMAC-SHA256 of ``body`` under ``key`` (hex): a row's signature, and an engine's
+    (``_site``: its ``engine.json`` signed with the same per-user key)."""
     encoded = key.encode()
     message = b"%d:" % len(encoded) + encoded + body.encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
@@ -119,7 +148,7 @@ def _mac(secret: bytes, key: str, body: str) -> str:
 
 def sign(secret: bytes, key: str, body: str) -> str:
     """The stored form of ``body`` under ``key``: its MAC, then the body."""
-    return f"{_PREFIX}{_mac(secret, key, body)}:{body}"
+    return f"{_PREFIX}{mac(secret, key, body)}:{body}"
 
 
 def verify(secret: bytes | None, key: str, row: str) -> tuple[Verdict, str | None]:
@@ -129,6 +158,6 @@ def verify(secret: bytes | None, key: str, row: str) -> tuple[Verdict, str | Non
     if not row.startswith(_PREFIX) or row[_END : _END + 1] != ":":
         return "unsigned", None
     said, body = row[_START:_END], row[_END + 1 :]
-    if secret is None or not hmac.compare_digest(said, _mac(secret, key, body)):
+    if secret is None or not hmac.compare_digest(said, mac(secret, key, body)):
         return "mac", None
     return "ok", body

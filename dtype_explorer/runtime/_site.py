@@ -1,11 +1,17 @@
-"""An engine's installed files, hashed when it is created and checked when a worker starts.
+"""An engine's installed files, hashed and signed when it is created and checked when a worker
+(or the Keras 2 kernel, or ``dtype-explorer run --engine``) starts, before any of it is imported.
 
 Code placed in an engine's ``site/`` runs in its workers, and the engines folder may be
 shared with a team, so ``engine.json`` records the SHA-256 of every file under ``site/``
 (``site_files``, by relative path, compiled bytecode included: ``engines`` compiles every
 module at creation, so that no worker writes any later) and one over all of them
-(``site_sha256``: the sorted paths and their files' hashes). A worker refuses to start from a
-site that differs, naming the first file that was changed, added or removed.
+(``site_sha256``: the sorted paths and their files' hashes). Whoever can write the site can
+write ``engine.json`` too, so the record is signed (``mac``: an HMAC-SHA256 over the whole
+record, :func:`dtype_explorer.runtime._mac.mac`) with this user's key, the cache's, which lives
+outside the engines and cache folders: an edited record, or one made with another key, is
+refused. A site holds regular files and folders only: a symbolic link (which the hashes would
+read through, or not look inside) or any other kind of file is refused, named. A worker refuses
+to start from a site that differs, naming the first file that was changed, added or removed.
 
 >>> import tempfile, pathlib
 >>> site = pathlib.Path(tempfile.mkdtemp())
@@ -16,14 +22,31 @@ True
 >>> _ = (site / "a.py").write_text("x = 2")
 >>> changed(site, recorded)
 'a.py (changed)'
+>>> (site / "b.py").symlink_to(site / "a.py")
+>>> changed(site, recorded)
+'b.py (a symbolic link: a site holds regular files only)'
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import stat
 from pathlib import Path
+from typing import Any
+
+from dtype_explorer.runtime import _mac
+from dtype_explorer.runtime._index import EngineError
+
+#: The field of ``engine.json`` that holds the record's signature.
+MAC_FIELD = "mac"
+_MAC_KEY = "dtype-explorer engine record v1"
+
+
+class SiteError(EngineError):
+    """A site holds something other than regular files and folders (named)."""
 
 
 def digest(site: Path) -> dict[str, str]:
@@ -34,15 +57,32 @@ def digest(site: Path) -> dict[str, str]:
 
     Returns:
         ``{relative path: hex digest}``, sorted by path.
+
+    Raises:
+        SiteError: a symbolic link or a file that is not a regular file is under ``site``
+            (never followed nor read: a FIFO would block).
     """
     found = {}
     for folder, dirs, files in os.walk(site):
         dirs.sort()
-        for name in sorted(files):
+        for name in sorted(dirs + files):
             path = Path(folder, name)
             relative = path.relative_to(site).as_posix()
-            found[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                raise SiteError(f"{relative} (a symbolic link: a site holds regular files only)")
+            if stat.S_ISDIR(mode):
+                continue
+            if not stat.S_ISREG(mode):
+                raise SiteError(f"{relative} (not a regular file: a site holds regular files only)")
+            found[relative] = _file_sha256(path)
     return dict(sorted(found.items()))
+
+
+def _file_sha256(path: Path) -> str:
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def total(files: dict[str, str]) -> str:
@@ -55,8 +95,14 @@ def total(files: dict[str, str]) -> str:
 
 def changed(site: Path, recorded: dict[str, str]) -> str | None:
     """The first file of ``site`` that differs from ``recorded`` (``"keras/__init__.py
-    (changed)"``, ``"... (added)"``, ``"... (removed)"``), or ``None`` when none does."""
-    now = digest(site)
+    (changed)"``, ``"... (added)"``, ``"... (removed)"``, ``"... (a symbolic link: ...)"``),
+    or ``None`` when none does."""
+    try:
+        now = digest(site)
+    except SiteError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"(unreadable: {exc})"
     if now == recorded:
         return None
     for relative in sorted(recorded.keys() | now.keys()):
@@ -69,14 +115,53 @@ def changed(site: Path, recorded: dict[str, str]) -> str | None:
     return None
 
 
+def _record_text(info: dict[str, Any]) -> str:
+    unsigned = {k: v for k, v in info.items() if k != MAC_FIELD}
+    return json.dumps(unsigned, sort_keys=True, separators=(",", ":"))
+
+
+def sign(info: dict[str, Any]) -> str:
+    """The signature of an engine's record ``info`` (every field but ``mac``), with this
+    user's key (made now if there is none yet)."""
+    secret = _mac.secret(create=True)
+    assert secret is not None  # created when missing
+    return _mac.mac(secret, _MAC_KEY, _record_text(info))
+
+
+def _signature_problem(info: dict[str, Any], spec: str, again: str) -> str | None:
+    said = info.get(MAC_FIELD)
+    if not isinstance(said, str):
+        return (
+            f"engine {spec}: its engine.json is not signed (created before dtype-explorer "
+            f"signed an engine's record, or the signature was removed), so the code its workers "
+            f"would run cannot be checked; {again}"
+        )
+    try:
+        secret = _mac.secret(create=False)
+    except OSError as exc:
+        return f"engine {spec}: its record cannot be checked: {exc}"
+    made = None if secret is None else _mac.mac(secret, _MAC_KEY, _record_text(info))
+    if made is None or not hmac.compare_digest(said, made):
+        return (
+            f"engine {spec}: its engine.json does not carry this user's signature (it was "
+            f"edited, or made by another user or with another key than {_mac.key_file()}); "
+            f"the engine refuses to start. {again}"
+        )
+    if info.get("spec") != spec:
+        return f"engine {spec}: its engine.json is the record of {info.get('spec')!r}; {again}"
+    return None
+
+
 def problem(engine_dir: Path, spec: str) -> tuple[int, str | None]:
-    """Check engine ``spec``'s ``site`` against its ``engine.json``: ``(files checked, what is
-    wrong)``, ``None`` when nothing is. An engine created before its files were recorded
-    cannot be checked, and is refused too: its ``engine.json`` could have lost the record
-    on purpose."""
+    """Check engine ``spec``'s ``site`` against its signed ``engine.json``: ``(files checked,
+    what is wrong)``, ``None`` when nothing is. An engine created before its files were
+    recorded and signed cannot be checked, and is refused too: its ``engine.json`` could have
+    lost the record on purpose."""
     again = f"dx.engines.remove({spec!r}) and create it again"
     try:
         info = json.loads((engine_dir / "engine.json").read_text(encoding="utf-8"))
+        if not isinstance(info, dict):
+            raise ValueError(f"a JSON {type(info).__name__}, not an object")
     except (OSError, ValueError) as exc:
         return 0, f"engine {spec}: its engine.json is unreadable ({exc}); {again}"
     recorded, expected = info.get("site_files"), info.get("site_sha256")
@@ -85,6 +170,9 @@ def problem(engine_dir: Path, spec: str) -> tuple[int, str | None]:
             f"engine {spec} ({engine_dir}) was created before dtype-explorer recorded the hash "
             f"of an engine's files, so the code its workers would run cannot be checked; {again}"
         )
+    signature = _signature_problem(info, spec, again)
+    if signature is not None:
+        return 0, signature
     if total(recorded) != expected:
         return len(recorded), (
             f"engine {spec}: the file hashes in its engine.json do not match their recorded "

@@ -22,6 +22,7 @@ from typing import Any
 
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -360,11 +361,10 @@ def _over_budget() -> str | None:
 
 
 def call(payload: bytes, trusted: bool) -> Any:
-    """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; one
-    that is not dtype-explorer's own taints this worker first."""
-    if not trusted:
-        taint()
-    function, args = pickle.loads(payload)
+    """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; unless
+    the payload holds a registered entry and plain data only (``_call_trust``: checked here,
+    whatever the caller said), it is user code and taints this worker first."""
+    function, args, _ = call_trust.load(payload, trusted=trusted, before_user_code=taint)
     return function(*args)
 
 

@@ -291,6 +291,7 @@ def _build(
             "site_sha256": site_files.total(files),
             "site_files": files,
         }
+        info[site_files.MAC_FIELD] = site_files.sign(info)  # with the key outside the folder
         (tmp / "engine.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
         if cancel is not None and cancel.is_set():
             raise KeyboardInterrupt("engine creation cancelled")
@@ -304,15 +305,13 @@ def _build(
 
 
 def _compiled_and_hashed(site: Path, final_site: Path) -> dict[str, str]:
-    """Compile every module of ``site`` (named as it will be, ``final_site``), so that its
-    workers write no bytecode later, then hash every file (``_site``)."""
+    """Compile ``site`` (named as it will be, ``final_site``), then hash every file."""
     compileall.compile_dir(str(site), ddir=str(final_site), quiet=2, force=True)
-    return site_files.digest(site)
+    return site_files.digest(site)  # a link or a FIFO in it: SiteError, an EngineError
 
 
 def verify_site(engine: Engine) -> int:
-    """Check that ``engine``'s installed files are the ones it was created with (every
-    worker of it does at its start).
+    """Check ``engine``'s signed record and its files (every worker of it does at its start).
 
     Args:
         engine: a created engine.

@@ -40,6 +40,7 @@ from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
 from dtype_explorer.runtime import _allowed, _failures, _sizing, cache, engines
+from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._failures import TRANSIENT_ERRORS, storable
@@ -82,12 +83,16 @@ __all__ = [
     "submit",
     "target_payload",
     "time_limit",
+    "trusted_entry",
     "usable",
     "user_slot",
     "warm",
     "workers_chosen",
     "workers_per_backend",
 ]
+
+#: Registers a dtype-explorer function that ``call`` may run in a cache-keeping worker.
+trusted_entry = call_trust.entry
 
 ENV_BACKENDS = _allowed.ENV_BACKENDS
 ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
@@ -306,7 +311,7 @@ def usable(backends: str | Iterable[str] | None = None) -> list[str]:
     Raises ``InvalidSpecError`` naming an unknown, uninstalled or disallowed backend.
     """
     available = installed_backends()
-    if backends is None or backends == backend_names.ALL:
+    if backends is None or backend_names.is_all(backends):
         return available
     names = backend_names.names(backends)
     for name in names:
@@ -395,9 +400,11 @@ def call(
     engine's name) runs it in that engine's worker instead.
 
     The function and its arguments travel by value (cloudpickle), so a function defined in
-    the user's script or notebook runs too. A function that is not dtype-explorer's own is
-    user code: it runs in the backend's user-code worker (``<backend>~user``, as custom layers
-    do), never in a worker whose answers the cache keeps.
+    the user's script or notebook runs too. A function that is not one of dtype-explorer's
+    registered entries (:func:`trusted_entry`) is user code, whatever it is (``_worker.call``
+    itself included): it runs in the backend's user-code worker (``<backend>~user``, as custom
+    layers do), never in a worker whose answers the cache keeps; the worker checks the payload
+    again (``_call_trust.load``) and taints itself for anything but an entry and plain data.
 
     Raises:
         InvalidSpecError: ``function`` is not callable, or it or its arguments cannot be
@@ -417,23 +424,11 @@ def call(
             f"pool.call could not send {_short(function)} and its arguments to the {backend} "
             f"worker: they cannot be pickled ({type(exc).__name__}: {exc})"
         ) from None
-    trusted = _trusted(function)
+    trusted = call_trust.is_entry(function)  # the worker decides again, on what it unpickles
     call_args = (payload, trusted)
     return _schedule(
         backend, worker.call, call_args, seconds, engine=engine_spec(engine), user=not trusted
     )[0]
-
-
-def _trusted(function: Any) -> bool:
-    """Whether ``function`` is dtype-explorer's own (a module function of this package, as
-    its module holds it), which runs no user code."""
-    module = sys.modules.get(str(getattr(function, "__module__", "")))
-    name = getattr(function, "__qualname__", "")
-    return (
-        module is not None
-        and module.__name__.partition(".")[0] == "dtype_explorer"
-        and getattr(module, name, None) is function
-    )
 
 
 def warm(
@@ -577,8 +572,7 @@ def _completed(result: ProbeResult) -> Future[ProbeResult]:
 
 
 def _validated(backends: str | Iterable[str]) -> list[str]:
-    listed = backends if isinstance(backends, str) else list(backends)
-    return backend_names.names("all" if listed == ["all"] else listed)
+    return backend_names.names(backends)
 
 
 atexit.register(shutdown)

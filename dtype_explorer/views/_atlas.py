@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -56,10 +57,18 @@ CHANGE_TEXT = {
 def target_href(target: str) -> str:
     """The page of ``target``, relative to the site's root (a file name safe everywhere).
 
+    A name with other characters has them replaced and a short hash of the name added, so
+    that two targets never share a page (``"a b"`` and ``"a_b"``).
+
     >>> target_href("ops.nn.relu"), target_href("Conv1D")
     ('targets/ops.nn.relu.html', 'targets/Conv1D.html')
+    >>> target_href("a b") != target_href("a_b")
+    True
     """
-    return f"targets/{re.sub(r'[^A-Za-z0-9._-]', '_', target)}.html"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", target)
+    if safe != target:
+        safe += "-" + hashlib.sha256(target.encode()).hexdigest()[:10]
+    return f"targets/{safe}.html"
 
 
 def target_data_href(target: str) -> str:

@@ -32,6 +32,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from dtype_explorer.errors import printable
 from dtype_explorer.records import KINDS, ROW_COLUMNS
 from dtype_explorer.views._palette import PALETTE, mark
 from dtype_explorer.views._text import audit_details, audit_rows
@@ -57,13 +58,18 @@ _SEVERITY_STYLES = {"error": "bold red", "warning": "yellow"}
 _SENTENCES = ("variables", "events")
 
 
+def _safe(text: str, style: str = "") -> Text:
+    """A cell's text with its control characters escaped (``errors.printable``)."""
+    return Text(printable(text), style=style)
+
+
 def _style(section: str, name: str) -> str:
     return _TERMINAL_STYLES.get(PALETTE[section].get(name, ""), "")
 
 
 def _marked(section: str, name: str) -> Text:
     glyph = mark(name)
-    return Text(f"{glyph} {name}" if glyph else name, style=_style(section, name))
+    return _safe(f"{glyph} {name}" if glyph else name, style=_style(section, name))
 
 
 def probe_set_table(outcome: ProbeSet) -> Table:
@@ -78,7 +84,9 @@ def probe_set_table(outcome: ProbeSet) -> Table:
     """
     spec = outcome.results[0].spec
     title = f"{spec.target} ({', '.join(spec.input_dtypes)}), policy {spec.policy}"
-    table = Table(title=title, box=box.HEAVY_HEAD, title_style="bold", caption_justify="left")
+    table = Table(
+        title=printable(title), box=box.HEAVY_HEAD, title_style="bold", caption_justify="left"
+    )
     table.add_column(
         outcome.axis.removesuffix("s") if outcome.axis != "backends and modes" else "run"
     )
@@ -89,17 +97,17 @@ def probe_set_table(outcome: ProbeSet) -> Table:
     for column, result in zip(grid.columns, outcome.results, strict=True):
         unsupported = column.status == "unsupported"
         table.add_row(
-            column.label,
-            Text(result.output_dtype or "-", style="bold" if result.ok else ""),
+            _safe(column.label),
+            _safe(result.output_dtype or "-", style="bold" if result.ok else ""),
             _marked("statuses", "unsupported")
             if unsupported
             else _marked("verdicts", result.shown_verdict),
-            Text(column.headline, style=_style("statuses", column.status)),
+            _safe(column.headline, style=_style("statuses", column.status)),
         )
-    across = Text(
+    across = _safe(
         f"across {outcome.axis}: {outcome.verdict}", style=_style("verdicts", outcome.verdict)
     )
-    across.append(f" · {grid.summary}", style="")
+    across.append(printable(f" · {grid.summary}"), style="")
     table.caption = across
     return table
 
@@ -124,11 +132,11 @@ def promotion_grid(result: PromotionTable) -> RenderableType:
         for rhs in result.rhs_dtypes:
             cell = result.cell(lhs, rhs)
             if cell.kind == "agrees":
-                cells.append(Text(cell.shown))
+                cells.append(_safe(cell.shown))
                 continue
             seen.add(cell.kind)
             style = _style("promotion_kinds", cell.kind) or "dim"
-            cells.append(Text(f"{cell.shown} {mark(cell.kind)}", style=style))
+            cells.append(_safe(f"{cell.shown} {mark(cell.kind)}", style=style))
         table.add_row(lhs, *cells)
     op = f"ops.{result.op.removeprefix('ops.')}"
     title = f"{op}: the result dtype for lhs (row) and rhs (column), floatx {result.floatx}"
@@ -136,7 +144,7 @@ def promotion_grid(result: PromotionTable) -> RenderableType:
     said = f"keras.backend.result_type on {', '.join(result.backends)}; unmarked: all agree"
     if legend:
         said += " (who says what: --disagreements, or --long for every answer)"
-    return Group(Text(title, style="bold"), table, Text(said), *(Text(line) for line in legend))
+    return Group(_safe(title, style="bold"), table, _safe(said), *(_safe(line) for line in legend))
 
 
 def audit_renderables(report: AuditReport) -> RenderableType:
@@ -151,13 +159,13 @@ def audit_renderables(report: AuditReport) -> RenderableType:
     Returns:
         A ``rich.console.Group``.
     """
-    parts: list[RenderableType] = [Text(report.summary(), style="bold")]
+    parts: list[RenderableType] = [_safe(report.summary(), style="bold")]
     if report.sample:
         parts.append("sample: " + ", ".join(f"{t.shape} {t.dtype}" for t in report.sample))
     parts.append(_Flow(audit_rows(report)))
     for line in audit_details(report):
         severity = next((s for s in _SEVERITY_STYLES if line.startswith(f"[{s}]")), None)
-        parts.append(Text(line, style=_SEVERITY_STYLES.get(severity or "", "")))
+        parts.append(_safe(line, style=_SEVERITY_STYLES.get(severity or "", "")))
     return Group(*parts)
 
 
@@ -173,7 +181,7 @@ class _Flow:
         for column in ROW_COLUMNS:
             flow.add_column(column, ratio=1 if column in _SENTENCES else None)
         for row in self.rows:
-            flow.add_row(*(row[c] for c in ROW_COLUMNS))
+            flow.add_row(*(printable(row[c]) for c in ROW_COLUMNS))
         return flow
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -185,10 +193,10 @@ class _Flow:
         if Measurement.get(console, wide, table).minimum <= options.max_width:
             yield table
             return
-        yield Text("")
+        yield _safe("")
         for row in self.rows:
             flow = " → ".join(row[c] or "-" for c in ("given", "received", "output"))
-            yield Text(f"{row['path']}  {row['layer']}  {row['policy']}: {flow}")
+            yield _safe(f"{row['path']}  {row['layer']}  {row['policy']}: {flow}")
             for column in _SENTENCES:
                 if row[column]:
-                    yield Text(f"    {column}: {row[column]}")
+                    yield _safe(f"    {column}: {row[column]}")

@@ -132,3 +132,45 @@ def test_a_file_that_is_not_an_atlas_store_is_refused_clearly(tmp_path):
         Atlas(
             targets=(), input_dtypes=(), policies=(), backends=(), compute_dtypes={}, cells=()
         ).save(tmp_path / "a.csv")
+
+
+# Issue 43: a damaged store is an InvalidSpecError naming the file, never a raw library error.
+
+
+def _rewritten(path, tmp_path, *, header=None, drop=None):
+    table = pq.read_table(path)
+    meta = dict(table.schema.metadata)
+    if header is not None:
+        meta[b"dtype_explorer.atlas"] = header
+    if drop is not None:
+        table = table.drop_columns([drop])
+    out = tmp_path / "damaged.parquet"
+    pq.write_table(table.replace_schema_metadata(meta), out)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ({"header": b"{not json"}, "JSONDecodeError"),
+        ({"header": b"[" * 200_000 + b"]" * 200_000}, "RecursionError"),
+        ({"header": b"[1, 2]"}, "damaged"),
+        ({"header": b'{"targets": 5}'}, "damaged"),
+        ({"drop": "target"}, "damaged"),
+    ],
+)
+def test_a_damaged_store_names_the_file(atlas, tmp_path, damage, said):
+    damaged = _rewritten(atlas.save(tmp_path / "atlas.parquet"), tmp_path, **damage)
+    for read in (lambda: list(Atlas.load_parts(damaged)), lambda: Atlas.load(damaged)):
+        with pytest.raises(InvalidSpecError) as raised:
+            read()
+        assert "damaged.parquet" in str(raised.value) and said in str(raised.value)
+
+
+def test_two_targets_never_share_a_page():
+    """On main the targets "a b" and "a_b" wrote the same page, one over the other."""
+    from dtype_explorer.views import target_data_href, target_href
+
+    assert target_href("a b") != target_href("a_b")
+    assert target_data_href("a b") != target_data_href("a_b")
+    assert target_href("Dense") == "targets/Dense.html"  # a safe name keeps its page

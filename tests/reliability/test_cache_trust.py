@@ -184,3 +184,64 @@ def test_a_read_only_cache_folder_is_read_warned_about_once_and_not_written():
             dx.cache.clear()
     cache._open.close()
     cache._open = None
+
+
+def _key_refusal(key_file) -> str:
+    """What ``_mac.secret`` says of ``key_file``, in a thread: a read that blocks (a FIFO on
+    main) fails the test instead of hanging it."""
+    import threading
+
+    said: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            _mac.secret(create=True)
+            said.append(None)
+        except BaseException as exc:  # reported below
+            said.append(exc)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    thread.join(ANSWER_WITHIN)
+    assert said, f"reading the key file {key_file} blocked"
+    assert isinstance(said[0], _mac.CacheKeyError), said[0]
+    assert str(key_file) in str(said[0]) and _mac.ENV_KEY_FILE in str(said[0])
+    return str(said[0])
+
+
+def test_a_key_file_that_is_a_fifo_is_refused_without_blocking(fresh_cache_and_key):
+    """Issue 43: a FIFO as the key file blocked every probe forever (read under a lock)."""
+    key_file = fresh_cache_and_key / "config" / "cache.key"
+    key_file.parent.mkdir()
+    os.mkfifo(key_file)
+    assert "not a regular file" in _key_refusal(key_file)
+    with pytest.warns(UserWarning, match="not a regular file"):
+        result = uint8_dense()
+    assert result.ok and not result.cached
+
+
+def test_a_key_file_that_is_a_directory_names_the_key_variable(fresh_cache_and_key):
+    key_file = fresh_cache_and_key / "config" / "cache.key"
+    key_file.mkdir(parents=True)
+    assert "is a directory" in _key_refusal(key_file)
+    with pytest.warns(UserWarning) as seen:
+        assert uint8_dense().ok
+    text = " ".join(str(w.message) for w in seen)
+    assert _mac.ENV_KEY_FILE in text and cache.ENV_DIR not in text, text
+
+
+def test_a_world_writable_key_file_is_refused(fresh_cache_and_key):
+    key_file = fresh_cache_and_key / "config" / "cache.key"
+    key_file.parent.mkdir()
+    key_file.write_text("ab" * 32 + "\n")
+    key_file.chmod(0o666)
+    assert "writable by others" in _key_refusal(key_file)
+
+
+def test_a_key_file_inside_the_cache_folder_is_refused(fresh_cache_and_key, monkeypatch):
+    key_file = fresh_cache_and_key / "cache" / "cache.key"
+    key_file.parent.mkdir()
+    key_file.write_text("ab" * 32 + "\n")
+    key_file.chmod(0o600)
+    monkeypatch.setenv(_mac.ENV_KEY_FILE, str(key_file))
+    assert "inside the cache directory" in _key_refusal(key_file)

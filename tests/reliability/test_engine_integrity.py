@@ -94,3 +94,135 @@ def test_remove_removes_an_engine_whose_engine_json_is_unreadable(tmp_path, monk
     assert engines.remove(SPEC) is True
     assert not broken.exists()
     assert engines.remove(SPEC) is False
+
+
+# Issue 43: the record is signed with the user's key kept outside the folder, and a site holds
+# regular files only. Each planted module writes a marker file when imported: it must not exist.
+
+
+def planted(marker) -> str:
+    return f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+
+
+def rehash(engine_dir) -> None:
+    """What a tamperer who can write the folder does: the hashes rewritten to match the site."""
+    from dtype_explorer.runtime import _site
+
+    path = engine_dir / "engine.json"
+    info = json.loads(path.read_text())
+    info["site_files"] = _site.digest(engine_dir / "site")
+    info["site_sha256"] = _site.total(info["site_files"])
+    path.write_text(json.dumps(info))
+
+
+def assert_refused(result, *words):
+    assert (result.status, result.error.type, result.error.where) == (
+        "error",
+        "EngineError",
+        "engine",
+    ), result.summary()
+    for word in words:
+        assert word in result.error.message, result.error.message
+    assert not pool.storable(result)
+
+
+def test_a_symlinked_folder_inside_the_site_is_refused_and_never_imported(engine_copy, tmp_path):
+    """On main the check did not look inside a symlinked directory: the planted package ran
+    in the worker while verify_site passed."""
+    evil = tmp_path / "evil" / "namex"
+    evil.mkdir(parents=True)
+    marker = tmp_path / "ran.txt"
+    (evil / "__init__.py").write_text(planted(marker))
+    (engine_copy / "site" / "namex").symlink_to(evil, target_is_directory=True)  # keras imports it
+    with pytest.raises(engines.EngineError, match=r"site/namex \(a symbolic link"):
+        engines.verify_site(engines.get(SPEC))
+    assert_refused(probe_engine(), "site/namex (a symbolic link")
+    assert not marker.exists()
+
+
+def test_a_symlinked_file_is_refused_too(engine_copy, tmp_path):
+    marker = tmp_path / "ran.txt"
+    outside = tmp_path / "outside.py"
+    outside.write_text(planted(marker))
+    (engine_copy / "site" / "sitecustomize.py").symlink_to(outside)
+    assert_refused(probe_engine(), "site/sitecustomize.py (a symbolic link")
+    assert not marker.exists()
+
+
+def test_rewritten_hashes_are_refused_and_the_code_never_runs(engine_copy, tmp_path):
+    """On main a tamperer who rewrote site_files and site_sha256 beside the change passed the
+    check: the hashes lived beside the files they protect. Now the record is signed with the
+    user's key (outside the folder): a rewritten record is refused, naming why."""
+    marker = tmp_path / "ran.txt"
+    init = engine_copy / "site" / "keras" / "__init__.py"
+    init.write_text(planted(marker) + init.read_text())
+    rehash(engine_copy)
+    with pytest.raises(engines.EngineError, match="does not carry this user's signature"):
+        engines.verify_site(engines.get(SPEC))
+    assert_refused(probe_engine(), "does not carry this user's signature", "create it again")
+    assert not marker.exists()
+    assert probe_engine().cached is False
+
+
+def test_a_record_signed_with_another_key_is_refused(engine_copy, tmp_path, monkeypatch):
+    """Another user's engine (another key): refused, never trusted on first use."""
+    other = tmp_path / "other.key"
+    other.write_text("ab" * 32 + "\n")
+    other.chmod(0o600)
+    monkeypatch.setenv("DTYPE_EXPLORER_CACHE_KEY_FILE", str(other))
+    pool.shutdown()
+    assert_refused(probe_engine(), "does not carry this user's signature", str(other))
+
+
+@pytest.fixture
+def tf_keras_copy(tf_keras_engine, tmp_path, monkeypatch):
+    folder = tmp_path / "engines"
+    shutil.copytree(tf_keras_engine.path, folder / tf_keras_engine.name, symlinks=True)
+    monkeypatch.setenv(engines.ENV_DIR, str(folder))
+    monkeypatch.setenv(cache.ENV_DIR, str(tmp_path / "cache"))
+    pool.shutdown()
+    yield folder / tf_keras_engine.name
+    pool.shutdown()
+
+
+def test_tf_keras_with_rewritten_hashes_is_refused_in_workers_and_by_run(tf_keras_copy, tmp_path):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "ran.txt"
+    init = tf_keras_copy / "site" / "tf_keras" / "__init__.py"
+    init.write_text(planted(marker) + init.read_text())
+    rehash(tf_keras_copy)
+    result = dx.probe("Dense", engine="tf_keras", timeout=240)
+    assert_refused(result, "does not carry this user's signature")
+    script = tmp_path / "script.py"
+    script.write_text("print('the script ran')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "dtype_explorer", "run", "--engine", "tf_keras", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode != 0
+    assert "does not carry this user's signature" in done.stderr, done.stderr[-2000:]
+    assert "the script ran" not in done.stdout
+    assert not marker.exists()
+
+
+def test_bisect_over_a_tampered_engine_raises_no_answer(engine_copy):
+    """Issue 43: on main the engine's refusal ("raises EngineError") was bisected as a Keras
+    change to the installed release's int32; an engine's refusal is never Keras's answer."""
+    from dtype_explorer.analyses import NoAnswerError
+    from dtype_explorer.versions import library_version
+
+    init = engine_copy / "site" / "keras" / "__init__.py"
+    init.write_text(init.read_text() + "\n# planted\n")
+    with pytest.raises(NoAnswerError, match="engine refused to start, not Keras"):
+        dx.bisect(
+            "Discretization",
+            "float32",
+            backend="numpy",
+            kwargs={"bin_boundaries": [0.5, 1.5, 2.5], "dtype": "float32"},
+            versions=[SPEC.removeprefix("keras=="), library_version("keras")],
+            progress=False,
+        )

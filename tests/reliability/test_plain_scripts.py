@@ -78,3 +78,33 @@ def test_a_module_run_with_dash_m_without_a_guard_works(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "example.py").write_text(textwrap.dedent(EXAMPLE.format(backends='["numpy"]')))
     assert statuses(run(["-m", "mine.example"], tmp_path)) == ["error", "ok"]
+
+
+def test_an_in_process_op_probe_on_tensorflow_runs_the_script_once(tmp_path):
+    """Issue 43: an op probed in this process on tensorflow starts the TensorFlow reference
+    process; with plain spawn it re-ran the script's top level (two pids printed the line)."""
+    script = tmp_path / "plain_tf.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import os
+            print("top level in", os.getpid(), flush=True)
+            import dtype_explorer as dx
+            r = dx.probe("ops.maximum", ["float32", "float64"])
+            print("statuses", r.status)
+            print("tnp", r.expectation("tensorflow").shown)
+            """
+        )
+    )
+    env_backend = {**os.environ, "KERAS_BACKEND": "tensorflow"}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        env={**env_backend, "PYTHONPATH": str(ROOT), "DTYPE_EXPLORER_CACHE_DIR": str(tmp_path)},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert statuses(done)[0] == "ok"
+    assert done.stdout.count("top level in") == 1, done.stdout
+    assert "tnp float64" in done.stdout, done.stdout  # the reference process did answer

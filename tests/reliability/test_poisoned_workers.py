@@ -100,3 +100,69 @@ def test_a_layer_that_registers_a_dense_poisons_no_later_answer(own_cache):
     assert again is None or again.output_dtype == clean.output_dtype, again.summary()
     served = dx.probe("TimeDistributed", backend="numpy")
     assert served.output_dtype == clean.output_dtype, served.summary()
+
+
+def patch_dense_to_float16() -> str:
+    """User code run through ``pool.call``: ``keras.layers.Dense.call`` cast to float16."""
+    import keras
+
+    def to_float16(self, inputs):
+        return keras.ops.cast(inputs, "float16")
+
+    keras.layers.Dense.call = to_float16
+    return "patched"
+
+
+class _RunsOnLoad:
+    """An argument whose unpickling patches Dense (its ``__reduce__``)."""
+
+    def __reduce__(self):
+        patch = "keras.layers.Dense.call = lambda s, x: keras.ops.cast(x, 'float16')"
+        return (exec, (f"import keras\n{patch}",))
+
+
+def _assert_dense_unpoisoned():
+    live = dx.probe("Dense", backend="numpy", timeout=ANSWER_WITHIN)
+    assert (live.status, live.output_dtype) == ("ok", "float32"), live.summary()
+    again = stored(live)
+    assert again is None or again.output_dtype == "float32", again.summary()
+    pool.shutdown()
+    served = dx.probe("Dense", backend="numpy", timeout=ANSWER_WITHIN)
+    assert served.output_dtype == "float32", served.summary()
+
+
+def test_pool_call_of_the_workers_own_call_is_user_code(own_cache):
+    """Issue 43: ``pool.call("numpy", _worker.call, <user payload>, True)`` named the worker's
+    own (trusted) function, which then ran the user's payload in the normal worker, untainted:
+    the next Dense answered float16, was stored and served to later runs."""
+    import cloudpickle
+
+    from dtype_explorer.runtime import _worker
+
+    payload = cloudpickle.dumps((patch_dense_to_float16, ()))
+    answer = pool.call("numpy", _worker.call, payload, True).result(timeout=ANSWER_WITHIN)
+    assert answer == "patched"
+    _assert_dense_unpoisoned()
+
+
+def test_an_argument_that_runs_code_when_unpickled_taints_the_worker(own_cache):
+    """A registered entry of the tool, but an argument whose unpickling runs code: user code."""
+    from dtype_explorer.analyses import _survey
+
+    future = pool.call("numpy", _survey.policy_compute_dtype, "float32", _RunsOnLoad())
+    with pytest.raises(TypeError):  # the entry takes one argument; the patch ran on loading
+        future.result(timeout=ANSWER_WITHIN)
+    _assert_dense_unpoisoned()
+
+
+def test_the_tools_own_entries_still_run_in_the_normal_worker(own_cache):
+    from dtype_explorer.analyses import _survey
+
+    assert (
+        pool.call("numpy", _survey.policy_compute_dtype, "mixed_float16").result(
+            timeout=ANSWER_WITHIN
+        )
+        == "float16"
+    )
+    live = dx.probe("Dense", backend="numpy", timeout=ANSWER_WITHIN)
+    assert stored(live) is not None  # the worker stayed clean: its answer was kept

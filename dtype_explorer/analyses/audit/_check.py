@@ -425,6 +425,7 @@ def _fit_phase(audit: _Audit, model: Any, labels: Any) -> None:
     )
 
 
+@pool.trusted_entry  # pool.call runs it in a cache-keeping worker
 def audit_rebuilt(
     config: dict[str, Any],
     weights: list[Any],

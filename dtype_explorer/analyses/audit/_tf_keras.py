@@ -99,6 +99,7 @@ def check_on_tf_keras(asked: _audit_engine.EngineQuestion) -> AuditReport:
     return report.model_copy(update={"engine": engine, "notes": (*report.notes, note)})
 
 
+@pool.trusted_entry  # pool.call runs it in a cache-keeping worker
 def audit_in_keras2(
     config: dict[str, Any],
     weights: dict[str, list[Any]],

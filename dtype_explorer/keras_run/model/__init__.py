@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "LayerEvent": "dtype_explorer.keras_run.model._model_trace",
     "ModelTracer": "dtype_explorer.keras_run.model._model_trace",
     "ADDED_IN": "dtype_explorer.keras_run.model._quantize",
+    "check_int4_block": "dtype_explorer.keras_run.model._quantize",
     "lacking_mode": "dtype_explorer.keras_run.model._quantize",
     "stored_variables": "dtype_explorer.keras_run.model._quantize",
     "tensor_infos": "dtype_explorer.keras_run.model._samples",
@@ -42,7 +43,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.model._instance import Packed, pack
     from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
     from dtype_explorer.keras_run.model._model_trace import LayerEvent, ModelTracer
-    from dtype_explorer.keras_run.model._quantize import ADDED_IN, lacking_mode, stored_variables
+    from dtype_explorer.keras_run.model._quantize import (
+        ADDED_IN,
+        check_int4_block,
+        lacking_mode,
+        stored_variables,
+    )
     from dtype_explorer.keras_run.model._samples import tensor_infos
     from dtype_explorer.keras_run.model._training import (
         compiled_by,

@@ -68,6 +68,20 @@ class QuantizeRequest:
     lacking: str = ""
 
 
+#: The largest int4 block size asked: Keras pads each block's input dimension to the block
+#: size, so a block of 10**9 asks NumPy for gigabytes ("Maximum allowed dimension exceeded").
+MAX_INT4_BLOCK = 65536
+
+
+def check_int4_block(size: int, asked: str) -> None:
+    """Refuse an int4 block size outside 1..:data:`MAX_INT4_BLOCK`, naming it."""
+    if not 0 < size <= MAX_INT4_BLOCK:
+        raise InvalidSpecError(
+            f"quantize: int4's block size must be 1 to {MAX_INT4_BLOCK} (int4/32, int4/128); "
+            f"received: {asked!r} (block size {size})"
+        )
+
+
 def quantization_modes() -> tuple[str, ...]:
     """The quantization modes the installed Keras has (``QUANTIZATION_MODES``)."""
     from keras.src.dtype_policies import dtype_policy
@@ -124,8 +138,7 @@ def quantize_request(asked: Any) -> QuantizeRequest:
     block = re.fullmatch(r"int4/(\d+)", asked)
     if block and "int4" in modes:
         size = int(block.group(1))
-        if size <= 0:
-            raise InvalidSpecError(f"int4's block size must be positive; received: {asked!r}")
+        check_int4_block(size, asked)
         if not hasattr(keras.quantizers, "Int4QuantizationConfig"):
             raise InvalidSpecError(
                 f"quantize={asked!r}: Keras {keras.__version__} has no "

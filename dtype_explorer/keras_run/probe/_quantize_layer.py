@@ -26,7 +26,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
-from dtype_explorer.keras_run.model import ADDED_IN, lacking_mode, stored_variables
+from dtype_explorer.keras_run.model import (
+    ADDED_IN,
+    check_int4_block,
+    lacking_mode,
+    stored_variables,
+)
 from dtype_explorer.records import (
     ErrorInfo,
     LayerQuantization,
@@ -105,11 +110,13 @@ class LayerQuantizer:
                 f"keras.quantizers.{'GPTQ' if self.mode == 'gptq' else 'AWQ'}Config(...)); a "
                 "single layer takes " + ", ".join(m for m in self.modes if m not in _CALIBRATED)
             )
-        if self.block_size is not None and (self.mode != "int4" or self.block_size <= 0):
+        if self.block_size is not None and self.mode != "int4":
             raise InvalidSpecError(
                 "quantize: a block size is int4's, and positive (int4/32). "
                 f"Received: {self.asked!r}"
             )
+        if self.block_size is not None:
+            check_int4_block(self.block_size, self.asked)
         if self.block_size is not None and not hasattr(keras.quantizers, "Int4QuantizationConfig"):
             raise InvalidSpecError(
                 f"quantize={self.asked!r}: Keras {keras.__version__} has no "

@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import ctypes
 import multiprocessing
 import multiprocessing.context
+import multiprocessing.spawn
 import os
+import signal
 import sys
 import threading
 import time
@@ -65,7 +68,11 @@ def submit(
                 max_workers=1,
                 mp_context=_context(process_name),
                 initializer=_start,
-                initargs=(None if log is None else str(log), os.getpid()),
+                initargs=(
+                    None if log is None else str(log),
+                    os.getpid(),
+                    threading.current_thread() is threading.main_thread(),
+                ),
             )
             _running["executor"] = executor
         return executor.submit(fn, *args)
@@ -99,9 +106,17 @@ def stop(wait: bool = False) -> None:
 atexit.register(stop)  # before teardown, so the executor's own cleanup finds its modules
 
 
+#: The reference process's name when its caller names none: spawn leaves the main module out
+#: of processes so named (:func:`_leave_main_out`).
+PROCESS_NAME = "dtype-explorer-reference"
+
+
 def _context(name: str | None) -> multiprocessing.context.SpawnContext:
-    """Spawn, the process named ``name``."""
-    return multiprocessing.get_context("spawn") if name is None else _Named(name)
+    """Spawn, the process named ``name`` (default :data:`PROCESS_NAME`), without the user's
+    main module: the reference process runs this package's functions only, and a plain
+    script's top level (no ``__main__`` guard) must never run again in it."""
+    _leave_main_out()
+    return _Named(PROCESS_NAME if name is None else name)
 
 
 class _Named(multiprocessing.context.SpawnContext):
@@ -115,9 +130,33 @@ class _Named(multiprocessing.context.SpawnContext):
         return multiprocessing.context.SpawnProcess(*args, name=self.name, **kwargs)
 
 
-def _start(log: str | None, parent: int) -> None:
+def _leave_main_out() -> None:
+    """Wrap ``multiprocessing.spawn.get_preparation_data`` once: a process named as this
+    package names its processes (``dtype-explorer-...``: the reference process, the pool's
+    workers) gets no main module to re-import (``runtime._spawn.WorkerContext`` does the same
+    for the workers)."""
+    original = multiprocessing.spawn.get_preparation_data
+    if getattr(original, "_dx_reference", False):
+        return
+
+    def get_preparation_data(name: str) -> dict[str, Any]:
+        data = original(name)
+        if str(name).startswith("dtype-explorer-"):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+
+    get_preparation_data._dx_reference = True  # type: ignore[attr-defined]
+    multiprocessing.spawn.get_preparation_data = get_preparation_data
+
+
+def _start(log: str | None, parent: int, from_main_thread: bool = False) -> None:
     """In the reference process, before any call: its output into ``log``, an exit with its
-    parent, TensorFlow imported with its NumPy behaviour on."""
+    parent (the kernel's SIGKILL when the parent dies, where the spawning thread is the
+    parent's main thread: even a stopped process, whose own watch cannot run, goes), TensorFlow
+    imported with its NumPy behaviour on."""
+    if from_main_thread:
+        _die_with_parent(parent)
     if log is not None:
         path = Path(log)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +168,17 @@ def _start(log: str | None, parent: int) -> None:
 
     tf.get_logger().setLevel("ERROR")  # it warns about every op it does not cover
     tf.experimental.numpy.experimental_enable_numpy_behavior(**NUMPY_BEHAVIOUR)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux's ``PR_SET_PDEATHSIG``: SIGKILL this process when its parent's thread ends."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the watch thread alone
+        return
+    if os.getppid() != parent:  # the parent died before the call
+        os._exit(0)
 
 
 def _exit_with(parent: int) -> None:
