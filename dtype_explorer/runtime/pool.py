@@ -41,7 +41,7 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
-from dtype_explorer.runtime import _failures, _sizing, cache, engines
+from dtype_explorer.runtime import _failures, _sizing, _user_source, cache, engines
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._failures import TRANSIENT_ERRORS, storable
@@ -313,19 +313,20 @@ def target_payload(target: Any) -> bytes:
     """Pickle a custom target for the workers: a class or factory by value (cloudpickle, so
     notebook definitions travel); a layer, model, loss or metric *instance* in Keras's own
     format (``keras_run.pack``: a ``.keras`` archive in memory, with the custom classes it
-    names by value), loaded in the worker under safe mode: never its config alone.
+    names by value), loaded in the worker under safe mode: never its config alone; with the
+    user's source lines (``_user_source``), which cloudpickle drops, for the op trace.
 
     Never raises: what cannot be pickled or saved travels as its error, and every backend's
     result reports it (``ErrorInfo(where="transfer")``).
     """
-    keras = sys.modules.get("keras")
     try:
         keras2 = keras_run.keras2_pack(target)  # a tf.keras instance: its config and weights
         if keras2 is not None:
             return cloudpickle.dumps(("object", keras2))
-        if keras is not None and keras_run.instance_kind(target) is not None:
-            return cloudpickle.dumps(("archive", keras_run.pack(target)))
-        return cloudpickle.dumps(("object", target))
+        instance = "keras" in sys.modules and keras_run.instance_kind(target) is not None
+        value = keras_run.pack(target) if instance else target
+        source = _user_source.capture(value)
+        return cloudpickle.dumps(("archive" if instance else "object", value, source))
     except Exception as exc:
         return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
 
