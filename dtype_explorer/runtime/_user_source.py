@@ -2,7 +2,7 @@
 
 cloudpickle ships a class or function defined in a notebook cell or a script's ``__main__`` by
 value, and names every code object it rebuilds ``<dynamic-code>`` (its payload stays the same
-wherever it was defined). The op trace (``keras_run``'s ``_trace_frames``) reads a step's file
+wherever it was defined). The op trace (``keras_run.trace``) reads a step's file
 and text from the frame's code object and ``linecache``; in the worker it would find neither,
 and the user's ``return x * c`` would be a step with no file and no text.
 
