@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "promotion_table": "dtype_explorer.analyses",
     "check_model": "dtype_explorer.analyses",
     "bisect": "dtype_explorer.analyses",
+    "trace": "dtype_explorer.analyses",
+    "TraceResult": "dtype_explorer.records",
     "DtypeExplorer": "dtype_explorer.frontends.widget",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
@@ -45,7 +47,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
-    from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
+    from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey, trace
     from dtype_explorer.errors import InvalidSpecError
     from dtype_explorer.frontends.widget import DtypeExplorer
     from dtype_explorer.keras_run import catalog
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         ProbeSpec,
         PromotionTable,
         Survey,
+        TraceResult,
     )
     from dtype_explorer.runtime import cache, engines, pool
     from dtype_explorer.runtime.pool import shutdown
@@ -66,7 +69,7 @@ __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext dtype_explorer`` registers ``%dtype_check``."""
+    """``%load_ext dtype_explorer`` registers ``%dtype_check`` and ``%%dtype_trace``."""
     importlib.import_module("dtype_explorer.frontends.magic").load_ipython_extension(ipython)
 
 

@@ -3,7 +3,8 @@
 ``probe`` (one target, one or several backends), ``survey`` (targets x dtypes x policies x
 backends), ``promotion_table`` (an op over every pair of dtypes, beside the array libraries),
 ``check_model`` (a model's real forward pass, with findings), ``bisect`` (one question
-over a range of Keras releases: where its answer changed) and ``build_atlas`` (a survey made
+over a range of Keras releases: where its answer changed), ``trace`` (the user's own function
+or cell, run as written, every dtype step inside it), and ``build_atlas`` (a survey made
 into a report, written as Parquet, JSON and a static site; ``write_atlas`` writes it without
 holding it). Each returns a record.
 """
@@ -23,6 +24,11 @@ _EXPORTS: dict[str, str] = {
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
     "check_model": "dtype_explorer.analyses.audit._check",
+    "TraceBlock": "dtype_explorer.analyses._code",
+    "CellTimeout": "dtype_explorer.analyses._code",
+    "trace_compiled": "dtype_explorer.analyses._code",
+    "trace_on_backends": "dtype_explorer.analyses._code_backends",
+    "trace": "dtype_explorer.analyses._code",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",
     "bisect": "dtype_explorer.analyses._bisect",
@@ -54,6 +60,8 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         index_releases,
         resolve_versions,
     )
+    from dtype_explorer.analyses._code import CellTimeout, TraceBlock, trace, trace_compiled
+    from dtype_explorer.analyses._code_backends import trace_on_backends
     from dtype_explorer.analyses._probe import probe, resolve_backends
     from dtype_explorer.analyses._promotion import promotion_table
     from dtype_explorer.analyses._run import progress_with

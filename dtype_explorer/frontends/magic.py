@@ -1,7 +1,14 @@
-"""``%dtype_check``: the model audit as an IPython line magic.
+"""``%dtype_check``: the model audit as an IPython line magic; ``%%dtype_trace``: the user's own
+cell run as written in this kernel with every dtype step inside it shown (``dx.trace``'s).
 
 >>> %load_ext dtype_explorer                                  # doctest: +SKIP
 >>> report = %dtype_check model --policy mixed_float16       # doctest: +SKIP
+
+The traced cell runs as the user's: in the user's namespace, on the kernel's backend, changing
+what it changes untraced (only ``--policy``/``--floatx`` are put back). A syntax error is shown
+as IPython shows the user's; an error the cell raises is the user's, shown with the user's own
+traceback and the steps up to it; ``--timeout`` stops a cell that runs too long and
+``sys.exit()`` is answered, and the kernel goes on.
 """
 
 from __future__ import annotations
@@ -9,11 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from dtype_explorer.analyses import check_model
 from dtype_explorer.errors import InvalidSpecError, as_sentence, received
+from dtype_explorer.frontends._trace_cell import trace_cell
 
 
 @magics_class
@@ -121,6 +129,45 @@ class DtypeMagics(Magics):
                 f"{type(error).__name__}: {as_sentence(str(error))}"
             ) from None
 
+    @magic_arguments()
+    @argument(
+        "--backend",
+        metavar="B",
+        help="'all' or a comma-separated list: the cell's source run in each backend's "
+        "user-code worker, the names it reads sent as values, the answers side by side "
+        "(default: this kernel, its backend)",
+    )
+    @argument("--policy", metavar="P", help="a global dtype policy for the cell, put back after")
+    @argument("--floatx", metavar="F", help="keras.config.floatx for the cell, put back after")
+    @argument("--max-steps", metavar="N", type=int, default=0, help="the most steps kept (300)")
+    @argument("--timeout", metavar="S", type=float, help="stop the cell after S seconds")
+    @cell_magic
+    def dtype_trace(self, line: str, cell: str) -> Any:
+        """Run the cell as written, in this kernel, and show every dtype step inside it:
+        every keras.ops call, layer __call__, autocast, variable creation and assignment,
+        optimizer step, loss scaling, NumPy-to-tensor conversion and Python operator on
+        Keras tensors, each with its dtypes, shapes and the cell's line that caused it.
+
+        Returns the ``TraceResult`` (``.steps``, ``.returned``, ``.error``, ``.to_json()``);
+        it renders as a card. The cell's names stay set in the namespace, as untraced.
+
+        Examples::
+
+            %%dtype_trace
+            y = keras.utils.to_categorical(np.ones(2), 2)
+
+            %%dtype_trace --policy mixed_float16 --timeout 30
+            model(x)
+        """
+        try:
+            args = parse_argstring(self.dtype_trace, line)
+        except (ValueError, UsageError) as error:  # shlex, or an option argparse refused
+            raise UsageError(
+                f"%%dtype_trace: cannot read the arguments ({error}); received: {received(line)}; "
+                "valid: --backend, --policy, --floatx, --max-steps, --timeout"
+            ) from None
+        return trace_cell(self.shell, cell, args)
+
     def _lookup(self, expression: str, what: str) -> Any:
         namespace = self.shell.user_ns
         if expression.isidentifier():
@@ -139,5 +186,5 @@ class DtypeMagics(Magics):
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register ``%dtype_check`` (run by ``%load_ext dtype_explorer``)."""
+    """Register ``%dtype_check`` and ``%%dtype_trace`` (run by ``%load_ext dtype_explorer``)."""
     ipython.register_magics(DtypeMagics)

@@ -15,6 +15,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
 ``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
+``TraceResult``           the user's own code run as written: its steps, value, errors
 ``Engine``                a created engine: which Keras release answers, where, its size
 ``Atlas``                 a survey made into a report (traces summarised); ``AtlasDiff``
                           the cells whose outcome changed between two atlases
@@ -50,6 +51,10 @@ _EXPORTS: dict[str, str] = {
     "Severity": "dtype_explorer.records._audit",
     "TensorInfo": "dtype_explorer.records._audit",
     "Record": "dtype_explorer.records._base",
+    "CastLoss": "dtype_explorer.records._exactness",
+    "LayerDamage": "dtype_explorer.records._exactness",
+    "where_precision_goes": "dtype_explorer.records._exactness",
+    "MAX_EXAMPLES": "dtype_explorer.records._exactness",
     "QuantizationReport": "dtype_explorer.records._quantize",
     "QuantizedLayer": "dtype_explorer.records._quantize",
     "QuantizeStatus": "dtype_explorer.records._quantize",
@@ -116,6 +121,12 @@ _EXPORTS: dict[str, str] = {
     "SurveyCell": "dtype_explorer.records._survey",
     "classify_cell": "dtype_explorer.records._survey",
     "classify_result": "dtype_explorer.records._survey",
+    "CodeComparison": "dtype_explorer.records._code_trace",
+    "CodeEnvironment": "dtype_explorer.records._code_trace",
+    "CodeError": "dtype_explorer.records._code_trace",
+    "CodeStatus": "dtype_explorer.records._code_trace",
+    "TraceResult": "dtype_explorer.records._code_trace",
+    "TracedValue": "dtype_explorer.records._code_trace",
     "Change": "dtype_explorer.records._trace",
     "Conversion": "dtype_explorer.records._trace",
     "SourceLine": "dtype_explorer.records._trace",
@@ -167,6 +178,14 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     )
     from dtype_explorer.records._base import Record
     from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
+    from dtype_explorer.records._code_trace import (
+        CodeComparison,
+        CodeEnvironment,
+        CodeError,
+        CodeStatus,
+        TracedValue,
+        TraceResult,
+    )
     from dtype_explorer.records._compare import (
         CompareCell,
         CompareColumn,
@@ -182,6 +201,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         check_engine_backend,
         engine_package,
         engine_spec,
+    )
+    from dtype_explorer.records._exactness import (
+        MAX_EXAMPLES,
+        CastLoss,
+        LayerDamage,
+        where_precision_goes,
     )
     from dtype_explorer.records._fit import FitReport, GradientInfo
     from dtype_explorer.records._numerics import (

@@ -128,6 +128,9 @@ class TraceStep(Record):
     error: str | None = None
     source: SourceLine | None = None
     via: SourceLine | None = None
+    #: The user's own line that caused the step (``dx.trace``/``%%dtype_trace`` only): the
+    #: innermost frame of the user's code on the stack, a cell's line or the user's module's.
+    user: SourceLine | None = None
     inside: str | None = None
     children: tuple[TraceStep, ...] = Field(default_factory=tuple)
     #: Where the step ran: the device of its first output (``"cpu"``, ``"cuda:0"``,

@@ -31,6 +31,10 @@ _EXPORTS: dict[str, str] = {
     "target_href": "dtype_explorer.views._atlas",
     "bisect_html": "dtype_explorer.views._bisect",
     "bisect_text": "dtype_explorer.views._bisect",
+    "code_trace_html": "dtype_explorer.views._code",
+    "comparison_html": "dtype_explorer.views._code",
+    "comparison_text": "dtype_explorer.views._code",
+    "code_trace_text": "dtype_explorer.views._code",
     "promotion_figure": "dtype_explorer.views._figures",
     "survey_figure": "dtype_explorer.views._figures",
     "audit_html": "dtype_explorer.views._html",
@@ -62,6 +66,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         target_href,
     )
     from dtype_explorer.views._bisect import bisect_html, bisect_text
+    from dtype_explorer.views._code import (
+        code_trace_html,
+        code_trace_text,
+        comparison_html,
+        comparison_text,
+    )
     from dtype_explorer.views._figures import promotion_figure, survey_figure
     from dtype_explorer.views._html import (
         audit_html,
@@ -87,6 +97,8 @@ VIEWS: dict[str, dict[str, str]] = {
         "ProbeResult": "format_result",
         "AuditReport": "audit_text",
         "BisectResult": "bisect_text",
+        "TraceResult": "code_trace_text",
+        "CodeComparison": "comparison_text",
     },
     "html": {
         "ProbeResult": "result_html",
@@ -95,6 +107,8 @@ VIEWS: dict[str, dict[str, str]] = {
         "PromotionTable": "promotion_html",
         "AuditReport": "audit_html",
         "BisectResult": "bisect_html",
+        "TraceResult": "code_trace_html",
+        "CodeComparison": "comparison_html",
     },
     "page": {"Survey": "survey_html", "Atlas": "atlas_site", "AtlasDiff": "atlas_diff_html"},
     "figure": {"Survey": "survey_figure", "PromotionTable": "promotion_figure"},

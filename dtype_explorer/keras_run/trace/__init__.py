@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "operator_limit": "dtype_explorer.keras_run.trace._op_trace",
     "Trace": "dtype_explorer.keras_run.trace._op_trace",
+    "traced_callable": "dtype_explorer.keras_run.trace._op_trace",
     "unwrapped": "dtype_explorer.keras_run.trace._op_trace",
     "wrapped_like": "dtype_explorer.keras_run.trace._op_trace",
     "op_kernel": "dtype_explorer.keras_run.trace._placement",
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         Trace,
         op_trace,
         operator_limit,
+        traced_callable,
         unwrapped,
         wrapped_like,
     )

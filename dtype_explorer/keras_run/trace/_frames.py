@@ -29,7 +29,7 @@ TRACE_FILES = frozenset(
         "_records.py",
         "_operators.py",
     )
-)
+) | {os.path.join(os.path.dirname(_HERE), "code", "_layers.py")}  # dx.trace's Layer hook
 PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
 
 _TRANSPARENT_PACKAGES = frozenset(
@@ -117,6 +117,30 @@ def _source_at(code: Any, line: int) -> SourceLine:
         text=linecache.getline(file, line).strip(),
         url=url,
     )
+
+
+@functools.cache
+def is_user_file(filename: str) -> bool:
+    """Whether ``filename`` is the user's own code: a caller outside Keras and outside any
+    installed package (a notebook cell, a script, the user's module, code given to ``exec``)."""
+    if classify(filename) != CALLER:
+        return False
+    if filename.startswith("<"):
+        return True
+    path = os.path.abspath(filename)
+    return not path.startswith(keras_src()) and not path.startswith(_sys_prefixes())
+
+
+def user_source(frame: Any) -> SourceLine | None:
+    """The line of the innermost frame of the user's own code on the stack from ``frame`` up
+    (the cell's line that called the layer whose op this is), or ``None`` where none is."""
+    n = 0
+    while frame is not None and n < 200:
+        if is_user_file(frame.f_code.co_filename):
+            return source(frame)
+        frame = frame.f_back
+        n += 1
+    return None
 
 
 def locate(frame: Any) -> tuple[SourceLine | None, SourceLine | None, str]:

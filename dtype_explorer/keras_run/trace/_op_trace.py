@@ -82,6 +82,7 @@ __all__ = [
     "keep_installed",
     "op_trace",
     "operator_limit",
+    "traced_callable",
     "untraced",
     "unwrapped",
     "wrapped_bindings",
@@ -143,10 +144,16 @@ _TRACING = _Tracing()
 class Trace:
     """The steps recorded by one :func:`op_trace` (read them with :meth:`steps`)."""
 
-    def __init__(self, *, children: bool, numerics: bool, own: bool):
+    def __init__(
+        self, *, children: bool, numerics: bool, own: bool, user: bool = False, limit: int = 0
+    ):
         self.children = children
         self.numerics = numerics
         self.own = own
+        #: Whether each step also names the user's own line that caused it (``TraceStep.user``).
+        self.user = user
+        #: The most steps kept (the rest counted in ``dropped``).
+        self.limit = limit or MAX_STEPS
         self.raw: list[Step] = []
         self.level = 0
         self.top: Step | None = None
@@ -167,13 +174,23 @@ class Trace:
 
 
 @contextmanager
-def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False) -> Iterator[Trace]:
+def op_trace(
+    *,
+    children: bool = True,
+    numerics: bool = True,
+    own: bool = False,
+    user: bool = False,
+    limit: int = 0,
+) -> Iterator[Trace]:
     """Record the ops of eager Keras calls made on this thread inside the ``with`` block.
 
     Args:
         children: also keep the ops each step ran itself, one level down.
         numerics: look at the values (inf/NaN made from finite inputs, float16 overflow).
         own: record ops called by dtype-explorer's own code too (an op probe's op).
+        user: name on each step the user's own line that caused it (``TraceStep.user``: the
+            innermost frame of the user's code on the stack, ``dx.trace``'s).
+        limit: the most steps kept (0: :data:`MAX_STEPS`).
 
     Returns:
         A context manager yielding a :class:`Trace`; the wrappers are removed when it closes,
@@ -186,7 +203,7 @@ def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False)
     [('ops.ones', 'created int8'),
      ('ops.add', 'promoted: result_type(int8, python_float) = float32')]
     """
-    trace = Trace(children=children, numerics=numerics, own=own)
+    trace = Trace(children=children, numerics=numerics, own=own, user=user, limit=limit)
     previous = _TRACING.trace
     _install()
     mode = None
@@ -257,6 +274,21 @@ def keep_installed(on: bool = True) -> None:
             _bind(state)
         elif not on and state.installed == 0 and state.bound:
             _unbind(state)
+
+
+def traced_callable(fn: Any, shown: str) -> Callable[..., Any]:
+    """``fn`` wrapped as the op trace wraps an op, named ``shown`` in the trace: a step of its
+    own where user or layer code calls it while a trace is open, ``fn`` itself otherwise
+    (``dx.trace`` makes a layer's ``__call__`` a step this way).
+
+    >>> import keras
+    >>> add = traced_callable(keras.ops.add, "my.add")
+    >>> with op_trace() as trace:
+    ...     _ = add(1.0, 2.0)
+    >>> trace.steps()[0].op
+    'my.add'
+    """
+    return _make_wrapper(fn, shown)
 
 
 def unwrapped(fn: Any) -> Any:
@@ -397,7 +429,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         # 2. Below a step (or a child): nested in what runs it, not recorded.
         if not top and (trace.level != 1 or not trace.children or trace.top is None):
             return _below(trace, trace.level + 1, fn, args, kwargs)
-        full = top and len(trace.raw) >= MAX_STEPS and kind != frames.OWN
+        full = top and len(trace.raw) >= trace.limit and kind != frames.OWN
         if full:
             trace.dropped += 1
         own = kind == frames.OWN and not trace.own
@@ -450,7 +482,7 @@ def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> 
         frame = frame.f_back
     if frames.classify(frame.f_code.co_filename) != frames.CALLER:
         return fn(*args, **kwargs)
-    full = len(trace.raw) >= MAX_STEPS
+    full = len(trace.raw) >= trace.limit
     if full or records.symbolic(args, kwargs):
         trace.dropped += full
         return _below(trace, trace.level + 2, fn, args, kwargs)
@@ -504,6 +536,8 @@ def _new_step(
     if top:
         step.inside = trace.top.op if trace.top is not None else None
         step.source, step.via, step.phase = frames.locate(frame)
+        if trace.user:
+            step.user = frames.user_source(frame)
     else:
         step.source = frames.source(frame)
         step.phase = trace.top.phase

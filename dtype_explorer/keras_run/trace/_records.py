@@ -242,6 +242,7 @@ class Step:
         "outputs",
         "phase",
         "source",
+        "user",
         "via",
         "weak",
     )  # fmt: skip
@@ -252,7 +253,7 @@ class Step:
         self.outputs: list[dict] = []
         self.objects: list[tuple[str, Any]] = []
         self.cast_to: str | None = None
-        self.source = self.via = None
+        self.source = self.via = self.user = None
         self.phase = "call"
         self.inside: str | None = None
         self.children: list[Step] = []
@@ -385,6 +386,7 @@ def record(step: Step, index: int) -> TraceStep:
         error=step.error,
         source=step.source,
         via=step.via,
+        user=step.user,
         inside=step.inside,
         children=tuple(record(c, i) for i, c in enumerate(step.children)),
         device=step.device,

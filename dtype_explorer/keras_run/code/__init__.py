@@ -1,0 +1,44 @@
+"""The user's own code traced: a function or a cell run as written, once, with the op trace on.
+
+``traced_run`` opens the op trace (``keras_run/trace``, the probe's: its wrappers of every
+Keras op, its hooks of the user's Python operators, its records) with the user's line named on
+every step, makes each layer's ``__call__`` a step of its own for as long as it is open
+(``Layer.__call__`` wrapped on the class by the trace's own wrapper, put back afterwards), and
+reads the environment and what the code returned. Nothing here changes what the code computes:
+the wrappers call the function as given, and values are read only after the code is done.
+
+User code runs as the user: in the user's process it may change the user's state exactly as it
+would untraced (a policy it sets stays set: only the tool's own ``--policy``/``--floatx`` are
+put back by the caller).
+
+>>> import keras
+>>> def f(x):
+...     return keras.ops.cast(x, "float16") * 2
+>>> import numpy as np
+>>> value, run = traced_run(f, (np.ones(2, "float32"),), {}, what="f")
+>>> run.steps[0].op, run.returned_dtype
+('ops.cast', 'float16')
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtype_explorer import lazy
+
+_EXPORTS: dict[str, str] = {
+    "TracedRun": "dtype_explorer.keras_run.code._run",
+    "traced_run": "dtype_explorer.keras_run.code._run",
+    "code_environment": "dtype_explorer.keras_run.code._run",
+    "describe_returned": "dtype_explorer.keras_run.code._values",
+    "user_traceback": "dtype_explorer.keras_run.code._values",
+}
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.code._run import TracedRun, code_environment, traced_run
+    from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

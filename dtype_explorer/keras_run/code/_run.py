@@ -1,0 +1,160 @@
+"""One run of the user's code with the op trace on: ``TracedRun`` (a context manager around
+any code) and ``traced_run`` (a function called with its arguments), each giving a
+``TraceResult``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Any
+
+from dtype_explorer.keras_run.code._layers import layer_calls_traced
+from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
+from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
+from dtype_explorer.records import CodeEnvironment, CodeError, CodeStatus, TraceResult
+
+#: No value: the code raised, or a ``with`` block returns none.
+_NOTHING = object()
+
+
+def code_environment(where: str = "this process") -> CodeEnvironment:
+    """Keras's version, the backend and its global dtype settings, as they are now.
+
+    >>> code_environment().where
+    'this process'
+    """
+    import keras
+
+    return CodeEnvironment(
+        keras=keras.__version__,
+        backend=keras.backend.backend(),
+        floatx=keras.config.floatx(),
+        policy=keras.config.dtype_policy().name,
+        where=where,
+    )
+
+
+class TracedRun:
+    """The op trace open around the user's code, with layer calls and the user's lines.
+
+    ``with TracedRun(what="cell", kind="cell") as run: ...`` runs the block traced; then
+    ``run.result(value)`` (or ``run.result(error=e)``) is its :class:`TraceResult`. An error
+    raised by the block is not swallowed: it goes on to the caller, and the steps up to it
+    are kept.
+    """
+
+    def __init__(
+        self,
+        *,
+        what: str,
+        kind: str,
+        max_steps: int = 0,
+        source: str = "",
+        cell_file: str = "",
+        where: str = "this process",
+        own: bool = False,
+    ):
+        self.what, self.kind, self.max_steps = what, kind, max_steps
+        self.source, self.cell_file, self.where = source, cell_file, where
+        #: Record what dtype-explorer's own frame calls too: ``traced_run`` calls the user's
+        #: function itself, which may be a Keras op (``dx.trace(keras.ops.add, ...)``).
+        self.own = own
+        self._stack = contextlib.ExitStack()
+        self.trace: Any = None
+        self.environment: CodeEnvironment | None = None
+
+    def __enter__(self) -> TracedRun:
+        self.environment = code_environment(self.where)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(layer_calls_traced())
+            self.trace = stack.enter_context(
+                op_trace(user=True, limit=self.max_steps, own=self.own)
+            )
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self._stack.__exit__(*exc)
+        return False
+
+    def result(
+        self, value: Any = _NOTHING, *, error: BaseException | None = None, status: str = ""
+    ) -> TraceResult:
+        """The run's record: its steps, ``value`` described (not kept in the JSON), or the
+        ``error`` the code raised with the user's own traceback."""
+        steps = self.trace.steps() if self.trace is not None else ()
+        said = status or ("ok" if error is None else "raised")
+        problem = None
+        if error is not None:
+            problem = CodeError(
+                type=type(error).__name__,
+                message=_message(error),
+                traceback=user_traceback(error),
+            )
+        env = self.environment or code_environment(self.where)
+        result = TraceResult(
+            what=self.what,
+            kind=self.kind,  # type: ignore[arg-type]
+            status=_status(said),
+            steps=steps,
+            dropped=self.trace.dropped if self.trace is not None else 0,
+            max_steps=self.trace.limit if self.trace is not None else self.max_steps,
+            returned=() if value is _NOTHING else describe_returned(value),
+            error=problem,
+            environment=env,
+            source=self.source,
+            cell_file=self.cell_file,
+            note=operator_limit(env.backend),
+        )
+        return result.with_value(None if value is _NOTHING else value)
+
+
+def _status(said: str) -> CodeStatus:
+    return said if said in ("ok", "raised", "timeout", "exited") else "raised"  # type: ignore[return-value]
+
+
+def _message(error: BaseException) -> str:
+    try:
+        text = str(error).strip()
+    except Exception:
+        text = ""
+    return text.splitlines()[0][:300] if text else ""
+
+
+def _as_bound(fn: Any) -> Any:
+    """A Keras op given as the function (``dx.trace(keras.ops.add, ...)``) was taken before
+    the trace's wrappers were in place: its wrapper, bound in its module now, is called."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    bound = getattr(module, getattr(fn, "__name__", ""), None) if module is not None else None
+    return bound if bound is not fn and bound is not None and unwrapped(bound) is fn else fn
+
+
+def traced_run(
+    fn: Any, args: tuple, kwargs: dict, *, what: str, max_steps: int = 0
+) -> tuple[Any, TraceResult]:
+    """``fn(*args, **kwargs)`` called once with the trace on.
+
+    Args:
+        fn: the user's function.
+        args: its positional arguments, as given.
+        kwargs: its keyword arguments, as given.
+        what: its name in the result.
+        max_steps: the most steps kept (0: the op trace's own limit).
+
+    Returns:
+        ``(value, result)``: what ``fn`` returned (``None`` where it raised) and the
+        :class:`TraceResult` (its ``error`` set where ``fn`` raised an ``Exception``; a
+        ``KeyboardInterrupt`` or ``SystemExit`` goes on to the caller).
+
+    >>> import keras
+    >>> value, result = traced_run(keras.ops.ones, ((2,),), {"dtype": "int8"}, what="ones")
+    >>> result.steps[0].op, result.returned_dtype
+    ('ops.ones', 'int8')
+    """
+    run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
+    try:
+        with run:
+            value = _as_bound(fn)(*args, **kwargs)
+    except Exception as error:
+        return None, run.result(error=error)
+    return value, run.result(value)

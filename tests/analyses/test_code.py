@@ -1,0 +1,184 @@
+"""``dx.trace``: the user's own function or ``with`` block, run as written, every dtype step
+recorded; compared with the same code run untraced beside it (dtypes and bytes equal), in this
+process (TensorFlow) and on jax, torch and numpy in fresh processes."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import TraceResult
+from tests.on_backend import json_on
+
+
+def forward(x):
+    dense = keras.layers.Dense(3, dtype="mixed_float16", kernel_initializer="ones")
+    y = dense(x)  # the line of the layer call
+    z = keras.ops.cast(y, "float32") * 2.0
+    return z, keras.ops.sum(z)
+
+
+def raises_at_step_three(x):
+    a = keras.ops.add(x, 1)
+    b = keras.ops.multiply(a, 2)
+    c = keras.ops.subtract(b, 1)
+    raise ValueError(f"the user's own error after {c.shape}")
+
+
+def _line(fn, text):
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_steps_lines_and_value_match_untraced_keras():
+    x = np.arange(6, dtype="float64").reshape(2, 3)
+    raw = forward(x)
+    result = dx.trace(forward, x)
+    assert isinstance(result, TraceResult) and result.status == "ok"
+    ops = [s.op for s in result.steps]
+    assert ops[0] == "Dense.__call__" and "ops.cast" in ops and "ops.sum" in ops
+    layer = result.steps[0]
+    assert layer.inputs[0].dtype == "float64" and layer.outputs[0].dtype == "float16"
+    # the autocast of the float64 input to the layer's compute dtype, on the layer's line
+    casts = [s for s in result.steps if s.inside == "Dense.__call__" and s.changes_dtype]
+    assert casts and casts[0].inputs[0].dtype == "float64"
+    assert result.user_line(casts[0]).line == _line(forward, "the line of the layer call")
+    assert result.user_line(casts[0]).file == __file__
+    # the values: the same dtypes and bytes as the untraced call
+    assert [v.dtype for v in result.returned] == [
+        keras.backend.standardize_dtype(t.dtype) for t in raw
+    ]
+    for traced, untraced in zip(result.value, raw, strict=True):
+        a, b = keras.ops.convert_to_numpy(traced), keras.ops.convert_to_numpy(untraced)
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert result.environment.backend == keras.backend.backend() == "tensorflow"
+    assert result.environment.keras == keras.__version__
+
+
+def test_json_round_trip_text_and_card():
+    result = dx.trace(forward, np.ones((1, 3)))
+    back = TraceResult.from_json(result.to_json())
+    assert back.to_dict() == result.to_dict() and back.value is None
+    text = str(result)
+    assert "Dense.__call__(float64[1x3])" in text and "test_code.py" in text
+    card = result._repr_html_()
+    assert "dx-card" in card and "Dense.__call__" in card
+    assert json.loads(result.to_json())["steps"][0]["user"]["file"] == __file__
+
+
+def test_a_raise_keeps_the_steps_before_it_and_the_users_traceback():
+    result = dx.trace(raises_at_step_three, keras.ops.ones((2,)))
+    assert result.status == "raised" and result.error.type == "ValueError"
+    assert [s.op for s in result.steps] == ["ops.add", "ops.multiply", "ops.subtract"]
+    assert "the user's own error" in result.error.message
+    assert __file__ in result.error.traceback
+    assert "dtype_explorer" not in result.error.traceback
+    assert "ValueError" in str(result)
+
+
+def test_with_block_records_and_lets_the_error_through():
+    x = keras.ops.full((2,), 100.0, dtype="float16")
+    with dx.trace() as t:
+        y = keras.ops.exp(x)
+    assert [s.op for s in t.steps] == ["ops.exp"]
+    assert t.first_nonfinite_step().op == "ops.exp"
+    assert np.array_equal(
+        keras.ops.convert_to_numpy(y), keras.ops.convert_to_numpy(keras.ops.exp(x))
+    )
+    with pytest.raises(ZeroDivisionError), dx.trace() as t2:
+        keras.ops.ones(1)
+        1 / 0  # noqa: B018
+    assert t2.result.status == "raised" and [s.op for s in t2.steps] == ["ops.ones"]
+
+
+def test_max_steps_keeps_the_first_and_counts_the_rest():
+    def loop():
+        x = keras.ops.zeros(())
+        for _ in range(20):
+            x = keras.ops.add(x, 1.0)
+        return x
+
+    with dx.trace(max_steps=5) as t:
+        out = loop()
+    assert len(t.steps) == 5 and t.dropped == 16
+    assert float(out) == 20.0
+
+
+def test_the_trace_leaves_keras_as_it_was():
+    from keras.src.layers.layer import Layer
+
+    call = Layer.__dict__["__call__"]
+    add = keras.ops.add
+    dx.trace(forward, np.ones((1, 3)))
+    with pytest.raises(ValueError), dx.trace():
+        raise ValueError("x")
+    assert Layer.__dict__["__call__"] is call and keras.ops.add is add
+    assert not hasattr(keras.ops.add, "__wrapped__")
+    assert keras.config.dtype_policy().name == "float32"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "said"),
+    [
+        (("Dense",), {}, "received: 'Dense' (str)"),
+        ((), {"max_steps": "many"}, "received: 'many'"),
+        ((), {"backend": "jax"}, "received: ['backend']"),
+    ],
+)
+def test_bad_input_is_named(args, kwargs, said):
+    with pytest.raises(InvalidSpecError) as info:
+        dx.trace(*args, **kwargs)
+    assert said in str(info.value)
+
+
+_ON_BACKEND = r"""
+import json, keras, numpy as np
+import dtype_explorer as dx
+
+def step_loss():
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD())
+    loss = keras.ops.convert_to_tensor(np.full((), 4.0, "float16"))
+    return opt.scale_loss(loss)
+
+def model_forward(x):
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Softmax()])
+    return model(x)
+
+x = np.linspace(-1, 1, 8).reshape(2, 4).astype("float32")
+out = {}
+for name, fn, args in [("loss", step_loss, ()), ("model", model_forward, (x,))]:
+    raw = keras.ops.convert_to_numpy(fn(*args))
+    r = dx.trace(fn, *args)
+    got = keras.ops.convert_to_numpy(r.value)
+    out[name] = {
+        "equal": raw.dtype == got.dtype and raw.tobytes() == got.tobytes(),
+        "raw_dtype": str(raw.dtype), "dtype": r.returned_dtype,
+        "ops": [s.op for s in r.steps], "status": r.status,
+        "nonfinite": getattr(r.first_nonfinite_step(), "op", None),
+        "raw_inf": bool(np.isinf(raw).any()),
+    }
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
+def test_traced_equals_untraced_on_each_backend(backend):
+    out = json_on(backend, _ON_BACKEND)
+    for name in ("loss", "model"):
+        assert out[name]["status"] == "ok", out[name]
+        assert out[name]["equal"], out[name]
+    assert "Sequential.__call__" in out["model"]["ops"]
+    assert "Dense.__call__" in out["model"]["ops"]
+    if backend != "numpy":  # numpy's scale_loss of a NumPy float16 scalar raises in Keras
+        assert out["loss"]["dtype"] == out["loss"]["raw_dtype"]
+    if backend == "jax":  # a float16 loss times the 2**15 scale: inf, as raw Keras gives
+        assert out["loss"]["raw_inf"] and out["loss"]["dtype"] == "float16"
+        assert out["loss"]["nonfinite"] is not None

@@ -1,0 +1,108 @@
+"""The facts of a traced run and of a cell on several backends, on hand-built records."""
+
+from __future__ import annotations
+
+from dtype_explorer.records import (
+    CodeComparison,
+    CodeEnvironment,
+    CodeError,
+    SourceLine,
+    TracedValue,
+    TraceResult,
+    TraceStep,
+    TraceTensor,
+)
+
+
+def _t(dtype, shape=(2,)):
+    return TraceTensor(dtype=dtype, shape=shape)
+
+
+def _step(i, op, din, dout, *, change="kept", conv=(), max_abs=1.0, line=1, **kw):
+    return TraceStep(
+        index=i, op=op, inputs=(_t(din),), outputs=(_t(dout),), change=change,
+        conversions=conv, max_abs=max_abs,
+        user=SourceLine(file="<dtype_trace cell>", line=line, text="..."), **kw,
+    )  # fmt: skip
+
+
+def _result(backend, steps, *, sample=(1.0, 2.0), digest="d", status="ok", error=None):
+    return TraceResult(
+        what="cell", kind="cell", steps=tuple(steps), status=status, error=error,
+        cell_file="<dtype_trace cell>",
+        returned=(TracedValue(type="Array", dtype=steps[-1].outputs[0].dtype if steps else None,
+                              shape=(2,), digest=digest, sample=sample, text="[1. 2.]"),),
+        environment=CodeEnvironment(keras="3.x", backend=backend),
+    )  # fmt: skip
+
+
+def test_lossy_changes_nonfinite_and_lines():
+    steps = [
+        _step(0, "ops.add", "float32", "float32"),
+        _step(1, "ops.cast", "float32", "float16", change="cast", conv=("downcast",), line=2),
+        _step(2, "ops.exp", "float16", "float16", nonfinite=True, first_nonfinite=True, line=3),
+    ]
+    r = _result("jax", steps)
+    assert [s.index for s in r.lossy_steps()] == [1]
+    assert [s.index for s in r.dtype_changes()] == [1]
+    assert r.first_nonfinite_step().index == 2
+    assert r.line_of(steps[2]) == "cell line 3"
+    assert r.returned_dtype == "float16"
+    assert "1 lossy" in r.headline()
+    back = TraceResult.from_json(r.to_json())
+    assert back.to_dict() == r.to_dict()
+
+
+def test_a_raise_is_the_headline():
+    r = _result("jax", [_step(0, "ops.add", "float32", "float32")], status="raised",
+                error=CodeError(type="KeyError", message="'k'"))  # fmt: skip
+    assert r.headline().endswith("then KeyError: 'k'")
+
+
+def test_backends_parting_by_dtype_name_the_step():
+    a = _result("jax", [_step(0, "ops.add", "float64", "float32", change="promoted")])
+    b = _result("torch", [_step(0, "ops.add", "float64", "float64")])
+    c = CodeComparison(source="", results={"jax": a, "torch": b})
+    part = c.dtype_part()
+    assert part is not None and part.op == "ops.add" and part.steps == {"jax": 0, "torch": 0}
+    assert c.value_part() is None and "first differ at ops.add" in c.headline()
+
+
+def test_backends_parting_by_value_beyond_the_tolerance():
+    a = _result("jax", [_step(0, "ops.exp", "float32", "float32", max_abs=10.0)])
+    near = _result("torch", [_step(0, "ops.exp", "float32", "float32", max_abs=10.001)])
+    far = _result("torch", [_step(0, "ops.exp", "float32", "float32", max_abs=11.0)])
+    assert CodeComparison(source="", results={"jax": a, "torch": near}).value_part() is None
+    said = CodeComparison(source="", results={"jax": a, "torch": far}).value_part()
+    assert said.startswith("The values first part at #0 ops.exp (cell line 1)")
+
+
+def test_returned_values_compared_when_steps_agree():
+    a = _result("jax", [_step(0, "ops.add", "float32", "float32")], digest="x")
+    b = _result("torch", [_step(0, "ops.add", "float32", "float32")], digest="y",
+                sample=(1.0, 2.5))  # fmt: skip
+    c = CodeComparison(source="", results={"jax": a, "torch": b})
+    assert c.value_part().startswith("The values the cell returned part")
+    same = CodeComparison(source="", results={"jax": a, "torch": a})
+    assert "agree" in same.headline()
+
+
+def test_a_backend_that_did_not_end_is_said_first():
+    a = _result("jax", [_step(0, "ops.add", "float32", "float32")])
+    b = _result("torch", [], status="timeout", error=CodeError(type="Timeout"))
+    assert (
+        "torch: timeout (Timeout)"
+        in CodeComparison(source="", results={"jax": a, "torch": b}).headline()
+    )
+
+
+def test_text_and_card_lay_out_the_records_facts():
+    steps = [_step(0, "ops.cast", "float32", "float16", change="cast", conv=("downcast",))]
+    r = _result("jax", steps)
+    text = str(r)
+    assert "#0  *ops.cast(float32[2]) -> float16[2]" in text and "at cell line 1" in text
+    assert "lossy steps: #0 ops.cast" in text
+    card = r._repr_html_()
+    assert "dx-card" in card and "cell line 1" in card
+    c = CodeComparison(source="", results={"jax": r, "torch": _result("torch", steps)})
+    assert "== torch ==" in str(c) and c._repr_html_().count("<td") == 2
