@@ -16,6 +16,12 @@ one: 7b) runs on that kernel, registered (and its engine created) by
 
 A cell that raises fails the build, naming the lesson, the cell and Keras's error. Set
 ``DTYPE_EXPLORER_DOCS_EXECUTE=0`` to render the committed outputs instead (a quick local build).
+
+The site is built from the lessons **as committed** (``git show HEAD:notebooks/…``, a clean
+copy), never from the working copy: JupyterLab autosaves whatever the reader typed into a
+lesson, and the build would otherwise execute and publish it. A lesson that differs from its
+committed version is named in the log (its edits are not published); one that was never
+committed fails the build, asking for it to be committed (:func:`committed`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import logging
 import os
 import re
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -56,11 +63,15 @@ for _dx_widget in [w for w in list(_dx_widgets.values()) if isinstance(w, _DxExp
 
 
 def on_files(files: Any, config: Any) -> Any:
-    if os.environ.get("DTYPE_EXPLORER_DOCS_EXECUTE", "1") == "0":
-        log.info("lessons: rendered with their committed outputs (DTYPE_EXPLORER_DOCS_EXECUTE=0)")
-        return files
     out_dir = Path(config["config_file_path"]).parent / BUILD_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
+    if os.environ.get("DTYPE_EXPLORER_DOCS_EXECUTE", "1") == "0":
+        log.info("lessons: rendered with their committed outputs (DTYPE_EXPLORER_DOCS_EXECUTE=0)")
+        for file in _lessons(files):
+            copy = out_dir / Path(file.src_uri).name
+            nbformat.write(committed(Path(file.abs_src_path), label=file.src_uri), copy)
+            file.abs_src_path = str(copy)
+        return files
     seconds = {}
     with _own_kernels():
         _execute_lessons(files, out_dir, seconds)
@@ -87,23 +98,68 @@ def _own_kernels() -> Iterator[None]:
                 os.environ["JUPYTER_DATA_DIR"] = before
 
 
+def _lessons(files: Any) -> list[Any]:
+    return [f for f in files if f.src_uri.startswith("lessons/") and f.src_uri.endswith(".ipynb")]
+
+
 def _execute_lessons(files: Any, out_dir: Path, seconds: dict[str, float]) -> None:
-    for file in files:
-        if file.src_uri.startswith("lessons/") and file.src_uri.endswith(".ipynb"):
-            started = time.monotonic()
-            executed = out_dir / Path(file.src_uri).name
-            execute(Path(file.abs_src_path), executed, label=file.src_uri)
-            file.abs_src_path = str(executed)
-            seconds[Path(file.src_uri).stem] = time.monotonic() - started
+    for file in _lessons(files):
+        started = time.monotonic()
+        executed = out_dir / Path(file.src_uri).name
+        execute(Path(file.abs_src_path), executed, label=file.src_uri)
+        file.abs_src_path = str(executed)
+        seconds[Path(file.src_uri).stem] = time.monotonic() - started
+
+
+def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def committed(source: Path, *, label: str) -> Any:
+    """The notebook ``source`` as committed at ``HEAD``, never its working copy.
+
+    Args:
+        source: the lesson's path (``docs/lessons`` links to ``notebooks/``: resolved first).
+        label: how the build names it in errors and the log.
+
+    Returns:
+        The committed notebook (an nbformat node); a working copy that differs is logged.
+
+    Raises:
+        PluginError: ``source`` is outside a git work tree, or was never committed.
+
+    Example:
+        >>> lesson = Path("notebooks/01_explorer.ipynb")
+        >>> committed(lesson, label="lessons/01_explorer.ipynb").nbformat
+        4
+    """
+    real = source.resolve()
+    top = _git(real.parent, "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise PluginError(
+            f"{label}: the site is built from the committed lessons, and {real} is not in a git "
+            f"work tree (git said: {top.stderr.strip()})"
+        )
+    path = real.relative_to(Path(top.stdout.strip()).resolve()).as_posix()
+    shown = _git(real.parent, "show", f"HEAD:{path}")
+    if shown.returncode != 0:
+        raise PluginError(
+            f"{label}: {path} is not committed; the site publishes the committed lessons only "
+            f"(commit it to publish it). Received from git: {shown.stderr.strip()}"
+        )
+    if _git(real.parent, "diff", "--quiet", "HEAD", "--", path).returncode != 0:
+        log.info(f"{label}: its working copy differs from HEAD's; the committed one is published")
+    return nbformat.reads(shown.stdout, as_version=4)
 
 
 def execute(source: Path, target: Path, *, label: str) -> None:
-    """Run the notebook ``source`` in a fresh kernel and write it, with outputs, to ``target``.
+    """Run the notebook ``source``, as committed, in a fresh kernel (in ``source``'s folder)
+    and write it, with outputs, to ``target``.
 
     Raises:
         PluginError: a cell raised, timed out or killed the kernel (the lesson and cell named).
     """
-    notebook = nbformat.read(source, as_version=4)
+    notebook = committed(source, label=label)
     settle = nbformat.v4.new_code_cell(SETTLE)
     notebook.cells.append(settle)
     client = NotebookClient(

@@ -227,6 +227,23 @@ def wrapped_op(trace: Any, observed: str | None) -> tuple[OpEntry, tuple[str, ..
     return entry, tuple(t.dtype for t in steps[0].inputs if t.dtype)
 
 
+def sampled_ids(
+    trace: Any, observed: str | None, expectations: list[Expectation]
+) -> tuple[str, list[Expectation]] | None:
+    """A user's layer whose output is a ``keras.random`` sampler's ids (``categorical``,
+    ``randint``: integer samples, in the dtype their ``dtype=`` argument asks): why the policy
+    rule does not judge it, and the expectations without it; else ``None``. The policy's
+    compute dtype is the dtype of the layer's float computations, not of sampled ids."""
+    if observed is None or dtypes.family(observed) not in ("int", "uint"):
+        return None
+    steps = [s for s in trace if s.phase == "call" and s.outputs]
+    last = steps[-1] if steps else None
+    if last is None or not last.op.startswith("random.") or last.outputs[0].dtype != observed:
+        return None
+    why = f"its output is keras.{last.op}'s sampled ids, in the dtype its dtype= argument asks"
+    return why, [e for e in expectations if e.source not in ("policy", "result_type")]
+
+
 def winner(
     expectations: list[Expectation], *, kind: str, converted: tuple[str, ...] = ()
 ) -> Expectation | None:

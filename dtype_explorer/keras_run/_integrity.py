@@ -15,9 +15,10 @@ or an impostor in the custom-object registry (``get_custom_objects()["Dense"] = 
 * the custom-object registry (``GLOBAL_CUSTOM_OBJECTS`` and ``GLOBAL_CUSTOM_NAMES``);
 * the top-level dicts of the backend libraries imported (``numpy``, ``jax.numpy``, ...).
 
-Modules imported after the snapshot, and submodules a lazy import attached to a package,
-are not changes. :func:`changes` names what differs; :func:`restore` puts the snapshot's
-objects back and says what it could not.
+Modules imported after the snapshot, submodules a lazy import attached to a package, and the
+empty ``__annotations__`` Python gives a class when it is first read, are not changes.
+:func:`changes` names what differs (a registry's class keys too); :func:`restore` puts the
+snapshot's objects back and says what it could not.
 
 >>> before = snapshot()                                        # doctest: +SKIP
 >>> import keras; keras.layers.Dense.call = lambda self, x: x  # doctest: +SKIP
@@ -124,7 +125,8 @@ def _differs(before: dict[str, Any], now: dict[str, Any], *, modules: bool) -> l
     if before.keys() == now.keys() and all(map(operator.is_, before.values(), now.values())):
         return []  # the usual case, at C speed
     changed = [n for n, v in before.items() if n not in now or now[n] is not v]
-    return sorted(changed + _added(before, now, modules=modules))
+    # a registry's keys may be classes (GLOBAL_CUSTOM_NAMES): ordered by their names
+    return sorted(changed + _added(before, now, modules=modules), key=str)
 
 
 def changes(before: Snapshot) -> list[str]:
@@ -205,4 +207,11 @@ def _added(before: dict[str, Any], now: dict[str, Any], *, modules: bool) -> lis
         if n not in before
         and n not in _IGNORED
         and not (modules and isinstance(v, types.ModuleType))
+        and not _lazy_annotations(n, v)
     ]
+
+
+def _lazy_annotations(name: Any, value: Any) -> bool:
+    """Python (3.10+) stores an empty ``__annotations__`` in a class's dict the first time
+    anyone reads it (TensorFlow's tracing does): not a change to the class."""
+    return name == "__annotations__" and isinstance(value, dict) and not value

@@ -3,7 +3,9 @@ once here, read back by the worker (``_worker``'s custom target).
 
 A class or factory travels by value (cloudpickle, so notebook definitions travel); a layer,
 model, loss or metric *instance* in Keras's own format; a tf.keras instance as its config and
-weights; what cannot travel, as its error.
+weights; what cannot travel, as its error. The user's source lines go with a target
+(``_user_source``: cloudpickle names the code it ships ``<dynamic-code>``), so that the op
+trace in the worker shows the user's file, line and text.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import cloudpickle
 
 from dtype_explorer import keras_run
+from dtype_explorer.runtime import _user_source as user_source
 
 
 def target_payload(target: Any) -> bytes:
@@ -31,8 +34,9 @@ def target_payload(target: Any) -> bytes:
         keras2 = keras_run.keras2_pack(target)  # a tf.keras instance: its config and weights
         if keras2 is not None:
             return cloudpickle.dumps(("object", keras2))
-        if keras is not None and keras_run.instance_kind(target) is not None:
-            return cloudpickle.dumps(("archive", keras_run.pack(target)))
-        return cloudpickle.dumps(("object", target))
+        instance = keras is not None and keras_run.instance_kind(target) is not None
+        value = keras_run.pack(target) if instance else target
+        source = user_source.capture(value)  # the user's lines, which cloudpickle drops
+        return cloudpickle.dumps(("archive" if instance else "object", value, source))
     except Exception as exc:
         return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))

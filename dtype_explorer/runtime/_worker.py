@@ -25,6 +25,7 @@ from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _sizing as sizing
+from dtype_explorer.runtime import _user_source as user_source
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime._gpu import share_gpu
 from dtype_explorer.versions import versions
@@ -462,9 +463,11 @@ def unpack_target(payload: bytes) -> Any:
     """The custom target sent by ``pool.target_payload``: a class or factory, or an instance
     as its ``.keras`` archive (``keras_run.Packed``: ``run_probe`` loads it under safe mode,
     its custom classes registered for that load only)."""
-    kind, value = pickle.loads(payload)
+    kind, value, *source = pickle.loads(payload)
     if kind == "unpicklable":
         raise TypeError(f"it could not be pickled in the kernel: {value}")
+    if source:  # the user's file names and lines, which cloudpickle does not keep
+        user_source.restore(value, source[0])
     return value
 
 

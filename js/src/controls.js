@@ -212,8 +212,9 @@ export class Controls {
 
   /** Show the widget's state; form elements the user is editing are left alone. */
   update(state) {
-    const first = this.state === null;
-    const changed = (key) => first || state[key] !== this.state[key];
+    // Compared with the state shown before this one: `changed` runs after `this.state` moves on.
+    const previous = this.state;
+    const changed = (key) => previous === null || state[key] !== previous[key];
     this.state = state;
     if (changed("request") || !this.draft) {
       const { nonce: _, ...content } = state.request;

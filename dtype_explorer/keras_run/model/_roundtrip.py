@@ -114,14 +114,18 @@ def _trip(
 
 def _as_declared(model: Any, sample: Any) -> Any:
     """``sample`` in the dtypes of the model's ``keras.Input``s: a SavedModel's signature takes
-    exactly those (Keras's own call converts; ``TFSMLayer`` does not)."""
+    exactly those (Keras's own call converts; ``TFSMLayer`` does not). A ``string`` input keeps
+    the text as given (NumPy has no ``string`` dtype; TensorFlow takes its str arrays)."""
     import keras
 
     inputs = getattr(model, "inputs", None) or []
     flat = keras.tree.flatten(sample)
     if len(flat) != len(inputs):
         return sample
-    cast = [np.asarray(x).astype(t.dtype) for x, t in zip(flat, inputs)]
+    cast = [
+        np.asarray(x) if t.dtype == "string" else np.asarray(x).astype(t.dtype)
+        for x, t in zip(flat, inputs)
+    ]
     return keras.tree.pack_sequence_as(sample, cast)
 
 

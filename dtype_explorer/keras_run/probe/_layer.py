@@ -427,6 +427,11 @@ def _judged(
                 basis=f"its call is {op_entry.name}: {op_documented.basis[-1]}",
             )
             expectations = [e for e in expectations if e.source != "result_type"] + [expected]
+    user = spec.target.startswith("custom:") and bool(observed) and wrapped is None
+    sampled = expect.sampled_ids(trace_steps, observed[0], expectations) if user else None
+    if sampled is not None:  # not the policy rule's: the ids' dtype is the sampler's dtype=
+        (why, expectations), expected = sampled, None
+        documented, basis = rules.Documented(None, (why,)), (*basis, why)
     return Judged(documented, basis, expectations, expected)
 
 

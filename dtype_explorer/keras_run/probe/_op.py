@@ -194,6 +194,8 @@ class _OpInputs:
         given = leaf["dtype"] if i is None else self.dtypes[i]
         if given in dtypes.PYTHON_SCALARS:
             return self.samples[i]
+        if i is not None and self.user and isinstance(self.samples.get(i), list):
+            given = op_conversion(self.samples[i])[0]  # what the op makes of the list, not NumPy's
         shape = tuple(leaf["shape"]) if i is None else self.shapes[i]
         return keras.KerasTensor(shape, dtype=given)
 

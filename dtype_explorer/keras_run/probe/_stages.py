@@ -34,7 +34,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run._values import call_arguments, leaf_name, leaf_paths, rebuild
-from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry
+from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry, OpEntry
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._observe import Invalid, broadcast, outcome, traced
 from dtype_explorer.keras_run.trace import Trace
@@ -275,9 +275,10 @@ class Judged:
 
 def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Supplied, ...]:
     """Every part of the question the stages chose because the user gave none: the input
-    dtype and the policy (``spec.filled``), the shape (the catalog's), the catalog's kwargs
-    the user did not replace, and the sample (a value preset, seeded). An ``instance`` is
-    the user's own object: no kwargs are supplied for it.
+    dtype and the policy (``spec.filled``; an op reads no policy), the shape (the catalog's)
+    and the sample (a value preset, seeded) of a target with tensor inputs (``ops.eye`` has
+    none), and the catalog's kwargs the user did not replace. An ``instance`` is the user's
+    own object: no kwargs are supplied for it.
 
     Args:
         spec: the question.
@@ -303,7 +304,8 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
                 part="input dtype", value=", ".join(spec.input_dtypes), why="no input_dtype given"
             )
         )
-    if "policy" in spec.filled:
+    tensors = bool(getattr(entry, "shapes", ()))  # ops.eye takes Python numbers only
+    if "policy" in spec.filled and not isinstance(entry, OpEntry):  # an op reads no policy
         parts.append(
             Supplied(
                 part="policy",
@@ -311,7 +313,7 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
                 why="no policy given: the one Keras makes from floatx",
             )
         )
-    if spec.shapes is None and spec.user_values is None:
+    if spec.shapes is None and spec.user_values is None and tensors:
         shapes = entry.shapes
         parts.append(
             Supplied(
@@ -330,7 +332,7 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
                 why="the catalog's defaults, not given in kwargs",
             )
         )
-    if spec.user_values is None and getattr(entry, "probe", "inputs") != "none":
+    if spec.user_values is None and getattr(entry, "probe", "inputs") != "none" and tensors:
         parts.append(
             Supplied(
                 part="sample",
