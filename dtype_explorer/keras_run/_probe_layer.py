@@ -39,6 +39,7 @@ from dtype_explorer.keras_run._stages import (
     LayerInputs,
     construct,
     declare,
+    input_count,
     layer_caller,
     layer_inputs,
     recorded_call,
@@ -72,8 +73,7 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    inputs = len(spec.input_dtypes) if spec.structure is None else len(spec.structure)
-    return catalog.custom_entry(spec.target, getattr(target, "call", None), inputs)
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), input_count(spec))
 
 
 def layer_class(
