@@ -42,4 +42,3 @@ def test_the_functional_containers_own_policy_is_no_roundtrip_error(tmp_path):
     assert keras_trip.outcome == "compared" and keras_trip.dtype_changes == ()
     assert keras_trip.output_dtypes == keras_trip.loaded_output_dtypes == ("float16",)
     assert keras_trip.max_abs_difference == 0.0
-
