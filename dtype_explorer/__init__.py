@@ -14,9 +14,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from dtype_explorer import lazy
+
 __version__ = "0.2.0"
 
-#: Public name -> the module that holds it. The code is laid out by role (see
+#: Public name -> the module that holds it (``dtype_explorer.lazy``: a name that is the module's
+#: own last part is the module itself). The code is laid out by role (see
 #: docs/architecture.md): records, engine, runtime, analyses, views, front ends.
 _EXPORTS: dict[str, str] = {
     "probe": "dtype_explorer.analyses",
@@ -28,9 +31,8 @@ _EXPORTS: dict[str, str] = {
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
     "engines": "dtype_explorer.runtime.engines",
-    "Engine": "dtype_explorer.records",
-    "pool": "dtype_explorer.runtime.pool",
     "catalog": "dtype_explorer.keras_run.catalog",
+    "pool": "dtype_explorer.runtime.pool",
     "ProbeSpec": "dtype_explorer.records",
     "ProbeResult": "dtype_explorer.records",
     "ProbeSet": "dtype_explorer.records",
@@ -39,13 +41,10 @@ _EXPORTS: dict[str, str] = {
     "PromotionTable": "dtype_explorer.records",
     "AuditReport": "dtype_explorer.records",
     "BisectResult": "dtype_explorer.records",
+    "Engine": "dtype_explorer.records",
 }
 
-#: Names that are modules themselves (``dx.cache.clear()``, ``dx.catalog.groups()``,
-#: ``dx.pool.configure(...)``).
-_MODULE_EXPORTS = frozenset({"cache", "catalog", "engines", "pool"})
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey
     from dtype_explorer.errors import InvalidSpecError
     from dtype_explorer.frontends.widget import DtypeExplorer
@@ -63,19 +62,7 @@ if TYPE_CHECKING:
     from dtype_explorer.runtime import cache, engines, pool
     from dtype_explorer.runtime.pool import shutdown
 
-
-def __getattr__(name: str) -> Any:
-    module_name = _EXPORTS.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'dtype_explorer' has no attribute {name!r}")
-    module = importlib.import_module(module_name)
-    value = module if name in _MODULE_EXPORTS else getattr(module, name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -83,26 +70,6 @@ def load_ipython_extension(ipython: Any) -> None:
     importlib.import_module("dtype_explorer.frontends.magic").load_ipython_extension(ipython)
 
 
-__all__ = [  # noqa: RUF022 - the public names, in the order docs/architecture.md lists them
-    "probe",
-    "survey",
-    "promotion_table",
-    "check_model",
-    "bisect",
-    "DtypeExplorer",
-    "shutdown",
-    "cache",
-    "engines",
-    "catalog",
-    "pool",
-    "ProbeSpec",
-    "ProbeResult",
-    "ProbeSet",
-    "InvalidSpecError",
-    "Survey",
-    "PromotionTable",
-    "AuditReport",
-    "BisectResult",
-    "Engine",
-    "load_ipython_extension",
-]
+#: The public names: the table's, in the order docs/architecture.md lists them, and the magic's
+#: loader.
+__all__ = [*_EXPORTS, "load_ipython_extension"]

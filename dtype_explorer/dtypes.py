@@ -268,9 +268,15 @@ def is_text_array(value: object) -> bool:
     )
 
 
+#: The 16-bit floats (float16, bfloat16): what a mixed policy computes in, and what the audit's
+#: retry casts to float32. Read from :data:`FAMILIES`, the one owner of the dtype names.
+HALF: tuple[str, ...] = tuple(d for d in FAMILIES["float"] if bits(d) == 16)
+
+
 __all__ = [
     "FAMILIES",
     "FLOATX",
+    "HALF",
     "PRESETS",
     "PYTHON_SCALARS",
     "TOLERANCE_ULPS",

@@ -5,7 +5,7 @@ Validating a question (its dtypes, its policy) needs two facts only Keras knows:
 Keras for them costs a front process its default backend (TensorFlow: seconds, hundreds of MB
 and a screen of log lines) even when the probe runs in a worker on another backend. So the
 facts are read from a **snapshot**: a small JSON file per Keras version, in the user's cache
-directory (:func:`cache_dir`, shared with the result cache), written by the first process that
+directory (``folders.cache_dir``, shared with the result cache), written by the first process that
 has Keras imported (a worker after it imports its backend, an in-process probe, or, when none
 has yet, one short quiet ``python`` run on the numpy backend). The first question ever asked of
 the workers does not pay for that run: ``dx.probe`` starts the workers first and checks the
@@ -45,10 +45,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from dtype_explorer import folders
+from dtype_explorer.folders import cache_dir
 
-#: The environment variable that moves the cache directory.
-ENV_DIR = "DTYPE_EXPLORER_CACHE_DIR"
+#: The environment variable that moves the cache directory (``folders`` owns the folders).
+ENV_DIR = folders.ENV_CACHE_DIR
 #: The snapshot's layout; a file with another is ignored.
 FORMAT = 1
 #: The longest a quiet snapshot run may take before Keras is imported in this process instead.
@@ -61,26 +62,6 @@ _reader: list[Callable[[], dict[str, Any]]] = []
 _expected: list[Callable[[], object]] = []
 #: What the quiet snapshot run executes: the engine reads Keras and stores the snapshot.
 _SNAPSHOT_CODE = "from dtype_explorer.keras_run import write_facts_snapshot; write_facts_snapshot()"
-
-
-def cache_dir() -> Path:
-    """The user's dtype-explorer cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the
-    platform's user cache dir (the result cache and the Keras snapshots live there).
-
-    Returns:
-        The directory as an absolute path (it may not exist yet).
-
-    >>> cache_dir().name != ""
-    True
-    """
-    return _resolved(os.environ.get(ENV_DIR) or None)
-
-
-@functools.cache
-def _resolved(override: str | None) -> Path:
-    if override:
-        return Path(override).expanduser().resolve()
-    return Path(platformdirs.user_cache_dir("dtype-explorer", appauthor=False))
 
 
 def keras_version() -> str | None:

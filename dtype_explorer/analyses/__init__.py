@@ -10,6 +10,8 @@ holding it). Each returns a record.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -20,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "save_atlas": "dtype_explorer.analyses._atlas",
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
-    "check_model": "dtype_explorer.analyses._audit",
+    "check_model": "dtype_explorer.analyses.audit._check",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",
     "bisect": "dtype_explorer.analyses._bisect",
@@ -35,27 +37,30 @@ _EXPORTS: dict[str, str] = {
     "run_specs": "dtype_explorer.analyses._survey",
     "survey": "dtype_explorer.analyses._survey",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.analyses._atlas import (
+        build_atlas,
+        query_atlas,
+        save_atlas,
+        writable_directory,
+        write_atlas,
+        write_parts,
+    )
+    from dtype_explorer.analyses._bisect import (
+        NoAnswerError,
+        PackageIndexError,
+        bisect,
+        index_releases,
+        resolve_versions,
+    )
+    from dtype_explorer.analyses._probe import probe, resolve_backends
+    from dtype_explorer.analyses._promotion import promotion_table
+    from dtype_explorer.analyses._run import progress_with
+    from dtype_explorer.analyses._survey import DEFAULT_POLICIES, expand_targets, run_specs, survey
+    from dtype_explorer.analyses.audit._check import check_model
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
-__all__ = [
-    "DEFAULT_POLICIES",
-    "NoAnswerError",
-    "PackageIndexError",
-    "bisect",
-    "build_atlas",
-    "check_model",
-    "expand_targets",
-    "index_releases",
-    "probe",
-    "progress_with",
-    "promotion_table",
-    "query_atlas",
-    "resolve_backends",
-    "resolve_versions",
-    "run_specs",
-    "save_atlas",
-    "survey",
-    "writable_directory",
-    "write_atlas",
-    "write_parts",
-]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import collections
 import math
 import multiprocessing
-import os
 import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -110,11 +109,7 @@ def run_partition(
     process = multiprocessing.current_process()
     if process.daemon:
         process._config["daemon"] = False  # type: ignore[attr-defined]
-    if (
-        neighbours
-        and pool._config["workers_per_backend"] is None
-        and not os.environ.get(pool.ENV_WORKERS)
-    ):
+    if neighbours and not pool.workers_chosen():
         from distributed import get_worker
 
         sharing = neighbours.get(_host(get_worker().address), 1)

@@ -4,8 +4,19 @@ views; nothing below imports them. The command line's rich terminal (``_cli_term
 imported on first use, so a command that prints no table (a cached answer) never imports rich.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
-__getattr__, __dir__ = lazy.exports(
-    __name__, {"_cli_terminal": "dtype_explorer.frontends._cli_terminal"}
-)
+#: Name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
+_EXPORTS: dict[str, str] = {"_cli_terminal": "dtype_explorer.frontends._cli_terminal"}
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.frontends import _cli_terminal
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -1,6 +1,7 @@
-"""The pieces of a page request the widget validates (:func:`dtype_explorer.frontends.widget.
-_parse_request` puts them together): text fields, lists of names, JSON, shapes, and one spec per
-backend that can run the request.
+"""The widget's request from the page, validated whole (:func:`parse_request`): its fields
+(text, lists of names, JSON, shapes, the quantization mode), its engine (one of
+:func:`engine_choices`, the engines the page's Keras picker offers), and one spec per backend
+that can run it. Nothing from the page is evaluated.
 
 >>> _shape({"shape": "2x4, 2x4"})
 [[2, 4], [2, 4]]
@@ -11,12 +12,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, received, unknown
-from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
-from dtype_explorer.records import ProbeSpec
+from dtype_explorer.frontends._contract import REQUEST_KEYS
+from dtype_explorer.keras_run import MAX_KWARGS_DEPTH, make_spec, uncalibrated_modes
+from dtype_explorer.records import ProbeSpec, check_engine_backend, engine_spec
+from dtype_explorer.runtime import engines, pool
 from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
+from dtype_explorer.versions import library_version
 
 #: The longest JSON text accepted for kwargs.
 MAX_TEXT = 20_000
@@ -124,3 +129,125 @@ def _shape(request: dict[str, Any]) -> list[list[int]] | None:
         raise InvalidSpecError(f"shape must be text, not {type(text).__name__}; {SHAPE_SYNTAX}")
     shapes = parse_shapes(text)
     return None if shapes is None else [list(shape) for shape in shapes]
+
+
+def engine_choices() -> list[dict[str, Any]]:
+    """The engines the page's Keras picker offers: the installed Keras (``engine: None``), then
+    every created engine (``dx.engines.list()``), each with the Keras release that answers and
+    the backends it runs on (``None``: every one).
+
+    Returns:
+        One dict per engine: ``engine``, ``keras``, ``label``, ``backends``.
+
+    >>> engine_choices()[0]["engine"] is None
+    True
+    """
+    installed = library_version("keras")
+    return [
+        {
+            "engine": None,
+            "keras": installed,
+            "label": f"installed Keras {installed}",
+            "backends": None,
+        },
+        *(_choice(e.spec, e.version, e.backends) for e in engines.created()),
+    ]
+
+
+def _choice(spec: str, version: str, runs_on: Sequence[str] | None) -> dict[str, Any]:
+    keras2 = spec.startswith("tf_keras")
+    label = f"Keras 2, tf_keras {version} (engine)" if keras2 else f"Keras {version} (engine)"
+    return {
+        "engine": spec,
+        "keras": version,
+        "label": label,
+        "backends": None if runs_on is None else list(runs_on),
+    }
+
+
+def _engine(
+    request: dict[str, Any], offered: Sequence[dict[str, Any]], backends: list[str]
+) -> str | None:
+    """The request's engine: ``None`` (the installed Keras) or a created engine's name. Keras 2
+    asked on a backend other than tensorflow is refused (named), not answered 'invalid'."""
+    value = request.get("engine")
+    names = [choice["engine"] for choice in offered]
+    valid = ", ".join("None (the installed Keras)" if n is None else repr(n) for n in names)
+    create = 'dx.engines.create("keras==3.11.3") creates one (then refresh_engines())'
+    try:
+        name = engine_spec(value)
+    except InvalidSpecError:
+        raise InvalidSpecError(
+            f"unknown engine; received: {received(value)}; valid: {valid}; {create}"
+        ) from None
+    for backend in backends:
+        check_engine_backend(name, backend)
+    if name is None or name in names:
+        return name
+    found = engines.get(name)  # created since the list was read (never created here)
+    if found is None:
+        raise InvalidSpecError(
+            f"engine {name!r} is not created; received: {received(value)}; valid: {valid}; {create}"
+        )
+    return found.spec
+
+
+def parse_request(
+    request: Any,
+    custom: dict[str, Any],
+    defaults: dict[str, Any],
+    offered: Sequence[dict[str, Any]] = (),
+) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError], int]:
+    """Validate a request from the page into one ``ProbeSpec`` per backend that can run it,
+    why each other backend cannot (:func:`_per_backend`), and its nonce.
+
+    Args:
+        request: the page's request (the widget contract's ``REQUEST_KEYS``).
+        custom: the user's layers the picker offers, by target name.
+        defaults: each target's catalog defaults (its shapes), for the arity check.
+        offered: the engines the page may name (default: :func:`engine_choices`).
+
+    Returns:
+        ``(specs, refused, nonce)``: the specs, the backends that cannot run it with why, and
+        the request's nonce. Raises ``InvalidSpecError`` when no backend can run it.
+
+    >>> parse_request("Dense", {}, {})
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: a request is an object, not str
+    """
+    if not isinstance(request, dict):
+        raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
+    extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
+    if extra:
+        valid = ", ".join(REQUEST_KEYS)
+        raise InvalidSpecError(f"unknown request field(s) {received(extra)}; valid: {valid}")
+    target = _text(request, "target")
+    layer = custom.get(target)
+    kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
+    shape = _shape(request)
+    input_dtypes = _texts(request, "input_dtypes")
+    backends = _texts(request, "backends")
+    if not backends:
+        raise InvalidSpecError("choose at least one backend")
+    pool.usable(backends)
+    engine = _engine(request, offered or engine_choices(), backends)
+    nonce = request.get("nonce", 0)
+    if not isinstance(nonce, int) or isinstance(nonce, bool):
+        raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
+    ask = partial(
+        make_spec,
+        layer if layer is not None else target,
+        tuple(input_dtypes),
+        _text(request, "policy"),
+        kwargs=kwargs,
+        shape=shape,
+        values=_text(request, "preset"),
+        mode=_text(request, "mode") if "mode" in request else "call",
+        engine=engine,
+        precision=request.get("precision"),
+        quantize=_quantize(request, uncalibrated_modes()),
+    )
+    specs, refused = _per_backend(ask, list(dict.fromkeys(backends)))
+    _check_arity(specs[0], defaults.get(specs[0].target))
+    return specs, refused, nonce

@@ -6,7 +6,7 @@ view, and nothing else: this module parses ``probe TARGET`` with the options tha
 question on one named backend (``--input-dtype``, ``--policy``, ``--backend``, ``--kwargs``,
 ``--shape``, ``--values``, ``--floatx``, ``--mode``, ``--call-kwargs``, ``--precision``,
 ``--trace``, ``--json``), builds the spec with ``make_spec`` as ``dx.probe`` does, and prints
-the stored answer (:mod:`dtype_explorer.runtime.cached`: read-only SQLite, the row's HMAC
+the stored answer (:mod:`dtype_explorer.runtime.cache_read`: read-only SQLite, the row's HMAC
 checked) as ``cli probe`` prints it. Anything else (another command, ``--help``, ``--no-cache``,
 ``--engine``, several backends or modes, a question the spec check refuses, no signed row, no
 Keras snapshot yet: the first run, whose check waits for the starting worker's snapshot)
@@ -29,7 +29,7 @@ from typing import Any
 
 from dtype_explorer import keras_facts, views
 from dtype_explorer.keras_run import make_spec
-from dtype_explorer.runtime import cached
+from dtype_explorer.runtime import cache_read
 from dtype_explorer.shapes import parse_shapes
 
 #: ``probe``'s options that take a value, and the question's part each fills.
@@ -91,7 +91,7 @@ def cached_text(argv: list[str]) -> str | None:
         spec = make_spec(**_spec_arguments(asked))
     except Exception:  # the full command says what is wrong
         return None
-    result = cached.answer(spec)
+    result = cache_read.answer(spec)
     if result is None or result.status in ("invalid", "timeout", "crashed"):
         return None
     if asked.get("as_json"):

@@ -28,15 +28,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
 from dtype_explorer.frontends import _contract
-from dtype_explorer.frontends._request import (
-    _check_arity,
-    _json,
-    _per_backend,
-    _quantize,
-    _shape,
-    _text,
-    _texts,
-)
+from dtype_explorer.frontends._request import engine_choices, parse_request
 from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec, uncalibrated_modes
 from dtype_explorer.records import (
     MODES,
@@ -47,12 +39,10 @@ from dtype_explorer.records import (
     ProbeResult,
     ProbeSet,
     ProbeSpec,
-    check_engine_backend,
     engine_spec,
 )
-from dtype_explorer.runtime import engines, pool
+from dtype_explorer.runtime import pool
 from dtype_explorer.timing import ms
-from dtype_explorer.versions import library_version
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
 #: The keys of a request from the page (the contract's); anything else is refused.
@@ -144,7 +134,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "nonce": 0,
         }
         # A bad initial value raises here, in the caller's cell; later ones only set `error`.
-        specs, refused, nonce = _parse_request(first, self._custom, defaults, offered)
+        specs, refused, nonce = parse_request(first, self._custom, defaults, offered)
         first["engine"] = specs[0].engine  # pinned: "tf_keras" -> "tf_keras==2.X.Y"
         super().__init__(
             catalog=_catalog(self._custom),
@@ -189,7 +179,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
     def _on_request(self, change: dict[str, Any]) -> None:
         """A new request from the page: refuse it with a message, or probe it."""
         try:
-            parsed = _parse_request(change["new"], self._custom, self.defaults, self.engines)
+            parsed = parse_request(change["new"], self._custom, self.defaults, self.engines)
         except (InvalidSpecError, ValueError, TypeError) as error:
             with self._lock:
                 self._generation += 1
@@ -410,40 +400,6 @@ def _cell(result: ProbeResult) -> str | dict[str, str]:
     return {"error": next((b for b in result.basis if "raises" in b), "result_type raises")}
 
 
-def engine_choices() -> list[dict[str, Any]]:
-    """The engines the page's Keras picker offers: the installed Keras (``engine: None``), then
-    every created engine (``dx.engines.list()``), each with the Keras release that answers and
-    the backends it runs on (``None``: every one).
-
-    Returns:
-        One dict per engine: ``engine``, ``keras``, ``label``, ``backends``.
-
-    >>> engine_choices()[0]["engine"] is None
-    True
-    """
-    installed = library_version("keras")
-    return [
-        {
-            "engine": None,
-            "keras": installed,
-            "label": f"installed Keras {installed}",
-            "backends": None,
-        },
-        *(_choice(e.spec, e.version, e.backends) for e in engines.list()),
-    ]
-
-
-def _choice(spec: str, version: str, runs_on: Sequence[str] | None) -> dict[str, Any]:
-    keras2 = spec.startswith("tf_keras")
-    label = f"Keras 2, tf_keras {version} (engine)" if keras2 else f"Keras {version} (engine)"
-    return {
-        "engine": spec,
-        "keras": version,
-        "label": label,
-        "backends": None if runs_on is None else list(runs_on),
-    }
-
-
 def _default_backends(installed: list[str], engine: str | None) -> list[str]:
     """Every installed backend, or the ones the engine runs on (Keras 2: tensorflow)."""
     name = engine_spec(engine)
@@ -457,79 +413,6 @@ def _offered_with(offered: list[dict[str, Any]], engine: str | None) -> list[dic
     if engine in (choice["engine"] for choice in offered):
         return offered
     return engine_choices()
-
-
-def _engine(
-    request: dict[str, Any], offered: Sequence[dict[str, Any]], backends: list[str]
-) -> str | None:
-    """The request's engine: ``None`` (the installed Keras) or a created engine's name. Keras 2
-    asked on a backend other than tensorflow is refused (named), not answered 'invalid'."""
-    value = request.get("engine")
-    names = [choice["engine"] for choice in offered]
-    valid = ", ".join("None (the installed Keras)" if n is None else repr(n) for n in names)
-    create = 'dx.engines.create("keras==3.11.3") creates one (then refresh_engines())'
-    try:
-        name = engine_spec(value)
-    except InvalidSpecError:
-        raise InvalidSpecError(
-            f"unknown engine; received: {received(value)}; valid: {valid}; {create}"
-        ) from None
-    for backend in backends:
-        check_engine_backend(name, backend)
-    if name is None or name in names:
-        return name
-    found = engines.get(name)  # created since the list was read (never created here)
-    if found is None:
-        raise InvalidSpecError(
-            f"engine {name!r} is not created; received: {received(value)}; valid: {valid}; {create}"
-        )
-    return found.spec
-
-
-def _parse_request(
-    request: Any,
-    custom: dict[str, Any],
-    defaults: dict[str, Any],
-    offered: Sequence[dict[str, Any]] = (),
-) -> tuple[list[ProbeSpec], dict[str, InvalidSpecError], int]:
-    """Validate a request from the page into one ``ProbeSpec`` per backend that can run it,
-    why each other backend cannot (:func:`_per_backend`), and its nonce. ``offered``: the
-    engines the page may name (:func:`engine_choices`)."""
-    if not isinstance(request, dict):
-        raise InvalidSpecError(f"a request is an object, not {type(request).__name__}")
-    extra = sorted(str(key) for key in set(request) - set(REQUEST_KEYS))
-    if extra:
-        valid = ", ".join(REQUEST_KEYS)
-        raise InvalidSpecError(f"unknown request field(s) {received(extra)}; valid: {valid}")
-    target = _text(request, "target")
-    layer = custom.get(target)
-    kwargs = _json(request, "kwargs", dict, 'a JSON object such as {"units": 4}')
-    shape = _shape(request)
-    input_dtypes = _texts(request, "input_dtypes")
-    backends = _texts(request, "backends")
-    if not backends:
-        raise InvalidSpecError("choose at least one backend")
-    pool.usable(backends)
-    engine = _engine(request, offered or engine_choices(), backends)
-    nonce = request.get("nonce", 0)
-    if not isinstance(nonce, int) or isinstance(nonce, bool):
-        raise InvalidSpecError(f"nonce must be an integer; received: {received(nonce)}")
-    ask = partial(
-        make_spec,
-        layer if layer is not None else target,
-        tuple(input_dtypes),
-        _text(request, "policy"),
-        kwargs=kwargs,
-        shape=shape,
-        values=_text(request, "preset"),
-        mode=_text(request, "mode") if "mode" in request else "call",
-        engine=engine,
-        precision=request.get("precision"),
-        quantize=_quantize(request, uncalibrated_modes()),
-    )
-    specs, refused = _per_backend(ask, list(dict.fromkeys(backends)))
-    _check_arity(specs[0], defaults.get(specs[0].target))
-    return specs, refused, nonce
 
 
 def unsupported_result(spec: ProbeSpec, backend: str, error: InvalidSpecError) -> ProbeResult:

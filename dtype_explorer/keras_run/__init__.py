@@ -9,77 +9,79 @@ function needs it: importing the engine imports no backend.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
-from dtype_explorer.keras_run import _facts  # noqa: F401  (installs keras_facts' reader)
+from dtype_explorer.keras_run import _facts
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {
     "catalog": "dtype_explorer.keras_run.catalog",
-    "variable_dtypes": "dtype_explorer.keras_run._call_trace",
-    "wrapped_entry_points": "dtype_explorer.keras_run._call_trace",
+    "variable_dtypes": "dtype_explorer.keras_run.trace._call_trace",
+    "wrapped_entry_points": "dtype_explorer.keras_run.trace._call_trace",
     "array_library": "dtype_explorer.keras_run._expect",
     "resolve_function": "dtype_explorer.keras_run._expect",
-    "tf_reference_stop": "dtype_explorer.keras_run._tf_reference:stop",
-    "tf_reference_submit": "dtype_explorer.keras_run._tf_reference:submit",
+    "tf_reference_stop": "dtype_explorer.keras_run.references._tf_reference:stop",
+    "tf_reference_submit": "dtype_explorer.keras_run.references._tf_reference:submit",
     "read_facts": "dtype_explorer.keras_run._facts",
     "write_facts_snapshot": "dtype_explorer.keras_run._facts",
     "KerasSnapshot": "dtype_explorer.keras_run._integrity:Snapshot",
     "keras_changes": "dtype_explorer.keras_run._integrity:changes",
     "restore_keras": "dtype_explorer.keras_run._integrity:restore",
     "keras_snapshot": "dtype_explorer.keras_run._integrity:snapshot",
-    "Packed": "dtype_explorer.keras_run._instance",
+    "Packed": "dtype_explorer.keras_run.model._instance",
     "instance_kind": "dtype_explorer.keras_run._instance_kind",
-    "pack": "dtype_explorer.keras_run._instance",
-    "run_keras2": "dtype_explorer.keras_run._keras2",
-    "keras2_vs_keras3": "dtype_explorer.keras_run._keras2_compare",
-    "keras2_pack": "dtype_explorer.keras_run._keras2_instance",
-    "KERAS2_LACKS": "dtype_explorer.keras_run._keras2_model_trace",
-    "Keras2Tracer": "dtype_explorer.keras_run._keras2_model_trace",
-    "is_keras2": "dtype_explorer.keras_run._keras2_model_trace",
-    "keras2_inputs": "dtype_explorer.keras_run._keras2_model_trace",
-    "keras2_state_kept": "dtype_explorer.keras_run._keras2_model_trace",
-    "keras2_variables_kept": "dtype_explorer.keras_run._keras2_model_trace",
-    "Keras2Refusal": "dtype_explorer.keras_run._keras2_rebuild",
-    "keras2_copy": "dtype_explorer.keras_run._keras2_modes",
-    "keras2_train_on_batch": "dtype_explorer.keras_run._keras2_modes:train_on_batch",
-    "rebuild_in_keras2": "dtype_explorer.keras_run._keras2_rebuild",
+    "pack": "dtype_explorer.keras_run.model._instance",
+    "run_keras2": "dtype_explorer.keras_run.keras2._probe",
+    "keras2_vs_keras3": "dtype_explorer.keras_run.keras2._compare",
+    "keras2_pack": "dtype_explorer.keras_run.keras2._instance",
+    "KERAS2_LACKS": "dtype_explorer.keras_run.keras2._model_trace",
+    "Keras2Tracer": "dtype_explorer.keras_run.keras2._model_trace",
+    "is_keras2": "dtype_explorer.keras_run.keras2._model_trace",
+    "keras2_inputs": "dtype_explorer.keras_run.keras2._model_trace",
+    "keras2_state_kept": "dtype_explorer.keras_run.keras2._model_trace",
+    "keras2_variables_kept": "dtype_explorer.keras_run.keras2._model_trace",
+    "Keras2Refusal": "dtype_explorer.keras_run.keras2._rebuild",
+    "keras2_copy": "dtype_explorer.keras_run.keras2._modes",
+    "keras2_train_on_batch": "dtype_explorer.keras_run.keras2._modes:train_on_batch",
+    "rebuild_in_keras2": "dtype_explorer.keras_run.keras2._rebuild",
     "KERAS_STATE_LOCK": "dtype_explorer.keras_run._keras_state",
     "changed_settings": "dtype_explorer.keras_run._keras_state",
     "describe_settings": "dtype_explorer.keras_run._keras_state",
     "global_settings": "dtype_explorer.keras_run._keras_state",
     "preserved_keras_state": "dtype_explorer.keras_run._keras_state",
     "restore_settings": "dtype_explorer.keras_run._keras_state",
-    "arguments_given": "dtype_explorer.keras_run._model_copy",
-    "init_parameters": "dtype_explorer.keras_run._model_copy",
-    "compile_copy": "dtype_explorer.keras_run._model_copy",
-    "is_compiled": "dtype_explorer.keras_run._model_copy",
-    "policy_clone": "dtype_explorer.keras_run._model_copy",
-    "training_copy": "dtype_explorer.keras_run._model_copy",
-    "variables_kept": "dtype_explorer.keras_run._model_copy",
-    "ModelTracer": "dtype_explorer.keras_run._model_trace",
+    "arguments_given": "dtype_explorer.keras_run.model._copy",
+    "init_parameters": "dtype_explorer.keras_run.model._copy",
+    "compile_copy": "dtype_explorer.keras_run.model._copy",
+    "is_compiled": "dtype_explorer.keras_run.model._copy",
+    "policy_clone": "dtype_explorer.keras_run.model._copy",
+    "training_copy": "dtype_explorer.keras_run.model._copy",
+    "variables_kept": "dtype_explorer.keras_run.model._copy",
+    "ModelTracer": "dtype_explorer.keras_run.model._model_trace",
     "modes_for": "dtype_explorer.keras_run._mode_rules",
-    "QuantizeRequest": "dtype_explorer.keras_run._quantize",
-    "leaf_outputs": "dtype_explorer.keras_run._quantize",
-    "model_copy": "dtype_explorer.keras_run._quantize",
-    "quantization_modes": "dtype_explorer.keras_run._quantize",
-    "quantize_layers": "dtype_explorer.keras_run._quantize",
-    "quantize_request": "dtype_explorer.keras_run._quantize",
-    "uncalibrated_modes": "dtype_explorer.keras_run._quantize",
-    "round_trips": "dtype_explorer.keras_run._roundtrip",
+    "QuantizeRequest": "dtype_explorer.keras_run.model._quantize",
+    "leaf_outputs": "dtype_explorer.keras_run.model._quantize",
+    "model_copy": "dtype_explorer.keras_run.model._quantize",
+    "quantization_modes": "dtype_explorer.keras_run.model._quantize",
+    "quantize_layers": "dtype_explorer.keras_run.model._quantize",
+    "quantize_request": "dtype_explorer.keras_run.model._quantize",
+    "uncalibrated_modes": "dtype_explorer.keras_run.model._quantize",
+    "round_trips": "dtype_explorer.keras_run.model._roundtrip",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._numerics",
     "reference_dtype": "dtype_explorer.keras_run._numerics",
     "worth_value_check": "dtype_explorer.keras_run._numerics",
-    "run_probe": "dtype_explorer.keras_run._probe:run",
-    "declared_inputs": "dtype_explorer.keras_run._samples",
-    "describe_model": "dtype_explorer.keras_run._samples",
-    "expected_inputs": "dtype_explorer.keras_run._samples",
-    "keras_flatten": "dtype_explorer.keras_run._samples",
-    "nonfinite_count": "dtype_explorer.keras_run._samples",
-    "sample_for": "dtype_explorer.keras_run._samples",
-    "sample_text": "dtype_explorer.keras_run._samples",
-    "tensor_info": "dtype_explorer.keras_run._samples",
+    "run_probe": "dtype_explorer.keras_run.probe._run:run",
+    "declared_inputs": "dtype_explorer.keras_run.model._samples",
+    "describe_model": "dtype_explorer.keras_run.model._samples",
+    "expected_inputs": "dtype_explorer.keras_run.model._samples",
+    "keras_flatten": "dtype_explorer.keras_run.model._samples",
+    "nonfinite_count": "dtype_explorer.keras_run.model._samples",
+    "sample_for": "dtype_explorer.keras_run.model._samples",
+    "sample_text": "dtype_explorer.keras_run.model._samples",
+    "tensor_info": "dtype_explorer.keras_run.model._samples",
     "COMMON_POLICIES": "dtype_explorer.keras_run._spec",
     "MAX_KWARGS_DEPTH": "dtype_explorer.keras_run._spec",
     "MAX_SAMPLE_ELEMENTS": "dtype_explorer.keras_run._spec",
@@ -87,91 +89,107 @@ _EXPORTS: dict[str, str] = {
     "check_call_kwargs": "dtype_explorer.keras_run._spec",
     "make_spec": "dtype_explorer.keras_run._spec",
     "validate_policy": "dtype_explorer.keras_run._spec",
-    "keep_trace_installed": "dtype_explorer.keras_run._trace:keep_installed",
-    "op_trace": "dtype_explorer.keras_run._trace",
-    "compiled_by": "dtype_explorer.keras_run._training",
-    "global_seed_kept": "dtype_explorer.keras_run._training",
-    "train_one_step": "dtype_explorer.keras_run._training",
+    "keep_trace_installed": "dtype_explorer.keras_run.trace._op_trace:keep_installed",
+    "op_trace": "dtype_explorer.keras_run.trace._op_trace",
+    "compiled_by": "dtype_explorer.keras_run.model._training",
+    "global_seed_kept": "dtype_explorer.keras_run.model._training",
+    "train_one_step": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._expect import array_library, resolve_function
+    from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
+    from dtype_explorer.keras_run._instance_kind import instance_kind
+    from dtype_explorer.keras_run._integrity import Snapshot as KerasSnapshot
+    from dtype_explorer.keras_run._integrity import changes as keras_changes
+    from dtype_explorer.keras_run._integrity import restore as restore_keras
+    from dtype_explorer.keras_run._integrity import snapshot as keras_snapshot
+    from dtype_explorer.keras_run._keras_state import (
+        KERAS_STATE_LOCK,
+        changed_settings,
+        describe_settings,
+        global_settings,
+        preserved_keras_state,
+        restore_settings,
+    )
+    from dtype_explorer.keras_run._mode_rules import modes_for
+    from dtype_explorer.keras_run._numerics import (
+        check_values,
+        error_limit,
+        layer_values_wrong,
+        reference_dtype,
+        worth_value_check,
+    )
+    from dtype_explorer.keras_run._spec import (
+        COMMON_POLICIES,
+        MAX_KWARGS_DEPTH,
+        MAX_SAMPLE_ELEMENTS,
+        ShapeArg,
+        check_call_kwargs,
+        make_spec,
+        validate_policy,
+    )
+    from dtype_explorer.keras_run._values import call_arguments
+    from dtype_explorer.keras_run.keras2._compare import keras2_vs_keras3
+    from dtype_explorer.keras_run.keras2._instance import keras2_pack
+    from dtype_explorer.keras_run.keras2._model_trace import (
+        KERAS2_LACKS,
+        Keras2Tracer,
+        is_keras2,
+        keras2_inputs,
+        keras2_state_kept,
+        keras2_variables_kept,
+    )
+    from dtype_explorer.keras_run.keras2._modes import keras2_copy
+    from dtype_explorer.keras_run.keras2._modes import train_on_batch as keras2_train_on_batch
+    from dtype_explorer.keras_run.keras2._probe import run_keras2
+    from dtype_explorer.keras_run.keras2._rebuild import Keras2Refusal, rebuild_in_keras2
+    from dtype_explorer.keras_run.model._copy import (
+        arguments_given,
+        compile_copy,
+        init_parameters,
+        is_compiled,
+        policy_clone,
+        training_copy,
+        variables_kept,
+    )
+    from dtype_explorer.keras_run.model._instance import Packed, pack
+    from dtype_explorer.keras_run.model._model_trace import ModelTracer
+    from dtype_explorer.keras_run.model._quantize import (
+        QuantizeRequest,
+        leaf_outputs,
+        model_copy,
+        quantization_modes,
+        quantize_layers,
+        quantize_request,
+        uncalibrated_modes,
+    )
+    from dtype_explorer.keras_run.model._roundtrip import round_trips
+    from dtype_explorer.keras_run.model._samples import (
+        declared_inputs,
+        describe_model,
+        expected_inputs,
+        keras_flatten,
+        nonfinite_count,
+        sample_for,
+        sample_text,
+        tensor_info,
+    )
+    from dtype_explorer.keras_run.model._training import (
+        compiled_by,
+        global_seed_kept,
+        train_one_step,
+    )
+    from dtype_explorer.keras_run.probe._run import run as run_probe
+    from dtype_explorer.keras_run.references._tf_reference import stop as tf_reference_stop
+    from dtype_explorer.keras_run.references._tf_reference import submit as tf_reference_submit
+    from dtype_explorer.keras_run.trace._call_trace import variable_dtypes, wrapped_entry_points
+    from dtype_explorer.keras_run.trace._op_trace import keep_installed as keep_trace_installed
+    from dtype_explorer.keras_run.trace._op_trace import op_trace
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
-__all__ = [
-    "COMMON_POLICIES",
-    "KERAS2_LACKS",
-    "KERAS_STATE_LOCK",
-    "MAX_KWARGS_DEPTH",
-    "MAX_SAMPLE_ELEMENTS",
-    "Keras2Refusal",
-    "Keras2Tracer",
-    "KerasSnapshot",
-    "ModelTracer",
-    "Packed",
-    "QuantizeRequest",
-    "ShapeArg",
-    "arguments_given",
-    "array_library",
-    "call_arguments",
-    "catalog",
-    "changed_settings",
-    "check_call_kwargs",
-    "check_values",
-    "compile_copy",
-    "compiled_by",
-    "declared_inputs",
-    "describe_model",
-    "describe_settings",
-    "error_limit",
-    "expected_inputs",
-    "global_seed_kept",
-    "global_settings",
-    "init_parameters",
-    "instance_kind",
-    "is_compiled",
-    "is_keras2",
-    "keep_trace_installed",
-    "keras2_copy",
-    "keras2_inputs",
-    "keras2_pack",
-    "keras2_state_kept",
-    "keras2_train_on_batch",
-    "keras2_variables_kept",
-    "keras2_vs_keras3",
-    "keras_changes",
-    "keras_flatten",
-    "keras_snapshot",
-    "layer_values_wrong",
-    "leaf_outputs",
-    "make_spec",
-    "model_copy",
-    "modes_for",
-    "nonfinite_count",
-    "op_trace",
-    "pack",
-    "policy_clone",
-    "preserved_keras_state",
-    "quantization_modes",
-    "quantize_layers",
-    "quantize_request",
-    "read_facts",
-    "rebuild_in_keras2",
-    "reference_dtype",
-    "resolve_function",
-    "restore_keras",
-    "restore_settings",
-    "round_trips",
-    "run_keras2",
-    "run_probe",
-    "sample_for",
-    "sample_text",
-    "tensor_info",
-    "train_one_step",
-    "training_copy",
-    "uncalibrated_modes",
-    "validate_policy",
-    "variable_dtypes",
-    "variables_kept",
-    "worth_value_check",
-    "wrapped_entry_points",
-    "write_facts_snapshot",
-]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -38,14 +38,14 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, first_line
 from dtype_explorer.keras_run import _rules as rules
-from dtype_explorer.keras_run import _tf_reference as tf_reference
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._reference_calls import (
+from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
+from dtype_explorer.keras_run.references import (
     NO_COUNTERPART,
     call_reference,
     no_counterpart,
+    tf_reference_run,
 )
-from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 from dtype_explorer.records import Expectation, Verdict
 
 #: The array library each backend's worker already imports, beside NumPy.
@@ -144,7 +144,7 @@ def _tensorflow_expectation(
     if no_counterpart(path) is not None:
         return library_expectation("tensorflow", path, entry, inputs, leaves)
     try:
-        return tf_reference.run(library_expectation, "tensorflow", path, entry, inputs, leaves)
+        return tf_reference_run(library_expectation, "tensorflow", path, entry, inputs, leaves)
     except Exception as error:  # the reference process itself failed: not tnp's answer
         message = f"the TensorFlow reference process failed: {type(error).__name__}: {error}"
         return Expectation(source="tensorflow", basis=path, error=first_line(message)[:200])

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.keras_run import _trace as trace
+from dtype_explorer.keras_run import trace
 from dtype_explorer.records import HEAD, CastStep, Numerics, OutputValues, ValueFinding
 
 #: Relative error (to the values' scale) against the reference run beyond which the numbers

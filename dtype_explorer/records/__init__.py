@@ -23,6 +23,8 @@ nothing; records reach their views through ``display``, never by importing them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -134,112 +136,137 @@ _EXPORTS: dict[str, str] = {
     "ARRAYS_ONLY": "dtype_explorer.records._survey",
     "ANY_POLICY": "dtype_explorer.records._survey",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.records import display
+    from dtype_explorer.records._atlas import (
+        CHANGE_KINDS,
+        Atlas,
+        AtlasCell,
+        AtlasChange,
+        AtlasCollector,
+        AtlasDiff,
+        AtlasRun,
+        AtlasWritten,
+        ChangeKind,
+    )
+    from dtype_explorer.records._atlas_table import AtlasStoreWriter
+    from dtype_explorer.records._audit import (
+        AUDIT_MODES,
+        ROW_COLUMNS,
+        SEVERITIES,
+        AuditMode,
+        AuditReport,
+        Finding,
+        FindingKind,
+        LayerCall,
+        LayerDifference,
+        PredictReport,
+        Severity,
+        TensorInfo,
+    )
+    from dtype_explorer.records._base import Record
+    from dtype_explorer.records._bisect import AnswerChange, BisectProbe, BisectResult
+    from dtype_explorer.records._compare import (
+        CompareCell,
+        CompareColumn,
+        CompareRow,
+        Comparison,
+        compare,
+    )
+    from dtype_explorer.records._engine import (
+        ENGINE_FORMS,
+        TF_KERAS_BACKEND,
+        Engine,
+        EnginePackage,
+        check_engine_backend,
+        engine_package,
+        engine_spec,
+    )
+    from dtype_explorer.records._fit import FitReport, GradientInfo
+    from dtype_explorer.records._numerics import (
+        HEAD,
+        Numerics,
+        OutputValues,
+        ValueDivergence,
+        ValueFinding,
+    )
+    from dtype_explorer.records._probe import (
+        MODES,
+        NO_COUNTERPART,
+        PRECISIONS,
+        STAGES,
+        UNSUPPORTED,
+        VERDICT_WORDS,
+        CastStep,
+        ErrorInfo,
+        Expectation,
+        Mode,
+        Precision,
+        ProbeResult,
+        ProbeSpec,
+        Stage,
+        Status,
+        Supplied,
+        VariableDtypes,
+        Verdict,
+    )
+    from dtype_explorer.records._probe_set import ProbeSet
+    from dtype_explorer.records._promotion import (
+        KINDS,
+        RAISES,
+        REFERENCES,
+        UNARY,
+        Kind,
+        PromotionCell,
+        PromotionTable,
+        RefCell,
+        pair_key,
+        reference_label,
+    )
+    from dtype_explorer.records._quantize import (
+        QuantizationReport,
+        QuantizedLayer,
+        QuantizeStatus,
+        RoundTrip,
+        RoundTripReport,
+    )
+    from dtype_explorer.records._quantize_layer import (
+        LayerQuantization,
+        StoredVariable,
+        compute_path,
+    )
+    from dtype_explorer.records._survey import (
+        ANY_POLICY,
+        ARRAYS_ONLY,
+        CLASSIFICATIONS,
+        Classification,
+        Survey,
+        SurveyCell,
+        axis_policy,
+        classify_cell,
+        classify_result,
+        combine_classes,
+        op_dtypes,
+        op_policy,
+    )
+    from dtype_explorer.records._trace import (
+        Change,
+        Conversion,
+        SourceLine,
+        TraceDivergence,
+        TraceFlag,
+        TraceStep,
+        TraceTensor,
+    )
+    from dtype_explorer.records._values import (
+        MAX_VALUE_ELEMENTS,
+        MAX_VALUES_BYTES,
+        InputValue,
+        values_digest,
+    )
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
-__all__ = [
-    "ANY_POLICY",
-    "ARRAYS_ONLY",
-    "AUDIT_MODES",
-    "CHANGE_KINDS",
-    "CLASSIFICATIONS",
-    "ENGINE_FORMS",
-    "HEAD",
-    "KINDS",
-    "MAX_VALUES_BYTES",
-    "MAX_VALUE_ELEMENTS",
-    "MODES",
-    "NO_COUNTERPART",
-    "PRECISIONS",
-    "RAISES",
-    "REFERENCES",
-    "ROW_COLUMNS",
-    "SEVERITIES",
-    "STAGES",
-    "TF_KERAS_BACKEND",
-    "UNARY",
-    "UNSUPPORTED",
-    "VERDICT_WORDS",
-    "AnswerChange",
-    "Atlas",
-    "AtlasCell",
-    "AtlasChange",
-    "AtlasCollector",
-    "AtlasDiff",
-    "AtlasRun",
-    "AtlasStoreWriter",
-    "AtlasWritten",
-    "AuditMode",
-    "AuditReport",
-    "BisectProbe",
-    "BisectResult",
-    "CastStep",
-    "Change",
-    "ChangeKind",
-    "Classification",
-    "CompareCell",
-    "CompareColumn",
-    "CompareRow",
-    "Comparison",
-    "Conversion",
-    "Engine",
-    "EnginePackage",
-    "ErrorInfo",
-    "Expectation",
-    "Finding",
-    "FindingKind",
-    "FitReport",
-    "GradientInfo",
-    "InputValue",
-    "Kind",
-    "LayerCall",
-    "LayerDifference",
-    "LayerQuantization",
-    "Mode",
-    "Numerics",
-    "OutputValues",
-    "Precision",
-    "PredictReport",
-    "ProbeResult",
-    "ProbeSet",
-    "ProbeSpec",
-    "PromotionCell",
-    "PromotionTable",
-    "QuantizationReport",
-    "QuantizeStatus",
-    "QuantizedLayer",
-    "Record",
-    "RefCell",
-    "RoundTrip",
-    "RoundTripReport",
-    "Severity",
-    "SourceLine",
-    "Stage",
-    "Status",
-    "StoredVariable",
-    "Supplied",
-    "Survey",
-    "SurveyCell",
-    "TensorInfo",
-    "TraceDivergence",
-    "TraceFlag",
-    "TraceStep",
-    "TraceTensor",
-    "ValueDivergence",
-    "ValueFinding",
-    "VariableDtypes",
-    "Verdict",
-    "axis_policy",
-    "check_engine_backend",
-    "classify_cell",
-    "classify_result",
-    "combine_classes",
-    "compute_path",
-    "display",
-    "engine_package",
-    "engine_spec",
-    "op_dtypes",
-    "op_policy",
-    "pair_key",
-    "reference_label",
-    "values_digest",
-]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -1,8 +1,8 @@
 """The op trace of one eager call: every op a layer ran, its dtypes, and the line that ran it.
 
-``keras_run/_trace.py`` records it by running Keras; these records hold it and the facts derived
-from it (which step changed a dtype, which step first made inf/NaN, where two backends' traces
-part), computed here once for every view.
+``keras_run/trace/_op_trace.py`` records it by running Keras; these records hold it and the
+facts derived from it (which step changed a dtype, which step first made inf/NaN, where two
+backends' traces part), computed here once for every view.
 
 >>> step = TraceStep(index=0, op="ops.multiply", inputs=(TraceTensor(dtype="bfloat16",
 ...     shape=(2, 3)), TraceTensor(dtype="float32", shape=())),

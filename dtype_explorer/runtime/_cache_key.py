@@ -1,7 +1,7 @@
 """The result cache's key for the installed Keras (``cache.key`` adds an engine's stamp): the
 full spec, the versions that answer it, where it runs and the settings a worker starts with,
 read without importing a backend. Its own module so that a cached read
-(:mod:`dtype_explorer.runtime.cached`) computes it without the cache's storage stack.
+(:mod:`dtype_explorer.runtime.cache_read`) computes it without the cache's storage stack.
 
 >>> from dtype_explorer.records import ProbeSpec
 >>> spec = ProbeSpec(target="Dense", input_dtypes=("float32",), policy="float32",

@@ -52,7 +52,7 @@ TRANSIENT_ERRORS = frozenset(
 _TRANSIENT_TEXT = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "Cannot allocate memory")
 
 
-def finish(
+def deliver_answer(
     task: Future, out: Future, spec: ProbeSpec, seconds: float, slot: str, *, cacheable: bool
 ) -> None:
     """Turn the answer of worker ``slot`` (or its failure) into a ``ProbeResult``; store it,

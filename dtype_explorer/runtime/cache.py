@@ -61,7 +61,7 @@ from typing import Any
 import diskcache
 import pydantic
 
-from dtype_explorer import keras_facts
+from dtype_explorer import folders
 from dtype_explorer.records import ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _mac, _rows, engines
 from dtype_explorer.runtime import _store as _store_module
@@ -69,7 +69,7 @@ from dtype_explorer.runtime._cache_key import installed_key
 
 __all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "results"]
 
-ENV_DIR = keras_facts.ENV_DIR
+ENV_DIR = folders.ENV_CACHE_DIR
 _lock = threading.Lock()
 _open: _store_module.Store | None = None
 _counts: collections.Counter[str] = collections.Counter(hits=0, misses=0, stored=0)
@@ -127,8 +127,8 @@ class _TextDisk(diskcache.Disk):
 
 def path() -> Path:
     """The cache directory: ``$DTYPE_EXPLORER_CACHE_DIR`` or the platform's user cache dir
-    (``keras_facts.cache_dir``, where the Keras snapshots live too)."""
-    return keras_facts.cache_dir()
+    (``folders.cache_dir``, where the Keras snapshots live too)."""
+    return folders.cache_dir()
 
 
 def _store() -> _store_module.Store:

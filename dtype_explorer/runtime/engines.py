@@ -47,7 +47,7 @@ import filelock
 import pydantic
 from tqdm.auto import tqdm
 
-from dtype_explorer import keras_facts
+from dtype_explorer import folders
 from dtype_explorer.records import (
     Engine,
     check_engine_backend,
@@ -85,6 +85,7 @@ __all__ = [
     "base_versions",
     "check_backend",
     "create",
+    "created",
     "current",
     "ensure",
     "get",
@@ -100,14 +101,12 @@ __all__ = [
     "verify_site",
 ]
 
-#: Where engines live instead of ``<cache dir>/engines`` (tests, a shared team directory).
-ENV_DIR = "DTYPE_EXPLORER_ENGINES_DIR"
-
+#: Where engines live instead of ``<cache dir>/engines`` (``folders`` owns the folders).
+ENV_DIR = folders.ENV_ENGINES_DIR
 Progress = bool | Callable[[str], None]
 
-
 #: Called with an engine's pinned spec before it is removed (the pool stops its workers).
-_before_remove: list[Callable[[str], None]] = []
+BEFORE_REMOVE: list[Callable[[str], None]] = []
 
 
 def root() -> Path:
@@ -120,10 +119,7 @@ def root() -> Path:
     >>> root().name
     'engines'
     """
-    override = os.environ.get(ENV_DIR)
-    return (
-        Path(override).expanduser().resolve() if override else keras_facts.cache_dir() / "engines"
-    )
+    return folders.engines_dir()
 
 
 def get(spec: str) -> Engine | None:
@@ -334,14 +330,14 @@ def verify_site(engine: Engine) -> int:
     return count
 
 
-def list() -> list[Engine]:
-    """Every created engine, with its disk use.
+def created() -> list[Engine]:
+    """Every created engine, with its disk use (``dx.engines.list()`` is this function).
 
     Returns:
         The engines, by package and release.
 
     >>> import dtype_explorer as dx
-    >>> [(e.spec, e.disk_bytes // 2**20) for e in dx.engines.list()]   # doctest: +SKIP
+    >>> [(e.spec, e.disk_bytes // 2**20) for e in dx.engines.created()]   # doctest: +SKIP
     [('keras==3.11.3', 17), ('tf_keras==2.21.0', 18)]
     """
     where = root()
@@ -371,7 +367,7 @@ def remove(spec: str) -> bool:
     found = get(spec)
     if found is None:
         return _remove_broken(spec)
-    for stop in _before_remove:
+    for stop in BEFORE_REMOVE:
         stop(found.spec)
     if found.kernel_name is not None:
         keras2_kernel.unregister(found.kernel_name)
@@ -598,3 +594,7 @@ def _walk(path: Path) -> Iterator[os.DirEntry]:
             yield entry
             if entry.is_dir(follow_symlinks=False):
                 yield from _walk(Path(entry.path))
+
+
+#: ``dx.engines.list()``, the name users call: defined last, so that above ``list`` is the builtin.
+list = created

@@ -23,10 +23,8 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import functools
-import importlib.util
 import math
 import os
-import pickle
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
@@ -41,10 +39,11 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
-from dtype_explorer.runtime import _failures, _sizing, cache, engines
+from dtype_explorer.runtime import _allowed, _failures, _sizing, cache, engines
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._failures import TRANSIENT_ERRORS, storable
+from dtype_explorer.runtime._payload import target_payload
 from dtype_explorer.runtime._sizing import (
     MAX_DEFAULT_WORKERS,
     MAX_WORKERS,
@@ -86,10 +85,11 @@ __all__ = [
     "usable",
     "user_slot",
     "warm",
+    "workers_chosen",
     "workers_per_backend",
 ]
 
-ENV_BACKENDS = "DTYPE_EXPLORER_BACKENDS"
+ENV_BACKENDS = _allowed.ENV_BACKENDS
 ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
 DEFAULT_TIMEOUT = 60.0
 #: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
@@ -192,6 +192,19 @@ def workers_per_backend() -> int:
     return _workers()
 
 
+def workers_chosen() -> bool:
+    """Whether ``configure(workers_per_backend=)`` or ``$DTYPE_EXPLORER_WORKERS_PER_BACKEND``
+    chose the workers per backend (else the pool sizes itself).
+
+    Returns:
+        ``True`` when a count (or ``"auto"``) was chosen.
+
+    >>> isinstance(workers_chosen(), bool)
+    True
+    """
+    return _config["workers_per_backend"] is not None or bool(os.environ.get(ENV_WORKERS))
+
+
 def _workers() -> int:
     configured = _config["workers_per_backend"]
     if configured is None:  # not configured: the environment's, if set
@@ -277,15 +290,13 @@ def allowed_backends() -> list[str]:
     """The backends a worker may start for: ``configure(backends=...)``, else the env var."""
     if _config["backends"] is not None:
         return list(_config["backends"])
-    env = os.environ.get(ENV_BACKENDS, "").strip()
-    if env:
-        return _validated(b.strip() for b in env.split(",") if b.strip())
-    return list(backend_names.BACKENDS)
+    env = _allowed.env_backends()
+    return list(backend_names.BACKENDS) if env is None else env
 
 
 def installed_backends() -> list[str]:
     """Allowed backends whose package is installed (found without importing it)."""
-    return [b for b in allowed_backends() if _installed(b)]
+    return [b for b in allowed_backends() if _allowed.installed(b)]
 
 
 def usable(backends: str | Iterable[str] | None = None) -> list[str]:
@@ -302,32 +313,6 @@ def usable(backends: str | Iterable[str] | None = None) -> list[str]:
         if name not in available:
             raise unknown("backend (installed and allowed)", name, available)
     return names
-
-
-@functools.cache
-def _installed(backend: str) -> bool:
-    return backend == "numpy" or importlib.util.find_spec(backend) is not None
-
-
-def target_payload(target: Any) -> bytes:
-    """Pickle a custom target for the workers: a class or factory by value (cloudpickle, so
-    notebook definitions travel); a layer, model, loss or metric *instance* in Keras's own
-    format (``keras_run.pack``: a ``.keras`` archive in memory, with the custom classes it
-    names by value), loaded in the worker under safe mode: never its config alone.
-
-    Never raises: what cannot be pickled or saved travels as its error, and every backend's
-    result reports it (``ErrorInfo(where="transfer")``).
-    """
-    keras = sys.modules.get("keras")
-    try:
-        keras2 = keras_run.keras2_pack(target)  # a tf.keras instance: its config and weights
-        if keras2 is not None:
-            return cloudpickle.dumps(("object", keras2))
-        if keras is not None and keras_run.instance_kind(target) is not None:
-            return cloudpickle.dumps(("archive", keras_run.pack(target)))
-        return cloudpickle.dumps(("object", target))
-    except Exception as exc:
-        return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
 
 
 def submit(
@@ -369,7 +354,7 @@ def submit(
     out: Future[ProbeResult] = Future()
     out.add_done_callback(lambda f: f.cancelled() and task.cancel())
     task.add_done_callback(
-        lambda f: _failures.finish(f, out, spec, seconds, slot, cacheable=cacheable)
+        lambda f: _failures.deliver_answer(f, out, spec, seconds, slot, cacheable=cacheable)
     )
     return out
 
@@ -519,7 +504,7 @@ def _stop_engine(spec: str) -> None:
     spawn.stop_slots(doomed)
 
 
-engines._before_remove.append(_stop_engine)
+engines.BEFORE_REMOVE.append(_stop_engine)
 
 
 def stop_engine(spec: str) -> None:
@@ -560,9 +545,9 @@ def log_paths(backend: str, engine: str | None = None, *, user: bool = False) ->
 
 def shutdown() -> None:
     """Stop every worker now (also run at interpreter exit), and this process's TensorFlow
-    reference process (``keras_run._tf_reference``); later probes start new ones."""
+    reference process (``keras_run.references._tf_reference``); later probes start new ones."""
     spawn.stop_slots(list(spawn.pools))
-    if "dtype_explorer.keras_run._tf_reference" in sys.modules:  # started: stop it
+    if "dtype_explorer.keras_run.references._tf_reference" in sys.modules:  # started: stop it
         keras_run.tf_reference_stop(wait=True)
 
 

@@ -18,6 +18,8 @@ True
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
@@ -50,6 +52,31 @@ _EXPORTS: dict[str, str] = {
     "probe_set_table": "dtype_explorer.views._terminal",
     "promotion_grid": "dtype_explorer.views._terminal",
 }
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.views._atlas import (
+        atlas_diff_html,
+        atlas_site,
+        target_data,
+        target_data_href,
+        target_href,
+    )
+    from dtype_explorer.views._bisect import bisect_html, bisect_text
+    from dtype_explorer.views._figures import promotion_figure, survey_figure
+    from dtype_explorer.views._html import (
+        audit_html,
+        probe_set_html,
+        promotion_html,
+        result_html,
+        survey_html,
+        survey_summary_html,
+    )
+    from dtype_explorer.views._markup import chip
+    from dtype_explorer.views._palette import PALETTE, dtype_color, dtype_kind, text_on
+    from dtype_explorer.views._svg import cast_path_svg
+    from dtype_explorer.views._terminal import audit_renderables, probe_set_table, promotion_grid
+    from dtype_explorer.views._text import audit_text, format_result, format_trace
+
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 
 #: Which view draws each record, per kind of rendering (record class name -> public view
@@ -73,32 +100,5 @@ VIEWS: dict[str, dict[str, str]] = {
     "figure": {"Survey": "survey_figure", "PromotionTable": "promotion_figure"},
 }
 
-__all__ = [
-    "PALETTE",
-    "atlas_diff_html",
-    "atlas_site",
-    "audit_html",
-    "audit_renderables",
-    "audit_text",
-    "bisect_html",
-    "bisect_text",
-    "cast_path_svg",
-    "chip",
-    "dtype_color",
-    "dtype_kind",
-    "format_result",
-    "format_trace",
-    "probe_set_html",
-    "probe_set_table",
-    "promotion_figure",
-    "promotion_grid",
-    "promotion_html",
-    "result_html",
-    "survey_figure",
-    "survey_html",
-    "survey_summary_html",
-    "target_data",
-    "target_data_href",
-    "target_href",
-    "text_on",
-]
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import dtype_explorer as dx
-from dtype_explorer.analyses._audit_engine import user_set_only
+from dtype_explorer.analyses.audit._engine import user_set_only
 
 BOUNDARIES = [0.5, 1.5]
 

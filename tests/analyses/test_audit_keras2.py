@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import dtype_explorer as dx
-from dtype_explorer.analyses._audit_keras2 import _refuse, in_tf_keras
+from dtype_explorer.analyses.audit._keras2 import _refuse, in_tf_keras
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import Finding
 from dtype_explorer.runtime import engines

@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dtype_explorer.analyses import _audit_rules as rules
-from dtype_explorer.analyses import _audit_rules_across as across
-from dtype_explorer.analyses._audit_rules import AuditedModel
+from dtype_explorer.analyses.audit import _rules as rules
+from dtype_explorer.analyses.audit import _rules_across as across
+from dtype_explorer.analyses.audit._rules import AuditedModel
 from dtype_explorer.records import (
     ErrorInfo,
     FitReport,
@@ -29,7 +29,7 @@ from dtype_explorer.records import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RULE_MODULES = ("_audit_rules", "_audit_rules_across")
+RULE_MODULES = ("_rules", "_rules_across")
 MODEL = AuditedModel(name="m", policy="float32", backend="torch")
 
 
@@ -61,7 +61,9 @@ def found(calls, model: AuditedModel = MODEL, policy: str = "float32") -> dict[s
 
 def test_the_rule_modules_import_no_keras():
     for name in RULE_MODULES:
-        tree = ast.parse((ROOT / "dtype_explorer" / "analyses" / f"{name}.py").read_text())
+        tree = ast.parse(
+            (ROOT / "dtype_explorer" / "analyses" / "audit" / f"{name}.py").read_text()
+        )
         imported = [
             alias.name
             for node in ast.walk(tree)
@@ -71,7 +73,7 @@ def test_the_rule_modules_import_no_keras():
         assert not [m for m in imported if m.split(".")[0] == "keras"], (name, imported)
     code = (
         "import sys, json\n"
-        "from dtype_explorer.analyses import _audit_rules as r, _audit_rules_across as a\n"
+        "from dtype_explorer.analyses.audit import _rules as r, _rules_across as a\n"
         "from dtype_explorer.records import LayerCall, TensorInfo, PredictReport\n"
         "c = LayerCall(path='m/d', layer_class='Dense', depth=1, policy='float32',\n"
         "    compute_dtype='float32', variable_dtype='float32',\n"

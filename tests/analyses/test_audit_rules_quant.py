@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dtype_explorer.analyses import _audit_rules_quant as rules
-from dtype_explorer.analyses._audit_rules import ordered
+from dtype_explorer.analyses.audit import _rules_quant as rules
+from dtype_explorer.analyses.audit._rules import ordered
 from dtype_explorer.records import (
     ErrorInfo,
     LayerCall,
@@ -56,7 +56,7 @@ def step(i, op, ins, outs) -> TraceStep:
 
 
 def test_the_rules_import_no_keras():
-    tree = ast.parse((ROOT / "dtype_explorer/analyses/_audit_rules_quant.py").read_text())
+    tree = ast.parse((ROOT / "dtype_explorer/analyses/audit/_rules_quant.py").read_text())
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert not [m for m in names if m.split(".")[0] == "keras"]

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from dtype_explorer.frontends import command
-from dtype_explorer.runtime import _store, cached, pool
+from dtype_explorer.runtime import _store, cache_read, pool
 from tests.cache_rows import forge_rows
 from tests.front_process import run_front
 
@@ -175,11 +175,14 @@ def test_check_imports_tensorflow_in_the_front_quietly(tmp_path):
 #: What a cached answer never needs: the other analyses, the records and views of other
 #: questions, the probe's own code (it runs in the workers), and the heavy libraries.
 NOT_FOR_A_CACHED_ANSWER = {
-    *(f"dtype_explorer.analyses._{m}" for m in ("atlas", "audit", "bisect", "cluster")),
+    *(f"dtype_explorer.analyses._{m}" for m in ("atlas", "bisect", "cluster")),
+    "dtype_explorer.analyses.audit._check",
     *(f"dtype_explorer.analyses._{m}" for m in ("promotion", "run", "survey")),
     *(f"dtype_explorer.records._{m}" for m in ("atlas", "bisect", "promotion", "survey")),
     *(f"dtype_explorer.views._{m}" for m in ("atlas", "figures", "html", "svg")),
-    *(f"dtype_explorer.keras_run._{m}" for m in ("probe", "probe_layer", "trace", "numerics")),
+    *(f"dtype_explorer.keras_run.probe._{m}" for m in ("run", "layer")),
+    "dtype_explorer.keras_run.trace._op_trace",
+    "dtype_explorer.keras_run._numerics",
     "pandas",
     "plotly",
     "pyarrow",
@@ -210,7 +213,7 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     modules = _modules(tmp_path)
     assert frameworks == []
     # what it does need is there: the spec check, the cache read and the text view
-    needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cached"}
+    needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cache_read"}
     assert needed | {"dtype_explorer.views._text", "dtype_explorer.runtime._mac"} <= modules
     assert sorted(modules & NOT_FOR_A_CACHED_ANSWER) == []
     ours = {m for m in modules if m.startswith("dtype_explorer")}
@@ -239,7 +242,7 @@ def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_repla
 
 
 def test_the_fast_path_leaves_what_it_does_not_answer_to_the_full_command():
-    assert (cached.DB_FILE, cached.ENV_BACKENDS) == (_store.FILE, pool.ENV_BACKENDS)
+    assert (cache_read.DB_FILE, cache_read.ENV_BACKENDS) == (_store.FILE, pool.ENV_BACKENDS)
     scripts = (ROOT / "pyproject.toml").read_text()
     assert 'dtype-explorer = "dtype_explorer.frontends.command:main"' in scripts
     for argv in (

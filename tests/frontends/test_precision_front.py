@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from dtype_explorer import pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.frontends import widget
+from dtype_explorer.frontends._request import parse_request
 from dtype_explorer.frontends.cli import app
 from dtype_explorer.records import PRECISIONS
 
@@ -56,8 +57,8 @@ def test_the_widget_offers_the_precisions_and_runs_the_one_requested():
 def test_a_request_with_an_unknown_precision_is_refused_saying_the_valid_ones():
     request = {**_request(), "precision": "half"}
     with pytest.raises(InvalidSpecError, match=r"unknown precision 'half'.*default, highest, tf32"):
-        widget._parse_request(request, {}, {})
-    specs, _, _ = widget._parse_request({**_request(), "precision": None}, {}, {})
+        parse_request(request, {}, {})
+    specs, _, _ = parse_request({**_request(), "precision": None}, {}, {})
     assert specs[0].precision is None
 
 

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from dtype_explorer import pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.frontends import widget
+from dtype_explorer.frontends._request import parse_request
 from dtype_explorer.frontends.cli import app
 from dtype_explorer.records import Survey, axis_policy
 
@@ -65,13 +66,13 @@ def test_the_widget_offers_the_modes_and_quantizes_the_layer_the_page_asks():
 )
 def test_a_bad_quantize_from_the_page_is_refused_saying_the_valid_ones(value, message):
     with pytest.raises(InvalidSpecError, match=message.replace("?", r"\?")):
-        widget._parse_request({**_request(), "quantize": value}, {}, {})
+        parse_request({**_request(), "quantize": value}, {}, {})
 
 
 def test_a_good_quantize_reaches_the_spec():
-    specs, _, _ = widget._parse_request({**_request(), "quantize": "int4/32"}, {}, {})
+    specs, _, _ = parse_request({**_request(), "quantize": "int4/32"}, {}, {})
     assert specs[0].quantize == "int4/32"
-    specs, _, _ = widget._parse_request({**_request(), "quantize": None}, {}, {})
+    specs, _, _ = parse_request({**_request(), "quantize": None}, {}, {})
     assert specs[0].quantize is None
 
 

@@ -10,7 +10,7 @@ import dtype_explorer as dx
 from dtype_explorer import cache, pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import describe_settings, global_settings, restore_settings
-from dtype_explorer.keras_run._placement import placed, torch_int8_kernel
+from dtype_explorer.keras_run.trace._placement import placed, torch_int8_kernel
 from dtype_explorer.records import ProbeSpec, TraceStep, TraceTensor
 
 ANSWER_WITHIN = 240

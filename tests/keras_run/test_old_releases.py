@@ -13,9 +13,9 @@ import pytest
 import dtype_explorer as dx
 from dtype_explorer.analyses._bisect import answered
 from dtype_explorer.keras_run import _compat
-from dtype_explorer.keras_run._observe import device, error_info
-from dtype_explorer.keras_run._probe import tool_failure_invalid
 from dtype_explorer.keras_run._tool_error import is_tool_error
+from dtype_explorer.keras_run.probe._observe import device, error_info
+from dtype_explorer.keras_run.probe._run import tool_failure_invalid
 from dtype_explorer.records import BisectProbe, BisectResult, ErrorInfo, ProbeResult, ProbeSpec
 
 OLD = ["keras_3_2_engine", "keras_3_4_engine", "keras_3_5_engine"]

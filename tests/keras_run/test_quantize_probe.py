@@ -9,7 +9,7 @@ from packaging.version import Version
 
 import dtype_explorer as dx
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.keras_run._quantize_layer import ADDED_IN
+from dtype_explorer.keras_run.probe._quantize_layer import ADDED_IN
 from dtype_explorer.records import ProbeSpec
 from tests.on_backend import json_on
 

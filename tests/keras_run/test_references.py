@@ -1,12 +1,12 @@
 """Issue 23.9: every op's reference libraries are called as each library expects
-(``keras_run/_reference_calls.py``), or shown as "no counterpart"; none is shown as raising
+(``keras_run/references/_calls.py``), or shown as "no counterpart"; none is shown as raising
 because the tool called it wrongly. A raise is allowed only where the library really refuses
 the dtype: the same reference, called the same way on int32 inputs, answers.
 
 Over the whole op catalog on the numpy, jax, torch and tensorflow backends (their workers;
 NumPy and scipy, jax, torch and ``tf.experimental.numpy`` as references). TensorFlow's
 references run with tnp's NumPy behaviour on, in the TensorFlow reference process, never in
-the worker that answers for Keras (``keras_run/_tf_reference.py``)."""
+the worker that answers for Keras (``keras_run/references/_tf_reference.py``)."""
 
 import subprocess
 import sys
@@ -15,7 +15,7 @@ import pytest
 
 from dtype_explorer import pool
 from dtype_explorer.keras_run import catalog, make_spec
-from dtype_explorer.keras_run._reference_calls import NO_COUNTERPART
+from dtype_explorer.keras_run.references._calls import NO_COUNTERPART
 
 LIBRARIES = ("numpy", "jax", "torch", "tensorflow")
 
@@ -145,7 +145,7 @@ def test_tnp_answers_as_with_its_numpy_behaviour_and_keras_worker_stays_clean():
     """``tnp.sqrt``/``tnp.exp`` of int32 and bfloat16 raised "no attribute astype" in the
     tensorflow worker; now each answers what raw tnp answers with its NumPy behaviour on, and
     the worker that answered for Keras still has no ``tf.Tensor.astype`` / NumPy promotion."""
-    from dtype_explorer.keras_run import _tf_reference
+    from dtype_explorer.keras_run.references import _tf_reference
 
     raw = _raw_tnp()
     for (op, dtype), expected in raw.items():

@@ -16,7 +16,7 @@ import dtype_explorer as dx
 from dtype_explorer import dtypes
 from dtype_explorer.backends import BACKENDS
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._trace import op_trace
+from dtype_explorer.keras_run.trace._op_trace import op_trace
 from dtype_explorer.records import ProbeResult
 
 ALL = list(BACKENDS)
@@ -236,7 +236,7 @@ def test_trace_leaves_keras_unpatched_also_when_the_call_raises():
 
 
 def test_kept_installed_a_wrapper_outside_a_trace_passes_through_and_records_the_same():
-    from dtype_explorer.keras_run import _trace
+    from dtype_explorer.keras_run.trace import _op_trace as _trace
 
     layer = keras.layers.LayerNormalization(dtype="mixed_float16")
     x = np.random.default_rng(0).normal(size=(2, 8)).astype("float32")
@@ -325,7 +325,7 @@ class ManyOps(keras.layers.Layer):
 
 
 def test_a_call_running_many_ops_keeps_the_first_ones_and_counts_the_rest():
-    from dtype_explorer.keras_run._trace import MAX_STEPS
+    from dtype_explorer.keras_run.trace._op_trace import MAX_STEPS
 
     r = dx.probe(ManyOps, input_dtype="float32")
     assert r.status == "ok", r.error
@@ -343,7 +343,7 @@ def test_records_built_without_validation_are_the_records_pydantic_builds():
     validation: this pins that layout, so a pydantic release that changes it fails here."""
     import pydantic
 
-    from dtype_explorer.keras_run import _trace_records
+    from dtype_explorer.keras_run.trace import _records as _trace_records
     from dtype_explorer.records import TraceStep, TraceTensor
 
     validated = TraceTensor(name="x", dtype="float16", shape=(2, 3), kind="tensor", stored=None)
@@ -378,7 +378,9 @@ def test_the_trace_state_is_one_object_and_its_caches_are_bounded_lru_caches():
     ``functools.lru_cache``\\ s, and those keyed by what a call saw are bounded."""
     import functools
 
-    from dtype_explorer.keras_run import _trace, _trace_frames, _trace_records
+    from dtype_explorer.keras_run.trace import _frames as _trace_frames
+    from dtype_explorer.keras_run.trace import _op_trace as _trace
+    from dtype_explorer.keras_run.trace import _records as _trace_records
 
     with op_trace():
         assert _trace._TRACING.installed >= 1 and _trace._TRACING.trace is not None

@@ -15,7 +15,7 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import pool
-from dtype_explorer.keras_run._trace import op_trace
+from dtype_explorer.keras_run.trace._op_trace import op_trace
 
 WORKERS = ["jax", "torch", "tensorflow"]
 LINES = {
@@ -168,9 +168,9 @@ def test_in_process_nothing_is_left_patched_also_when_the_call_raises():
 WORKER_CHECK = """
 import inspect, keras, numpy as np
 from keras.src.backend.common.variables import Variable
-from dtype_explorer.keras_run import _trace
-from dtype_explorer.keras_run import _trace_operators as o
-from dtype_explorer.keras_run._trace import op_trace
+from dtype_explorer.keras_run.trace import _op_trace as _trace
+from dtype_explorer.keras_run.trace import _operators as o
+from dtype_explorer.keras_run.trace._op_trace import op_trace
 
 # a worker keeps the wrappers in place between traces (issue 27): a passthrough outside one
 assert _trace._TRACING.resident and _trace._TRACING.bound

@@ -13,7 +13,8 @@ import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import pool
-from dtype_explorer.keras_run import _trace, make_spec, run_probe
+from dtype_explorer.keras_run import make_spec, run_probe
+from dtype_explorer.keras_run.trace import _op_trace as _trace
 
 QUESTIONS = [
     ("Dense", "float32", {"units": 3}),  # the kernel's draw at build passes the draws' patch
@@ -102,7 +103,7 @@ def test_the_trace_reads_a_function_once_not_once_a_probe():
     # the trace caches each function's parameter names: keyed by the draws' recorder (a new
     # wrapper each probe) or a new layer's bound method, it grew with every probe a worker made
     # and kept what each wrapper held alive
-    from dtype_explorer.keras_run import _trace_records
+    from dtype_explorer.keras_run.trace import _records as _trace_records
 
     _probe("Dense", "float32", {"units": 3})
     before = _trace_records._param_names.cache_info().currsize

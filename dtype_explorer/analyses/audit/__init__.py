@@ -1,0 +1,31 @@
+"""The audit of a model (``check_model``): its real forward pass, the findings drawn from it.
+
+``_check`` is the entry point; it runs the pass through the engine and the runtime, re-probes
+layers on other backends (``_reprobe``), predicts (``_predict``), quantizes (``_quantize``),
+saves and loads (``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_modes``,
+``_tf_keras``, with the engine's defaults of ``_engine``). The findings are pure functions of
+records: ``_rules`` (one pass), ``_rules_across`` (backends compared), ``_rules_facts`` and
+``_rules_quant``, unit-tested with hand-built records.
+
+It may import the foundation, ``records``, the engine's and the runtime's public names; the
+rules import records only. Nothing else in ``analyses`` imports it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtype_explorer import lazy
+
+#: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
+_EXPORTS: dict[str, str] = {
+    "check_model": "dtype_explorer.analyses.audit._check",
+}
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.analyses.audit._check import check_model
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

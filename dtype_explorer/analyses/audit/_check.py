@@ -1,0 +1,555 @@
+"""Audit a Keras model: run one real forward pass, record every layer's dtypes, find hazards.
+
+The pass and its records are the engine's (``keras_run.ModelTracer``: every autocast, every
+variable as stored and as read, every output; a layer that raises on a dtype re-run with the
+fix, so that the pass goes on and the fix is known to work). The rules that turn the records
+into findings live in :mod:`dtype_explorer.analyses.audit._rules` (and ``_audit_rules_across``
+for predict, fit and other backends); the re-probes on other backends in ``_audit_reprobe``;
+the audit on another Keras release in ``_audit_engine``.
+
+>>> report = check_model(model)                       # doctest: +SKIP
+>>> [f.kind for f in report.findings]                 # doctest: +SKIP
+['float16-output']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.analyses.audit import _engine as _audit_engine
+from dtype_explorer.analyses.audit import _keras2 as _audit_keras2
+from dtype_explorer.analyses.audit import _predict as _audit_predict
+from dtype_explorer.analyses.audit import _quantize as _audit_quantize
+from dtype_explorer.analyses.audit import _reprobe as _audit_reprobe
+from dtype_explorer.analyses.audit import _rules as _audit_rules
+from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
+from dtype_explorer.analyses.audit import _rules_facts as _audit_rules_facts
+from dtype_explorer.analyses.audit import _save as _audit_save
+from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
+from dtype_explorer.keras_run import (
+    ModelTracer,
+    call_arguments,
+    check_call_kwargs,
+    compile_copy,
+    compiled_by,
+    declared_inputs,
+    describe_model,
+    global_seed_kept,
+    is_compiled,
+    is_keras2,
+    keras_flatten,
+    layer_values_wrong,
+    policy_clone,
+    preserved_keras_state,
+    quantize_request,
+    reference_dtype,
+    sample_for,
+    sample_text,
+    tensor_info,
+    train_one_step,
+    training_copy,
+    validate_policy,
+    variables_kept,
+)
+from dtype_explorer.records import (
+    AUDIT_MODES,
+    MODES,
+    AuditReport,
+    Finding,
+    FitReport,
+    LayerCall,
+    PredictReport,
+    engine_spec,
+)
+from dtype_explorer.runtime import pool
+from dtype_explorer.timing import ms
+
+# --------------------------------------------------------------------------- entry point
+
+
+def check_model(
+    model: Any,
+    sample: Any = None,
+    *,
+    policy: Any = None,
+    backends: str | list[str] | None = None,
+    timeout: float | None = None,
+    call_kwargs: dict[str, Any] | None = None,
+    mode: str = "call",
+    labels: Any = None,
+    engine: str | None = None,
+    quantize: Any = None,
+) -> AuditReport:
+    """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
+
+    Never changes the model's weights, optimizer, compile state or policy, nor Keras's floatx
+    or global policy.
+
+    ``mode`` audits the model the way it will be used: ``"call"`` its eager call
+    (``Model.__call__``, inference); ``"training"`` the eager call with ``training=True`` (the
+    model's variables, moving statistics and seed states put back bitwise); ``"predict"`` the
+    real ``model.predict`` (compiled on jax and tensorflow, eager on torch), its layers as the
+    compiled function saw them (dtypes; values only at the outputs), beside the eager call;
+    ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
+    compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients
+    and loss scaling.
+
+    Args:
+        model: a Keras model or layer.
+        sample: an array, list or dict matching ``model.inputs`` (default: built from them,
+            batch of 2).
+        policy: audit a clone of the model with every layer under this dtype policy
+            (Sequential and Functional models).
+        backends: ``"all"`` or a list of backends on which to re-run the layers that take
+            integer or odd-dtype inputs, to find divergences.
+        timeout: seconds a worker may take for each of those re-runs.
+        call_kwargs: keyword arguments of the model's call, as JSON values (a list becomes
+            a NumPy array): ``{"training": True}`` audits the training pass (dropout, batch
+            statistics) instead of inference (``training=False``).
+        mode: ``"call"`` (default), ``"training"``, ``"predict"`` or ``"fit"``.
+        labels: the targets of the ``"fit"`` step (default: zeros fitting the output and the
+            loss: class indices for a sparse loss).
+        engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
+            created first when missing): the model is rebuilt from its config (with its
+            weights) in that release's worker, on this process's backend. A model whose
+            config that release cannot rebuild raises. ``"tf_keras"``: rebuilt in Keras 2.
+        quantize: audit a quantized copy: a mode of the installed Keras (``"int8"``,
+            ``"float8"``, ``"int4"``, ``"int4/<block size>"``) or a
+            ``keras.quantizers.QuantizationConfig`` (``GPTQConfig``/``AWQConfig`` carry their
+            calibration data). ``report.quantization`` says per layer what ``quantize()``
+            did, what it stores, its compute path and its error against the float model.
+            With ``engine=``, the mode by name: the copy rebuilt there is quantized by that
+            release, with its modes (one it lacks is refused in its words, naming the
+            release that added it).
+
+    Returns:
+        An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
+        each with a fix (``.findings``).
+
+    >>> import keras, numpy as np
+    >>> import dtype_explorer as dx
+    >>> inputs = keras.Input((3,), dtype="float64")
+    >>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
+    >>> report = dx.check_model(model)
+    >>> [f.kind for f in report.findings]
+    ['silent-downcast']
+    >>> fit = dx.check_model(model, mode="fit").fit  # one real step on a copy
+    >>> fit.loss, [(g.name, g.dtype) for g in fit.gradients]
+    ('mean_squared_error', [('dense/kernel', 'float32'), ('dense/bias', 'float32')])
+    """
+    import keras
+
+    if is_keras2(model):  # a tf_keras model (the Keras 2 kernel): traced through Keras 2
+        refused = {"policy": policy, "backends": backends, "engine": engine, "labels": labels}
+        return _audit_keras2.check_keras2_model(model, sample, mode, call_kwargs, quantize, refused)
+    if not isinstance(model, keras.layers.Layer):
+        raise InvalidSpecError(
+            f"check_model needs a Keras model or layer (keras.Model, keras.layers.Layer); "
+            f"got {type(model).__module__}.{type(model).__qualname__}"
+        )
+    started = time.perf_counter()
+    # 1. Check the question: mode, labels, call kwargs, policy, backends and engine
+    asked = _question(model, mode, labels, timeout, call_kwargs, policy, backends, engine)
+    if asked.engine is not None:  # 2. On another Keras release: rebuilt and audited there
+        options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
+        if quantize is not None:  # the copy is quantized there, with that release's modes
+            options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
+        there = _audit_engine.EngineQuestion(
+            model, sample, asked.policy, asked.backends, asked.timeout, asked.engine, options
+        )
+        return _audit_tf_keras.check_on_engine(there, audit=audit_rebuilt)
+    asked = dataclasses.replace(
+        asked, quantize=None if quantize is None else quantize_request(quantize)
+    )
+    notes = [] if model.built else [f"{describe_model(model)} was not built; the audit built it."]
+    with preserved_keras_state():
+        # 3. The eager pass, every layer call recorded (on a copy for "fit")
+        audit = _eager_pass(model, sample, asked, notes)
+        # 4. The rules on the records: the calls, their numbers, other backends
+        audit.findings += _call_findings(audit, asked)
+        # 5. The mode's own run: the real model.predict, or one model.fit step on the copy
+        if asked.mode == "predict" and audit.outputs is not None:
+            _predict_phase(audit)
+        if asked.mode == "fit" and audit.outputs is not None:
+            _fit_phase(audit, model, labels)
+        if asked.mode == "save":
+            audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
+        if audit.quantized is not None:
+            audit.ran["quantization"], found = _audit_quantize.finish(
+                audit.quantized.report, audit.calls
+            )
+            audit.findings += found
+    audit.timings["total_ms"] = ms(started)
+    # 6. The report
+    return AuditReport(
+        model=model.name,
+        model_class=type(model).__name__,
+        backend=keras.backend.backend(),
+        policy=model.dtype_policy.name,
+        policy_override=asked.policy,
+        sample=tuple(tensor_info(x) for x in keras.tree.flatten(audit.sample)),
+        layers=tuple(audit.calls),
+        findings=tuple(_audit_rules.ordered(audit.findings)),
+        backends=tuple(asked.backends),
+        notes=tuple(audit.notes),
+        timings=audit.timings,
+        mode=asked.mode,
+        **audit.ran,
+        keras=keras.__version__,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Question:
+    """What ``check_model`` was asked, checked."""
+
+    mode: str
+    arguments: dict[str, Any]
+    policy: str | None
+    backends: list[str]
+    timeout: float | None
+    engine: str | None
+    quantize: Any = None
+
+
+@dataclasses.dataclass
+class _Audit:
+    """The audit under way: what ran and what it found. ``target``: the model, or its clone
+    under ``policy=``; ``audited``: the model that ran (``target``, or its training copy);
+    ``policy``: the policy it is meant to run under."""
+
+    target: Any
+    audited: Any
+    sample: Any
+    policy: str
+    tracer: ModelTracer
+    outputs: Any
+    calls: list[LayerCall]
+    notes: list[str]
+    timings: dict[str, float]
+    ran: dict[str, Any]
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    quantized: _audit_quantize.Quantized | None = None
+    arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _question(
+    model: Any,
+    mode: Any,
+    labels: Any,
+    timeout: Any,
+    call_kwargs: dict[str, Any] | None,
+    policy: Any,
+    backends: str | list[str] | None,
+    engine: str | None,
+) -> _Question:
+    """check_model's arguments checked, in the order it documents them failing."""
+    mode = _audit_mode(mode, model)
+    if labels is not None and mode != "fit":
+        raise InvalidSpecError(
+            f"labels are the targets of a training step: pass them with mode='fit'; got "
+            f"mode={mode!r}"
+        )
+    timeout = pool.time_limit(timeout)
+    arguments = call_arguments(check_call_kwargs(call_kwargs, "check_model"))
+    if "training" in arguments and mode != "call":
+        raise InvalidSpecError(
+            f"call_kwargs: mode={mode!r} sets training itself; pass training in call_kwargs "
+            f"only with mode='call'. Received: call_kwargs={call_kwargs!r}"
+        )
+    return _Question(
+        mode=mode,
+        arguments=arguments,
+        policy=None if policy is None else validate_policy(policy),
+        backends=_requested_backends(backends),
+        timeout=timeout,
+        engine=engine_spec(engine),
+    )
+
+
+def _eager_pass(model: Any, sample: Any, asked: _Question, notes: list[str]) -> _Audit:
+    """The model (its clone under ``policy=``, its training copy for ``"fit"``) run once on
+    ``sample``, every layer call recorded; the copy compiled as the model is."""
+    mode = asked.mode
+    target = policy_clone(model, asked.policy) if asked.policy is not None else model
+    inputs = declared_inputs(target)
+    sample = sample_for(target, inputs, sample)
+    quantized = None
+    if asked.quantize is not None:  # a quantized copy is audited (the float one is the reference)
+        quantized = _audit_quantize.quantize_copy(target, sample, asked.quantize, asked.arguments)
+        target = quantized.copy if quantized.copy is not None else target
+    # under policy=, the copy is built as the model would be under that policy
+    own = asked.policy or target.dtype_policy.name
+    audited = training_copy(target, sample, own) if mode == "fit" else target
+    tracer = ModelTracer(audited)
+    trains = mode == "training" or bool(asked.arguments.get("training"))
+    with variables_kept(audited) if trains else contextlib.nullcontext():
+        outputs = tracer.run(sample, inputs, asked.arguments, training=mode in ("training", "fit"))
+    calls = tracer.finish(outputs)
+    if mode == "fit":
+        compile_copy(audited, model, outputs)  # the user's compile config
+    return _Audit(
+        target=target,
+        audited=audited,
+        sample=sample,
+        policy=own,
+        tracer=tracer,
+        outputs=outputs,
+        calls=calls,
+        notes=notes,
+        timings={"forward_ms": tracer.forward_ms},
+        ran={"execution": _EXECUTION.get(mode, "")},
+        quantized=quantized,
+        arguments=asked.arguments,
+    )
+
+
+def _call_findings(audit: _Audit, asked: _Question) -> list[Finding]:
+    """The rules on the recorded calls, the value check of the calls kept for it, and the
+    re-probes on the backends asked for."""
+    import keras
+
+    findings = _audit_rules.find(
+        audit.calls, model=_audited_model(audit.audited, audit.calls), policy=audit.policy
+    )
+    audit.notes += _audit_rules_facts.float32_on_purpose(audit.calls)  # facts, no faults
+    wide = reference_dtype(keras.backend.backend())
+    checked = [
+        (
+            call,
+            layer_values_wrong(event.layer, event.values, call.outputs, call.compute_dtype, wide),
+        )
+        for call, event in zip(audit.calls, audit.tracer.calls)
+        if event.values is not None and _audit_rules.computes_on_values(call)
+    ]
+    findings += _audit_rules.wrong_numbers(checked)
+    if asked.backends:
+        layers = {path: layer for layer, path, _ in audit.tracer.layers.values()}
+        findings += _audit_reprobe.divergences(
+            audit.calls,
+            layers,
+            asked.backends,
+            here=keras.backend.backend(),
+            timeout=asked.timeout,
+        )
+    return findings
+
+
+def _audited_model(model: Any, calls: list[LayerCall]) -> _audit_rules.AuditedModel:
+    """What the rules need to know of ``model``, Keras's ``result_type`` answers included."""
+    import keras
+
+    optimizer = getattr(model, "optimizer", None)
+    questions = _audit_rules.result_type_questions(calls)
+    return _audit_rules.AuditedModel(
+        name=model.name,
+        policy=model.dtype_policy.name,
+        backend=keras.backend.backend(),
+        optimizer=None if optimizer is None else type(optimizer).__name__,
+        loss_scaled=isinstance(optimizer, keras.optimizers.LossScaleOptimizer),
+        result_types={q: keras.backend.result_type(*q) for q in questions},
+    )
+
+
+def _predict_phase(audit: _Audit) -> None:
+    """The real ``model.predict``, its layers as the compiled function saw them: the rules on
+    those records (a layer that raised only here is the mode divergence), and the divergences
+    from the eager call."""
+    t0 = time.perf_counter()
+    predict, predicted = _predict(audit.target, audit.sample, audit.calls, audit.outputs)
+    audit.timings["predict_ms"] = ms(t0)
+    model = _audited_model(audit.target, predicted)
+    audit.findings += [
+        f
+        for f in _audit_rules.find(predicted, model=model, policy=audit.policy)
+        if f.kind != "call-error"
+    ]
+    audit.findings += _audit_rules_across.mode_divergences(predict)
+    audit.ran.update(predict=predict, compiled=predict.compiled, execution=predict.execution)
+    audit.calls = predicted
+
+
+def _fit_phase(audit: _Audit, model: Any, labels: Any) -> None:
+    """One real ``model.fit`` step of the compiled copy: its gradients' findings, or the
+    finding that it raised."""
+    t0 = time.perf_counter()
+    fit, failed = _fit(audit.audited, audit.sample, audit.outputs, labels)
+    audit.timings["fit_ms"] = ms(t0)
+    compiled, how = compiled_by(audit.audited)
+    audit.ran.update(fit=fit, compiled=compiled, execution=f"model.fit: one training step, {how}")
+    if failed is not None:
+        audit.findings.append(failed)
+    elif fit is not None:
+        audit.findings += _audit_rules_across.gradient_findings(fit, audit.audited.name)
+    audit.notes.append(
+        "The training step ran on a copy of the model (weights copied, "
+        + (
+            "compiled from the model's compile config, with a fresh optimizer"
+            if is_compiled(model)
+            else "compiled with SGD and a loss fitting its output: the model is not compiled"
+        )
+        + "); the model itself was not trained."
+    )
+
+
+def audit_rebuilt(
+    config: dict[str, Any],
+    weights: list[Any],
+    sample: Any,
+    policy: str | None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any] | str:
+    """In an engine's worker: rebuild the model from its config and weights with this
+    release's Keras, and audit it; the report as a dict, or why it could not be rebuilt."""
+    rebuilt = _audit_engine.rebuild(config, weights)
+    if isinstance(rebuilt, str):
+        return rebuilt
+    model, note = rebuilt
+    report = check_model(model, sample, policy=policy, **(options or {}))
+    if note is not None:
+        report = report.model_copy(update={"notes": (*report.notes, note)})
+    return report.to_dict()
+
+
+# --------------------------------------------------------------------------- modes
+
+
+_EXECUTION = {
+    "call": "",
+    "training": "the eager call with training=True",
+    "save": "save and load of a copy, compared layer by layer",
+}
+
+
+def _audit_mode(mode: Any, model: Any) -> str:
+    """``mode`` if an audit of ``model`` can run that way, else ``InvalidSpecError`` saying why
+    and listing the modes that apply."""
+    import keras
+
+    is_model = isinstance(model, keras.Model)
+    usable = [
+        m
+        for m in AUDIT_MODES
+        if is_model or m not in ("predict", "fit", "save")
+        if keras.backend.backend() != "numpy" or m != "fit"
+    ]
+    if not isinstance(mode, str) or (mode not in MODES and mode not in AUDIT_MODES):
+        raise unknown("mode", mode, AUDIT_MODES)
+    if mode in usable:
+        return mode
+    if mode == "model":
+        why = "an audit's 'call' already runs the model through Model.__call__"
+    elif mode == "dataset":
+        why = (
+            "it maps one layer over tf.data; probe a layer that way with "
+            "dx.probe(layer, mode='dataset')"
+        )
+    elif mode in ("predict", "fit", "save") and not is_model:
+        why = (
+            f"{describe_model(model)} is a layer, not a keras.Model: it has no {mode}(); "
+            "wrap it in a keras.Model to audit it that way"
+        )
+    else:
+        why = "the numpy backend cannot train (model.fit is not implemented there)"
+    raise InvalidSpecError(
+        f"mode {mode!r} cannot audit {describe_model(model)}: {why}; modes that apply: "
+        f"{', '.join(usable)}"
+    )
+
+
+def _predict(
+    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any
+) -> tuple[PredictReport, list[LayerCall]]:
+    """The real ``model.predict`` on ``sample``, every layer call recorded as the compiled
+    function traced it, compared with the eager pass ``eager``."""
+    import keras
+
+    compiled, how = _predict_compiled(model)
+    return _audit_predict.predicted(
+        ModelTracer(model, values=False),
+        sample,
+        eager,
+        keras_flatten(eager_outputs),
+        flatten=lambda outputs: [np.asarray(x) for x in keras.tree.flatten(outputs)],
+        compiled=compiled,
+        execution=f"model.predict, {how}",
+    )
+
+
+def _predict_compiled(model: Any) -> tuple[bool, str]:
+    import keras
+
+    backend = keras.backend.backend()
+    if getattr(model, "run_eagerly", False):
+        return False, "eager (compiled with run_eagerly=True)"
+    if backend in ("jax", "tensorflow"):
+        return compiled_by(model)
+    return False, f"eager on {backend}"
+
+
+def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
+    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
+    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
+    that the step refuses are an ``InvalidSpecError``."""
+    import keras
+
+    loss = getattr(copy, "loss", None)
+    name = (
+        loss
+        if isinstance(loss, str)
+        else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
+    )
+    sparse = "sparse" in str(name).lower()
+    given = labels is not None
+    fitting = keras.tree.map_structure(
+        lambda t: (
+            np.zeros(tuple(t.shape)[:-1], "int32")
+            if sparse
+            else np.zeros(tuple(t.shape), "float32")
+        ),
+        outputs,
+    )
+    labels = fitting if labels is None else labels
+
+    def step(y: Any) -> FitReport:
+        with global_seed_kept():
+            return train_one_step(copy, sample, y, loss=str(name), prefix=f"{copy.name}/")
+
+    try:
+        return step(labels), None
+    except Exception as error:
+        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        how, shown = compiled_by(copy)[1], sample_text(labels)
+        if not given:
+            return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
+        if _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
+            raise InvalidSpecError(
+                f"one model.fit step of a copy of {describe_model(copy)} failed with the labels "
+                f"given ({shown}): {said}"
+            ) from error
+        return None, _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
+
+
+def _fits_with(step: Callable[[Any], Any], labels: Any) -> bool:
+    """Whether the training step runs with ``labels`` (zeros fitting the model's outputs):
+    when it fails with those too, the error is the model's own, not the labels'."""
+    try:
+        step(labels)
+    except Exception:
+        return False
+    return True
+
+
+def _requested_backends(backends: str | list[str] | None) -> list[str]:
+    """The backends to re-probe on, checked by ``backends.names`` (through ``pool.usable``):
+    ``"all"``, one name, a list, or the magic's comma-separated text (``--backends jax,torch``)."""
+    if backends is None:
+        return []
+    return pool.usable(backends)

@@ -1,0 +1,57 @@
+"""The ``predict`` mode's pass, shared by the Keras 3 audit (:mod:`._audit`) and the Keras 2
+one (:mod:`._audit_keras2_modes`): the real ``model.predict`` on the sample, every layer call
+recorded as the compiled function traced it (the tracer's ``run_predict``), and the
+:class:`~dtype_explorer.records.PredictReport` comparing its outputs and layers with the eager
+pass's. Each Keras says how it compiled (``compiled``, ``execution``) and how its outputs
+flatten; the rest is one piece of code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
+from dtype_explorer.errors import keras_message
+from dtype_explorer.keras_run import nonfinite_count, tensor_info
+from dtype_explorer.records import ErrorInfo, LayerCall, PredictReport
+
+
+def predicted(
+    tracer: Any,
+    sample: Any,
+    eager: list[LayerCall],
+    eager_leaves: list[Any],
+    *,
+    flatten: Callable[[Any], list[Any]],
+    compiled: bool,
+    execution: str,
+) -> tuple[PredictReport, list[LayerCall]]:
+    """``tracer``'s (a ``ModelTracer`` or ``Keras2Tracer``, ``values=False``) real predict on
+    ``sample``, compared with the eager pass (its calls ``eager``, its output leaves
+    ``eager_leaves``); ``flatten`` makes the predicted outputs' leaves arrays.
+
+    Returns:
+        The report, and the layer calls as the compiled function traced them.
+    """
+    error = None
+    try:
+        outputs, symbolic = tracer.run_predict(sample)
+    except Exception as exc:  # the eager call ran: that predict does not is the finding
+        outputs = symbolic = None
+        error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
+    calls = tracer.finish(symbolic)
+    leaves = [] if outputs is None else flatten(outputs)
+    report = PredictReport(
+        compiled=compiled,
+        execution=execution,
+        outputs=tuple(tensor_info(x) for x in leaves),
+        nonfinite=tuple(nonfinite_count(x) for x in leaves),
+        eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
+        eager_nonfinite=tuple(nonfinite_count(x) for x in eager_leaves),
+        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
+        error=error,
+        failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
+        cause=None if tracer.failed_at is None else tracer.failed_at.error,
+    )
+    return report, calls

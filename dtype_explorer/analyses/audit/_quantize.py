@@ -1,0 +1,105 @@
+"""``check_model(..., quantize=)``: quantize a copy of the model, audit that copy, and report
+what quantization did (per layer: quantized or skipped and why, what it stores, how it
+computes, its error against the float model). The Keras work is ``keras_run``'s
+(``quantize_layers``, ``leaf_outputs``); the rules are ``_audit_rules_quant``'s.
+
+>>> import keras, numpy as np, dtype_explorer as dx
+>>> inputs = keras.Input((4,))
+>>> model = keras.Model(inputs, keras.layers.Dense(2, name="d")(inputs), name="m")
+>>> report = dx.check_model(model, np.ones((2, 4), "float32"), quantize="int8")
+>>> [(r.path, r.status, [v.dtype for v in r.variables]) for r in report.quantization.layers
+...  if r.has_weights]
+[('m/d', 'quantized', ['float32', 'int8', 'float32'])]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from dtype_explorer.analyses.audit import _rules_quant as rules
+from dtype_explorer.keras_run import (
+    QuantizeRequest,
+    leaf_outputs,
+    model_copy,
+    quantization_modes,
+    quantize_layers,
+)
+from dtype_explorer.records import Finding, LayerCall, QuantizationReport, QuantizedLayer
+
+#: The relative output error above which quantization is a finding.
+THRESHOLD = 0.05
+
+
+@dataclasses.dataclass
+class Quantized:
+    """A quantized copy under way: the copy (``None`` when Keras refused), its report so far,
+    and the float copy's and quantized copy's outputs for the error."""
+
+    copy: Any
+    report: QuantizationReport
+
+
+def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments: dict) -> Quantized:
+    """# 1. Two copies of ``target`` through Keras's format (the model itself is only read)
+    # 2. One quantized layer by layer, each outcome recorded
+    # 3. Both run on ``sample``: each layer's and the model's output error."""
+    floating, copy = model_copy(target), model_copy(target)
+    rows, refused = quantize_layers(copy, request, source=target)
+    error = None
+    if refused is None:
+        reference, ref_out = leaf_outputs(floating, sample, arguments)
+        values, out = leaf_outputs(copy, sample, arguments)
+        rows = [_with_error(row, reference, values) for row in rows]
+        error = rules.relative_error(ref_out, out)
+    report = QuantizationReport(
+        mode=request.mode,
+        asked=request.label,
+        modes=quantization_modes(),
+        layers=tuple(rows),
+        output_error=error,
+        threshold=THRESHOLD,
+        refused=refused,
+    )
+    return Quantized(copy=None if refused is not None else copy, report=report)
+
+
+def _with_error(row: QuantizedLayer, reference: dict, values: dict) -> QuantizedLayer:
+    key = (row.path, 0)
+    if key not in reference or key not in values:
+        return row
+    return row.model_copy(
+        update={
+            "error": rules.relative_error(reference[key], values[key])
+            if row.status == "quantized"
+            else None,
+            "float_output_dtypes": tuple(str(a.dtype) for a in reference[key]),
+        }
+    )
+
+
+def finish(
+    report: QuantizationReport, calls: list[LayerCall]
+) -> tuple[QuantizationReport, list[Finding]]:
+    """The report completed from the audited copy's calls (each quantized layer's compute path
+    and output dtypes, as traced), and its findings."""
+    by_path: dict[str, LayerCall] = {}
+    for call in calls:
+        by_path.setdefault(call.path, call)  # the first call of each layer
+    rows = []
+    for row in report.layers:
+        call = by_path.get(row.path)
+        if call is None:
+            rows.append(row)
+            continue
+        stored = [v.dtype for v in row.variables]
+        rows.append(
+            row.model_copy(
+                update={
+                    "steps": rules.compute_path(call, stored) if row.status == "quantized" else (),
+                    "output_dtypes": tuple(t.dtype for t in call.outputs),
+                }
+            )
+        )
+    report = report.model_copy(update={"layers": tuple(rows)})
+    return report, rules.quantization_findings(report, calls)

@@ -1,0 +1,600 @@
+"""The audit's rules: from the recorded dtype flow of a model to findings, each with a fix.
+
+Every rule is a pure function of records: the :class:`~dtype_explorer.records.LayerCall`
+records of one real forward pass and an :class:`AuditedModel` (what the rules need to know of
+the model that ran), never Keras itself; the findings across modes and backends are in
+:mod:`dtype_explorer.analyses.audit._rules_across`. Keras ran before: the pass itself
+(``keras_run.ModelTracer``), the reference re-runs (``keras_run.layer_values_wrong``) and the
+answers of ``result_type`` (:func:`result_type_questions`, asked by the audit).
+
+>>> from dtype_explorer.records import LayerCall, TensorInfo
+>>> call = LayerCall(path="m/dense", layer_class="Dense", depth=1, policy="float32",
+...                  compute_dtype="float32", variable_dtype="float32",
+...                  given=(TensorInfo(dtype="float64", shape=(2, 3)),),
+...                  received=(TensorInfo(dtype="float32", shape=(2, 3)),))
+>>> [f.kind for f in find([call], model=AuditedModel(name="m", policy="float32"), policy="float32")]
+['silent-downcast']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run import catalog
+from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
+
+#: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
+HALF = dtypes.HALF  # the 16-bit floats (one owner: dtypes)
+_TO_FLOAT32 = 'x = keras.layers.Activation("linear", dtype="float32")(x)   # cast x to float32\n'
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditedModel:
+    """What the rules need to know of the model that ran, beside its calls.
+
+    ``policy``: its own dtype policy's name; ``optimizer``: the class name of the optimizer it
+    is compiled with (``None``: not compiled); ``loss_scaled``: that optimizer is a
+    ``LossScaleOptimizer``; ``result_types``: Keras's ``result_type`` on ``backend`` for each
+    of :func:`result_type_questions`.
+    """
+
+    name: str
+    policy: str
+    backend: str = ""
+    optimizer: str | None = None
+    loss_scaled: bool = False
+    result_types: Mapping[tuple[str, ...], str] = dataclasses.field(default_factory=dict)
+
+
+def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Finding]:
+    """Every finding the recorded calls support (one per kind and layer). ``model`` is the one
+    that ran (under ``policy=`` an uncompiled clone); ``policy`` the one it is meant to run
+    under (its own, or the one it was cloned under)."""
+    rules: tuple[Callable[[list[LayerCall]], Iterable[Finding]], ...] = (
+        _call_errors,
+        lambda c: _silent_downcasts(c, policy),
+        _int_into_float,
+        _precision_loss,
+        _float32_only,
+        _custom_dtypes,
+        _float16_outputs,
+        _overflows,
+        lambda c: _no_loss_scaling(c, model),
+        lambda c: _rules_disagree(c, model),
+    )
+    return _unique(f for rule in rules for f in rule(calls))
+
+
+def ordered(findings: Iterable[Finding]) -> list[Finding]:
+    """Errors first, then warnings, then notes; otherwise in the order of the forward pass."""
+    return sorted(_unique(findings), key=lambda f: SEVERITIES.index(f.severity))
+
+
+# --------------------------------------------------------------------------- rules
+
+
+def _call_errors(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        if call.error is not None and call.retried is None:
+            yield Finding(
+                kind="call-error",
+                severity="error",
+                path=call.path,
+                message=(
+                    f"The forward pass stopped in {call.layer_class} ({call.compute_dtype} "
+                    f"compute, received {_names(call.received)}): {_error(call)}"
+                ),
+                details={"error": call.error.to_dict()},
+            )
+
+
+def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Finding]:
+    for call in calls:
+        for source, target, why in _casts(call):
+            if not dtypes.narrows(source, target):
+                continue
+            if source != "float64" and call.policy == model_policy:
+                continue  # float32 -> 16-bit under the model's own mixed policy: asked for
+            step = _cast_step(call, source, target)
+            yield Finding(
+                kind="silent-downcast",
+                severity="warning" if source == "float64" else "info",
+                path=call.path,
+                message=(
+                    f"{source} data is cast to {target} on entry to {call.layer_class} ({why}), "
+                    f"without a warning: {_precision_lost(target)}.{_at(step)}"
+                ),
+                fix=_downcast_fix(source, call),
+                details={"from": source, "to": target},
+                step=step,
+            )
+
+
+def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        ints = [t.dtype for t in call.received if dtypes.is_integer(t.dtype)]
+        if not ints or not call.leaf or not dtypes.is_float(call.compute_dtype):
+            continue
+        entry = _catalog_entry(call.layer_class) if call.builtin else None
+        if entry is not None and not _computes_on_floats(entry):
+            continue
+        raised = call.error is not None and call.retried is not None
+        if raised:
+            outcome = (
+                f"here it raised {_error(call)} The audit re-ran it with the input cast to "
+                f"{call.compute_dtype}, and that works."
+            )
+        else:
+            outcome = (
+                f"here it returned {_names(call.outputs)}, but whether integer input is "
+                "accepted, cast or rejected differs between layers and backends "
+                "(check with --backends all)."
+            )
+        yield Finding(
+            kind="int-into-float-layer",
+            severity="error" if raised else "warning" if entry is not None else "info",
+            path=call.path,
+            message=(
+                f"{ints[0]} data reaches {call.layer_class}, which computes in "
+                f"{call.compute_dtype}; Keras autocasts only float inputs, so {outcome}"
+            ),
+            fix=(
+                f"# give {call.layer_class} float data, e.g. scaled pixels:\n"
+                "x = keras.layers.Rescaling(1.0 / 255)(x)   # uint8 0..255 -> float32 0..1\n"
+                f'# or just cast: x = keras.ops.cast(x, "{call.compute_dtype}")'
+            ),
+            details={"input": ints[0], "raised": raised},
+        )
+
+
+def _precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
+    """Integer data (ids, labels) a leaf call computes on in a 16-bit float (compute dtype,
+    variable read, output) beyond that float's exact integers (``dtypes.exact_integers``):
+    rounded to others inside the dtype's tolerance. The peak is ``TensorInfo.max_abs``; a
+    lookup layer (Embedding: ids index a table) computes nothing on them."""
+    for call in calls:
+        ints = [t for t in call.received if dtypes.is_integer(t.dtype) and t.max_abs is not None]
+        if not ints or not call.leaf or not computes_on_values(call):
+            continue
+        peak = max(t.max_abs or 0.0 for t in ints)
+        reads = [v.read or v.stored for v in call.variables.values()]
+        half = next(
+            (
+                d
+                for d in (call.compute_dtype, *reads, *(t.dtype for t in call.outputs))
+                if d in HALF
+            ),
+            None,
+        )
+        limit = dtypes.exact_integers(half)
+        if half is None or limit is None or peak <= limit:
+            continue
+        rounded = float(np.asarray(peak).astype(dtypes.numpy_dtype(half)))
+        yield Finding(
+            kind="precision-loss",
+            severity="warning",
+            path=call.path,
+            message=(
+                f"{ints[0].dtype} data up to {peak:g} reaches {call.layer_class}, which computes "
+                f"in {half}; {half} holds integers exactly only up to {limit}, so {peak:g} "
+                f"becomes {rounded:g}: ids or labels are rounded to others, with no error "
+                "beyond the dtype's tolerance to show it."
+            ),
+            fix=(
+                f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
+                f'{call.spelled}(..., dtype="float32")'
+            ),
+            details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
+        )
+
+
+def _float32_only(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        half_in = any(t.dtype in HALF for t in call.received)
+        if call.error is not None and call.retried and half_in:
+            yield Finding(
+                kind="float32-only-layer",
+                severity="error",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} fails under the {call.policy} policy: Keras autocasts "
+                    f"its input to {_names(call.received)}, and it only takes float32. "
+                    f"{_error(call)} The audit re-ran it with float32 input, and that works."
+                ),
+                fix=_float32_fix(call),
+                details={"received": _names(call.received)},
+            )
+        elif call.builtin and call.leaf and _stays_wider(call, only_half=True):
+            yield Finding(
+                kind="float32-only-layer",
+                severity="warning",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} computes in {call.compute_dtype} under {call.policy}, "
+                    f"yet returned {_names(call.outputs)}: it silently stays in float32, and "
+                    "the next layers cast back down."
+                ),
+                fix=_float32_fix(call),
+            )
+
+
+def _custom_dtypes(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        if call.builtin or call.call_index:
+            continue
+        problems = [
+            f"variable '{name}' is stored as {var.stored}, but the {call.policy} policy "
+            f"stores variables in {call.variable_dtype}"
+            for name, var in call.variables.items()
+            if dtypes.is_float(var.stored) and var.stored != call.variable_dtype
+        ]
+        problems += [
+            f"variable '{name}' is read as {var.read} in call(), not in the compute dtype "
+            f"{call.compute_dtype}" + ("" if var.autocast else " (add_weight(autocast=False))")
+            for name, var in call.variables.items()
+            if var.read and dtypes.is_float(var.read) and var.read != call.compute_dtype
+        ]
+        if call.leaf and _stays_wider(call, only_half=False):
+            problems.append(
+                f"call() returns {_names(call.outputs)} from {_names(call.received)} input, "
+                f"although its policy computes in {call.compute_dtype}: it casts against its policy"
+            )
+        if problems:
+            yield Finding(
+                kind="custom-variable-dtype",
+                severity="warning",
+                path=call.path,
+                message=f"Custom layer {call.layer_class}: " + "; ".join(problems) + ".",
+                fix=(
+                    "def build(self, input_shape):\n"
+                    "    # no dtype=: stored in self.variable_dtype, read in self.compute_dtype\n"
+                    "    self.w = self.add_weight(shape=(input_shape[-1], self.units))\n\n"
+                    "def call(self, x):   # x and self.w both arrive in the compute dtype\n"
+                    "    y = keras.ops.matmul(x, self.w)\n"
+                    "    return keras.ops.cast(y, self.compute_dtype)   # never a fixed float32"
+                ),
+                details={"problems": problems},
+            )
+
+
+def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
+    for call in calls:
+        half = [t.dtype for t in call.outputs if t.dtype in HALF]
+        if not half or not (call.final_output or call.softmax):
+            continue
+        what = "the model's output, the loss's input," if call.final_output else "this softmax"
+        step = _half_step(call, half[0])
+        yield Finding(
+            kind="float16-output",
+            severity="warning",
+            path=call.path,
+            message=(
+                f"Under {call.policy}, {what} is {half[0]} (from {call.layer_class}): "
+                "probabilities near 0 and 1 lose precision, and the loss can overflow or take "
+                f"log(0). Keep the last layer in float32.{_at(step)}"
+            ),
+            step=step,
+            fix=(
+                f'{call.spelled}(..., dtype="float32")   # the last layer\n'
+                "# or after it:\n"
+                'outputs = keras.layers.Activation("linear", dtype="float32")(outputs)'
+            ),
+            details={"output": half[0], "final": call.final_output},
+        )
+
+
+def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
+    flagged = [c for c in calls if _overflowed(c)]
+    for call in flagged:
+        if any(o.path.startswith(call.path + "/") for o in flagged):
+            continue  # an inner layer is where it happened
+        finite_given = all(t.finite is not False for t in call.given or ())
+        at_entry = finite_given and any(t.finite is False for t in call.received)
+        how = (
+            f"casting its finite input to {_names(call.received)} on entry"
+            if at_entry
+            else f"computing in {call.compute_dtype}"
+        )
+        step = _overflow_step(call)
+        hidden = all(t.finite is not False for t in call.outputs)
+        said = (
+            f"An op of {call.layer_class} overflowed {call.compute_dtype} (inf from finite "
+            "values) and a later op hid it: the output looks finite, its gradient is not"
+            if hidden
+            else f"{call.layer_class} produced inf or NaN from finite input by {how}"
+        )
+        yield Finding(
+            kind="overflow",
+            severity="error",
+            path=call.path,
+            message=f"{said}: float16 holds at most 65504.{_at(step)}",
+            step=step,
+            fix=(
+                f'{call.spelled}(..., dtype="float32")   # this layer in float32\n'
+                "# or keep activations small (normalise inputs), or use mixed_bfloat16"
+            ),
+        )
+
+
+def _no_loss_scaling(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:
+    if model.optimizer is None or model.loss_scaled:
+        return
+    if not any(c.compute_dtype == "float16" for c in calls):
+        return
+    name = model.optimizer
+    yield Finding(
+        kind="no-loss-scaling",
+        severity="warning",
+        path=model.name,
+        message=(
+            f"The model is compiled with {name} and computes in float16, without loss "
+            "scaling: small gradients underflow to zero. compile() adds a LossScaleOptimizer "
+            f"only when the model's own policy is mixed_float16 ({model.policy} here)."
+        ),
+        fix=(
+            f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{name}())\n"
+            "model.compile(optimizer=optimizer, loss=...)"
+        ),
+    )
+
+
+def result_type_questions(calls: list[LayerCall]) -> list[tuple[str, ...]]:
+    """The ``result_type`` arguments :func:`find` needs answered (``AuditedModel.result_types``):
+    for each catalogued layer computing in its compute dtype, its float inputs and that dtype."""
+    return list(dict.fromkeys(q for _, q in _rule_questions(calls)))
+
+
+def _rule_questions(calls: list[LayerCall]) -> Iterator[tuple[LayerCall, tuple[str, ...]]]:
+    for call in calls:
+        entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
+        if entry is None or entry.contract != "compute" or call.error is not None:
+            continue
+        floats = [t.dtype for t in call.received if dtypes.family(t.dtype) == "float"]
+        if floats and set(floats) == {call.compute_dtype}:
+            yield call, (*floats, call.compute_dtype)
+
+
+def _rules_disagree(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:
+    """A layer computing in its compute dtype (every float input autocast to it) where
+    ``result_type`` of those inputs and the compute dtype names another dtype: Keras's two
+    rules disagree (``result_type('float64', 'float64')`` is float32 on torch and numpy)."""
+    for call, question in _rule_questions(calls):
+        said = model.result_types.get(question)
+        if said is None or said == call.compute_dtype:
+            continue
+        floats = question[:-1]
+        got = _names(call.outputs)
+        yield Finding(
+            kind="rules-disagree",
+            severity="info" if got == call.compute_dtype else "warning",
+            path=call.path,
+            message=(
+                f"Keras's rules disagree here: the policy {call.policy} says {call.layer_class} "
+                f"computes in {call.compute_dtype}, result_type({', '.join(floats)}, "
+                f"{call.compute_dtype}) says {said} on {model.backend}. It returned "
+                f"{got}: the policy's answer is the documented one for a layer."
+            ),
+            details={"policy": call.compute_dtype, "result_type": said, "output": got},
+        )
+
+
+# --------------------------------------------------------------------------- wrong numbers
+
+
+def computes_on_values(call: LayerCall) -> bool:
+    """Not a lookup, hashing or index layer (an integer there is an id, not a number): a call
+    whose numbers the value check compares with a reference run."""
+    entry = _catalog_entry(call.layer_class) if call.builtin else None
+    return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
+
+
+def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> list[Finding]:
+    """A finding for each leaf call whose numbers were wrong against its reference run
+    (``keras_run.layer_values_wrong``: the first output element wrapped around, saturated,
+    truncated, or off beyond the dtype's error); ``None``: the numbers held."""
+    findings = []
+    for call, found in checked:
+        if found is None:
+            continue
+        where = f"output {found.output} [{', '.join(map(str, found.element))}]"
+        findings.append(
+            Finding(
+                kind=found.kind,
+                severity="warning",
+                path=call.path,
+                message=(
+                    f"{call.layer_class} returned {_names(call.outputs)} on "
+                    f"{_names(call.received)} input, but the numbers are wrong: at {where}, "
+                    f"{found.message}."
+                ),
+                fix=(
+                    f'x = keras.ops.cast(x, "{_fix_dtype(call)}")   '
+                    f"# before {call.layer_class}: compute on floats (or a wider integer)"
+                ),
+                details={
+                    "output": found.output,
+                    "element": list(found.element),
+                    "value": found.value,
+                    "expected": found.expected,
+                    "reference_dtype": found.reference_dtype,
+                },
+            )
+        )
+    return findings
+
+
+def _fix_dtype(call: LayerCall) -> str:
+    if dtypes.is_float(call.compute_dtype) and not all(
+        dtypes.is_integer(t.dtype) for t in call.outputs
+    ):
+        return call.compute_dtype
+    return (
+        "int32"
+        if any(t.dtype in ("int8", "uint8", "int16", "uint16") for t in call.outputs)
+        else "int64"
+    )
+
+
+# --------------------------------------------------------------------------- across backends
+
+
+def reprobe_target(call: LayerCall) -> str | None:
+    """The catalog name to re-probe ``call`` as on other backends, or ``None`` if it is not
+    worth it: a catalogued leaf layer given integer, bool or 64-bit input, or one that raised
+    (where backends part ways)."""
+    entry = _catalog_entry(call.layer_class) if call.builtin and call.leaf else None
+    if entry is None or entry.skip or not _odd_input(call):
+        return None
+    return entry.name
+
+
+def _odd_input(call: LayerCall) -> bool:
+    """Integer, bool or 64-bit input, or a call that raised: where backends part ways."""
+    given = call.given if call.given is not None else call.received
+    odd = any(not dtypes.is_float(t.dtype) or t.dtype == "float64" for t in given)
+    return odd or call.error is not None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _at(step: TraceStep | None) -> str:
+    """`` First at ops.exp (model.py:12: y = ops.exp(x)).`` from the call's op trace."""
+    if step is None:
+        return ""
+    src = step.source
+    if src is None:
+        return f" First at {step.op}."
+    # A statement over several lines shows its first one: say that it goes on.
+    text = src.text + ("…" if src.text.rstrip().endswith(("(", "[", "{", ",")) else "")
+    return f" First at {step.op} ({src.short}: {text})."
+
+
+def _overflow_step(call: LayerCall) -> TraceStep | None:
+    """The op of the call that first made inf/NaN from finite values (or left float16's range,
+    even if a later op hid it)."""
+    steps = [s for s in call.trace if s.phase == "call"]
+    return next((s for s in steps if s.first_nonfinite), None) or next(
+        (s for s in steps if s.float16_overflow or s.hidden_overflow()), None
+    )
+
+
+def _cast_step(call: LayerCall, source: str, target: str) -> TraceStep | None:
+    """The op of the call that cast ``source`` data to ``target``."""
+    return next(
+        (
+            s
+            for s in call.trace
+            if s.phase == "call"
+            and s.changes_dtype
+            and any(t.dtype == source for t in s.inputs)
+            and any(t.dtype == target for t in s.outputs)
+        ),
+        None,
+    )
+
+
+def _half_step(call: LayerCall, half: str) -> TraceStep | None:
+    """The first op of the call that made ``half`` data from another dtype, else the last op
+    that returned ``half`` data (the data arrived in ``half``)."""
+    made = [s for s in call.trace if s.phase == "call" and any(t.dtype == half for t in s.outputs)]
+    return next((s for s in made if s.changes_dtype), made[-1] if made else None)
+
+
+def _casts(call: LayerCall) -> Iterator[tuple[str, str, str]]:
+    """(from, to, why) for every input dtype Keras changed on the way into ``call``."""
+    if call.given is not None and len(call.given) == len(call.received):
+        for given, received in zip(call.given, call.received, strict=True):
+            if given.dtype != received.dtype:
+                why = f"its {call.policy} policy autocasts float inputs"
+                yield given.dtype, received.dtype, why
+    if call.entry and len(call.entry) == len(call.received):
+        for received, entry in zip(call.received, call.entry, strict=True):
+            if received.dtype != entry:
+                yield received.dtype, entry, f"its keras.Input is {entry}"
+
+
+def _computes_on_floats(entry: Any) -> bool:
+    """A catalogued layer doing float math on its (float-role) input."""
+    return entry.contract in ("compute", "self-managed") and entry.roles[0] == "float"
+
+
+def _downcast_fix(source: str, call: LayerCall) -> str:
+    if source == "float64":
+        return (
+            "# keep float64 end to end (set before building the model):\n"
+            'keras.config.set_floatx("float64")   # or dtype="float64" on keras.Input and layers\n'
+            "# or, if float32 is enough, cast where the data enters, so that it shows:\n"
+            'x = x.astype("float32")'
+        )
+    return (
+        f"# {call.layer_class} runs under {call.policy}, unlike the rest of the model:\n"
+        f'{call.spelled}(..., dtype="float32")   # or the policy you meant'
+    )
+
+
+def _float32_fix(call: LayerCall) -> str:
+    return _TO_FLOAT32 + f'y = {call.spelled}(..., dtype="float32")(x)   # or the whole layer'
+
+
+def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:
+    """A float-computing call returning floats wider than its compute dtype, although its
+    float inputs arrived in the compute dtype (``only_half``: only for 16-bit compute)."""
+    compute = call.compute_dtype
+    if not dtypes.is_float(compute) or call.error is not None:
+        return False
+    if only_half and compute not in HALF:
+        return False
+    floats_in = [t.dtype for t in call.received if dtypes.is_float(t.dtype)]
+    floats_out = [t.dtype for t in call.outputs if dtypes.is_float(t.dtype)]
+    if not floats_out or any(d != compute for d in floats_in):
+        return False
+    return any(dtypes.narrows(d, compute) for d in floats_out)
+
+
+def _overflowed(call: LayerCall) -> bool:
+    finite_in = all(t.finite is not False for t in (call.given or call.received))
+    # an op of the call that left float16's range counts even when a later op hid it
+    nonfinite_out = any(t.finite is False for t in call.outputs) or any(
+        s.float16_overflow or s.hidden_overflow() for s in call.trace if s.phase == "call"
+    )
+    half = call.compute_dtype in HALF or any(t.dtype in HALF for t in call.outputs)
+    return finite_in and nonfinite_out and half
+
+
+def _catalog_entry(name: str) -> Any:
+    try:
+        found = catalog.entry(name)
+    except InvalidSpecError:
+        return None
+    return found if found.kind == "layer" else None
+
+
+def _unique(findings: Iterable[Finding]) -> list[Finding]:
+    seen: dict[tuple[str, str, str], Finding] = {}  # a round trip's: per format and change
+    for f in findings:
+        seen.setdefault((f.kind, f.path, repr([f.details.get(k) for k in ("format", "layers")])), f)
+    return list(seen.values())
+
+
+def _precision_lost(target: str) -> str:
+    if target == "float16":
+        return "float16 keeps about 3 significant digits and overflows beyond 65504"
+    if target == "bfloat16":
+        return "bfloat16 keeps about 2 significant digits"
+    return "digits beyond float32's ~7 significant ones are lost"
+
+
+def _error(call: LayerCall) -> str:
+    assert call.error is not None
+    return f"{call.error.type}: {as_sentence(call.error.message)}"
+
+
+def _names(infos: Iterable[Any]) -> str:
+    return ", ".join(t.dtype for t in infos) or "nothing"

@@ -1,0 +1,57 @@
+"""A user's own model or instance, handled without changing it: packed, copied, run, trained,
+quantized and saved.
+
+``_instance`` packs a user's layer, model, loss or metric for a worker (Keras's own format);
+``_copy`` makes the copies an audit trains or clones; ``_model_trace`` records a model's real
+forward pass, layer call by layer call (``ModelTracer``; what a call was given and received,
+read the same by Keras 2's trace, in ``_layer_calls``); ``_samples`` are a model's inputs
+and the tensors of a pass as records; ``_training`` runs one real training step; ``_quantize``
+quantizes copies as Keras does; ``_roundtrip`` and ``_roundtrip_preset`` save and load.
+
+It may import the foundation, ``records``, the op trace (``keras_run.trace``) and the engine's
+top-level rooms (numerics, instance kinds); the probe paths and Keras 2 import it, never the
+reverse.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dtype_explorer import lazy
+
+#: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
+_EXPORTS: dict[str, str] = {
+    "autocast_events": "dtype_explorer.keras_run.model._layer_calls",
+    "tensor_kwargs": "dtype_explorer.keras_run.model._layer_calls",
+    "init_parameters": "dtype_explorer.keras_run.model._copy",
+    "pack": "dtype_explorer.keras_run.model._instance",
+    "Packed": "dtype_explorer.keras_run.model._instance",
+    "LayerEvent": "dtype_explorer.keras_run.model._model_trace",
+    "ModelTracer": "dtype_explorer.keras_run.model._model_trace",
+    "ADDED_IN": "dtype_explorer.keras_run.model._quantize",
+    "lacking_mode": "dtype_explorer.keras_run.model._quantize",
+    "stored_variables": "dtype_explorer.keras_run.model._quantize",
+    "tensor_infos": "dtype_explorer.keras_run.model._samples",
+    "compiled_by": "dtype_explorer.keras_run.model._training",
+    "global_seed_kept": "dtype_explorer.keras_run.model._training",
+    "train_one_step": "dtype_explorer.keras_run.model._training",
+}
+
+if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.model._copy import init_parameters
+    from dtype_explorer.keras_run.model._instance import Packed, pack
+    from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
+    from dtype_explorer.keras_run.model._model_trace import LayerEvent, ModelTracer
+    from dtype_explorer.keras_run.model._quantize import ADDED_IN, lacking_mode, stored_variables
+    from dtype_explorer.keras_run.model._samples import tensor_infos
+    from dtype_explorer.keras_run.model._training import (
+        compiled_by,
+        global_seed_kept,
+        train_one_step,
+    )
+
+
+__getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
+
+#: The public names: the table's.
+__all__ = [name for name in _EXPORTS if not name.startswith("_")]

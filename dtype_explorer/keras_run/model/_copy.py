@@ -1,0 +1,256 @@
+"""Copies of a user's model, so that an audit never changes it: a copy to train (the same
+layers, policies and weights, compiled as the model is), a clone under another dtype policy,
+and every variable put back bitwise after an eager ``training=True`` call.
+
+>>> import keras, numpy as np
+>>> inputs = keras.Input((3,))
+>>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
+>>> clone = policy_clone(model, "mixed_float16")
+>>> [layer.dtype_policy.name for layer in clone.layers[1:]]  # after its InputLayer
+['mixed_float16']
+>>> model.layers[1].dtype_policy.name
+'float32'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
+from dtype_explorer.keras_run.model._model_trace import is_softmax
+from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
+
+
+@contextlib.contextmanager
+def variables_kept(model: Any) -> Iterator[None]:
+    """Every variable of ``model`` (weights, moving statistics, seed states) put back bitwise:
+    an eager ``training=True`` call updates some of them."""
+    import keras
+
+    saved = [(v, keras.ops.convert_to_numpy(v.value).copy()) for v in model.variables]
+    try:
+        yield
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+
+
+def is_compiled(model: Any) -> bool:
+    return bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
+
+
+def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
+    """A copy of ``model`` to train, built under ``policy_name`` (the model's own policy,
+    which decides whether ``compile`` adds loss scaling): the same layers, policies and
+    weights; Python's random stream (which Keras draws unseeded layers' seeds from) seeded for
+    the copy and put back, so the copy's noise is reproducible and the user's stream
+    untouched."""
+    import keras
+
+    state, policy = random.getstate(), keras.config.dtype_policy()
+    random.seed(0)
+    try:
+        keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
+        try:
+            copy = _cloned(model) if declared_inputs(model) is not None else None
+            if copy is None:  # subclassed, or its clone's weights do not line up (keras-hub)
+                copy = _archive_copy(model)
+        except Exception as error:
+            said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
+            raise InvalidSpecError(
+                f"mode 'fit' trains a copy of {describe_model(model)}, and it could not be copied: "
+                f"{type(error).__name__}: {said} (a subclassed "
+                "model copies through a .keras archive: it needs get_config()/from_config()); "
+                "modes that need no copy: call, "
+                "training, predict"
+            ) from error
+    finally:
+        random.setstate(state)
+        keras.config.set_dtype_policy(policy)
+    return copy
+
+
+def _cloned(model: Any) -> Any:
+    """Keras's own ``clone_model`` with the model's weights, or ``None`` where the clone's
+    weights do not line up with the model's (a keras-hub task: "length 36, expecting 37")."""
+    import keras
+
+    copy = keras.models.clone_model(model)
+    try:
+        copy.set_weights(model.get_weights())
+    except ValueError:
+        return None
+    return copy
+
+
+def _archive_copy(model: Any) -> Any:
+    """``model`` written to a ``.keras`` archive in memory and loaded back (config, weights,
+    the variables ``set_weights`` would have to line up), uncompiled."""
+    from keras.src.saving import saving_lib
+
+    buffer = io.BytesIO()
+    saving_lib._save_model_to_fileobj(model, buffer, "h5")
+    buffer.seek(0)
+    return saving_lib.load_model(buffer, compile=False)
+
+
+def compile_copy(copy: Any, model: Any, outputs: Any) -> None:
+    """Compile the copy as the model is (its compile config; a fresh optimizer of the same
+    kind), or, for a model not compiled, with SGD and a loss fitting its output."""
+    import keras
+
+    if is_compiled(model):
+        try:
+            copy.compile_from_config(model.get_compile_config())
+            return
+        except Exception:
+            optimizer = model.optimizer
+            copy.compile(
+                optimizer=type(optimizer).from_config(optimizer.get_config()),
+                loss=model.loss,
+                run_eagerly=model.run_eagerly,
+            )
+            return
+    last = keras_flatten(outputs)
+    softmax = bool(last) and _softmax_output(copy)
+    loss = "sparse_categorical_crossentropy" if softmax else "mean_squared_error"
+    copy.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
+
+
+def _softmax_output(model: Any) -> bool:
+    from keras.src.models.functional import Functional
+
+    functional = getattr(model, "_functional", None) or model
+    if isinstance(functional, Functional):
+        makers = [t._keras_history.operation for t in functional.outputs]
+    else:
+        makers = list(getattr(model, "layers", ())[-1:])
+    return bool(makers) and all(is_softmax(layer) for layer in makers)
+
+
+def policy_clone(model: Any, policy: str) -> Any:
+    """A copy of a Sequential or Functional ``model`` with every layer under ``policy``."""
+    import keras
+
+    name = policy
+    if declared_inputs(model) is None:
+        raise InvalidSpecError(
+            "auditing under another policy clones the model, which works for Sequential and "
+            f"Functional models; {describe_model(model)} is subclassed. Rebuild it after "
+            f"keras.config.set_dtype_policy({name!r}) and check that instead."
+        )
+
+    def under_policy(layer: Any) -> Any:
+        return type(layer).from_config({**layer.get_config(), "dtype": name})
+
+    try:
+        clone = keras.models.clone_model(model, clone_function=under_policy)
+        clone.set_weights(model.get_weights())
+    except Exception as error:
+        raise InvalidSpecError(
+            f"could not rebuild {describe_model(model)} under policy {name!r}: "
+            f"{type(error).__name__}: {as_sentence(str(error))}"
+        ) from error
+    kept = [
+        f"{layer.name} ({type(layer).__name__}, still {layer.dtype_policy.name})"
+        for layer in clone.layers  # the layers the clone function rebuilt
+        if not isinstance(layer, keras.layers.InputLayer)
+        and getattr(layer, "dtype_policy", None) is not None
+        and layer.dtype_policy.name != name
+    ]
+    if kept:  # auditing it would answer for the old policy, not for the one asked about
+        shown = ", ".join(kept[:5]) + (f", ... ({len(kept)} in all)" if len(kept) > 5 else "")
+        raise InvalidSpecError(
+            f"could not rebuild {describe_model(model)} under policy {name!r}: rebuilt from its "
+            f"config with dtype={name!r}, these layers kept another policy: {shown}. Their "
+            "get_config()/from_config() drop the dtype argument (pass **kwargs on to "
+            "Layer.__init__), or they fix their own dtype."
+        )
+    return clone
+
+
+def arguments_given(model: Any) -> dict[str, frozenset[str]]:
+    """The arguments each layer of ``model`` (nested ones too) was given, by layer name: read
+    from the record Keras keeps of its constructor's arguments as passed
+    (``Operation._auto_config``, defaults filled in), those that differ from the
+    ``__init__``'s defaults or came through its ``**kwargs``. ``Discretization(dtype="float32")``
+    records ``dtype="float32"``, ``Discretization()`` ``dtype=None``, though both configs write
+    float32. A layer rebuilt from a config (loaded, cloned) was given every argument its config
+    holds. A layer with an argument Keras could not record, or whose name two layers share,
+    is left out.
+
+    Args:
+        model: a Keras model or layer.
+
+    Returns:
+        ``{layer name: the names of the arguments given}``.
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> out = keras.layers.Discretization([0.5], dtype="float32", name="d")(inputs)
+    >>> given = arguments_given(keras.Model(inputs, keras.layers.Dense(2, name="e")(out)))
+    >>> sorted(given["d"]), sorted(given["e"])
+    (['bin_boundaries', 'dtype'], ['units'])
+    """
+    flatten = getattr(model, "_flatten_layers", None)
+    layers = list(flatten(include_self=True, recursive=True)) if flatten else [model]
+    given: dict[str, frozenset[str]] = {}
+    seen: set[str] = set()
+    shared: set[str] = set()
+    for layer in layers:
+        name = getattr(layer, "name", None)
+        if name in seen:
+            shared.add(name)
+        seen.add(name)
+        recorded = getattr(getattr(layer, "_auto_config", None), "config", None)
+        if isinstance(name, str) and isinstance(recorded, dict):
+            given[name] = _not_default(type(layer), recorded)
+    return {k: v for k, v in given.items() if k not in shared}
+
+
+def init_parameters(cls: type) -> set[str]:
+    """Every named parameter of the ``__init__``s along ``cls``'s MRO (what a config of that
+    class may carry), for Keras 3 and Keras 2 classes alike.
+
+    >>> class A:
+    ...     def __init__(self, units, *args, **kwargs): ...
+    >>> class B(A):
+    ...     def __init__(self, rate=0.5, **kwargs): ...
+    >>> sorted(init_parameters(B))
+    ['rate', 'self', 'units']
+    """
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        with contextlib.suppress(TypeError, ValueError):
+            names.update(
+                p.name
+                for p in inspect.signature(init).parameters.values()
+                if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+            )
+    return names
+
+
+def _not_default(cls: type, recorded: dict[str, Any]) -> frozenset[str]:
+    """The names in ``recorded`` whose value is not ``cls.__init__``'s default for them."""
+    try:
+        parameters = inspect.signature(cls.__init__).parameters
+    except (TypeError, ValueError):
+        return frozenset(recorded)
+    found = set()
+    for key, value in recorded.items():
+        default = parameters[key].default if key in parameters else inspect.Parameter.empty
+        try:
+            same = default is not inspect.Parameter.empty and bool(value == default)
+        except Exception:  # a default that does not compare: taken as given
+            same = False
+        if not same:
+            found.add(key)
+    return frozenset(found)

@@ -1,0 +1,277 @@
+"""One real training step, as ``model.fit`` runs it: compiled on jax (``jax.jit``) and
+tensorflow (``tf.function``), eager on torch or where the model was compiled with
+``run_eagerly=True``; the gradients read where the optimizer receives them.
+
+Inside a compiled step the gradients are symbolic (jax tracers, graph tensors): their dtypes
+are read while the step is traced, and their inf/NaN counts are computed by the step itself
+and sent out (``jax.debug.callback`` on jax, an assignment to a variable made outside on
+tensorflow), so the step that runs is the one Keras compiles, not an eager stand-in. Used by
+the probe's ``"fit"`` mode and by ``check_model(..., mode="fit")``.
+
+>>> import keras, numpy as np
+>>> inputs = keras.Input((3,))
+>>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
+>>> model.compile(optimizer="sgd", loss="mse")
+>>> report = train_one_step(model, np.ones((2, 3), "float32"), np.zeros((2, 2), "float32"))
+>>> [(g.name, g.dtype, g.nonfinite) for g in report.gradients]
+[('dense/kernel', 'float32', 0), ('dense/bias', 'float32', 0)]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.keras_run.trace import variable_dtypes
+from dtype_explorer.records import FitReport, GradientInfo
+
+
+def compiled_by(model: Any) -> tuple[bool, str]:
+    """Whether ``model.fit``'s step is compiled, and by what, in words."""
+    import keras
+
+    backend = keras.backend.backend()
+    if getattr(model, "run_eagerly", False):
+        return False, "eager (compiled with run_eagerly=True)"
+    if backend == "jax":
+        return True, "compiled by jax.jit"
+    if backend == "tensorflow":
+        xla = bool(getattr(model, "jit_compile", False))
+        return True, "compiled by tf.function" + (" with XLA" if xla else "")
+    if backend == "torch" and getattr(model, "jit_compile", False):
+        return True, "compiled by torch.compile"
+    return False, f"eager on {backend}"
+
+
+@contextlib.contextmanager
+def global_seed_kept() -> Iterator[None]:
+    """Put Keras's global seed generator (used by random ops given no seed) back as it was."""
+    import keras
+    from keras.src.backend.common import global_state
+
+    generator = global_state.get_global_attribute("global_seed_generator")
+    saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
+    try:
+        yield
+    finally:
+        if generator is not None:
+            generator.state.assign(saved)
+
+
+class _GradientSink:
+    """Reads the gradients the optimizer receives, concrete or inside a compiled step."""
+
+    def __init__(self, model: Any, prefix: str):
+        import keras
+
+        self.backend = keras.backend.backend()
+        variables = list(model.trainable_variables)
+        self.names = [v.path.removeprefix(prefix) for v in variables]
+        self.stored = [keras.backend.standardize_dtype(v.dtype) for v in variables]
+        self.dtypes: list[str | None] | None = None
+        self.counts: list[int] | None = None
+        self.unread: str | None = None
+        self._variable: Any = None
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            self._variable = tf.Variable(
+                tf.fill([max(len(variables), 1)], tf.constant(-1, tf.int64)), trainable=False
+            )
+
+    def record(self, gradients: list[Any]) -> None:
+        import keras
+
+        if self.dtypes is None:  # the first trace (a compiled step may be traced twice)
+            self.dtypes = [
+                None if g is None else keras.backend.standardize_dtype(g.dtype) for g in gradients
+            ]
+        try:
+            if self._concrete(gradients):
+                self.counts = [self._count_now(g) for g in gradients]
+            else:
+                self._send([self._count_op(g) for g in gradients])
+        except Exception as error:  # never let reading the gradients change the step
+            self.unread = f"{type(error).__name__}: {error}"
+
+    def _concrete(self, gradients: list[Any]) -> bool:
+        if self.backend == "tensorflow":
+            import tensorflow as tf
+
+            return tf.executing_eagerly()
+        if self.backend == "jax":
+            import jax
+
+            return not any(isinstance(g, jax.core.Tracer) for g in gradients)
+        return True
+
+    @staticmethod
+    def _count_now(g: Any) -> int:
+        import keras
+
+        if g is None:
+            return 0
+        values = np.asarray(keras.ops.convert_to_numpy(g)).astype("float32")
+        return int(np.size(values) - np.isfinite(values).sum())
+
+    @staticmethod
+    def _count_op(g: Any) -> Any:
+        import keras
+
+        if g is None:
+            return keras.ops.zeros((), dtype="int32")
+        finite = keras.ops.isfinite(keras.ops.cast(g, "float32"))
+        return keras.ops.sum(keras.ops.cast(keras.ops.logical_not(finite), "int32"))
+
+    def _send(self, counts: list[Any]) -> None:
+        if self.backend == "jax":
+            import jax
+
+            def received(*values: Any) -> None:
+                self.counts = [int(v) for v in values]
+
+            jax.debug.callback(received, *counts)
+        elif self.backend == "tensorflow":
+            import tensorflow as tf
+
+            if counts:
+                self._variable.assign(tf.cast(tf.stack(counts), tf.int64))
+        else:
+            raise RuntimeError(f"cannot read gradients inside a compiled step on {self.backend}")
+
+    def gradients(self) -> tuple[GradientInfo, ...]:
+        if self.backend == "tensorflow" and self.counts is None and self.unread is None:
+            counts = [int(c) for c in self._variable.numpy()]
+            self.counts = None if any(c < 0 for c in counts) else counts[: len(self.names)]
+        found = []
+        for i, (name, stored) in enumerate(zip(self.names, self.stored)):
+            dtype = (self.dtypes or [None] * len(self.names))[i]
+            if dtype is None:
+                continue
+            bad = None if self.counts is None else self.counts[i]
+            found.append(GradientInfo(name=name, dtype=dtype, variable_dtype=stored, nonfinite=bad))
+        return tuple(found)
+
+
+def train_one_step(
+    model: Any,
+    x: Any,
+    y: Any,
+    *,
+    loss: str | None = None,
+    prefix: str = "",
+    variables_of: Any = None,
+) -> FitReport:
+    """Run one ``model.fit`` step on ``(x, y)`` (one batch) and report it.
+
+    Args:
+        model: a compiled Keras model; it is trained (pass a copy to keep the original).
+        x: the batch of inputs.
+        y: the batch of targets.
+        loss: the loss's name for the report (default: the model's compiled loss, by name).
+        prefix: cut from the variables' paths in the report.
+        variables_of: the layer whose variables' dtypes after the step are reported
+            (default: the model).
+
+    Returns:
+        A ``FitReport``: loss and optimizer, loss scaling and its scale before and after, each
+        gradient's dtype and inf/NaN count as the optimizer received it, the variables' dtypes
+        after, whether the step was compiled, and what Keras warned.
+
+    >>> import keras, numpy as np
+    >>> inputs = keras.Input((2,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> train_one_step(model, np.ones((2, 2)), np.zeros((2, 1))).loss
+    'mse'
+    """
+    import keras
+
+    # 1. Before the step: loss scaling and its scale, how the step is compiled.
+    optimizer = model.optimizer
+    scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    scale_before = _scale(optimizer) if scaling else None
+    if scaling and scale_before is None:
+        scale_before = float(optimizer.initial_scale)
+    compiled, execution = compiled_by(model)
+    # 2. The step, model.fit on one batch, with the gradients read where the optimizer gets them.
+    sink = _GradientSink(model, prefix)
+    batch = len(keras.tree.flatten(x)[0])
+    recorded = _gradients_to(optimizer, sink)
+    with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
+        history = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
+    # 3. The report.
+    losses = history.history.get("loss") or [None]
+    owner = model if variables_of is None else variables_of
+    notes = []
+    if sink.unread is not None:
+        notes.append(f"the gradients' inf/NaN counts could not be read: {sink.unread}")
+    return FitReport(
+        loss=loss or _loss_name(model),
+        optimizer=type(optimizer).__name__
+        + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
+        loss_value=None if losses[-1] is None else float(losses[-1]),
+        loss_scaling=scaling,
+        loss_scale=scale_before,
+        loss_scale_after=_scale(optimizer) if scaling else None,
+        gradients=sink.gradients(),
+        warnings=tuple(
+            dict.fromkeys([*(str(w.message) for w in caught if not _numpy_copy_notice(w)), *notes])
+        ),
+        variables_after={
+            v.path.removeprefix(prefix): variable_dtypes(v).stored for v in owner.variables
+        },
+        compiled=compiled,
+        execution=f"model.fit: one training step, {execution}",
+    )
+
+
+@contextlib.contextmanager
+def _gradients_to(optimizer: Any, sink: _GradientSink) -> Iterator[None]:
+    """The optimizer's ``apply`` and ``stateless_apply`` hand their gradients to ``sink``
+    first (on the instance: its class is never touched)."""
+    apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
+
+    def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
+        gradients = list(gradients)
+        sink.record(gradients)
+        return apply(gradients, *args, **kwargs)
+
+    def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
+        gradients = list(gradients)
+        sink.record(gradients)
+        return stateless_apply(optimizer_variables, gradients, *args)
+
+    object.__setattr__(optimizer, "apply", recorded_apply)
+    object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
+    try:
+        yield
+    finally:
+        optimizer.__dict__.pop("apply", None)
+        optimizer.__dict__.pop("stateless_apply", None)
+
+
+def _numpy_copy_notice(warning: Any) -> bool:
+    """NumPy 2's notice about ``__array__`` without ``copy=`` (torch tensors), not Keras's."""
+    return str(warning.message).startswith("__array__ implementation doesn't accept a copy")
+
+
+def _loss_name(model: Any) -> str:
+    loss = getattr(model, "loss", None)
+    if isinstance(loss, str):
+        return loss
+    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
+
+
+def _scale(optimizer: Any) -> float | None:
+    """The loss scale now; ``None`` when the optimizer was never built (no trainable
+    variables: the step applied nothing)."""
+    import keras
+
+    scale = getattr(optimizer, "dynamic_scale", None)
+    return None if scale is None else float(keras.ops.convert_to_numpy(scale))

@@ -1,0 +1,171 @@
+"""Seeing what a layer's ``call()`` is handed: wrappers on its entry points, and the dtypes its
+variables read there.
+
+``Layer.__call__`` converts and autocasts the inputs, opens the layer's autocast scope and runs
+an *entry point*: ``call``, or ``quantized_call`` on a quantized layer. A wrapper set on the
+layer instance (never on its class) sees exactly what that entry point receives; inside it a
+variable reads with the dtype ``call`` computes with. Both the probe and the model audit
+observe Keras this way; the probe's ``CallRecorder`` keeps what the outermost entry point
+received and its variables as read there.
+
+>>> import keras
+>>> layer = keras.layers.Dense(2, dtype="mixed_float16")
+>>> seen = []
+>>> def spy(name, original):
+...     def recorded(x):
+...         seen.append((x.dtype, variable_dtypes(layer.kernel).read))
+...         return original(x)
+...     return recorded
+>>> with wrapped_entry_points(layer, spy):
+...     _ = layer(keras.ops.ones((1, 3)))
+>>> [(keras.backend.standardize_dtype(d), read) for d, read in seen]
+[('float16', 'float16')]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.keras_run._compat import flatten_with_path
+from dtype_explorer.keras_run.trace._op_trace import untraced
+from dtype_explorer.records import VariableDtypes
+
+#: The methods ``Operation.__call__`` runs: ``call``, or ``quantized_call`` on quantized layers.
+ENTRY_POINTS = ("call", "quantized_call")
+
+#: ``wrap(name, original) -> replacement`` for one entry point of one layer.
+Wrap = Callable[[str, Callable[..., Any]], Callable[..., Any]]
+
+
+@contextlib.contextmanager
+def wrapped_entry_points(layer: Any, wrap: Wrap) -> Iterator[None]:
+    """Replace each entry point ``layer`` has by ``wrap(name, original)`` on the instance, and
+    put back what the instance had before (its class is never touched)."""
+    own = {name: layer.__dict__.get(name) for name in ENTRY_POINTS if hasattr(layer, name)}
+    try:
+        for name in own:
+            object.__setattr__(layer, name, wrap(name, getattr(layer, name)))
+        yield
+    finally:
+        for name, before in own.items():
+            layer.__dict__.pop(name, None)
+            if before is not None:
+                object.__setattr__(layer, name, before)
+
+
+def variable_dtypes(variable: Any) -> VariableDtypes:
+    """The dtype ``variable`` is stored in and the one it reads as *here*: called inside an
+    entry point, the read dtype is the one ``call`` computes with (float16 under
+    ``mixed_float16`` for an autocast variable)."""
+    import keras
+
+    try:
+        read: str | None = keras.backend.standardize_dtype(variable.value.dtype)
+    except Exception:  # an unbuilt or symbolic variable has no value to read
+        read = None
+    return VariableDtypes(
+        stored=keras.backend.standardize_dtype(variable._dtype),
+        read=read,
+        autocast=bool(getattr(variable, "_autocast", True)),
+    )
+
+
+class CallRecorder:
+    """What the outermost ``call`` (or ``quantized_call``) of a layer received: its inputs'
+    dtypes and, read there inside the layer's autocast scope, every variable's dtypes."""
+
+    def __init__(self, layer: Any, *, list_input: bool = False, seed: int | None = 0):
+        self.layer = layer
+        self.list_input = list_input
+        self.seed = seed
+        self.received: list[str] | None = None
+        #: Each tensor ``call`` received: where (``("arg", 0, "images")``, ``("kw", "mask")``),
+        #: the name of that argument, and its dtype.
+        self.received_at: list[tuple[tuple[Any, ...], str, str]] = []
+        self.variables: dict[str, VariableDtypes] = {}
+        self._depth = 0
+
+    def installed(self) -> contextlib.AbstractContextManager[None]:
+        return wrapped_entry_points(self.layer, self._wrap)
+
+    def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def recorded(*args: Any, **kwargs: Any) -> Any:
+            if self._depth == 0 and self.received is None:
+                self._record(args, kwargs, original)
+            self._depth += 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self._depth -= 1
+
+        return recorded
+
+    def _record(self, args: tuple, kwargs: dict, original: Callable[..., Any]) -> None:
+        """Inputs by dtype and where ``call`` got them; variables by their path inside the
+        layer (``query/kernel``)."""
+
+        try:
+            params = list(inspect.signature(original).parameters)
+        except (TypeError, ValueError):
+            params = []
+        found = [
+            (("arg", j, *path), params[j] if j < len(params) else f"arg{j}", leaf)
+            for j, arg in enumerate(args)
+            for path, leaf in flatten_with_path(arg)
+        ] + [
+            (("kw", key, *path), "/".join([key, *map(str, path)]), leaf)
+            for key, value in kwargs.items()
+            for path, leaf in flatten_with_path(value)
+        ]
+        self.received_at = [
+            (where, name, dtypes.describe(t))
+            for where, name, t in found
+            if hasattr(t, "dtype") and hasattr(t, "shape")
+        ]
+        self.received = [dtype for _, _, dtype in self.received_at]
+        if self.seed is not None:
+            with untraced():
+                same_weights(self.layer, self.seed)
+        self.variables = {
+            variable_name(self.layer, v): variable_dtypes(v) for v in self.layer.variables
+        }
+
+
+def same_weights(layer: Any, seed: int) -> None:
+    """Give the trainable float weights each backend drew with its own RNG the same values on
+    every backend, before ``call()`` computes, so that backends can be compared on numbers:
+    uniform in -0.5..0.5 from ``seed`` and the variable's place among the layer's trainable
+    variables (not its path, which holds a per-process name counter). Constant weights (zero
+    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
+    import keras
+    from keras.src.backend.common.variables import AutocastScope
+
+    # Called from inside call(), where the layer's autocast scope reads a mixed policy's float32
+    # variables as float16: out of it, the stored values are read and written (on torch an
+    # assignment inside the scope does not reach the variable).
+    with AutocastScope(None):
+        for place, variable in enumerate(layer.trainable_variables):
+            dtype = dtypes.describe(variable)
+            if dtypes.family(dtype) != "float":
+                continue
+            drawn = np.asarray(keras.ops.convert_to_numpy(variable))
+            if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
+                continue
+            rng = np.random.default_rng([seed, place])
+            value = rng.uniform(-0.5, 0.5, drawn.shape).astype(dtypes.numpy_dtype(dtype))
+            variable.assign(value)
+
+
+def variable_name(layer: Any, variable: Any) -> str:
+    """A variable's path inside its layer (``query/kernel``); its name before Keras 3.4 (an
+    engine's release), which had no ``path``."""
+    path = getattr(variable, "path", None)
+    if path is None:
+        return variable.name
+    return path.removeprefix(f"{getattr(layer, 'path', layer.name)}/")

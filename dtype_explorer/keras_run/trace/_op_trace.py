@@ -1,0 +1,536 @@
+"""The op trace of an eager Keras call: every op it ran, with its dtypes and the line that ran it.
+
+Mechanism: **module-attribute wrapping, for the duration of the call only** (a worker keeps
+the wrappers in place between traces, :func:`keep_installed`: off, each is a passthrough).
+Every public function of ``keras.src.ops`` (numpy, core, math, nn, linalg, image),
+``keras.src.random`` and the active backend's modules (``keras.src.backend.<backend>.{core,
+numpy, nn, ...}``) is found by identity, and every module-global name bound to one of them in a
+loaded ``keras`` module (or a user module: ``from keras.ops import multiply`` made at import
+time) is replaced by a thin wrapper while :func:`op_trace` is open, and put back when it
+closes, also when the call raises.
+Classes (``Layer.__call__`` included, which the audit patches) and layer instances (which
+``_call_trace`` wraps) are never touched, so the three compose in any order.
+
+Why this and not the alternatives: it sees the op *as the calling code wrote it*
+(``ops.cast`` in ``batch_normalization.py``, ``backend.cast`` in ``dtype_policy.py``) on all
+four backends alike, it observes concrete values (so inf/NaN can be traced to the op that made
+them), and it costs one Python call per op. ``sys.setprofile`` sees the same calls at a cost
+for every Python call (2x on MultiHeadAttention); jaxprs, torch dispatch modes and TF graphs
+see the backend's primitives, not Keras's ops, and only on their own backend.
+
+A wrapper records only on the thread that opened the trace, only concrete (non-symbolic)
+calls, and only the *outermost* op: an op whose caller is Keras's op or backend dispatch is
+nested and collapses into the step that called it (it is kept one level down, as a child). An
+op called by layer or user code is a step of its own even while another op runs (an RNN's step
+function runs inside ``backend.rnn``). Ops called by dtype-explorer's own code (the probe's
+recorders, the audit) are not recorded.
+
+The user's Python operators (``x * self.scale``, ``a + b``, ``x[0]``) are steps too, named as
+the ``operator`` module names them (``operator.mul``), recorded through each framework's own
+hook (``_trace_operators``: a ``TorchFunctionMode`` on the tracing thread on torch, the
+operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` replaced on the
+class while a trace is open). Only an operator called by user or layer code is recorded; what
+the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
+
+The trace is five modules: this one puts the wrappers in place and keeps the process state
+(``_Tracing``, one object); ``_trace_bindings`` finds the bindings they replace;
+``_trace_frames`` reads where an op was called from;
+``_trace_records`` reads an op's inputs, outputs and values and builds the records;
+``_trace_operators`` hooks the operators.
+
+>>> import keras
+>>> layer = keras.layers.Dense(2)
+>>> with op_trace() as trace:
+...     _ = layer(keras.ops.ones((1, 3)))
+>>> [s.op for s in trace.steps() if s.phase == "call"][-2:]
+['ops.matmul', 'ops.add']
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dtype_explorer.keras_run.trace import _bindings as bindings
+from dtype_explorer.keras_run.trace import _frames as frames
+from dtype_explorer.keras_run.trace import _operators as operators
+from dtype_explorer.keras_run.trace import _records as records
+from dtype_explorer.keras_run.trace._bindings import (
+    BACKEND_SUBMODULES,
+    OPS_MODULES,
+    PRIVATE_ALLOW,
+    SKIP_NAMES,
+    WRAPPER_MARK,
+)
+from dtype_explorer.keras_run.trace._records import CAST_OPS, DATA_PARAMS, Step
+from dtype_explorer.records import TraceStep
+
+__all__ = [
+    "BACKEND_SUBMODULES",
+    "CAST_OPS",
+    "DATA_PARAMS",
+    "MAX_STEPS",
+    "OPS_MODULES",
+    "PRIVATE_ALLOW",
+    "SKIP_NAMES",
+    "Trace",
+    "keep_installed",
+    "op_trace",
+    "operator_limit",
+    "untraced",
+    "unwrapped",
+    "wrapped_bindings",
+    "wrapped_like",
+]
+
+#: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
+#: rest): an augmentation pipeline can run thousands, and every probe's JSON carries its trace.
+MAX_STEPS = 300
+
+
+class _Local(threading.local):
+    """The trace open on each thread (``None`` where none is)."""
+
+    trace: Trace | None = None
+
+
+class _Tracing:
+    """The op trace's process state, in one place (as jax's ``TracingContext``): the trace
+    open on each thread, how many traces are open, the bindings they replace (found again
+    when modules were imported or a binding changed), and the wrappers made so far."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.local = _Local()
+        #: Open traces, on every thread: the wrappers are in place while this is above 0.
+        self.installed = 0
+        #: Whether the wrappers are in place now, and whether they stay between traces
+        #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
+        self.bound = False
+        self.resident = False
+        self.groups: list[bindings.Group] | None = None
+        #: ``len(sys.modules)`` when ``groups`` were found, and when they were installed.
+        self.modules_found = -1
+        self.modules_at_install = 0
+        #: ``(shown name, id(function)) -> wrapper``: one wrapper per function and name.
+        self.wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
+        #: Modules already checked for wrappers bound while a trace was open.
+        self.scanned: set[str] = set()
+        #: The operators replaced on classes while a trace is open (``_trace_operators``).
+        self.class_patches: list[operators.Patch] = []
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace open on this thread."""
+        return self.local.trace
+
+    @trace.setter
+    def trace(self, trace: Trace | None) -> None:
+        self.local.trace = trace
+
+
+_TRACING = _Tracing()
+
+
+# ------------------------------------------------------------------------------ public
+
+
+class Trace:
+    """The steps recorded by one :func:`op_trace` (read them with :meth:`steps`)."""
+
+    def __init__(self, *, children: bool, numerics: bool, own: bool):
+        self.children = children
+        self.numerics = numerics
+        self.own = own
+        self.raw: list[Step] = []
+        self.level = 0
+        self.top: Step | None = None
+        self.busy = False
+        self.first_nonfinite: Step | None = None
+        self.dropped = 0
+        self._values: dict[int, tuple[Any, tuple | None]] = {}
+        #: What the recorder's own reads run inside: torch's function modes switched off, so
+        #: that reading a step's tensors does not pass through the trace's own mode.
+        self.quiet: Callable[[], Any] = contextlib.nullcontext
+
+    def steps(self) -> tuple[TraceStep, ...]:
+        """The recorded steps as records, in the order the ops started."""
+        return tuple(records.record(s, i) for i, s in enumerate(self.raw))
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+
+@contextmanager
+def op_trace(*, children: bool = True, numerics: bool = True, own: bool = False) -> Iterator[Trace]:
+    """Record the ops of eager Keras calls made on this thread inside the ``with`` block.
+
+    Args:
+        children: also keep the ops each step ran itself, one level down.
+        numerics: look at the values (inf/NaN made from finite inputs, float16 overflow).
+        own: record ops called by dtype-explorer's own code too (an op probe's op).
+
+    Returns:
+        A context manager yielding a :class:`Trace`; the wrappers are removed when it closes,
+        also when the block raises.
+
+    >>> import keras
+    >>> with op_trace() as trace:
+    ...     _ = keras.ops.add(keras.ops.ones((2,), dtype="int8"), 1.5)
+    >>> [(s.op, s.note) for s in trace.steps()]  # doctest: +NORMALIZE_WHITESPACE
+    [('ops.ones', 'created int8'),
+     ('ops.add', 'promoted: result_type(int8, python_float) = float32')]
+    """
+    trace = Trace(children=children, numerics=numerics, own=own)
+    previous = _TRACING.trace
+    _install()
+    mode = None
+    try:
+        if previous is None and _backend() == "torch":  # torch's modes are per thread
+            mode = operators.torch_mode(call_operator)
+            mode.__enter__()
+            trace.quiet = operators.torch_quiet()
+        _TRACING.trace = trace
+        yield trace
+    finally:
+        _TRACING.trace = previous
+        if mode is not None:
+            mode.__exit__(None, None, None)
+        _uninstall()
+        trace._values.clear()
+
+
+def operator_limit(backend: str) -> str:
+    """What the op trace leaves out of the user's Python operators on ``backend``, for the
+    probe's trace note ("" where it records them).
+
+    >>> operator_limit("numpy").startswith("operators on NumPy arrays")
+    True
+    """
+    return operators.limit(backend)
+
+
+@contextmanager
+def untraced() -> Iterator[None]:
+    """Nothing run inside is recorded by the op trace open on this thread: dtype-explorer's
+    own work inside a traced call (giving a layer's weights the same values everywhere)."""
+    trace = _TRACING.trace
+    if trace is None or trace.busy:
+        yield
+        return
+    trace.busy = True
+    try:
+        yield
+    finally:
+        trace.busy = False
+
+
+def keep_installed(on: bool = True) -> None:
+    """Keep the op trace's wrappers in place between traces (``on``), or put the originals
+    back now and after each trace again (``False``, the default of a process).
+
+    A worker keeps them: opening a trace then costs a check instead of re-binding ~1,700 names
+    and the operators of the tensor classes, and a wrapper outside a trace is a passthrough
+    (the thread's trace is ``None``: the op is called as it is). In the user's own kernel
+    they are never left in place: the kernel's ``keras.ops`` stay Keras's own objects.
+
+    Args:
+        on: keep them (the wrappers are put in place now), or not.
+
+    >>> import keras
+    >>> keep_installed()
+    >>> keras.ops.add.__wrapped__.__module__, float(keras.ops.add(1.0, 2.0))
+    ('keras.src.ops.numpy', 3.0)
+    >>> keep_installed(False)
+    >>> hasattr(keras.ops.add, "__wrapped__")
+    False
+    """
+    state = _TRACING
+    with state.lock:
+        state.resident = on
+        if on and not (state.bound and _still_bound(state)):
+            _bind(state)
+        elif not on and state.installed == 0 and state.bound:
+            _unbind(state)
+
+
+def unwrapped(fn: Any) -> Any:
+    """The function the op trace's wrapper ``fn`` wraps (``fn`` itself where it is none):
+    what dtype-explorer's own patches of Keras's functions wrap, so that a worker whose
+    wrappers stay in place (:func:`keep_installed`) patches the same function as one whose
+    wrappers come and go.
+
+    >>> import keras
+    >>> unwrapped(keras.ops.add) is keras.ops.add
+    True
+    """
+    return fn.__wrapped__ if getattr(fn, WRAPPER_MARK, None) is not None else fn
+
+
+def wrapped_like(binding: Any, fn: Any) -> Any:
+    """``fn``, to be bound where ``binding`` is bound now: wrapped as the op trace wraps
+    ``binding`` (the same name in the trace) where ``binding`` is the trace's wrapper, so that
+    a patch made while the wrappers are in place is traced as it is when the trace opens after
+    it (its wrapper is then found in the patched module); else ``fn`` itself.
+
+    >>> import keras
+    >>> wrapped_like(keras.ops.add, len) is len
+    True
+    """
+    shown = getattr(binding, WRAPPER_MARK, None)
+    return fn if shown is None else _make_wrapper(fn, shown)
+
+
+def wrapped_bindings() -> dict[tuple[str, str], int]:
+    """``{(module, name): id(value)}`` of every binding a trace replaces while it is open."""
+    if _TRACING.groups is None:
+        with op_trace():
+            pass
+    names = {id(vars(m)): n for n, m in list(sys.modules.items()) if m is not None}
+    out = {}
+    for group in _TRACING.groups or ():
+        for key in group.wrapped:
+            out[(names.get(id(group.namespace), "?"), key)] = id(group.namespace.get(key))
+    return out
+
+
+# --------------------------------------------------------------------------- installing
+
+
+def _backend() -> str:
+    from keras.src.backend import backend
+
+    return backend()
+
+
+def _install() -> None:
+    state = _TRACING
+    with state.lock:
+        if state.installed == 0 and not (state.bound and _still_bound(state)):
+            _bind(state)
+        state.installed += 1
+
+
+def _uninstall() -> None:
+    state = _TRACING
+    with state.lock:
+        state.installed -= 1
+        if state.installed == 0 and not state.resident:
+            _unbind(state)
+
+
+def _still_bound(state: _Tracing) -> bool:
+    """Whether the wrappers in place still cover every binding: no module imported since they
+    were put in place, and the first binding of each namespace and class still the wrapper
+    (a worker's restore of the user's changes, or a user, may have re-bound them)."""
+    if len(sys.modules) != state.modules_at_install:
+        return False
+    for group in state.groups or ():
+        key = next(iter(group.wrapped))
+        if group.namespace.get(key) is not group.wrapped[key]:
+            return False
+    return all(vars(p.cls).get(p.dunder) is p.wrapper for p in state.class_patches)
+
+
+def _bind(state: _Tracing) -> None:
+    """Put the wrappers in place (found again when modules were imported or a binding
+    changed); wrappers already in place are first put back."""
+    if state.bound:
+        _unbind(state)
+    groups = state.groups
+    fresh = groups is not None and state.modules_found == len(sys.modules)
+    if not fresh or not all(bindings.holds(g.namespace, g.getter, g.originals) for g in groups):
+        groups = state.groups = bindings.group(bindings.discover(state.wrappers, _make_wrapper))
+        state.modules_found = len(sys.modules)
+    for group in groups:
+        group.namespace.update(group.wrapped)
+    state.modules_at_install = len(sys.modules)
+    state.class_patches = operators.patch(_backend(), call_operator)
+    state.bound = True
+
+
+def _unbind(state: _Tracing) -> None:
+    """Put every original back (where someone re-bound one since, leave theirs)."""
+    state.bound = False
+    operators.unpatch(state.class_patches)
+    state.class_patches = []
+    for group in state.groups or ():
+        d = group.namespace
+        if bindings.holds(d, group.getter, group.wrappers):
+            d.update(group.unwrapped)
+            continue
+        for key, original in group.unwrapped.items():  # someone re-bound one: leave theirs
+            if d.get(key) is group.wrapped[key]:
+                d[key] = original
+    if len(sys.modules) != state.modules_at_install:
+        bindings.unbind_from_new_modules(state.wrappers, state.scanned)
+
+
+# ----------------------------------------------------------------------------- wrapper
+
+
+def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
+    """The wrapper of ``fn`` (named ``shown`` in the trace): a step for each outermost
+    concrete call on the thread that opened the trace, a child one level below it."""
+    getframe = sys._getframe
+    classify = frames.classify
+    local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
+
+    @functools.wraps(fn)
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        trace = local.trace
+        if trace is None or trace.busy:
+            return fn(*args, **kwargs)
+        # 1. Who called: the first frame that is not the trace's own or a framework's.
+        frame = getframe(1)
+        while True:
+            kind = classify(frame.f_code.co_filename)
+            if kind != frames.TRANSPARENT or frame.f_back is None:
+                break
+            frame = frame.f_back
+        top = trace.level == 0 or kind == frames.CALLER or (kind == frames.OWN and trace.own)
+        # 2. Below a step (or a child): nested in what runs it, not recorded.
+        if not top and (trace.level != 1 or not trace.children or trace.top is None):
+            return _below(trace, trace.level + 1, fn, args, kwargs)
+        full = top and len(trace.raw) >= MAX_STEPS and kind != frames.OWN
+        if full:
+            trace.dropped += 1
+        own = kind == frames.OWN and not trace.own
+        if top and (full or own or records.symbolic(args, kwargs)):
+            return _below(trace, trace.level + 2, fn, args, kwargs)  # nothing below recorded
+        # 3. The step: its inputs and where it was called from.
+        step = _begin(trace, fn, shown, args, kwargs, frame, top)
+        if step is None:
+            return _below(trace, trace.level + 2, fn, args, kwargs)
+        # 4. The call itself, with this step as the one that runs what it calls.
+        (trace.raw if top else trace.top.children).append(step)
+        out = _called(trace, step, top, fn, args, kwargs)
+        # 5. Its outputs and, where they matter, their values.
+        _finish(trace, step, out, top)
+        return out
+
+    setattr(traced, WRAPPER_MARK, shown)
+    return traced
+
+
+def _called(trace: Any, step: Any, top: bool, fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` with ``step`` as the one that runs what it calls (a top-level
+    step becomes the trace's ``top``; its callees are recorded one level down); an error is
+    kept on the step and raised on."""
+    saved_level, saved_top = trace.level, trace.top
+    trace.level = 1 if top else 2
+    if top:
+        trace.top = step
+    try:
+        return fn(*args, **kwargs)
+    except BaseException as error:
+        step.error = records.error_text(error)
+        step.objects = []
+        raise
+    finally:
+        trace.level, trace.top = saved_level, saved_top
+
+
+def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)``, the Python operator ``shown`` (``operator.mul``), as a step
+    when the trace on this thread is open and user or layer code called it (the hooks of
+    ``_trace_operators`` call this); what it runs is one level down."""
+    trace = _TRACING.trace
+    if trace is None or trace.busy:
+        return fn(*args, **kwargs)
+    # 1. Who called: user or layer code, past the hook's own frames (else not recorded).
+    frame = sys._getframe(1)
+    plumbing = operators.plumbing_files()
+    while frame.f_code.co_filename in plumbing and frame.f_back is not None:
+        frame = frame.f_back
+    if frames.classify(frame.f_code.co_filename) != frames.CALLER:
+        return fn(*args, **kwargs)
+    full = len(trace.raw) >= MAX_STEPS
+    if full or records.symbolic(args, kwargs):
+        trace.dropped += full
+        return _below(trace, trace.level + 2, fn, args, kwargs)
+    # 2. The step: the operands as the user wrote them, and the user's line.
+    step = _begin(
+        trace, operators.SIGNATURES[form], shown, operators.as_written(form, args), {}, frame, True
+    )
+    if step is None:
+        return _below(trace, trace.level + 2, fn, args, kwargs)
+    # 3. The call, with this step as the one that runs the ops it calls.
+    trace.raw.append(step)
+    out = _called(trace, step, True, fn, args, kwargs)
+    if out is NotImplemented:  # Python asks the other operand next: that is the step
+        trace.raw.remove(step)
+        return out
+    # 4. Its outputs and values.
+    _finish(trace, step, out, True)
+    return out
+
+
+def _below(trace: Trace, level: int, fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn`` called with the trace's level at ``level`` meanwhile (deeper: not recorded)."""
+    saved = trace.level
+    trace.level = level
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        trace.level = saved
+
+
+def _begin(
+    trace: Trace, fn: Any, shown: str, args: tuple, kwargs: dict, frame: Any, top: bool
+) -> Step | None:
+    """A new step with its inputs and source; ``None`` where the trace cannot read them
+    (never let the trace change what the call does)."""
+    trace.busy = True
+    try:
+        with trace.quiet():
+            return _new_step(trace, fn, shown, args, kwargs, frame, top)
+    except Exception:
+        return None
+    finally:
+        trace.busy = False
+
+
+def _new_step(
+    trace: Trace, fn: Any, shown: str, args: tuple, kwargs: dict, frame: Any, top: bool
+) -> Step:
+    step = Step(shown)
+    records.read_inputs(fn, args, kwargs, step)
+    if top:
+        step.inside = trace.top.op if trace.top is not None else None
+        step.source, step.via, step.phase = frames.locate(frame)
+    else:
+        step.source = frames.source(frame)
+        step.phase = trace.top.phase
+    return step
+
+
+def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
+    """The step's outputs; its values looked at where they can tell something: a step's,
+    or a child's that may leave float16's range inside its op."""
+    trace.busy = True
+    try:
+        with trace.quiet():
+            _read_outputs(trace, step, out, top)
+    except Exception:  # a value the trace cannot read: the step keeps its dtypes only
+        step.objects = []
+        step.abstract = True
+    finally:
+        trace.busy = False
+
+
+def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
+    records.read_outputs(out, step)
+    look = top or any(o["dtype"] == "float16" for o in step.outputs)
+    if trace.numerics and step.phase == "call" and look:
+        records.look_at_values(trace._values, step)
+        if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
+            trace.first_nonfinite = step
+            step.first_nonfinite = True
+    else:
+        step.objects = []
