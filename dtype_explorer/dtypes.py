@@ -344,3 +344,13 @@ def int_range(name: str | None) -> tuple[int, int] | None:
         return None
     info = ml_dtypes.iinfo(numpy_dtype(str(name)))
     return int(info.min), int(info.max)
+
+
+def float_limits(name: str) -> tuple[float, float]:
+    """A float dtype's largest finite value and smallest normal (headroom's two ends).
+
+    >>> float_limits("float16")
+    (65504.0, 6.103515625e-05)
+    """
+    info = ml_dtypes.finfo(numpy_dtype(name))
+    return float(info.max), float(info.smallest_normal)

@@ -68,6 +68,10 @@ _EXPORTS: dict[str, str] = {
     "quantize_request": "dtype_explorer.keras_run.model._quantize",
     "uncalibrated_modes": "dtype_explorer.keras_run.model._quantize",
     "round_trips": "dtype_explorer.keras_run.model._roundtrip",
+    "cast_loss": "dtype_explorer.keras_run._exactness",
+    "layer_damage": "dtype_explorer.keras_run.model._layer_damage",
+    "float32_set": "dtype_explorer.keras_run.model._proven_fix",
+    "nonfinite_outputs": "dtype_explorer.keras_run.model._proven_fix",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._numerics",
@@ -99,6 +103,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._exactness import cast_loss
     from dtype_explorer.keras_run._expect import array_library, resolve_function
     from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
     from dtype_explorer.keras_run._instance_kind import instance_kind
@@ -156,7 +161,9 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         variables_kept,
     )
     from dtype_explorer.keras_run.model._instance import Packed, pack
+    from dtype_explorer.keras_run.model._layer_damage import layer_damage
     from dtype_explorer.keras_run.model._model_trace import ModelTracer
+    from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
     from dtype_explorer.keras_run.model._quantize import (
         QuantizeRequest,
         leaf_outputs,

@@ -121,12 +121,19 @@ def precision_loss(steps: Iterable[CastStep], max_abs_integer: float | None) -> 
     2908.0
     >>> precision_loss(steps, 2048.0) is None
     True
+    >>> labels_and_probabilities = [CastStep(stage="input", dtype="int32", index=0),
+    ...     CastStep(stage="input", dtype="float16", index=1),
+    ...     CastStep(stage="autocast", dtype="float32", index=0),
+    ...     CastStep(stage="output", dtype="float16", index=0)]
+    >>> precision_loss(labels_and_probabilities, 2049.0) is None  # labels stay integers
+    True
     """
     steps = list(steps)
-    given = next((s.dtype for s in steps if s.stage == "input" and dtypes.is_integer(s.dtype)), "")
-    if max_abs_integer is None or not given:
+    start = next((s for s in steps if s.stage == "input" and dtypes.is_integer(s.dtype)), None)
+    if max_abs_integer is None or start is None:
         return None
-    halves = (s.dtype for s in steps if s.stage != "input" and _float_bits(s.dtype, 0) == 16)
+    given = start.dtype
+    halves = (s.dtype for s in _carrying(steps, start) if _float_bits(s.dtype, 0) == 16)
     for half in dict.fromkeys(halves):
         limit = dtypes.exact_integers(half) or 0
         if max_abs_integer > limit:
@@ -142,6 +149,22 @@ def precision_loss(steps: Iterable[CastStep], max_abs_integer: float | None) -> 
                 ),
             )
     return None
+
+
+def _carrying(steps: list[CastStep], start: CastStep) -> list[CastStep]:
+    """The steps that carried the integer input ``start``: its own later stages (same
+    ``index``), and, when it is the call's only input, the variables it met and the output it
+    became. Another input's 16-bit float (a loss's float16 probabilities beside int32 labels)
+    never carried it."""
+    inputs = {s.index for s in steps if s.stage == "input"}
+    own = [
+        s
+        for s in steps
+        if s.stage not in ("input", "variables", "output") and s.index == start.index
+    ]
+    if len(inputs) > 1:
+        return own
+    return own + [s for s in steps if s.stage in ("variables", "output")]
 
 
 def max_abs_integer(samples: list[Any]) -> float | None:

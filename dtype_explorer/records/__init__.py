@@ -50,6 +50,10 @@ _EXPORTS: dict[str, str] = {
     "Severity": "dtype_explorer.records._audit",
     "TensorInfo": "dtype_explorer.records._audit",
     "Record": "dtype_explorer.records._base",
+    "CastLoss": "dtype_explorer.records._exactness",
+    "LayerDamage": "dtype_explorer.records._exactness",
+    "where_precision_goes": "dtype_explorer.records._exactness",
+    "MAX_EXAMPLES": "dtype_explorer.records._exactness",
     "QuantizationReport": "dtype_explorer.records._quantize",
     "QuantizedLayer": "dtype_explorer.records._quantize",
     "QuantizeStatus": "dtype_explorer.records._quantize",
@@ -182,6 +186,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         check_engine_backend,
         engine_package,
         engine_spec,
+    )
+    from dtype_explorer.records._exactness import (
+        MAX_EXAMPLES,
+        CastLoss,
+        LayerDamage,
+        where_precision_goes,
     )
     from dtype_explorer.records._fit import FitReport, GradientInfo
     from dtype_explorer.records._numerics import (

@@ -10,6 +10,7 @@ from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
@@ -35,6 +36,8 @@ FindingKind = Literal[
     "reference-error",
     "precision-loss",
     "value-divergence",
+    # a dtype-changing step (keras.Input conversion, autocast) that lost values
+    "lossy-cast",
     # the policy rule and result_type name different dtypes
     "rules-disagree",
     # quantization (check_model(quantize=)) and round trips (mode="save")
@@ -97,6 +100,9 @@ class LayerCall(Record):
     outputs: tuple[TensorInfo, ...] = ()
     variables: dict[str, VariableDtypes] = Field(default_factory=dict)
     autocast: tuple[str, ...] = ()
+    #: What this call's own dtype-changing steps lost: its autocast, and (a functional
+    #: model) its inputs' conversion to their ``keras.Input`` dtypes.
+    losses: tuple[CastLoss, ...] = ()
     error: ErrorInfo | None = None
     retried: str | None = None
     softmax: bool = False
@@ -126,7 +132,9 @@ class LayerCall(Record):
                 f"{name}: {v.stored}" + (f"→{v.read}" if v.read and v.read != v.stored else "")
                 for name, v in self.variables.items()
             ),
-            "events": "; ".join([*self.autocast, *self._failure()]),
+            "events": "; ".join(
+                [*self.autocast, *(f"lost: {x.text()}" for x in self.losses), *self._failure()]
+            ),
         }
 
     def _failure(self) -> list[str]:
@@ -146,6 +154,8 @@ class Finding(Record):
     fix: str = ""
     details: dict[str, JsonValue] = Field(default_factory=dict)
     step: TraceStep | None = None
+    #: What the step named lost, in numbers (a ``lossy-cast`` finding).
+    loss: CastLoss | None = None
 
     def where(self) -> str:
         """The op and the line where the problem first appears (``""`` when not traced):
@@ -239,11 +249,19 @@ class AuditReport(Record):
     quantization: QuantizationReport | None = None
     #: ``mode="save"``: each format's save and load, compared layer by layer.
     roundtrip: RoundTripReport | None = None
+    #: Each leaf layer output against the same model in float32 (a model computing in a
+    #: 16-bit float, ``mode="call"``), in forward order; :meth:`precision_goes` ranks them.
+    damage: tuple[LayerDamage, ...] = ()
     #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
     #: an engine audits the model rebuilt from its config in that release's worker.
     engine: str | None = None
     #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
     keras: str = ""
+
+    def precision_goes(self) -> tuple[list[LayerDamage], str]:
+        """:attr:`damage` sorted by error (largest first) and the first layer whose error
+        jumps (``records.where_precision_goes``)."""
+        return where_precision_goes(self.damage)
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -408,7 +408,9 @@ class ProbeResult(Record):
 inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         """
         if self.ok:
-            return f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
+            said = f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
+            wrong = self.value_findings()
+            return said + (f", but the values are wrong ({wrong[0].kind})" if wrong else "")
         if self.status in ("timeout", "crashed"):
             return "the probe timed out" if self.status == "timeout" else "the worker crashed"
         if self.error is None:
@@ -540,6 +542,13 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         ('wraparound', (0, 0))
         """
         return self.numerics.findings if self.numerics is not None else ()
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict as a summary shows it: ``values-wrong`` where the dtype is as documented
+        but ``value_findings`` found the values wrong (no ✓ next to wrong numbers)."""
+        wrong = self.ok and self.value_findings() and self.verdict == "as-documented"
+        return "values-wrong" if wrong else str(self.verdict)
 
     def error_text(self) -> str:
         """``"ValueError: first line of the message"``, or ``""``."""

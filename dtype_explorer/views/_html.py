@@ -11,6 +11,7 @@ from dtype_explorer.records import (
     Expectation,
     Finding,
     LayerCall,
+    LayerDamage,
     ProbeResult,
     ProbeSet,
     PromotionCell,
@@ -23,6 +24,7 @@ from dtype_explorer.views._figures import survey_figure, what_was_surveyed
 from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
 from dtype_explorer.views._palette import color, fill_style
 from dtype_explorer.views._svg import cast_path_svg
+from dtype_explorer.views._text import PRECISION_SHOWN
 
 
 def result_html(result: ProbeResult) -> str:
@@ -41,7 +43,7 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy "
             f"{e(spec.policy)}{floatx_text(spec.floatx)}"
             f"{f' · quantize {e(spec.quantize)}' if spec.quantize else ''} · {e(result.backend)} "
-            f"({e(result.device)}){cached}</span>{badge(result.verdict)}</div>"
+            f"({e(result.device)}){cached}</span>{badge(result.shown_verdict)}</div>"
         )
     if spec.mode != "call":
         parts.append(
@@ -274,7 +276,7 @@ def probe_set_html(probe_set: ProbeSet) -> str:
             f"<tr><td><b>{e(label(r))}</b></td><td>{e(r.status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
             f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
-            f"<td>{badge(r.verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
+            f"<td>{badge(r.shown_verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
             f"<td title='{e(error)}'>{e(clip(error, 60))}</td></tr>"
         )
     table = (
@@ -384,8 +386,13 @@ def _who_says_text(cell: PromotionCell) -> str:
 def audit_html(report: AuditReport) -> str:
     """A notebook rendering: a styled dtype-flow table and the findings with their fixes."""
     flagged = {f.path: f.severity for f in reversed(report.findings)}
-    head = "".join(f"<th>{e(c)}</th>" for c in ROW_COLUMNS)
-    body = "".join(_html_row(call, flagged.get(call.path)) for call in report.layers)
+    errors = {(d.path, d.call_index): d for d in reversed(report.damage)}
+    column = f"error vs {report.damage[0].reference}" if report.damage else ""
+    head = "".join(f"<th>{e(c)}</th>" for c in (*ROW_COLUMNS, column) if c)
+    body = "".join(
+        _html_row(call, flagged.get(call.path), errors.get((call.path, call.call_index)), column)
+        for call in report.layers
+    )
     findings = "".join(_html_finding(f) for f in report.findings) or (
         "<p>No findings: no dtype hazards in this forward pass.</p>"
     )
@@ -408,20 +415,41 @@ def audit_html(report: AuditReport) -> str:
     return (
         f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{how}"
-        f"{_quantize.audit_extras_html(report)}"
+        f"{_quantize.audit_extras_html(report)}{_precision_html(report)}"
         f"<h4>Findings</h4>{findings}{notes}</div>"
     )
 
 
-def _html_row(call: LayerCall, severity: str | None) -> str:
-    row = call.row()
+def _damage_cell(damage: LayerDamage) -> str:
+    """A layer's error against the reference, in the audit table: ``rel 1.2e-03, 58 dB``."""
+    sqnr = "exact" if damage.sqnr_db is None else f"{damage.sqnr_db:.0f} dB"
+    return f"rel {damage.rel_rms:.1e}, {sqnr}"
+
+
+def _precision_html(report: AuditReport) -> str:
+    """ "Where precision goes" (``AuditReport.precision_goes``), the largest error first."""
+    if not report.damage:
+        return ""
+    ranked, jump = report.precision_goes()
+    first = f"<p>The error first jumps at <code>{e(jump)}</code>.</p>" if jump else ""
+    items = "".join(f"<li>{e(d.text())}</li>" for d in ranked[:PRECISION_SHOWN])
+    return (
+        f"<details open><summary>Where precision goes (against the model in "
+        f"{e(report.damage[0].reference)})</summary>{first}<ol>{items}</ol></details>"
+    )
+
+
+def _html_row(
+    call: LayerCall, severity: str | None, damage: LayerDamage | None, column: str
+) -> str:
+    row = {**call.row(), column: "" if damage is None else _damage_cell(damage)}
     cells = []
-    for column in ROW_COLUMNS:
-        text = e(row[column])
-        if column == "path":
+    for name in (*ROW_COLUMNS, column) if column else ROW_COLUMNS:
+        text = e(row[name])
+        if name == "path":
             name = e(call.path.rsplit("/", 1)[-1])
             text = f'<span style="padding-left:{call.depth * 1.2}em">{name}</span>'
-        elif column == "received" and row["given"] and row["given"] != row["received"]:
+        elif name == "received" and row["given"] and row["given"] != row["received"]:
             text = f"<b>{text}</b>"
         cells.append(f"<td>{text}</td>")
     colour = color("severities", severity) if severity else "transparent"

@@ -93,7 +93,7 @@ def probe_set_table(outcome: ProbeSet) -> Table:
             Text(result.output_dtype or "-", style="bold" if result.ok else ""),
             _marked("statuses", "unsupported")
             if unsupported
-            else _marked("verdicts", result.verdict),
+            else _marked("verdicts", result.shown_verdict),
             Text(column.headline, style=_style("statuses", column.status)),
         )
     across = Text(

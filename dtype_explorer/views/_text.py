@@ -192,6 +192,7 @@ def audit_details(report: AuditReport) -> list[str]:
             for g in report.fit.gradients
         ]
     lines += _quantize.audit_extras(report)
+    lines += precision_lines(report)
     if report.findings:
         lines += ["", "Findings:"]
     for finding in report.findings:
@@ -202,6 +203,26 @@ def audit_details(report: AuditReport) -> list[str]:
         if finding.fix:
             lines += ["    fix:", *(f"      {line}" for line in finding.fix.splitlines())]
     lines += [f"note: {note}" for note in report.notes]
+    return lines
+
+
+#: How many layers the "where precision goes" list shows.
+PRECISION_SHOWN = 5
+
+
+def precision_lines(report: AuditReport) -> list[str]:
+    """ "Where precision goes": the layers with the largest error against the float32 model
+    (``AuditReport.precision_goes``), the first layer whose error jumps named."""
+    if not report.damage:
+        return []
+    ranked, jump = report.precision_goes()
+    reference = report.damage[0].reference
+    lines = ["", f"Where precision goes (each layer's output against the model in {reference}):"]
+    if jump:
+        lines.append(f"  the error first jumps at {jump}")
+    lines += [f"  {d.text()}" for d in ranked[:PRECISION_SHOWN]]
+    if len(ranked) > PRECISION_SHOWN:
+        lines.append(f"  ... {len(ranked) - PRECISION_SHOWN} more (report.damage)")
     return lines
 
 

@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _engine as _audit_engine
+from dtype_explorer.analyses.audit import _fixes as _audit_fixes
 from dtype_explorer.analyses.audit import _keras2 as _audit_keras2
 from dtype_explorer.analyses.audit import _predict as _audit_predict
 from dtype_explorer.analyses.audit import _quantize as _audit_quantize
@@ -45,6 +47,7 @@ from dtype_explorer.keras_run import (
     is_compiled,
     is_keras2,
     keras_flatten,
+    layer_damage,
     layer_values_wrong,
     policy_clone,
     preserved_keras_state,
@@ -181,6 +184,11 @@ def check_model(
             _fit_phase(audit, model, labels)
         if asked.mode == "save":
             audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
+        if asked.mode == "call" and audit.outputs is not None and _computes_in_half(audit.calls):
+            _damage_phase(audit)
+            audit.findings = _audit_fixes.prove(
+                audit.findings, audit.target, audit.sample, audit.arguments, audit.calls
+            )
         if audit.quantized is not None:
             audit.ran["quantization"], found = _audit_quantize.finish(
                 audit.quantized.report, audit.calls
@@ -356,6 +364,24 @@ def _audited_model(model: Any, calls: list[LayerCall]) -> _audit_rules.AuditedMo
         loss_scaled=isinstance(optimizer, keras.optimizers.LossScaleOptimizer),
         result_types={q: keras.backend.result_type(*q) for q in questions},
     )
+
+
+def _computes_in_half(calls: list[LayerCall]) -> bool:
+    """A leaf layer computes in a 16-bit float: the per-layer reference is worth running."""
+    return any(c.leaf and dtypes.bits(c.compute_dtype) == 16 for c in calls)
+
+
+def _damage_phase(audit: _Audit) -> None:
+    """Each leaf layer output against the same model in float32 (``keras_run.layer_damage``);
+    a model that cannot be cloned (subclassed) is said in a note."""
+    t0 = time.perf_counter()
+    try:
+        audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments)
+    except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
+        audit.notes.append(
+            f"No per-layer float32 reference: {type(error).__name__}: {as_sentence(str(error))}"
+        )
+    audit.timings["reference_ms"] = ms(t0)
 
 
 def _predict_phase(audit: _Audit) -> None:

@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from dtype_explorer import dtypes
+from dtype_explorer.analyses.audit import _rules_exact
+from dtype_explorer.analyses.audit._rules_exact import computes_on_values
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
@@ -60,7 +60,8 @@ def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Fi
         _call_errors,
         lambda c: _silent_downcasts(c, policy),
         _int_into_float,
-        _precision_loss,
+        _rules_exact.precision_loss,
+        _rules_exact.lossy_casts,
         _float32_only,
         _custom_dtypes,
         _float16_outputs,
@@ -150,47 +151,6 @@ def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
                 f'# or just cast: x = keras.ops.cast(x, "{call.compute_dtype}")'
             ),
             details={"input": ints[0], "raised": raised},
-        )
-
-
-def _precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
-    """Integer data (ids, labels) a leaf call computes on in a 16-bit float (compute dtype,
-    variable read, output) beyond that float's exact integers (``dtypes.exact_integers``):
-    rounded to others inside the dtype's tolerance. The peak is ``TensorInfo.max_abs``; a
-    lookup layer (Embedding: ids index a table) computes nothing on them."""
-    for call in calls:
-        ints = [t for t in call.received if dtypes.is_integer(t.dtype) and t.max_abs is not None]
-        if not ints or not call.leaf or not computes_on_values(call):
-            continue
-        peak = max(t.max_abs or 0.0 for t in ints)
-        reads = [v.read or v.stored for v in call.variables.values()]
-        half = next(
-            (
-                d
-                for d in (call.compute_dtype, *reads, *(t.dtype for t in call.outputs))
-                if d in HALF
-            ),
-            None,
-        )
-        limit = dtypes.exact_integers(half)
-        if half is None or limit is None or peak <= limit:
-            continue
-        rounded = float(np.asarray(peak).astype(dtypes.numpy_dtype(half)))
-        yield Finding(
-            kind="precision-loss",
-            severity="warning",
-            path=call.path,
-            message=(
-                f"{ints[0].dtype} data up to {peak:g} reaches {call.layer_class}, which computes "
-                f"in {half}; {half} holds integers exactly only up to {limit}, so {peak:g} "
-                f"becomes {rounded:g}: ids or labels are rounded to others, with no error "
-                "beyond the dtype's tolerance to show it."
-            ),
-            fix=(
-                f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
-                f'{call.spelled}(..., dtype="float32")'
-            ),
-            details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
         )
 
 
@@ -290,12 +250,15 @@ def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
 
 
 def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
-    flagged = [c for c in calls if _overflowed(c)]
+    # inf/NaN out of a lookup is an id out of its range (jax fills NaN), not an overflow:
+    # the step that rounded the ids says so (``lossy-cast``)
+    flagged = [c for c in calls if _overflowed(c) and computes_on_values(c)]
     for call in flagged:
         if any(o.path.startswith(call.path + "/") for o in flagged):
             continue  # an inner layer is where it happened
         finite_given = all(t.finite is not False for t in call.given or ())
         at_entry = finite_given and any(t.finite is False for t in call.received)
+        counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), None)
         how = (
             f"casting its finite input to {_names(call.received)} on entry"
             if at_entry
@@ -313,13 +276,22 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
             kind="overflow",
             severity="error",
             path=call.path,
-            message=f"{said}: float16 holds at most 65504.{_at(step)}",
+            message=f"{said}: {_held(call)}."
+            + (f" {counted.text()}." if counted else "")
+            + _at(step),
             step=step,
+            loss=counted,
             fix=(
                 f'{call.spelled}(..., dtype="float32")   # this layer in float32\n'
                 "# or keep activations small (normalise inputs), or use mixed_bfloat16"
             ),
         )
+
+
+def _held(call: LayerCall) -> str:
+    """``float16 holds at most 65504``: the 16-bit float the call overflowed, in its words."""
+    half = next(d for d in (call.compute_dtype, *(t.dtype for t in call.outputs)) if d in HALF)
+    return f"{half} holds at most {dtypes.float_limits(half)[0]:g}"
 
 
 def _no_loss_scaling(calls: list[LayerCall], model: AuditedModel) -> Iterator[Finding]:
@@ -385,13 +357,6 @@ def _rules_disagree(calls: list[LayerCall], model: AuditedModel) -> Iterator[Fin
 
 
 # --------------------------------------------------------------------------- wrong numbers
-
-
-def computes_on_values(call: LayerCall) -> bool:
-    """Not a lookup, hashing or index layer (an integer there is an id, not a number): a call
-    whose numbers the value check compares with a reference run."""
-    entry = _catalog_entry(call.layer_class) if call.builtin else None
-    return entry is None or entry.contract in ("compute", "self-managed", "passthrough")
 
 
 def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> list[Finding]:

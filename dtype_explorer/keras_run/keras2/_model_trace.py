@@ -127,6 +127,12 @@ class Keras2Tracer(ModelTracer):
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
         return _given((args, kwargs), self.values)
 
+    def _given_raw(self, args: tuple, kwargs: dict[str, Any]) -> None:
+        return None  # Keras 2's steps are not measured (step_losses)
+
+    def step_losses(self, layer: Any, key: int, args: tuple, kwargs: dict) -> tuple:
+        return ()
+
     def _traced_call(self, original: Any, layer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         return original(layer, *args, **kwargs)
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run._exactness import call_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
 from dtype_explorer.keras_run.model._samples import (
@@ -44,7 +45,7 @@ from dtype_explorer.keras_run.model._samples import (
 )
 from dtype_explorer.keras_run.model._training import global_seed_kept
 from dtype_explorer.keras_run.trace import op_trace, variable_dtypes, wrapped_entry_points
-from dtype_explorer.records import ErrorInfo, LayerCall, TensorInfo, VariableDtypes
+from dtype_explorer.records import CastLoss, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
 from dtype_explorer.timing import ms
 
 #: How Keras says that an input does not fit a layer's input spec.
@@ -73,6 +74,8 @@ class LayerEvent:
         #: The call's arguments and outputs as NumPy, kept for the value check of a call that
         #: did arithmetic on integers (``_audit_rules.wrong_numbers``).
         self.values: tuple[Any, Any, Any] | None = None
+        #: What this call's own dtype-changing steps lost (``keras_run.call_losses``).
+        self.losses: tuple[CastLoss, ...] = ()
 
     def record(self, final: bool) -> LayerCall:
         layer = self.layer
@@ -94,6 +97,7 @@ class LayerEvent:
             outputs=self.outputs,
             variables=self.variables,
             autocast=tuple(autocast_events(self.given, self.received, entry)),
+            losses=self.losses,
             error=self.error,
             retried=self.retried,
             softmax=is_softmax(layer),
@@ -122,6 +126,8 @@ class ModelTracer:
         self.layers = layer_paths(model)
         self.calls: list[LayerEvent] = []
         self._pending: dict[int, list[tuple[TensorInfo, ...]]] = {}
+        #: The flat tensors each pending ``__call__`` was handed (for ``call_losses``).
+        self._pending_raw: dict[int, list[list[Any]]] = {}
         self._thread = threading.get_ident()
         self.failed_at: LayerEvent | None = None
         self._counts: dict[int, int] = {}
@@ -147,10 +153,12 @@ class ModelTracer:
             if key not in tracer.layers or not tracer._recording():
                 return original_dunder(layer, *args, **kwargs)
             tracer._pending.setdefault(key, []).append(tracer._given(args, kwargs))
+            tracer._pending_raw.setdefault(key, []).append(tracer._given_raw(args, kwargs))
             try:
                 return tracer._traced_call(original_dunder, layer, args, kwargs)
             finally:
                 tracer._pending[key].pop()
+                tracer._pending_raw[key].pop()
 
         layer_class.__call__ = traced_dunder
         try:
@@ -168,6 +176,10 @@ class ModelTracer:
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple[TensorInfo, ...]:
         """What a layer call is given, before Keras converts or casts it."""
         return tensor_infos((args, tensor_kwargs(kwargs)), self.values)
+
+    def _given_raw(self, args: tuple, kwargs: dict[str, Any]) -> list[Any] | None:
+        """The flat tensors a layer call is handed, kept for :meth:`step_losses`."""
+        return keras_flatten((args, tensor_kwargs(kwargs))) if self.values else None
 
     def _traced_call(self, original: Any, layer: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
         """The layer's own ``__call__`` inside the ops trace it keeps."""
@@ -276,6 +288,8 @@ class ModelTracer:
             event.given = pending[-1] if pending else None
             event.received = tensor_infos((args, tensor_kwargs(kwargs)), self.values)
             event.variables = self.layer_variables(layer)
+            if self.values:
+                event.losses = self.step_losses(layer, key, args, kwargs)
             self._active.add(key)
             try:
                 outputs = original(*args, **kwargs)
@@ -317,6 +331,14 @@ class ModelTracer:
             raise error from None
         event.retried = f"re-run with {source} inputs cast to {target}: it works"
         return outputs
+
+    def step_losses(self, layer: Any, key: int, args: tuple, kwargs: dict) -> tuple:
+        """What the call's autocast and its model's ``keras.Input`` conversion lost
+        (``keras_run.call_losses``); Keras 2's tracer records none."""
+        raw = self._pending_raw.get(key)
+        received = keras_flatten((args, tensor_kwargs(kwargs)))
+        entry = tuple(dtypes.describe(t) for t in functional_inputs(layer))
+        return tuple(call_losses(raw[-1] if raw else None, received, entry))
 
     def layer_variables(self, layer: Any) -> dict[str, VariableDtypes]:
         """The layer's own variables, by name, as stored and as read in its ``call``."""

@@ -97,9 +97,10 @@ def _with_precision_loss(fields: ProbeFields, values: list[Any]) -> ProbeFields:
         return fields
     peak = max_abs_integer(arrays)
     lost = precision_loss(fields.get("cast_path", ()), peak)
-    if lost is None:
-        return fields
-    numerics = fields.get("numerics") or Numerics(
+    numerics = fields.get("numerics")
+    if lost is None or (numerics and any(f.kind == lost.kind for f in numerics.findings)):
+        return fields  # none, or measure() found it already: one finding, not two
+    numerics = numerics or Numerics(
         note="integer inputs checked against the 16-bit floats on their cast path"
     )
     fields["numerics"] = numerics.model_copy(

@@ -1,0 +1,152 @@
+"""What a dtype-changing step lost, measured: the values before it and after it compared
+(``records.CastLoss``). The arrays are what Keras held on each side of the step (read with
+``keras.ops.convert_to_numpy``); nothing here re-implements a cast.
+
+>>> import numpy as np, ml_dtypes
+>>> ids = np.array([[19999, 2049, 5]])
+>>> loss = cast_loss(ids, ids.astype(np.float16), step="keras-input", where="input 0")
+>>> loss.cause, loss.rounded, loss.examples, loss.first_index
+('rounding', 2, ((19999.0, 20000.0), (2049.0, 2048.0)), (0, 0))
+>>> cast_loss(np.array([1.0, 7e4]), np.array([1.0, 7e4]).astype(np.float16),
+...           step="autocast", where="input 0").overflowed
+1
+>>> cast_loss(np.array([1, 2]), np.array([1, 2], np.float16), step="autocast", where="x") is None
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.records import MAX_EXAMPLES, CastLoss
+
+
+def cast_loss(
+    before: Any, after: Any, *, step: str, where: str, source: str = "", target: str = ""
+) -> CastLoss | None:
+    """The values a step lost between ``before`` and ``after`` (same shape), or ``None``
+    when it kept them all (a float narrowed keeps non-integers only to its precision: that
+    rounding is the dtype's tolerance, not a loss counted here).
+
+    Args:
+        before: the values entering the step (a NumPy array).
+        after: the values leaving it (a NumPy array, same shape).
+        step: which step (``records.CastStepKind``).
+        where: which tensor (``input 0``, a variable's name).
+        source: ``before``'s dtype name (default: described from the array).
+        target: ``after``'s dtype name (default: described from the array).
+
+    Returns:
+        A ``CastLoss`` with the counts of the worst cause first, or ``None``.
+    """
+    before, after = np.asarray(before), np.asarray(after)
+    source = source or dtypes.describe(before)
+    target = target or dtypes.describe(after)
+    if before.shape != after.shape or not before.size or source == target:
+        return None
+    masks = _masks(before, after, source, target)
+    if not any(m.any() for m in masks.values()):
+        return None
+    worst = next(m for m in masks.values() if m.any())
+    flat = np.flatnonzero(worst.reshape(-1))
+    first = tuple(int(i) for i in np.unravel_index(int(flat[0]), worst.shape))
+    wide_b, wide_a = _wide(before), _wide(after)
+    examples = tuple(
+        (float(wide_b.reshape(-1)[i]), float(wide_a.reshape(-1)[i])) for i in flat[:MAX_EXAMPLES]
+    )
+    return CastLoss(
+        step=step,
+        where=where,
+        source=source,
+        target=target,
+        count=int(before.size),
+        first_index=first,
+        examples=examples,
+        **{name: int(m.sum()) for name, m in masks.items()},
+    )
+
+
+def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> dict:
+    """The elements of each cause, in ``records.CastLoss``'s order of severity."""
+    b, a = _wide(before), _wide(after)
+    none = np.zeros(before.shape, bool)
+    masks = dict(
+        overflowed=none,
+        wrapped=none,
+        saturated=none,
+        rounded=none,
+        underflowed=none,
+        subnormal=none,
+    )
+    finite_b = np.isfinite(b)
+    if dtypes.family(target) == "float":
+        finite_a = np.isfinite(a)
+        masks["overflowed"] = finite_b & ~finite_a
+        integral = finite_b & (b == np.round(b))
+        masks["rounded"] = integral & finite_a & (a != b)
+        if dtypes.family(source) == "float":
+            _, tiny = dtypes.float_limits(target)
+            _, source_tiny = dtypes.float_limits(source)
+            masks["underflowed"] = finite_b & (b != 0) & (a == 0) & ~masks["rounded"]
+            normal_before = np.abs(b) >= source_tiny
+            masks["subnormal"] = normal_before & (a != 0) & (np.abs(a) < tiny)
+            masks["rounded"] &= ~masks["underflowed"]
+    elif dtypes.is_integer(target):
+        low, high = dtypes.int_range(target) or (-np.inf, np.inf)
+        outside = finite_b & ((b < low) | (b > high))
+        at_bound = a == np.clip(b, low, high)  # clipped to the bound on its own side
+        masks["saturated"] = outside & at_bound
+        masks["wrapped"] = outside & ~at_bound
+    return masks
+
+
+def _wide(array: np.ndarray) -> np.ndarray:
+    """``array`` as float64 (exact for integers up to 2**53, every 16-bit float, float32)."""
+    if array.dtype.kind in "biuf" or dtypes.family(dtypes.describe(array)) == "float":
+        return array.astype(np.float64)
+    return np.zeros(array.shape)
+
+
+def call_losses(given: list[Any] | None, received: list[Any], entry: tuple[str, ...]) -> list:
+    """The losses of a layer call's own steps: each tensor autocast between what
+    ``__call__`` was ``given`` and what ``call`` ``received``, and (a functional model) each
+    input converted to its ``keras.Input`` dtype ``entry`` by Keras's own
+    ``ops.convert_to_tensor(x, dtype=...)``, as ``Functional`` does. Only tensors whose
+    dtype changes are read; a structure that does not line up is skipped.
+
+    Args:
+        given: the flat tensors ``__call__`` was handed (``None``: not seen).
+        received: the flat tensors ``call`` got.
+        entry: the ``keras.Input`` dtypes of a functional model (else empty).
+
+    Returns:
+        A list of ``CastLoss`` records, one per tensor that lost values.
+    """
+    import keras
+
+    found = []
+    if given is not None and len(given) == len(received):
+        for i, (g, r) in enumerate(zip(given, received, strict=True)):
+            if _is_tensor(g) and _is_tensor(r) and dtypes.describe(g) != dtypes.describe(r):
+                found.append(cast_loss(_numpy(g), _numpy(r), step="autocast", where=f"input {i}"))
+    if entry and len(entry) == len(received):
+        for i, (r, dtype) in enumerate(zip(received, entry, strict=True)):
+            if _is_tensor(r) and dtypes.describe(r) != dtype:
+                after = keras.ops.convert_to_tensor(r, dtype=dtype)
+                found.append(
+                    cast_loss(_numpy(r), _numpy(after), step="keras-input", where=f"input {i}")
+                )
+    return [f for f in found if f is not None]
+
+
+def _is_tensor(x: Any) -> bool:
+    return hasattr(x, "dtype") and hasattr(x, "shape")
+
+
+def _numpy(x: Any) -> np.ndarray:
+    import keras
+
+    return np.asarray(keras.ops.convert_to_numpy(x))

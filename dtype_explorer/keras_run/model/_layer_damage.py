@@ -1,0 +1,133 @@
+"""Damage per layer against a wider reference: the model and its float32 copy (same weights,
+``policy_clone``) each run once, untraced, on the same sample, every leaf layer's outputs
+kept; each output compared (``records.LayerDamage``: relative RMS error, SQNR, max abs error,
+amax and headroom). Used by ``check_model`` when a layer computes in a 16-bit float.
+
+>>> import keras, numpy as np
+>>> inputs = keras.Input((4,))
+>>> dense = keras.layers.Dense(3, dtype="mixed_float16", name="d")
+>>> model = keras.Model(inputs, dense(inputs), name="m")
+>>> [(d.path, d.dtype, d.reference) for d in layer_damage(model, np.ones((2, 4), "float32"))]
+[('m/d', 'float16', 'float32')]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer import dtypes
+from dtype_explorer.keras_run.model._copy import policy_clone
+from dtype_explorer.keras_run.model._model_trace import layer_paths
+from dtype_explorer.keras_run.model._samples import keras_flatten
+from dtype_explorer.keras_run.trace import wrapped_entry_points
+from dtype_explorer.records import LayerDamage
+
+#: The reference dtype of the per-layer comparison.
+REFERENCE = "float32"
+
+
+def layer_outputs(model: Any, sample: Any, kwargs: dict[str, Any] | None = None) -> dict:
+    """Every leaf layer call's float outputs as NumPy arrays, by ``(path below the model,
+    call index)``, from one plain call of ``model`` (entry points wrapped on the instances,
+    put back after).
+
+    Args:
+        model: a built Keras model.
+        sample: what the model is called on.
+        kwargs: the call's keyword arguments (``training=False`` by default where taken).
+
+    Returns:
+        ``{(path, index): (layer_class, [arrays])}``.
+    """
+    import keras
+
+    found: dict[tuple[str, int], tuple[str, list[np.ndarray]]] = {}
+    counts: dict[int, int] = {}
+    paths = layer_paths(model)
+
+    def wrap(layer: Any, path: str, _name: str, original: Any) -> Any:
+        def call(*args: Any, **kw: Any) -> Any:
+            out = original(*args, **kw)
+            index = counts.get(id(layer), 0)
+            counts[id(layer)] = index + 1
+            arrays = [
+                np.asarray(keras.ops.convert_to_numpy(t))
+                for t in keras_flatten(out)
+                if dtypes.family(dtypes.describe(t)) == "float"
+            ]
+            found[(path, index)] = (type(layer).__name__, arrays)
+            return out
+
+        return call
+
+    root = model.name
+    with contextlib.ExitStack() as stack:
+        for layer, path, _ in paths.values():
+            leaf = not any(c is not layer for c in layer._flatten_layers(include_self=False))
+            if leaf and layer is not model:
+                below = path.removeprefix(root + "/")
+                stack.enter_context(
+                    wrapped_entry_points(layer, lambda n, o, la=layer, p=below: wrap(la, p, n, o))
+                )
+        model(sample, **(kwargs or {}))
+    return found
+
+
+def layer_damage(
+    model: Any, sample: Any, kwargs: dict[str, Any] | None = None
+) -> tuple[LayerDamage, ...]:
+    """Each leaf layer output of ``model`` against the same model in float32.
+
+    Args:
+        model: a Sequential or Functional Keras model (``policy_clone`` rebuilds it).
+        sample: what the model is called on.
+        kwargs: the call's keyword arguments.
+
+    Returns:
+        One ``LayerDamage`` per float output of each leaf call, in forward order.
+    """
+    reference = policy_clone(model, REFERENCE)
+    got = layer_outputs(model, sample, kwargs)
+    want = layer_outputs(reference, sample, kwargs)
+    damage = []
+    for (path, index), (layer_class, arrays) in got.items():
+        refs = want.get((path, index), ("", []))[1]
+        for i, (out, ref) in enumerate(zip(arrays, refs, strict=False)):
+            if out.shape == ref.shape and out.size:
+                damage.append(
+                    compare(out, ref, path=f"{model.name}/{path}", layer_class=layer_class,
+                            call_index=index, output=i)
+                )  # fmt: skip
+    return tuple(damage)
+
+
+def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
+    """One output against its reference (``records.LayerDamage``)."""
+    dtype = dtypes.describe(out)
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    finite = np.isfinite(o) & np.isfinite(r)
+    diff = (o - r)[finite]
+    signal = float(np.sum(r[finite] ** 2))
+    noise = float(np.sum(diff**2))
+    n = max(int(finite.sum()), 1)
+    rel = math.sqrt(noise / n) / max(math.sqrt(signal / n), 1e-300)
+    values = np.abs(o[np.isfinite(o)])
+    amax = float(values.max()) if values.size else None
+    big, tiny = dtypes.float_limits(dtype)
+    nonzero = values[values > 0]
+    return LayerDamage(
+        **where,
+        dtype=dtype,
+        reference=dtypes.describe(ref),
+        rel_rms=rel,
+        sqnr_db=None if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise),
+        max_abs_error=float(np.max(np.abs(diff))) if diff.size else 0.0,
+        amax=amax,
+        top_bits=math.log2(big / amax) if amax else None,
+        bottom_bits=math.log2(float(nonzero.min()) / tiny) if nonzero.size else None,
+        nonfinite=int(o.size - np.isfinite(o).sum()),
+    )

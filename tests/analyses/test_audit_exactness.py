@@ -1,0 +1,171 @@
+"""Issue 38, item 1: every dtype-changing step's loss measured at that step, with its cause.
+
+The measurement (``keras_run.cast_loss``) is checked against NumPy/ml_dtypes casts; the rule
+(``lossy-cast``) on hand-built records; the issue's id cases on real Keras, beside the same
+model run untraced (raw Keras says which rows it read)."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.analyses.audit import _rules as rules
+from dtype_explorer.keras_run import cast_loss
+from dtype_explorer.records import CastLoss, LayerCall, TensorInfo
+
+keras = pytest.importorskip("keras")
+
+
+# ----------------------------------------------------------------- the measurement
+
+
+def test_rounded_integers_are_counted_with_their_first_index():
+    ids = np.array([[5, 19999, 2049, 7]])
+    after = ids.astype(np.float16)
+    loss = cast_loss(ids, after, step="keras-input", where="input 0")
+    raw = [(int(b), int(a)) for b, a in zip(ids[0], after[0].astype(np.int64)) if b != a]
+    assert loss.cause == "rounding" and loss.rounded == len(raw) == 2
+    assert [(int(b), int(a)) for b, a in loss.examples] == raw == [(19999, 20000), (2049, 2048)]
+    assert loss.first_index == (0, 1)
+    assert "19999 -> 20000" in loss.text() and "2048" in loss.text()
+
+
+def test_overflow_underflow_and_subnormal_are_told_apart():
+    x = np.array([1.0, 7e4, 1e-9, 1e-6, 3.5], np.float32)
+    loss = cast_loss(x, x.astype(np.float16), step="autocast", where="input 0")
+    assert (loss.overflowed, loss.underflowed, loss.subnormal) == (1, 1, 1)
+    assert loss.cause == "overflow" and loss.first_index == (1,)
+    assert loss.rounded == 0  # 3.5 is exact; non-integers' rounding is the dtype's tolerance
+    assert "65504" in loss.text()
+    bf = cast_loss(x, x.astype(ml_dtypes.bfloat16), step="autocast", where="input 0")
+    assert bf is None or bf.overflowed == 0  # bfloat16 has float32's range
+
+
+def test_int64_to_int32_wraps_and_a_clip_saturates():
+    big = np.array([1, 2**31 + 5, -(2**31) - 1], np.int64)
+    wrapped = cast_loss(big, big.astype(np.int32), step="cast", where="x")
+    assert wrapped.cause == "wrap" and wrapped.wrapped == 2
+    assert wrapped.examples[0] == (2**31 + 5, float(big.astype(np.int32)[1]))
+    clipped = np.clip(big, -(2**31), 2**31 - 1).astype(np.int32)
+    assert cast_loss(big, clipped, step="cast", where="x").saturated == 2
+
+
+def test_nothing_lost_is_no_record():
+    ids = np.array([[1, 2048, 255]])
+    assert cast_loss(ids, ids.astype(np.float16), step="keras-input", where="input 0") is None
+    assert cast_loss(ids, ids.astype(np.float32), step="keras-input", where="input 0") is None
+
+
+# ----------------------------------------------------------------- the rule
+
+
+def _call(**kw):
+    base = dict(
+        path="m/dense",
+        layer_class="Dense",
+        depth=1,
+        policy="float16",
+        compute_dtype="float16",
+        variable_dtype="float16",
+    )
+    return LayerCall(**{**base, **kw})
+
+
+def test_the_finding_is_at_the_step_that_lost_the_values():
+    loss = CastLoss(
+        step="keras-input", where="input 0", source="int64", target="float16", count=3,
+        rounded=2, first_index=(0, 0), examples=((19999, 20000), (2049, 2048)),
+    )  # fmt: skip
+    root = _call(path="m", layer_class="Functional", depth=0, leaf=False, losses=(loss,))
+    emb = _call(path="m/emb", layer_class="Embedding", received=(TensorInfo(dtype="float16"),))
+    model = rules.AuditedModel(name="m", policy="float16")
+    findings = rules.find([root, emb], model=model, policy="float16")
+    [lossy] = [f for f in findings if f.kind == "lossy-cast"]
+    assert lossy.path == "m" and lossy.loss == loss and lossy.severity == "error"
+    assert lossy.details["readers"] == ["m/emb"] and "not an overflow" in lossy.message
+    assert 'dtype="int32"' in lossy.fix
+
+
+def test_integers_beside_a_16_bit_float_are_not_said_rounded():
+    """Old code: a call given int32 labels and float16 probabilities got "2049 becomes
+    2048": the float16 was the probabilities', the labels were never cast."""
+    loss_layer = _call(
+        layer_class="MyLoss",
+        builtin=False,
+        received=(
+            TensorInfo(dtype="int32", max_abs=2049.0),
+            TensorInfo(dtype="float16"),
+        ),
+        outputs=(TensorInfo(dtype="float16"),),
+    )
+    model = rules.AuditedModel(name="m", policy="float16")
+    assert not [
+        f for f in rules.find([loss_layer], model=model, policy="float16")
+        if f.kind == "precision-loss"
+    ]  # fmt: skip
+
+
+# ----------------------------------------------------------------- real Keras, the issue's cases
+
+
+def _id_model(floatx: str, rows: int, dim: int):
+    """A float keras.Input (floatx's dtype) into an Embedding, built under ``floatx``."""
+    before = keras.config.floatx()
+    keras.config.set_floatx(floatx)
+    try:
+        inputs = keras.Input((3,))
+        outputs = keras.layers.Embedding(rows, dim, name="emb")(inputs)
+        return keras.Model(inputs, outputs, name="m")
+    finally:
+        keras.config.set_floatx(before)
+
+
+@pytest.mark.parametrize(
+    "floatx, rows, dim, ids",
+    [
+        ("float16", 20000, 4, [[19999, 2049, 5]]),
+        ("bfloat16", 4000, 4, [[2909, 3, 5]]),
+        ("float32", 16777221, 1, [[16777217, 16777219, 5]]),
+    ],
+)
+def test_ids_through_a_float_input_are_rounded_at_the_input_step(floatx, rows, dim, ids):
+    """Old code: float16 blamed an overflow and said nothing of 2049; float32 and bfloat16
+    gave no finding at all."""
+    model = _id_model(floatx, rows, dim)
+    ids = np.array(ids)
+    # raw Keras, untraced: Functional converts with ops.convert_to_tensor(x, dtype=Input's)
+    converted = keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(ids, dtype=floatx))
+    rounded = [(int(b), int(a)) for b, a in zip(ids[0], converted[0].astype(np.float64)) if b != a]
+    assert rounded  # the case is real
+    report = dx.check_model(model, ids)
+    [lossy] = [f for f in report.findings if f.kind == "lossy-cast"]
+    assert lossy.path == "m" and lossy.loss.step == "keras-input"
+    assert lossy.loss.cause == "rounding" and lossy.loss.target == floatx
+    assert [(int(b), int(a)) for b, a in lossy.loss.examples] == rounded
+    assert lossy.details["readers"] == ["m/emb"]
+    assert not [f for f in report.findings if f.kind == "overflow"]
+    assert report.layers[0].losses == (lossy.loss,)
+    if all(a < rows for _, a in rounded):  # raw Keras read the rounded rows, silently
+        table = keras.ops.convert_to_numpy(model.get_layer("emb").embeddings)
+        out = keras.ops.convert_to_numpy(model(ids))
+        for i, (_, a) in enumerate(rounded):
+            j = int(np.flatnonzero(ids[0] == rounded[i][0])[0])
+            np.testing.assert_array_equal(out[0, j], table[a])
+        assert "silently reads other rows" in lossy.message
+    # the fix it proposes, run by the test: an int32 Input keeps every id
+    fixed_in = keras.Input((3,), dtype="int32")
+    fixed = keras.Model(fixed_in, model.get_layer("emb")(fixed_in))
+    assert not [f for f in dx.check_model(fixed, ids).findings if f.kind == "lossy-cast"]
+
+
+def test_int32_labels_beside_float16_probabilities_are_no_precision_loss():
+    """Old code: SparseCategoricalCrossentropy with int32 labels and float16 probabilities got
+    "2049 becomes 2048", twice, for a loss value that is right."""
+    labels = np.array([2049, 5], "int32")
+    probs = np.full((2, 3000), 0.5 / 2999, "float16")
+    probs[0, 2049] = probs[1, 5] = 0.5
+    r = dx.probe("losses.SparseCategoricalCrossentropy", values=[labels, probs], backend=None)
+    assert not [f for f in r.value_findings() if f.kind == "precision-loss"]
+    # raw Keras: the labels were used as they are (row 2049, not 2048): -log(0.5)
+    raw = keras.losses.SparseCategoricalCrossentropy()(labels, probs)
+    assert float(keras.ops.convert_to_numpy(raw)) == pytest.approx(-np.log(0.5), rel=1e-2)
