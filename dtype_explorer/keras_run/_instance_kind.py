@@ -21,6 +21,24 @@ def keras2_layer_class(target: Any) -> type | None:
     return None
 
 
+def keras2_objective_kind(target: Any) -> str | None:
+    """``"loss"`` or ``"metric"`` for a Keras 2 (``tf_keras``) loss or metric *instance*,
+    read from its class's bases' modules without importing Keras; ``None`` for anything else.
+
+    >>> keras2_objective_kind(3) is None
+    True
+    """
+    if isinstance(target, type):
+        return None
+    for base in type(target).__mro__:
+        if base.__module__.startswith("tf_keras."):
+            if base.__name__ == "Loss":
+                return "loss"
+            if base.__name__ == "Metric":
+                return "metric"
+    return None
+
+
 def instance_kind(target: Any) -> str | None:
     """``"layer"`` (a model too), ``"metric"`` or ``"loss"`` for a Keras instance; ``None``
     for anything else (a class, a name)."""

@@ -26,7 +26,12 @@ from dtype_explorer import dtypes, keras_facts
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import check_precision
-from dtype_explorer.keras_run._instance_kind import instance_kind, keras2_layer_class, own_policy
+from dtype_explorer.keras_run._instance_kind import (
+    instance_kind,
+    keras2_layer_class,
+    keras2_objective_kind,
+    own_policy,
+)
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._values import GivenValues, user_values
 from dtype_explorer.records import (
@@ -182,9 +187,17 @@ def _instance_policy(target: Any, kwargs: Any) -> str | None:
     """An instance's own dtype policy (it is probed under it unless ``policy=`` asks for
     another); ``None`` for a name or a class. An instance takes no ``kwargs``: it is probed as
     it is."""
-    keras2 = keras2_layer_class(type(target)) is not None and not isinstance(target, type)
     if isinstance(target, str) or keras2_layer_class(target):
         return None
+    keras2_objective = keras2_objective_kind(target)
+    keras2 = keras2_layer_class(type(target)) is not None and not isinstance(target, type)
+    if keras2_objective is not None and kwargs:
+        raise InvalidSpecError(
+            f"kwargs: a {type(target).__name__} instance is probed as it is (its config); "
+            f"kwargs are a class's constructor arguments. Received: kwargs={received(kwargs)}"
+        )
+    if keras2_objective is not None:  # Keras 2's losses take no dtype; a metric has its own
+        return None if keras2_objective == "loss" else _keras2_metric_policy(target)
     if not keras2 and instance_kind(target) is None:
         return None
     if kwargs:
@@ -194,6 +207,13 @@ def _instance_policy(target: Any, kwargs: Any) -> str | None:
             f"with kwargs, or leave kwargs out. Received: kwargs={received(kwargs)}"
         )
     return target.dtype_policy.name if keras2 else own_policy(target)
+
+
+def _keras2_metric_policy(metric: Any) -> str | None:
+    """A Keras 2 metric instance's dtype as a policy name (``None``: the default)."""
+    dtype = getattr(metric, "dtype", None)
+    name = getattr(dtype, "name", dtype)
+    return None if name in (None, "float32") else str(name)
 
 
 def _backend(backend: Any, engine: str | None) -> str:
@@ -414,6 +434,20 @@ def _checked_policy(name: str) -> str:
     return name
 
 
+def _objective_name(target: Any, kind: str) -> str:
+    """A Keras (3 or 2) loss or metric instance's catalog name; a custom class is refused."""
+    group = {"loss": "losses", "metric": "metrics"}[kind]
+    name = f"{group}.{type(target).__name__}"
+    if not type(target).__module__.startswith(("keras", "tf_keras")) or name not in catalog.names():
+        known = [n for n in catalog.names() if n.startswith(f"{group}.")]
+        raise InvalidSpecError(
+            f"target: a {kind} instance is probed as it is when its class is Keras's own "
+            f"({', '.join(known[:6])}, ...); a custom {kind} class cannot be probed yet. "
+            f"Received: {received(target)} ({type(target).__name__})"
+        )
+    return name
+
+
 def _target_name(target: Any) -> str:
     """The spec's name of ``target``: a catalog name; ``"custom:<QualName>"`` for a user's
     layer class or any layer or model instance; a Keras loss or metric instance by its
@@ -422,22 +456,16 @@ def _target_name(target: Any) -> str:
         return catalog.entry(target).name
     if keras2_layer_class(target) is not None:  # a tf.keras class: the Keras 2 engine's
         return f"custom:{target.__qualname__}"
+    keras2_kind = keras2_objective_kind(target)  # before layers: a tf.keras Metric is a Layer
+    if keras2_kind is not None:  # a tf.keras loss or metric instance: by its catalog name
+        return _objective_name(target, keras2_kind)
     if keras2_layer_class(type(target)) is not None:  # a tf.keras instance: probed as given
         return f"custom:{type(target).__qualname__}"
     import keras
 
     kind = instance_kind(target)
     if kind in ("metric", "loss"):
-        group = {"loss": "losses", "metric": "metrics"}[kind]
-        name = f"{group}.{type(target).__name__}"
-        if not type(target).__module__.startswith("keras") or name not in catalog.names():
-            known = [n for n in catalog.names() if n.startswith(f"{group}.")]
-            raise InvalidSpecError(
-                f"target: a {kind} instance is probed as it is when its class is Keras's own "
-                f"({', '.join(known[:6])}, ...); a custom {kind} class cannot be probed yet. "
-                f"Received: {received(target)} ({type(target).__name__})"
-            )
-        return name
+        return _objective_name(target, kind)
     cls = target if isinstance(target, type) else type(target)
     if not (isinstance(cls, type) and issubclass(cls, keras.layers.Layer)):
         raise InvalidSpecError(

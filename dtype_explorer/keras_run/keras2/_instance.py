@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.keras_run._instance_kind import keras2_layer_class
+from dtype_explorer.keras_run._instance_kind import keras2_layer_class, keras2_objective_kind
 
 
 def is_keras2_instance(target: Any) -> bool:
@@ -60,13 +60,17 @@ class Keras2Packed:
 
 
 def keras2_pack(target: Any) -> Any:
-    """What a tf.keras instance travels as: a layer as :class:`Keras2Packed`, a model as it
-    is (it pickles itself); ``None`` for anything else.
+    """What a tf.keras instance travels as: a layer, a loss or a metric as
+    :class:`Keras2Packed` (a loss's or metric's config only: its state is not probed), a model
+    as it is (it pickles itself); ``None`` for anything else.
 
     Raises:
         TypeError: a layer whose config does not make a copy (no ``get_config()`` that its
             ``from_config()`` accepts), saying so.
     """
+    if keras2_objective_kind(target) is not None:  # a loss or metric: its config
+        config = target.get_config()
+        return Keras2Packed(cls=type(target), config=config, policy=str(config.get("dtype", "")))
     if not is_keras2_instance(target):
         return None
     import tf_keras

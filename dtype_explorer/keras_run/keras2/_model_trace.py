@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run.keras2._values import is_variable
 from dtype_explorer.keras_run.model import (
     LayerEvent,
     ModelTracer,
@@ -167,9 +168,13 @@ class Keras2Tracer(ModelTracer):
 
     def layer_variables(self, layer: Any) -> dict[str, VariableDtypes]:
         """Keras 2's own variables of ``layer``: stored in ``true_dtype`` (an
-        ``AutoCastVariable``), read in ``dtype`` inside ``call``'s autocast scope."""
+        ``AutoCastVariable``), read in ``dtype`` inside ``call``'s autocast scope. What a
+        layer tracks as a weight but is no variable (``StringLookup``'s ``VocabWeightHandler``,
+        which saves its vocabulary) is left out."""
         found: dict[str, VariableDtypes] = {}
         for variable in [*layer._trainable_weights, *layer._non_trainable_weights]:
+            if not is_variable(variable):  # a lookup layer's VocabWeightHandler: no variable
+                continue
             name = variable.name.split(":")[0].split("/")[-1]
             name = name if name not in found else variable.name.split(":")[0]
             stored = getattr(variable, "true_dtype", variable.dtype)

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run._values import call_arguments
 from dtype_explorer.keras_run.catalog import LayerEntry
+from dtype_explorer.keras_run.keras2._values import is_variable
 from dtype_explorer.keras_run.probe import LayerInputs, call_layer
 from dtype_explorer.records import FitReport, GradientInfo
 
@@ -39,7 +41,13 @@ class Keras2Run:
     """One probe's call in its mode, and the fit step after it."""
 
     def __init__(
-        self, mode: str, layer: Any, entry: LayerEntry, inputs: LayerInputs, tf_keras: Any
+        self,
+        mode: str,
+        layer: Any,
+        entry: LayerEntry,
+        inputs: LayerInputs,
+        tf_keras: Any,
+        call_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if mode not in MODES:
             raise InvalidSpecError(
@@ -55,19 +63,20 @@ class Keras2Run:
         )
         self.model: Any = None
         self.execution = EXECUTION[mode]
+        self.arguments = call_arguments(call_kwargs or {})  # the user's mask, training=...
 
     def call(self) -> Any:
         """The layer called (``call``) or the model around it (the other modes)."""
         given = self.inputs.nested(self.inputs.leaves)
         if self.mode == "call":
-            return call_layer(self.layer, self.entry, given)
+            return call_layer(self.layer, self.entry, given, **self.arguments)
         k = self.k
         symbolic = [
             k.Input(shape=np.shape(leaf)[1:], batch_size=np.shape(leaf)[0], dtype=dtype)
             for leaf, dtype in zip(self.inputs.leaves, self.inputs.dtypes)
         ]
         nested = self.inputs.nested(symbolic)
-        self.model = k.Model(nested, call_layer(self.layer, self.entry, nested))
+        self.model = k.Model(nested, call_layer(self.layer, self.entry, nested, **self.arguments))
         if self.mode == "predict":
             return self.model.predict(_model_input(given), verbose=0)
         return self.model(_model_input(given))
@@ -128,6 +137,7 @@ def train_on_batch(
         variables_after={
             _name(v, nonfinite): tf.as_dtype(v.dtype).name
             for v in (model.weights if variables is None else variables)
+            if is_variable(v)
         },
         warnings=tuple(str(w.message) for w in said),
         compiled=True,

@@ -19,6 +19,7 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run._values import call_arguments
+from dtype_explorer.keras_run.keras2._instance import Keras2Packed
 from dtype_explorer.keras_run.keras2._values import arrays
 from dtype_explorer.keras_run.probe import (
     Invalid,
@@ -36,13 +37,19 @@ LOSS_BASIS = (
 )
 
 
-def run_keras2_objective(spec: ProbeSpec, tf: Any, tf_keras: Any) -> ProbeFields:
+def run_keras2_objective(
+    spec: ProbeSpec, tf: Any, tf_keras: Any, instance: Any = None
+) -> ProbeFields:
     """A ``tf_keras`` loss or metric (class or function) on y_true/y_pred.
 
     Args:
         spec: a ``"losses.<Name>"`` or ``"metrics.<Name>"`` question (``values=`` the user's).
         tf: TensorFlow.
         tf_keras: Keras 2.
+        instance: the user's ``tf_keras`` loss or metric instance (as it travelled: a
+            ``Keras2Packed``, or the object itself): each call gets a fresh copy from its
+            config, never the user's object; a metric instance gets no reference run (its
+            dtype is its own).
 
     Returns:
         The answer's fields; what Keras 2 lacks raises ``InvalidSpecError`` saying so.
@@ -52,6 +59,8 @@ def run_keras2_objective(spec: ProbeSpec, tf: Any, tf_keras: Any) -> ProbeFields
     if entry.skip:
         raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
     target = getattr(getattr(tf_keras, entry.group), entry.short_name, None)
+    if instance is not None:
+        target = instance.copy if isinstance(instance, Keras2Packed) else _copier(instance)
     if target is None:
         raise InvalidSpecError(
             f"keras.{entry.group}.{entry.short_name} has no counterpart in Keras 2 "
@@ -59,14 +68,14 @@ def run_keras2_objective(spec: ProbeSpec, tf: Any, tf_keras: Any) -> ProbeFields
         )
     # 2. Inputs: the user's values as given, or the Keras 3 probe's samples, as tf tensors.
     values, steps = _inputs(spec, entry, tf)
-    kwargs = _kwargs({**entry.init_kwargs, **spec.kwargs}, tf_keras)
+    kwargs = {} if instance is not None else _kwargs({**entry.init_kwargs, **spec.kwargs}, tf_keras)
     extra = call_arguments(spec.call_kwargs)
     basis: list[str] = [
         "no documented dtype: Keras 2 has no keras.backend.result_type",
     ]
     # 3. The call: a function, a loss class (call() watched) or a metric (its state read).
     try:
-        asked = None if spec.policy == "float32" else spec.policy
+        asked = None if spec.policy == "float32" or instance is not None else spec.policy
         outputs = _called(entry, target, kwargs, extra, values, steps, asked, basis, tf)
         error = None
     except Invalid:
@@ -76,11 +85,14 @@ def run_keras2_objective(spec: ProbeSpec, tf: Any, tf_keras: Any) -> ProbeFields
     fields = _outcome(outputs, error, steps, tuple(basis), tf)
     # 4. Numerics: the same target on the values in float64.
     if fields["status"] == "ok":
+        own_dtype = instance is not None and entry.kind == "metric"
         fields["numerics"] = measure(
             [outputs],
             [np.asarray(v) for v in values],
             steps,
-            reference=lambda wide: [
+            reference=None
+            if own_dtype
+            else lambda wide: [
                 _called(entry, target, kwargs, extra, _wide(values, wide, tf), [], wide, [], tf)
             ],
             backend="tensorflow",
@@ -123,6 +135,13 @@ def _inputs(spec: ProbeSpec, entry: Any, tf: Any) -> tuple[list[Any], list[CastS
         )
         tensors.append(tensor)
     return tensors, steps
+
+
+def _copier(instance: Any) -> Any:
+    """``make()``: a fresh copy of a ``tf_keras`` loss or metric instance, from its config
+    (kwargs, if given, are refused by the spec check)."""
+    config = instance.get_config()
+    return lambda **_: type(instance).from_config(config)
 
 
 def _kwargs(kwargs: dict[str, Any], tf_keras: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ callbacks), in the eager modes ``call`` and ``model``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -33,15 +34,16 @@ from dtype_explorer.keras_run.keras2._instance import Keras2Copies, Keras2Packed
 from dtype_explorer.keras_run.keras2._modes import NO_GRADIENT_VALUES, Keras2Run
 from dtype_explorer.keras_run.keras2._objective import run_keras2_objective
 from dtype_explorer.keras_run.keras2._op_trace import TRACE_NOTE, Keras2Trace
-from dtype_explorer.keras_run.keras2._values import keras2_numerics
+from dtype_explorer.keras_run.keras2._values import is_variable, keras2_numerics
 from dtype_explorer.keras_run.probe import (
     Called,
     Invalid,
     LayerInputs,
     ProbeFields,
-    call_layer,
     construct,
     error_info,
+    input_count,
+    layer_caller,
     layer_inputs,
     output_note,
     recorded_call,
@@ -64,6 +66,11 @@ MODEL_AUTOCAST = (
 NO_RESULT_TYPE = (
     "no documented dtype: Keras 2 has no keras.backend.result_type; its policy rule is that "
     "a layer casts floating-point inputs to its compute dtype"
+)
+
+NOT_A_POLICY = (
+    "{!r} is the layer's own dtype (Layer(dtype=...)), not a mixed-precision policy: the "
+    "global policy stays 'float32' (set_global_policy takes floating-point policies only)"
 )
 
 
@@ -106,17 +113,17 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         if spec.mode != "call":
             raise InvalidSpecError(f"{spec.target}: Keras 2's losses and metrics run in 'call'")
         with timed(timings, "call_ms"):
-            return run_keras2_objective(spec, tf, tf_keras)
+            return run_keras2_objective(spec, tf, tf_keras, instance=target)
     # 1. The target: tf_keras's layer of that name, its kwargs, and the Keras 2 policy.
     entry, cls, kwargs, policy = _target(spec, tf_keras, target)
     # 2. Inputs: the user's values, or the samples the Keras 3 probe makes.
-    inputs = layer_inputs(spec, entry)
+    inputs = _cell_states(layer_inputs(spec, entry), entry, tf)
     with _floatx(tf_keras, spec.floatx):  # the global policy, as the Keras 3 probe sets it
-        tf_keras.mixed_precision.set_global_policy(policy)
+        tf_keras.mixed_precision.set_global_policy(_global(policy, tf_keras))
         # 3. Build the layer under that policy.
         with timed(timings, "construct_ms"):
             layer = construct(lambda: cls(**kwargs))
-        run = Keras2Run(spec.mode, layer, entry, inputs, tf_keras)
+        run = Keras2Run(spec.mode, layer, entry, inputs, tf_keras, spec.call_kwargs)
         # 4. The recorded call, in the spec's mode: what call() received, the variables.
         recorder, trace = _Recorder(layer, tf), Keras2Trace()
         with timed(timings, "call_ms"):
@@ -139,7 +146,7 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
                     getattr(cls, "widened", lambda: cls(**kwargs)),
                     layer,
                     entry,
-                    _caller(entry, inputs),
+                    layer_caller(entry, inputs, spec.call_kwargs),
                     inputs,
                     steps,
                     called.outputs,
@@ -151,6 +158,8 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         fields["basis"] = (*fields["basis"], MODEL_AUTOCAST)
     if getattr(cls, "note", ""):
         fields["basis"] = (*fields["basis"], cls.note)
+    if _global(policy, tf_keras) is not policy:
+        fields["basis"] = (*fields["basis"], NOT_A_POLICY.format(policy.name))
     fields["supplied"] = supplied(spec, entry)
     return fields
 
@@ -164,11 +173,6 @@ def _around(recorder: _Recorder, trace: Keras2Trace, spec: ProbeSpec) -> Iterato
         if spec.mode in ("call", "model"):
             stack.enter_context(trace.installed())
         yield
-
-
-def _caller(entry: LayerEntry, inputs: LayerInputs) -> Any:
-    """``call(layer, leaves)``: the layer called on ``leaves`` nested as the inputs are."""
-    return lambda layer, leaves: call_layer(layer, entry, inputs.nested(leaves))
 
 
 def _fit(fields: ProbeFields, run: Keras2Run, outputs: Any, tf: Any) -> None:
@@ -221,7 +225,7 @@ def _custom(spec: ProbeSpec, target: Any) -> LayerEntry:
     what runs."""
     if isinstance(target, Keras2Packed):
         return catalog.custom_entry(
-            spec.target, getattr(target.cls, "call", None), len(spec.input_dtypes)
+            spec.target, getattr(target.cls, "call", None), input_count(spec)
         )
     if keras2_layer_class(target) is None and not is_keras2_instance(target):
         raise InvalidSpecError(
@@ -230,7 +234,7 @@ def _custom(spec: ProbeSpec, target: Any) -> LayerEntry:
             "script run with `dtype-explorer run --engine tf_keras`; a Keras 3 class runs with "
             f"engine=None. Received: {type(target).__name__} {target!r}"
         )
-    return catalog.custom_entry(spec.target, getattr(target, "call", None), len(spec.input_dtypes))
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), input_count(spec))
 
 
 def _policy(spec: ProbeSpec, tf_keras: Any) -> Any:
@@ -241,6 +245,28 @@ def _policy(spec: ProbeSpec, tf_keras: Any) -> Any:
             f"policy {spec.policy!r} does not exist in Keras 2 "
             f"(tf.keras.mixed_precision.Policy: {error})"
         ) from None
+
+
+def _cell_states(inputs: LayerInputs, entry: LayerEntry, tf: Any) -> LayerInputs:
+    """The inputs, with an RNN cell's sampled state as a ``tf.Tensor``: tf_keras's cells take
+    a tensor or a list of them (a NumPy state is read as a nest of rows: "'tuple' object has
+    no attribute 'rank'"). The user's own values are passed as given."""
+    if inputs.user or entry.group != "rnn-cells":
+        return inputs
+    leaves = [leaf if i == 0 else tf.constant(leaf) for i, leaf in enumerate(inputs.leaves)]
+    return dataclasses.replace(inputs, leaves=leaves)
+
+
+def _global(policy: Any, tf_keras: Any) -> Any:
+    """The global policy the probe sets: ``policy``, or ``float32`` where ``policy`` is an
+    instance's own non-floating dtype (an adapted ``TextVectorization``'s ``"string"``,
+    ``IntegerLookup``'s ``"int64"``), which ``set_global_policy`` refuses."""
+    import tensorflow as tf
+
+    compute = policy.compute_dtype
+    if compute is not None and tf.as_dtype(compute).is_floating:
+        return policy
+    return tf_keras.mixed_precision.Policy("float32")
 
 
 def _steps(inputs: LayerInputs, recorder: _Recorder) -> list[CastStep]:
@@ -375,7 +401,7 @@ class _Recorder:
             if hasattr(t, "dtype") and hasattr(t, "shape")
         ]
         prefix = f"{self.layer.name}/"
-        for v in self.layer.weights:
+        for v in filter(is_variable, self.layer.weights):
             autocast = hasattr(v, "true_dtype")  # tf_keras's AutoCastVariable
             stored = tf.as_dtype(v.true_dtype if autocast else v.dtype).name
             name = v.name.removeprefix(prefix).removesuffix(":0")

@@ -102,3 +102,10 @@ def _widened(leaf: Any, role: str, wide: str) -> Any:
     if dtypes.is_float(kind) or (dtypes.is_integer(kind) and role != "index"):
         return leaf.astype(wide)
     return leaf
+
+
+def is_variable(weight: Any) -> bool:
+    """Whether a weight a ``tf_keras`` layer tracks is a variable (named, with a dtype):
+    ``StringLookup``'s and ``IntegerLookup``'s ``VocabWeightHandler`` is not (it only saves
+    the vocabulary)."""
+    return hasattr(weight, "name") and hasattr(weight, "dtype") and hasattr(weight, "shape")

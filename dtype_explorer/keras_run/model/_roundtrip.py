@@ -167,15 +167,25 @@ def _counted(dtypes: list[str]) -> str:
     return ", ".join(d if n == 1 else f"{n} {d}" for d, n in runs) or "none"
 
 
+#: A functional model's own policy, in a round trip: ``Functional.get_config`` holds no dtype
+#: (it loads under the global policy) and no tensor is cast by it (its inputs are
+#: standardized to its ``Input``\ s' dtypes, its layers compute under their own policies).
+FUNCTIONAL_CONTAINER = "functional container (its own policy is not saved and casts nothing)"
+
+
 def _policy(layer: Any) -> str:
     """What a layer's policy makes of it: compute and variable dtype, quantization mode. A
     quantized keras-hub model loads back with every layer holding the model's
     ``DTypePolicyMap`` (``map_float32``), which resolves per layer to the same dtypes. An
-    ``InputLayer``: the dtype of its tensor (its policy is whatever was global when built)."""
+    ``InputLayer``: the dtype of its tensor (its policy is whatever was global when built). A
+    functional model itself: :data:`FUNCTIONAL_CONTAINER` (its policy is never compared)."""
     import keras
+    from keras.src.models.functional import Functional
 
     if isinstance(layer, keras.layers.InputLayer):  # its policy computes nothing
         return f"input {keras.backend.standardize_dtype(layer.output.dtype)}"
+    if type(layer) is Functional:  # Keras saves no dtype for it; its graph's layers compute
+        return FUNCTIONAL_CONTAINER
     mode = getattr(layer, "quantization_mode", None)
     quantized = f", quantized {mode}" if mode else ""
     return f"compute {layer.compute_dtype}, variables {layer.variable_dtype}{quantized}"

@@ -14,7 +14,7 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
 from dtype_explorer.keras_run.model import Packed
 from dtype_explorer.keras_run.probe._observe import Invalid
-from dtype_explorer.keras_run.probe._stages import timed
+from dtype_explorer.keras_run.probe._stages import input_count, timed
 from dtype_explorer.records import ProbeSpec, Supplied
 
 
@@ -28,8 +28,7 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    inputs = len(spec.input_dtypes) if spec.structure is None else len(spec.structure)
-    return catalog.custom_entry(spec.target, getattr(target, "call", None), inputs)
+    return catalog.custom_entry(spec.target, getattr(target, "call", None), input_count(spec))
 
 
 def layer_class(

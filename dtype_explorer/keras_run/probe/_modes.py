@@ -15,8 +15,9 @@ Which modes apply, and the check of a ``mode=``, are ``_mode_rules``' (re-export
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -147,7 +148,8 @@ class ModeRun:
             for s, d in zip(self.shapes, self.input_dtypes)
         ]
         outputs = self.call(self.layer, inputs)
-        self.model = keras.Model(inputs[0] if len(inputs) == 1 else inputs, outputs)
+        with _unquantized_global_policy():  # the wrapper model quantizes nothing itself
+            self.model = keras.Model(inputs[0] if len(inputs) == 1 else inputs, outputs)
         standardize = self.model._standardize_inputs
 
         def recorded(inputs: Any) -> Any:
@@ -224,3 +226,22 @@ class ModeRun:
         return train_one_step(
             self.model, x, y, loss=loss, prefix=f"{self.layer.path}/", variables_of=self.layer
         )
+
+
+@contextlib.contextmanager
+def _unquantized_global_policy() -> Iterator[None]:
+    """Under a quantized global policy (``int8_from_float32``, a quantized layer's own), the
+    policy it quantizes (``float32``) while the wrapper model is made: a functional model under
+    a quantized policy would look for its own ``_int8_call`` when called (Keras's
+    ``Layer.__call__``), which only the quantized layer has. Put back afterwards."""
+    import keras
+
+    policy = keras.config.dtype_policy()
+    if not getattr(policy, "quantization_mode", None) or "_from_" not in policy.name:
+        yield
+        return
+    keras.config.set_dtype_policy(policy.name.split("_from_", 1)[1])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(policy)

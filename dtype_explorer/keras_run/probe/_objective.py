@@ -43,8 +43,9 @@ def run_objective(
     ``result()``, or the function's return value. A class is built with its own default dtype
     unless a policy is asked (``dtype=`` in kwargs, ``None`` included, is passed as given);
     ``call_kwargs`` (``sample_weight``) go to the call or ``update_state``. ``instance``: the
-    user's loss or metric (a copy, ``_instance``), used as it is instead of a build (no
-    reference run: its state is its own)."""
+    user's loss or metric (a copy, ``_instance``), used as it is instead of a build; a loss's
+    reference run is its config rebuilt in the wider dtype, a metric's state is its own (no
+    reference: inf/NaN only)."""
     if entry.skip:
         raise InvalidSpecError(f"{entry.name} cannot be probed standalone: {entry.skip}")
     # 1. Inputs: the user's values as given, or samples of the asked dtypes as tensors.
@@ -75,10 +76,10 @@ def run_objective(
         )
     else:
         fields, outputs = _metric_class(entry, instance, values, steps, timings, extra)
-    if fields.get("status") == "ok" and not given:
+    if fields.get("status") == "ok":
         with timed(timings, "numerics_ms"):
             fields["numerics"] = _objective_numerics(
-                entry, target, built, values, steps, outputs, extra
+                entry, _again(instance) if given else target, built, values, steps, outputs, extra
             )
     note = "your instance, as it is" if given else _built_note(built)
     fields["basis"] = (*fields.get("basis", ()), note)
@@ -182,6 +183,16 @@ def _converted_of(steps: list[CastStep], i: int) -> str:
     return next(s.dtype for s in steps if s.stage == "converted" and s.index == i)
 
 
+def _again(instance: Any) -> Any:
+    """``make(dtype=...)``: the user's loss rebuilt from its config in another dtype (the
+    reference run); ``None`` for a metric instance, whose state is its own (inf/NaN counted,
+    no reference)."""
+    if not hasattr(instance, "update_state"):
+        config = instance.get_config()
+        return lambda **kw: type(instance).from_config({**config, **kw})
+    return None
+
+
 def _objective_numerics(
     entry: Any,
     target: Any,
@@ -192,7 +203,8 @@ def _objective_numerics(
     extra: dict[str, Any],
 ) -> Numerics:
     """inf/NaN from finite input, and the value against the same class built in the widest
-    float on the same values in it (what layers get: ``_numerics.measure``)."""
+    float on the same values in it (what layers get: ``_numerics.measure``); ``target=None``
+    (a metric instance): inf/NaN only."""
     import keras
 
     arrays = [np.asarray(keras.ops.convert_to_numpy(v)) for v in values]
@@ -209,7 +221,7 @@ def _objective_numerics(
         return [again.result()]
 
     try:
-        return measure([outputs], arrays, steps, reference=reference)
+        return measure([outputs], arrays, steps, reference=None if target is None else reference)
     except Exception as error:
         return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
 

@@ -94,6 +94,12 @@ class LayerInputs:
         return rebuild(self.structure, list(leaves))
 
 
+def input_count(spec: ProbeSpec) -> int:
+    """How many inputs a layer's call gets: the user's values (a tuple of two arrays is one
+    input), else one per input dtype."""
+    return len(spec.input_dtypes) if spec.structure is None else len(spec.structure)
+
+
 def layer_shapes(spec: ProbeSpec, entry: LayerEntry) -> tuple[tuple[int, ...], ...]:
     """The inputs' shapes: the spec's, else the catalog's; a user's layer called on several
     tensors (``call(self, x, y)``) gets its default shape for each."""
