@@ -22,9 +22,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
 _CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
 os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
-# The cache's signing key too: never the real user's (in their config directory).
-_KEY_DIR = tempfile.mkdtemp(prefix="dx-test-key-")
-os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key")
 # The Keras 2 engine registers a Jupyter kernel (user=True): into a temporary data dir, never
 # the real user's.
 _JUPYTER_DIR = tempfile.mkdtemp(prefix="dx-test-jupyter-")
@@ -47,6 +44,12 @@ def _engines_dir() -> Path:
 
 
 os.environ.setdefault("DTYPE_EXPLORER_ENGINES_DIR", str(_engines_dir()))
+# The cache's signing key: never the real user's (in their config directory). It also signs
+# the engines' records (runtime/_site.py), so it is kept beside the engines that outlive the
+# session (a key per session would refuse them all in the next); the result cache is still
+# the session's own and empty, so no row of an earlier session can be read.
+_KEY_DIR = str(Path(os.environ["DTYPE_EXPLORER_ENGINES_DIR"]).parent)
+os.environ["DTYPE_EXPLORER_CACHE_KEY_FILE"] = os.path.join(_KEY_DIR, "cache.key")
 # The browser tests' Chromium (tests/frontends/browser, tests/docs): Debian's, never downloaded.
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -66,7 +69,6 @@ def _fresh_cache_and_workers():
 
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
-    shutil.rmtree(_KEY_DIR, ignore_errors=True)
     shutil.rmtree(_JUPYTER_DIR, ignore_errors=True)
 
 
