@@ -6,7 +6,7 @@ trace (``views/_html.trace_html``); every fact is the record's."""
 from __future__ import annotations
 
 from dtype_explorer.records import CodeComparison, TraceDivergence, TraceResult, TraceStep
-from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, chip, clip, e
+from dtype_explorer.views._markup import ERROR, STYLE, clip, e, trace_step_item
 
 
 def code_trace_text(result: TraceResult) -> str:
@@ -94,19 +94,6 @@ def code_trace_html(result: TraceResult) -> str:
 
 
 def _item(result: TraceResult, step: TraceStep) -> str:
-    ins = " ".join(chip(t.dtype, title=f"{t.name}: {t.text()}") for t in step.inputs)
-    if step.error:
-        outs = f"<span style='color:{ERROR}'>raised {e(clip(step.error, 160))}</span>"
-    else:
-        outs = " ".join(chip(t.dtype, title=t.text()) for t in step.outputs)
-    said = step.change_text() + (f" ({', '.join(step.conversions)})" if step.conversions else "")
-    edge = ERROR if step.first_nonfinite else ACCENT if step.changes_dtype else ""
-    style = f" style='border-left-color:{edge}'" if edge else ""
-    flag = (
-        f" <span class='dx-flag' style='color:{ERROR}'>{e(step.flag_text())}</span>"
-        if step.flags
-        else ""
-    )
     src = result.user_line(step)
     where = (
         f"<span class='dx-src'>{e(result.line_of(step))} <code>{e(clip(src.text, 100))}</code>"
@@ -114,10 +101,7 @@ def _item(result: TraceResult, step: TraceStep) -> str:
         if src is not None
         else ""
     )
-    return (
-        f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
-        f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{where}</li>"
-    )
+    return trace_step_item(step, where=where)
 
 
 def comparison_text(comparison: CodeComparison) -> str:

@@ -21,7 +21,16 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.views import _quantize
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
-from dtype_explorer.views._markup import ACCENT, ERROR, STYLE, badge, chip, clip, e, floatx_text
+from dtype_explorer.views._markup import (
+    ERROR,
+    STYLE,
+    badge,
+    chip,
+    clip,
+    e,
+    floatx_text,
+    trace_step_item,
+)
 from dtype_explorer.views._palette import color, fill_style
 from dtype_explorer.views._svg import cast_path_svg
 from dtype_explorer.views._text import PRECISION_SHOWN
@@ -141,25 +150,8 @@ def trace_html(result: ProbeResult) -> str:
 
 
 def _trace_item(step: TraceStep) -> str:
-    ins = " ".join(chip(t.dtype, title=f"{t.name}: {t.text()}") for t in step.inputs)
-    if step.error:
-        outs = f"<span style='color:{ERROR}'>raised {e(clip(step.error, 160))}</span>"
-    else:
-        outs = " ".join(chip(t.dtype, title=t.text()) for t in step.outputs)
-    said = step.change_text() + (f" ({', '.join(step.conversions)})" if step.conversions else "")
-    edge = ERROR if step.first_nonfinite else ACCENT if step.changes_dtype else ""
-    style = f" style='border-left-color:{edge}'" if edge else ""
-    flag = (
-        f" <span class='dx-flag' style='color:{ERROR}'>{e(step.flag_text())}</span>"
-        if step.flags
-        else ""
-    )
-    if step.kernel:
-        flag += f" <span class='dx-meta'>kernel: {e(step.kernel)}</span>"
-    return (
-        f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
-        f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{_source_html(step)}</li>"
-    )
+    meta = f" <span class='dx-meta'>kernel: {e(step.kernel)}</span>" if step.kernel else ""
+    return trace_step_item(step, meta, _source_html(step))
 
 
 def _source_html(step: TraceStep) -> str:

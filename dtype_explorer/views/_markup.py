@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dtype_explorer.views._palette import PALETTE, color, dtype_color, mark, text_on
+
+if TYPE_CHECKING:
+    from dtype_explorer.records import TraceStep
 
 #: The static cards' stylesheet, every rule scoped to ``.dx-card`` (the widget has its own,
 #: scoped to its root): a card never restyles the widget, nor the widget a card.
@@ -71,3 +75,35 @@ def badge(verdict: str) -> str:
 
 def floatx_text(floatx: str | None) -> str:
     return f" · floatx {e(floatx)}" if floatx else ""
+
+
+def trace_step_item(step: TraceStep, meta: str = "", where: str = "") -> str:
+    """One op-trace step as a list item: its inputs' and outputs' dtype chips (or what it
+    raised), what changed, its flags, then ``meta`` (more ``dx-meta`` markup) and ``where``
+    (the source markup). One layout for the probe's trace and the user's own code's.
+
+    Args:
+        step: a ``records.TraceStep``.
+        meta: markup put after the flags (e.g. the kernel path).
+        where: the source line's markup.
+
+    Returns:
+        The ``<li>`` markup.
+    """
+    ins = " ".join(chip(t.dtype, title=f"{t.name}: {t.text()}") for t in step.inputs)
+    if step.error:
+        outs = f"<span style='color:{ERROR}'>raised {e(clip(step.error, 160))}</span>"
+    else:
+        outs = " ".join(chip(t.dtype, title=t.text()) for t in step.outputs)
+    said = step.change_text() + (f" ({', '.join(step.conversions)})" if step.conversions else "")
+    edge = ERROR if step.first_nonfinite else ACCENT if step.changes_dtype else ""
+    style = f" style='border-left-color:{edge}'" if edge else ""
+    flag = (
+        f" <span class='dx-flag' style='color:{ERROR}'>{e(step.flag_text())}</span>"
+        if step.flags
+        else ""
+    )
+    return (
+        f"<li{style} data-step='{step.index}'><code>#{step.index} {e(step.op)}</code> {ins} → "
+        f"{outs} <span class='dx-meta'>{e(said)}</span>{flag}{meta}{where}</li>"
+    )

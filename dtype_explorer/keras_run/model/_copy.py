@@ -187,6 +187,30 @@ def policy_clone(model: Any, policy: str) -> Any:
     return clone
 
 
+def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
+    """``keras.models.clone_model(model, clone_function=...)`` with the model's weights set; a
+    failure is an ``InvalidSpecError`` saying what could not be done (``what``) and why.
+
+    Args:
+        model: a Sequential or Functional model.
+        clone_function: rebuilds each layer (Keras's own argument).
+        what: the work, in words ("rebuild ... under policy 'mixed_float16'").
+
+    Returns:
+        The clone, carrying the model's current weights.
+    """
+    import keras
+
+    try:
+        clone = keras.models.clone_model(model, clone_function=clone_function)
+        clone.set_weights(model.get_weights())
+    except Exception as error:
+        raise InvalidSpecError(
+            f"could not {what}: {type(error).__name__}: {as_sentence(str(error))}"
+        ) from error
+    return clone
+
+
 def _policy_clone(model: Any, policy: str) -> Any:
     import keras
 
@@ -201,14 +225,9 @@ def _policy_clone(model: Any, policy: str) -> Any:
     def under_policy(layer: Any) -> Any:
         return type(layer).from_config({**layer.get_config(), "dtype": name})
 
-    try:
-        clone = keras.models.clone_model(model, clone_function=under_policy)
-        clone.set_weights(model.get_weights())
-    except Exception as error:
-        raise InvalidSpecError(
-            f"could not rebuild {describe_model(model)} under policy {name!r}: "
-            f"{type(error).__name__}: {as_sentence(str(error))}"
-        ) from error
+    clone = cloned_with_weights(
+        model, under_policy, f"rebuild {describe_model(model)} under policy {name!r}"
+    )
     kept = [
         f"{layer.name} ({type(layer).__name__}, still {layer.dtype_policy.name})"
         for layer in clone.layers  # the layers the clone function rebuilt

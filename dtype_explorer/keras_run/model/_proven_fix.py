@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run.model._copy import cloned_with_weights
 from dtype_explorer.keras_run.model._layer_damage import layer_outputs
 from dtype_explorer.keras_run.model._samples import describe_model
 
@@ -44,7 +44,6 @@ class ProvenFix:
 def with_float32(model: Any, names: list[str]) -> Any:
     """A copy of a Sequential or Functional ``model`` with the layers ``names`` under the
     float32 policy, the others rebuilt from their configs as they are, weights copied."""
-    import keras
 
     def clone(layer: Any) -> Any:
         config = layer.get_config()
@@ -52,15 +51,9 @@ def with_float32(model: Any, names: list[str]) -> Any:
             config = {**config, "dtype": "float32"}
         return type(layer).from_config(config)
 
-    try:
-        copy = keras.models.clone_model(model, clone_function=clone)
-        copy.set_weights(model.get_weights())
-    except Exception as error:
-        raise InvalidSpecError(
-            f"could not copy {describe_model(model)} with {names} in float32: "
-            f"{type(error).__name__}: {as_sentence(str(error))}"
-        ) from error
-    return copy
+    return cloned_with_weights(
+        model, clone, f"copy {describe_model(model)} with {names} in float32"
+    )
 
 
 def nonfinite_outputs(model: Any, sample: Any, kwargs: dict | None = None) -> dict[str, int]:
