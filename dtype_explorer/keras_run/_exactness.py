@@ -135,7 +135,10 @@ def call_losses(given: list[Any] | None, received: list[Any], entry: tuple[str, 
     if entry and len(entry) == len(received):
         for i, (r, dtype) in enumerate(zip(received, entry, strict=True)):
             if _is_tensor(r) and dtypes.describe(r) != dtype:
-                after = keras.ops.convert_to_tensor(r, dtype=dtype)
+                try:
+                    after = keras.ops.convert_to_tensor(r, dtype=dtype)
+                except Exception:  # Keras refuses the conversion: the call itself says so
+                    continue
                 found.append(
                     cast_loss(_numpy(r), _numpy(after), step="keras-input", where=f"input {i}")
                 )
