@@ -73,8 +73,11 @@ def probe(
             ``np.asarray`` takes), nested lists, Python numbers (passed to Keras as the
             Python numbers they are, like ``ops.add(x, 2)``), or dicts and tuples of them for
             a layer that takes a structure (``[{"images": x, "segmentation_masks": m}]``),
-            passed exactly as given. They travel to workers as data and key the cache by a
-            hash; a value ``input_dtype`` cannot hold exactly (``-1`` as ``uint8``) is refused.
+            passed exactly as given. An op takes its probed inputs, or every array of its call
+            in call order, its fixed ones too (``ops.take``: ``[table, indices]``; otherwise
+            the catalog's indices, listed in ``supplied``). They travel to workers as data and
+            key the cache by a hash; a value ``input_dtype`` cannot hold exactly (``-1`` as
+            ``uint8``) is refused.
         floatx: ``keras.config.floatx()`` during the probe.
         seed: the seed of the sample's values (and, under ``"training"`` and ``"fit"``, of
             dropout and noise layers).

@@ -100,7 +100,8 @@ def make_spec(
             or text in the one shape syntax, ``"2x8x3"``, ``"(2, 8, 3)"`` or JSON.
         values: a value preset name (``dtypes.PRESETS``), or the user's own values, one per
             input: arrays, nested lists, Python numbers, or dicts and tuples of them
-            (``engine._values``).
+            (``engine._values``); an op's may carry every array of its call, its fixed ones
+            (``ops.take``'s indices) too.
         floatx: ``keras.config.floatx()`` during the probe.
         seed: the seed of the sample (and of random layers under ``"training"``).
         mode: how the target runs (``"call"``, ``"training"``, ``"model"``, ``"predict"``,
@@ -309,12 +310,23 @@ def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
             )
     many = entry.input_style == "list" or target_name.startswith("custom:")
     most = MAX_LIST_INPUTS if many else entry.arity
+    if op and not many and given.inputs == entry.tensor_count:
+        return  # every array input of the call, the fixed ones (ops.take's indices) too
     if given.inputs > most or (op and not many and given.inputs != most):
-        one = " (one input of several rows is np.array(...) or [[...]])" if most == 1 else ""
         raise InvalidSpecError(
             f"values: {entry.name} takes {_inputs(most)} but {given.inputs} values were "
-            f"given; give one value per input{one}"
+            f"given; give one value per input{_op_values_hint(entry) if op else ''}"
+            + (" (one input of several rows is np.array(...) or [[...]])" if most == 1 else "")
         )
+
+
+def _op_values_hint(entry: Any) -> str:
+    """What else an op's ``values`` may carry: all its arrays, its fixed ones included."""
+    extra = [leaf["param"] for leaf in catalog.op_calls.fixed(entry.inputs)]
+    if not extra:
+        return ""
+    order = ", ".join(leaf["param"] for leaf in catalog.op_calls.tensors(entry.inputs))
+    return f", or all {entry.tensor_count} of its arrays in call order ({order})"
 
 
 def check_call_kwargs(call_kwargs: Any, target_name: str, mode: str = "call") -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from dtype_explorer.keras_run.catalog._op_calls import probed
+from dtype_explorer.keras_run.catalog._op_calls import probed, tensors
 
 Role = Literal["float", "index", "string", "any"]
 #: ``compute``: float math in the compute dtype, result_type(input after autocast, compute dtype).
@@ -131,6 +131,12 @@ class OpEntry:
     @property
     def arity(self) -> int:
         return len(self.shapes)
+
+    @property
+    def tensor_count(self) -> int:
+        """How many arrays the op's call takes, probed and fixed (``ops.take``: 2, its
+        ``indices`` among them): ``values`` may carry every one, as a user passes them."""
+        return len(tensors(self.inputs))
 
     @property
     def computes_on_values(self) -> bool:

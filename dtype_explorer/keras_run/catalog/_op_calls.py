@@ -191,6 +191,43 @@ def probed(inputs: tuple[dict, ...]) -> list[dict]:
     return found
 
 
+def tensors(inputs: tuple[dict, ...]) -> list[dict]:
+    """Every tensor input of the op in call order, probed or fixed (``ops.take``: ``x`` and
+    its int32 ``indices``): the arrays a user passes to the call."""
+    found: list[dict] = []
+    for spec in inputs:
+        if spec["kind"] in ("list", "tuple", "varargs"):
+            found.extend(tensors(tuple(spec["items"])))
+        elif spec["kind"] == "tensor":
+            found.append(spec)
+    return found
+
+
+def fixed(inputs: tuple[dict, ...]) -> list[dict]:
+    """The tensor inputs of a fixed dtype (indices, masks, transforms), in call order: the
+    catalog gives them unless the user's ``values`` carry every array input."""
+    return [spec for spec in tensors(inputs) if spec["dtype"] != "probe"]
+
+
+def all_given(inputs: tuple[dict, ...]) -> tuple[dict, ...]:
+    """The op's inputs with every fixed tensor made a probed one, for a user whose ``values``
+    carry every array input: each takes the user's value as given; ``"fixed"`` keeps the
+    catalog's dtype (its role: a reference run keeps indices as they are).
+
+    >>> [leaf["dtype"] for leaf in all_given(({"kind": "tensor", "dtype": "int32"},))]
+    ['probe']
+    """
+
+    def one(spec: dict) -> dict:
+        if spec["kind"] in ("list", "tuple", "varargs"):
+            return {**spec, "items": [one(item) for item in spec["items"]]}
+        if spec["kind"] == "tensor" and spec["dtype"] != "probe":
+            return {**spec, "dtype": "probe", "fixed": spec["dtype"]}
+        return spec
+
+    return tuple(one(spec) for spec in inputs)
+
+
 def build(
     inputs: tuple[dict, ...], make_tensor: Callable[[dict, int | None], Any]
 ) -> tuple[list[Any], dict[str, Any]]:

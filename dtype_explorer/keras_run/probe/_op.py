@@ -131,9 +131,17 @@ class _OpInputs:
 
     def __init__(self, spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> None:
         self.spec = spec
-        self.dtypes = _op_input_dtypes(spec, entry, kwargs)
-        self.shapes = _op_shapes(spec, entry)
-        self.leaves = _with_shapes(entry.inputs, self.shapes)
+        catalog_inputs = entry.inputs
+        if gives_every_array(spec, entry):  # the fixed arrays (indices) are the user's too
+            catalog_inputs = catalog.op_calls.all_given(entry.inputs)
+        self.arity = len(catalog.op_calls.probed(catalog_inputs))
+        self.dtypes = _op_input_dtypes(spec, entry, kwargs, self.arity)
+        self.shapes = _op_shapes(spec, entry, self.arity)
+        self.leaves = _with_shapes(catalog_inputs, self.shapes)
+        #: the probed inputs the catalog itself probes (a user's indices are not promoted)
+        self.ruled = [
+            i for i, leaf in enumerate(catalog.op_calls.probed(self.leaves)) if "fixed" not in leaf
+        ]
         self.samples: dict[int, Any] = {}
         self.tensors: dict[int, Any] = {}
         self.made: list[tuple[dict, int | None, Any]] = []
@@ -151,7 +159,7 @@ class _OpInputs:
         if not self.user:
             return self.dtypes
         converted = {s.index: s.dtype for s in steps if s.stage == "converted"}
-        return tuple(converted.get(i, d) for i, d in enumerate(self.dtypes))
+        return tuple(converted.get(i, self.dtypes[i]) for i in self.ruled)
 
     def value(self, leaf: dict, i: int | None) -> Any:
         """The value of one leaf: a fixed input (int32 indices, a bool mask, float32 image
@@ -208,8 +216,8 @@ class _OpInputs:
             value = np.asarray(value) if isinstance(value, list) else value
             if isinstance(value, (bool, int, float)):
                 return value
-            if i is None:
-                return op_tensor(value, leaf["dtype"])
+            if i is None or "fixed" in leaf:  # indices, masks: as they were, in every run
+                return op_tensor(value, leaf.get("fixed", leaf["dtype"]))
             numeric = dtypes.family(dtypes.describe(value)) in ("int", "uint", "float")
             if isinstance(value, np.ndarray) and numeric:
                 return op_tensor(value.astype(dtype), dtype)
@@ -316,10 +324,19 @@ def _op_numerics(
         return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
 
 
-def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) -> tuple[str, ...]:
+def gives_every_array(spec: ProbeSpec, entry: OpEntry) -> bool:
+    """Whether the user's ``values`` carry every array input of the op, its fixed ones
+    (``ops.take``'s indices) too, rather than its probed inputs only."""
+    count = len(spec.user_values or ())
+    return count > entry.arity and count == entry.tensor_count and entry.input_style != "list"
+
+
+def _op_input_dtypes(
+    spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any], arity: int
+) -> tuple[str, ...]:
     """The probed inputs' dtypes; a creation op's probed dtype goes to ``dtype=`` instead."""
     if entry.probe == "inputs":
-        return broadcast(spec.input_dtypes, _op_arity(spec, entry))
+        return broadcast(spec.input_dtypes, _op_arity(spec, entry, arity))
     for name in spec.input_dtypes:
         dtypes.validate(name)
     if entry.probe == "dtype_kwarg" and "dtype" not in spec.kwargs:
@@ -333,16 +350,17 @@ def _op_input_dtypes(spec: ProbeSpec, entry: OpEntry, kwargs: dict[str, Any]) ->
     return ()
 
 
-def _op_arity(spec: ProbeSpec, entry: OpEntry) -> int:
+def _op_arity(spec: ProbeSpec, entry: OpEntry, arity: int) -> int:
     """How many probed inputs this call has: an op taking a list of tensors takes as many as
-    the spec gives shapes for (``ops.concatenate`` of three tensors), every other op its own."""
+    the spec gives shapes for (``ops.concatenate`` of three tensors), every other op its own
+    (``arity``: with its fixed arrays where the user gave them)."""
     if entry.input_style == "list" and spec.shapes is not None and len(spec.shapes) > 1:
         return len(spec.shapes)
-    return entry.arity
+    return arity
 
 
-def _op_shapes(spec: ProbeSpec, entry: OpEntry) -> tuple[tuple[int, ...], ...]:
-    arity = _op_arity(spec, entry)
+def _op_shapes(spec: ProbeSpec, entry: OpEntry, arity: int) -> tuple[tuple[int, ...], ...]:
+    arity = _op_arity(spec, entry, arity)
     if spec.shapes is None:
         return entry.shapes
     if len(spec.shapes) == arity:

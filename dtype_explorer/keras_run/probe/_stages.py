@@ -34,7 +34,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run._values import call_arguments, leaf_name, leaf_paths, rebuild
-from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry, OpEntry
+from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry, OpEntry, op_calls
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._observe import Invalid, broadcast, outcome, traced
 from dtype_explorer.keras_run.trace import Trace
@@ -338,6 +338,8 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
                 why="the catalog's defaults, not given in kwargs",
             )
         )
+    if isinstance(entry, OpEntry):
+        parts.extend(_fixed_supplied(spec, entry))
     if spec.user_values is None and getattr(entry, "probe", "inputs") != "none" and tensors:
         parts.append(
             Supplied(
@@ -347,6 +349,36 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
             )
         )
     return tuple(parts)
+
+
+def _fixed_supplied(spec: ProbeSpec, entry: OpEntry) -> list[Supplied]:
+    """An op's fixed arrays (``ops.take``'s indices) the tool picked: the catalog's, unless
+    the user's ``values`` carry every array of the call or a kwarg names the input."""
+    if len(spec.user_values or ()) == entry.tensor_count > entry.arity:
+        return []
+    fixed = op_calls.fixed(entry.inputs)
+    picked = [leaf for leaf in fixed if leaf["param"].lstrip("*") not in spec.kwargs]
+    if not picked:
+        return []
+    order = ", ".join(leaf["param"] for leaf in op_calls.tensors(entry.inputs))
+    return [
+        Supplied(
+            part="fixed inputs",
+            value="; ".join(
+                f"{leaf['param']} {_preset_text(leaf['values'])} ({leaf['dtype']}, shape "
+                f"{tuple(leaf['shape'])})"
+                for leaf in picked
+            ),
+            why=f"the catalog's; give every array in values ({order}) to pass your own",
+        )
+    ]
+
+
+def _preset_text(preset: Any) -> str:
+    """A fixed input's value preset in words: its literal values, or the preset's name."""
+    if isinstance(preset, dict) and "literal" in preset:
+        return str(preset["literal"])
+    return f"{preset!r} preset"
 
 
 # -------------------------------------------------------- steps the paths share
