@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "compile_copy": "dtype_explorer.keras_run.model._copy",
     "is_compiled": "dtype_explorer.keras_run.model._copy",
     "policy_clone": "dtype_explorer.keras_run.model._copy",
+    "policy_rebuild": "dtype_explorer.keras_run.model._copy",
+    "rebuilt_notes": "dtype_explorer.keras_run.model._policy_rebuild",
     "training_copy": "dtype_explorer.keras_run.model._copy",
     "variables_kept": "dtype_explorer.keras_run.model._copy",
     "ModelTracer": "dtype_explorer.keras_run.model._model_trace",
@@ -157,12 +159,14 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         init_parameters,
         is_compiled,
         policy_clone,
+        policy_rebuild,
         training_copy,
         variables_kept,
     )
     from dtype_explorer.keras_run.model._instance import Packed, pack
     from dtype_explorer.keras_run.model._layer_damage import layer_damage
     from dtype_explorer.keras_run.model._model_trace import ModelTracer
+    from dtype_explorer.keras_run.model._policy_rebuild import rebuilt_notes
     from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
     from dtype_explorer.keras_run.model._quantize import (
         QuantizeRequest,

@@ -518,8 +518,23 @@ def test_bad_policy_and_backend_and_unclonable_model():
         check_model(model, policy="mixed_flaot16")
     with pytest.raises(InvalidSpecError, match="backend"):
         check_model(model, backends=["jaxx"])
-    with pytest.raises(InvalidSpecError, match="Sequential and Functional"):
-        check_model(Net(), np.ones((2, 4)), policy="mixed_float16")
+    # a subclassed model is made again from its config under the policy, as raw Keras
+    # builds it under that global policy (issue 39 item 15; it was refused)
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        raw = Net()
+    finally:
+        keras.config.set_dtype_policy(before)
+    x = np.ones((2, 4), "float32")
+    raw(x)
+    report = check_model(Net(), x, policy="mixed_float16")
+    assert report.policy_override == "mixed_float16"
+    nested = raw._flatten_layers(include_self=False, recursive=True)
+    expected = {(type(layer).__name__, layer.compute_dtype) for layer in nested}
+    audited = {(c.layer_class, c.compute_dtype) for c in report.layers if c.depth}
+    assert audited == expected - {("InputLayer", "float32")}
+    assert any("made again from its config" in n for n in report.notes)
 
 
 # ------------------------------------------------- the op and the line (the op trace)

@@ -63,7 +63,6 @@ CASES = [
     ("model --sample huge_name[0]+", "could not evaluate --sample"),
     ("model --policy " + "p" * 5000, "unknown dtype policy"),
     ("model --backends ,", "backend"),
-    ("fixed --policy mixed_float16", "kept another policy"),
     ("as_dict", "needs a Keras model or layer"),
 ]
 
@@ -75,6 +74,25 @@ def test_misuse_is_a_usage_error_and_the_shell_survives(shell, namespace, line, 
     assert len(str(caught.value)) < 2_000  # nothing huge is echoed back
     report = shell.run_line_magic("dtype_check", "model")  # the shell still works
     assert isinstance(report, AuditReport)
+
+
+def test_a_layer_fixing_its_own_dtype_is_audited_as_raw_keras_builds_it(shell, namespace):
+    """A layer that fixes its own dtype keeps it when raw Keras builds the model under the
+    policy, so the audit runs the rebuilt model and names the layer it did not change (issue
+    39 item 15; it was a usage error)."""
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        raw = FixedDtypeDense(name="fixed")
+    finally:
+        keras.config.set_dtype_policy(before)
+    raw(np.ones((2, 4), "float32"))
+    report = shell.run_line_magic("dtype_check", "fixed --policy mixed_float16")
+    assert report.policy_override == "mixed_float16"
+    [row] = [c for c in report.layers if c.path.endswith("/fixed")]
+    assert row.compute_dtype == raw.compute_dtype
+    [note] = [n for n in report.notes if "were not changed" in n]
+    assert "fixed (FixedDtypeDense, still float32)" in note
 
 
 def test_misuse_in_a_cell_shows_no_traceback(shell, namespace, capsys):

@@ -49,9 +49,10 @@ from dtype_explorer.keras_run import (
     keras_flatten,
     layer_damage,
     layer_values_wrong,
-    policy_clone,
+    policy_rebuild,
     preserved_keras_state,
     quantize_request,
+    rebuilt_notes,
     reference_dtype,
     sample_for,
     sample_text,
@@ -173,8 +174,10 @@ def check_model(
     )
     notes = [] if model.built else [f"{describe_model(model)} was not built; the audit built it."]
     with preserved_keras_state():
-        # 3. The eager pass, every layer call recorded (on a copy for "fit")
-        audit = _eager_pass(model, sample, asked, notes)
+        # 3. The eager pass, every layer call recorded (on a copy for "fit"), under policy= on
+        #    the model rebuilt under it (or, where Keras cannot rebuild it, as built: said)
+        target, asked = _under_policy(model, asked, notes)
+        audit = _eager_pass(model, target, sample, asked, notes)
         # 4. The rules on the records: the calls, their numbers, other backends
         audit.findings += _call_findings(audit, asked)
         # 5. The mode's own run: the real model.predict, or one model.fit step on the copy
@@ -282,11 +285,24 @@ def _question(
     )
 
 
-def _eager_pass(model: Any, sample: Any, asked: _Question, notes: list[str]) -> _Audit:
-    """The model (its clone under ``policy=``, its training copy for ``"fit"``) run once on
-    ``sample``, every layer call recorded; the copy compiled as the model is."""
+def _under_policy(model: Any, asked: _Question, notes: list[str]) -> tuple[Any, _Question]:
+    """The model rebuilt under ``policy=`` (cloned, else made again from its config), what
+    the rebuild could not change noted; where Keras cannot rebuild it, the model as built and
+    the question without the policy (its report says so)."""
+    if asked.policy is None:
+        return model, asked
+    done = policy_rebuild(model, asked.policy)
+    notes += rebuilt_notes(describe_model(model), model.dtype_policy.name, asked.policy, done)
+    if done.model is None:
+        return model, dataclasses.replace(asked, policy=None)
+    return done.model, asked
+
+
+def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: list[str]) -> _Audit:
+    """The model (rebuilt under ``policy=`` by :func:`_under_policy`, its training copy for
+    ``"fit"``) run once on ``sample``, every layer call recorded; the copy compiled as the
+    model is."""
     mode = asked.mode
-    target = policy_clone(model, asked.policy) if asked.policy is not None else model
     inputs = declared_inputs(target)
     sample = sample_for(target, inputs, sample)
     quantized = None

@@ -29,6 +29,7 @@ from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
 from dtype_explorer.keras_run.model._model_trace import is_softmax
+from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
 
 
@@ -161,16 +162,54 @@ def _plain(value: Any) -> Any:
 
 
 def policy_clone(model: Any, policy: str) -> Any:
-    """A copy of a Sequential or Functional ``model`` with every layer under ``policy``: built
-    once per model and policy, then reused with the model's current weights while its
-    config and weights' layout are unchanged.
+    """A copy of ``model`` with every layer under ``policy`` (:func:`policy_rebuild`), or an
+    ``InvalidSpecError`` saying why there is none: no way to rebuild it, or layers the
+    rebuild could not put under the policy (a copy that answers for the old one).
 
     Args:
-        model: a Sequential or Functional Keras model (never changed).
+        model: a Keras model (never changed).
         policy: a dtype policy name.
 
     Returns:
         The clone, holding ``model``'s weights now.
+    """
+    done = policy_rebuild(model, policy)
+    if done.model is None:
+        raise InvalidSpecError(
+            f"could not rebuild {describe_model(model)} under policy {policy!r}: {done.failed}"
+        )
+    import keras
+
+    kept = [  # the layers the rebuild itself made (nested ones may fix their own on purpose)
+        f"{layer.name} ({type(layer).__name__}, still {layer.dtype_policy.name})"
+        for layer in done.model.layers
+        if not isinstance(layer, keras.layers.InputLayer)
+        and getattr(layer, "dtype_policy", None) is not None
+        and layer.dtype_policy.name != policy
+    ]
+    if kept:  # auditing it would answer for the old policy, not for the one asked about
+        shown = ", ".join(kept[:5]) + (f", ... ({len(kept)} in all)" if len(kept) > 5 else "")
+        raise InvalidSpecError(
+            f"could not rebuild {describe_model(model)} under policy {policy!r}: rebuilt from "
+            f"its config with dtype={policy!r}, these layers kept another policy: {shown}. "
+            "Their get_config()/from_config() drop the dtype argument (pass **kwargs on to "
+            "Layer.__init__), or they fix their own dtype."
+        )
+    return done.model
+
+
+def policy_rebuild(model: Any, policy: str) -> Rebuilt:
+    """``model`` rebuilt under ``policy`` as Keras can (cloned, else reloaded from its config:
+    ``_policy_rebuild``), built once per model and policy, then reused with the model's
+    current weights while its config and weights' layout are unchanged.
+
+    Args:
+        model: a Keras model (never changed).
+        policy: a dtype policy name.
+
+    Returns:
+        The ``Rebuilt``: the copy holding ``model``'s weights now, how it was made and the
+        layers it left under another policy; or, with no copy, why none could be made.
     """
     stamp = _fingerprint(model)
     try:
@@ -178,13 +217,14 @@ def policy_clone(model: Any, policy: str) -> Any:
     except TypeError:  # a model that cannot be held weakly
         found = None
     if found is not None and found[0] == stamp:
-        clone = found[1]
-        clone.set_weights(model.get_weights())
-        return clone
-    clone = _policy_clone(model, policy)
+        done = found[1]
+        if done.model is not None:
+            done.model.set_weights(model.get_weights())
+        return done
+    done = rebuild_under(model, policy)
     with contextlib.suppress(TypeError):
-        _CLONES.setdefault(model, {})[policy] = (stamp, clone)
-    return clone
+        _CLONES.setdefault(model, {})[policy] = (stamp, done)
+    return done
 
 
 def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
@@ -208,41 +248,6 @@ def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
         raise InvalidSpecError(
             f"could not {what}: {type(error).__name__}: {as_sentence(str(error))}"
         ) from error
-    return clone
-
-
-def _policy_clone(model: Any, policy: str) -> Any:
-    import keras
-
-    name = policy
-    if declared_inputs(model) is None:
-        raise InvalidSpecError(
-            "auditing under another policy clones the model, which works for Sequential and "
-            f"Functional models; {describe_model(model)} is subclassed. Rebuild it after "
-            f"keras.config.set_dtype_policy({name!r}) and check that instead."
-        )
-
-    def under_policy(layer: Any) -> Any:
-        return type(layer).from_config({**layer.get_config(), "dtype": name})
-
-    clone = cloned_with_weights(
-        model, under_policy, f"rebuild {describe_model(model)} under policy {name!r}"
-    )
-    kept = [
-        f"{layer.name} ({type(layer).__name__}, still {layer.dtype_policy.name})"
-        for layer in clone.layers  # the layers the clone function rebuilt
-        if not isinstance(layer, keras.layers.InputLayer)
-        and getattr(layer, "dtype_policy", None) is not None
-        and layer.dtype_policy.name != name
-    ]
-    if kept:  # auditing it would answer for the old policy, not for the one asked about
-        shown = ", ".join(kept[:5]) + (f", ... ({len(kept)} in all)" if len(kept) > 5 else "")
-        raise InvalidSpecError(
-            f"could not rebuild {describe_model(model)} under policy {name!r}: rebuilt from its "
-            f"config with dtype={name!r}, these layers kept another policy: {shown}. Their "
-            "get_config()/from_config() drop the dtype argument (pass **kwargs on to "
-            "Layer.__init__), or they fix their own dtype."
-        )
     return clone
 
 
