@@ -3,11 +3,12 @@ quantized and saved.
 
 ``_instance`` packs a user's layer, model, loss or metric for a worker (Keras's own format);
 ``_copy`` makes the copies an audit trains or clones (under another policy through
-``_policy_rebuild``: cloned, else made again from the model's config); ``_model_trace`` records a model's real
-forward pass, layer call by layer call (``ModelTracer``; what a call was given and received,
-read the same by Keras 2's trace, in ``_layer_calls``); ``_samples`` are a model's inputs
-and the tensors of a pass as records; ``_training`` runs one real training step; ``_quantize``
-quantizes copies as Keras does; ``_roundtrip`` and ``_roundtrip_preset`` save and load.
+``_policy_rebuild``: cloned, else made again from the model's config); ``_model_trace``
+records a model's real forward pass, layer call by layer call (``ModelTracer``; what a call
+was given and received, read the same by Keras 2's trace, in ``_layer_calls``); ``_samples``
+are a model's inputs and the tensors of a pass as records; ``_training`` runs one real
+training step; ``_quantize`` quantizes copies as Keras does; ``_roundtrip`` and
+``_roundtrip_preset`` save and load.
 
 It may import the foundation, ``records``, the op trace (``keras_run.trace``) and the engine's
 top-level rooms (numerics, instance kinds); the probe paths and Keras 2 import it, never the

@@ -37,10 +37,31 @@ def tensor_info(tensor: Any, values: bool = True) -> TensorInfo:
     """``tensor``'s dtype and shape, and whether its values are finite (``values``: read them;
     inside a compiled function they cannot be)."""
     shape = tuple(None if d is None else int(d) for d in tensor.shape)
+    values = values and readable(tensor)
     finite = _finite(tensor) if values else None
     name = dtypes.describe(tensor)
     peak = _max_abs_integer(tensor) if values and dtypes.is_integer(name) else None
     return TensorInfo(dtype=name, shape=shape, finite=finite, max_abs=peak)
+
+
+def readable(tensor: Any) -> bool:
+    """Whether ``tensor``'s values can be read now: not a value being traced (a JAX tracer:
+    an RNN's cell inside ``lax.scan``, any layer inside the jitted ``predict``; a TensorFlow
+    graph tensor inside a ``tf.function``), whose dtype is all there is.
+
+    >>> readable(np.ones(2))
+    True
+    """
+    module = type(tensor).__module__
+    if module.startswith("jax"):
+        import jax
+
+        return not isinstance(tensor, jax.core.Tracer)
+    if module.startswith("tensorflow"):
+        import tensorflow as tf
+
+        return not tf.is_symbolic_tensor(tensor)
+    return True
 
 
 def _max_abs_integer(tensor: Any) -> float | None:
@@ -62,7 +83,7 @@ def nonfinite_count(tensor: Any) -> int:
     >>> nonfinite_count(np.array([1e300, np.inf]))   # float64 kept: 1e300 is finite there
     1
     """
-    array = _float_values(tensor)
+    array = _float_values(tensor) if readable(tensor) else None
     return 0 if array is None else int(array.size - np.isfinite(array).sum())
 
 
