@@ -60,11 +60,19 @@ lint() {
 
 # The tiers: tests/conftest.py marks each test by what it uses (workers, engine, browser,
 # notebook...); --tier=fast is the pure ones and tests/test_architecture.py, --tier=rest all
-# the others: together, every test, each once.
+# the others: together, every test, each once. The rest runs in DX_TEST_PROCESSES pytest
+# processes (pytest-xdist, 2 by default: most of it waits on real workers, kernels and
+# browsers), a test file to a process (its module fixtures made once); DX_TEST_PROCESSES=0
+# runs it in this one process.
 run_tests() {
   lint
   tier fast -x "$@"
-  tier rest "$@"
+  local processes=${DX_TEST_PROCESSES:-2}
+  if [ "$processes" = 0 ]; then
+    tier rest "$@"
+  else
+    tier rest -n "$processes" --dist loadfile "$@"
+  fi
 }
 
 # pytest on one tier; a tier with no test among those asked (pytest's 5) is not a failure.

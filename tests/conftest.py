@@ -79,12 +79,18 @@ def _drop_refused_engines() -> list[str]:
     return dropped
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Once per run, before any test (in the controller when pytest-xdist runs the tests in
+    several processes, so that no process removes an engine another just created)."""
+    if hasattr(session.config, "workerinput") or session.config.getoption("tier") == "fast":
+        return
+    dropped = _drop_refused_engines()
+    if dropped:
+        print(f"\nkept engines refused by this key, removed: {', '.join(dropped)}")
+
+
 @pytest.fixture(scope="session", autouse=True)
-def _fresh_cache_and_workers(request):
-    if request.config.getoption("tier") != "fast":
-        dropped = _drop_refused_engines()
-        if dropped:
-            print(f"\nkept engines refused by this key, removed: {', '.join(dropped)}")
+def _fresh_cache_and_workers():
     yield
     from dtype_explorer import pool
 
