@@ -1,0 +1,58 @@
+"""What a value finding says is the cause (issue 39 items 21, 24): each case runs raw Keras in
+the probed backend's worker (``raw_numerics.py``), in the probed dtype and in the reference
+dtype, beside the tool's probe, and the finding must carry raw Keras's numbers and name a
+cause the path can have."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import raw_numerics as raw
+
+import dtype_explorer as dx
+from dtype_explorer import pool
+
+
+def _raw(backend: str, function, *args):
+    return pool.call(backend, function, *args, timeout=120).result()
+
+
+def test_torch_bce_in_float16_is_off_from_the_reference_not_integer_truncation():
+    """torch's binary_cross_entropy clamps log(0) at -100: in float16 the clipped prediction
+    rounds to 1 and the loss is exactly 100.0, a whole number from a float-only path. The old
+    rule read 'every value came out a whole number' as an integer dtype on the way."""
+    y_true, y_pred = [[0.0]], [[1.0]]
+    want = _raw("torch", raw.binary_crossentropy, y_true, y_pred, "float16", "float64")
+    values = [np.asarray(y_true, "float16"), np.asarray(y_pred, "float16")]
+    r = dx.probe(
+        "losses.BinaryCrossentropy", values=values, kwargs={"dtype": "float16"}, backend="torch"
+    )
+    assert r.status == "ok", r.error
+    assert r.output_dtype == "float16"
+    assert list(r.numerics.outputs[0].head) == want["value"]
+    (finding,) = [f for f in r.numerics.findings if f.output == 0]
+    assert finding.value == want["value"][0]
+    assert finding.expected == pytest.approx(want["reference"][0])
+    assert finding.reference_dtype == "float64"
+    assert finding.kind == "reference-error", finding.message
+    assert "integer" not in finding.message
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_a_cell_given_its_inputs_shape_alone_is_called_with_states(backend):
+    """``GRUCell`` under floatx float16 with ``shape=(8, 3)``: a cell's call needs its states,
+    so the tool supplies them (the catalog's, with the given batch) and says so, and answers
+    as raw Keras does: float16 on TensorFlow; torch's qr (the recurrent kernel's orthogonal
+    initializer) refuses float16. It was 'invalid (shape or kwargs)': missing 'states'."""
+    want = _raw(backend, raw.gru_cell, "float16", 8, 3, 4)
+    r = dx.probe("GRUCell", floatx="float16", shape=(8, 3), backend=backend)
+    assert r.status != "invalid", r.error
+    if "raises" in want:
+        assert r.status == "error"
+        assert r.error.type == want["raises"]
+        assert r.error.where != "shape or kwargs"
+    else:
+        assert r.status == "ok", r.error
+        assert r.output_dtype == want["output"]
+    shapes = [s for s in r.supplied if s.part == "shape"]
+    assert [s.value for s in shapes] == ["(8, 4)"]
