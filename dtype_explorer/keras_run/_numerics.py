@@ -58,10 +58,12 @@ def measure(
     values = tuple(_values(i, dtype, array) for i, (dtype, array) in enumerate(arrays))
     base = {"outputs": values, "comparable": comparable[0], "comparable_note": comparable[1]}
     out = next((a for d, a in arrays if dtypes.family(d) == "float"), None)
-    if out is None:
+    if out is None:  # else an integer output, else a bool one
         out = next((a for d, a in arrays if dtypes.is_integer(d)), None)
     if out is None:
-        return Numerics(note="no float output", **base)
+        out = next((a for d, a in arrays if d == "bool"), None)
+    if out is None:
+        return Numerics(note="no number output", **base)
     finite_input = all(_finite(s) for s in samples)
     fields: dict[str, Any] = {
         "output_count": int(out.size),
@@ -76,7 +78,7 @@ def measure(
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
     integers = integer_reference and any(  # the data, not a variable (a seed's uint32 state)
-        dtypes.family(s.dtype) in ("int", "uint") for s in steps if s.stage != "variables"
+        dtypes.family(s.dtype) in ("int", "uint", "bool") for s in steps if s.stage != "variables"
     )
     findings: list[ValueFinding] = []
     if reference is None or not (narrowed or integers):
@@ -274,6 +276,8 @@ def _first_wrong(
             message=message,
         )
 
+    if dtype == "bool":
+        return _bool_wrong(out, ref, ref_dtype, both & (np.abs(out - ref) > limit), finding)
     bounds = dtypes.int_range(dtype)
     if bounds is not None:
         lo, hi = bounds
@@ -318,6 +322,28 @@ def _first_wrong(
         k,
         f"{_num(out.flat[k])} where {_num(ref.flat[k])} in {ref_dtype}: error {error:.2g} of the "
         f"values' scale, beyond {limit:.2g}",
+    )
+
+
+def _bool_wrong(
+    out: np.ndarray,
+    ref: np.ndarray,
+    ref_dtype: str,
+    wrong: np.ndarray,
+    finding: Callable[[Any, int, str], ValueFinding],
+) -> ValueFinding | None:
+    """A bool output whose numbers differ from the same computation in ``ref_dtype`` (Keras
+    casts ``ops.rms_normalization``'s result back to its bool input's dtype): a bool holds
+    only 0 and 1, so the values computed are lost."""
+    if not wrong.any():
+        return None
+    k = int(np.flatnonzero(wrong.ravel())[0])
+    return finding(
+        "reference-error",
+        k,
+        f"{_num(out.flat[k])} where the same computation in {ref_dtype} gives "
+        f"{_num(ref.flat[k])}: a bool holds only 0 and 1 (False, True), so the values "
+        "computed are lost",
     )
 
 

@@ -42,3 +42,21 @@ def gru_cell(floatx: str, batch: int, features: int, units: int) -> dict:
         return {"output": keras.backend.standardize_dtype(out.dtype)}
     finally:
         keras.config.set_floatx(before)
+
+
+def rms_normalization(x: np.ndarray, wide: str) -> dict:
+    """``ops.rms_normalization`` and ``RMSNormalization()`` on ``x`` as given, and on ``x`` in
+    ``wide`` (the layer built under the ``wide`` policy)."""
+    import keras
+
+    layer, reference = keras.layers.RMSNormalization(), keras.layers.RMSNormalization(dtype=wide)
+    op, op_wide = keras.ops.rms_normalization(x), keras.ops.rms_normalization(x.astype(wide))
+    return {
+        "op": {"dtype": keras.backend.standardize_dtype(op.dtype), "value": _numbers(op)},
+        "op_reference": _numbers(op_wide),
+        "layer": {
+            "dtype": keras.backend.standardize_dtype(layer(x).dtype),
+            "value": _numbers(layer(x)),
+        },
+        "layer_reference": _numbers(reference(x.astype(wide))),
+    }

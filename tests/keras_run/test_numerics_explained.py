@@ -11,6 +11,7 @@ import raw_numerics as raw
 
 import dtype_explorer as dx
 from dtype_explorer import pool
+from dtype_explorer.keras_run import reference_dtype
 
 
 def _raw(backend: str, function, *args):
@@ -56,3 +57,32 @@ def test_a_cell_given_its_inputs_shape_alone_is_called_with_states(backend):
         assert r.output_dtype == want["output"]
     shapes = [s for s in r.supplied if s.part == "shape"]
     assert [s.value for s in shapes] == ["(8, 4)"]
+
+
+BOOLS = np.array([[True, True, False], [False, True, False]])
+INTS = np.array([[1, 2, -3, 4], [0, 5, 1, -2]], "int32")
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("x", [BOOLS, INTS], ids=["bool", "int32"])
+@pytest.mark.parametrize("target", ["ops.rms_normalization", "RMSNormalization"])
+def test_bool_and_integer_normalization_is_checked_against_the_wide_computation(backend, x, target):
+    """Keras casts an RMS normalization back to its input's dtype: bool input comes out
+    True/False, int32 input [0, 0, 1, ...], where the same computation in the wide float gives
+    1.22 or 0.45. The probe had no value check for a bool output, nor for the passthrough
+    RMSNormalization layer on an integer path."""
+    wide_dtype = reference_dtype(backend)  # the widest float the backend computes in
+    want = _raw(backend, raw.rms_normalization, x, wide_dtype)
+    kind = "op" if target.startswith("ops.") else "layer"
+    r = dx.probe(target, values=[x], backend=backend)
+    assert r.status == "ok", r.error
+    assert r.output_dtype == want[kind]["dtype"] == str(x.dtype)
+    values = r.numerics.outputs[0]
+    assert list(values.head) == want[kind]["value"][: len(values.head)]
+    got, ref = np.array(want[kind]["value"]), np.array(want[f"{kind}_reference"])
+    assert not np.allclose(got, ref)  # raw Keras: the numbers are lost
+    (finding,) = [f for f in r.numerics.findings if f.output == 0]
+    k = int(np.ravel_multi_index(finding.element, x.shape))
+    assert finding.value == got[k]
+    assert finding.expected == pytest.approx(ref[k], rel=1e-6)
+    assert finding.reference_dtype == wide_dtype

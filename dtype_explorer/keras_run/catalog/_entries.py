@@ -68,6 +68,13 @@ COMPUTING_OPS = frozenset(
 )
 
 
+#: The layer groups whose layers compute on their inputs' values whatever their dtype
+#: contract (a passthrough layer returns its input's dtype, computed in it).
+COMPUTING_LAYER_GROUPS = frozenset(
+    {"merging", "activation", "attention", "normalization", "pooling"}
+)
+
+
 @dataclass(frozen=True)
 class LayerEntry:
     """One public ``keras.layers`` class and how to probe it."""
@@ -91,6 +98,16 @@ class LayerEntry:
     @property
     def arity(self) -> int:
         return len(self.shapes)
+
+    @property
+    def computes_on_values(self) -> bool:
+        """Whether the layer does arithmetic on its inputs' values, so an integer or bool
+        input can come out as wrong numbers in a right dtype: a compute or self-managed
+        layer, or a passthrough one of :data:`COMPUTING_LAYER_GROUPS` (RMSNormalization
+        returns int32 input normalized and truncated). Reshaping, regularization at inference
+        and the core passthroughs only move values."""
+        computes = self.contract in ("compute", "self-managed")
+        return computes or self.group in COMPUTING_LAYER_GROUPS
 
     def completed_shapes(self, given: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
         """``given`` shapes, completed to every input a positional call needs: a cell's
