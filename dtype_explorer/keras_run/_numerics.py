@@ -77,11 +77,17 @@ def measure(
     narrowest = min((_float_bits(s.dtype, 99) for s in steps if s.stage != "input"), default=99)
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
-    integers = integer_reference and any(  # the data, not a variable (a seed's uint32 state)
+    on_path = any(  # the data, not a variable (a seed's uint32 state)
         dtypes.family(s.dtype) in ("int", "uint", "bool") for s in steps if s.stage != "variables"
     )
+    integers = integer_reference and on_path
     findings: list[ValueFinding] = []
-    if reference is None or not (narrowed or integers):
+    if on_path and not integer_reference and not narrowed:
+        notes.append(
+            "integers on the path, but the target does no arithmetic on its values (it looks "
+            "up, moves or encodes them); no reference run"
+        )
+    elif reference is None or not (narrowed or integers):
         notes.append("no narrowing or integer on the path; no reference run")
     elif narrowed and not integers and _float_bits(wide, 0) <= narrowest:
         notes.append(f"{backend} computes no wider than {wide}; no reference run")

@@ -5,8 +5,10 @@ cause the path can have."""
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
+import raw_instances
 import raw_numerics as raw
 
 import dtype_explorer as dx
@@ -86,3 +88,43 @@ def test_bool_and_integer_normalization_is_checked_against_the_wide_computation(
     assert finding.value == got[k]
     assert finding.expected == pytest.approx(ref[k], rel=1e-6)
     assert finding.reference_dtype == wide_dtype
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax", "torch", "tensorflow"])
+def test_an_adapted_text_vectorization_is_judged_as_its_class(backend):
+    """Issue 39 item 22: an adapted ``TextVectorization`` instance was a custom layer to the
+    tool, so the policy rule (float32) judged its integer ids ('deviates') and a float64
+    rebuild of it was run as a numbers reference, which failed. Keras's own class chooses its
+    output dtype itself; the instance is judged as the class is, and its ids are not measured
+    against a float reference. Raw Keras gives the dtype and the ids."""
+    corpus, texts = ["a b c", "b c d", "c d"], ["a b", "d c"]
+    layer = keras.layers.TextVectorization()
+    layer.adapt(corpus)
+    want = _raw(backend, raw_instances.text_vectorization, corpus, texts)
+    r = dx.probe(layer, values=[np.array(texts)], backend=backend)
+    assert r.ok, r.error
+    assert r.output_dtype == want["output"]
+    head = r.numerics.outputs[0].head
+    assert list(head[: len(want["numbers"])]) == want["numbers"]
+    assert r.verdict != "deviates"
+    assert "policy" not in {e.source for e in r.expectations}
+    assert "reference run failed" not in r.numerics.note
+    named = dx.probe("TextVectorization", kwargs={"vocabulary": ["a", "b"]}, backend=backend)
+    assert {e.source for e in r.expectations} == {e.source for e in named.expectations}
+
+
+def test_a_users_subclass_of_a_keras_layer_is_still_its_own():
+    """The class's rule is taken only for Keras's own class: a subclass's ``call`` is the
+    user's, judged as a custom layer (here, by the policy rule: it returns float16)."""
+
+    class Halved(keras.layers.Dense):
+        def call(self, x):
+            return keras.ops.cast(super().call(x), "float16")
+
+    layer = Halved(2)
+    layer.build((None, 4))
+    x = np.ones((2, 4), "float32")
+    r = dx.probe(layer, values=[x])
+    assert r.ok, r.error
+    assert r.output_dtype == keras.backend.standardize_dtype(layer(x).dtype) == "float16"
+    assert r.verdict == "deviates"
