@@ -76,7 +76,7 @@ _EXPORTS: dict[str, str] = {
     "nonfinite_outputs": "dtype_explorer.keras_run.model._proven_fix",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
-    "layer_values_wrong": "dtype_explorer.keras_run._numerics",
+    "layer_values_wrong": "dtype_explorer.keras_run._layer_values",
     "reference_dtype": "dtype_explorer.keras_run._numerics",
     "worth_value_check": "dtype_explorer.keras_run._numerics",
     "run_probe": "dtype_explorer.keras_run.probe._run:run",
@@ -121,11 +121,11 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         preserved_keras_state,
         restore_settings,
     )
+    from dtype_explorer.keras_run._layer_values import layer_values_wrong
     from dtype_explorer.keras_run._mode_rules import modes_for
     from dtype_explorer.keras_run._numerics import (
         check_values,
         error_limit,
-        layer_values_wrong,
         reference_dtype,
         worth_value_check,
     )

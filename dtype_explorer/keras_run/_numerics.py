@@ -58,10 +58,12 @@ def measure(
     values = tuple(_values(i, dtype, array) for i, (dtype, array) in enumerate(arrays))
     base = {"outputs": values, "comparable": comparable[0], "comparable_note": comparable[1]}
     out = next((a for d, a in arrays if dtypes.family(d) == "float"), None)
-    if out is None:
+    if out is None:  # else an integer output, else a bool one
         out = next((a for d, a in arrays if dtypes.is_integer(d)), None)
     if out is None:
-        return Numerics(note="no float output", **base)
+        out = next((a for d, a in arrays if d == "bool"), None)
+    if out is None:
+        return Numerics(note="no number output", **base)
     finite_input = all(_finite(s) for s in samples)
     fields: dict[str, Any] = {
         "output_count": int(out.size),
@@ -75,11 +77,17 @@ def measure(
     narrowest = min((_float_bits(s.dtype, 99) for s in steps if s.stage != "input"), default=99)
     given_widest = max((_float_bits(s.dtype, 0) for s in steps if s.stage == "input"), default=0)
     narrowed = narrowest == 16 or (given_widest > narrowest and narrowest < 99)
-    integers = integer_reference and any(  # the data, not a variable (a seed's uint32 state)
-        dtypes.family(s.dtype) in ("int", "uint") for s in steps if s.stage != "variables"
+    on_path = any(  # the data, not a variable (a seed's uint32 state)
+        dtypes.family(s.dtype) in ("int", "uint", "bool") for s in steps if s.stage != "variables"
     )
+    integers = integer_reference and on_path
     findings: list[ValueFinding] = []
-    if reference is None or not (narrowed or integers):
+    if on_path and not integer_reference and not narrowed:
+        notes.append(
+            "integers on the path, but the target does no arithmetic on its values (it looks "
+            "up, moves or encodes them); no reference run"
+        )
+    elif reference is None or not (narrowed or integers):
         notes.append("no narrowing or integer on the path; no reference run")
     elif narrowed and not integers and _float_bits(wide, 0) <= narrowest:
         notes.append(f"{backend} computes no wider than {wide}; no reference run")
@@ -96,7 +104,15 @@ def measure(
             notes.extend(n for n in (draws_note(draws or [], wide),) if n)
             limit = error_limit(_narrowest(steps))
             for i, ((dtype, array), ref_array) in enumerate(zip(arrays, refs)):
-                found = check_values(array, dtype, ref_array, wide, limit=limit, output=i)
+                found = check_values(
+                    array,
+                    dtype,
+                    ref_array,
+                    wide,
+                    limit=limit,
+                    output=i,
+                    integer_path=integer_on_path(steps, dtype),
+                )
                 if found is not None:
                     findings.append(found)
     if finite_input and not any(f.kind != "reference-error" for f in findings):
@@ -190,6 +206,20 @@ def error_limit(dtype: str) -> float:
     return min(max(REFERENCE_ULPS * ulp, low), high)
 
 
+def integer_on_path(steps: Iterable[CastStep], dtype: str) -> bool:
+    """Whether an integer dtype carried the data: the output's ``dtype``, or a step of the
+    cast path other than a variable (a seed's uint32 state carries no data).
+
+    >>> integer_on_path([CastStep(stage="input", dtype="float16")], "float16")
+    False
+    >>> integer_on_path([CastStep(stage="input", dtype="int32")], "float32")
+    True
+    """
+    return dtypes.is_integer(dtype) or any(
+        dtypes.is_integer(s.dtype) for s in steps if s.stage != "variables"
+    )
+
+
 def check_values(
     out: np.ndarray,
     dtype: str,
@@ -198,18 +228,43 @@ def check_values(
     *,
     limit: float,
     output: int = 0,
+    integer_path: bool = True,
 ) -> ValueFinding | None:
-    """The first element where ``out`` (of ``dtype``) is wrong against ``ref``: wrapped around
-    or saturated at an integer's range, truncated to an integer, or off by more than ``limit``
-    of the values' scale; ``None`` when the numbers hold."""
+    """The first element where ``out`` (of ``dtype``) is wrong against ``ref``.
+
+    Args:
+        out: the call's values (as float64).
+        dtype: their dtype.
+        ref: the same computation's values in ``ref_dtype``.
+        ref_dtype: the reference's dtype.
+        limit: the relative error (to the values' scale) beyond which a number is wrong.
+        output: which output ``out`` is.
+        integer_path: whether an integer dtype carried the data (:func:`integer_on_path`):
+            only then are whole-number results named truncation; a float-only path whose
+            values happen to be whole (torch's float16 log clamped at -100 gives a loss of
+            100) is off from the reference, not truncated.
+
+    Returns:
+        A wraparound or saturation at an integer's range, a truncation to an integer, or an
+        error beyond ``limit`` of the values' scale; ``None`` when the numbers hold.
+    """
     if ref is None or out.shape != ref.shape or out.size == 0:
         return None
     with np.errstate(all="ignore"):  # inf - inf where both overflowed: masked out below
-        return _first_wrong(out, dtype, ref, ref_dtype, limit=limit, output=output)
+        return _first_wrong(
+            out, dtype, ref, ref_dtype, limit=limit, output=output, integer_path=integer_path
+        )
 
 
 def _first_wrong(
-    out: np.ndarray, dtype: str, ref: np.ndarray, ref_dtype: str, *, limit: float, output: int
+    out: np.ndarray,
+    dtype: str,
+    ref: np.ndarray,
+    ref_dtype: str,
+    *,
+    limit: float,
+    output: int,
+    integer_path: bool,
 ) -> ValueFinding | None:
     both = np.isfinite(out) & np.isfinite(ref)
     if not both.any():
@@ -227,6 +282,8 @@ def _first_wrong(
             message=message,
         )
 
+    if dtype == "bool":
+        return _bool_wrong(out, ref, ref_dtype, both & (np.abs(out - ref) > limit), finding)
     bounds = dtypes.int_range(dtype)
     if bounds is not None:
         lo, hi = bounds
@@ -248,7 +305,9 @@ def _first_wrong(
                 f"{dtype} holds {lo}..{hi} and {how}",
             )
     fractional = both & (np.abs(ref - np.round(ref)) > 1e-6 * np.maximum(1.0, np.abs(ref)))
-    integral = bool(np.all(out[np.isfinite(out)] == np.round(out[np.isfinite(out)])))
+    integral = integer_path and bool(
+        np.all(out[np.isfinite(out)] == np.round(out[np.isfinite(out)]))
+    )
     scale = float(np.max(np.abs(ref[both]))) or 1.0
     wrong = both & (np.abs(out - ref) > limit * scale)
     if not wrong.any():
@@ -269,6 +328,28 @@ def _first_wrong(
         k,
         f"{_num(out.flat[k])} where {_num(ref.flat[k])} in {ref_dtype}: error {error:.2g} of the "
         f"values' scale, beyond {limit:.2g}",
+    )
+
+
+def _bool_wrong(
+    out: np.ndarray,
+    ref: np.ndarray,
+    ref_dtype: str,
+    wrong: np.ndarray,
+    finding: Callable[[Any, int, str], ValueFinding],
+) -> ValueFinding | None:
+    """A bool output whose numbers differ from the same computation in ``ref_dtype`` (Keras
+    casts ``ops.rms_normalization``'s result back to its bool input's dtype): a bool holds
+    only 0 and 1, so the values computed are lost."""
+    if not wrong.any():
+        return None
+    k = int(np.flatnonzero(wrong.ravel())[0])
+    return finding(
+        "reference-error",
+        k,
+        f"{_num(out.flat[k])} where the same computation in {ref_dtype} gives "
+        f"{_num(ref.flat[k])}: a bool holds only 0 and 1 (False, True), so the values "
+        "computed are lost",
     )
 
 
@@ -504,70 +585,3 @@ def worth_value_check(received: Iterable[Any]) -> bool:
     True
     """
     return any(dtypes.family(t.dtype) in ("int", "uint") for t in received)
-
-
-def layer_values_wrong(
-    layer: Any,
-    values: tuple[Any, Any, Any],
-    outputs: tuple[Any, ...],
-    compute_dtype: str,
-    wide: str,
-) -> ValueFinding | None:
-    """Re-run ``layer`` (rebuilt under the ``wide`` policy, same weights) on a call's own
-    ``values`` (its arguments, keyword arguments and outputs as NumPy), every number array in
-    ``wide``, and name the first output element whose number is wrong: wrapped around,
-    saturated, truncated, or off beyond ``compute_dtype``'s error. ``outputs`` are the call's
-    output ``TensorInfo``s. ``None`` when the numbers hold or the layer cannot be rebuilt in
-    ``wide`` (no check)."""
-    args, kwargs, produced = values
-    try:
-        refs = _numpy_leaves(_reference_call(layer, args, kwargs, wide))
-    except Exception:
-        return None  # a layer that cannot be rebuilt in the wide dtype: no check
-    outs = _numpy_leaves(produced)
-    for i, (out, ref, info) in enumerate(zip(outs, refs, outputs)):
-        found = check_values(
-            out.astype(np.float64),
-            info.dtype,
-            np.asarray(ref).astype(np.float64),
-            wide,
-            limit=error_limit(compute_dtype),
-            output=i,
-        )
-        if found is not None:
-            return found
-    return None
-
-
-def _reference_call(layer: Any, args: Any, kwargs: Any, wide: str) -> Any:
-    """``layer`` rebuilt under the ``wide`` policy with the same weights, called on the same
-    values with every number array in ``wide``."""
-    import keras
-
-    config = {**layer.get_config(), "dtype": wide}
-    clone = type(layer).from_config(config)
-
-    def widen(x: Any) -> Any:
-        if isinstance(x, np.ndarray) and dtypes.family(x.dtype.name) in ("int", "uint", "float"):
-            return x.astype(wide)
-        return x
-
-    args, kwargs = keras.tree.map_structure(widen, (args, kwargs))
-    clone(*args, **kwargs)
-    clone.set_weights(
-        [
-            w.astype(wide) if dtypes.family(str(w.dtype)) == "float" else w
-            for w in layer.get_weights()
-        ]
-    )
-    return clone(*args, **kwargs)
-
-
-def _numpy_leaves(structure: Any) -> list[np.ndarray]:
-    import keras
-
-    return [
-        np.asarray(keras.ops.convert_to_numpy(x))
-        for x in keras.tree.flatten(structure)
-        if hasattr(x, "shape")
-    ]

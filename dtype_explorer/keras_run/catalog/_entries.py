@@ -68,6 +68,13 @@ COMPUTING_OPS = frozenset(
 )
 
 
+#: The layer groups whose layers compute on their inputs' values whatever their dtype
+#: contract (a passthrough layer returns its input's dtype, computed in it).
+COMPUTING_LAYER_GROUPS = frozenset(
+    {"merging", "activation", "attention", "normalization", "pooling"}
+)
+
+
 @dataclass(frozen=True)
 class LayerEntry:
     """One public ``keras.layers`` class and how to probe it."""
@@ -82,12 +89,53 @@ class LayerEntry:
     aliases: tuple[str, ...] = ()
     skip: str | None = None
     note: str = ""
+    #: Each input's batch axis (``()``: axis 0 of every input); an RNN cell's states hold
+    #: the batch at axis -2 (``(batch, units)``, LSTMCell's ``(2, batch, units)``).
+    batch_axes: tuple[int, ...] = ()
 
     kind = "layer"
 
     @property
     def arity(self) -> int:
         return len(self.shapes)
+
+    @property
+    def computes_on_values(self) -> bool:
+        """Whether the layer does arithmetic on its inputs' values, so an integer or bool
+        input can come out as wrong numbers in a right dtype: a compute or self-managed
+        layer, or a passthrough one of :data:`COMPUTING_LAYER_GROUPS` (RMSNormalization
+        returns int32 input normalized and truncated). Reshaping, regularization at inference
+        and the core passthroughs only move values."""
+        computes = self.contract in ("compute", "self-managed")
+        return computes or self.group in COMPUTING_LAYER_GROUPS
+
+    def completed_shapes(self, given: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:
+        """``given`` shapes, completed to every input a positional call needs: a cell's
+        ``(inputs, states)`` and an attention layer's ``(query, value)`` are all required
+        arguments, so where fewer shapes are given the rest are the catalog's, each with the
+        first given shape's batch at its batch axis. Other entries: ``given`` as it is.
+
+        Args:
+            given: the shapes the user gave, batch first.
+
+        Returns:
+            One shape per input the call needs.
+
+        >>> cell = LayerEntry("LSTMCell", "rnn-cells", "compute", ((2, 3), (2, 2, 4)),
+        ...     input_style="positional", batch_axes=(0, -2))
+        >>> cell.completed_shapes(((8, 3),))
+        ((8, 3), (2, 8, 4))
+        """
+        if self.input_style != "positional" or not given or len(given) >= self.arity:
+            return given
+        batch = given[0][0]
+        missing = []
+        for i in range(len(given), self.arity):
+            shape = list(self.shapes[i])
+            axis = self.batch_axes[i] if i < len(self.batch_axes) else 0
+            shape[axis] = batch
+            missing.append(tuple(shape))
+        return (*given, *missing)
 
     def input_roles(self, arity: int) -> tuple[Role, ...]:
         """The role of each of ``arity`` inputs (the last role repeats)."""

@@ -269,6 +269,7 @@ LAYERS: tuple[LayerEntry, ...] = (
         roles=("float", "float"),
         kwargs={"units": 4},
         input_style="positional",
+        batch_axes=(0, -2),
         note="called cell(inputs, state); returns (output, new_state)",
     ),
     _layer(
@@ -280,6 +281,7 @@ LAYERS: tuple[LayerEntry, ...] = (
         roles=("float", "float"),
         kwargs={"units": 4},
         input_style="positional",
+        batch_axes=(0, -2),
         note="called cell(inputs, state); returns (output, new_state)",
     ),
     _layer(
@@ -291,6 +293,7 @@ LAYERS: tuple[LayerEntry, ...] = (
         roles=("float", "float"),
         kwargs={"units": 4},
         input_style="positional",
+        batch_axes=(0, -2),
         note="called cell(inputs, states) with states [h, c] stacked as one (2, batch, units) "
         "tensor; returns (output, [h, c])",
     ),
@@ -303,6 +306,7 @@ LAYERS: tuple[LayerEntry, ...] = (
         roles=("float", "float"),
         kwargs={"cells": [sublayer("SimpleRNNCell", units=4)]},
         input_style="positional",
+        batch_axes=(0, -2),
         note="one SimpleRNNCell; states stacked as one (n_cells, batch, units) tensor",
     ),
     # attention

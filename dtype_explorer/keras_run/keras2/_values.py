@@ -63,7 +63,7 @@ def keras2_numerics(
         reference=None
         if make is None
         else lambda wide: _reference(make, layer, call, inputs, wide),
-        integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
+        integer_reference=entry.computes_on_values,
         backend="tensorflow",
         flatten=arrays,
     )

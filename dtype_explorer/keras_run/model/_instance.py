@@ -46,6 +46,8 @@ class Packed:
             registered only while the archive loads.
         policy: the instance's dtype policy name (``"int8_from_bfloat16"``).
         state: a metric's variables' values, in order (an archive holds none of them).
+        keras_class: the instance's class when it is Keras's own ``keras.layers`` class of
+            that name (an adapted ``TextVectorization``), not a user's subclass; else ``None``.
     """
 
     kind: str
@@ -54,6 +56,7 @@ class Packed:
     custom: dict[str, Any] = field(default_factory=dict)
     policy: str = "float32"
     state: tuple[np.ndarray, ...] = ()
+    keras_class: str | None = None
 
     def load(self) -> Any:
         """A fresh copy of the instance: the archive loaded under safe mode (no lambdas or
@@ -139,13 +142,15 @@ def pack(target: Any) -> Packed:
         if kind == "metric"
         else ()
     )
+    name = type(target).__name__
     return Packed(
         kind=kind,
-        class_name=type(target).__name__,
+        class_name=name,
         archive=archive,
         custom=_custom_objects(target, named),
         policy=own_policy(target),
         state=state,
+        keras_class=name if type(target) is getattr(keras.layers, name, None) else None,
     )
 
 

@@ -48,7 +48,7 @@ def layer_numerics(
             draws=draws,
         ),
         comparable=_comparable(layer),
-        integer_reference=entry.contract in ("compute", "self-managed") or entry.group == "merging",
+        integer_reference=entry.computes_on_values,
         draws=draws,
     )
 
@@ -125,14 +125,16 @@ def _reusable(
 
 
 def _widened_inputs(samples: list, roles: list[str], dtype: str) -> list:
-    """The samples with every float and non-index integer array in ``dtype``."""
+    """The samples with every float, non-index integer and float-role bool array in
+    ``dtype`` (a bool is a number to RMSNormalization: it normalizes 0 and 1)."""
     import keras
 
     def widen(leaf: Any, role: str) -> Any:
         if not isinstance(leaf, np.ndarray):
             return leaf  # a Python number, a string list: as given
         kind = dtypes.describe(leaf)
-        if dtypes.is_float(kind) or (dtypes.is_integer(kind) and role != "index"):
+        counted = dtypes.is_integer(kind) and role != "index"
+        if dtypes.is_float(kind) or counted or (kind == "bool" and role == "float"):
             return leaf.astype(dtype)
         return leaf
 

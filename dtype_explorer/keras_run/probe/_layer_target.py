@@ -6,6 +6,7 @@ instance.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,23 @@ from dtype_explorer.records import ProbeSpec, Supplied
 
 
 def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
+    """The entry a layer probe runs with: the catalog's for a catalog name; for a user's
+    class or instance, :func:`catalog.custom_entry`, except that an instance of Keras's own
+    layer class (``Packed.keras_class``) keeps that class's contract, group and input roles
+    from the catalog (an adapted ``TextVectorization`` chooses its output dtype itself, as the
+    class does: the policy rule does not judge it), with the user's inputs, not the catalog's.
+
+    Args:
+        spec: the question.
+        target: what was asked about: ``None`` for a catalog name, a user's class, or the
+            instance as packed (``Packed``).
+
+    Returns:
+        The ``LayerEntry``.
+
+    Raises:
+        InvalidSpecError: the name is an op's, or a layer the catalog cannot probe alone.
+    """
     if not spec.target.startswith("custom:"):
         found = catalog.entry(spec.target)
         if isinstance(found, OpEntry):
@@ -28,7 +46,12 @@ def layer_entry(spec: ProbeSpec, target: Any) -> LayerEntry:
         return found
     if target is None:
         raise InvalidSpecError(f"{spec.target!r} needs the layer itself (target=...)")
-    return catalog.custom_entry(spec.target, getattr(target, "call", None), input_count(spec))
+    custom = catalog.custom_entry(spec.target, getattr(target, "call", None), input_count(spec))
+    keras_class = getattr(target, "keras_class", None) if isinstance(target, Packed) else None
+    own = catalog.entry(keras_class) if keras_class in catalog.names() else None
+    if not isinstance(own, LayerEntry):
+        return custom
+    return dataclasses.replace(custom, contract=own.contract, group=own.group, roles=own.roles)
 
 
 def layer_class(

@@ -218,7 +218,11 @@ class _OpInputs:
                 return value
             if i is None or "fixed" in leaf:  # indices, masks: as they were, in every run
                 return op_tensor(value, leaf.get("fixed", leaf["dtype"]))
-            numeric = dtypes.family(dtypes.describe(value)) in ("int", "uint", "float")
+            family = dtypes.family(dtypes.describe(value))
+            # bools as data are numbers to the op (rms_normalization(bool)); a condition is not
+            numeric = family in ("int", "uint", "float") or (
+                family == "bool" and leaf.get("role") == "data"
+            )
             if isinstance(value, np.ndarray) and numeric:
                 return op_tensor(value.astype(dtype), dtype)
             return op_tensor(value, self.dtypes[i])

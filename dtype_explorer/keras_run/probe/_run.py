@@ -115,7 +115,7 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
                 instance = _loaded(packed, timings) if packed is not None else None
                 fields = run_objective(spec, entry, timings, instance=instance)
             else:
-                entry = layer_entry(spec, target)
+                entry = layer_entry(spec, packed or target)
                 cls = layer_class(spec, packed or target, timings)
                 notes = getattr(cls, "notes", ())
                 fields = run_layer(spec, entry, cls, timings, trace)

@@ -102,8 +102,9 @@ def input_count(spec: ProbeSpec) -> int:
 
 def layer_shapes(spec: ProbeSpec, entry: LayerEntry) -> tuple[tuple[int, ...], ...]:
     """The inputs' shapes: the spec's, else the catalog's; a user's layer called on several
-    tensors (``call(self, x, y)``) gets its default shape for each."""
-    shapes = spec.shapes or entry.shapes
+    tensors (``call(self, x, y)``) gets its default shape for each; a cell given the shape of
+    its inputs alone gets its states' too (``LayerEntry.completed_shapes``)."""
+    shapes = entry.completed_shapes(spec.shapes) if spec.shapes else entry.shapes
     if len(shapes) == 1 < len(spec.input_dtypes) and spec.target.startswith("custom:"):
         shapes = shapes * len(spec.input_dtypes)
     return tuple(shapes)
@@ -328,6 +329,18 @@ def supplied(spec: ProbeSpec, entry: Any, *, instance: bool = False) -> tuple[Su
                 why="no shape given: the catalog's",
             )
         )
+    elif spec.shapes and isinstance(entry, LayerEntry):
+        rest = entry.completed_shapes(spec.shapes)[len(spec.shapes) :]
+        if rest:
+            parts.append(
+                Supplied(
+                    part="shape",
+                    value=", ".join(str(tuple(s)) for s in rest),
+                    why=f"{entry.name}'s call needs {entry.arity} inputs and "
+                    f"{len(spec.shapes)} shape(s) were given: the rest are the catalog's, "
+                    "with the batch of the first",
+                )
+            )
     defaults = {} if instance else {**getattr(entry, "init_kwargs", {}), **entry.kwargs}
     kept = {k: v for k, v in defaults.items() if k not in spec.kwargs}
     if kept:
