@@ -193,6 +193,7 @@ def trace_on_backends(
 def _answer(
     backend: str, future: Any, source: str, timeout: float | None, engine: str | None
 ) -> TraceResult:
+    where = f"{backend}~user worker" + (f" of engine {engine}" if engine else "")
     try:
         return TraceResult.from_dict(future.result())
     except concurrent.futures.TimeoutError:
@@ -200,15 +201,15 @@ def _answer(
             type="Timeout", message=f"the {backend} worker ran past --timeout {timeout} s and "
             "was replaced"
         )  # fmt: skip
-    except Exception as failure:  # the worker died (os._exit, a crash): it is replaced
+    except Exception as failure:  # the worker died (os._exit, a crash: it is replaced), or
+        # could not run the engine asked (``_worker.call`` says why)
         status, error = (
             "raised",
             CodeError(
                 type=type(failure).__name__,
-                message=f"the {backend} worker stopped while running the cell: {failure}"[:300],
+                message=f"the {where} gave no answer for the cell: {failure}"[:600],
             ),
         )
-    where = f"{backend}~user worker" + (f" of engine {engine}" if engine else "")
     env = CodeEnvironment(keras="?", backend=backend, where=where, engine=engine)
     return TraceResult(
         what="cell", kind="cell", status=status, error=error, environment=env, source=source
