@@ -90,6 +90,12 @@ def test_an_engine_form_that_names_none_is_refused_naming_the_forms_and_engines(
     text = str(refused.value)
     assert "'keras3.11'" in text and "keras==3.X.Y" in text
     assert "created here:" in text and "keras==3.11.3" in text
+    # a well-formed release that does not exist: pip's answer (the closest releases), and
+    # the engines created here
+    with pytest.raises(UsageError) as refused:
+        shell.run_cell_magic("dtype_trace", "--engine keras==3.99.0", CELL)
+    text = str(refused.value)
+    assert "keras==3.99.0" in text and "created here:" in text and "keras==3.11.3" in text
     with pytest.raises(UsageError, match=r"Keras 2 \(tf_keras\) has no keras\.ops"):
         shell.run_cell_magic("dtype_trace", "--engine tf_keras", CELL)
     assert "y" not in ns  # nothing ran
