@@ -120,6 +120,22 @@ def _arrived(kind: str, payload: Any) -> Any:
     return keras.ops.convert_to_tensor(payload)
 
 
+def _made_here(name: str, kind: str, payload: Any) -> Any:
+    """One name the cell reads, made again in this worker; a value this Keras cannot make
+    (a newer release's ``.keras`` archive in an older engine) is named, with Keras's reason."""
+    try:
+        return _arrived(kind, payload)
+    except Exception as error:
+        import keras
+
+        sent = "its .keras archive" if kind == "keras" else f"a {kind}"
+        raise TypeError(
+            f"the cell reads {name!r} from the kernel, sent as {sent}, which Keras "
+            f"{keras.__version__} here could not make again ({type(error).__name__}: "
+            f"{str(error)[:160]}); define it inside the cell"
+        ) from None
+
+
 def run_source(
     source: str,
     names: dict[str, tuple[str, Any]],
@@ -134,7 +150,7 @@ def run_source(
     if threading.current_thread() is not threading.main_thread():
         options = {**options, "timeout": None}  # the pool's time limit stops it instead
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update({name: _arrived(*value) for name, value in names.items()})
+    namespace.update({name: _made_here(name, *value) for name, value in names.items()})
     linecache.cache[CELL_FILE] = (len(source), None, source.splitlines(True), CELL_FILE)
     tree = ast.parse(source, CELL_FILE)
     last = None

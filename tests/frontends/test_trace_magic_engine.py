@@ -135,3 +135,39 @@ def test_precision_sets_the_backends_matmul_precision_for_the_cell_only(shell, n
     assert compared.results["jax"].returned[0].text == raw
     with pytest.raises(UsageError, match=r"unknown precision 'fp32'.*Valid: default, highest"):
         shell.run_cell_magic("dtype_trace", "--precision fp32", cell)
+
+
+_RAW_LOAD = """
+import json, keras
+config = json.load(open({path!r}))
+try:
+    keras.saving.deserialize_keras_object(config)
+    print(json.dumps({{"keras": keras.__version__, "error": None}}))
+except Exception as error:
+    print(json.dumps({{"keras": keras.__version__, "error": type(error).__name__}}))
+"""
+
+
+def test_a_layer_the_release_cannot_load_is_named(shell, ns, keras_3_11_engine, tmp_path):
+    """A layer built in the kernel travels as its .keras archive; Keras 3.11.3 reads no config
+    of a newer release's Dense (raw 3.11.3 refuses it too): the cell's answer names the layer
+    and the release, and says to define it inside the cell."""
+    layer = keras.layers.Dense(2)
+    layer.build((None, 2))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(keras.saving.serialize_keras_object(layer)))
+    raw = json_on("numpy", _RAW_LOAD.format(path=str(path)), site=keras_3_11_engine.site)
+    assert raw["keras"] == "3.11.3" and raw["error"] is not None, "pick a layer 3.11.3 refuses"
+    ns["d"] = layer
+    try:
+        compared = shell.run_cell_magic(
+            "dtype_trace", "--engine keras==3.11.3 --backend numpy", "d(x)"
+        )
+    finally:
+        ns.pop("d")
+    result = compared.results["numpy"]
+    assert (result.status, result.error.type) == ("raised", "TypeError")
+    message = result.error.message
+    assert "the cell reads 'd' from the kernel, sent as its .keras archive" in message
+    assert "Keras 3.11.3 here could not make again" in message and raw["error"] in message
+    assert "define it inside the cell" in message
