@@ -7,6 +7,7 @@ from __future__ import annotations
 from dtype_explorer.records import (
     KINDS,
     ROW_COLUMNS,
+    UNSUPPORTED,
     AuditReport,
     Expectation,
     Finding,
@@ -251,7 +252,9 @@ def probe_set_html(probe_set: ProbeSet) -> str:
     banner = ""
     label = probe_set.label
     if verdict == "diverges":
-        said = " · ".join(f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results)
+        said = " · ".join(
+            f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results if not r.unsupported
+        )
         who = "Backends" if probe_set.axis == "backends" else probe_set.axis.capitalize()
         banner = f"<div class='dx-banner'>{e(who)} disagree: {said}</div>"
     apart = probe_set.value_divergence()
@@ -263,9 +266,10 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         banner += f"<div class='dx-banner'>Traces part at <code>{e(part.op)}</code>: {said}</div>"
     rows = []
     for r in results:
-        error = r.error_text()
+        error = r.headline if r.unsupported else r.error_text()
+        status = UNSUPPORTED if r.unsupported else r.status
         rows.append(
-            f"<tr><td><b>{e(label(r))}</b></td><td>{e(r.status)}</td>"
+            f"<tr><td><b>{e(label(r))}</b></td><td>{e(status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
             f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
             f"<td>{badge(r.shown_verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
@@ -288,7 +292,7 @@ def probe_set_html(probe_set: ProbeSet) -> str:
 def _path_chips(result: ProbeResult) -> str:
     """The changed steps of a cast path as chips: ``uint8 -> float32 -> float32``."""
     chips = [chip(s.dtype, title=f"{s.stage}: {s.note}") for s in result.notable_steps()]
-    if not result.ok:
+    if not result.ok and not result.unsupported:
         chips.append("<span class='dx-meta'>raises</span>")
     return " → ".join(chips)
 
