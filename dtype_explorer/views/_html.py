@@ -71,7 +71,9 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
     if result.basis:
         items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
         parts.append(f"<div class='dx-meta'>Why (documented rule):</div><ul>{items}</ul>")
-    if result.error is not None:
+    if result.unsupported:  # this backend cannot run the question: said, not an error
+        parts.append(f"<div class='dx-banner'>⊘ {e(result.headline)}</div>")
+    elif result.error is not None:
         parts.append(
             f"<details open><summary>{e(result.error.type)} "
             f"(in {e(result.error.where)})</summary><pre>{e(result.error.message)}</pre>"

@@ -86,6 +86,8 @@ def test_dataset_mode_off_tensorflow_is_not_supported_like_fit_on_numpy_never_a_
     html = rs._repr_html_()
     assert "⊘ unsupported" in html and "disagree" not in html
     assert "jax cannot" in html
+    assert "(in not supported here)" not in html and "⊘ not supported here" in html
+    assert "⊘ not supported here: dataset mode" in str(jax)
     from rich.console import Console
 
     console = Console(width=200, record=True)
