@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, received
-from dtype_explorer.keras_run import preserved_keras_state
+from dtype_explorer.keras_run import precision_set, preserved_keras_state
 from dtype_explorer.keras_run.code import TracedRun, traced_run
 from dtype_explorer.records import TraceResult
 
@@ -124,6 +124,7 @@ def trace_compiled(
     timeout: float | None = None,
     policy: str | None = None,
     floatx: str | None = None,
+    precision: str | None = None,
 ) -> TraceResult:
     """Run a compiled cell in ``namespace`` with the trace on (``%%dtype_trace``'s work).
 
@@ -138,6 +139,9 @@ def trace_compiled(
         timeout: seconds after which the cell is stopped (main thread only), or ``None``.
         policy: a global dtype policy set for the cell and put back afterwards.
         floatx: a ``floatx`` set for the cell and put back afterwards.
+        precision: the float32 matmul precision (``records.PRECISIONS``: ``highest``,
+            ``tf32``, ``default``) set on this backend for the cell and put back afterwards,
+            as ``dx.probe(precision=...)`` sets it for a probe; ``None`` leaves it.
 
     Returns:
         The :class:`TraceResult`: ``status`` ``ok``, ``raised`` (the user's own error and
@@ -149,30 +153,54 @@ def trace_compiled(
     >>> r.status, r.returned_dtype
     ('ok', 'float32')
     """
-    with _settings(policy, floatx), _time_limit(timeout):
-        run = TracedRun(
-            what="cell", kind="cell", max_steps=max_steps, source=source, cell_file=cell_file
+    backend = _backend() if precision is not None else ""
+    with _settings(policy, floatx), precision_set(precision, backend), _time_limit(timeout):
+        result = _run_cell(body, last, namespace, source, cell_file, max_steps, timeout)
+    if precision is None:
+        return result
+    env = result.environment.model_copy(update={"precision": precision})
+    return result.model_copy(update={"environment": env})
+
+
+def _run_cell(
+    body: Any,
+    last: Any,
+    namespace: dict[str, Any],
+    source: str,
+    cell_file: str,
+    max_steps: int,
+    timeout: float | None,
+) -> TraceResult:
+    """The compiled cell run traced, each way it can end answered (``trace_compiled``)."""
+    run = TracedRun(
+        what="cell", kind="cell", max_steps=max_steps, source=source, cell_file=cell_file
+    )
+    try:
+        with run:
+            exec(body, namespace)
+            value = eval(last, namespace) if last is not None else None
+    except CellTimeout as error:
+        return run.result(
+            error=_said(error, f"the cell ran past --timeout {timeout} s and was stopped"),
+            status="timeout",
         )
-        try:
-            with run:
-                exec(body, namespace)
-                value = eval(last, namespace) if last is not None else None
-        except CellTimeout as error:
-            return run.result(
-                error=_said(error, f"the cell ran past --timeout {timeout} s and was stopped"),
-                status="timeout",
-            )
-        except SystemExit as error:
-            return run.result(
-                error=_said(
-                    error,
-                    f"the cell called sys.exit({error.code!r}): stopped there, the process goes on",
-                ),
-                status="exited",
-            )
-        except BaseException as error:  # the user's own error, KeyboardInterrupt included
-            return run.result(error=error)
+    except SystemExit as error:
+        return run.result(
+            error=_said(
+                error,
+                f"the cell called sys.exit({error.code!r}): stopped there, the process goes on",
+            ),
+            status="exited",
+        )
+    except BaseException as error:  # the user's own error, KeyboardInterrupt included
+        return run.result(error=error)
     return run.result(value)
+
+
+def _backend() -> str:
+    import keras
+
+    return keras.backend.backend()
 
 
 def _said(error: BaseException, text: str) -> BaseException:

@@ -28,7 +28,7 @@ from dtype_explorer.analyses._code import trace_compiled
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import instance_kind, keras_snapshot, pack, restore_keras
 from dtype_explorer.records import CodeComparison, CodeEnvironment, CodeError, TraceResult
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import engines, pool
 
 #: The file name a cell gets in a worker (its lines are the cell's).
 CELL_FILE = "<dtype_trace cell>"
@@ -120,15 +120,37 @@ def _arrived(kind: str, payload: Any) -> Any:
     return keras.ops.convert_to_tensor(payload)
 
 
-def run_source(source: str, names: dict[str, tuple[str, Any]], options: dict[str, Any]) -> dict:
+def _made_here(name: str, kind: str, payload: Any) -> Any:
+    """One name the cell reads, made again in this worker; a value this Keras cannot make
+    (a newer release's ``.keras`` archive in an older engine) is named, with Keras's reason."""
+    try:
+        return _arrived(kind, payload)
+    except Exception as error:
+        import keras
+
+        sent = "its .keras archive" if kind == "keras" else f"a {kind}"
+        raise TypeError(
+            f"the cell reads {name!r} from the kernel, sent as {sent}, which Keras "
+            f"{keras.__version__} here could not make again ({type(error).__name__}: "
+            f"{str(error)[:160]}); define it inside the cell"
+        ) from None
+
+
+def run_source(
+    source: str,
+    names: dict[str, tuple[str, Any]],
+    options: dict[str, Any],
+    engine: str | None = None,
+) -> dict:
     """In a worker: the cell's source run traced with its names (``trace_compiled``), the
-    result as a dict (its ``environment.where``: this user-code worker)."""
+    result as a dict (its ``environment.where``: this user-code worker; ``engine``: the
+    engine whose worker this is, ``None`` for the installed Keras's)."""
     import keras
 
     if threading.current_thread() is not threading.main_thread():
         options = {**options, "timeout": None}  # the pool's time limit stops it instead
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update({name: _arrived(*value) for name, value in names.items()})
+    namespace.update({name: _made_here(name, *value) for name, value in names.items()})
     linecache.cache[CELL_FILE] = (len(source), None, source.splitlines(True), CELL_FILE)
     tree = ast.parse(source, CELL_FILE)
     last = None
@@ -142,8 +164,8 @@ def run_source(source: str, names: dict[str, tuple[str, Any]], options: dict[str
         )
     finally:  # the next user probe in this worker sees Keras's own objects again
         restored, _ = restore_keras(before)
-    where = f"{keras.backend.backend()}~user worker"
-    env = result.environment.model_copy(update={"where": where})
+    where = f"{keras.backend.backend()}~user worker" + (f" of engine {engine}" if engine else "")
+    env = result.environment.model_copy(update={"where": where, "engine": engine})
     note = result.note
     if restored:
         note = (note + "; " if note else "") + "put back after the cell: " + ", ".join(restored)
@@ -151,7 +173,12 @@ def run_source(source: str, names: dict[str, tuple[str, Any]], options: dict[str
 
 
 def trace_on_backends(
-    source: str, namespace: dict[str, Any], backends: list[str], options: dict[str, Any]
+    source: str,
+    namespace: dict[str, Any],
+    backends: list[str],
+    options: dict[str, Any],
+    *,
+    engine: str | None = None,
 ) -> CodeComparison:
     """``source`` traced in each backend's user-code worker, side by side.
 
@@ -159,22 +186,30 @@ def trace_on_backends(
         source: the cell's text (its syntax checked first, in the kernel).
         namespace: the kernel's namespace (the names the cell reads are sent as values).
         backends: the backends to run on.
-        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``.
+        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``.
+        engine: a Keras release's engine (``"keras==3.11.3"``, checked by
+            ``records.engine_spec``): the cell runs in that engine's user-code workers, that
+            release of Keras over the installed backends; created first where it is not yet
+            (``engines.ensure``). ``None``: the installed Keras's workers.
 
     Returns:
         The :class:`CodeComparison`; a worker that died or ran past its time is that
         backend's result (``status`` ``raised`` or ``timeout``), the others answer.
     """
     names = travelling(source, namespace)
+    engines.ensure(engine)  # created on first use, with progress, as dx.probe does
     timeout = options.get("timeout")
     seconds = (timeout or pool.DEFAULT_TIMEOUT * 5) + GRACE_SECONDS
-    fn = functools.partial(run_source, source, names, options)  # user code: the ~user worker
-    futures = {b: pool.call(b, fn, timeout=seconds) for b in backends}
-    results = {b: _answer(b, f, source, timeout) for b, f in futures.items()}
+    fn = functools.partial(run_source, source, names, options, engine)  # the ~user worker
+    futures = {b: pool.call(b, fn, timeout=seconds, engine=engine) for b in backends}
+    results = {b: _answer(b, f, source, timeout, engine) for b, f in futures.items()}
     return CodeComparison(source=source, results=results)
 
 
-def _answer(backend: str, future: Any, source: str, timeout: float | None) -> TraceResult:
+def _answer(
+    backend: str, future: Any, source: str, timeout: float | None, engine: str | None
+) -> TraceResult:
+    where = f"{backend}~user worker" + (f" of engine {engine}" if engine else "")
     try:
         return TraceResult.from_dict(future.result())
     except concurrent.futures.TimeoutError:
@@ -182,15 +217,16 @@ def _answer(backend: str, future: Any, source: str, timeout: float | None) -> Tr
             type="Timeout", message=f"the {backend} worker ran past --timeout {timeout} s and "
             "was replaced"
         )  # fmt: skip
-    except Exception as failure:  # the worker died (os._exit, a crash): it is replaced
+    except Exception as failure:  # the worker died (os._exit, a crash: it is replaced), or
+        # could not run the engine asked (``_worker.call`` says why)
         status, error = (
             "raised",
             CodeError(
                 type=type(failure).__name__,
-                message=f"the {backend} worker stopped while running the cell: {failure}"[:300],
+                message=f"the {where} gave no answer for the cell: {failure}"[:600],
             ),
         )
-    env = CodeEnvironment(keras="?", backend=backend, where=f"{backend}~user worker")
+    env = CodeEnvironment(keras="?", backend=backend, where=where, engine=engine)
     return TraceResult(
         what="cell", kind="cell", status=status, error=error, environment=env, source=source
     )  # type: ignore[arg-type]

@@ -85,7 +85,8 @@ def probe(
             call with ``training=True``), ``"model"`` (inside a functional ``keras.Model``
             whose ``keras.Input`` has the input dtype), ``"predict"`` (``model.predict``,
             compiled on jax and tensorflow), ``"fit"`` (one training step: gradients, loss
-            scaling) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
+            scaling; for an op, the gradient of its output w.r.t. its float inputs, not on
+            numpy) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
             list of modes answers in each.
         engine: which Keras answers: ``None`` (the installed Keras), ``"keras==3.X.Y"`` (a
             Keras 3 release, layered over the installed backends) or ``"tf_keras"`` (Keras 2,

@@ -13,9 +13,10 @@ from IPython.core.error import UsageError
 
 from dtype_explorer.analyses import trace_compiled, trace_on_backends
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.keras_run import validate_policy
-from dtype_explorer.records import CodeComparison, TraceResult
-from dtype_explorer.runtime import pool
+from dtype_explorer.keras_run import check_precision, validate_policy
+from dtype_explorer.records import CodeComparison, TraceResult, engine_spec
+from dtype_explorer.runtime import engines, pool
+from dtype_explorer.runtime.engines import EngineError
 
 
 def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | CodeComparison | None:
@@ -24,25 +25,37 @@ def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | CodeComparison
     Args:
         shell: the IPython shell.
         cell: the cell's source.
-        args: the parsed magic line (``backend``, ``policy``, ``floatx``, ``max_steps``,
-            ``timeout``).
+        args: the parsed magic line (``backend``, ``engine``, ``policy``, ``floatx``,
+            ``precision``, ``max_steps``, ``timeout``).
 
     Returns:
         The :class:`TraceResult` (in this kernel), the :class:`CodeComparison` (``--backend``
-        naming other backends: each one's user-code worker), or ``None`` for a syntax error
-        (shown as IPython shows it).
+        naming other backends: each one's user-code worker; ``--engine`` with ``--backend``:
+        that Keras release's user-code worker of each), the :class:`TraceResult` of the
+        engine's worker on this kernel's backend (``--engine`` alone), or ``None`` for a
+        syntax error (shown as IPython shows it).
     """
     backends, options = _checked(args)
+    engine = _engine(args.engine)
+    alone = engine is not None and backends is None  # this kernel's backend, in the engine
+    if alone:
+        import keras
+
+        backends = [keras.backend.backend()]  # an engine never runs in this kernel
     try:
         body, last, filename = _compiled(shell, cell)
     except (SyntaxError, OverflowError, ValueError):  # what compile() raises on a bad cell
         shell.showsyntaxerror()
         return None
     if backends is not None:
+        source = shell.transform_cell(cell)
         try:
-            return trace_on_backends(shell.transform_cell(cell), shell.user_ns, backends, options)
+            compared = trace_on_backends(source, shell.user_ns, backends, options, engine=engine)
+        except EngineError as error:  # not created, and pip could not create it
+            raise UsageError(f"%%dtype_trace --engine: {error}; {_created()}") from None
         except InvalidSpecError as error:
             raise UsageError(str(error)) from None
+        return compared.results[backends[0]] if alone else compared
     try:
         return trace_compiled(body, last, shell.user_ns, source=cell, cell_file=filename, **options)
     except ValueError as error:  # --floatx or --policy refused by Keras before the cell ran
@@ -72,12 +85,46 @@ def _checked(args: Any) -> tuple[list[str] | None, dict[str, Any]]:
             policy = validate_policy(args.policy)
         except InvalidSpecError as error:
             raise UsageError(f"%%dtype_trace --policy: {error}") from None
+    try:
+        precision = check_precision(args.precision)
+    except InvalidSpecError as error:
+        raise UsageError(f"%%dtype_trace --precision: {error}") from None
     return backends, {
         "max_steps": args.max_steps,
         "timeout": args.timeout,
         "policy": policy,
         "floatx": args.floatx,
+        "precision": precision,
     }
+
+
+def _engine(value: str | None) -> str | None:
+    """``--engine``'s engine name (``records.engine_spec``), a Keras 3 release's; a form that
+    names none is refused with the valid forms and the engines created here."""
+    if value is None:
+        return None
+    try:
+        engine = engine_spec(value)
+    except InvalidSpecError:
+        raise UsageError(
+            f"%%dtype_trace --engine: {value!r} names no engine; valid forms: "
+            "'keras==3.X.Y' (a Keras 3 release, created on first use; '3.X.Y' too); "
+            f"{_created()}"
+        ) from None
+    if engine is not None and engine.startswith("tf_keras"):
+        raise UsageError(
+            f"%%dtype_trace --engine: received {value!r}: the cell trace wraps Keras 3's "
+            "keras.ops, layers and optimizers, and Keras 2 (tf_keras) has no keras.ops; "
+            "give a Keras 3 release ('keras==3.X.Y'), or run the cell in the Keras 2 kernel "
+            "(dx.engines.kernel()) untraced"
+        )
+    return engine
+
+
+def _created() -> str:
+    """The engines created here, in words (the ``--engine`` errors name them)."""
+    made = [e.spec for e in engines.created()]
+    return "created here: " + (", ".join(made) if made else "none yet")
 
 
 def _compiled(shell: Any, cell: str) -> tuple[Any, Any, str]:

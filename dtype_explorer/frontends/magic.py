@@ -137,8 +137,21 @@ class DtypeMagics(Magics):
         "user-code worker, the names it reads sent as values, the answers side by side "
         "(default: this kernel, its backend)",
     )
+    @argument(
+        "--engine",
+        metavar="E",
+        help="another Keras 3 release (keras==3.X.Y): the cell's source run in that release's "
+        "user-code worker (on this kernel's backend, or each --backend), the names it reads "
+        "sent as values; created on first use",
+    )
     @argument("--policy", metavar="P", help="a global dtype policy for the cell, put back after")
     @argument("--floatx", metavar="F", help="keras.config.floatx for the cell, put back after")
+    @argument(
+        "--precision",
+        metavar="P",
+        help="the float32 matmul precision for the cell, put back after: highest, tf32 or "
+        "default (dx.probe's precision=; jax, torch and tensorflow; numpy has none)",
+    )
     @argument("--max-steps", metavar="N", type=int, default=0, help="the most steps kept (300)")
     @argument("--timeout", metavar="S", type=float, help="stop the cell after S seconds")
     @cell_magic
@@ -158,13 +171,23 @@ class DtypeMagics(Magics):
 
             %%dtype_trace --policy mixed_float16 --timeout 30
             model(x)
+
+            %%dtype_trace --engine keras==3.11.3
+            keras.layers.Discretization(bin_boundaries=[0.5, 1.5], dtype="float32")(x)
+
+            %%dtype_trace --backend jax --precision highest
+            keras.ops.matmul(a, b)
+
+        There is no --mode: a cell runs as written, so training, predict, fit or save are
+        the cell's own calls (model(x, training=True), model.predict(x), ...).
         """
         try:
             args = parse_argstring(self.dtype_trace, line)
         except (ValueError, UsageError) as error:  # shlex, or an option argparse refused
             raise UsageError(
                 f"%%dtype_trace: cannot read the arguments ({error}); received: {received(line)}; "
-                "valid: --backend, --policy, --floatx, --max-steps, --timeout"
+                "valid: --backend, --engine, --policy, --floatx, --precision, --max-steps, "
+                "--timeout"
             ) from None
         return trace_cell(self.shell, cell, args)
 

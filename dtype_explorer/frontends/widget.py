@@ -297,7 +297,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             results = {**self.results, spec.backend: result.to_dict()}
             done = [ProbeResult.from_dict(r) for r in results.values() if r != PENDING]
             # A backend that cannot run the request has a card, not a say in the verdict.
-            answered = [r for r in done if not (r.error and r.error.where == UNSUPPORTED)]
+            answered = [r for r in done if not r.unsupported]
             pending = [b for b, r in results.items() if r == PENDING]
             with self.hold_sync():
                 self.results = results

@@ -101,10 +101,13 @@ _EXPORTS: dict[str, str] = {
     "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
+    "check_precision": "dtype_explorer.keras_run._environment",
+    "precision_set": "dtype_explorer.keras_run._environment",
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._environment import check_precision, precision_set
     from dtype_explorer.keras_run._exactness import cast_loss
     from dtype_explorer.keras_run._expect import array_library, resolve_function
     from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot

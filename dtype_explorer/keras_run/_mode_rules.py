@@ -37,10 +37,13 @@ def takes_training(cls: Any) -> bool:
 
 
 def applicable(target_name: str, layer: Any = None, backend: str | None = None) -> list[str]:
-    """The modes that apply to a target: only ``"call"`` for an op, a loss or a metric;
+    """The modes that apply to a target: ``"call"`` for an op, and ``"fit"`` (the gradient of
+    its output w.r.t. its float inputs) off numpy; only ``"call"`` for a loss or a metric;
     ``"training"`` only where the layer's ``call`` takes ``training``; ``"fit"`` not on numpy
-    (its backend cannot train)."""
-    if target_name.startswith(("ops.", "losses.", "metrics.")):
+    (its backend cannot train, and has no gradients)."""
+    if target_name.startswith("ops."):
+        return ["call"] if backend == "numpy" else ["call", "fit"]
+    if target_name.startswith(("losses.", "metrics.")):
         return ["call"]
     modes = list(MODES)
     if layer is not None and not takes_training(layer):
@@ -84,8 +87,13 @@ def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | No
     if mode in modes:
         return mode  # type: ignore[return-value]
     name = target_name.removeprefix("custom:")
-    if target_name.startswith("ops."):
-        why = f"{name} is an op: it is called eagerly, not trained or put in a model"
+    if target_name.startswith("ops.") and mode == "fit":
+        why = "the numpy backend has no gradients, so an op's gradient cannot be taken there"
+    elif target_name.startswith("ops."):
+        why = (
+            f"{name} is an op: it is called eagerly (mode='fit' takes its gradient), not "
+            "trained or put in a model"
+        )
     elif target_name.startswith(("losses.", "metrics.")):
         why = f"{name} is a loss or metric: it is called eagerly, not put in a model"
     elif mode == "training":

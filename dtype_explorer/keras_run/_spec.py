@@ -303,10 +303,10 @@ def _check_values(target_name: str, given: GivenValues, mode: str) -> None:
                 f"values: a layer's inputs are arrays, and {python[0]} is a Python number; "
                 "give an array (np.array(2)) or input_dtype to make one"
             )
-        if given.structure is not None and mode not in ("call", "training"):
+        if given.structure is not None and mode not in ("call", "training", "dataset"):
             raise InvalidSpecError(
-                f"values: dicts and tuples of inputs run in modes 'call' and 'training'; "
-                f"received mode={mode!r}"
+                f"values: dicts and tuples of inputs run in modes 'call', 'training' and "
+                f"'dataset'; received mode={mode!r}"
             )
     many = entry.input_style == "list" or target_name.startswith("custom:")
     most = MAX_LIST_INPUTS if many else entry.arity

@@ -80,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "compare": "dtype_explorer.records._compare",
     "HEAD": "dtype_explorer.records._numerics",
     "UNSUPPORTED": "dtype_explorer.records._probe",
+    "own_words": "dtype_explorer.records._probe",
     "VERDICT_WORDS": "dtype_explorer.records._probe",
     "MODES": "dtype_explorer.records._probe",
     "PRECISIONS": "dtype_explorer.records._probe",
@@ -235,6 +236,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         Supplied,
         VariableDtypes,
         Verdict,
+        own_words,
     )
     from dtype_explorer.records._probe_set import ProbeSet
     from dtype_explorer.records._promotion import (

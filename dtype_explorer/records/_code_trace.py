@@ -85,13 +85,18 @@ class TracedValue(Record):
 
 
 class CodeEnvironment(Record):
-    """Where the code ran: Keras's version, the backend, and its global dtype settings."""
+    """Where the code ran: Keras's version, the backend, and its global dtype settings;
+    ``engine`` the Keras release's engine it ran in (``--engine``; ``None``: the installed
+    Keras), ``precision`` the float32 matmul precision set for it (``--precision``; ``None``:
+    the backend's own, left as it was)."""
 
     keras: str
     backend: str
     floatx: str = "float32"
     policy: str = "float32"
     where: str = "this process"
+    engine: str | None = None
+    precision: str | None = None
 
 
 class CodeError(Record):

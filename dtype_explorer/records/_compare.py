@@ -145,12 +145,12 @@ def _axis(results: Sequence[ProbeResult]) -> str:
 
 
 def _unsupported(result: ProbeResult) -> bool:
-    return result.error is not None and result.error.where == UNSUPPORTED
+    return result.unsupported
 
 
 def _absent(result: ProbeResult) -> CompareCell:
     if _unsupported(result):
-        return CompareCell(text="not supported here", tone="unsupported")
+        return CompareCell(text=UNSUPPORTED, tone="unsupported")
     if not result.ok:
         return CompareCell(text="not reached: the call raised", tone="absent")
     return CompareCell(text="no such stage here", tone="absent")
@@ -211,12 +211,15 @@ def _facts(result: ProbeResult) -> dict[str, Fact]:
         if not outputs:
             facts["out0"] = ("outcome", "output", _chip(result.output_dtype))
     else:
-        sentence = result.headline
+        # The column's headline says the error in Keras's words; the row says only its kind
+        # (``raises NotImplementedError``), so no column prints the error twice.
         facts["out0"] = (
             "outcome",
             "output",
             CompareCell(
-                text=sentence, tone="error", note=result.error.message if result.error else ""
+                text=result.outcome,
+                tone="error",
+                note=result.error.message if result.error else "",
             ),
         )
     facts["verdict"] = (

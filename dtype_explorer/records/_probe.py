@@ -398,16 +398,13 @@ class ProbeResult(Record):
     def headline(self) -> str:
         """What this answer came to, in a sentence, Keras's own words first: ``float32, as
         documented``; ``raises ValueError: ...`` (the last line of a ``tf.function``'s "in user
-        code:" traceback, not its first); ``not supported here: ...``. A failed ``dataset``
-        mode off tensorflow says what the mode needs: it runs the target inside ``tf.data``,
-        which only tensorflow runs for layers other than Keras's preprocessing layers.
+        code:" traceback, not its first); ``not supported here: ...`` (:attr:`unsupported`).
 
         >>> r = ProbeResult(spec=ProbeSpec(target="Dense", backend="jax", mode="dataset"),
         ...     status="error", backend="jax", error=ErrorInfo(type="NotImplementedError",
         ...     message="in user code:\\n  File x\\n  NotImplementedError: Cannot convert"))
         >>> r.headline
-        'dataset mode needs the tensorflow backend for tf.data (jax cannot run this target \
-inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
+        'raises NotImplementedError: Cannot convert'
         """
         if self.ok:
             said = f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
@@ -417,15 +414,16 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
             return "the probe timed out" if self.status == "timeout" else "the worker crashed"
         if self.error is None:
             return f"raises ({self.status})"
-        if self.error.where == UNSUPPORTED:
+        if self.unsupported:
             return f"{UNSUPPORTED}: {self.error.message}"
-        said = f"{self.error.type}: {own_words(self.error.message, self.error.type)}"
-        if self.spec.mode == "dataset" and self.backend != "tensorflow":
-            return (
-                f"dataset mode needs the tensorflow backend for tf.data ({self.backend} cannot "
-                f"run this target inside Dataset.map); Keras said: {said}"
-            )
-        return f"raises {said}"
+        return f"raises {self.error.type}: {own_words(self.error.message, self.error.type)}"
+
+    @property
+    def unsupported(self) -> bool:
+        """Whether this backend cannot run the question (``error.where`` is ``UNSUPPORTED``:
+        ``mode="fit"`` on numpy, a layer in ``tf.data`` off tensorflow): no say in a verdict
+        across backends; every view draws it as not supported (⊘), not as an error."""
+        return self.error is not None and self.error.where == UNSUPPORTED
 
     @property
     def tool_failed(self) -> bool:
@@ -548,7 +546,10 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
     @property
     def shown_verdict(self) -> str:
         """The verdict as a summary shows it: ``values-wrong`` where the dtype is as documented
-        but ``value_findings`` found the values wrong (no ✓ next to wrong numbers)."""
+        but ``value_findings`` found the values wrong (no ✓ next to wrong numbers);
+        ``unsupported`` where this backend cannot run the question (:attr:`unsupported`)."""
+        if self.unsupported:
+            return "unsupported"
         wrong = self.ok and self.value_findings() and self.verdict == "as-documented"
         return "values-wrong" if wrong else str(self.verdict)
 
@@ -560,11 +561,13 @@ inside Dataset.map); Keras said: NotImplementedError: Cannot convert'
         """One line: ``jax  Dense uint8 -> float32  as-documented`` (``errors.printable``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
+        if self.unsupported:
+            said = self.headline
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
         return printable(
             f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
-            f"  ({self.verdict})"
+            f"  ({self.shown_verdict if self.unsupported else self.verdict})"
         )
 
     def __repr__(self) -> str:

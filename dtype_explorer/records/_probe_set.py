@@ -31,11 +31,27 @@ class ProbeSet(Record):
 
     @property
     def verdict(self) -> Verdict:
-        """``diverges`` when backends disagree on success or output dtype, else the shared one."""
-        outcomes = {(r.ok, r.output_dtype) for r in self.results}
+        """``diverges`` when backends disagree on success or output dtype, else the shared one.
+        A backend that cannot run the question (``ProbeResult.unsupported``) has no say; with
+        none that can, ``error``.
+
+        >>> from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+        >>> spec = ProbeSpec(target="Dense", mode="dataset")
+        >>> ok = ProbeResult(spec=spec, status="ok", backend="tensorflow",
+        ...     output_dtype="float32", verdict="as-documented")
+        >>> limit = ErrorInfo(type="NotImplementedError", message="m", where="not supported here")
+        >>> no = ProbeResult(spec=spec, status="error", backend="jax", verdict="error",
+        ...     error=limit)
+        >>> ProbeSet(results=(no, ok)).verdict
+        'as-documented'
+        """
+        answered = [r for r in self.results if not r.unsupported]
+        if not answered:
+            return "error"
+        outcomes = {(r.ok, r.output_dtype) for r in answered}
         if len(outcomes) > 1:
             return "diverges"
-        verdicts = {r.verdict for r in self.results}
+        verdicts = {r.verdict for r in answered}
         return verdicts.pop() if len(verdicts) == 1 else "deviates"
 
     @property
@@ -106,7 +122,7 @@ class ProbeSet(Record):
     def first_divergence(self) -> TraceDivergence | None:
         """The first op where the backends' traces of the call part (e.g. jax's conv promotes
         uint8 where torch's raises), or ``None`` when they agree or were not traced."""
-        return first_divergence({self.label(r): r.trace for r in self.results})
+        return first_divergence({self.label(r): r.trace for r in self.results if not r.unsupported})
 
     def comparison(self, pending: tuple[str, ...] = ()) -> Comparison:
         """The results side by side, a column each (named by :meth:`label`), a row per

@@ -364,7 +364,17 @@ def _over_budget() -> str | None:
 def call(payload: bytes, trusted: bool) -> Any:
     """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; unless
     the payload holds a registered entry and plain data only (``_call_trust``: checked here,
-    whatever the caller said), it is user code and taints this worker first."""
+    whatever the caller said), it is user code and taints this worker first.
+
+    Raises:
+        RuntimeError: this worker could not start as asked (its backend did not import, or
+            its engine's Keras could not be put first: it would answer with the installed
+            Keras), saying why; nothing runs.
+    """
+    if _state["init_error"] is not None:
+        engine: Engine | None = _state["engine"]
+        what = f"the {_state['backend']} backend" if engine is None else f"engine {engine.spec}"
+        raise RuntimeError(f"this worker cannot run {what}: {_state['init_error']}")
     function, args, _ = call_trust.load(payload, trusted=trusted, before_user_code=taint)
     return function(*args)
 

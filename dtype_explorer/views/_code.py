@@ -16,7 +16,7 @@ def code_trace_text(result: TraceResult) -> str:
     lines = [
         result.headline(),
         f"  Keras {env.keras}, backend {env.backend} ({env.where}), floatx {env.floatx}, "
-        f"policy {env.policy}",
+        f"policy {env.policy}" + (f", matmul precision {env.precision}" if env.precision else ""),
     ]
     for step in result.steps:
         lines.append("  " + step_line(step))
@@ -76,6 +76,7 @@ def code_trace_html(result: TraceResult) -> str:
     meta = (
         f"Keras {e(env.keras)} · {e(env.backend)} ({e(env.where)}) · floatx {e(env.floatx)} · "
         f"policy {e(env.policy)}"
+        + (f" · matmul precision {e(env.precision)}" if env.precision else "")
     )
     summary = "".join(f"<li>{e(line.strip())}</li>" for line in _summary_lines(result))
     error = ""

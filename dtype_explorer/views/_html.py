@@ -7,6 +7,7 @@ from __future__ import annotations
 from dtype_explorer.records import (
     KINDS,
     ROW_COLUMNS,
+    UNSUPPORTED,
     AuditReport,
     Expectation,
     Finding,
@@ -70,7 +71,9 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
     if result.basis:
         items = "".join(f"<li>{e(line)}</li>" for line in result.basis)
         parts.append(f"<div class='dx-meta'>Why (documented rule):</div><ul>{items}</ul>")
-    if result.error is not None:
+    if result.unsupported:  # this backend cannot run the question: said, not an error
+        parts.append(f"<div class='dx-banner'>⊘ {e(result.headline)}</div>")
+    elif result.error is not None:
         parts.append(
             f"<details open><summary>{e(result.error.type)} "
             f"(in {e(result.error.where)})</summary><pre>{e(result.error.message)}</pre>"
@@ -251,7 +254,9 @@ def probe_set_html(probe_set: ProbeSet) -> str:
     banner = ""
     label = probe_set.label
     if verdict == "diverges":
-        said = " · ".join(f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results)
+        said = " · ".join(
+            f"<b>{e(label(r))}</b> {e(r.outcome)}" for r in results if not r.unsupported
+        )
         who = "Backends" if probe_set.axis == "backends" else probe_set.axis.capitalize()
         banner = f"<div class='dx-banner'>{e(who)} disagree: {said}</div>"
     apart = probe_set.value_divergence()
@@ -263,9 +268,10 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         banner += f"<div class='dx-banner'>Traces part at <code>{e(part.op)}</code>: {said}</div>"
     rows = []
     for r in results:
-        error = r.error_text()
+        error = r.headline if r.unsupported else r.error_text()
+        status = UNSUPPORTED if r.unsupported else r.status
         rows.append(
-            f"<tr><td><b>{e(label(r))}</b></td><td>{e(r.status)}</td>"
+            f"<tr><td><b>{e(label(r))}</b></td><td>{e(status)}</td>"
             f"<td>{chip(r.output_dtype if r.ok else None)}</td>"
             f"<td>{chip(r.documented_dtype)}</td><td>{chip(r.declared_dtype)}</td>"
             f"<td>{badge(r.shown_verdict)}</td><td style='white-space:nowrap'>{_path_chips(r)}</td>"
@@ -288,7 +294,7 @@ def probe_set_html(probe_set: ProbeSet) -> str:
 def _path_chips(result: ProbeResult) -> str:
     """The changed steps of a cast path as chips: ``uint8 -> float32 -> float32``."""
     chips = [chip(s.dtype, title=f"{s.stage}: {s.note}") for s in result.notable_steps()]
-    if not result.ok:
+    if not result.ok and not result.unsupported:
         chips.append("<span class='dx-meta'>raises</span>")
     return " → ".join(chips)
 

@@ -36,7 +36,9 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     )
     lines.extend(f"  because: {line}" for line in result.basis)
     lines.extend(expectation_lines(result))
-    if result.error is not None:
+    if result.unsupported:
+        lines.append(f"  ⊘ {result.headline}")
+    elif result.error is not None:
         lines.append(f"  error ({result.error.where}): {result.error.type}: {result.error.message}")
     lines.extend(_quantize.layer_quantization_lines(result.quantization))
     lines.extend(f"  warning: {text}" for text in result.warnings)

@@ -292,7 +292,8 @@ def test_the_mode_is_in_the_cache_key(tmp_path, monkeypatch):
             "mode 'training': ReLU.call() takes no `training` argument, so training=True "
             "changes nothing; modes for ReLU: call, model, predict, fit, dataset",
         ),
-        (lambda: dx.probe("ops.add", mode="fit"), "ops.add is an op"),
+        (lambda: dx.probe("ops.add", mode="training"), "ops.add is an op"),
+        (lambda: dx.probe("ops.add", mode="fit", backend="numpy"), "numpy backend has no grad"),
         (lambda: dx.probe("ops.add", mode="model"), "modes for ops.add: call"),
         (lambda: dx.probe("losses.MeanSquaredError", mode="model"), "is a loss or metric"),
         (lambda: dx.probe("Dense", mode="predcit"), "did you mean 'predict'"),

@@ -90,7 +90,11 @@ def test_a_raising_backend_says_so_in_its_output_row_and_lacks_the_later_stages(
     )
     grid = compare([dense("jax"), raised])
     by = rows(grid)
-    assert by["out0"].cells["torch"].text == "raises RuntimeError: addmm: Half and Double"
+    # the error in Keras's words once per column: in its headline; the row names its kind
+    torch = next(c for c in grid.columns if c.label == "torch")
+    assert torch.headline == "raises RuntimeError: addmm: Half and Double"
+    assert by["out0"].cells["torch"].text == "raises RuntimeError"
+    assert by["out0"].cells["torch"].note == "addmm: Half and Double\nmore"
     assert by["out0"].cells["torch"].tone == "error"
     assert by["in0:autocast"].cells["torch"].text == "not reached: the call raised"
     assert by["in0:input"].same and not by["in0:autocast"].same
@@ -139,18 +143,26 @@ def test_the_training_step_is_a_row_each_for_loss_optimizer_scaling_gradients_wa
     assert by["fit:loss"].cells["jax"].text == "mean_squared_error, 0.5"
 
 
-def test_a_failed_dataset_run_off_tensorflow_says_what_the_mode_needs_keras_words_first():
+def test_a_dataset_run_keras_cannot_map_off_tensorflow_is_unsupported_not_an_error():
     tb = (
         'in user code:\n\n    File "_modes.py", line 261\n\n    NotImplementedError: Cannot convert'
     )
-    r = ProbeResult(
-        spec=SPEC.model_copy(update={"backend": "jax", "mode": "dataset"}),
+    failed = ProbeResult(
+        spec=SPEC.model_copy(update={"backend": "tensorflow", "mode": "dataset"}),
         status="error",
-        backend="jax",
+        backend="tensorflow",
         error=ErrorInfo(type="NotImplementedError", message=tb),
     )
-    assert r.headline.startswith("dataset mode needs the tensorflow backend for tf.data")
-    assert r.headline.endswith("Keras said: NotImplementedError: Cannot convert")
-    assert "_modes.py" not in r.headline
-    on_tf = r.model_copy(update={"backend": "tensorflow"})
-    assert on_tf.headline == "raises NotImplementedError: Cannot convert"
+    assert failed.headline == "raises NotImplementedError: Cannot convert"
+    assert not failed.unsupported and failed.shown_verdict != "unsupported"
+    limit = failed.model_copy(
+        update={
+            "backend": "jax",
+            "error": ErrorInfo(type="NotImplementedError", message="jax cannot", where=UNSUPPORTED),
+        }
+    )
+    assert limit.unsupported and limit.shown_verdict == "unsupported"
+    assert limit.headline == "not supported here: jax cannot"
+    grid = compare([limit, dense("tensorflow")])
+    assert grid.columns[0].status == "unsupported"
+    assert ProbeSet(results=(limit, dense("tensorflow"))).verdict == "as-documented"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dtype_explorer.frontends._contract import REQUEST_KEYS, TRAITS
-from dtype_explorer.records import UNSUPPORTED, AtlasCell, ProbeResult, ProbeSet, TraceDivergence
+from dtype_explorer.records import AtlasCell, ProbeResult, ProbeSet, TraceDivergence
 
 FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
 PROBES = sorted(p for p in FIXTURES.glob("*.json") if "results" in json.loads(p.read_text()))
@@ -35,7 +35,7 @@ def test_a_probe_fixture_reads_into_the_records_and_back(path: Path):
         ProbeSet(results=tuple(results.values())).comparison().to_dict() == (fixture["comparison"])
     ), STALE
     # a backend that cannot run the request (fit on numpy) has a card, not a say in the verdict
-    ran = tuple(r for r in results.values() if not (r.error and r.error.where == UNSUPPORTED))
+    ran = tuple(r for r in results.values() if not r.unsupported)
     answers = ProbeSet(results=ran)
     if len(answers) > 1:
         assert answers.verdict == fixture["verdict"]

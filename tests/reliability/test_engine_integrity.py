@@ -63,6 +63,28 @@ def test_an_engine_whose_file_changed_refuses_to_start_naming_it(engine_copy):
         engines.verify_site(engines.get(SPEC))
 
 
+def _keras_version():
+    import keras
+
+    return keras.__version__
+
+
+def test_a_changed_engine_runs_no_cell_and_never_the_installed_keras(engine_copy, shell):
+    """``pool.call`` (what ``%%dtype_trace --engine`` runs a cell with) in a worker whose
+    engine refused to start raises, naming the file: before, it ran on the installed Keras."""
+    init = engine_copy / "site" / "keras" / "__init__.py"
+    with init.open("a") as file:
+        file.write("\nimport os  # planted\n")
+    with pytest.raises(RuntimeError, match=r"site/keras/__init__\.py \(changed\)"):
+        pool.call("numpy", _keras_version, engine=SPEC, timeout=240).result()
+    result = shell.run_cell_magic(
+        "dtype_trace", f"--engine {SPEC} --backend numpy", "import keras\nkeras.__version__"
+    ).results["numpy"]
+    assert (result.status, result.error.type, result.returned) == ("raised", "RuntimeError", ())
+    assert "site/keras/__init__.py (changed)" in result.error.message
+    assert result.environment.where == f"numpy~user worker of engine {SPEC}"
+
+
 def test_an_added_file_is_named_too(engine_copy):
     (engine_copy / "site" / "sitecustomize.py").write_text("print('planted')\n")
     result = probe_engine()

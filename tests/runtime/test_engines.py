@@ -271,13 +271,20 @@ def test_a_script_whose_main_imports_keras_still_gets_the_engine(keras_3_11_engi
 
 def test_a_worker_whose_keras_was_imported_early_says_so(keras_3_11_engine):
     """If the installed Keras got into a worker before its initializer (a sitecustomize), the
-    worker refuses to answer for the engine, and says why."""
+    worker refuses to answer for the engine, and says why: a probe (``run``) and a
+    ``pool.call`` (``%%dtype_trace --engine``'s cell) alike, never answering with the installed
+    Keras."""
     code = f"""
-        import json, keras
+        import json, keras, cloudpickle
         from dtype_explorer.records import Engine
         from dtype_explorer.runtime import _worker
         _worker._enter_engine(Engine.from_json({keras_3_11_engine.to_json()!r}))
-        print(json.dumps(_worker._state["init_error"]))
+        try:
+            _worker.call(cloudpickle.dumps((len, ([1],))), False)
+            called = "ran"
+        except RuntimeError as error:
+            called = str(error)
+        print(json.dumps([_worker._state["init_error"], called]))
     """
     env = dict(os.environ, KERAS_BACKEND="numpy")
     done = subprocess.run(
@@ -288,9 +295,10 @@ def test_a_worker_whose_keras_was_imported_early_says_so(keras_3_11_engine):
         env=env,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    message = json.loads(done.stdout.strip().splitlines()[-1])
+    message, called = json.loads(done.stdout.strip().splitlines()[-1])
     assert "keras was imported from the installed environment" in message
     assert "keras==3.11.3" in message
+    assert called.startswith("this worker cannot run engine keras==3.11.3: ") and message in called
 
 
 # ---------------------------------------------------------------- Keras 2

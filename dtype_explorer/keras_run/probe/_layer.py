@@ -100,7 +100,9 @@ def run_layer(
     converts = bool(getattr(layer, "_convert_input_args", True))
     steps, converted = _input_steps(inputs, converts, layer.input_dtype)
     # 3. The recorded call, in the spec's mode.
-    run = ModeRun(mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend)
+    run = ModeRun(
+        mode, layer, call, inputs.shapes, inputs.dtypes, spec.backend, inputs.nested, inputs.paths
+    )
     # the user's instance keeps its own weights; anything built gets the same on every backend
     as_is = isinstance(cls, InstanceMaker) and not cls.rebuild
     seed = spec.seed if mode not in ("predict", "dataset") and not as_is else None
@@ -187,6 +189,9 @@ def _answer_fields(
     fields = judged.outcome(called.outputs, called.error, steps, declared)
     if refused is not None and called.error is not None:
         fields["error"] = _refusal_info(called.error, refused, built=layer.built)
+    limit = run.tf_data_limit(fields.get("error"))
+    if limit is not None:  # tf.data off tensorflow: a limit of the mode, not Keras's answer
+        fields["error"] = limit
     if isinstance(called.outputs, dict):  # {"images": ..., "masks": ...}
         fields["cast_path"] = _named_outputs(fields["cast_path"], called.outputs)
         _judge_named_outputs(fields, layer, inputs, declared)

@@ -28,7 +28,7 @@ from dtype_explorer.keras_run._mode_rules import (
 )
 from dtype_explorer.keras_run.model import compiled_by, global_seed_kept, train_one_step
 from dtype_explorer.keras_run.trace import operator_limit
-from dtype_explorer.records import CastStep, FitReport
+from dtype_explorer.records import UNSUPPORTED, CastStep, ErrorInfo, FitReport, own_words
 
 
 def seeded(cls: Any, kwargs: dict[str, Any], mode: str, seed: int) -> dict[str, Any]:
@@ -41,6 +41,11 @@ def seeded(cls: Any, kwargs: dict[str, Any], mode: str, seed: int) -> dict[str, 
     except (TypeError, ValueError):
         return kwargs
     return {**kwargs, "seed": seed} if "seed" in params else kwargs
+
+
+#: Where Keras's preprocessing layers live (every release): the layers it runs in ``tf.data``
+#: on every backend.
+_PREPROCESSING = ("keras.src.layers.preprocessing.", "keras.layers.preprocessing.")
 
 
 class ModeRun:
@@ -56,8 +61,13 @@ class ModeRun:
         shapes,
         input_dtypes: tuple[str, ...],
         backend: str,
+        nest: Callable[[list[Any]], list[Any]] = list,
+        paths: list[tuple[Any, ...]] | None = None,
     ):
         self.mode = mode
+        # how the leaves nest into the inputs (a user's dict), and each leaf's place there
+        self.nest = nest
+        self.paths = paths
         self.layer = layer
         self.call = call
         self.shapes = shapes
@@ -100,6 +110,32 @@ class ModeRun:
                     "tensors: no values, so no inf/NaN per op)"
                 )
         return ""
+
+    def tf_data_limit(self, error: ErrorInfo | None) -> ErrorInfo | None:
+        """``error`` as "not supported here" when it is the ``dataset`` mode's limit: off
+        tensorflow, only Keras's preprocessing layers (``keras.layers.preprocessing``: they
+        switch to TensorFlow's ops inside ``tf.data``, as Keras documents) run in
+        ``Dataset.map``; any other layer gets symbolic ``tf.Tensor``s its backend cannot take.
+        ``None`` where it is not (the call ran, another mode, tensorflow, a preprocessing
+        layer's own failure, the tool's)."""
+        import keras
+
+        backend = keras.backend.backend()
+        if self.mode != "dataset" or error is None or backend == "tensorflow":
+            return None
+        preprocessing = type(self.layer).__module__.startswith(_PREPROCESSING)
+        if error.where == "tool" or preprocessing:
+            return None
+        said = f"{error.type}: {own_words(error.message, error.type)}"
+        return ErrorInfo(
+            type=error.type,
+            message=(
+                "dataset mode runs the target inside tf.data.Dataset.map, a TensorFlow graph, "
+                f"which only the tensorflow backend runs for a layer other than Keras's "
+                f"preprocessing layers ({backend} cannot); Keras said: {said}"
+            ),
+            where=UNSUPPORTED,
+        )
 
     @property
     def values(self) -> bool:
@@ -180,12 +216,15 @@ class ModeRun:
 
     def _dataset(self, samples: list[Any]) -> Any:
         """The layer mapped over one batch of ``tf.data``, as Keras documents preprocessing
-        layers on every backend; the batch it yields."""
+        layers on every backend; the batch it yields. Each element is the inputs as the user
+        nested them (a dict of named inputs stays a dict), as a user's own dataset yields it."""
         import tensorflow as tf
 
         batch = self.shapes[0][0]
-        data = tf.data.Dataset.from_tensor_slices(tuple(samples)).batch(batch)
-        mapped = data.map(lambda *xs: self.call(self.layer, list(xs)))
+        paths = self.paths or [(i,) for i in range(len(samples))]
+        element = tuple(self.nest(list(samples)))
+        data = tf.data.Dataset.from_tensor_slices(element).batch(batch)
+        mapped = data.map(lambda *xs: self.call(self.layer, [_at(xs, p) for p in paths]))
         return next(iter(mapped))
 
     def model_steps(self, converted: list[str]) -> list[CastStep]:
@@ -245,3 +284,10 @@ def _unquantized_global_policy() -> Iterator[None]:
         yield
     finally:
         keras.config.set_dtype_policy(policy)
+
+
+def _at(nested: Any, path: tuple[Any, ...]) -> Any:
+    """The leaf of ``nested`` at ``path`` (``(0, "images")``: the first input's "images")."""
+    for key in path:
+        nested = nested[key]
+    return nested

@@ -23,12 +23,16 @@ from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._observe import (
     Invalid,
     broadcast,
+    error_info,
     leaf_dtype,
     outcome,
 )
+from dtype_explorer.keras_run.probe._op_grad import NoGradients, op_gradients
 from dtype_explorer.keras_run.probe._stages import declare, recorded_call, timed
 from dtype_explorer.records import (
+    UNSUPPORTED,
     CastStep,
+    ErrorInfo,
     Expectation,
     InputValue,
     Numerics,
@@ -94,7 +98,31 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
                 steps,
                 reference if entry.computes_on_values else None,
             )
+    # 7. mode="fit": the gradient of the output w.r.t. the float inputs, on the same values.
+    if spec.mode == "fit" and called.outputs is not None:
+        with timed(timings, "fit_ms"):
+            _gradient_stage(fields, inputs, entry, kwargs)
     return fields
+
+
+def _gradient_stage(
+    fields: ProbeFields, inputs: _OpInputs, entry: OpEntry, kwargs: dict[str, Any]
+) -> None:
+    """The ``fit`` field (``op_gradients``); a backend without gradients (numpy) or an op
+    without a float input or output is not supported here, Keras's raise an error."""
+    floats = inputs.float_tensors()
+    names = [f"input {i}" if inputs.arity > 1 else "input" for i in range(inputs.arity)]
+    try:
+        fields["fit"] = op_gradients(lambda subs: inputs.rerun(entry, kwargs, subs), floats, names)
+        fields["execution"] = f"eager call, then {fields['fit'].execution}"
+    except NoGradients as why:
+        fields.update(
+            status="error",
+            verdict="error",
+            error=ErrorInfo(type="NoGradient", message=str(why), where=UNSUPPORTED),
+        )
+    except Exception as error:  # the backend's autodiff raised: its answer, in its words
+        fields.update(status="error", verdict="error", error=error_info(error, "fit"))
 
 
 def _check_keywords(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> None:
@@ -206,6 +234,42 @@ class _OpInputs:
             given = op_conversion(self.samples[i])[0]  # what the op makes of the list, not NumPy's
         shape = tuple(leaf["shape"]) if i is None else self.shapes[i]
         return keras.KerasTensor(shape, dtype=given)
+
+    def float_tensors(self) -> dict[int, Any]:
+        """The probed float inputs as the eager call's tensors (a user's array or list as
+        the op converts it), by index: what ``mode="fit"`` differentiates with respect to."""
+        found = {}
+        for _, i, value in self.made:
+            if i is None or isinstance(value, (bool, int, float)):
+                continue
+            tensor = self.tensors.get(i)
+            if tensor is None:  # the user's own value: as the op's own conversion makes it
+                import keras
+
+                try:
+                    tensor = keras.ops.convert_to_tensor(value)
+                except Exception:  # a string, ...: no gradient (the call said how it went)
+                    continue
+            if dtypes.is_float(dtypes.describe(tensor)):
+                found[i] = tensor
+        return found
+
+    def rerun(self, entry: OpEntry, kwargs: dict[str, Any], subs: dict[int, Any]) -> Any:
+        """The eager call again on the same values, the probed inputs in ``subs`` replaced."""
+        replay = iter(self.made)
+
+        def again(leaf: dict, i: int | None) -> Any:
+            _, _, value = next(replay)
+            if i is not None and i in subs:
+                return subs[i]
+            if i is not None and i in self.tensors:
+                return self.tensors[i]
+            if i is None and not isinstance(value, (bool, int, float)):
+                return op_tensor(value, leaf["dtype"])
+            return value
+
+        args, named = catalog.op_calls.build(self.leaves, again)
+        return catalog.op_calls.call(entry.name, args, named, kwargs)
 
     def reference(self, entry: OpEntry, kwargs: dict[str, Any], dtype: str) -> Any:
         """The same op on the same values, every probed number array in ``dtype``."""

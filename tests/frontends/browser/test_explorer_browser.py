@@ -483,11 +483,13 @@ def test_fit_draws_the_training_step_and_numpy_says_it_cannot_train(compare_page
     page.click('[data-testid="toggle-torch"]')
 
 
-def test_dataset_mode_on_jax_says_what_it_needs(compare_page, artifacts):
+def test_dataset_mode_on_jax_is_not_supported_as_fit_on_numpy_is(compare_page, artifacts):
     page = compare_page
     _select(page, "mode", "dataset")
     said = page.inner_text('[data-testid="headline-jax"]')
-    assert said.startswith("dataset mode needs the tensorflow backend for tf.data"), said
+    assert said.startswith("not supported here: dataset mode runs the target inside tf.data"), said
     assert "_modes.py" not in said
+    assert page.get_attribute('[data-testid="column-jax"]', "data-status") == "unsupported"
     assert page.get_attribute('[data-testid="column-tensorflow"]', "data-status") == "ok"
+    assert page.locator('[data-testid="divergence"]').count() == 0
     page.screenshot(path=artifacts / "compare-dataset-mode.png")
