@@ -232,7 +232,7 @@ def test_an_augmentation_layer_gets_its_dict_and_names_every_leaf(backend):
 
 def test_structures_run_only_where_a_call_takes_them():
     pair = [(np.ones((2, 3), "float32"), np.ones((2, 3), "int32"))]
-    with pytest.raises(InvalidSpecError, match="run in modes 'call' and 'training'"):
+    with pytest.raises(InvalidSpecError, match="run in modes 'call', 'training' and 'dataset'"):
         dx.probe(PairInput, values=pair, mode="model")
     with pytest.raises(InvalidSpecError, match="not dicts or tuples"):
         dx.probe("ops.add", values=pair)
