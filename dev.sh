@@ -62,7 +62,8 @@ lint() {
 # notebook...); --tier=fast is the pure ones and tests/test_architecture.py, --tier=rest all
 # the others: together, every test, each once. The rest runs in DX_TEST_PROCESSES pytest
 # processes (pytest-xdist, 2 by default: most of it waits on real workers, kernels and
-# browsers), a test file to a process (its module fixtures made once); DX_TEST_PROCESSES=0
+# browsers), a test file to a process (its module fixtures made once), the tests that read the
+# lessons' one execution together and first (conftest.py's xdist groups); DX_TEST_PROCESSES=0
 # runs it in this one process.
 run_tests() {
   lint
@@ -71,7 +72,7 @@ run_tests() {
   if [ "$processes" = 0 ]; then
     tier rest "$@"
   else
-    tier rest -n "$processes" --dist loadfile "$@"
+    tier rest -n "$processes" --dist loadgroup --no-loadscope-reorder "$@"
   fi
 }
 

@@ -171,6 +171,18 @@ def keras_3_5_engine():
     return _created_engine("keras==3.5.0")
 
 
+@pytest.fixture(scope="session")
+def executed_lessons(tf_keras_engine, tmp_path_factory):
+    """Every lesson executed once in this run (``tests/lesson_runs.py``): the Keras 3 ones in a
+    rebuilt Binder environment, measured, 7b on the Keras 2 kernel. The Binder tests check
+    them and the docs site is built from them."""
+    import lesson_runs
+
+    return lesson_runs.run_every_lesson(
+        tmp_path_factory.mktemp("lessons"), tf_keras_engine.kernel_name
+    )
+
+
 # ------------------------------------------------------------------------------ the tiers
 # Every test is marked by what it uses, from the table in tests/tiers.py (which says how);
 # `./dev.sh check` runs the fast tier, `./dev.sh test` runs it first, then the rest.
@@ -198,6 +210,28 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return ">>>" not in collection_path.read_text(encoding="utf-8") or None
 
 
+#: The tests that read the lessons' one execution (:func:`executed_lessons`): one xdist group.
+LESSONS_GROUP = "lessons"
+
+
+def _xdist_groups(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` (``./dev.sh test``) each test file is one unit of work, as with
+    ``loadfile`` (its module fixtures made once), except that the tests reading the lessons'
+    one execution are one unit, so that the process that executes them also builds the site
+    from them. That unit, the longest, goes first; then the files with the most tests (xdist's
+    own order, with ``--no-loadscope-reorder`` so it keeps this one)."""
+    groups = {}
+    for item in items:
+        uses_lessons = "executed_lessons" in getattr(item, "fixturenames", ())
+        groups[id(item)] = LESSONS_GROUP if uses_lessons else str(item.path)
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    counts: dict[str, int] = {}
+    for group in groups.values():
+        counts[group] = counts.get(group, 0) + 1
+    items.sort(key=lambda i: (groups[id(i)] != LESSONS_GROUP, -counts[groups[id(i)]]))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     texts: dict[object, str] = {}
     for item in items:
@@ -214,6 +248,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = {id(item) for item in keep}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
         items[:] = keep
+    if config.getoption("dist", "no") == "loadgroup":
+        _xdist_groups(items)
 
 
 def _children() -> set[int]:

@@ -55,7 +55,7 @@ USES = {
     ),
     "notebook": Uses(
         "runs a notebook in a Jupyter kernel (nbval, nbclient)",
-        fixtures=("binder",),
+        fixtures=("executed_lessons",),
         paths=("notebooks/",),
         source=r"nbclient|nbval|NotebookClient",
     ),

@@ -1,21 +1,25 @@
 """mkdocs hook: the lessons are executed when the site is built, and the pages show those outputs.
 
-Each ``lessons/*.ipynb`` (``docs/lessons`` is a link to ``notebooks/``) is run top to bottom with
-nbclient in a fresh kernel of this Python, its copy written to ``.cache/lessons/`` (a build
-directory, never committed), and mkdocs-jupyter renders that copy. The committed notebooks are
-not touched. The workers run Binder's backends, jax, tensorflow and numpy
+Each ``lessons/*.ipynb`` (``docs/lessons`` is a link to ``notebooks/``) is run top to bottom
+(``lesson_execution.run``: nbclient, in a fresh kernel of this Python), its copy written to
+``.cache/lessons/`` (a build directory, never committed), and mkdocs-jupyter renders that copy. The
+committed notebooks are not touched. The workers run Binder's backends, jax, tensorflow and numpy
 (``DTYPE_EXPLORER_BACKENDS``, unless set: the lessons ask tensorflow by name), and the kernel
 inherits the build's fresh result cache (``examples.py``), so no output comes from an earlier
 run. The saved widget state (nbclient's ``store_widget_state``) goes with the copy, and the page
-draws it as a snapshot (``examples.py``). An explorer answers in the background, after its cell
-is done: a last cell, run and then dropped from the copy (:data:`SETTLE`), waits for every
-``DtypeExplorer``'s answers and sends its whole state again, so that the snapshot shows them.
+draws it as a snapshot (``examples.py``), every explorer's answers in it (``lesson_execution``).
 A lesson written for the Keras 2 kernel (its kernelspec is a ``dtype-explorer-tf_keras``
 one: 7b) runs on that kernel, registered (and its engine created) by
 ``dx.engines.kernel("tf_keras")``.
 
 A cell that raises fails the build, naming the lesson, the cell and Keras's error. Set
 ``DTYPE_EXPLORER_DOCS_EXECUTE=0`` to render the committed outputs instead (a quick local build).
+
+``DTYPE_EXPLORER_DOCS_EXECUTED=<folder>`` names lessons executed earlier by the same executor
+(the test run executes each lesson once, in Binder's environment, and builds the site from
+those copies: :func:`executed_earlier`): a copy there whose cells are the committed lesson's,
+executed without an error, is published instead of executing the lesson again; any other
+lesson is executed.
 
 The site is built from the lessons **as committed** (``git show HEAD:notebooks/…``, a clean
 copy), never from the working copy: JupyterLab autosaves whatever the reader typed into a
@@ -34,32 +38,21 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import lesson_execution
 import nbformat
 from mkdocs.exceptions import PluginError
-from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 BUILD_DIR = Path(".cache") / "lessons"
 #: Binder's backends (binder/start), those the committed outputs show: the lessons ask tensorflow
 #: by name, torch never.
 BACKENDS = "jax,tensorflow,numpy"
-CELL_TIMEOUT = 600  # seconds: lesson 7 creates Keras engines from the package index
 KERAS2_KERNEL = "dtype-explorer-tf_keras"  # the Keras 2 kernels' names (runtime/_kernelspec.py)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the colours of IPython's traceback
 log = logging.getLogger("mkdocs.hooks.lessons")
-#: The cell run after the lesson's own (and dropped from the copy): every explorer's answers,
-#: which arrive after its cell ended, go into the saved widget state.
-SETTLE = f"""
-from ipywidgets.widgets.widget import _instances as _dx_widgets
-from dtype_explorer import DtypeExplorer as _DxExplorer
-for _dx_widget in [w for w in list(_dx_widgets.values()) if isinstance(w, _DxExplorer)]:
-    _dx_widget.wait(timeout={CELL_TIMEOUT})
-    _dx_widget.send_state()
-"""
 
 
 def on_files(files: Any, config: Any) -> Any:
@@ -103,12 +96,20 @@ def _lessons(files: Any) -> list[Any]:
 
 
 def _execute_lessons(files: Any, out_dir: Path, seconds: dict[str, float]) -> None:
+    earlier = os.environ.get("DTYPE_EXPLORER_DOCS_EXECUTED")
+    folder = Path(earlier) if earlier else None
     for file in _lessons(files):
         started = time.monotonic()
         executed = out_dir / Path(file.src_uri).name
-        execute(Path(file.abs_src_path), executed, label=file.src_uri)
+        source = Path(file.abs_src_path)
+        found = executed_earlier(source, folder, label=file.src_uri)
+        if found is not None:
+            nbformat.write(found, executed)
+            log.info(f"{file.src_uri}: published as executed earlier in this run ({folder})")
+        else:
+            execute(source, executed, label=file.src_uri)
+            seconds[Path(file.src_uri).stem] = time.monotonic() - started
         file.abs_src_path = str(executed)
-        seconds[Path(file.src_uri).stem] = time.monotonic() - started
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -160,33 +161,47 @@ def execute(source: Path, target: Path, *, label: str) -> None:
         PluginError: a cell raised, timed out or killed the kernel (the lesson and cell named).
     """
     notebook = committed(source, label=label)
-    settle = nbformat.v4.new_code_cell(SETTLE)
-    notebook.cells.append(settle)
-    client = NotebookClient(
-        notebook,
-        timeout=CELL_TIMEOUT,
-        kernel_name=_kernel_name(notebook),
-        resources={"metadata": {"path": str(source.parent)}},
-        store_widget_state=True,
-    )
     try:
         # The kernel alone gets the backends (the gallery, in this process, asks torch too).
-        client.execute(env={"DTYPE_EXPLORER_BACKENDS": BACKENDS, **os.environ})
+        lesson_execution.run(
+            notebook,
+            folder=source.parent,
+            kernel_name=_kernel_name(notebook),
+            env={"DTYPE_EXPLORER_BACKENDS": BACKENDS, **os.environ},
+        )
     except CellExecutionError as exc:
         said = ANSI.sub("", str(exc))
         raise PluginError(f"{label}: a cell raised when the lesson was executed:\n{said}") from exc
     except (CellTimeoutError, DeadKernelError) as exc:
         raise PluginError(f"{label}: the lesson did not finish: {exc}") from exc
-    notebook.cells.remove(settle)
     nbformat.write(notebook, target)
-    timing = settle.metadata.get("execution", {})
-    if "shell.execute_reply" in timing:  # what waiting for the explorers' answers cost
-        waited = _seconds(timing["shell.execute_reply"]) - _seconds(timing["iopub.execute_input"])
-        log.info(f"{label}: the widget snapshot waited {waited:.1f}s for the explorers' answers")
 
 
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+def executed_earlier(source: Path, folder: Path | None, *, label: str) -> Any | None:
+    """The copy of lesson ``source`` in ``folder`` (``DTYPE_EXPLORER_DOCS_EXECUTED``), when it
+    is this very lesson as committed, executed to the end: its cells' sources are the committed
+    ones and no output is an error. ``None`` otherwise (the lesson is then executed here).
+
+    Args:
+        source: the lesson's path.
+        folder: where the earlier executions were written, or ``None``.
+        label: how the build names the lesson in the log.
+
+    Returns:
+        The executed notebook, or ``None``.
+    """
+    copy = folder / source.name if folder is not None else None
+    if copy is None or not copy.is_file():
+        return None
+    lesson, executed = committed(source, label=label), nbformat.read(copy, as_version=4)
+    same = [(c.cell_type, c.source) for c in lesson.cells] == [
+        (c.cell_type, c.source) for c in executed.cells
+    ]
+    ran = [c for c in executed.cells if c.cell_type == "code"]
+    if not same or any(o.get("output_type") == "error" for c in ran for o in c.outputs):
+        log.info(f"{label}: the copy in {folder} is not this lesson run to the end: executed here")
+        return None
+    return executed
 
 
 def _kernel_name(notebook: Any) -> str:

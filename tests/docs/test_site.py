@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -30,15 +31,23 @@ PAGES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+@pytest.fixture(scope="session")
+def site(tmp_path_factory, executed_lessons) -> Path:
+    """The site, built once a run from the lessons' one execution in it (``executed_lessons``:
+    ``DTYPE_EXPLORER_DOCS_EXECUTED``; session-scoped: whatever order its tests run in, the site
+    is built once); the build's log is kept beside it (``build.log``)."""
     out = tmp_path_factory.mktemp("docs") / "site"
-    (out.parent / "started").touch()  # the lessons' executed copies must be newer
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "NO_MKDOCS_2_WARNING": "1",
+        "PYTHONPATH": str(ROOT),
+        "DTYPE_EXPLORER_DOCS_EXECUTED": str(executed_lessons.folder),
+    }
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
+    (out.parent / "build.log").write_text(done.stderr, encoding="utf-8")
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stderr[-6000:]}"
     return out
 
@@ -135,18 +144,27 @@ def test_examples_show_their_output_computed_at_build_time(site):
     assert "jp-OutputArea" in lesson
 
 
-def test_every_lesson_ran_when_the_site_was_built(site):
-    started = (site.parent / "started").stat().st_mtime
+def test_every_lesson_ran_once_in_this_run_and_the_site_shows_that_run(site, executed_lessons):
+    """Each lesson's page is its execution in this run (every cell executed after the run
+    began, none raised), and the build published it without executing it again."""
+    log = (site.parent / "build.log").read_text(encoding="utf-8")
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         executed = ROOT / ".cache" / "lessons" / notebook.name  # docs/_hooks/lessons.py
-        assert executed.stat().st_mtime >= started, f"{notebook.name} was not executed"
         cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
         ran = [c for c in cells if c["cell_type"] == "code" and c.get("execution_count")]
         assert ran and all(not _errors(c) for c in ran), notebook.name
+        stamps = [c["metadata"]["execution"]["iopub.execute_input"] for c in ran]
+        assert min(map(_seconds, stamps)) >= executed_lessons.started, notebook.name
+        assert f"lessons/{notebook.name}: published as executed earlier in this run" in log
         page = (site / "lessons" / f"{notebook.stem}.html").read_text(encoding="utf-8")
         assert "jp-OutputArea" in page, notebook.name
+    assert "lessons executed in" not in log  # none executed by the build itself
     quantized = (site / "lessons" / "08_quantized_and_hub.html").read_text(encoding="utf-8")
     assert "int8: 5936 bytes stored, float32 12112" in quantized
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _errors(cell: dict) -> list[dict]:

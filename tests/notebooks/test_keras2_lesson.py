@@ -19,7 +19,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -48,8 +47,9 @@ def _facts(cells) -> dict:
 
 
 @pytest.fixture(scope="module")
-def executed(tf_keras_engine, tmp_path_factory):
-    """The committed notebook, run on the Keras 2 engine's kernel."""
+def executed(tf_keras_engine, executed_lessons):
+    """The committed notebook, run once on the Keras 2 engine's kernel (``tests/lesson_runs.py``:
+    the docs site is built from the same run)."""
     if not any(p.startswith("tensorflow-hub==") for p in tf_keras_engine.packages):
         pytest.fail(
             f"the engine {tf_keras_engine.spec} was created before tensorflow-hub joined its "
@@ -57,15 +57,7 @@ def executed(tf_keras_engine, tmp_path_factory):
         )
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     assert notebook.metadata["kernelspec"]["name"] == tf_keras_engine.kernel_name
-    where = tmp_path_factory.mktemp("lesson")
-    client = NotebookClient(
-        notebook,
-        kernel_name=tf_keras_engine.kernel_name,
-        timeout=600,
-        resources={"metadata": {"path": str(where)}},
-    )
-    client.execute()
-    return notebook
+    return executed_lessons.executed(NOTEBOOK.name)
 
 
 def test_every_checked_cell_prints_what_the_notebook_committed(executed):
