@@ -2,8 +2,9 @@
 
 ``_probe`` is its entry point (``run_keras2``: a layer, loss or metric on Keras 2), with its
 ``_modes``, ``_objective`` (losses and metrics), ``_values`` (the user's values, the
-numerics), ``_op_trace`` (TensorFlow's op callbacks) and ``_instance`` (a user's tf.keras
-layer as given); ``_model_trace`` records a Keras 2 model's forward pass as Keras 3's is
+numerics), ``_op_trace`` (TensorFlow's op callbacks), ``_documented`` (the output dtype
+tf_keras's own docstrings state: its policy rule) and ``_instance`` (a user's tf.keras layer
+as given); ``_model_trace`` records a Keras 2 model's forward pass as Keras 3's is
 recorded, ``_rebuild`` rebuilds a Keras 3 model in Keras 2, and ``_compare`` sets Keras 2
 beside Keras 3.
 

@@ -10,11 +10,15 @@ reference error, inf/NaN against the same layer in float64, ``_keras2_values``),
 metrics (``_keras2_objective``), the modes ``model``/``predict``/``fit`` (``_keras2_modes``: one
 step with Keras 2's ``LossScaleOptimizer`` under a mixed policy) and ``supplied``.
 
-What Keras 2 lacks is said once in ``basis``: no ``converted`` stage of its own (``__call__``
-converts NumPy inputs and casts floating ones in one step) and no
-``keras.backend.result_type``: no documented dtype is claimed; a layer or op without a Keras 2
-counterpart is said to have none. The op trace is TensorFlow's ops (``_keras2_trace``: op
-callbacks), in the eager modes ``call`` and ``model``.
+What tf_keras documents decides the verdict: its policy rule, quoted from its own docstrings
+(``_documented``: a layer casts its floating-point inputs, in its first argument, to its
+compute dtype, and computes and outputs in it), with the layer's ``compute_dtype`` read from
+the built tf_keras layer; where that rule does not reach (an int input, ``autocast=False``)
+the answer stays ``undocumented``. What Keras 2 lacks is said once in ``basis``: no
+``converted`` stage of its own (``__call__`` converts NumPy inputs and casts floating ones in
+one step) and no ``keras.backend.result_type`` (no ``result_type`` expectation); a layer or op
+without a Keras 2 counterpart is said to have none. The op trace is TensorFlow's ops
+(``_keras2_trace``: op callbacks), in the eager modes ``call`` and ``model``.
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._instance_kind import keras2_layer_class
 from dtype_explorer.keras_run.catalog import LayerEntry, OpEntry
+from dtype_explorer.keras_run.keras2._documented import documented
 from dtype_explorer.keras_run.keras2._instance import Keras2Copies, Keras2Packed, is_keras2_instance
 from dtype_explorer.keras_run.keras2._modes import NO_GRADIENT_VALUES, Keras2Run
 from dtype_explorer.keras_run.keras2._objective import run_keras2_objective
@@ -51,7 +57,7 @@ from dtype_explorer.keras_run.probe import (
     timed,
     variable_steps,
 )
-from dtype_explorer.records import CastStep, ProbeResult, ProbeSpec, VariableDtypes
+from dtype_explorer.records import CastStep, Expectation, ProbeResult, ProbeSpec, VariableDtypes
 from dtype_explorer.timing import ms
 
 #: Why a stage of the Keras 3 cast path has no Keras 2 counterpart (kept in ``basis``).
@@ -64,8 +70,8 @@ MODEL_AUTOCAST = (
     "(Layer._maybe_cast_inputs; autocast=False in the constructor keeps them as given)"
 )
 NO_RESULT_TYPE = (
-    "no documented dtype: Keras 2 has no keras.backend.result_type; its policy rule is that "
-    "a layer casts floating-point inputs to its compute dtype"
+    "no result_type expectation: Keras 2 has no keras.backend.result_type; what it documents "
+    "is its policy rule (a layer casts its floating-point inputs to its compute dtype)"
 )
 
 NOT_A_POLICY = (
@@ -131,9 +137,10 @@ def _run(spec: ProbeSpec, timings: dict[str, float], target: Any) -> ProbeFields
         # 5. Declare: Keras 2's compute_output_signature.
         with timed(timings, "declared_ms"):
             declared = _declared(cls, kwargs, entry, inputs.shapes, inputs.dtypes, tf)
-        # 6. The cast path and the answer (no documented dtype: Keras 2 has no result_type).
+        # 6. The cast path, what tf_keras documents (its policy rule) and the answer.
         steps = _steps(inputs, recorder)
-        fields = _answer(called, steps, declared, policy, recorder, tf)
+        said = documented(layer, entry, inputs, tf, tf_keras)
+        fields = _answer(called, steps, declared, policy, recorder, said, tf)
         fields["execution"] = run.execution
         if trace.steps:
             fields.update(
@@ -301,17 +308,24 @@ def _answer(
     declared: tuple[str, ...],
     policy: Any,
     recorder: _Recorder,
+    said: tuple[rules.Documented, list[Expectation]],
     tf: Any,
 ) -> ProbeFields:
-    """The fields from the call's outputs (or its error): ``output`` steps and the verdict."""
+    """The fields from the call's outputs (or its error): ``output`` steps, and the verdicts
+    against what tf_keras documents (``said``: :func:`._documented.documented`)."""
+    rule, expectations = said
     basis = (
         f"Keras 2 policy {policy.name!r}: compute {policy.compute_dtype}, "
         f"variables {policy.variable_dtype}",
         NO_CONVERTED_STAGE,
         NO_RESULT_TYPE,
+        *rule.basis,
     )
     fields: ProbeFields = {
         "declared_dtype": declared[0] if declared else None,
+        "documented_dtype": rule.dtype,
+        "expectations": tuple(expectations),
+        "expected_by": expectations[0].source if expectations else None,
         "basis": basis,
         "variables": recorder.variables,
         "execution": "eager call (Keras 2, tf_keras)",
@@ -327,15 +341,15 @@ def _answer(
         steps.append(CastStep(stage="output", dtype=dtype, index=i, note=output_note(dtype, None)))
     observed = out_dtypes[0] if out_dtypes else None
     device = str(getattr(flat[0], "device", "")) if flat else ""
+    each, worst = expect.verdicts(rule.dtype, declared, out_dtypes)
     fields.update(
         status="ok",
         output_dtype=observed,
         output_dtypes=out_dtypes,
         cast_path=tuple(steps),
         device=device.rsplit("device:", 1)[-1].lower() if device else "cpu:0",
-        verdict=rules.verdict(
-            status="ok", documented=None, declared=fields["declared_dtype"], observed=observed
-        ),
+        verdict=worst,
+        output_verdicts=each,
     )
     return fields
 
