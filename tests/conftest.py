@@ -212,6 +212,9 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 #: The tests that read the lessons' one execution (:func:`executed_lessons`): one xdist group.
 LESSONS_GROUP = "lessons"
+#: pytest-timeout's limit for those tests: the first one's setup builds Binder and runs every
+#: lesson (10 min on an idle 2-core machine, more under load), whichever test that is.
+LESSONS_TIMEOUT = 3600
 
 
 def _xdist_groups(items: list[pytest.Item]) -> None:
@@ -248,6 +251,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kept = {id(item) for item in keep}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept])
         items[:] = keep
+    for item in items:  # the first to ask makes the Binder build and runs every lesson
+        if "executed_lessons" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.timeout(LESSONS_TIMEOUT), append=False)
     if config.getoption("dist", "no") == "loadgroup":
         _xdist_groups(items)
 
