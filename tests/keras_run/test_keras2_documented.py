@@ -14,17 +14,13 @@ Creating the engine needs the package index: without it these tests fail, never 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from keras2_runs import in_engine, plain_tf_keras
 
 import dtype_explorer as dx
-from dtype_explorer import engines
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -36,20 +32,9 @@ RULE = (
 )
 
 
-def _dx_out(text: str) -> dict:
-    lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
-    assert lines, text[-3000:]
-    return json.loads(lines[-1].removeprefix("DX-OUT "))
-
-
 @pytest.fixture(scope="module")
 def plain(tf_keras_engine) -> dict:
-    env = dict(os.environ, PYTHONPATH=tf_keras_engine.site, TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "raw"], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = _dx_out(done.stdout)
+    out = plain_tf_keras(tf_keras_engine, str(SCRIPT), "raw")
     assert out.pop("module") == "tf_keras"
     return out
 
@@ -57,10 +42,7 @@ def plain(tf_keras_engine) -> dict:
 @pytest.fixture(scope="module")
 def asked(tf_keras_engine) -> dict:
     """The same questions through ``dx``, in the Keras 2 engine's own process."""
-    command = engines.script_command(tf_keras_engine.spec, str(SCRIPT), ["dx"])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return _dx_out(done.stdout)
+    return in_engine(tf_keras_engine, str(SCRIPT), "dx")
 
 
 def _as_raw(answer: dict | str, raw: list) -> None:

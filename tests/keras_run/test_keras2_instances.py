@@ -12,17 +12,13 @@ Creating the engine needs the package index: without it these tests fail, never 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from keras2_runs import in_engine, plain_tf_keras
 
 import dtype_explorer as dx
-from dtype_explorer import engines
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -49,24 +45,9 @@ print("DX-OUT " + json.dumps(cells))
 """
 
 
-def _dx_out(text: str) -> dict:
-    lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
-    assert lines, text[-3000:]
-    return json.loads(lines[-1].removeprefix("DX-OUT "))
-
-
-def _plain(engine, *args: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=engine.site, TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run(
-        [sys.executable, *args], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return _dx_out(done.stdout)
-
-
 @pytest.fixture(scope="module")
 def plain(tf_keras_engine) -> dict:
-    out = _plain(tf_keras_engine, str(SCRIPT), "raw")
+    out = plain_tf_keras(tf_keras_engine, str(SCRIPT), "raw")
     assert out.pop("module") == "tf_keras"
     return out
 
@@ -74,10 +55,7 @@ def plain(tf_keras_engine) -> dict:
 @pytest.fixture(scope="module")
 def asked(tf_keras_engine) -> dict:
     """The same questions through ``dx``, in the Keras 2 engine's own process."""
-    command = engines.script_command(tf_keras_engine.spec, str(SCRIPT), ["dx"])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return _dx_out(done.stdout)
+    return in_engine(tf_keras_engine, str(SCRIPT), "dx")
 
 
 def test_a_layer_whose_call_takes_one_tuple_gets_the_tuple(plain, asked):
@@ -133,7 +111,7 @@ def test_an_rnn_cell_gets_its_sampled_state_as_tf_keras_takes_it(tf_keras_engine
     """Item 5: the tool's own state sample reaches tf_keras's cells as a tensor, which they
     take; the user's own NumPy state is passed as given, and refused as raw tf_keras refuses
     it."""
-    raw = _plain(tf_keras_engine, "-c", RAW_CELL)
+    raw = plain_tf_keras(tf_keras_engine, "-c", RAW_CELL)
     x = np.linspace(-1, 1, 6, dtype="float32").reshape(2, 3)
     h = np.full((2, 4), 0.5, "float32")
     for name in ("GRUCell", "SimpleRNNCell"):

@@ -10,14 +10,12 @@ Creating the engine needs the package index: without it these tests fail, never 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import nbformat
 import numpy as np
 import pytest
+from keras2_runs import plain_tf_keras
 from nbclient import NotebookClient
 
 import dtype_explorer as dx
@@ -138,20 +136,9 @@ DX = textwrap.dedent(
 )
 
 
-def _dx_out(text: str) -> dict:
-    lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
-    assert lines, text[-3000:]
-    return json.loads(lines[-1].removeprefix("DX-OUT "))
-
-
 @pytest.fixture(scope="module")
 def plain(tf_keras_engine) -> dict:
-    env = dict(os.environ, PYTHONPATH=tf_keras_engine.site, TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run(
-        [sys.executable, "-c", RAW], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = _dx_out(done.stdout)
+    out = plain_tf_keras(tf_keras_engine, "-c", RAW)
     assert out["module"] == "tf_keras"
     return out
 

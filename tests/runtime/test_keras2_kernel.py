@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from keras2_runs import dx_out, plain_tf_keras
 from nbclient import NotebookClient
 
 import dtype_explorer as dx
@@ -95,21 +96,10 @@ DX_CUSTOM_CODE = textwrap.dedent(
 )
 
 
-def _dx_out(text: str) -> dict:
-    lines = [line for line in text.splitlines() if line.startswith("DX-OUT ")]
-    assert lines, text[-2000:]
-    return json.loads(lines[-1].removeprefix("DX-OUT "))
-
-
 @pytest.fixture(scope="module")
 def plain_script(tf_keras_engine) -> dict:
     """The code as a plain tf_keras script: the engine's site alone on PYTHONPATH."""
-    env = dict(os.environ, PYTHONPATH=tf_keras_engine.site, TF_USE_LEGACY_KERAS="1")
-    done = subprocess.run(
-        [sys.executable, "-c", TF_KERAS_CODE], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return _dx_out(done.stdout)
+    return plain_tf_keras(tf_keras_engine, "-c", TF_KERAS_CODE)
 
 
 def test_creating_the_engine_registers_its_kernel(tf_keras_engine):
@@ -134,14 +124,14 @@ def test_a_notebook_on_the_kernel_runs_tf_keras_as_a_plain_script_does(
     texts = [
         "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream") for c in nb.cells
     ]
-    in_kernel = _dx_out(texts[0])
+    in_kernel = dx_out(texts[0])
     assert in_kernel == plain_script
     assert in_kernel["dense_module"] == "tf_keras" and not in_kernel["keras_3_loaded"]
     assert in_kernel["model_float64"] == ["float32", "float32"]  # Keras 2 casts model inputs
     assert in_kernel["custom_mixed"] == ["float16", "float16", "float32", "float16"]
-    probed = _dx_out(texts[1])
+    probed = dx_out(texts[1])
     assert probed == {"engine": tf_keras_engine.spec, "output": "float16", "status": "ok"}
-    custom = _dx_out(texts[2])  # the user's classes, probed in the engine's worker
+    custom = dx_out(texts[2])  # the user's classes, probed in the engine's worker
     assert custom["model_float64"] == plain_script["model_float64"]
     assert custom["custom_mixed"] == plain_script["custom_mixed"]
     assert custom["model_basis"] and custom["engine"] == [tf_keras_engine.spec] * 2
@@ -170,7 +160,7 @@ def test_dtype_explorer_run_runs_a_script_under_keras_2(tf_keras_engine, plain_s
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    assert _dx_out(done.stdout) == plain_script
+    assert dx_out(done.stdout) == plain_script
 
 
 def test_the_kernel_command_registers_it_again(tf_keras_engine):
