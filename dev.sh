@@ -64,15 +64,16 @@ lint() {
 # processes (pytest-xdist, 2 by default: most of it waits on real workers, kernels and
 # browsers), a test file to a process (its module fixtures made once), the tests that read the
 # lessons' one execution together and first (conftest.py's xdist groups); DX_TEST_PROCESSES=0
-# runs it in this one process.
+# runs it in this one process. The 30 longest tests are listed at the end, so that a slow run
+# says where its time went.
 run_tests() {
   lint
   tier fast -x "$@"
   local processes=${DX_TEST_PROCESSES:-2}
   if [ "$processes" = 0 ]; then
-    tier rest "$@"
+    tier rest --durations=30 "$@"
   else
-    tier rest -n "$processes" --dist loadgroup --no-loadscope-reorder "$@"
+    tier rest -n "$processes" --dist loadgroup --no-loadscope-reorder --durations=30 "$@"
   fi
 }
 
