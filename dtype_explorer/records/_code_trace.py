@@ -164,6 +164,11 @@ class TraceResult(Record):
         """The steps that lost bits: a float downcast, a float to int, an int narrowing."""
         return [s for s in self.steps if s.lossy]
 
+    def lost_steps(self) -> list[TraceStep]:
+        """The steps whose cast lost values, measured (``TraceStep.loss``: integers rounded,
+        overflow, wrap ...), not only bits by dtype."""
+        return [s for s in self.steps if s.loss is not None]
+
     def dtype_changes(self) -> list[TraceStep]:
         """The steps whose output dtype is not their input's (promotions, casts, changes)."""
         return [s for s in self.steps if s.changes_dtype]
@@ -192,6 +197,10 @@ class TraceResult(Record):
         said = f", {changes} dtype change(s)" if changes else ", no dtype change"
         lossy = len(self.lossy_steps())
         said += f", {lossy} lossy" if lossy else ""
+        lost = self.lost_steps()
+        if lost:
+            first = lost[0]
+            said += f", values lost at {len(lost)} step(s) (first: {first.op}, {first.loss.cause})"
         return f"{ran}{said}; returned {out}" if out else f"{ran}{said}"
 
 

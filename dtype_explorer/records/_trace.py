@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import Field, computed_field
 
 from dtype_explorer.records._base import Record
+from dtype_explorer.records._exactness import CastLoss
 
 #: What a step did to the dtype: ``kept`` it, ``promoted`` its inputs (``result_type``),
 #: ``cast`` explicitly (``noop-cast`` when source and target agree), ``created`` a tensor from
@@ -35,14 +36,19 @@ Conversion = Literal["downcast", "int->float", "float->int", "int-narrowing"]
 Phase = Literal["build", "call"]
 #: What a step's flag warns of: the call's first inf/NaN made from finite inputs, a later one,
 #: a float16 output that left float16's range, or such an overflow in one of the ops the step
-#: ran itself while its own output is finite (hidden by it).
-FlagKind = Literal["first-nonfinite", "nonfinite", "float16-overflow", "hidden-overflow"]
-#: Each flag's words, the same in the text, the cards and the widget's page.
+#: ran itself while its own output is finite (hidden by it), or values a cast lost (its
+#: ``loss``: integers rounded, overflow, wrap ...; worded by :meth:`CastLoss.text`).
+FlagKind = Literal[
+    "first-nonfinite", "nonfinite", "float16-overflow", "hidden-overflow", "lost-values"
+]
+#: Each flag's words, the same in the text, the cards and the widget's page (``lost-values``
+#: adds the step's own counts).
 FLAG_TEXT: dict[str, str] = {
     "first-nonfinite": "first inf/NaN from finite inputs",
     "nonfinite": "inf/NaN from finite inputs",
     "float16-overflow": "left float16's range",
     "hidden-overflow": "float16 overflow inside, hidden by this op",
+    "lost-values": "lost values",
 }
 
 
@@ -140,6 +146,11 @@ class TraceStep(Record):
     #: (``"torch._int_mm"`` or ``"float fallback (...)"``), a step inside an XLA-compiled
     #: function (``"XLA (compiled by jax.jit)"``); ``None`` elsewhere.
     kernel: str | None = None
+    #: What a cast (``ops.cast``, ``convert_to_tensor(..., dtype=)``, an autocast's
+    #: ``backend.cast``) lost, measured on its own input and output values: integers that no
+    #: longer round-trip, values that overflowed, wrapped ... ``None``: it kept them, or its
+    #: values were not read (symbolic, numerics off).
+    loss: CastLoss | None = None
 
     @property
     def changes_dtype(self) -> bool:
@@ -186,7 +197,10 @@ class TraceStep(Record):
             kinds.append("float16-overflow")
         if self.hidden_overflow():
             kinds.append("hidden-overflow")
-        return tuple(TraceFlag(kind=k, text=FLAG_TEXT[k]) for k in kinds)
+        flags = [TraceFlag(kind=k, text=FLAG_TEXT[k]) for k in kinds]
+        if self.loss is not None:
+            flags.append(TraceFlag(kind="lost-values", text=f"lost values: {self.loss.text()}"))
+        return tuple(flags)
 
     def flag_text(self) -> str:
         """The flags in one line (``first inf/NaN from finite inputs; left float16's range``),

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._exactness import cast_loss
 from dtype_explorer.keras_run.trace._placement import tensor_device
 from dtype_explorer.records import TraceStep, TraceTensor
 
@@ -235,6 +236,7 @@ class Step:
         "float16_overflow",
         "inputs",
         "inside",
+        "loss",
         "max_abs",
         "nonfinite",
         "objects",
@@ -261,6 +263,7 @@ class Step:
         self.abstract = False
         self.nonfinite = self.first_nonfinite = self.float16_overflow = False
         self.max_abs: float | None = None
+        self.loss: Any = None
         self.weak = False
         self.device: str | None = None
 
@@ -346,13 +349,36 @@ def look_at_values(seen: dict[int, tuple[Any, tuple | None]], step: Step) -> Non
             out_inf |= flags[1]
             if flags[2] is not None:
                 max_abs = flags[2] if max_abs is None else max(max_abs, flags[2])
-    step.objects = []
+    objects, step.objects = step.objects, []
     if step.abstract:
         return
+    step.loss = _cast_loss(step, objects)
     step.max_abs = max_abs
     float16_out = any(o["dtype"] == "float16" for o in step.outputs)
     step.nonfinite = (out_nan or out_inf) and not in_bad
     step.float16_overflow = out_inf and not in_bad and float16_out
+
+
+def _cast_loss(step: Step, objects: list[tuple[str, Any]]) -> Any:
+    """What a cast or conversion step (one tensor in, one out: ``ops.cast``, a
+    ``convert_to_tensor`` that narrows NumPy's int64 to int32 on jax ...) lost, measured on its own
+    values (``keras_run.cast_loss``), or ``None``: a step that is no cast, a cast that cannot
+    lose (int32 -> float64 ...), or values it kept."""
+    if step.op.rsplit(".", 1)[-1] not in CAST_OPS:
+        return None
+    ins = [v for side, v in objects if side == "in"]
+    outs = [v for side, v in objects if side == "out"]
+    if len(ins) != 1 or len(outs) != 1 or len(step.inputs) != 1 or len(step.outputs) != 1:
+        return None
+    source, target = step.inputs[0]["dtype"], step.outputs[0]["dtype"]
+    if source == target or not _conversions(source, target):
+        return None
+    before, after = _to_numpy(ins[0]), _to_numpy(outs[0])
+    if before is None or after is None:
+        return None
+    return cast_loss(
+        before, after, step="cast", where=step.inputs[0]["name"], source=source, target=target
+    )
 
 
 def error_text(error: BaseException) -> str:
@@ -391,6 +417,7 @@ def record(step: Step, index: int) -> TraceStep:
         children=tuple(record(c, i) for i, c in enumerate(step.children)),
         device=step.device,
         kernel=None,
+        loss=step.loss,
         **fields,
     )
 
