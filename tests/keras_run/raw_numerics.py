@@ -26,22 +26,23 @@ def binary_crossentropy(y_true: list, y_pred: list, dtype: str, wide: str) -> di
 
 def gru_cell(floatx: str, batch: int, features: int, units: int) -> dict:
     """``GRUCell(units)`` built under ``floatx``, called as Keras's ``RNN`` calls a cell: on
-    ``(batch, features)`` float32 inputs and its zero states (``get_initial_state``)."""
+    ``(batch, features)`` float32 inputs and its zero states (``get_initial_state``).
+
+    Run it in a fresh process, as the user's script runs (``tests.on_backend.json_on``): Keras
+    fixes its global dtype policy from floatx the first time any layer is made
+    (``keras.src.dtype_policies.dtype_policy``), so in a process that has made a layer before,
+    ``set_floatx`` no longer reaches a new layer."""
     import keras
 
-    before = keras.config.floatx()
     keras.config.set_floatx(floatx)
+    cell = keras.layers.GRUCell(units)
+    x = np.linspace(-1, 1, batch * features, dtype="float32").reshape(batch, features)
+    states = [np.zeros((batch, units), "float32")]
     try:
-        cell = keras.layers.GRUCell(units)
-        x = np.linspace(-1, 1, batch * features, dtype="float32").reshape(batch, features)
-        states = [np.zeros((batch, units), "float32")]
-        try:
-            out, _ = cell(x, states)
-        except Exception as error:
-            return {"raises": type(error).__name__}
-        return {"output": keras.backend.standardize_dtype(out.dtype)}
-    finally:
-        keras.config.set_floatx(before)
+        out, _ = cell(x, states)
+    except Exception as error:
+        return {"raises": type(error).__name__}
+    return {"output": keras.backend.standardize_dtype(out.dtype)}
 
 
 def rms_normalization(x: np.ndarray, wide: str) -> dict:

@@ -5,6 +5,8 @@ cause the path can have."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import keras
 import numpy as np
 import pytest
@@ -14,6 +16,13 @@ import raw_numerics as raw
 import dtype_explorer as dx
 from dtype_explorer import pool
 from dtype_explorer.keras_run import reference_dtype
+from tests.on_backend import json_on
+
+#: A function of raw_numerics.py run in a fresh process of its own, as a user's script is.
+FRESH = (
+    f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import raw_numerics; "
+    "print(json.dumps(raw_numerics.{call}))"
+)
 
 
 def _raw(backend: str, function, *args):
@@ -47,7 +56,7 @@ def test_a_cell_given_its_inputs_shape_alone_is_called_with_states(backend):
     so the tool supplies them (the catalog's, with the given batch) and says so, and answers
     as raw Keras does: float16 on TensorFlow; torch's qr (the recurrent kernel's orthogonal
     initializer) refuses float16. It was 'invalid (shape or kwargs)': missing 'states'."""
-    want = _raw(backend, raw.gru_cell, "float16", 8, 3, 4)
+    want = json_on(backend, FRESH.format(call='gru_cell("float16", 8, 3, 4)'))
     r = dx.probe("GRUCell", floatx="float16", shape=(8, 3), backend=backend)
     assert r.status != "invalid", r.error
     if "raises" in want:
