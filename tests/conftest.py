@@ -171,6 +171,19 @@ def keras_3_5_engine():
     return _created_engine("keras==3.5.0")
 
 
+#: The keras-nightly build the tests ask (a fixed one: "nightly" moves every night, and a kept
+#: engine per build would be made again each day); its ops.leaky_relu(int32) on numpy answers
+#: float32 where 3.15.1 answers int32 (tests/runtime/test_engine_nightly.py).
+NIGHTLY_BUILD = "keras-nightly==3.16.0.dev2026102704"
+
+
+@pytest.fixture(scope="session")
+def keras_nightly_engine():
+    """Keras's main as the keras-nightly package built it on 2026-10-27, layered over the
+    installed backends."""
+    return _created_engine(NIGHTLY_BUILD)
+
+
 @pytest.fixture(scope="session")
 def executed_lessons(tf_keras_engine, tmp_path_factory):
     """Every lesson executed once in this run (``tests/lesson_runs.py``): the Keras 3 ones in a

@@ -6,7 +6,9 @@ the default engine, ``None``). Bisection probes both ends, then the middle of th
 ends disagree, until the two disagreeing releases are neighbours: about ``2 + log2(n)``
 probes for ``n`` releases. It finds *a* change point: an answer that changes and changes back
 between two probed releases with the same answer is not seen (``exhaustive=True`` probes
-every release).
+every release). Keras's main takes part as its nightly builds (``keras-nightly``): ``bad=
+"nightly"`` (or a range ending in it) bisects the builds after the last release of the range
+up to the newest, each named by its version and date.
 
 >>> import dtype_explorer as dx
 >>> b = dx.bisect("Discretization", "float32", backend="numpy",
@@ -31,7 +33,13 @@ from dtype_explorer.analyses._probe import probe
 from dtype_explorer.analyses._survey import progress_bar
 from dtype_explorer.errors import InvalidSpecError, closest, received
 from dtype_explorer.keras_run import ShapeArg, make_spec
-from dtype_explorer.records import BisectProbe, BisectResult, ProbeResult
+from dtype_explorer.records import (
+    NIGHTLY_PACKAGE,
+    BisectProbe,
+    BisectResult,
+    ProbeResult,
+    engine_spec,
+)
 from dtype_explorer.runtime import engines, pool
 from dtype_explorer.runtime.engines import PackageIndexError, index_releases
 
@@ -64,6 +72,10 @@ NOT_ASKED = ("worker", "transfer", "tool", "engine")  # an engine's refusal too
 MAX_VERSIONS = 200
 #: A final release as engines pin it: ``X.Y.Z`` (no pre-release, no leading zeros).
 _FINAL_RELEASE = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)")
+#: A nightly build of Keras's main (``keras-nightly``): ``X.Y.Z.devYYYYMMDDHH``.
+_NIGHTLY_BUILD = re.compile(r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\.dev\d{10}")
+#: How a nightly is named in ``versions``, ``good`` and ``bad`` (``records.engine_spec``'s forms).
+_NIGHTLY_NAMES = ("nightly", "keras-nightly", "keras_nightly")
 
 
 class NoAnswerError(RuntimeError):
@@ -78,7 +90,9 @@ def bisect(
     policy: Any = None,
     backend: str = "numpy",
     *,
-    versions: str | Sequence[str],
+    versions: str | Sequence[str] | None = None,
+    good: str | None = None,
+    bad: str | None = None,
     kwargs: dict[str, Any] | None = None,
     shape: ShapeArg = None,
     values: str = "default",
@@ -107,6 +121,13 @@ def bisect(
         versions: the releases: a list (``["3.10.0", "3.12.0"]``) or a range
             ``"3.10.0..3.13.0"`` (both ends included; either may be left out: from 3.1.0, the
             oldest an engine probes, or to the newest) of the releases the package index lists.
+            A nightly build of Keras's main may be named too (``"nightly"``: the newest;
+            ``"keras-nightly==3.16.0.dev2026102704"``); a range ending in one holds the
+            releases, then the nightly builds newer than its last release up to that one.
+        good: with ``bad``, the range ``good..bad`` instead of ``versions``, as ``git
+            bisect`` names its ends: ``good="3.15.1", bad="nightly"`` searches the nightly
+            builds after 3.15.1 for the first one whose answer changed.
+        bad: the newer end (``"nightly"``, a nightly build or a release).
         kwargs: the constructor's (a layer) or the call's (an op) keyword arguments.
         shape: the input shape (batch first), or one per input.
         values: the sample's value preset.
@@ -141,6 +162,7 @@ def bisect(
     # 1. Validate every argument before any work (no engine made, no index asked): one
     #    named target, one backend, one mode; the options; the question; the releases.
     _check_one_question(target, backend, mode)
+    versions = _range_asked(versions, good, bad)
     timeout = pool.time_limit(timeout)
     _check_flags(exhaustive=exhaustive, progress=progress, use_cache=use_cache)
     question = _Question(
@@ -176,6 +198,31 @@ def bisect(
         exhaustive=exhaustive,
         elapsed_s=round(time.perf_counter() - started, 3),
     )
+
+
+def _range_asked(
+    versions: str | Sequence[str] | None, good: str | None, bad: str | None
+) -> str | Sequence[str]:
+    """``versions``, or the range ``good..bad``: one of the two ways, never both."""
+    if good is None and bad is None:
+        if versions is None:
+            raise InvalidSpecError(
+                "bisect needs the releases to ask: versions=['3.10.0', '3.12.0'] or "
+                "'3.10.0..3.13.0', or good='3.15.1', bad='nightly'"
+            )
+        return versions
+    if versions is not None:
+        raise InvalidSpecError(
+            "give versions, or good and bad, not both; received: "
+            f"versions={received(versions)}, good={received(good)}, bad={received(bad)}"
+        )
+    if not isinstance(good, str) or not isinstance(bad, str):
+        raise InvalidSpecError(
+            "good and bad are both needed, each a release ('3.15.1') or a nightly ('nightly', "
+            f"'keras-nightly==3.16.0.devYYYYMMDDHH'); received: good={received(good)}, "
+            f"bad={received(bad)}"
+        )
+    return f"{good}..{bad}"
 
 
 class _Question(TypedDict):
@@ -333,13 +380,16 @@ def planned_probes(n: int) -> int:
 
 def engine_for(version: str) -> str | None:
     """The engine that answers for a Keras release: ``None`` (the installed Keras) for the
-    installed release, else ``"keras==<version>"``.
+    installed release, ``"keras-nightly==<version>"`` for a nightly build, else
+    ``"keras==<version>"``.
 
-    >>> engine_for("3.12.0")
-    'keras==3.12.0'
+    >>> engine_for("3.12.0"), engine_for("3.16.0.dev2026102704")
+    ('keras==3.12.0', 'keras-nightly==3.16.0.dev2026102704')
     """
     if version == library_versions.library_version("keras"):
         return None
+    if _NIGHTLY_BUILD.fullmatch(version):
+        return f"{NIGHTLY_PACKAGE}=={version}"
     return f"keras=={version}"
 
 
@@ -379,6 +429,10 @@ def _release(value: object) -> Version:
         raise InvalidSpecError(
             f"a Keras release is a string such as '3.12.0'; received: {received(value)}"
         )
+    if value.strip().lower().startswith(_NIGHTLY_NAMES):  # Keras's main: a nightly build
+        return Version((_pinned_nightly(value) or "").partition("==")[2])
+    if _NIGHTLY_BUILD.fullmatch(value.strip()):  # a keras-nightly build named by its version
+        return Version(value.strip())
     text = value.strip().removeprefix("keras==")
     try:
         version = Version(text)
@@ -394,7 +448,8 @@ def _release(value: object) -> Version:
     if not _FINAL_RELEASE.fullmatch(text) or version.is_prerelease:
         raise InvalidSpecError(
             f"a Keras release is a final release X.Y.Z such as '3.12.0' (engines pin one; "
-            f"no '3.12', no pre-releases such as '3.12.0rc1'); received: {received(value)}"
+            f"no '3.12', no pre-releases such as '3.12.0rc1') or a nightly build ('nightly', "
+            f"'keras-nightly==3.16.0.devYYYYMMDDHH'); received: {received(value)}"
         )
     if version < OLDEST:
         raise InvalidSpecError(
@@ -404,7 +459,25 @@ def _release(value: object) -> Version:
     return version
 
 
+def _pinned_nightly(value: str) -> str | None:
+    """``"keras-nightly==<build>"`` for a nightly's name (``"nightly"``: the newest listed)."""
+    try:
+        return engines.pin(engine_spec(value))
+    except engines.EngineError:
+        raise
+    except InvalidSpecError:
+        name = value.strip().partition("==")[0]
+        match = closest(name, ("nightly", NIGHTLY_PACKAGE)) if name.isprintable() else None
+        hint = f"; did you mean {match!r}?" if match and match != name else ""
+        raise InvalidSpecError(
+            f"not a Keras release or nightly build: {received(value)}; a release is '3.12.0', a "
+            f"nightly build 'nightly' (the newest) or 'keras-nightly==3.X.Y.devYYYYMMDDHH'{hint}"
+        ) from None
+
+
 def _release_range(text: str) -> tuple[str, ...]:
+    """The releases of ``"A..B"`` the package index lists, oldest first; when an end is a
+    nightly build, the nightly builds after the range's last release up to it follow."""
     low_text, _, high_text = text.partition("..")
     low = _release(low_text) if low_text.strip() else None
     high = _release(high_text) if high_text.strip() else None
@@ -419,14 +492,24 @@ def _release_range(text: str) -> tuple[str, ...]:
         and v >= (low or OLDEST)
         and (high is None or v <= high)
     )
-    releases = [str(v) for v in listed if v.major == KERAS_MAJOR and v >= OLDEST]
+    known = [str(v) for v in listed if v.major == KERAS_MAJOR and v >= OLDEST]
+    nightly = any(end is not None and end.is_devrelease for end in (low, high))
+    if nightly:
+        builds = _nightly_builds()
+        after = max(chosen, default=low or OLDEST)  # the builds after the range's last release
+        chosen += sorted(
+            b for b in builds if b >= after and (low is None or b >= low) and b <= (high or b)
+        )
+        chosen = sorted(set(chosen))
+        known += [str(b) for b in builds]
     for end in (low, high):
         if end is not None and end not in chosen:
-            match = closest(str(end), releases)
+            match = closest(str(end), known)
             hint = f"; did you mean {match!r}?" if match else ""
+            what = "release (or nightly build after the range's last release)" if nightly else ""
             raise InvalidSpecError(
-                f"versions: Keras {end} is not a release the package index lists{hint} "
-                f"received: {received(text)}"
+                f"versions: Keras {end} is not a {what or 'release'} the package index "
+                f"lists{hint} received: {received(text)}"
             )
     if len(chosen) < 2:
         raise InvalidSpecError(
@@ -434,3 +517,12 @@ def _release_range(text: str) -> tuple[str, ...]:
             f"received: {received(text)}"
         )
     return tuple(str(v) for v in chosen)
+
+
+def _nightly_builds() -> list[Version]:
+    """Every nightly build of Keras's main the package index lists (``keras-nightly``)."""
+    found = []
+    for text in index_releases(NIGHTLY_PACKAGE, pre=True):
+        if _NIGHTLY_BUILD.fullmatch(text):
+            found.append(Version(text))
+    return found

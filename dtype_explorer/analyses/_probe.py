@@ -16,7 +16,7 @@ from typing import Any
 
 from dtype_explorer import backends as backend_names
 from dtype_explorer import keras_facts, keras_run
-from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run import ShapeArg, make_spec
 from dtype_explorer.records import (
     TF_KERAS_BACKEND,
@@ -24,7 +24,6 @@ from dtype_explorer.records import (
     ProbeSet,
     ProbeSpec,
     check_engine_backend,
-    engine_spec,
 )
 from dtype_explorer.runtime import engines, pool
 from dtype_explorer.versions import keras_config_path
@@ -44,7 +43,7 @@ def probe(
     floatx: str | None = None,
     seed: int = 0,
     mode: str | Sequence[str] = "call",
-    engine: str | None = None,
+    engine: str | Sequence[str | None] | None = None,
     call_kwargs: dict[str, Any] | None = None,
     precision: str | None = None,
     quantize: str | None = None,
@@ -89,13 +88,17 @@ def probe(
             numpy) or ``"dataset"`` (inside ``tf.data.Dataset.map``; needs tensorflow); a
             list of modes answers in each.
         engine: which Keras answers: ``None`` (the installed Keras), ``"keras==3.X.Y"`` (a
-            Keras 3 release, layered over the installed backends) or ``"tf_keras"`` (Keras 2,
-            tensorflow only). An engine runs in its own workers; one not created yet is
-            created first (``dx.engines.create``: it needs the package index once, with
-            progress). With ``backend=None`` it runs on tensorflow for Keras 2, else on the
-            backend this process's Keras uses (``$KERAS_BACKEND``, keras.json), never in
-            this process. In the Keras 2 kernel (``dx.engines.kernel``) ``None`` is that
-            kernel's engine.
+            Keras 3 release, layered over the installed backends), ``"nightly"`` (Keras's
+            main: the newest ``keras-nightly`` build, pinned to its exact version, which
+            every answer names with its date), ``"keras-nightly==3.X.Y.devYYYYMMDDHH"`` (one
+            build) or ``"tf_keras"`` (Keras 2, tensorflow only). A list asks each of them the
+            same question, side by side in a ``ProbeSet`` (``engine=["3.15.1", "nightly"]``:
+            "is it fixed on main?"; ``None`` in it is the installed Keras, in a worker). An
+            engine runs in its own workers; one not created yet is created first
+            (``dx.engines.create``: it needs the package index once, with progress). With
+            ``backend=None`` it runs on tensorflow for Keras 2, else on the backend this
+            process's Keras uses (``$KERAS_BACKEND``, keras.json), never in this process. In
+            the Keras 2 kernel (``dx.engines.kernel``) ``None`` is that kernel's engine.
         call_kwargs: keyword arguments of a layer's call, as JSON values
             (``{"training": True}``; a list becomes a NumPy array, ``{"mask": [[1, 0]]}``).
         precision: the float32 matmul precision during the probe, put back afterwards:
@@ -114,9 +117,9 @@ def probe(
         use_cache: answer from, and store into, the result cache.
 
     Returns:
-        A ``ProbeResult`` for one backend (``backend=None`` or a name) and one mode; a
-        ``ProbeSet`` with one result per backend and mode for ``"all"``, a list of backends or
-        a list of modes.
+        A ``ProbeResult`` for one backend (``backend=None`` or a name), one mode and one
+        engine; a ``ProbeSet`` with one result per engine, backend and mode for ``"all"``, a
+        list of backends, a list of modes or a list of engines.
 
     Raises:
         InvalidSpecError: a part of the question does not exist (with the closest match), or
@@ -147,11 +150,19 @@ def probe(
     ...                backend="numpy", engine="keras==3.11.3")        # doctest: +SKIP
     >>> old.output_dtype, old.versions["keras"]                        # doctest: +SKIP
     ('int64', '3.11.3')
+    >>> main = dx.probe("ops.leaky_relu", "int32", backend="numpy",
+    ...                 engine=["3.15.1", "nightly"])                  # doctest: +SKIP
+    >>> [(main.label(r), r.outcome) for r in main], main.verdict       # doctest: +SKIP
+    ([('keras 3.15.1', 'int32'),
+      ('keras 3.16.0.dev2026102704 (nightly 2026-10-27 04h)', 'float32')], 'diverges')
     """
     # 1. Validate: the time limit, the engine and the backends it runs on, the modes.
     timeout = pool.time_limit(timeout)
-    engine = engine_spec(engine) if engine is not None else engines.current()
+    asked, several_engines = _engines_asked(engine)
+    engine = next((e for e in asked if e is not None), None)  # the backend's default, facts
     backend = _engine_default(engine, backend)
+    if several_engines and backend is None:  # side by side in workers: the default backend
+        backend = keras_backend()
     if backend is None and timeout is not None:
         raise InvalidSpecError(
             "timeout: a probe in this process (backend=None) cannot be timed out (Python "
@@ -160,13 +171,13 @@ def probe(
             f"Received: timeout={timeout:g}"
         )
     backends = resolve_backends(backend)
-    if engine is not None:
+    for e in asked:
         for b in backends:
-            check_engine_backend(engine, b)  # before anything is installed
+            check_engine_backend(e, b)  # before anything is installed
     modes = _modes(mode)
-    # 2. Plan: one spec per backend and mode (each checked: a bad question fails here). With
-    # no Keras snapshot yet, the workers start first and the check waits for theirs.
-    with keras_facts.expecting(_workers_started(backends, engine)):
+    # 2. Plan: one spec per engine, backend and mode (each checked: a bad question fails here).
+    # With no Keras snapshot yet, the workers start first and the check waits for theirs.
+    with keras_facts.expecting(_workers_started(backends, None if None in asked else engine)):
         specs = [
             make_spec(
                 target,
@@ -179,22 +190,23 @@ def probe(
                 floatx=floatx,
                 seed=seed,
                 mode=m,
-                engine=engine,
+                engine=e,
                 call_kwargs=call_kwargs,
                 precision=precision,
                 quantize=quantize,
             )
+            for e in asked
             for b in backends
             for m in modes
         ]
     custom = None if isinstance(target, str) else target
-    several = not isinstance(mode, str)
+    several = not isinstance(mode, str) or several_engines
     # 3. Run: in this process (backend=None), else in the backends' workers.
     if backend is None:
         if not several:
             return keras_run.run_probe(specs[0], target=custom)  # imports the probe's code
         return ProbeSet(results=tuple(keras_run.run_probe(s, target=custom) for s in specs))
-    results = _in_workers(specs, custom, engine, timeout=timeout, use_cache=use_cache)
+    results = _in_workers(specs, custom, asked, timeout=timeout, use_cache=use_cache)
     # 4. Collect: one backend by name in one mode is a result; anything more, a ProbeSet.
     if backend_names.is_one(backend) and not several:  # "jax,numpy", "all ": a set of each
         return results[0]
@@ -215,6 +227,22 @@ def _workers_started(backends: list[str | None], engine: str | None) -> Callable
 
 def _nothing() -> None:
     return None
+
+
+def _engines_asked(engine: Any) -> tuple[list[str | None], bool]:
+    """The engines asked, pinned (``"nightly"`` named as the build it is), and whether a list
+    was given; ``None`` alone is this process's engine (``engines.current``)."""
+    if engine is None:
+        return [engines.current()], False
+    if isinstance(engine, str):
+        return [engines.pin(engine)], False
+    if not _is_list(engine) or not engine:
+        raise InvalidSpecError(
+            "engine is None, one engine's name or a list of at most 16 of them (None in it is "
+            f"the installed Keras); received: {received(engine)}"
+        )
+    pinned = list(dict.fromkeys(engines.pin(e) for e in engine))  # each asked once
+    return pinned, True
 
 
 def _engine_default(
@@ -240,14 +268,15 @@ def _modes(mode: str | Sequence[str]) -> list[Any]:
 def _in_workers(
     specs: list[ProbeSpec],
     custom: Any,
-    engine: str | None,
+    asked: list[str | None],
     *,
     timeout: float | None,
     use_cache: bool,
 ) -> list[ProbeResult]:
-    """Every spec answered by its backend's workers, all at once (the engine created first,
+    """Every spec answered by its backend's workers, all at once (the engines created first,
     with progress; a custom layer pickled once for every backend)."""
-    engines.ensure(engine)  # created on first use, with progress
+    for engine in asked:
+        engines.ensure(engine)  # created on first use, with progress
     payload = pool.target_payload(custom) if custom is not None else None
     futures = [
         pool.submit(s, target_payload=payload, timeout=timeout, use_cache=use_cache) for s in specs
@@ -263,8 +292,11 @@ def engine_backend(engine: str) -> str:
     """The backend an engine runs on when none is given: tensorflow for Keras 2; else the one
     this process's Keras uses, read without importing it (imported Keras, ``$KERAS_BACKEND``,
     keras.json's ``backend``, else Keras's default, tensorflow)."""
-    if engine.startswith("tf_keras"):
-        return TF_KERAS_BACKEND
+    return TF_KERAS_BACKEND if engine.startswith("tf_keras") else keras_backend()
+
+
+def keras_backend() -> str:
+    """The backend this process's Keras uses, read without importing it."""
     keras = sys.modules.get("keras")
     if keras is not None and hasattr(keras, "backend"):
         return keras.backend.backend()

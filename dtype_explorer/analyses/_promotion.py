@@ -49,7 +49,6 @@ from dtype_explorer.records import (
     ProbeSpec,
     PromotionTable,
     RefCell,
-    engine_spec,
     pair_key,
 )
 from dtype_explorer.runtime import engines, pool
@@ -158,7 +157,7 @@ def promotion_table(
 
 def _ops_engine(engine: str | None) -> str | None:
     """``engine`` checked to have ``keras.ops``: the installed Keras or a Keras 3 release."""
-    engine = engine_spec(engine)
+    engine = engines.pin(engine)
     if engine is not None and engine.startswith("tf_keras"):
         raise InvalidSpecError(
             "keras.ops has no counterpart in Keras 2 (tf_keras): promotion tables take "

@@ -31,7 +31,6 @@ from dtype_explorer.records import (
     Survey,
     axis_policy,
     check_engine_backend,
-    engine_spec,
     op_dtypes,
     op_policy,
 )
@@ -122,7 +121,7 @@ def survey(
     timeout = pool.time_limit(timeout)
     client = None if cluster is None else check_client(cluster)
     names, dtype_names, policy_names = resolve(targets, input_dtypes, policies)
-    engine = engine_spec(engine)
+    engine = engines.pin(engine)  # "nightly": the exact build, named in every answer
     if engine is not None and engine.startswith("tf_keras") and backends is None:
         backends = (TF_KERAS_BACKEND,)
     chosen = installed(backends)

@@ -73,8 +73,19 @@ EngineOption = Annotated[
     str | None,
     typer.Option(
         help="Which Keras answers: keras==3.X.Y (a Keras 3 release, created on first use from "
-        "the package index) or tf_keras (Keras 2, tensorflow only; not for table and check, "
+        "the package index), nightly (Keras's main: the newest keras-nightly build, named by "
+        "its version and date) or tf_keras (Keras 2, tensorflow only; not for table and check, "
         "which need keras.ops or Keras 3 layers); default: the installed Keras."
+    ),
+]
+ProbeEngineOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Which Keras answers: keras==3.X.Y (a release, created on first use from the "
+        "package index), nightly (Keras's main: the newest keras-nightly build, named by its "
+        "version and date) or tf_keras (Keras 2, tensorflow only); a comma list asks each, side "
+        "by side (3.15.1,nightly: is it fixed on main?; installed: the installed Keras); "
+        "default: the installed Keras."
     ),
 ]
 PolicyOption = Annotated[str, typer.Option(help="Dtype policy: float32, mixed_float16, ...")]
@@ -203,6 +214,18 @@ def timeout_option(value: float | None) -> float | None:
             f"--timeout must be a positive number of seconds (inf: no limit); received: {value}"
         )
     return value
+
+
+def engine_list(value: str | None) -> str | list[str | None] | None:
+    """``--engine``: one engine's name, or a comma list of them (``installed``: ``None``).
+
+    >>> engine_list("nightly"), engine_list("3.15.1, nightly"), engine_list("installed,nightly")
+    ('nightly', ['3.15.1', 'nightly'], [None, 'nightly'])
+    """
+    if value is None or "," not in value:
+        return value
+    found = names("--engine", value) or []
+    return [None if name.lower() == "installed" else name for name in found]
 
 
 def names(option: str, value: str | None) -> list[str] | None:

@@ -18,7 +18,14 @@ from typing import Any
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.frontends._contract import REQUEST_KEYS
 from dtype_explorer.keras_run import MAX_KWARGS_DEPTH, make_spec, uncalibrated_modes
-from dtype_explorer.records import ProbeSpec, check_engine_backend, engine_spec
+from dtype_explorer.records import (
+    NIGHTLY_PACKAGE,
+    ProbeSpec,
+    check_engine_backend,
+    engine_spec,
+    is_moving,
+    nightly_date,
+)
 from dtype_explorer.runtime import engines, pool
 from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
 from dtype_explorer.versions import library_version
@@ -156,7 +163,10 @@ def engine_choices() -> list[dict[str, Any]]:
 
 def _choice(spec: str, version: str, runs_on: Sequence[str] | None) -> dict[str, Any]:
     keras2 = spec.startswith("tf_keras")
+    built = nightly_date(version) if spec.startswith(NIGHTLY_PACKAGE) else None
     label = f"Keras 2, tf_keras {version} (engine)" if keras2 else f"Keras {version} (engine)"
+    if built is not None:  # Keras's main: the build's date
+        label = f"Keras main {version}, nightly of {built} (engine)"
     return {
         "engine": spec,
         "keras": version,
@@ -176,6 +186,8 @@ def _engine(
     create = 'dx.engines.create("keras==3.11.3") creates one (then refresh_engines())'
     try:
         name = engine_spec(value)
+        if is_moving(name):  # "nightly": the newest nightly created here (no index asked)
+            name = getattr(engines.get(name or ""), "spec", name)
     except InvalidSpecError:
         raise InvalidSpecError(
             f"unknown engine; received: {received(value)}; valid: {valid}; {create}"

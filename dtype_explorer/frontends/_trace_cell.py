@@ -108,9 +108,10 @@ def _engine(value: str | None) -> str | None:
     except InvalidSpecError:
         raise UsageError(
             f"%%dtype_trace --engine: {value!r} names no engine; valid forms: "
-            "'keras==3.X.Y' (a Keras 3 release, created on first use; '3.X.Y' too); "
-            f"{_created()}"
+            "'keras==3.X.Y' (a Keras 3 release, created on first use; '3.X.Y' too), 'nightly' "
+            f"(Keras's main: the newest keras-nightly build); {_created()}"
         ) from None
+    engine = engines.pin(engine)  # "nightly": the exact build
     if engine is not None and engine.startswith("tf_keras"):
         raise UsageError(
             f"%%dtype_trace --engine: received {value!r}: the cell trace wraps Keras 3's "

@@ -49,6 +49,7 @@ from dtype_explorer.frontends._cli_options import (
     NoCacheOption,
     PolicyOption,
     PrecisionOption,
+    ProbeEngineOption,
     ProbeQuantizeOption,
     ProbeTimeoutOption,
     QuantizeAxisOption,
@@ -58,6 +59,7 @@ from dtype_explorer.frontends._cli_options import (
     Typer,
     ValuesOption,
     cluster_client,
+    engine_list,
     file_size,
     json_option,
     model_file,
@@ -204,7 +206,7 @@ def probe(
     trace: TraceOption = False,
     mode: ModesOption = "call",
     call_kwargs: CallKwargsOption = "{}",
-    engine: EngineOption = None,
+    engine: ProbeEngineOption = None,
     precision: PrecisionOption = None,
     quantize: ProbeQuantizeOption = None,
 ) -> None:
@@ -218,7 +220,7 @@ def probe(
             **question,
             policy=policy,
             floatx=floatx,
-            engine=engine,
+            engine=engine_list(engine),
             precision=precision,
             quantize=quantize,
             timeout=timeout_option(timeout),
@@ -403,7 +405,7 @@ def bisect(
         str,
         typer.Option(
             help="Keras releases: a range such as 3.10.0..3.13.0 (from the package index) "
-            "or a comma list 3.10.0,3.12.0."
+            "or a comma list 3.10.0,3.12.0; 3.15.1..nightly bisects Keras's main's nightly builds."
         ),
     ],
     input_dtype: Annotated[

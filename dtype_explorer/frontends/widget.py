@@ -41,7 +41,7 @@ from dtype_explorer.records import (
     ProbeSpec,
     engine_spec,
 )
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import engines, pool
 from dtype_explorer.timing import ms
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
@@ -125,7 +125,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             "shape": json.dumps(start["shapes"] if shape is None else shape),
             "policy": policy,
             "mode": mode,
-            "engine": engine_spec(engine),
+            "engine": engines.pin(engine),
             "precision": precision,
             "quantize": quantize,
             "backends": list(

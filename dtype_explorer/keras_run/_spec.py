@@ -38,7 +38,7 @@ from dtype_explorer.records import (
     TF_KERAS_BACKEND,
     ProbeSpec,
     check_engine_backend,
-    engine_spec,
+    pinned_engine,
 )
 from dtype_explorer.shapes import parse_shapes
 
@@ -109,7 +109,8 @@ def make_spec(
         call_kwargs: keyword arguments of a layer's call (``{"training": True}``), JSON
             values; a list becomes a NumPy array (``{"mask": [[True, False]]}``).
         engine: which Keras answers (``records.engine_spec``: ``None``, ``"keras==3.X.Y"``,
-            ``"tf_keras"``; Keras 2 on the tensorflow backend only).
+            ``"keras-nightly==3.X.Y.devYYYYMMDDHH"``, ``"tf_keras"``; Keras 2 on the
+            tensorflow backend only); ``"nightly"`` is pinned first (``dx.engines.pin``).
         precision: the float32 matmul precision during the probe (``"highest"``, ``"tf32"``,
             ``"default"``: ``records.PRECISIONS``); ``None`` leaves the backend's settings.
         quantize: a layer quantized before the call as ``Model.quantize`` does it (``"int8"``,
@@ -129,7 +130,7 @@ def make_spec(
     (('int32', 'int32'), ((2,), (2,)), [[2, 3], [-1, -2]])
     """
     # 1. Where it runs: the engine (a Keras release) and the backend.
-    engine = engine_spec(engine)
+    engine = pinned_engine(engine)
     backend = _backend(backend, engine)
     check_engine_backend(engine, backend)
     # 2. What runs: the target, and its inputs (a preset's samples, or the user's values).

@@ -20,7 +20,7 @@ from pydantic import Field, JsonValue, computed_field, field_validator, model_va
 from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import first_line, printable
 from dtype_explorer.records._base import Record
-from dtype_explorer.records._engine import engine_spec
+from dtype_explorer.records._engine import answered_by, pinned_engine
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._numerics import Numerics, ValueFinding
 from dtype_explorer.records._quantize_layer import LayerQuantization
@@ -84,9 +84,8 @@ class ProbeSpec(Record):
     floatx: str | None = None
     seed: int = 0
     mode: Mode = "call"
-    #: Which Keras answers (``records.engine_spec``): ``None`` is the installed Keras,
-    #: ``"keras==3.11.3"`` a Keras 3 release layered over the installed backends,
-    #: ``"tf_keras"`` Keras 2 on tensorflow.
+    #: Which Keras answers (``records.engine_spec``; ``None``: the installed one); never
+    #: ``"nightly"``: a spec names the build that answers, ``"keras-nightly==3.16.0.dev..."``.
     engine: str | None = None
     #: The user's own values (``values=`` given arrays, lists or Python numbers), one leaf each,
     #: in the order of ``structure``; ``input_dtypes`` and ``shapes`` are then one per leaf.
@@ -122,7 +121,7 @@ class ProbeSpec(Record):
     @field_validator("engine", mode="before")
     @classmethod
     def _engine_name(cls, value: object) -> str | None:
-        return engine_spec(value)
+        return pinned_engine(value)  # an answer and its cache key name the build that gave it
 
     @model_validator(mode="after")
     def _structure_fits_values(self) -> ProbeSpec:
@@ -558,16 +557,17 @@ class ProbeResult(Record):
         return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
 
     def summary(self) -> str:
-        """One line: ``jax  Dense uint8 -> float32  as-documented`` (``errors.printable``)."""
+        """One line: ``jax  Dense uint8 -> float32  as-documented`` (an engine: ``[keras ..]``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
         if self.unsupported:
             said = self.headline
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
+        engine = f"  [{answered_by(spec.engine, self.versions)}]" if spec.engine else ""
         return printable(
             f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
-            f"  ({self.shown_verdict if self.unsupported else self.verdict})"
+            f"  ({self.shown_verdict if self.unsupported else self.verdict}){engine}"
         )
 
     def __repr__(self) -> str:

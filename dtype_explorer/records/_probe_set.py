@@ -1,5 +1,8 @@
-"""One question answered by several backends or modes: ``ProbeSet``, the verdict across its
-results, and where their numbers (``value_divergence``) or op traces (``first_divergence``) part.
+"""One question answered by several backends, modes or engines: ``ProbeSet``, the verdict
+across its results, and where their numbers (``value_divergence``) or op traces
+(``first_divergence``) part. Across engines (``dx.probe(..., engine=["3.15.1", "nightly"])``)
+it answers "is it fixed on main?": each column is named by the Keras that answered, a nightly
+with its date.
 
 >>> from dtype_explorer.records import ProbeResult, ProbeSpec
 >>> spec = ProbeSpec(target="ops.add", input_dtypes=("int8", "float16"))
@@ -17,15 +20,16 @@ from collections.abc import Iterator
 from dtype_explorer.dtypes import tolerance
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._compare import Comparison, compare
+from dtype_explorer.records._engine import NIGHTLY_PACKAGE, answered_by, engine_spec
 from dtype_explorer.records._numerics import HEAD, OutputValues, ValueDivergence
 from dtype_explorer.records._probe import ProbeResult, Verdict
 from dtype_explorer.records._trace import TraceDivergence, first_divergence
 
 
 class ProbeSet(Record):
-    """One question answered by several backends or in several modes (``spec.mode``), with the
-    verdict across them: ``diverges`` when they disagree (eager returns int32, predict
-    float32)."""
+    """One question answered by several backends, in several modes (``spec.mode``) or by
+    several engines (``spec.engine``), with the verdict across them: ``diverges`` when they
+    disagree (eager returns int32, predict float32; Keras 3.15.1 int32, its main float32)."""
 
     results: tuple[ProbeResult, ...]
 
@@ -63,12 +67,24 @@ class ProbeSet(Record):
         return tuple(r.spec.mode for r in self.results)
 
     @property
+    def engines(self) -> tuple[str | None, ...]:
+        """Each result's engine (``None``: the installed Keras)."""
+        return tuple(r.spec.engine for r in self.results)
+
+    @property
     def axis(self) -> str:
-        """What the results differ by: ``"backends"``, ``"modes"`` or ``"backends and modes"``."""
-        backends, modes = len(set(self.backends)) > 1, len(set(self.modes)) > 1
-        if backends and modes:
-            return "backends and modes"
-        return "modes" if modes else "backends"
+        """What the results differ by: ``"backends"``, ``"modes"``, ``"engines"``, or two or
+        three of them joined (``"backends and modes"``, ``"backends and engines"``)."""
+        differing = [
+            name
+            for name, values in (
+                ("backends", self.backends),
+                ("modes", self.modes),
+                ("engines", self.engines),
+            )
+            if len(set(values)) > 1
+        ]
+        return " and ".join(differing) or "backends"
 
     def value_divergence(self) -> ValueDivergence | None:
         """The first output element where the backends' numbers part beyond the tolerance of
@@ -143,23 +159,37 @@ class ProbeSet(Record):
         return compare(self.results, pending, labels=[self.label(r) for r in self.results])
 
     def label(self, result: ProbeResult) -> str:
-        """How this set names one of its results: its backend, its mode, or both
-        (``"jax/predict"``), by what the results differ in."""
-        if self.axis == "backends":
-            return result.backend
-        return result.spec.mode if self.axis == "modes" else f"{result.backend}/{result.spec.mode}"
+        """How this set names one of its results: its backend, its mode, its engine (the Keras
+        that answered: ``"keras 3.16.0.dev2026102704 (nightly 2026-10-27 04h)"``), or several
+        of them (``"jax/predict"``), by what the results differ in."""
+        axis = self.axis
+        parts = [
+            part
+            for name, part in (
+                ("backends", result.backend),
+                ("modes", result.spec.mode),
+                ("engines", keras_label(result)),
+            )
+            if name in axis
+        ]
+        return "/".join(parts)
 
     def __getitem__(self, key: str) -> ProbeResult:
-        """The result of a backend (``"jax"``) or of a mode (``"predict"``)."""
+        """The result of a backend (``"jax"``), of a mode (``"predict"``) or of an engine
+        (``"keras==3.11.3"``, ``"nightly"``: the nightly build that answered)."""
         for result in self.results:
             if result.backend == key:
                 return result
         for result in self.results:
             if result.spec.mode == key:
                 return result
+        for result in self.results:
+            if _names_engine(key, result.spec.engine):
+                return result
         raise KeyError(
-            f"no result for backend or mode {key!r}; have backends {list(self.backends)}, "
-            f"modes {list(dict.fromkeys(self.modes))}"
+            f"no result for backend, mode or engine {key!r}; have backends "
+            f"{list(dict.fromkeys(self.backends))}, modes {list(dict.fromkeys(self.modes))}, "
+            f"engines {list(dict.fromkeys(self.engines))}"
         )
 
     def __iter__(self) -> Iterator[ProbeResult]:  # type: ignore[override]
@@ -171,9 +201,14 @@ class ProbeSet(Record):
     def summary(self) -> str:
         """One line per backend, and the verdict across backends when there are several."""
         lines = [r.summary() for r in self.results]
-        if self.axis != "backends":  # name each mode, even "call"
+        if "modes" in self.axis:  # name each mode, even "call"
             lines = [
                 f"{line}  [mode {r.spec.mode}]" if r.spec.mode == "call" else line
+                for line, r in zip(lines, self.results)
+            ]
+        if "engines" in self.axis:  # the installed Keras named too (an engine's line names it)
+            lines = [
+                line if r.spec.engine else f"{line}  [{keras_label(r)}]"
                 for line, r in zip(lines, self.results)
             ]
         if len(self.results) > 1:
@@ -188,6 +223,29 @@ class ProbeSet(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeSet {self.results[0].spec.target if self.results else ''}: {self.verdict}>"
+
+
+def keras_label(result: ProbeResult) -> str:
+    """The Keras that answered ``result`` (:func:`answered_by` of its engine and versions).
+
+    >>> from dtype_explorer.records import ProbeSpec
+    >>> spec = ProbeSpec(target="Dense", engine="keras-nightly==3.16.0.dev2026102704")
+    >>> keras_label(ProbeResult(spec=spec, status="ok", backend="numpy",
+    ...                         versions={"keras": "3.16.0.dev2026102704"}))
+    'keras 3.16.0.dev2026102704 (nightly 2026-10-27 04h)'
+    """
+    return answered_by(result.spec.engine, result.versions)
+
+
+def _names_engine(key: str, engine: str | None) -> bool:
+    """Whether ``key`` names the engine ``engine`` (``"nightly"``: any nightly build)."""
+    if engine is None:
+        return False
+    try:
+        named = engine_spec(key)
+    except ValueError:
+        return False
+    return named == engine or (named == "nightly" and engine.startswith(NIGHTLY_PACKAGE))
 
 
 def _divergence(

@@ -29,6 +29,8 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from dtype_explorer.errors import InvalidSpecError, unknown
 
 #: Seconds pip may take for one step (it retries the index itself; the check imports TF).
@@ -206,6 +208,12 @@ def pip_failure(what: str, tail: list[str]) -> EngineError:
         )
     if "No matching distribution found" in text:
         wanted = re.search(r"==\s*([\w.]+)", what)
+        if wanted and ".dev" in wanted.group(1) and available:  # a nightly build: its neighbours
+            near = ", ".join(nearest(wanted.group(1), available))
+            return EngineError(
+                f"{what}: no such build on the package index; the closest it lists: {near} "
+                f"(newest: {max(available, key=_version_key)}); engine='nightly' takes the newest"
+            )
         if wanted:
             major = wanted.group(1).split(".")[0] + "."
             available = [v for v in available if v.startswith(major)]
@@ -224,13 +232,38 @@ def pip_failure(what: str, tail: list[str]) -> EngineError:
     return EngineError(f"{what}: pip failed: {' '.join(errors)[:400]}")
 
 
+def nearest(version: str, available: Sequence[str], count: int = 4) -> list[str]:
+    """The ``count`` versions of ``available`` nearest to ``version`` in release order (those
+    just before it and just after it), oldest first.
+
+    >>> nearest("3.16.0.dev2026102799", ["3.16.0.dev2026102704", "3.16.0.dev2026102604",
+    ...                                  "3.16.0.dev2026102504", "2.5.0.dev2021020510"], 2)
+    ['3.16.0.dev2026102604', '3.16.0.dev2026102704']
+    """
+    ordered = sorted(set(available), key=_version_key)
+    key = _version_key(version)
+    at = sum(1 for v in ordered if _version_key(v) < key)
+    low = max(0, min(at - count // 2, len(ordered) - count))
+    return ordered[low : low + count]
+
+
+def _version_key(version: str) -> tuple:
+    """Release order of a version pip lists (``packaging``'s; one it cannot read sorts first)."""
+    try:
+        return (1, Version(version))
+    except InvalidVersion:
+        return (0, version)
+
+
 @functools.cache
-def index_releases(package: str = "keras") -> tuple[str, ...]:
+def index_releases(package: str = "keras", *, pre: bool = False) -> tuple[str, ...]:
     """Every release of ``package`` the package index lists (``pip index versions``, with
     pip's own configuration: index URL, proxies, certificates). Asked once per process.
 
     Args:
         package: the distribution's name.
+        pre: list pre-releases and dev builds too (``--pre``): ``keras-nightly`` has only
+            those.
 
     Returns:
         The releases, as the index lists them (newest first).
@@ -241,7 +274,7 @@ def index_releases(package: str = "keras") -> tuple[str, ...]:
     >>> "3.12.0" in index_releases()                                    # doctest: +SKIP
     True
     """
-    command = [*pip(), "index", "versions", package]
+    command = [*pip(), "index", "versions", *(["--pre"] if pre else []), package]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S, check=False

@@ -29,11 +29,13 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +187,20 @@ def problem(engine_dir: Path, spec: str) -> tuple[int, str | None]:
             f"site/{found}; the engine refuses to start. {again}"
         )
     return len(recorded), None
+
+
+def disk_use(path: Path) -> int:
+    """Bytes on disk (allocated blocks, as ``du``) under ``path`` (an engine's folder)."""
+    total = 0
+    for entry in _walk(path):
+        with contextlib.suppress(OSError):
+            total += entry.stat(follow_symlinks=False).st_blocks * 512
+    return total
+
+
+def _walk(path: Path) -> Iterator[os.DirEntry]:
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            yield entry
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(Path(entry.path))

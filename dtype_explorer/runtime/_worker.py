@@ -509,7 +509,10 @@ def _device(backend: str) -> str:
 
         return "gpu:0" if tf.config.list_logical_devices("GPU") else "cpu:0"
     if backend == "torch":
-        from keras.src.backend.torch.core import get_device
+        try:
+            from keras.src.backend.torch.core import get_device
+        except ImportError:  # keras-nightly keeps it in ``ops``
+            from keras.src.backend.torch.ops.core import get_device
 
         return str(get_device())
     return "cpu"

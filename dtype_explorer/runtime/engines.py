@@ -1,4 +1,5 @@
-"""Engines: other Keras 3 releases, and Keras 2 (``tf_keras``), installed beside the user's.
+"""Engines: other Keras 3 releases, Keras's main (``keras-nightly``), and Keras 2 (``tf_keras``),
+installed beside the user's.
 
 Keras is pure Python, so an engine is one small directory in the user cache dir holding the
 Keras release alone (plus a dependency the installed environment lacks: ``dm-tree`` for
@@ -14,7 +15,8 @@ directory next to the engines, the release is imported in a subprocess, then ``e
 is written and the directory renamed into place: an engine exists whole or not at all. A
 per-engine file lock makes a second creator wait and reuse the first one's engine. pip and
 the check run in their own process group: a ``KeyboardInterrupt`` (or ``cancel``) kills
-them and leaves nothing behind.
+them and leaves nothing behind. ``"nightly"`` is pinned (:func:`pin`) to the exact newest
+``keras-nightly`` build before it is created, probed or cached.
 
 >>> import dtype_explorer as dx
 >>> dx.engines.create("keras==3.11.3")       # doctest: +SKIP
@@ -38,8 +40,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,14 @@ from dtype_explorer.records import (
     check_engine_backend,
     engine_package,
     engine_spec,
+    is_moving,
+    pinned_engine,
 )
 from dtype_explorer.runtime import _engine_check as engine_check
 from dtype_explorer.runtime import _index
 from dtype_explorer.runtime import _kernelspec as keras2_kernel
+from dtype_explorer.runtime import _nightly as nightly
+from dtype_explorer.runtime import _plan as plans
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime._engine_check import BASE_DISTRIBUTIONS, base_versions
 from dtype_explorer.runtime._index import (
@@ -66,18 +71,12 @@ from dtype_explorer.runtime._index import (
     canon,
     index_releases,
 )
-from dtype_explorer.versions import library_version
-
-#: What the Keras 2 engine installs beside tf_keras: the packages its users' code imports
-#: (``hub.KerasLayer``), resolved with it against the installed TensorFlow. tensorflow-hub
-#: 0.16.1 imports ``pkg_resources``, which setuptools 81 and later no longer ship.
-KERAS2_EXTRAS = ("tensorflow-hub", "setuptools<81")
-#: Installed distributions an engine's site may shadow: build tooling, never a backend.
-SHADOWABLE = ("setuptools",)
+from dtype_explorer.runtime._plan import KERAS2_EXTRAS
 
 __all__ = [
     "BASE_DISTRIBUTIONS",
     "ENV_DIR",
+    "KERAS2_EXTRAS",
     "STEP_TIMEOUT",
     "EngineError",
     "PackageIndexError",
@@ -93,6 +92,7 @@ __all__ = [
     "keras2_display",
     "kernel",
     "list",
+    "pin",
     "remove",
     "require",
     "root",
@@ -126,7 +126,9 @@ def get(spec: str) -> Engine | None:
     """The created engine for ``spec``, or ``None``; never installs anything.
 
     Args:
-        spec: ``"keras==3.11.3"``, ``"3.11.3"``, ``"tf_keras"`` or ``"tf_keras==2.21.0"``.
+        spec: ``"keras==3.11.3"``, ``"3.11.3"``, ``"tf_keras"``, ``"tf_keras==2.21.0"``,
+            ``"keras-nightly==3.16.0.dev2026102704"`` or ``"nightly"`` (the newest nightly
+            created here: no index is asked).
 
     Returns:
         The engine (with its disk use), or ``None`` when it was not created.
@@ -141,15 +143,45 @@ def _find(spec: str, *, disk: bool = False) -> Engine | None:
     """:func:`get`, by default without measuring the disk use (every probe asks)."""
     package, version = engine_package(spec)
     where = root()
-    if version is None:
-        version = _tf_keras_series()
+    if version is None:  # the newest created: tf_keras of the installed TF's series, a nightly
         found = sorted(
-            (_release(p.name.partition("-")[2]), p)
-            for p in where.glob(f"tf_keras-{version}.*")
+            (_release(p.name.removeprefix(f"{package}-")), p)
+            for p in where.glob(_unpinned_glob(package))
             if (p / "engine.json").is_file()
         )
         return _read(found[-1][1], disk=disk) if found else None
     return _read(where / f"{package}-{version}", disk=disk)
+
+
+def _unpinned_glob(package: str) -> str:
+    """The engine folders an unpinned name may mean."""
+    return f"tf_keras-{plans.tf_keras_series()}.*" if package == "tf_keras" else f"{package}-*"
+
+
+def pin(spec: str | None) -> str | None:
+    """An engine's name (:func:`engine_spec`) naming one build: ``"nightly"`` becomes the
+    newest ``keras-nightly`` build the package index lists (asked once per process; offline,
+    the newest created here, with a warning); any other name is returned as it is.
+
+    Args:
+        spec: an engine's name, or ``None`` (the installed Keras).
+
+    Returns:
+        The name, ``"keras-nightly==3.16.0.dev2026102704"`` for ``"nightly"``.
+
+    Raises:
+        EngineError: ``"nightly"`` offline, with no nightly engine created here.
+
+    >>> pin("3.11.3")
+    'keras==3.11.3'
+    >>> pin("nightly")                                        # doctest: +SKIP
+    'keras-nightly==3.16.0.dev2026102704'
+    """
+    name = engine_spec(spec)
+    if not is_moving(name):
+        return name
+    built = (e.version for e in created() if e.package == nightly.NIGHTLY_PACKAGE)
+    return nightly.newest(built)
 
 
 def require(spec: str | None) -> Engine | None:
@@ -173,7 +205,7 @@ def require(spec: str | None) -> Engine | None:
 
 def ensure(spec: str | None, *, progress: Progress = True) -> Engine | None:
     """The engine for ``spec``, created first when missing (``None``: no engine)."""
-    name = engine_spec(spec)
+    name = pin(spec)
     if name is None:
         return None
     return get(name) or create(name, progress=progress)
@@ -191,8 +223,10 @@ def create(
     """Create the engine for ``spec`` (or return it when it exists: creating twice reuses).
 
     Args:
-        spec: ``"keras==3.X.Y"`` (a Keras 3 release; ``"3.X.Y"`` works too), ``"tf_keras"``
-            (Keras 2: the release matching the installed TensorFlow) or ``"tf_keras==2.X.Y"``.
+        spec: ``"keras==3.X.Y"`` (a Keras 3 release; ``"3.X.Y"`` works too), ``"nightly"``
+            (the newest ``keras-nightly`` build, pinned: :func:`pin`),
+            ``"keras-nightly==3.X.Y.devYYYYMMDDHH"`` (one build), ``"tf_keras"`` (Keras 2:
+            the release matching the installed TensorFlow) or ``"tf_keras==2.X.Y"``.
         progress: ``True`` shows a progress bar (``tqdm``, notebook-aware), ``False``
             nothing; a callable receives each line pip and the check print.
         cancel: set this event from another thread to stop the creation (pip is killed);
@@ -211,7 +245,7 @@ def create(
     >>> engine.version, engine.disk_bytes // 2**20             # doctest: +SKIP
     ('3.11.3', 17)
     """
-    engine = _create(spec, progress, cancel)
+    engine = _create(pin(spec) or "", progress, cancel)
     if engine.kernel_name is not None:
         _register_quietly(engine)
     return engine
@@ -226,9 +260,9 @@ def _create(spec: str, progress: Progress, cancel: threading.Event | None) -> En
             found = get(spec)
             if found is not None:
                 return found
-            series = _tf_keras_series()
+            series = plans.tf_keras_series()
             steps.advance(f"resolving tf_keras=={series}.* for tensorflow {series}")
-            wanted = [f"tf_keras>={series},<{_next_minor(series)}", *KERAS2_EXTRAS]
+            wanted = [f"tf_keras>={series},<{plans.next_minor(series)}", *plans.KERAS2_EXTRAS]
             plan = _index.resolve(wanted, steps.line, cancel)
             version = next(v for n, v in plan if canon(n) == "tf-keras")
         name = f"{package}-{version}"
@@ -269,7 +303,7 @@ def _build(
         if plan is None:
             steps.advance(f"resolving {wanted} against the installed packages")
             plan = _index.resolve(wanted, steps.line, cancel)
-        _refuse_replacements(wanted, package, plan)
+        plans.refuse_replacements(wanted, package, plan)
         if not any(canon(n) == canon(package) for n, _ in plan):
             plan.append((package, version))  # the installed release itself: layered anyway
         pins = [f"{n}=={v}" for n, v in plan]
@@ -385,7 +419,7 @@ def _remove_broken(spec: str) -> bool:
     """Remove the folders of ``spec`` whose ``engine.json`` is unreadable; whether any was."""
     package, version = engine_package(spec)
     where = root()
-    pattern = f"{package}-{version}" if version is not None else f"tf_keras-{_tf_keras_series()}.*"
+    pattern = f"{package}-{version}" if version is not None else _unpinned_glob(package)
     broken = [p for p in where.glob(pattern) if p.is_dir() and _read(p, disk=False) is None]
     for path in broken:
         (where / ".locks").mkdir(exist_ok=True)
@@ -474,7 +508,7 @@ def stamp(spec: str | None) -> str:
     (``""`` for the installed Keras). An engine not created yet stamps as missing."""
     if spec is None:
         return ""
-    found = _find(spec)
+    found = _find(pinned_engine(spec) or "")  # never "nightly": a key names one build
     if found is None:
         return f"{spec}:missing"
     return f"{found.spec}:{','.join(found.packages)}"
@@ -513,41 +547,6 @@ class _Steps:
             self.callback(text)
 
 
-def _refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]]) -> None:
-    """An engine only adds packages: one whose plan would replace an installed distribution
-    (another tensorflow, numpy, ...) cannot run with the installed backends."""
-    installed = {canon(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
-    replaced = [
-        f"{n}=={v} (installed: {installed[canon(n)]})"
-        for n, v in plan
-        if canon(n) != canon(package) and canon(n) in installed and canon(n) not in SHADOWABLE
-    ]
-    if replaced:
-        raise EngineError(
-            f"{wanted} cannot run with the installed backends: it needs {', '.join(replaced)}. "
-            "An engine only adds a Keras release beside the installed libraries, it never "
-            "replaces them; pick a release whose requirements the installed versions meet"
-            + (
-                " (tf_keras: the one matching tensorflow, engine='tf_keras')"
-                if "tf" in wanted
-                else ""
-            )
-        )
-
-
-def _tf_keras_series() -> str:
-    """``"2.21"``: the tf_keras series matching the installed tensorflow."""
-    tf = library_version("tensorflow")
-    if tf == "missing":
-        raise EngineError("the Keras 2 engine (tf_keras) needs tensorflow installed; it is not")
-    return ".".join(tf.split(".")[:2])
-
-
-def _next_minor(series: str) -> str:
-    major, minor = series.split(".")
-    return f"{major}.{int(minor) + 1}"
-
-
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
 
@@ -562,7 +561,7 @@ def _read(path: Path, *, disk: bool = True) -> Engine | None:
             package=info["package"],
             version=info["version"],
             path=str(path),
-            disk_bytes=_disk_use(path) if disk else 0,
+            disk_bytes=site_files.disk_use(path) if disk else 0,
             packages=tuple(info.get("packages", ())),
             base=info.get("base", {}),
             python=info.get("python", ""),
@@ -576,23 +575,6 @@ def _read(path: Path, *, disk: bool = True) -> Engine | None:
 
 def _broken(path: Path) -> Engine:
     raise EngineError(f"{path}/engine.json is unreadable; dx.engines.remove it and create again")
-
-
-def _disk_use(path: Path) -> int:
-    """Bytes on disk (allocated blocks, as ``du``) under ``path``."""
-    total = 0
-    for entry in _walk(path):
-        with contextlib.suppress(OSError):
-            total += entry.stat(follow_symlinks=False).st_blocks * 512
-    return total
-
-
-def _walk(path: Path) -> Iterator[os.DirEntry]:
-    with contextlib.suppress(OSError), os.scandir(path) as entries:
-        for entry in entries:
-            yield entry
-            if entry.is_dir(follow_symlinks=False):
-                yield from _walk(Path(entry.path))
 
 
 #: ``dx.engines.list()``, the name users call: defined last, so that above ``list`` is the builtin.

@@ -38,7 +38,7 @@ import pebble
 from dtype_explorer import backends as backend_names
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
-from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec
+from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec, pinned_engine
 from dtype_explorer.runtime import _allowed, _failures, _sizing, cache, engines
 from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _spawn as spawn
@@ -427,7 +427,7 @@ def call(
     trusted = call_trust.is_entry(function)  # the worker decides again, on what it unpickles
     call_args = (payload, trusted)
     return _schedule(
-        backend, worker.call, call_args, seconds, engine=engine_spec(engine), user=not trusted
+        backend, worker.call, call_args, seconds, engine=pinned_engine(engine), user=not trusted
     )[0]
 
 
@@ -440,10 +440,10 @@ def warm(
     timeout) raises :class:`WorkerStartError`. ``engine`` (a created engine's name) warms
     that engine's workers instead."""
     names = installed_backends() if backends is None else _validated(backends)
+    engine = pinned_engine(engine)  # one build ("nightly": dx.engines.pin names it first)
     for name in names:
         engines.check_backend(engine, name)
     engines.require(engine)
-    engine = engine_spec(engine)
     futures = {s: _schedule(b, worker.describe, slot=s)[0] for b in names for s in slots(b, engine)}
     by_slot = {}
     for slot, future in futures.items():

@@ -14,7 +14,7 @@ release's answer in release order (text for terminals and the CLI, a card for no
 
 from __future__ import annotations
 
-from dtype_explorer.records import AnswerChange, BisectResult
+from dtype_explorer.records import AnswerChange, BisectResult, engine_label, release_label
 from dtype_explorer.views._markup import ACCENT, STYLE, chip, e, floatx_text
 
 
@@ -36,10 +36,11 @@ def _question(result: BisectResult) -> str:
 
 def _change_text(change: AnswerChange) -> str:
     said = f"{change.before} ({change.before_version}) -> {change.after} ({change.after_version})"
-    if change.exact:
-        return f"first changed in Keras {change.after_version}: {said}"
+    before, after = release_label(change.before_version), release_label(change.after_version)
+    if change.exact:  # a nightly build named with its date
+        return f"first changed in Keras {after}: {said}"
     return (
-        f"changed after {change.before_version}, by {change.after_version} "
+        f"changed after {before}, by {after} "
         f"({change.unprobed} releases between not probed): {said}"
     )
 
@@ -61,10 +62,13 @@ def bisect_text(result: BisectResult) -> str:
     for change in result.changes:
         if change != first:
             lines.append(f"  also {_change_text(change)}")
+    width = max(10, *(len(v) + 2 for v in result.answers()))
     for probe in result.ordered():
         keras = probe.result.versions.get("keras", "?")
-        engine = probe.engine or "installed"
-        lines.append(f"    {probe.version:<10}{probe.outcome:<24}(engine {engine}, keras {keras})")
+        engine = engine_label(probe.engine) if probe.engine else "installed"
+        lines.append(
+            f"    {probe.version:<{width}}{probe.outcome:<24}(engine {engine}, keras {keras})"
+        )
     lines.append(f"  note: {result.caveat}")
     return "\n".join(lines)
 
@@ -84,9 +88,10 @@ def bisect_html(result: BisectResult) -> str:
     first = result.first_change
     if first is not None:
         banner = (
-            f"<div class='dx-banner'>First changed in <b>Keras {e(first.after_version)}</b>: "
-            f"{_answer_chip(first.before)} in {e(first.before_version)} → "
-            f"{_answer_chip(first.after)} in {e(first.after_version)}</div>"
+            f"<div class='dx-banner'>First changed in <b>Keras "
+            f"{e(release_label(first.after_version))}</b>: {_answer_chip(first.before)} in "
+            f"{e(first.before_version)} → {_answer_chip(first.after)} in "
+            f"{e(first.after_version)}</div>"
         )
     else:
         banner = "<div class='dx-banner'>No change found between the probed releases</div>"
@@ -101,7 +106,8 @@ def bisect_html(result: BisectResult) -> str:
             f"<tr{style}><td><b>{e(probe.version)}</b></td>"
             f"<td>{_answer_chip(probe.outcome)}</td>"
             f"<td>{e(probe.result.verdict)}</td>"
-            f"<td class='dx-meta'>{e(probe.engine or 'installed')} · keras "
+            f"<td class='dx-meta'>{e(engine_label(probe.engine) if probe.engine else 'installed')}"
+            " · keras "
             f"{e(probe.result.versions.get('keras', '?'))}</td></tr>"
         )
     table = (

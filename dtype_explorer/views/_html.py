@@ -19,6 +19,7 @@ from dtype_explorer.records import (
     PromotionTable,
     Survey,
     TraceStep,
+    engine_label,
 )
 from dtype_explorer.views import _quantize
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
@@ -55,6 +56,8 @@ def _result_body(result: ProbeResult, *, header: bool = True) -> str:
             f"{f' · quantize {e(spec.quantize)}' if spec.quantize else ''} · {e(result.backend)} "
             f"({e(result.device)}){cached}</span>{badge(result.shown_verdict)}</div>"
         )
+    if spec.engine:  # the Keras that answered, a nightly build with its date
+        parts.append(f"<div class='dx-meta'>Engine <b>{e(engine_label(spec.engine))}</b></div>")
     if spec.mode != "call":
         parts.append(
             f"<div class='dx-meta'>Mode <b>{e(spec.mode)}</b>: {e(result.execution)}</div>"

@@ -87,9 +87,7 @@ def probe_set_table(outcome: ProbeSet) -> Table:
     table = Table(
         title=printable(title), box=box.HEAVY_HEAD, title_style="bold", caption_justify="left"
     )
-    table.add_column(
-        outcome.axis.removesuffix("s") if outcome.axis != "backends and modes" else "run"
-    )
+    table.add_column(outcome.axis.removesuffix("s") if " and " not in outcome.axis else "run")
     table.add_column("output")
     table.add_column("verdict")
     table.add_column("headline", overflow="fold", ratio=1)

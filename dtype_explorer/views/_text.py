@@ -3,7 +3,14 @@ audit's dtype-flow table with its findings."""
 
 from __future__ import annotations
 
-from dtype_explorer.records import ROW_COLUMNS, AuditReport, Numerics, ProbeResult, TraceStep
+from dtype_explorer.records import (
+    ROW_COLUMNS,
+    AuditReport,
+    Numerics,
+    ProbeResult,
+    TraceStep,
+    engine_label,
+)
 from dtype_explorer.views import _quantize
 
 
@@ -16,6 +23,8 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
         f"{f', quantize {spec.quantize}' if spec.quantize else ''}: "
         f"{result.status}, {result.verdict}"
     ]
+    if spec.engine:  # the Keras that answered, a nightly build with its date
+        lines.append(f"  engine {engine_label(spec.engine)}")
     if spec.mode != "call" or result.execution not in ("", "eager call"):
         lines.append(f"  mode {spec.mode}: {result.execution or '-'}")
     if result.supplied:

@@ -21,6 +21,7 @@ import dtype_explorer as dx
 from dtype_explorer.analyses.audit._keras2 import _refuse, in_tf_keras
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import Finding
+from dtype_explorer.runtime import _plan as plans
 from dtype_explorer.runtime import engines
 
 pytestmark = pytest.mark.timeout(900)
@@ -187,6 +188,6 @@ def test_arguments_the_keras2_audit_does_not_take_are_refused_by_name():
 
 def test_the_keras2_engine_may_shadow_setuptools_never_a_backend():
     assert "tensorflow-hub" in engines.KERAS2_EXTRAS
-    engines._refuse_replacements("tf_keras==2.21.0", "tf_keras", [("setuptools", "80.10.2")])
+    plans.refuse_replacements("tf_keras==2.21.0", "tf_keras", [("setuptools", "80.10.2")])
     with pytest.raises(engines.EngineError, match=r"tensorflow==2\.20\.0"):
-        engines._refuse_replacements("tf_keras==2.21.0", "tf_keras", [("tensorflow", "2.20.0")])
+        plans.refuse_replacements("tf_keras==2.21.0", "tf_keras", [("tensorflow", "2.20.0")])

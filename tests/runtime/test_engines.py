@@ -24,6 +24,7 @@ import dtype_explorer as dx
 from dtype_explorer import engines
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeSpec, engine_spec
+from dtype_explorer.runtime import _plan as plans
 from dtype_explorer.versions import library_version
 
 pytestmark = pytest.mark.timeout(900)
@@ -189,7 +190,7 @@ def test_a_release_that_would_replace_an_installed_package_is_refused():
     assert installed != "missing", "tensorflow is installed by the test command"
     plan = [("tf_keras", "2.20.1"), ("tensorflow", "2.20.0")]  # what pip resolves for it
     with pytest.raises(engines.EngineError) as raised:
-        engines._refuse_replacements("tf_keras==2.20.1", "tf_keras", plan)
+        plans.refuse_replacements("tf_keras==2.20.1", "tf_keras", plan)
     assert f"tensorflow==2.20.0 (installed: {installed})" in str(raised.value)
     assert "cannot run with the installed backends" in str(raised.value)
 

@@ -70,9 +70,8 @@ from dtype_explorer.records import (
     FitReport,
     LayerCall,
     PredictReport,
-    engine_spec,
 )
-from dtype_explorer.runtime import pool
+from dtype_explorer.runtime import engines, pool
 from dtype_explorer.timing import ms
 
 # --------------------------------------------------------------------------- entry point
@@ -281,7 +280,7 @@ def _question(
         policy=None if policy is None else validate_policy(policy),
         backends=_requested_backends(backends),
         timeout=timeout,
-        engine=engine_spec(engine),
+        engine=engines.pin(engine),
     )
 
 

@@ -72,8 +72,9 @@ def collect_targets() -> dict[int, tuple[Any, str]]:
     from keras.src.backend import backend as active
 
     modules = dict(OPS_MODULES)
-    for sub in BACKEND_SUBMODULES:
-        modules[f"keras.src.backend.{active()}.{sub}"] = f"backend.{sub}"
+    for sub in BACKEND_SUBMODULES:  # keras-nightly moved them into ``ops``: either is read
+        for where in (f"{active()}.{sub}", f"{active()}.ops.{sub}"):
+            modules[f"keras.src.backend.{where}"] = f"backend.{sub}"
     targets = {}
     for name, shown in modules.items():
         module = sys.modules.get(name)
