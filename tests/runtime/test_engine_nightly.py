@@ -13,6 +13,7 @@ unreachable these tests fail, they never skip.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from packaging.version import Version
 from typer.testing import CliRunner
 
 import dtype_explorer as dx
-from dtype_explorer.analyses import resolve_versions
+from dtype_explorer.analyses import index_releases, resolve_versions
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.frontends.cli import app
 from dtype_explorer.records import ProbeSpec, engine_spec
@@ -103,6 +104,24 @@ def test_nightly_pins_to_the_newest_build_and_a_missing_build_names_the_closest(
         engines.create("keras-nightly==3.16.0.dev2026102799", progress=False)
     assert "no such build" in str(said.value) and "3.16.0.dev2026102704" in str(said.value)
     assert not [p for p in root.iterdir() if "2026102799" in p.name]
+
+
+def test_offline_nightly_is_the_newest_created_here_said_in_a_warning(
+    keras_nightly_engine, monkeypatch
+):
+    offline = {"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
+    offline |= {"PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "", "PIP_RETRIES": "0"}
+    for name, value in offline.items():
+        monkeypatch.setenv(name, value)
+    index_releases.cache_clear()  # asked once per process: ask again, offline
+    try:
+        with pytest.warns(UserWarning, match="could not be reached"):
+            pinned = engines.pin("nightly")
+    finally:
+        index_releases.cache_clear()
+    made = [Version(e.version) for e in engines.list() if e.package == "keras-nightly"]
+    assert pinned == f"keras-nightly=={max(made)}"
+    assert Version(keras_nightly_engine.version) in made
 
 
 def test_is_it_fixed_on_main_side_by_side_as_raw_keras_answers(keras_nightly_engine, raw):
