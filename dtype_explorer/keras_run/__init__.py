@@ -67,6 +67,7 @@ _EXPORTS: dict[str, str] = {
     "model_copy": "dtype_explorer.keras_run.model._quantize",
     "quantization_modes": "dtype_explorer.keras_run.model._quantize",
     "quantize_layers": "dtype_explorer.keras_run.model._quantize",
+    "keras_quantization_summary": "dtype_explorer.keras_run.model._quantize",
     "quantize_request": "dtype_explorer.keras_run.model._quantize",
     "uncalibrated_modes": "dtype_explorer.keras_run.model._quantize",
     "round_trips": "dtype_explorer.keras_run.model._roundtrip",
@@ -173,6 +174,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
     from dtype_explorer.keras_run.model._quantize import (
         QuantizeRequest,
+        keras_quantization_summary,
         leaf_outputs,
         model_copy,
         quantization_modes,

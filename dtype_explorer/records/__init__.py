@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "where_precision_goes": "dtype_explorer.records._exactness",
     "MAX_EXAMPLES": "dtype_explorer.records._exactness",
     "QuantizationReport": "dtype_explorer.records._quantize",
+    "KerasQuantizedLayer": "dtype_explorer.records._quantize",
+    "keras_summary_rows": "dtype_explorer.records._quantize",
     "QuantizedLayer": "dtype_explorer.records._quantize",
     "QuantizeStatus": "dtype_explorer.records._quantize",
     "RoundTrip": "dtype_explorer.records._quantize",
@@ -268,11 +270,13 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         reference_label,
     )
     from dtype_explorer.records._quantize import (
+        KerasQuantizedLayer,
         QuantizationReport,
         QuantizedLayer,
         QuantizeStatus,
         RoundTrip,
         RoundTripReport,
+        keras_summary_rows,
     )
     from dtype_explorer.records._quantize_layer import (
         LayerQuantization,

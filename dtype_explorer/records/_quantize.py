@@ -1,10 +1,17 @@
 """What ``model.quantize()`` did to a model (``check_model(..., quantize=)``), and what a save
 and load did to it (``check_model(..., mode="save")``): per-layer rows, computed once here and
-laid out by the views.
+laid out by the views. Where the Keras that ran has ``Model.quantization_summary()`` (Keras's
+main, keras-nightly), its own summary is kept beside the rows (``keras_summary``, verbatim),
+read into rows (:func:`keras_summary_rows`) and compared with them (``summary_disagreements``).
+
+>>> rows = keras_summary_rows(SUMMARY_EXAMPLE)
+>>> [(r.path, r.policy, r.dtype, r.bytes, r.float_kept) for r in rows]
+[('head', 'int8_from_float32', 'int8', 84, False)]
 """
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from dtype_explorer.records._base import Record
@@ -62,6 +69,48 @@ class QuantizedLayer(Record):
         }
 
 
+#: What ``Model.quantization_summary(verbose=False)`` returns (keras-nightly 3.16.0.dev), as the
+#: doctests read it.
+SUMMARY_EXAMPLE = """Quantization summary for 'net'
+=================================================================
+Layer: head
+  dtype policy : int8_from_float32
+  weight store : int8 (84 bytes)
+-----------------------------------------------------------------
+Quantized layers : 1"""
+_SUMMARY_ROW = re.compile(
+    r"^Layer: (?P<path>.+)\n\s+dtype policy : (?P<policy>\S+)\n"
+    r"\s+weight store : (?P<dtype>\S+) \((?P<bytes>\d+) bytes(?P<kept>, float weight kept)?\)",
+    flags=re.MULTILINE,
+)
+
+
+class KerasQuantizedLayer(Record):
+    """One layer of Keras's own ``quantization_summary()``: its path, dtype policy, the
+    storage dtype of its quantized weight and the bytes that weight stores (codes, scales,
+    zero points; a mode that keeps the float weight, float8, counts that weight)."""
+
+    path: str
+    policy: str
+    dtype: str
+    bytes: int
+    float_kept: bool = False
+
+
+def keras_summary_rows(text: str) -> tuple[KerasQuantizedLayer, ...]:
+    """The layers of a ``quantization_summary()`` text, in its order."""
+    return tuple(
+        KerasQuantizedLayer(
+            path=m["path"].strip(),
+            policy=m["policy"],
+            dtype=m["dtype"],
+            bytes=int(m["bytes"]),
+            float_kept=m["kept"] is not None,
+        )
+        for m in _SUMMARY_ROW.finditer(text)
+    )
+
+
 class QuantizationReport(Record):
     """What ``quantize(mode)`` did to a copy of the model (the model itself is untouched).
 
@@ -78,6 +127,54 @@ class QuantizationReport(Record):
     threshold: float = 0.05
     refused: ErrorInfo | None = None
     keras_warnings: tuple[str, ...] = ()
+    #: Keras's own ``model.quantization_summary(verbose=False)`` of the quantized copy,
+    #: verbatim; ``None`` where the Keras that ran has none (releases up to 3.15).
+    keras_summary: str | None = None
+
+    def summary_disagreements(self) -> tuple[str, ...]:
+        """Where Keras's ``quantization_summary()`` and the rows disagree: a layer one lists
+        as quantized and the other not, another policy, another storage dtype of the weight
+        (``kernel``/``embeddings``); ``()`` when they agree or Keras gave no summary.
+
+        >>> row = QuantizedLayer(path="net/head", layer_class="Dense", status="quantized",
+        ...     policy="int8_from_float32", has_weights=True,
+        ...     variables=(StoredVariable(name="kernel", dtype="int8", shape=(21, 3)),))
+        >>> report = QuantizationReport(mode="int8", asked="int8", layers=(row,),
+        ...                             keras_summary=SUMMARY_EXAMPLE)
+        >>> report.summary_disagreements()
+        ()
+        >>> report.model_copy(update={"layers": ()}).summary_disagreements()
+        ("head: quantized in Keras's summary, not among the rows",)
+        """
+        if self.keras_summary is None:
+            return ()
+        ours = {r.path: r for r in self.layers if r.status == "quantized" and r.has_weights}
+        said = []
+        for keras_row in keras_summary_rows(self.keras_summary):
+            match = [p for p in ours if p == keras_row.path or p.endswith("/" + keras_row.path)]
+            if len(match) != 1:
+                said.append(f"{keras_row.path}: quantized in Keras's summary, not among the rows")
+                continue
+            row = ours.pop(match[0])
+            if row.policy != keras_row.policy:
+                said.append(f"{row.path}: policy {row.policy}, Keras's summary {keras_row.policy}")
+            weight = [v.dtype for v in row.variables if v.name in ("kernel", "embeddings")]
+            if weight and weight[0] != keras_row.dtype:
+                said.append(
+                    f"{row.path}: weight stored {weight[0]}, Keras's summary {keras_row.dtype}"
+                )
+        said += [f"{path}: quantized in the rows, not in Keras's summary" for path in ours]
+        return tuple(said)
+
+    def summary_text(self) -> str:
+        """One line on Keras's own summary: ``""`` without one; else whether it agrees."""
+        if self.keras_summary is None:
+            return ""
+        count = len(keras_summary_rows(self.keras_summary))
+        apart = self.summary_disagreements()
+        if not apart:
+            return f"Keras's quantization_summary(): {count} layers, agreeing with the rows"
+        return "Keras's quantization_summary() disagrees: " + "; ".join(apart)
 
     @property
     def bytes(self) -> int:

@@ -24,13 +24,18 @@ _COLUMNS = ("path", "layer", "status", "policy", "stored", "bytes", "output", "e
 
 
 def quantization_text(report: QuantizationReport) -> str:
-    """The report's line, then one line per layer (its compute path indented below it)."""
+    """The report's line, then one line per layer (its compute path indented below it), then
+    Keras's own ``quantization_summary()`` where it has one, and whether it agrees."""
     lines = [report.text()]
     for layer in report.layers:
         row = layer.row()
         cells = [row[c] for c in _COLUMNS if row[c]]
         lines.append("  " + "  ".join(cells))
         lines += [f"      {step}" for step in layer.steps]
+    if report.keras_summary is not None:  # Keras's own, beside the rows, as Keras wrote it
+        lines.append(report.summary_text())
+        lines += [f"  | {line}" for line in report.keras_summary.splitlines()]
+    lines += [f"  Keras: {said}" for said in report.keras_warnings]
     return "\n".join(lines)
 
 
@@ -47,9 +52,16 @@ def quantization_html(report: QuantizationReport) -> str:
         + f"<td>{'<br>'.join(e(s) for s in layer.steps)}</td></tr>"
         for layer in report.layers
     )
+    keras = (
+        f"<details><summary>{e(report.summary_text())}</summary>"
+        f"<pre>{e(report.keras_summary)}</pre></details>"
+        if report.keras_summary is not None
+        else ""
+    )
+    keras += "".join(f"<div class='dx-meta'>Keras: {e(w)}</div>" for w in report.keras_warnings)
     return (
         f"<h4>{e(report.text())}</h4><table><thead><tr>{head}</tr></thead>"
-        f"<tbody>{body}</tbody></table>"
+        f"<tbody>{body}</tbody></table>{keras}"
     )
 
 

@@ -1,6 +1,7 @@
 """Keras's main as an engine (issue 40 item 3): ``engine="nightly"`` pinned to the exact
 ``keras-nightly`` build the package index lists, "is it fixed on main?" as one call
-(``dx.probe(..., engine=[installed, nightly])``) and ``dx.bisect`` from 3.15.1 to the nightly.
+(``dx.probe(..., engine=[installed, nightly])``), ``dx.bisect`` from 3.15.1 to the nightly, and
+the quantize audit beside Keras's main's own ``model.quantization_summary()``.
 
 The case: ``ops.leaky_relu`` on an int32 input on numpy. Keras 3.15.1 answers int32 (a float
 activation truncated to integers); the nightly of 2026-10-27 answers float32. Both are run raw
@@ -25,7 +26,7 @@ import dtype_explorer as dx
 from dtype_explorer.analyses import index_releases, resolve_versions
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.frontends.cli import app
-from dtype_explorer.records import ProbeSpec, engine_spec
+from dtype_explorer.records import ProbeSpec, engine_spec, keras_summary_rows
 from dtype_explorer.runtime import engines
 from dtype_explorer.versions import library_version
 from tests.on_backend import json_on
@@ -169,3 +170,49 @@ def test_bisect_from_the_release_to_the_nightly_names_the_build(keras_nightly_en
     assert f"first changed in Keras {build} (nightly 2026-10-27 04h)" in str(b)
     with pytest.raises(InvalidSpecError, match="not both"):
         dx.bisect(**QUESTION, versions=[INSTALLED, build], good=INSTALLED, bad="nightly")
+
+
+#: A model Keras's main quantizes (Embedding, EinsumDense, Dense) with one it skips (Flatten),
+#: built the same way here and in raw keras-nightly.
+BUILD = """
+import keras
+def build():
+    inputs = keras.Input((4,), dtype="int32", name="ids")
+    x = keras.layers.Embedding(10, 8, name="emb")(inputs)
+    x = keras.layers.EinsumDense("abc,cd->abd", (4, 6), bias_axes="d", name="ed")(x)
+    x = keras.layers.Flatten(name="flatten")(x)
+    return keras.Model(inputs, keras.layers.Dense(3, name="head")(x), name="net")
+"""
+RAW_SUMMARY = (
+    BUILD
+    + """
+import json
+said = {}
+for mode in ("int8", "int4"):
+    model = build()
+    model.quantize(mode)
+    said[mode] = model.quantization_summary(verbose=False)
+print(json.dumps(said))
+"""
+)
+
+
+def test_the_quantize_audit_shows_keras_mains_quantization_summary_and_agrees(
+    keras_nightly_engine,
+):
+    raw = json_on("numpy", RAW_SUMMARY, site=keras_nightly_engine.site)
+    scope: dict = {}
+    exec(BUILD, scope)
+    model, sample = scope["build"](), [[1, 2, 3, 4], [5, 6, 7, 8]]
+    for mode in ("int8", "int4"):
+        report = dx.check_model(model, sample, quantize=mode, engine=keras_nightly_engine.spec)
+        q = report.quantization
+        assert report.keras == keras_nightly_engine.version
+        shown = keras_summary_rows(q.keras_summary or "")
+        assert shown == keras_summary_rows(raw[mode]) and len(shown) == 3  # raw Keras's own
+        assert q.summary_disagreements() == ()  # beside the tool's own per-layer rows
+        ours = {r.path.split("/")[-1]: r for r in q.layers if r.status == "quantized"}
+        assert {row.path: row.policy for row in shown} == {p: r.policy for p, r in ours.items()}
+        assert "agreeing with the rows" in str(report) and "| Layer: head" in str(report)
+    installed = dx.check_model(model, sample, quantize="int8")  # 3.15.1 has no summary
+    assert installed.quantization.keras_summary is None

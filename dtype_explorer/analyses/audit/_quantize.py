@@ -20,6 +20,7 @@ from typing import Any
 from dtype_explorer.analyses.audit import _rules_quant as rules
 from dtype_explorer.keras_run import (
     QuantizeRequest,
+    keras_quantization_summary,
     leaf_outputs,
     model_copy,
     quantization_modes,
@@ -42,11 +43,13 @@ class Quantized:
 
 def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments: dict) -> Quantized:
     """# 1. Two copies of ``target`` through Keras's format (the model itself is only read)
-    # 2. One quantized layer by layer, each outcome recorded
+    # 2. One quantized layer by layer, each outcome recorded (and Keras's own
+    #    ``quantization_summary()`` of it, where Keras has one)
     # 3. Both run on ``sample``: each layer's and the model's output error."""
     floating, copy = model_copy(target), model_copy(target)
     rows, refused = quantize_layers(copy, request, source=target)
     error = None
+    summary, summary_raised = (None, "") if refused else keras_quantization_summary(copy)
     if refused is None:
         reference, ref_out = leaf_outputs(floating, sample, arguments)
         values, out = leaf_outputs(copy, sample, arguments)
@@ -60,6 +63,8 @@ def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments:
         output_error=error,
         threshold=THRESHOLD,
         refused=refused,
+        keras_summary=summary,  # Keras's own, beside the rows (keras-nightly has it)
+        keras_warnings=(summary_raised,) if summary_raised else (),
     )
     return Quantized(copy=None if refused is not None else copy, report=report)
 

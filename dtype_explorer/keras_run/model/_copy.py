@@ -101,9 +101,19 @@ def _archive_copy(model: Any) -> Any:
     from keras.src.saving import saving_lib
 
     buffer = io.BytesIO()
-    saving_lib._save_model_to_fileobj(model, buffer, "h5")
+    write_archive(model, buffer)
     buffer.seek(0)
     return saving_lib.load_model(buffer, compile=False)
+
+
+def write_archive(target: Any, buffer: io.BytesIO) -> None:
+    """``target`` written to ``buffer`` as a ``.keras`` archive, weights in h5 (Keras's main,
+    keras-nightly 3.16.0.dev, writes h5 only and takes no format)."""
+    from keras.src.saving import saving_lib
+
+    save = saving_lib._save_model_to_fileobj
+    formats = ("h5",) if len(inspect.signature(save).parameters) > 2 else ()
+    save(target, buffer, *formats)
 
 
 def compile_copy(copy: Any, model: Any, outputs: Any) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.keras_run._instance_kind import instance_kind, own_policy
-from dtype_explorer.keras_run.model._copy import policy_clone
+from dtype_explorer.keras_run.model._copy import policy_clone, write_archive
 from dtype_explorer.records import Supplied
 
 #: What an instance probe works on: the kinds of Keras object that are probed as they are.
@@ -126,14 +126,13 @@ def pack(target: Any) -> Packed:
     [[0, 1], [0, 1]]
     """
     import keras
-    from keras.src.saving import saving_lib
 
     kind = instance_kind(target)
     if kind is None:
         raise TypeError(f"not a Keras layer, model, loss or metric instance: {type(target)}")
     buffer = io.BytesIO()
     # save_model's own checks (``model.built``) are a Layer's: a metric or loss has none
-    saving_lib._save_model_to_fileobj(target, buffer, "h5")
+    write_archive(target, buffer)
     archive = buffer.getvalue()
     with zipfile.ZipFile(io.BytesIO(archive)) as zf:
         named = _registered_names(json.loads(zf.read("config.json")))

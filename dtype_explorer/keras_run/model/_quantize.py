@@ -161,6 +161,19 @@ def quantize_request(asked: Any) -> QuantizeRequest:
     return QuantizeRequest(mode=asked, config=None, label=asked, lacking=lacking_mode(asked, modes))
 
 
+def keras_quantization_summary(model: Any) -> tuple[str | None, str]:
+    """Keras's own ``model.quantization_summary(verbose=False)`` of a quantized model, and what
+    Keras raised instead (``""``: nothing); ``None`` where this Keras has no such method
+    (Keras's main has it, keras-nightly 3.16.0.dev; 3.15.1 does not)."""
+    summary = getattr(model, "quantization_summary", None)
+    if summary is None:
+        return None, ""
+    try:
+        return str(summary(verbose=False)), ""
+    except Exception as error:  # Keras's answer: said beside the rows, never as the rows
+        return None, f"Model.quantization_summary() raised {type(error).__name__}: {error}"
+
+
 def model_copy(model: Any) -> Any:
     """A copy of ``model`` through Keras's format: a ``.keras`` archive in memory, loaded back
     (config, weights, policies, a quantized model's kernels and scales)."""
