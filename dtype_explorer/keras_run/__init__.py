@@ -73,8 +73,13 @@ _EXPORTS: dict[str, str] = {
     "round_trips": "dtype_explorer.keras_run.model._roundtrip",
     "cast_loss": "dtype_explorer.keras_run._exactness",
     "layer_damage": "dtype_explorer.keras_run.model._layer_damage",
-    "float32_set": "dtype_explorer.keras_run.model._proven_fix",
+    "Float32Fix": "dtype_explorer.keras_run.model._proven_fix",
+    "float32_fix": "dtype_explorer.keras_run.model._proven_fix",
+    "float_outputs": "dtype_explorer.keras_run.model._proven_fix",
     "nonfinite_outputs": "dtype_explorer.keras_run.model._proven_fix",
+    "overflow_measures": "dtype_explorer.keras_run.model._proven_fix",
+    "ids_received": "dtype_explorer.keras_run.model._input_fix",
+    "with_input_dtype": "dtype_explorer.keras_run.model._input_fix",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._layer_values",
@@ -167,11 +172,18 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         training_copy,
         variables_kept,
     )
+    from dtype_explorer.keras_run.model._input_fix import ids_received, with_input_dtype
     from dtype_explorer.keras_run.model._instance import Packed, pack
     from dtype_explorer.keras_run.model._layer_damage import layer_damage
     from dtype_explorer.keras_run.model._model_trace import ModelTracer
     from dtype_explorer.keras_run.model._policy_rebuild import rebuilt_notes
-    from dtype_explorer.keras_run.model._proven_fix import float32_set, nonfinite_outputs
+    from dtype_explorer.keras_run.model._proven_fix import (
+        Float32Fix,
+        float32_fix,
+        float_outputs,
+        nonfinite_outputs,
+        overflow_measures,
+    )
     from dtype_explorer.keras_run.model._quantize import (
         QuantizeRequest,
         keras_quantization_summary,

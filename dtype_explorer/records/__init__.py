@@ -54,6 +54,9 @@ _EXPORTS: dict[str, str] = {
     "CastLoss": "dtype_explorer.records._exactness",
     "LayerDamage": "dtype_explorer.records._exactness",
     "where_precision_goes": "dtype_explorer.records._exactness",
+    "FixHow": "dtype_explorer.records._fix",
+    "FixMeasure": "dtype_explorer.records._fix",
+    "FixProof": "dtype_explorer.records._fix",
     "MAX_EXAMPLES": "dtype_explorer.records._exactness",
     "QuantizationReport": "dtype_explorer.records._quantize",
     "KerasQuantizedLayer": "dtype_explorer.records._quantize",
@@ -228,6 +231,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         where_precision_goes,
     )
     from dtype_explorer.records._fit import FitReport, GradientInfo
+    from dtype_explorer.records._fix import FixHow, FixMeasure, FixProof
     from dtype_explorer.records._numerics import (
         HEAD,
         Numerics,

@@ -12,6 +12,7 @@ from dtype_explorer.errors import InvalidSpecError, printable
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
+from dtype_explorer.records._fix import FixProof
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
@@ -145,7 +146,8 @@ class LayerCall(Record):
 
 
 class Finding(Record):
-    """One hazard: what, how bad, where, why, and the code that fixes it."""
+    """One hazard: what, how bad, where, why, and the code that fixes it (for an
+    ``overflow`` or ``lossy-cast``, only a fix the audit ran on a copy: :attr:`proof`)."""
 
     kind: FindingKind
     severity: Severity
@@ -156,6 +158,9 @@ class Finding(Record):
     step: TraceStep | None = None
     #: What the step named lost, in numbers (a ``lossy-cast`` finding).
     loss: CastLoss | None = None
+    #: What the audit did with the fix (``overflow`` and ``lossy-cast`` findings): run on a
+    #: copy and proven (then :attr:`fix` is that change), or why none is shown.
+    proof: FixProof | None = None
 
     def where(self) -> str:
         """The op and the line where the problem first appears (``""`` when not traced):
@@ -271,10 +276,15 @@ class AuditReport(Record):
         import pandas as pd
 
         if what == "findings":
-            columns = ["severity", "kind", "path", "message", "fix"]
-            return pd.DataFrame(
-                [{c: getattr(f, c) for c in columns} for f in self.findings], columns=columns
-            )
+            columns = ["severity", "kind", "path", "message", "fix", "proof"]
+            rows = [
+                {
+                    **{c: getattr(f, c) for c in columns[:-1]},
+                    "proof": "" if f.proof is None else f.proof.summary(),
+                }
+                for f in self.findings
+            ]
+            return pd.DataFrame(rows, columns=columns)
         if what != "layers":
             raise InvalidSpecError(f"to_frame shows 'layers' or 'findings', not {what!r}")
         return pd.DataFrame([call.row() for call in self.layers])

@@ -461,6 +461,11 @@ def _html_row(
 def _html_finding(finding: Finding) -> str:
     colour = color("severities", finding.severity)
     fix = f"<pre><code>{e(finding.fix)}</code></pre>" if finding.fix else ""
+    if finding.proof is not None:  # the fix run on a copy: before and after, or why not
+        head, *rest = finding.proof.lines()
+        items = "".join(f"<li>{e(line.strip())}</li>" for line in rest)
+        fix += f"<div class='dx-meta'>{e(head)}" + (f"<ul>{items}</ul>" if items else "")
+        fix += "</div>"
     step = ""
     if finding.step is not None and finding.step.source is not None:
         step = (

@@ -213,6 +213,8 @@ def audit_details(report: AuditReport) -> list[str]:
         ]
         if finding.fix:
             lines += ["    fix:", *(f"      {line}" for line in finding.fix.splitlines())]
+        if finding.proof is not None:  # the fix run on a copy: before and after, or why not
+            lines += [f"    {line}" for line in finding.proof.lines()]
     lines += [f"note: {note}" for note in report.notes]
     return lines
 

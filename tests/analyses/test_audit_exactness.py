@@ -83,7 +83,7 @@ def test_the_finding_is_at_the_step_that_lost_the_values():
     [lossy] = [f for f in findings if f.kind == "lossy-cast"]
     assert lossy.path == "m" and lossy.loss == loss and lossy.severity == "error"
     assert lossy.details["readers"] == ["m/emb"] and "not an overflow" in lossy.message
-    assert 'dtype="int32"' in lossy.fix
+    assert lossy.fix == ""  # the rule runs nothing: a fix is shown once the audit ran it
 
 
 def test_integers_beside_a_16_bit_float_are_not_said_rounded():
@@ -152,10 +152,17 @@ def test_ids_through_a_float_input_are_rounded_at_the_input_step(floatx, rows, d
             j = int(np.flatnonzero(ids[0] == rounded[i][0])[0])
             np.testing.assert_array_equal(out[0, j], table[a])
         assert "silently reads other rows" in lossy.message
-    # the fix it proposes, run by the test: an int32 Input keeps every id
-    fixed_in = keras.Input((3,), dtype="int32")
+    # the fix, run on a copy by the audit: the Input in int32, the finding gone
+    proof = lossy.proof
+    assert proof.proven and proof.how == "input-dtype" and proof.input_dtype == "int32"
+    assert proof.before.ids_changed == len(rounded) and proof.after.ids_changed == 0
+    assert not proof.after.finding and not proof.after.raised
+    assert lossy.fix == proof.change and 'keras.Input(shape=(3,), dtype="int32")' in lossy.fix
+    # the fix run again by the test with raw Keras: every id reads its own row
+    fixed_in = keras.Input((3,), dtype=proof.input_dtype)
     fixed = keras.Model(fixed_in, model.get_layer("emb")(fixed_in))
-    assert not [f for f in dx.check_model(fixed, ids).findings if f.kind == "lossy-cast"]
+    table = keras.ops.convert_to_numpy(model.get_layer("emb").embeddings)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(fixed(ids))[0], table[ids[0]])
 
 
 def test_int32_labels_beside_float16_probabilities_are_no_precision_loss():
@@ -169,3 +176,20 @@ def test_int32_labels_beside_float16_probabilities_are_no_precision_loss():
     # raw Keras: the labels were used as they are (row 2049, not 2048): -log(0.5)
     raw = keras.losses.SparseCategoricalCrossentropy()(labels, probs)
     assert float(keras.ops.convert_to_numpy(raw)) == pytest.approx(-np.log(0.5), rel=1e-2)
+
+
+def test_a_fix_not_run_is_never_shown():
+    """Old code: an overflow kept the rule's "this layer in float32" where no copy ran (a
+    subclassed model, another mode); now its proof says why and no fix is shown."""
+    from dtype_explorer.analyses.audit import _fixes
+    from dtype_explorer.records import AuditReport, Finding
+
+    old = Finding(kind="overflow", severity="error", path="m/d", message="m", fix="advice")
+    other = Finding(kind="float16-output", severity="warning", path="m/d", message="m", fix="f")
+    shown, kept = _fixes.not_tried([old, other], "it ran in mode 'fit'")
+    assert shown.fix == "" and shown.proof.not_tried == "it ran in mode 'fit'"
+    assert kept == other  # other kinds are not this phase's
+    report = AuditReport(model="m", model_class="Functional", backend="numpy", policy="float32",
+                         findings=(shown,))  # fmt: skip
+    assert AuditReport.from_json(report.to_json()) == report
+    assert "not tried, because it ran in mode 'fit'" in str(report) and "advice" not in str(report)

@@ -1,5 +1,6 @@
 """Issue 38, item 3: an overflow's fix is run on a copy, and shown only when it clears the
-overflow; the test re-runs the fix itself with raw Keras, without the tool."""
+overflow; the test re-runs the fix itself with raw Keras, without the tool. Advice that was
+not run (a subclassed model, another mode) is never shown as a fix: the proof says why."""
 
 import numpy as np
 import pytest
@@ -32,14 +33,22 @@ def test_a_dense_that_overflows_gets_a_fix_that_clears_it():
     assert not _finite(model)  # raw Keras: the overflow is real
     report = dx.check_model(model, SAMPLE)
     [overflow] = report.by_kind("overflow")
-    assert overflow.details["proven"] is True
-    assert overflow.details["float32_layers"] == ["big"]
-    assert overflow.details["nonfinite_before"] > 0 and overflow.details["nonfinite_after"] == 0
-    assert 'name="big", dtype="float32"' in overflow.fix
+    proof = overflow.proof
+    assert proof.proven and proof.how == "layer-dtype" and proof.layers == ("m/big",)
+    assert proof.before.finding and proof.before.nonfinite > 0
+    assert not proof.after.finding and proof.after.nonfinite == 0
+    assert proof.before.dtype == "float16" and proof.after.dtype == "float32"
+    assert proof.after.headroom_bits > proof.before.headroom_bits
+    assert overflow.fix == proof.change and 'name="big", dtype="float32"' in overflow.fix
     # the fix, run by the test without the tool: the same weights, "big" in float32
     fixed = _model({"big": "float32"})
     fixed.set_weights(model.get_weights())
     assert _finite(fixed)
+    # each view shows the fix with its before and after
+    text, html = str(report), report._repr_html_()
+    for shown in (text, html):
+        assert proof.summary() in shown and "the finding is gone" in shown
+    assert "fix:" in text and "dx-finding" in html
 
 
 def test_advice_that_does_not_clear_it_is_not_shown():
@@ -52,8 +61,39 @@ def test_advice_that_does_not_clear_it_is_not_shown():
     assert not _finite(alone)  # raw Keras: the one-layer advice does not fix it
     report = dx.check_model(model, SAMPLE)
     [overflow] = report.by_kind("overflow")
-    assert overflow.details["float32_layers"] == ["big", "next"]
-    assert overflow.details["proven"] is True
+    assert overflow.proof.proven and overflow.proof.layers == ("m/big", "m/next")
+    assert (
+        overflow.proof.tried[0].startswith("m/big in float32")
+        and "0 inf/NaN" not in (overflow.proof.tried[0])
+    )
+    assert 'name="next", dtype="float32"' in overflow.fix
     both = _model({"big": "float32", "next": "float32"})
     both.set_weights(model.get_weights())
     assert _finite(both)  # the set it shows does
+
+
+class _Net(keras.Model):
+    """A subclassed model: clone_model cannot copy it, and its Dense keeps its own dtype."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.big = keras.layers.Dense(
+            4, kernel_initializer="ones", dtype="mixed_float16", name="big"
+        )
+
+    def call(self, x):
+        return self.big(x)
+
+
+def test_a_subclassed_model_shows_no_unproven_fix():
+    net = _Net(name="net")
+    assert not np.isfinite(keras.ops.convert_to_numpy(net(SAMPLE))).all()
+    [overflow] = dx.check_model(net, SAMPLE).by_kind("overflow")
+    assert overflow.fix == "" and not overflow.proof.proven
+    assert overflow.proof.not_tried or overflow.proof.tried  # said why, or what ran
+    assert "no fix shown" in overflow.proof.summary()
+
+
+def test_other_modes_say_why_no_fix_was_run():
+    [overflow] = dx.check_model(_model({}), SAMPLE, mode="training").by_kind("overflow")
+    assert overflow.fix == "" and "mode 'call' only" in overflow.proof.not_tried

@@ -80,3 +80,27 @@ def test_engine_audits_the_model_rebuilt_in_that_release(shell, namespace, keras
     assert [c.path for c in report.layers][-1].endswith("out")
     with pytest.raises(UsageError, match=r"keras==3\.99\.0"):
         shell.run_line_magic("dtype_check", "model --engine keras==3.99.0")
+
+
+def test_an_overflow_shows_its_fix_proven_on_a_copy(shell, namespace):
+    """Issue 38 item 3: the cell's output (the report's HTML card) carries the fix the audit
+    ran, with before and after; raw Keras beside it: the model overflows, the fix does not."""
+    inputs = keras.Input((100,))
+    big = layers.Dense(2, kernel_initializer="ones", dtype="mixed_float16", name="big")
+    namespace.update(hot=keras.Model(inputs, big(inputs), name="hot"), ones=np.full((1, 100), 1e3))
+    try:
+        report = shell.run_line_magic("dtype_check", "hot --sample ones")
+        [overflow] = report.by_kind("overflow")
+        html = report._repr_html_()
+        assert overflow.proof.proven and overflow.proof.summary() in html
+        assert "the finding is gone" in html and "name=&quot;big&quot;" in html
+        assert not np.isfinite(
+            keras.ops.convert_to_numpy(namespace["hot"](namespace["ones"]))
+        ).all()
+        fixed_in = keras.Input((100,))
+        fixed_big = layers.Dense(2, dtype="float32", name="big")
+        fixed = keras.Model(fixed_in, fixed_big(fixed_in))
+        fixed.set_weights(namespace["hot"].get_weights())
+        assert np.isfinite(keras.ops.convert_to_numpy(fixed(namespace["ones"]))).all()
+    finally:
+        namespace.pop("hot"), namespace.pop("ones")

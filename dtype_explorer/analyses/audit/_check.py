@@ -46,7 +46,6 @@ from dtype_explorer.keras_run import (
     global_seed_kept,
     is_compiled,
     is_keras2,
-    keras_flatten,
     layer_damage,
     layer_values_wrong,
     policy_rebuild,
@@ -69,7 +68,6 @@ from dtype_explorer.records import (
     Finding,
     FitReport,
     LayerCall,
-    PredictReport,
 )
 from dtype_explorer.runtime import engines, pool
 from dtype_explorer.timing import ms
@@ -186,11 +184,11 @@ def check_model(
             _fit_phase(audit, model, labels)
         if asked.mode == "save":
             audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
-        if asked.mode == "call" and audit.outputs is not None and _computes_in_half(audit.calls):
-            _damage_phase(audit)
-            audit.findings = _audit_fixes.prove(
-                audit.findings, audit.target, audit.sample, audit.arguments, audit.calls
-            )
+        if asked.mode == "call":
+            if audit.outputs is not None and _computes_in_half(audit.calls):
+                _damage_phase(audit)
+            _fix_phase(audit)  # each overflow's and lossy cast's fix run on a copy
+        audit.findings = _audit_fixes.not_tried(audit.findings, _no_fix_run(asked.mode))
         if audit.quantized is not None:
             audit.ran["quantization"], found = _audit_quantize.finish(
                 audit.quantized.report, audit.calls
@@ -399,12 +397,40 @@ def _damage_phase(audit: _Audit) -> None:
     audit.timings["reference_ms"] = ms(t0)
 
 
+def _fix_phase(audit: _Audit) -> None:
+    """The overflow and lossy-cast findings' fixes run on copies of the model, each copy
+    audited again by the rules, traced (``_fixes``)."""
+    if not any(f.kind in _audit_fixes.PROVEN_KINDS for f in audit.findings):
+        return
+    t0 = time.perf_counter()
+
+    def rules_on(copy: Any) -> list[Finding]:
+        tracer = ModelTracer(copy)
+        calls = tracer.finish(tracer.run(audit.sample, declared_inputs(copy), audit.arguments))
+        return _audit_rules.find(calls, model=_audited_model(copy, calls), policy=audit.policy)
+
+    audit.findings = _audit_fixes.prove(
+        audit.findings, audit.target, audit.sample, audit.arguments, audit.calls, rules_on
+    )
+    audit.timings["fixes_ms"] = ms(t0)
+
+
+def _no_fix_run(mode: str) -> str:
+    """Why an audit in ``mode`` ran no fix."""
+    return (
+        f"the audit runs fixes on a copy in mode 'call' only, not in mode {mode!r}: "
+        "check_model(model, sample) runs them"
+    )
+
+
 def _predict_phase(audit: _Audit) -> None:
     """The real ``model.predict``, its layers as the compiled function saw them: the rules on
     those records (a layer that raised only here is the mode divergence), and the divergences
     from the eager call."""
     t0 = time.perf_counter()
-    predict, predicted = _predict(audit.target, audit.sample, audit.calls, audit.outputs)
+    predict, predicted = _audit_predict.keras3_predicted(
+        audit.target, audit.sample, audit.calls, audit.outputs
+    )
     audit.timings["predict_ms"] = ms(t0)
     model = _audited_model(audit.target, predicted)
     audit.findings += [
@@ -504,36 +530,6 @@ def _audit_mode(mode: Any, model: Any) -> str:
         f"mode {mode!r} cannot audit {describe_model(model)}: {why}; modes that apply: "
         f"{', '.join(usable)}"
     )
-
-
-def _predict(
-    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any
-) -> tuple[PredictReport, list[LayerCall]]:
-    """The real ``model.predict`` on ``sample``, every layer call recorded as the compiled
-    function traced it, compared with the eager pass ``eager``."""
-    import keras
-
-    compiled, how = _predict_compiled(model)
-    return _audit_predict.predicted(
-        ModelTracer(model, values=False),
-        sample,
-        eager,
-        keras_flatten(eager_outputs),
-        flatten=lambda outputs: [np.asarray(x) for x in keras.tree.flatten(outputs)],
-        compiled=compiled,
-        execution=f"model.predict, {how}",
-    )
-
-
-def _predict_compiled(model: Any) -> tuple[bool, str]:
-    import keras
-
-    backend = keras.backend.backend()
-    if getattr(model, "run_eagerly", False):
-        return False, "eager (compiled with run_eagerly=True)"
-    if backend in ("jax", "tensorflow"):
-        return compiled_by(model)
-    return False, f"eager on {backend}"
 
 
 def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:

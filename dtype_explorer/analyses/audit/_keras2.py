@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from dtype_explorer.analyses.audit import _fixes as _audit_fixes
 from dtype_explorer.analyses.audit import _keras2_modes as _audit_keras2_modes
 from dtype_explorer.analyses.audit import _rules as _audit_rules
 from dtype_explorer.errors import InvalidSpecError
@@ -52,6 +53,11 @@ _TF_KERAS = (
 )
 _SPELLING = re.compile(
     "|".join(rf"(?<![\w.]){re.escape(k3)}" for k3, _ in _TF_KERAS[:-1]) + r"|(?<![\w.])keras\."
+)
+#: Why a Keras 2 audit shows no fix for an overflow or a lossy cast (``_fixes.not_tried``).
+_NO_FIX = (
+    "the audit runs fixes on a copy of a Keras 3 model only; a tf.keras model's copy is not "
+    "re-run with one"
 )
 #: The modes a Keras 2 audit runs (``save`` is Keras 3's).
 KERAS2_MODES = ("call", "training", "predict", "fit")
@@ -163,6 +169,7 @@ def check_keras2_model(
             ran.update(fit=fit, compiled=True)
             notes.append(_FIT_NOTE)
     classes = _user_classes(layer for layer, _, _ in tracer.layers.values())
+    found = _audit_fixes.not_tried(found, _NO_FIX)
     # 4. The report
     return AuditReport(
         model=model.name,

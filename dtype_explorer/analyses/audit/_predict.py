@@ -11,9 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.errors import keras_message
-from dtype_explorer.keras_run import nonfinite_count, tensor_info
+from dtype_explorer.keras_run import (
+    ModelTracer,
+    compiled_by,
+    keras_flatten,
+    nonfinite_count,
+    tensor_info,
+)
 from dtype_explorer.records import ErrorInfo, LayerCall, PredictReport
 
 
@@ -55,3 +63,33 @@ def predicted(
         cause=None if tracer.failed_at is None else tracer.failed_at.error,
     )
     return report, calls
+
+
+def keras3_predicted(
+    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any
+) -> tuple[PredictReport, list[LayerCall]]:
+    """The real ``model.predict`` on ``sample``, every layer call recorded as the compiled
+    function traced it, compared with the eager pass ``eager``."""
+    import keras
+
+    compiled, how = _predict_compiled(model)
+    return predicted(
+        ModelTracer(model, values=False),
+        sample,
+        eager,
+        keras_flatten(eager_outputs),
+        flatten=lambda outputs: [np.asarray(x) for x in keras.tree.flatten(outputs)],
+        compiled=compiled,
+        execution=f"model.predict, {how}",
+    )
+
+
+def _predict_compiled(model: Any) -> tuple[bool, str]:
+    import keras
+
+    backend = keras.backend.backend()
+    if getattr(model, "run_eagerly", False):
+        return False, "eager (compiled with run_eagerly=True)"
+    if backend in ("jax", "tensorflow"):
+        return compiled_by(model)
+    return False, f"eager on {backend}"

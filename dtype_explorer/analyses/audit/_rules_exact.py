@@ -4,7 +4,9 @@ measured at the step itself (``keras_run.call_losses``: the ``keras.Input`` conv
 autocast). The finding is attributed to the step that lost the values, with its real cause
 (integers rounded, finite values overflowed, ...), never to the later layer that shows it;
 where rounded integers then reach a layer that takes them as indices (an ``Embedding``, a
-lookup), that layer is named: it read other rows, or raised on an id out of its range.
+lookup), that layer is named: it read other rows, or raised on an id out of its range. The
+rule proposes no fix: the audit runs one on a copy and shows it once it works
+(``_fixes``).
 
 >>> from dtype_explorer.records import CastLoss, LayerCall, TensorInfo
 >>> loss = CastLoss(step="keras-input", where="input 0", source="int64", target="float16",
@@ -74,7 +76,6 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
         severity=_severity(loss, readers),
         path=call.path,
         message=message,
-        fix=_fix(call, loss, readers),
         details={
             "step": loss.step,
             "cause": cause,
@@ -90,23 +91,6 @@ def _severity(loss: CastLoss, readers: list[LayerCall]) -> str:
     if readers or loss.cause in ("overflow", "wrap", "saturation"):
         return "error"
     return "warning" if loss.cause == "rounding" else "info"
-
-
-def _fix(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> str:
-    if loss.step == "keras-input" and (readers or dtypes.is_integer(loss.source)):
-        index = int(loss.where.split()[-1])
-        shape = call.received[index].shape[1:] if index < len(call.received) else "..."
-        dtype = "int32" if readers else loss.source
-        return (
-            f'inputs = keras.Input(shape={tuple(shape)}, dtype="{dtype}")'
-            f"   # keep {loss.source} ids out of {loss.target}"
-        )
-    if loss.cause == "overflow":
-        return (
-            f'# compute the layer after this step in float32:\nlayer = ...(..., dtype="float32")'
-            f"   # {loss.target} holds at most {dtypes.float_limits(loss.target)[0]:g}"
-        )
-    return f"# keep these values in {loss.source}: cast later, or not at all"
 
 
 def precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:

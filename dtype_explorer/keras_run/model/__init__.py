@@ -8,7 +8,10 @@ records a model's real forward pass, layer call by layer call (``ModelTracer``; 
 was given and received, read the same by Keras 2's trace, in ``_layer_calls``); ``_samples``
 are a model's inputs and the tensors of a pass as records; ``_training`` runs one real
 training step; ``_quantize`` quantizes copies as Keras does; ``_roundtrip`` and
-``_roundtrip_preset`` save and load.
+``_roundtrip_preset`` save and load; ``_layer_damage`` compares each layer with the model in
+float32; ``_proven_fix`` and ``_input_fix`` make and run the copies a fix is proven on (layers
+in float32: ``dtype=`` through ``clone_model``, or a ``DTypePolicyMap`` of layer paths; a
+``keras.Input`` in another dtype).
 
 It may import the foundation, ``records``, the op trace (``keras_run.trace``) and the engine's
 top-level rooms (numerics, instance kinds); the probe paths and Keras 2 import it, never the

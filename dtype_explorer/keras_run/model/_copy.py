@@ -237,7 +237,7 @@ def policy_rebuild(model: Any, policy: str) -> Rebuilt:
     return done
 
 
-def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
+def cloned_with_weights(model: Any, clone_function: Any, what: str, **options: Any) -> Any:
     """``keras.models.clone_model(model, clone_function=...)`` with the model's weights set; a
     failure is an ``InvalidSpecError`` saying what could not be done (``what``) and why.
 
@@ -245,6 +245,7 @@ def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
         model: a Sequential or Functional model.
         clone_function: rebuilds each layer (Keras's own argument).
         what: the work, in words ("rebuild ... under policy 'mixed_float16'").
+        **options: more of ``clone_model``'s arguments (``recursive``, ``input_tensors``).
 
     Returns:
         The clone, carrying the model's current weights.
@@ -252,7 +253,7 @@ def cloned_with_weights(model: Any, clone_function: Any, what: str) -> Any:
     import keras
 
     try:
-        clone = keras.models.clone_model(model, clone_function=clone_function)
+        clone = keras.models.clone_model(model, clone_function=clone_function, **options)
         clone.set_weights(model.get_weights())
     except Exception as error:
         raise InvalidSpecError(

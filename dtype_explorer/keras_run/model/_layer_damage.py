@@ -43,6 +43,11 @@ def layer_outputs(model: Any, sample: Any, kwargs: dict[str, Any] | None = None)
     Returns:
         ``{(path, index): (layer_class, [arrays])}``.
     """
+    return run_leaves(model, sample, kwargs)[0]
+
+
+def run_leaves(model: Any, sample: Any, kwargs: dict[str, Any] | None = None) -> tuple[dict, Any]:
+    """:func:`layer_outputs`, and what the model's call returned."""
     import keras
 
     found: dict[tuple[str, int], tuple[str, list[np.ndarray]]] = {}
@@ -73,8 +78,8 @@ def layer_outputs(model: Any, sample: Any, kwargs: dict[str, Any] | None = None)
                 stack.enter_context(
                     wrapped_entry_points(layer, lambda n, o, la=layer, p=below: wrap(la, p, n, o))
                 )
-        model(sample, **(kwargs or {}))
-    return found
+        returned = model(sample, **(kwargs or {}))
+    return found, returned
 
 
 def layer_damage(

@@ -1,0 +1,139 @@
+"""What the audit did with a finding's fix (``FixProof``): the change, in the user's terms,
+run on a copy of the model, and what was measured before and after it (``FixMeasure``); or
+why no fix was run. A fix is shown (``Finding.fix``) only when its proof says ``proven``: the
+copy ran, and the audit's own rule, re-run on it, no longer finds the finding.
+
+>>> before = FixMeasure(finding=True, nonfinite=12, headroom_bits=-0.4, dtype="float16",
+...                     at="m/big")
+>>> after = FixMeasure(finding=False, nonfinite=0, headroom_bits=110.9, dtype="float32",
+...                    at="m/big")
+>>> proof = FixProof(how="layer-dtype", change='Dense(..., name="big", dtype="float32")',
+...                  layers=("m/big",), proven=True, before=before, after=after)
+>>> print("\\n".join(proof.lines()))
+proven on a copy: m/big in float32 (dtype= on the named layers)
+  before: the finding is there; 12 inf/NaN in the layers' outputs; headroom at m/big: -0.4 bits \
+(float16)
+  after:  the finding is gone; 0 inf/NaN in the layers' outputs; headroom at m/big: 110.9 bits \
+(float32)
+>>> FixProof(not_tried="a subclassed model: clone_model cannot copy it").summary()
+'no fix shown: not tried, because a subclassed model: clone_model cannot copy it'
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from dtype_explorer.records._base import Record
+from dtype_explorer.records._exactness import LayerDamage
+
+#: How a fix changes the copy: ``dtype="float32"`` on the named layers (the copy cloned with
+#: it), a ``keras.dtype_policies.DTypePolicyMap`` keyed by layer paths (the copy made again
+#: from its config with it), or the dtype of a ``keras.Input``.
+FixHow = Literal["layer-dtype", "policy-map", "input-dtype"]
+#: Each way in words (:meth:`FixProof.lines`).
+HOW_WORDS: dict[str, str] = {
+    "layer-dtype": "dtype= on the named layers",
+    "policy-map": "a DTypePolicyMap keyed by layer paths",
+    "input-dtype": "the keras.Input's dtype",
+}
+
+
+class FixMeasure(Record):
+    """The model (before) or its fixed copy (after), measured on the audited sample.
+
+    ``finding``: the audit's rule finds the finding (before: it did). ``nonfinite``: inf/NaN
+    in the leaf layers' outputs. ``output``: the model's output against the same model in
+    float32 (``None``: not measured). ``headroom_bits``: at the finding's layer, the least
+    ``LayerDamage.top_bits`` of its outputs (``log2(largest finite / amax)``), in ``dtype``.
+    ``ids_changed`` of ``ids``: the integer ids the layers taking them as indices
+    (``readers``) received changed from those given; ``raised``: what those layers raised.
+    ``error``: what the run raised (the copy did not run).
+    """
+
+    finding: bool
+    at: str = ""
+    nonfinite: int | None = None
+    output: LayerDamage | None = None
+    headroom_bits: float | None = None
+    dtype: str = ""
+    readers: tuple[str, ...] = ()
+    ids: int | None = None
+    ids_changed: int | None = None
+    raised: str = ""
+    error: str = ""
+
+    def text(self) -> str:
+        """One line: the finding there or gone, then what was measured."""
+        if self.error:
+            return f"the copy raised {self.error}"
+        parts = ["the finding is " + ("there" if self.finding else "gone")]
+        if self.ids is not None and self.ids_changed is not None:
+            readers = ", ".join(self.readers)
+            parts.append(
+                f"{readers} received {self.ids_changed} of {self.ids} ids changed"
+                if self.ids_changed
+                else f"{readers} received all {self.ids} ids as given (their own rows)"
+            )
+        if self.raised:
+            parts.append(f"{', '.join(self.readers)} raised {self.raised}")
+        if self.nonfinite is not None:
+            parts.append(f"{self.nonfinite} inf/NaN in the layers' outputs")
+        if self.output is not None:
+            o = self.output
+            sqnr = "exact" if o.sqnr_db is None else f"SQNR {o.sqnr_db:.1f} dB"
+            error = f"{o.nonfinite} inf/NaN" if o.nonfinite else f"rel RMS {o.rel_rms:.3g}, {sqnr}"
+            parts.append(f"output against {o.reference}: {error}")
+        if self.headroom_bits is not None:
+            parts.append(f"headroom at {self.at}: {self.headroom_bits:.1f} bits ({self.dtype})")
+        return "; ".join(parts)
+
+
+class FixProof(Record):
+    """A finding's fix, run on a copy (``how``, ``change``, ``layers``), and what it did; or,
+    with ``not_tried``, why the audit ran none.
+
+    ``change``: the code, in the user's terms (``Finding.fix`` when ``proven``);
+    ``policy_map``/``default_policy``: a ``DTypePolicyMap``'s keys (layer paths, as
+    ``Layer.path`` names them) and policies, and its default; ``input_index``/``input_dtype``:
+    the ``keras.Input`` changed. ``tried``: every change run, in order, with what it left.
+    """
+
+    how: FixHow | None = None
+    change: str = ""
+    layers: tuple[str, ...] = ()
+    policy_map: dict[str, str] = Field(default_factory=dict)
+    default_policy: str = ""
+    input_index: int | None = None
+    input_dtype: str = ""
+    proven: bool = False
+    before: FixMeasure | None = None
+    after: FixMeasure | None = None
+    tried: tuple[str, ...] = ()
+    not_tried: str = ""
+
+    def summary(self) -> str:
+        """One line: what was proven, or why no fix is shown."""
+        if self.not_tried:
+            return f"no fix shown: not tried, because {self.not_tried}"
+        what = self._what()
+        if self.proven:
+            return f"proven on a copy: {what}"
+        return f"no fix shown: the audit ran {what} on a copy, and it did not clear the finding"
+
+    def lines(self) -> list[str]:
+        """The summary, then before and after, then what else was tried."""
+        lines = [self.summary()]
+        if self.before is not None:
+            lines.append(f"  before: {self.before.text()}")
+        if self.after is not None:
+            lines.append(f"  after:  {self.after.text()}")
+        if self.tried and not (self.proven and len(self.tried) == 1):
+            lines.append("  tried, in order: " + "; ".join(self.tried))
+        return lines
+
+    def _what(self) -> str:
+        if self.how == "input-dtype":
+            return f"input {self.input_index} as keras.Input(dtype={self.input_dtype!r})"
+        return f"{', '.join(self.layers)} in float32 ({HOW_WORDS.get(self.how or '', '')})"
