@@ -14,7 +14,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     lines = [
         f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}"
         f"{f', quantize {spec.quantize}' if spec.quantize else ''}: "
-        f"{result.status}, {result.verdict}"
+        f"{result.status}, {result.shown_verdict}"
     ]
     if spec.mode != "call" or result.execution not in ("", "eager call"):
         lines.append(f"  mode {spec.mode}: {result.execution or '-'}")
