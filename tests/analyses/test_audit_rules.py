@@ -215,6 +215,11 @@ def test_float16_model_output_and_softmax():
     softmax = found([call(softmax=True, **half)], policy="mixed_float16")["float16-output"]
     assert "this softmax" in softmax.message and "Keep the last layer" not in softmax.message
     assert "float16-output" not in found([call(**half)], policy="mixed_float16")
+    unread = call(final_output=True, **{**half, "outputs": (t("float16"),)})  # compiled
+    assert (
+        "its values were not read"
+        in found([unread], policy="mixed_float16")["float16-output"].message
+    )
     inf = call(final_output=True, **{**half, "outputs": (t("float16", False),)})
     bad = found([inf], policy="mixed_float16")["float16-output"]
     assert bad.severity == "warning" and "inf/NaN" in bad.message

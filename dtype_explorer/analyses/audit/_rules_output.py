@@ -49,7 +49,10 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             said = f"it holds inf/NaN from finite input.{first_at(step)}"
         else:
             step, narrowed = half_step(call, dtype)
-            said = "its values are finite." + (first_at(step) if narrowed else _made_at(step))
+            read = all(t.finite for t in half)  # None: not read (a compiled function's pass)
+            said = ("its values are finite." if read else "its values were not read.") + (
+                first_at(step) if narrowed else _made_at(step)
+            )
         yield Finding(
             kind="float16-output",
             severity="warning" if bad else "info",
