@@ -44,12 +44,13 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
         dtype = half[0].dtype
         what = "the model's output" if call.final_output else "this softmax's output"
         bad = any(t.finite is False for t in half)
+        read = all(t.finite is not None for t in half)  # not read: a compiled function's pass
         if bad:
             step = overflow_step(call)
-            said = f"it holds inf/NaN from finite input.{first_at(step)}"
+            given = all(t.finite is not False for t in (call.given or call.received))
+            said = f"it holds inf/NaN{' from finite input' if given else ''}.{first_at(step)}"
         else:
             step, narrowed = half_step(call, dtype)
-            read = all(t.finite for t in half)  # None: not read (a compiled function's pass)
             said = ("its values are finite." if read else "its values were not read.") + (
                 first_at(step) if narrowed else _made_at(step)
             )
@@ -59,7 +60,11 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             path=call.path,
             message=f"Under {call.policy}, {what} is {dtype} (from {call.layer_class}): {said}",
             step=step,
-            details={"output": dtype, "final": call.final_output, "finite": not bad},
+            details={
+                "output": dtype,
+                "final": call.final_output,
+                "finite": None if not (read or bad) else not bad,
+            },
         )
 
 

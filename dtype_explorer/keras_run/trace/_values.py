@@ -129,12 +129,16 @@ def _read_losses(step: Step, objects: list[tuple[str, Any]], reads: dict) -> lis
             continue
         variable = objects[entry["at"]][1]
         source, target = entry["stored"], entry["dtype"]
-        with _no_autocast():
-            before = variable.value
-        key = (id(variable), id(before), target)
-        hit = reads.get(key)
-        if hit is None or hit[0] is not variable or hit[1] is not before:
-            hit = reads[key] = (variable, before, _read_loss(variable, before, source, target))
+        try:
+            with _no_autocast():
+                before = variable.value
+            key = (id(variable), id(before), target)
+            hit = reads.get(key)
+            if hit is None or hit[0] is not variable or hit[1] is not before:
+                loss = _read_loss(variable, before, source, target)
+                hit = reads[key] = (variable, before, loss)
+        except Exception:  # a variable the trace cannot read: the step keeps its other facts
+            continue
         if hit[2] is not None:
             found.append(hit[2])
     return found
