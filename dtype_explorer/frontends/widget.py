@@ -303,7 +303,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.results = results
                 self.timings = {**self.timings, spec.backend: elapsed}
                 both = ProbeSet(results=tuple(answered))
-                self.verdict = both.verdict if len(answered) > 1 else ""
+                self.verdict = both.shown_verdict if len(answered) > 1 else ""
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
                 self.comparison = _comparison(results)

@@ -16,6 +16,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -143,6 +144,27 @@ def call_losses(given: list[Any] | None, received: list[Any], entry: tuple[str, 
                     cast_loss(_numpy(r), _numpy(after), step="keras-input", where=f"input {i}")
                 )
     return [f for f in found if f is not None]
+
+
+def read_losses(steps: Iterable[Any]) -> list:
+    """The variable reads a layer call's ops made in another dtype that lost values (a
+    float32 kernel read as float16 under a mixed policy: weights beyond 65504 became inf),
+    as the op trace measured them at the op that read each one (``TraceStep.losses``, a
+    step ``variable-read``); each variable once, the first read of it.
+
+    Args:
+        steps: the call's op trace (``TraceStep`` records; their children are looked at too).
+
+    Returns:
+        A list of ``CastLoss`` records, one per variable whose read lost values.
+    """
+    found: dict[tuple[str, str, str], Any] = {}
+    for step in steps:
+        for s in (step, *step.children):
+            for loss in s.losses:
+                if loss.step == "variable-read":
+                    found.setdefault((loss.where, loss.source, loss.target), loss)
+    return list(found.values())
 
 
 def _is_tensor(x: Any) -> bool:

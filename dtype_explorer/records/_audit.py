@@ -101,8 +101,9 @@ class LayerCall(Record):
     outputs: tuple[TensorInfo, ...] = ()
     variables: dict[str, VariableDtypes] = Field(default_factory=dict)
     autocast: tuple[str, ...] = ()
-    #: What this call's own dtype-changing steps lost: its autocast, and (a functional
-    #: model) its inputs' conversion to their ``keras.Input`` dtypes.
+    #: What this call's own dtype-changing steps lost: its autocast, (a functional model) its
+    #: inputs' conversion to their ``keras.Input`` dtypes, and its ops' reads of variables in
+    #: another dtype (``variable-read``: a float32 kernel read as float16).
     losses: tuple[CastLoss, ...] = ()
     error: ErrorInfo | None = None
     retried: str | None = None
@@ -134,7 +135,7 @@ class LayerCall(Record):
                 for name, v in self.variables.items()
             ),
             "events": "; ".join(
-                [*self.autocast, *(f"lost: {x.text()}" for x in self.losses), *self._failure()]
+                [*self.autocast, *(_lost_text(x) for x in self.losses), *self._failure()]
             ),
         }
 
@@ -143,6 +144,12 @@ class LayerCall(Record):
             return []
         raised = f"raised {self.error.type}"
         return [f"{raised}; {self.retried}" if self.retried else raised]
+
+
+def _lost_text(loss: CastLoss) -> str:
+    """``lost: ...`` (``lost reading variable kernel: ...`` for a variable read)."""
+    read = f" reading {loss.where}" if loss.step == "variable-read" else ""
+    return f"lost{read}: {loss.text()}"
 
 
 class Finding(Record):

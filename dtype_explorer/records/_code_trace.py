@@ -165,9 +165,9 @@ class TraceResult(Record):
         return [s for s in self.steps if s.lossy]
 
     def lost_steps(self) -> list[TraceStep]:
-        """The steps whose cast lost values, measured (``TraceStep.loss``: integers rounded,
-        overflow, wrap ...), not only bits by dtype."""
-        return [s for s in self.steps if s.loss is not None]
+        """The steps whose cast or variable read lost values, measured (``TraceStep.losses``:
+        integers rounded, overflow, wrap ...), not only bits by dtype."""
+        return [s for s in self.steps if s.losses]
 
     def dtype_changes(self) -> list[TraceStep]:
         """The steps whose output dtype is not their input's (promotions, casts, changes)."""
@@ -199,8 +199,8 @@ class TraceResult(Record):
         said += f", {lossy} lossy" if lossy else ""
         lost = self.lost_steps()
         if lost:
-            first = lost[0]
-            said += f", values lost at {len(lost)} step(s) (first: {first.op}, {first.loss.cause})"
+            first, cause = lost[0], lost[0].losses[0].cause
+            said += f", values lost at {len(lost)} step(s) (first: {first.op}, {cause})"
         return f"{ran}{said}; returned {out}" if out else f"{ran}{said}"
 
 

@@ -542,22 +542,22 @@ class ProbeResult(Record):
         """
         return self.numerics.findings if self.numerics is not None else ()
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def shown_verdict(self) -> str:
-        """The verdict as a summary shows it: ``values-wrong`` where the dtype is as documented
-        but ``value_findings`` found the values wrong (no ✓ next to wrong numbers);
-        ``unsupported`` where this backend cannot run the question (:attr:`unsupported`)."""
-        if self.unsupported:
-            return "unsupported"
+        """The verdict every view shows (in the JSON for the widget): ``values-wrong`` where the
+        dtype is as documented but ``value_findings`` found the values wrong (no ✓ next to
+        wrong numbers); ``unsupported`` where this backend cannot run the question."""
         wrong = self.ok and self.value_findings() and self.verdict == "as-documented"
-        return "values-wrong" if wrong else str(self.verdict)
+        return "unsupported" if self.unsupported else "values-wrong" if wrong else self.verdict
 
     def error_text(self) -> str:
         """``"ValueError: first line of the message"``, or ``""``."""
         return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
 
     def summary(self) -> str:
-        """One line: ``jax  Dense uint8 -> float32  as-documented`` (an engine: ``[keras ..]``)."""
+        """One line: ``jax  Dense uint8 -> float32  as-documented`` (its :attr:`shown_verdict`; an
+        engine: ``[keras ..]``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
         if self.unsupported:
@@ -567,7 +567,7 @@ class ProbeResult(Record):
         engine = f"  [{answered_by(spec.engine, self.versions)}]" if spec.engine else ""
         return printable(
             f"{self.backend:<10} {spec.target} [{spec.policy}]{mode} {inputs} -> {said}"
-            f"  ({self.shown_verdict if self.unsupported else self.verdict}){engine}"
+            f"  ({self.shown_verdict}){engine}"
         )
 
     def __repr__(self) -> str:

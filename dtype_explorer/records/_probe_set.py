@@ -59,6 +59,28 @@ class ProbeSet(Record):
         return verdicts.pop() if len(verdicts) == 1 else "deviates"
 
     @property
+    def shown_verdict(self) -> str:
+        """:attr:`verdict` as a summary shows it: ``values-wrong`` where the backends agree the
+        dtype is as documented but one found the values wrong (``ProbeResult.shown_verdict``):
+        no ✓ across them next to wrong numbers.
+
+        >>> from dtype_explorer.records import Numerics, ProbeResult, ProbeSpec, ValueFinding
+        >>> spec = ProbeSpec(target="ops.power", input_dtypes=("int8", "int8"))
+        >>> wrong = Numerics(findings=(ValueFinding(kind="wraparound", output=0,
+        ...     element=(0,), value=64.0, expected=1e6, message="wrapped"),))
+        >>> rs = ProbeSet(results=tuple(ProbeResult(spec=spec, status="ok", backend=b,
+        ...     output_dtype="int8", verdict="as-documented", numerics=n)
+        ...     for b, n in [("jax", wrong), ("torch", None)]))
+        >>> rs.verdict, rs.shown_verdict
+        ('as-documented', 'values-wrong')
+        """
+        verdict = self.verdict
+        answered = [r for r in self.results if not r.unsupported]
+        if verdict == "as-documented" and any(r.shown_verdict == "values-wrong" for r in answered):
+            return "values-wrong"
+        return verdict
+
+    @property
     def backends(self) -> tuple[str, ...]:
         return tuple(r.backend for r in self.results)
 
@@ -212,7 +234,7 @@ class ProbeSet(Record):
                 for line, r in zip(lines, self.results)
             ]
         if len(self.results) > 1:
-            lines.append(f"across {self.axis}: {self.verdict}")
+            lines.append(f"across {self.axis}: {self.shown_verdict}")
             apart = self.value_divergence()
             if apart is not None:
                 lines.append(f"numbers diverge: {apart.message}")

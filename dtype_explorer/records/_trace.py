@@ -36,8 +36,9 @@ Conversion = Literal["downcast", "int->float", "float->int", "int-narrowing"]
 Phase = Literal["build", "call"]
 #: What a step's flag warns of: the call's first inf/NaN made from finite inputs, a later one,
 #: a float16 output that left float16's range, or such an overflow in one of the ops the step
-#: ran itself while its own output is finite (hidden by it), or values a cast lost (its
-#: ``loss``: integers rounded, overflow, wrap ...; worded by :meth:`CastLoss.text`).
+#: ran itself while its own output is finite (hidden by it), or values a cast or a variable
+#: read lost (its ``losses``: integers rounded, overflow, wrap ...; worded by
+#: :meth:`CastLoss.text`).
 FlagKind = Literal[
     "first-nonfinite", "nonfinite", "float16-overflow", "hidden-overflow", "lost-values"
 ]
@@ -146,11 +147,13 @@ class TraceStep(Record):
     #: (``"torch._int_mm"`` or ``"float fallback (...)"``), a step inside an XLA-compiled
     #: function (``"XLA (compiled by jax.jit)"``); ``None`` elsewhere.
     kernel: str | None = None
-    #: What a cast (``ops.cast``, ``convert_to_tensor(..., dtype=)``, an autocast's
-    #: ``backend.cast``) lost, measured on its own input and output values: integers that no
-    #: longer round-trip, values that overflowed, wrapped ... ``None``: it kept them, or its
-    #: values were not read (symbolic, numerics off).
-    loss: CastLoss | None = None
+    #: What the step's dtype changes lost, measured on their own values: a cast's
+    #: (``ops.cast``, ``convert_to_tensor(..., dtype=)``, an autocast's ``backend.cast``) input
+    #: against its output, and each variable it read in another dtype (a float32 kernel read
+    #: as float16 under a mixed policy) against the value held: integers that no longer
+    #: round-trip, values that overflowed, wrapped ... Empty: it kept them, or its values were
+    #: not read (symbolic, numerics off).
+    losses: tuple[CastLoss, ...] = ()
 
     @property
     def changes_dtype(self) -> bool:
@@ -198,9 +201,15 @@ class TraceStep(Record):
         if self.hidden_overflow():
             kinds.append("hidden-overflow")
         flags = [TraceFlag(kind=k, text=FLAG_TEXT[k]) for k in kinds]
-        if self.loss is not None:
-            flags.append(TraceFlag(kind="lost-values", text=f"lost values: {self.loss.text()}"))
+        for loss in self.losses:
+            read = f"{loss.where}: " if loss.step == "variable-read" else ""
+            flags.append(TraceFlag(kind="lost-values", text=f"lost values: {read}{loss.text()}"))
         return tuple(flags)
+
+    def read_overflow(self) -> CastLoss | None:
+        """The first variable the step read in another dtype whose read overflowed (weights
+        beyond float16's 65504 became inf): the read made the inf, not the op."""
+        return next((x for x in self.losses if x.step == "variable-read" and x.overflowed), None)
 
     def flag_text(self) -> str:
         """The flags in one line (``first inf/NaN from finite inputs; left float16's range``),

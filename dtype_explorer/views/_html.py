@@ -247,12 +247,13 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         return f"{STYLE}<div class='dx-card'>no results</div>"
     spec = results[0].spec
     verdict = probe_set.verdict
+    shown = probe_set.shown_verdict  # no ✓ next to wrong values
     head = (
         "<div class='dx-head'>"
         f"<span class='dx-title'>{e(spec.target)}</span>"
         f"<span class='dx-meta'>{e(', '.join(spec.input_dtypes))} · policy {e(spec.policy)}"
         f"{floatx_text(spec.floatx)} · {len(results)} {e(probe_set.axis)}</span>"
-        f"{badge(verdict)}</div>"
+        f"{badge(shown)}</div>"
     )
     banner = ""
     label = probe_set.label

@@ -103,7 +103,8 @@ def probe_set_table(outcome: ProbeSet) -> Table:
             _safe(column.headline, style=_style("statuses", column.status)),
         )
     across = _safe(
-        f"across {outcome.axis}: {outcome.verdict}", style=_style("verdicts", outcome.verdict)
+        f"across {outcome.axis}: {outcome.shown_verdict}",
+        style=_style("verdicts", outcome.shown_verdict),
     )
     across.append(printable(f" · {grid.summary}"), style="")
     table.caption = across

@@ -21,7 +21,7 @@ def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = Fal
     lines = [
         f"{spec.target} on {result.backend} ({result.device}), policy {spec.policy}"
         f"{f', quantize {spec.quantize}' if spec.quantize else ''}: "
-        f"{result.status}, {result.verdict}"
+        f"{result.status}, {result.shown_verdict}"
     ]
     if spec.engine:  # the Keras that answered, a nightly build with its date
         lines.append(f"  engine {engine_label(spec.engine)}")

@@ -25,7 +25,7 @@ export function renderComparison(backends, results) {
       "tr",
       {},
       h("th", { class: "dx-row-label" }, "verdict"),
-      backends.map((b) => h("td", {}, verdictBadge(results[b]?.status === "pending" || !results[b] ? "pending" : results[b].verdict))),
+      backends.map((b) => h("td", {}, verdictBadge(results[b]?.status === "pending" || !results[b] ? "pending" : (results[b].shown_verdict ?? results[b].verdict)))),
     ),
   );
 }

@@ -14,9 +14,15 @@ const VERDICT_TEXT = {
   error: "error",
   diverges: "backends diverge",
   pending: "probing…",
+  "values-wrong": "values wrong",
+  unsupported: "not supported here",
 };
 
-/** A verdict badge. */
+/**
+ * A verdict badge. A result's badge shows its `shown_verdict` (ProbeResult.shown_verdict,
+ * computed once in Python: `values-wrong` where the dtype is as documented but the values were
+ * found wrong), never a bare "as documented" next to wrong numbers.
+ */
 export function verdictBadge(verdict, testid) {
   return h(
     "span",
@@ -56,7 +62,7 @@ function views(result) {
     h("div", { class: "dx-view dx-view-observed" }, h("span", { class: "dx-view-label" }, "observed"), outcomeChip(result, "output-dtype")),
     view("declared", result.declared_dtype, { observed, testid: "declared-dtype" }),
     view("documented", result.documented_dtype, { observed, testid: "documented-dtype" }),
-    verdictBadge(result.verdict, "verdict"),
+    verdictBadge(result.shown_verdict ?? result.verdict, "verdict"),
   );
 }
 
@@ -314,10 +320,10 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     "article",
     {
       class: ["dx-answer", `dx-status-${status}`],
-      style: { "--dx-tone": status === "ok" ? verdictColor(result.verdict) : kindColor("error") },
+      style: { "--dx-tone": status === "ok" ? verdictColor(result.shown_verdict ?? result.verdict) : kindColor("error") },
       testid: `result-${backend}`,
       "data-status": status,
-      "data-verdict": result.verdict,
+      "data-verdict": result.shown_verdict ?? result.verdict,
       "data-probe-ms": result.timings?.total_ms,
       "data-round-trip-ms": roundTripMs,
     },

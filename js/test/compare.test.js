@@ -30,6 +30,15 @@ describe("comparison across backends", () => {
     expect(banner.textContent).toContain(`jax → ${conv.results.jax.output_dtype}`);
   });
 
+  it("shows each backend's verdict as its summary shows it: no as documented beside wrong values", () => {
+    const wraps = fixture("power-int8-wraps");
+    expect(wraps.verdict).toBe("values-wrong");
+    const table = renderComparison(Object.keys(wraps.results), wraps.results);
+    const badges = [...table.querySelectorAll(".dx-badge")];
+    expect(badges.map((b) => b.title)).toEqual(["values-wrong", "values-wrong"]);
+    expect(table.textContent).not.toContain("as documented");
+  });
+
   it("stays quiet when the backends agree", () => {
     expect(renderDivergence("as-documented", backends, conv.results)).toBeNull();
     expect(renderDivergence("", backends, conv.results)).toBeNull();

@@ -6,6 +6,7 @@ const dense = fixture("dense-float64-mixed").results.jax;
 const conv = fixture("conv1d-uint8").results;
 const failed = Object.values(conv).find((r) => r.status === "error");
 const rejected = fixture("dense-bad-kwarg").results.jax;
+const wraps = fixture("power-int8-wraps").results;
 
 describe("result card", () => {
   it("shows a pending state until the backend answers", () => {
@@ -25,6 +26,21 @@ describe("result card", () => {
     expect(byTestId(card, "verdict").title).toBe(dense.verdict);
     expect(byTestId(card, "cast-path")).not.toBeNull();
     expect(byTestId(card, "probe-error")).toBeNull();
+  });
+
+  it("shows values wrong, not as documented, when the values were found wrong", () => {
+    // issue 38 item 5: the dtype is as documented (int8), the numbers wrapped
+    for (const [backend, result] of Object.entries(wraps)) {
+      expect(result.verdict).toBe("as-documented");
+      expect(result.shown_verdict).toBe("values-wrong");
+      const card = renderResultCard(backend, result);
+      const badge = byTestId(card, "verdict");
+      expect(badge.title).toBe("values-wrong");
+      expect(badge.textContent).toBe("values wrong");
+      expect(card.dataset.verdict).toBe("values-wrong");
+      expect(card.querySelector(".dx-v-as-documented")).toBeNull();
+    }
+    expect(byTestId(renderResultCard("jax", dense), "verdict").title).toBe(dense.shown_verdict);
   });
 
   it("lists what the tool supplied on one line, and nothing when every part was given", () => {

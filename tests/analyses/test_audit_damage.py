@@ -52,3 +52,84 @@ def test_a_float32_model_runs_no_reference():
     model = _mlp("float32")
     report = dx.check_model(model, np.ones((2, 8), "float32"))
     assert report.damage == () and "Where precision goes" not in str(report)
+
+
+# --------------------------------------------------------------------------- keras-hub
+
+
+def _tiny_gpt2(policy: str):
+    """A 2-layer GPT-2 backbone from a small config (no download), built under ``policy``."""
+    keras_hub = _keras_hub()
+    keras.config.set_dtype_policy(policy)
+    try:
+        return keras_hub.models.GPT2Backbone(
+            vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
+            intermediate_dim=32, max_sequence_length=16,
+        )  # fmt: skip
+    finally:
+        keras.config.set_dtype_policy("float32")
+
+
+def _keras_hub():
+    try:
+        import keras_hub
+    except ImportError as error:  # the hub extra is part of the test environment: no skip
+        pytest.fail(f"keras-hub is needed (pip install 'dtype-explorer[hub]'): {error}")
+    return keras_hub
+
+
+def _leaves(layer, path: str):
+    """Every leaf layer below ``layer`` with its path (names joined by '/'), in build order."""
+    for child in layer._flatten_layers(include_self=False, recursive=False):
+        below = f"{path}/{child.name}"
+        if list(child._flatten_layers(include_self=False, recursive=False)):
+            yield from _leaves(child, below)
+        else:
+            yield below, child
+
+
+def _first_outputs(model, pairs, sample):
+    """Raw Keras: ``model`` called once on ``sample``, each leaf layer's first output kept
+    (its ``call`` wrapped on the instance; the model is the test's own, made for this)."""
+    seen = {}
+    for key, layer in pairs:
+
+        def call(*args, _call=layer.call, _key=key, **kwargs):
+            out = _call(*args, **kwargs)
+            seen.setdefault(_key, keras.ops.convert_to_numpy(keras.tree.flatten(out)[0]))
+            return out
+
+        layer.call = call
+    model(sample)
+    return seen
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_a_keras_hub_backbones_error_per_layer_is_the_one_raw_keras_gives(policy):
+    mixed = _tiny_gpt2(policy)
+    sample = {
+        "token_ids": np.arange(16).reshape(2, 8) % 50,
+        "padding_mask": np.ones((2, 8), "int32"),
+    }
+    report = dx.check_model(mixed, sample)
+    # raw Keras: the same weights in the backbone built under float32, each leaf layer's
+    # output read directly (both built from one config: their leaves line up in build order)
+    wide = _tiny_gpt2("float32")
+    wide.set_weights(mixed.get_weights())
+    leaves = list(_leaves(mixed, mixed.name))
+    pairs = list(zip(leaves, [layer for _, layer in _leaves(wide, wide.name)], strict=True))
+    out = _first_outputs(mixed, [(path, layer) for (path, layer), _ in pairs], sample)
+    ref = _first_outputs(wide, [(path, twin) for (path, _), twin in pairs], sample)
+    floats = {p for p, v in out.items() if v.dtype.kind == "f" or v.dtype.name == "bfloat16"}
+    got = {d.path: d for d in report.damage if d.output == 0 and d.call_index == 0}
+    # every leaf with a float output is compared, the attention softmax too (auto-named: the
+    # rebuilt float32 copy names it afresh)
+    assert set(got) == floats and any("/softmax" in p for p in got)
+    for path, d in got.items():
+        o, r = out[path].astype(np.float64), ref[path].astype(np.float64)
+        rel = np.sqrt(np.mean((o - r) ** 2)) / np.sqrt(np.mean(r**2))
+        assert d.dtype == policy.removeprefix("mixed_") and d.reference == "float32"
+        assert d.rel_rms == pytest.approx(rel, rel=1e-6, abs=1e-12), path
+        assert d.max_abs_error == pytest.approx(np.max(np.abs(o - r)), rel=1e-6), path
+        assert d.amax == pytest.approx(np.max(np.abs(o))), path
+    assert max(d.rel_rms for d in got.values()) > 0  # a 16-bit model is not exact

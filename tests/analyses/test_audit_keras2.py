@@ -146,7 +146,7 @@ def test_a_float32_only_saved_model_under_mixed_float16_by_the_magic(keras2):
     assert 'tf.keras.layers.Activation("linear", dtype="float32")' in only[4]
     assert 'hub.KerasLayer(..., dtype="float32")' in only[4]
     last = findings[("float16-output", "seq/head")]
-    assert 'tf.keras.layers.Dense(..., dtype="float32")' in last[4]
+    assert last[4] == ""  # measured, no fix proposed unproven (issue 38 item 4)
     assert keras2["policy_after"] == "mixed_float16"  # the user's global policy kept
     assert "policy" in keras2["refused"] and "set_global_policy" in keras2["refused"]
 

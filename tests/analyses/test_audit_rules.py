@@ -13,23 +13,29 @@ from pathlib import Path
 
 from dtype_explorer.analyses.audit import _rules as rules
 from dtype_explorer.analyses.audit import _rules_across as across
+from dtype_explorer.analyses.audit import _rules_output as output_rules
 from dtype_explorer.analyses.audit._rules import AuditedModel
 from dtype_explorer.records import (
+    CastLoss,
     ErrorInfo,
     FitReport,
     GradientInfo,
     LayerCall,
+    LayerDamage,
     LayerDifference,
     PredictReport,
     ProbeResult,
     ProbeSpec,
+    SourceLine,
     TensorInfo,
+    TraceStep,
+    TraceTensor,
     ValueFinding,
     VariableDtypes,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RULE_MODULES = ("_rules", "_rules_across")
+RULE_MODULES = ("_rules", "_rules_across", "_rules_exact", "_rules_output")
 MODEL = AuditedModel(name="m", policy="float32", backend="torch")
 
 
@@ -200,13 +206,114 @@ def test_float16_model_output_and_softmax():
         "policy": "mixed_float16",
         "compute_dtype": "float16",
         "received": (t("float16"),),
-        "outputs": (t("float16"),),
+        "outputs": (t("float16", True),),
     }
     final = found([call(final_output=True, **half)], policy="mixed_float16")["float16-output"]
-    assert final.details == {"output": "float16", "final": True}
+    assert final.details == {"output": "float16", "final": True, "finite": True}
+    # measured, not advised: finite values are a note, and no fix is proposed unproven
+    assert final.severity == "info" and final.fix == "" and "float32" not in final.message
     softmax = found([call(softmax=True, **half)], policy="mixed_float16")["float16-output"]
-    assert "this softmax" in softmax.message
+    assert "this softmax" in softmax.message and "Keep the last layer" not in softmax.message
     assert "float16-output" not in found([call(**half)], policy="mixed_float16")
+    unread = call(final_output=True, **{**half, "outputs": (t("float16"),)})  # compiled
+    assert (
+        "its values were not read"
+        in found([unread], policy="mixed_float16")["float16-output"].message
+    )
+    inf = call(final_output=True, **{**half, "outputs": (t("float16", False),)})
+    bad = found([inf], policy="mixed_float16")["float16-output"]
+    assert bad.severity == "warning" and "inf/NaN" in bad.message
+
+
+def _step(i, op, din, dout, **kw):
+    return TraceStep(
+        index=i, op=op, inputs=(TraceTensor(dtype=din, shape=(2, 3)),),
+        outputs=(TraceTensor(dtype=dout, shape=(2, 3)),),
+        source=SourceLine(file="softmax.py", line=i + 80, text=f"line {i}"), **kw,
+    )  # fmt: skip
+
+
+def test_float16_output_names_the_op_that_made_it_from_the_measurement():
+    """Old code: a GPT-2 attention softmax's "first at" was ``backend.numpy.where`` (a mask
+    step whose bool input counted as a dtype change), under a fixed warning."""
+    where = _step(0, "backend.numpy.where", "float16", "float16", change="promoted")
+    exp = _step(1, "ops.exp", "float16", "float16", nonfinite=True, first_nonfinite=True)
+    last = _step(2, "ops.divide", "float16", "float16")
+    fields = {"policy": "mixed_float16", "compute_dtype": "float16", "softmax": True,
+              "received": (t("float16", True),), "given": (t("float16", True),)}  # fmt: skip
+    finite = call(outputs=(t("float16", True),), trace=(where, exp, last), **fields)
+    note = found([finite], policy="mixed_float16")["float16-output"]
+    assert note.step.op == "ops.divide" and "It arrived in float16; made by ops.divide" in (
+        note.message
+    )
+    inf = call(outputs=(t("float16", False),), trace=(where, exp, last), **fields)
+    warning = found([inf], policy="mixed_float16")["float16-output"]
+    assert warning.step.op == "ops.exp" and "First at ops.exp (softmax.py:81" in warning.message
+    cast = _step(0, "backend.cast", "float32", "float16", change="cast", conversions=("downcast",))
+    narrowed = call(outputs=(t("float16", True),), trace=(cast, where, last), **fields)
+    assert found([narrowed], policy="mixed_float16")["float16-output"].step.op == "backend.cast"
+
+
+def test_float16_output_severity_comes_from_the_error_against_float32():
+    half = {"policy": "mixed_float16", "compute_dtype": "float16", "final_output": True,
+            "received": (t("float16"),), "outputs": (t("float16", True),)}  # fmt: skip
+    finding = found([call(**half)], policy="mixed_float16")["float16-output"]
+
+    def damage(rel: float) -> LayerDamage:
+        return LayerDamage(path="m/dense", layer_class="Dense", dtype="float16",
+                           reference="float32", rel_rms=rel, max_abs_error=rel)  # fmt: skip
+
+    within = output_rules.measured([finding], [damage(1e-3)])[0]
+    assert within.severity == "info" and within.details["within_tolerance"] is True
+    assert "relative RMS error 0.001 (within float16's tolerance 0.015625)" in within.message
+    beyond = output_rules.measured([finding], [damage(0.2)])[0]
+    assert beyond.severity == "warning" and "beyond float16's tolerance" in beyond.message
+    elsewhere = damage(0.2).model_copy(update={"path": "m/other"})
+    assert output_rules.measured([finding], [elsewhere]) == [finding]
+
+
+def test_a_layer_casting_its_own_output_up_is_a_note_not_a_warning():
+    """A ``ReversibleEmbedding(reverse_dtype="float32")``'s logits: float32 on purpose."""
+    fields = {"policy": "mixed_float16", "compute_dtype": "float16", "leaf": True,
+              "layer_class": "ReversibleEmbedding", "received": (t("float16"),),
+              "outputs": (t("float32"),)}  # fmt: skip
+    cast = _step(0, "ops.cast", "float16", "float32", change="cast", cast_to="float32")
+    kept = found([call(trace=(cast,), **fields)], policy="mixed_float16")["float32-only-layer"]
+    assert kept.severity == "info" and kept.fix == "" and "on purpose" in kept.message
+    silent = found([call(**fields)], policy="mixed_float16")["float32-only-layer"]
+    assert silent.severity == "warning"
+
+
+def test_a_variable_read_that_overflowed_is_the_overflows_cause():
+    """The matmul is handed the inf the kernel's read made: the finding names the read."""
+    read = CastLoss(step="variable-read", where="variable kernel", source="float32",
+                    target="float16", count=6, overflowed=1, first_index=(0, 0),
+                    examples=((1e5, float("inf")),))  # fmt: skip
+    matmul = _step(0, "ops.matmul", "float16", "float16", losses=(read,))
+    hot = call(policy="mixed_float16", compute_dtype="float16", given=(t("float32", True),),
+               received=(t("float16", True),), outputs=(t("float16", False),),
+               losses=(read,), trace=(matmul,))  # fmt: skip
+    found_ = found([hot], policy="mixed_float16")
+    overflow = found_["overflow"]
+    assert "reading the float32 variable kernel in float16 overflowed 1 weight" in (
+        overflow.message
+    )
+    assert overflow.loss == read and overflow.step.op == "ops.matmul"
+    assert overflow.details["cause"] == "variable-read"
+    assert "lossy-cast" not in found_  # counted once, in the overflow finding
+    # a finite output (a later op hid the inf) still names the read
+    hidden = hot.model_copy(update={"outputs": (t("float16", True),)})
+    assert "later op hid it" in found([hidden], policy="mixed_float16")["overflow"].message
+    # a lookup's table read is no overflow finding (lookups are left out): a lossy cast
+    table = hot.model_copy(update={"layer_class": "Embedding"})
+    lossy = found([table], policy="mixed_float16")["lossy-cast"]
+    assert lossy.loss == read and lossy.severity == "error" and lossy.fix == ""
+    # tiny weights read as zero only: the call's events say it, no finding
+    tiny = read.model_copy(update={"overflowed": 0, "underflowed": 2})
+    quiet = hot.model_copy(update={"losses": (tiny,), "outputs": (t("float16", True),),
+                                   "trace": ()})  # fmt: skip
+    assert not {"overflow", "lossy-cast"} & set(found([quiet], policy="mixed_float16"))
+    assert "lost reading variable kernel: float32 -> float16" in quiet.row()["events"]
 
 
 def test_overflow_inside_and_not_from_inf_input():

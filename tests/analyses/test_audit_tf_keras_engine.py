@@ -125,12 +125,12 @@ def test_float64_into_dense_is_a_silent_downcast_fixed_in_tf_keras_code(reports)
     assert 'tf.keras.backend.set_floatx("float64")' in fix and "keras.config" not in fix
 
 
-def test_a_float16_head_under_mixed_float16_is_found_with_a_tf_keras_fix(reports):
+def test_a_float16_head_under_mixed_float16_is_found_measured_without_an_unproven_fix(reports):
     report = reports["mixed"]
     assert report.policy == "mixed_float16"
     head = [f for f in report.findings if f.kind == "float16-output"]
     assert [f.path for f in head] == ["mixed/head"]
-    assert head[0].fix.startswith('tf.keras.layers.Dense(..., dtype="float32")')
+    assert head[0].fix == "" and "its values are finite" in head[0].message
     variables = {c.path: c.variables for c in report.layers}["mixed/head"]
     assert (variables["kernel"].stored, variables["kernel"].read) == ("float32", "float16")
 

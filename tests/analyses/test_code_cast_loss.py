@@ -21,11 +21,11 @@ def case():
 raw = [np.asarray(keras.ops.convert_to_numpy(v)).astype("float64").reshape(-1).tolist()
        for v in case()]
 r = dx.trace(case)
-lost = [s for s in r.steps if s.loss is not None]
+lost = [s for s in r.steps if s.losses]
 print(json.dumps({
     "raw": raw,
-    "lost": [[s.op, s.loss.cause, s.loss.source, s.loss.target, s.loss.count,
-              [list(e) for e in s.loss.examples]] for s in lost],
+    "lost": [[s.op, x.cause, x.source, x.target, x.count, [list(e) for e in x.examples]]
+             for s in lost for x in s.losses],
     "flags": [s.flag_text() for s in lost],
     "headline": r.headline(),
 }))
@@ -59,8 +59,8 @@ ids = np.array([2**31 + 5, 7])
 raw = np.asarray(keras.ops.convert_to_tensor(ids)).tolist()
 r = dx.trace(lambda: keras.ops.convert_to_tensor(ids))
 s = r.steps[0]
-print(json.dumps({"raw": raw, "op": s.op, "cause": s.loss.cause,
-                  "examples": [list(e) for e in s.loss.examples]}))
+print(json.dumps({"raw": raw, "op": s.op, "cause": s.losses[0].cause,
+                  "examples": [list(e) for e in s.losses[0].examples]}))
 """,
     )
     assert out["raw"][0] != 2**31 + 5  # raw jax, x64 off: the id is not kept

@@ -343,3 +343,15 @@ def test_a_mode_one_backend_cannot_run_gives_it_its_own_card_and_the_others_run(
         assert widget.wait(WAIT)["jax"].spec.shapes == ((3, 4),)
     widget.comm.page_sends(request=request(widget, shape="3x", backends=["jax"]))
     assert "expected a number after 'x'" in widget.error and "received: '3x'" in widget.error
+
+
+def test_the_widget_shows_values_wrong_not_as_documented_beside_wrong_numbers():
+    """Issue 38 item 5: the page's badge reads ``shown_verdict`` from each result, and the
+    verdict across backends is the one a summary shows."""
+    widget = explorer(
+        target="ops.power", input_dtype="uint8", values="image", backends=["jax", "numpy"]
+    )
+    results = [ProbeResult.from_dict(r) for r in widget.results.values()]
+    assert all(r.verdict == "as-documented" and r.value_findings() for r in results)
+    assert {r["shown_verdict"] for r in widget.results.values()} == {"values-wrong"}
+    assert widget.verdict == "values-wrong"

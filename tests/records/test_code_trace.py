@@ -115,10 +115,10 @@ def test_a_cast_that_lost_values_is_flagged_with_its_counts_and_in_the_headline(
                     rounded=2, first_index=(0, 0),
                     examples=((19999, 20000), (2049, 2048)))  # fmt: skip
     steps = [_step(0, "ops.cast", "int32", "float16", change="cast", conv=("int->float",),
-                   loss=loss)]  # fmt: skip
+                   losses=(loss,))]  # fmt: skip
     r = _result("jax", steps)
     assert [f.kind for f in steps[0].flags] == ["lost-values"]
     assert "19999 -> 20000" in steps[0].flag_text()
     assert [s.index for s in r.lost_steps()] == [0]
     assert "values lost at 1 step(s) (first: ops.cast, rounding)" in r.headline()
-    assert TraceResult.from_json(r.to_json()).steps[0].loss == loss
+    assert TraceResult.from_json(r.to_json()).steps[0].losses == (loss,)

@@ -7,8 +7,9 @@ import pytest
 from rich.console import Console
 
 import dtype_explorer as dx
-from dtype_explorer.records import ProbeSet
+from dtype_explorer.records import ProbeResult, ProbeSet
 from dtype_explorer.views._terminal import probe_set_table
+from dtype_explorer.views._text import format_result
 
 keras = pytest.importorskip("keras")
 
@@ -27,3 +28,30 @@ def test_a_power_whose_values_wrap_shows_no_check_mark():
     console.print(probe_set_table(ProbeSet(results=(r,))))
     assert "✓" not in console.file.getvalue() and "values-wrong" in console.file.getvalue()
     assert "✓" not in r._repr_html_()
+
+
+def test_across_backends_no_medium_shows_a_check_next_to_wrong_values():
+    """Old code: the multi-backend card's badge (``ProbeSet.verdict``) said "✓ as-documented",
+    the terminal caption "across backends: as-documented", ``summary()`` and the text view
+    the plain verdict, while every backend found the values wrong."""
+    base, exponent = np.array([100, 2], "int8"), np.array([3, 2], "int8")
+    raw = keras.ops.convert_to_numpy(keras.ops.power(base, exponent))  # raw Keras, untraced
+    assert int(raw[0]) != 100**3  # int8 wrapped: the case is real
+    rs = dx.probe("ops.power", values=[base, exponent], backend=["jax", "numpy"])
+    assert all(r.value_findings() and r.verdict == "as-documented" for r in rs)
+    assert rs.verdict == "as-documented" and rs.shown_verdict == "values-wrong"
+    # text: each line, the line across them, the full text of one result
+    assert "across backends: values-wrong" in rs.summary().splitlines()
+    assert all(r.summary().endswith("(values-wrong)") for r in rs)
+    assert format_result(rs.results[0]).splitlines()[0].endswith("ok, values-wrong")
+    console = Console(file=io.StringIO(), width=140, color_system=None)
+    console.print(probe_set_table(rs))
+    table = console.file.getvalue()
+    assert "across backends: values-wrong" in table and "✓" not in table
+    # HTML: the card's badge across backends and each backend's row
+    html = rs._repr_html_()
+    assert "✓" not in html and html.count("values-wrong") >= 3
+    # the widget's JSON: computed once on the record, read back as it was
+    said = rs.results[0].to_dict()
+    assert said["shown_verdict"] == "values-wrong" and said["verdict"] == "as-documented"
+    assert ProbeResult.from_dict(said) == rs.results[0]

@@ -4,10 +4,11 @@
 layers on other backends (``_reprobe``), predicts (``_predict``), quantizes (``_quantize``),
 saves and loads (``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_modes``,
 ``_tf_keras``, with the engine's defaults of ``_engine``). The findings are pure functions of
-records: ``_rules`` (one pass), ``_rules_across`` (backends compared), ``_rules_facts``,
-``_rules_quant`` and ``_rules_exact``, unit-tested with hand-built records. The overflow and
-lossy-cast findings get no fix from a rule: ``_fixes`` runs one on a copy of the model, the
-rules re-run on the copy, and shows it (written by ``_fix_code``) only once it works.
+records: ``_rules`` (one pass), ``_rules_across`` (backends compared), ``_rules_exact`` (what
+a dtype-changing step lost), ``_rules_output`` (16-bit outputs, worded from what was
+measured), ``_rules_facts`` and ``_rules_quant``, unit-tested with hand-built records. The
+overflow and lossy-cast findings get no fix from a rule: ``_fixes`` runs one on a copy of the
+model, the rules re-run on the copy, and shows it (written by ``_fix_code``) only once it works.
 
 It may import the foundation, ``records``, the engine's and the runtime's public names; the
 rules import records only. Nothing else in ``analyses`` imports it.

@@ -32,6 +32,7 @@ from dtype_explorer.analyses.audit import _reprobe as _audit_reprobe
 from dtype_explorer.analyses.audit import _rules as _audit_rules
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.analyses.audit import _rules_facts as _audit_rules_facts
+from dtype_explorer.analyses.audit import _rules_output as _audit_rules_output
 from dtype_explorer.analyses.audit import _save as _audit_save
 from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
@@ -385,11 +386,12 @@ def _computes_in_half(calls: list[LayerCall]) -> bool:
 
 
 def _damage_phase(audit: _Audit) -> None:
-    """Each leaf layer output against the same model in float32 (``keras_run.layer_damage``);
-    a model that cannot be cloned (subclassed) is said in a note."""
+    """Each leaf layer output against the same model in float32 (``keras_run.layer_damage``),
+    measuring the float16-output findings; a model its clone cannot run is said in a note."""
     t0 = time.perf_counter()
     try:
         audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments)
+        audit.findings = _audit_rules_output.measured(audit.findings, audit.ran["damage"])
     except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
         audit.notes.append(
             f"No per-layer float32 reference: {type(error).__name__}: {as_sentence(str(error))}"

@@ -23,11 +23,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from dtype_explorer import dtypes
-from dtype_explorer.analyses.audit import _rules_exact
+from dtype_explorer.analyses.audit import _rules_exact, _rules_output
 from dtype_explorer.analyses.audit._rules_exact import computes_on_values
+from dtype_explorer.analyses.audit._rules_output import first_at, overflow_step
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.records import SEVERITIES, Finding, LayerCall, TraceStep, ValueFinding
+from dtype_explorer.records import (
+    SEVERITIES,
+    CastLoss,
+    Finding,
+    LayerCall,
+    TraceStep,
+    ValueFinding,
+)
 
 #: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
 HALF = dtypes.HALF  # the 16-bit floats (one owner: dtypes)
@@ -64,7 +72,7 @@ def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Fi
         _rules_exact.lossy_casts,
         _float32_only,
         _custom_dtypes,
-        _float16_outputs,
+        _rules_output.float16_outputs,
         _overflows,
         lambda c: _no_loss_scaling(c, model),
         lambda c: _rules_disagree(c, model),
@@ -109,7 +117,7 @@ def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Fin
                 path=call.path,
                 message=(
                     f"{source} data is cast to {target} on entry to {call.layer_class} ({why}), "
-                    f"without a warning: {_precision_lost(target)}.{_at(step)}"
+                    f"without a warning: {_precision_lost(target)}.{first_at(step)}"
                 ),
                 fix=_downcast_fix(source, call),
                 details={"from": source, "to": target},
@@ -171,6 +179,10 @@ def _float32_only(calls: list[LayerCall]) -> Iterator[Finding]:
                 details={"received": _names(call.received)},
             )
         elif call.builtin and call.leaf and _stays_wider(call, only_half=True):
+            cast = _rules_output.cast_on_purpose(call)
+            if cast is not None:  # its own call casts up (ReversibleEmbedding's logits)
+                yield _rules_output.kept_wide_on_purpose(call, cast)
+                continue
             yield Finding(
                 kind="float32-only-layer",
                 severity="warning",
@@ -223,65 +235,70 @@ def _custom_dtypes(calls: list[LayerCall]) -> Iterator[Finding]:
             )
 
 
-def _float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
-    for call in calls:
-        half = [t.dtype for t in call.outputs if t.dtype in HALF]
-        if not half or not (call.final_output or call.softmax):
-            continue
-        what = "the model's output, the loss's input," if call.final_output else "this softmax"
-        step = _half_step(call, half[0])
-        yield Finding(
-            kind="float16-output",
-            severity="warning",
-            path=call.path,
-            message=(
-                f"Under {call.policy}, {what} is {half[0]} (from {call.layer_class}): "
-                "probabilities near 0 and 1 lose precision, and the loss can overflow or take "
-                f"log(0). Keep the last layer in float32.{_at(step)}"
-            ),
-            step=step,
-            fix=(
-                f'{call.spelled}(..., dtype="float32")   # the last layer\n'
-                "# or after it:\n"
-                'outputs = keras.layers.Activation("linear", dtype="float32")(outputs)'
-            ),
-            details={"output": half[0], "final": call.final_output},
-        )
-
-
 def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
     # inf/NaN out of a lookup is an id out of its range (jax fills NaN), not an overflow:
     # the step that rounded the ids says so (``lossy-cast``)
     flagged = [c for c in calls if _overflowed(c) and computes_on_values(c)]
     for call in flagged:
-        if any(o.path.startswith(call.path + "/") for o in flagged):
+        read = _read_overflow(call)
+        if read is None and any(o.path.startswith(call.path + "/") for o in flagged):
             continue  # an inner layer is where it happened
         finite_given = all(t.finite is not False for t in call.given or ())
         at_entry = finite_given and any(t.finite is False for t in call.received)
-        counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), None)
-        how = (
-            f"casting its finite input to {_names(call.received)} on entry"
-            if at_entry
-            else f"computing in {call.compute_dtype}"
-        )
-        step = _overflow_step(call)
-        hidden = all(t.finite is not False for t in call.outputs)
-        said = (
-            f"An op of {call.layer_class} overflowed {call.compute_dtype} (inf from finite "
-            "values) and a later op hid it: the output looks finite, its gradient is not"
-            if hidden
-            else f"{call.layer_class} produced inf or NaN from finite input by {how}"
-        )
+        counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), read)
+        step = overflow_step(call)
         yield Finding(
             kind="overflow",
             severity="error",
             path=call.path,
-            message=f"{said}: {_held(call)}."
-            + (f" {counted.text()}." if counted else "")
-            + _at(step),
+            message=f"{_overflow_said(call, at_entry, counted)}: "
+            + (f"{counted.text()}." if counted else f"{_held(call)}.")
+            + first_at(step),
             step=step,
             loss=counted,
+            details={"cause": _overflow_cause(at_entry, counted)},
         )  # no fix here: the audit runs one on a copy and shows it once it works (_fixes)
+
+
+def _overflow_said(call: LayerCall, at_entry: bool, counted: CastLoss | None) -> str:
+    """What made the inf: the autocast on entry, a variable read in the compute dtype, or an
+    op computing in it (a later op hiding it, where the output looks finite)."""
+    hidden = all(t.finite is not False for t in call.outputs)
+    if counted is not None and counted.step == "variable-read" and not at_entry:
+        name = counted.where.removeprefix("variable ")
+        read = (
+            f"reading the {counted.source} variable {name} in {counted.target} overflowed "
+            f"{counted.overflowed} weight{'s' if counted.overflowed != 1 else ''}"
+        )
+        if hidden:
+            return (
+                f"In {call.layer_class}, {read} (inf from finite values) and a later op hid "
+                "it: the output looks finite, its gradient is not"
+            )
+        return f"{call.layer_class} produced inf or NaN from finite input: {read}"
+    if hidden:
+        return (
+            f"An op of {call.layer_class} overflowed {call.compute_dtype} (inf from finite "
+            "values) and a later op hid it: the output looks finite, its gradient is not"
+        )
+    how = (
+        f"casting its finite input to {_names(call.received)} on entry"
+        if at_entry
+        else f"computing in {call.compute_dtype}"
+    )
+    return f"{call.layer_class} produced inf or NaN from finite input by {how}"
+
+
+def _overflow_cause(at_entry: bool, counted: CastLoss | None) -> str:
+    """The step the overflow finding names: ``autocast``, ``variable-read`` or ``compute``."""
+    if at_entry:
+        return "autocast"
+    return "variable-read" if counted is not None else "compute"
+
+
+def _read_overflow(call: LayerCall) -> CastLoss | None:
+    """The first variable read of the call that overflowed (``LayerCall.losses``)."""
+    return next((x for x in call.losses if x.step == "variable-read" and x.overflowed), None)
 
 
 def _held(call: LayerCall) -> str:
@@ -425,27 +442,6 @@ def _odd_input(call: LayerCall) -> bool:
 # --------------------------------------------------------------------------- helpers
 
 
-def _at(step: TraceStep | None) -> str:
-    """`` First at ops.exp (model.py:12: y = ops.exp(x)).`` from the call's op trace."""
-    if step is None:
-        return ""
-    src = step.source
-    if src is None:
-        return f" First at {step.op}."
-    # A statement over several lines shows its first one: say that it goes on.
-    text = src.text + ("…" if src.text.rstrip().endswith(("(", "[", "{", ",")) else "")
-    return f" First at {step.op} ({src.short}: {text})."
-
-
-def _overflow_step(call: LayerCall) -> TraceStep | None:
-    """The op of the call that first made inf/NaN from finite values (or left float16's range,
-    even if a later op hid it)."""
-    steps = [s for s in call.trace if s.phase == "call"]
-    return next((s for s in steps if s.first_nonfinite), None) or next(
-        (s for s in steps if s.float16_overflow or s.hidden_overflow()), None
-    )
-
-
 def _cast_step(call: LayerCall, source: str, target: str) -> TraceStep | None:
     """The op of the call that cast ``source`` data to ``target``."""
     return next(
@@ -459,13 +455,6 @@ def _cast_step(call: LayerCall, source: str, target: str) -> TraceStep | None:
         ),
         None,
     )
-
-
-def _half_step(call: LayerCall, half: str) -> TraceStep | None:
-    """The first op of the call that made ``half`` data from another dtype, else the last op
-    that returned ``half`` data (the data arrived in ``half``)."""
-    made = [s for s in call.trace if s.phase == "call" and any(t.dtype == half for t in s.outputs)]
-    return next((s for s in made if s.changes_dtype), made[-1] if made else None)
 
 
 def _casts(call: LayerCall) -> Iterator[tuple[str, str, str]]:
@@ -522,8 +511,10 @@ def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:
 def _overflowed(call: LayerCall) -> bool:
     finite_in = all(t.finite is not False for t in (call.given or call.received))
     # an op of the call that left float16's range counts even when a later op hid it
-    nonfinite_out = any(t.finite is False for t in call.outputs) or any(
-        s.float16_overflow or s.hidden_overflow() for s in call.trace if s.phase == "call"
+    nonfinite_out = (
+        any(t.finite is False for t in call.outputs)
+        or any(s.float16_overflow or s.hidden_overflow() for s in call.trace if s.phase == "call")
+        or _read_overflow(call) is not None
     )
     half = call.compute_dtype in HALF or any(t.dtype in HALF for t in call.outputs)
     return finite_in and nonfinite_out and half

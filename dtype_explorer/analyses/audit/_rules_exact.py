@@ -49,11 +49,17 @@ _STEP_NAMES = {
 def lossy_casts(calls: list[LayerCall]) -> Iterator[Finding]:
     """A ``lossy-cast`` finding for each step of each call that lost values: at that call's
     path, with the counts (``Finding.loss``), the cause and the layers that took the rounded
-    integers as indices."""
+    integers as indices. An overflow the ``overflow`` rule reports at the same call (an
+    autocast's, a variable read's) is counted there; a variable read that only made tiny
+    weights zero is no finding (the call's events give its counts, the per-layer reference
+    its effect)."""
     for i, call in enumerate(calls):
         for loss in call.losses:
-            if loss.step == "autocast" and loss.cause == "overflow":
+            if loss.cause == "overflow" and _overflow_rule_counts(call, loss):
                 continue  # the overflow rule's finding, at this call, carries these counts
+            if loss.step == "variable-read" and not loss.overflowed:
+                continue  # tiny weights read as zero: in the call's events, and its error
+
             readers = _index_readers(calls[i + 1 :], loss) if loss.cause == "rounding" else []
             yield _finding(call, loss, readers)
 
@@ -85,6 +91,15 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
         },
         loss=loss,
     )
+
+
+def _overflow_rule_counts(call: LayerCall, loss: CastLoss) -> bool:
+    """The overflow rule's finding at ``call`` carries ``loss``: an autocast overflow, or a
+    variable read that overflowed in a call computing on values (a lookup's table read is
+    said here: the overflow rule leaves lookups out)."""
+    if loss.step == "autocast":
+        return True
+    return loss.step == "variable-read" and computes_on_values(call)
 
 
 def _severity(loss: CastLoss, readers: list[LayerCall]) -> str:

@@ -97,7 +97,7 @@ def layer_damage(
     """
     reference = policy_clone(model, REFERENCE)
     got = layer_outputs(model, sample, kwargs)
-    want = layer_outputs(reference, sample, kwargs)
+    want = _aligned(got, layer_outputs(reference, sample, kwargs))
     damage = []
     for (path, index), (layer_class, arrays) in got.items():
         refs = want.get((path, index), ("", []))[1]
@@ -108,6 +108,17 @@ def layer_damage(
                             call_index=index, output=i)
                 )  # fmt: skip
     return tuple(damage)
+
+
+def _aligned(got: dict, want: dict) -> dict:
+    """The reference's outputs keyed as ``got``'s: call by call, in the order the layers ran,
+    where both ran the same classes in the same order (a rebuilt model names the sublayers
+    it makes afresh ``softmax_2`` where the model has ``softmax``: keras-hub's attention);
+    else by path."""
+    ours, theirs = list(got.items()), list(want.items())
+    if [c for _, (c, _) in ours] != [c for _, (c, _) in theirs]:
+        return want
+    return {key: value for (key, _), (_, value) in zip(ours, theirs, strict=True)}
 
 
 def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:

@@ -32,7 +32,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
-from dtype_explorer.keras_run._exactness import call_losses
+from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
 from dtype_explorer.keras_run.model._samples import (
@@ -74,7 +74,8 @@ class LayerEvent:
         #: The call's arguments and outputs as NumPy, kept for the value check of a call that
         #: did arithmetic on integers (``_audit_rules.wrong_numbers``).
         self.values: tuple[Any, Any, Any] | None = None
-        #: What this call's own dtype-changing steps lost (``keras_run.call_losses``).
+        #: What this call's own dtype-changing steps lost: its autocast and ``keras.Input``
+        #: conversion (``keras_run.call_losses``), then its variable reads (``read_losses``).
         self.losses: tuple[CastLoss, ...] = ()
 
     def record(self, final: bool) -> LayerCall:
@@ -206,6 +207,7 @@ class ModelTracer:
         for event in self.calls[first_event:]:
             if event.layer is layer:
                 event.trace = trace.steps()
+                event.losses += tuple(read_losses(event.trace))
                 return
 
     def run(

@@ -3,7 +3,8 @@
 ``_op_trace`` opens the trace around a call (``op_trace``; the module-attribute wrapping, kept
 installed in a worker by ``keep_installed``), ``_bindings`` finds the functions it wraps,
 ``_frames`` tells where an op was called from, ``_operators`` records the user's Python
-operators, ``_records`` is what a step holds (``Step``, then ``TraceStep``), ``_placement``
+operators, ``_records`` is what a step holds (``Step``, then ``TraceStep``), ``_values`` what
+its values show (inf/NaN made, what its casts and variable reads lost), ``_placement``
 where a step ran and the kernel path taken, and ``_call_trace`` what a layer's ``call()`` is
 handed (wrappers on its entry points, its variables as read).
 

@@ -66,7 +66,8 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
     import keras
 
     try:
-        read: str | None = keras.backend.standardize_dtype(variable.value.dtype)
+        with untraced():  # the tool's own read (its cast) is no step of the layer's
+            read: str | None = keras.backend.standardize_dtype(variable.value.dtype)
     except Exception:  # an unbuilt or symbolic variable has no value to read
         read = None
     return VariableDtypes(

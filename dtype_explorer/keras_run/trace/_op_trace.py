@@ -32,10 +32,11 @@ operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` r
 class while a trace is open). Only an operator called by user or layer code is recorded; what
 the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
 
-The trace is five modules: this one puts the wrappers in place and keeps the process state
+The trace is six modules: this one puts the wrappers in place and keeps the process state
 (``_Tracing``, one object); ``_trace_bindings`` finds the bindings they replace;
 ``_trace_frames`` reads where an op was called from;
-``_trace_records`` reads an op's inputs, outputs and values and builds the records;
+``_trace_records`` reads an op's inputs and outputs and builds the records;
+``_values`` looks at a step's values (inf/NaN, what its casts and variable reads lost);
 ``_trace_operators`` hooks the operators.
 
 >>> import keras
@@ -60,6 +61,7 @@ from dtype_explorer.keras_run.trace import _bindings as bindings
 from dtype_explorer.keras_run.trace import _frames as frames
 from dtype_explorer.keras_run.trace import _operators as operators
 from dtype_explorer.keras_run.trace import _records as records
+from dtype_explorer.keras_run.trace import _values as values
 from dtype_explorer.keras_run.trace._bindings import (
     BACKEND_SUBMODULES,
     OPS_MODULES,
@@ -161,6 +163,10 @@ class Trace:
         self.first_nonfinite: Step | None = None
         self.dropped = 0
         self._values: dict[int, tuple[Any, tuple | None]] = {}
+        #: Each variable read in another dtype, measured once (``_values``),
+        #: and how many steps found a read that overflowed so far.
+        self._reads: dict[tuple, tuple] = {}
+        self.read_overflows = 0
         #: What the recorder's own reads run inside: torch's function modes switched off, so
         #: that reading a step's tensors does not pass through the trace's own mode.
         self.quiet: Callable[[], Any] = contextlib.nullcontext
@@ -220,6 +226,7 @@ def op_trace(
             mode.__exit__(None, None, None)
         _uninstall()
         trace._values.clear()
+        trace._reads.clear()
 
 
 def operator_limit(backend: str) -> str:
@@ -532,6 +539,7 @@ def _new_step(
     trace: Trace, fn: Any, shown: str, args: tuple, kwargs: dict, frame: Any, top: bool
 ) -> Step:
     step = Step(shown)
+    step.reads_before = trace.read_overflows
     records.read_inputs(fn, args, kwargs, step)
     if top:
         step.inside = trace.top.op if trace.top is not None else None
@@ -562,7 +570,9 @@ def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
     records.read_outputs(out, step)
     look = top or any(o["dtype"] == "float16" for o in step.outputs)
     if trace.numerics and step.phase == "call" and look:
-        records.look_at_values(trace._values, step)
+        inner = trace.read_overflows > step.reads_before
+        values.look_at_values(trace._values, step, trace._reads, inner)
+        trace.read_overflows += any(x.step == "variable-read" and x.overflowed for x in step.losses)
         if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
             trace.first_nonfinite = step
             step.first_nonfinite = True

@@ -1,7 +1,8 @@
 """What the op trace (``_trace``) records of one op, and its records: the ``Step`` a wrapper
-fills (inputs, outputs, their values' inf/NaN), the dtypes and kinds read from Keras, and the
-``TraceStep``/``TraceTensor`` records built from a step. Everything read from Keras once is
-cached with ``functools.lru_cache`` (a loop repeats the same ops, types and dtypes).
+fills (inputs, outputs; ``_values`` looks at their values), the dtypes and kinds read from
+Keras, and the ``TraceStep``/``TraceTensor`` records built from a step. Everything read from
+Keras once is cached with ``functools.lru_cache`` (a loop repeats the same ops, types and
+dtypes).
 
 The records are built without validation (:func:`built`), which relies on how pydantic stores
 a model instance; ``tests/keras_run/test_trace.py`` pins that, so a pydantic upgrade that
@@ -15,10 +16,7 @@ import inspect
 import types
 from typing import Any
 
-import numpy as np
-
 from dtype_explorer import dtypes
-from dtype_explorer.keras_run._exactness import cast_loss
 from dtype_explorer.keras_run.trace._placement import tensor_device
 from dtype_explorer.records import TraceStep, TraceTensor
 
@@ -123,47 +121,6 @@ def shape_of(value: Any) -> tuple:
         return ()
 
 
-def _to_numpy(value: Any) -> np.ndarray | None:
-    """Concrete values as NumPy (16-bit and 8-bit floats widened), or ``None`` if abstract."""
-    try:
-        variable, _ = classes()
-        if isinstance(value, variable):
-            value = value._value
-        module = type(value).__module__
-        if module.startswith("torch"):
-            t = value.detach()
-            if t.device.type == "meta":
-                return None
-            if t.dtype.is_floating_point and t.dtype.itemsize <= 2:
-                t = t.float()
-            return t.cpu().numpy()
-        if module.startswith("tensorflow"):
-            return value.numpy()
-        return np.asarray(value)
-    except Exception:
-        return None
-
-
-def _finite_flags(value: Any) -> tuple | None:
-    """``(has_nan, has_inf, max |finite|)`` of a float tensor; ``None`` when abstract."""
-    a = _to_numpy(value)
-    if a is None:
-        return None
-    kind = a.dtype.kind
-    if not (kind in "fc" or "float" in a.dtype.name) or a.size == 0:
-        return (False, False, None)
-    if kind not in "fc":
-        a = a.astype(np.float32)
-    if np.isfinite(a).all():
-        return (False, False, float(np.abs(a).max()))
-    finite = a[np.isfinite(a)]
-    return (
-        bool(np.isnan(a).any()),
-        bool(np.isinf(a).any()),
-        float(np.abs(finite).max()) if finite.size else None,
-    )
-
-
 def param_names(fn: Any) -> tuple[str, ...]:
     """The names of ``fn``'s positional parameters (none where it has no signature).
 
@@ -236,13 +193,14 @@ class Step:
         "float16_overflow",
         "inputs",
         "inside",
-        "loss",
+        "losses",
         "max_abs",
         "nonfinite",
         "objects",
         "op",
         "outputs",
         "phase",
+        "reads_before",
         "source",
         "user",
         "via",
@@ -263,9 +221,12 @@ class Step:
         self.abstract = False
         self.nonfinite = self.first_nonfinite = self.float16_overflow = False
         self.max_abs: float | None = None
-        self.loss: Any = None
+        self.losses: list[Any] = []
         self.weak = False
         self.device: str | None = None
+        #: How many variable reads of the trace had overflowed when the step began: one more
+        #: at its end means a read inside it made the inf (``look_at_values``'s ``inner``).
+        self.reads_before = 0
 
 
 def describe(value: Any, name: str, step: Step, side: str) -> dict | None:
@@ -281,6 +242,7 @@ def describe(value: Any, name: str, step: Step, side: str) -> dict | None:
         entry = {"name": name, "dtype": read, "shape": shape_of(value), "kind": "variable"}
         if read != stored:
             entry["stored"] = stored
+            entry["at"] = len(step.objects)  # the value itself: scalars are not kept there
     else:
         entry = {"name": name, "dtype": dtype_name(value.dtype), "shape": shape_of(value)}
         if kind == "abstract":
@@ -321,66 +283,6 @@ def read_outputs(out: Any, step: Step) -> None:
                 step.device = tensor_device(v)
 
 
-def _flags(seen: dict[int, tuple[Any, tuple | None]], value: Any) -> tuple | None:
-    """``value``'s finite flags, each value looked at once per trace (``seen``)."""
-    key = id(value)
-    hit = seen.get(key)
-    if hit is not None and hit[0] is value:
-        return hit[1]
-    flags = _finite_flags(value)
-    seen[key] = (value, flags)  # kept alive: its id is not reused meanwhile
-    return flags
-
-
-def look_at_values(seen: dict[int, tuple[Any, tuple | None]], step: Step) -> None:
-    """The step's inf/NaN made from finite inputs and float16 overflow, from its values."""
-    in_bad = False
-    out_nan = out_inf = False
-    max_abs = None
-    for side, value in step.objects:
-        flags = _flags(seen, value)
-        if flags is None:
-            step.abstract = True
-            continue
-        if side == "in":
-            in_bad |= flags[0] or flags[1]
-        else:
-            out_nan |= flags[0]
-            out_inf |= flags[1]
-            if flags[2] is not None:
-                max_abs = flags[2] if max_abs is None else max(max_abs, flags[2])
-    objects, step.objects = step.objects, []
-    if step.abstract:
-        return
-    step.loss = _cast_loss(step, objects)
-    step.max_abs = max_abs
-    float16_out = any(o["dtype"] == "float16" for o in step.outputs)
-    step.nonfinite = (out_nan or out_inf) and not in_bad
-    step.float16_overflow = out_inf and not in_bad and float16_out
-
-
-def _cast_loss(step: Step, objects: list[tuple[str, Any]]) -> Any:
-    """What a cast or conversion step (one tensor in, one out: ``ops.cast``, a
-    ``convert_to_tensor`` that narrows NumPy's int64 to int32 on jax ...) lost, measured on its own
-    values (``keras_run.cast_loss``), or ``None``: a step that is no cast, a cast that cannot
-    lose (int32 -> float64 ...), or values it kept."""
-    if step.op.rsplit(".", 1)[-1] not in CAST_OPS:
-        return None
-    ins = [v for side, v in objects if side == "in"]
-    outs = [v for side, v in objects if side == "out"]
-    if len(ins) != 1 or len(outs) != 1 or len(step.inputs) != 1 or len(step.outputs) != 1:
-        return None
-    source, target = step.inputs[0]["dtype"], step.outputs[0]["dtype"]
-    if source == target or not _conversions(source, target):
-        return None
-    before, after = _to_numpy(ins[0]), _to_numpy(outs[0])
-    if before is None or after is None:
-        return None
-    return cast_loss(
-        before, after, step="cast", where=step.inputs[0]["name"], source=source, target=target
-    )
-
-
 def error_text(error: BaseException) -> str:
     try:
         lines = str(error).strip().splitlines()
@@ -417,7 +319,7 @@ def record(step: Step, index: int) -> TraceStep:
         children=tuple(record(c, i) for i, c in enumerate(step.children)),
         device=step.device,
         kernel=None,
-        loss=step.loss,
+        losses=tuple(step.losses),
         **fields,
     )
 
@@ -451,7 +353,7 @@ def built(cls: type, **fields: Any) -> Any:
     return record
 
 
-def _conversions(source: str, target: str) -> list[str]:
+def dtype_conversions(source: str, target: str) -> list[str]:
     out = []
     if dtypes.narrows(source, target):
         out.append("downcast")
@@ -498,7 +400,7 @@ def _change_of(
             return {"change": "noop-cast", "note": f"explicit cast (no-op, {out})"}
         return {
             "change": "cast",
-            "conversions": tuple(_conversions(source, out)),
+            "conversions": tuple(dtype_conversions(source, out)),
             "note": f"explicit cast {source} -> {out}",
         }
     if not tensors:

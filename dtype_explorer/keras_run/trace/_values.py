@@ -1,0 +1,195 @@
+"""What the op trace reads of a step's values (eager steps only: a traced step is abstract):
+the inf/NaN a step made from finite inputs, its float16 overflow, its largest magnitude, and
+what its dtype changes lost (``step.losses``, ``records.CastLoss``): a cast's input against
+its output, and each variable it read in another dtype against the value held (a float32
+kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each value is
+looked at, and each variable read measured, once per trace.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.keras_run._exactness import cast_loss
+from dtype_explorer.keras_run.trace._records import (
+    CAST_OPS,
+    Step,
+    classes,
+    dtype_conversions,
+    dtype_name,
+)
+
+
+def to_numpy(value: Any) -> np.ndarray | None:
+    """Concrete values as NumPy (16-bit and 8-bit floats widened), or ``None`` if abstract."""
+    try:
+        variable, _ = classes()
+        if isinstance(value, variable):
+            value = value._value
+        module = type(value).__module__
+        if module.startswith("torch"):
+            t = value.detach()
+            if t.device.type == "meta":
+                return None
+            if t.dtype.is_floating_point and t.dtype.itemsize <= 2:
+                t = t.float()
+            return t.cpu().numpy()
+        if module.startswith("tensorflow"):
+            return value.numpy()
+        return np.asarray(value)
+    except Exception:
+        return None
+
+
+def _finite_flags(value: Any) -> tuple | None:
+    """``(has_nan, has_inf, max |finite|)`` of a float tensor; ``None`` when abstract."""
+    a = to_numpy(value)
+    if a is None:
+        return None
+    kind = a.dtype.kind
+    if not (kind in "fc" or "float" in a.dtype.name) or a.size == 0:
+        return (False, False, None)
+    if kind not in "fc":
+        a = a.astype(np.float32)
+    if np.isfinite(a).all():
+        return (False, False, float(np.abs(a).max()))
+    finite = a[np.isfinite(a)]
+    return (
+        bool(np.isnan(a).any()),
+        bool(np.isinf(a).any()),
+        float(np.abs(finite).max()) if finite.size else None,
+    )
+
+
+def _flags(seen: dict[int, tuple[Any, tuple | None]], value: Any) -> tuple | None:
+    """``value``'s finite flags, each value looked at once per trace (``seen``)."""
+    key = id(value)
+    hit = seen.get(key)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    flags = _finite_flags(value)
+    seen[key] = (value, flags)  # kept alive: its id is not reused meanwhile
+    return flags
+
+
+def look_at_values(
+    seen: dict[int, tuple[Any, tuple | None]],
+    step: Step,
+    reads: dict | None = None,
+    inner: bool = False,
+) -> None:
+    """The step's inf/NaN made from finite inputs and float16 overflow, from its values, and
+    what its casts and variable reads lost (``step.losses``). ``seen`` and ``reads`` are the
+    trace's: each value is looked at, and each variable read measured, once per trace;
+    ``inner``: a variable read by an op that ran inside this step overflowed (a layer's
+    ``__call__`` step whose matmul read the kernel): that read made the inf, not this step."""
+    in_bad = inner
+    out_nan = out_inf = False
+    max_abs = None
+    for side, value in step.objects:
+        flags = _flags(seen, value)
+        if flags is None:
+            step.abstract = True
+            continue
+        if side == "in":
+            in_bad |= flags[0] or flags[1]
+        else:
+            out_nan |= flags[0]
+            out_inf |= flags[1]
+            if flags[2] is not None:
+                max_abs = flags[2] if max_abs is None else max(max_abs, flags[2])
+    objects, step.objects = step.objects, []
+    if step.abstract:
+        return
+    read = _read_losses(step, objects, {} if reads is None else reads)
+    in_bad |= any(r.overflowed for r in read)  # the read made the inf, not this op
+    cast = _cast_loss(step, objects)
+    step.losses = [cast, *read] if cast is not None else read
+    for child in step.children:  # the op the step ran read the same variable: said once
+        child.losses = [x for x in child.losses if not any(x is r for r in read)]
+    step.max_abs = max_abs
+    float16_out = any(o["dtype"] == "float16" for o in step.outputs)
+    step.nonfinite = (out_nan or out_inf) and not in_bad
+    step.float16_overflow = out_inf and not in_bad and float16_out
+
+
+def _read_losses(step: Step, objects: list[tuple[str, Any]], reads: dict) -> list:
+    """What reading each variable input in another dtype lost (a float32 kernel read as float16
+    under a mixed policy: weights beyond 65504 become inf, tiny ones zero): the variable's value
+    with no autocast compared with Keras's own read of it (``variable.value``) in the autocast
+    scope the step ran in. Each variable's read is measured once per trace (``reads``, by
+    variable, value held and dtype read: an RNN reads its kernel at every step). Only eager
+    steps get here: a traced step is abstract."""
+    found = []
+    for entry in step.inputs:
+        if "at" not in entry:
+            continue
+        variable = objects[entry["at"]][1]
+        source, target = entry["stored"], entry["dtype"]
+        try:
+            with _no_autocast():
+                before = variable.value
+            key = (id(variable), id(before), target)
+            hit = reads.get(key)
+            if hit is None or hit[0] is not variable or hit[1] is not before:
+                loss = _read_loss(variable, before, source, target)
+                hit = reads[key] = (variable, before, loss)
+        except Exception:  # a variable the trace cannot read: the step keeps its other facts
+            continue
+        if hit[2] is not None:
+            found.append(hit[2])
+    return found
+
+
+def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
+    """One variable's read in ``target`` measured against its ``source`` value: kept where
+    weights overflowed to inf or underflowed to zero (the counts of every cause with it);
+    ``None`` where none did, or the values cannot be read."""
+    after = variable.value  # Keras's own read: cast by the autocast scope open now
+    wide, narrow = to_numpy(before), to_numpy(after)
+    if wide is None or narrow is None or dtype_name(after.dtype) != target:
+        return None
+    loss = cast_loss(
+        wide, narrow, step="variable-read", where=f"variable {variable.name}",
+        source=source, target=target,
+    )  # fmt: skip
+    # weights that only became subnormal keep their value to the dtype's precision: what any
+    # float16 read of an ordinary initialisation does, not a loss to flag at every op
+    return loss if loss is not None and (loss.overflowed or loss.underflowed) else None
+
+
+@functools.cache
+def _autocast_scope() -> type:
+    from keras.src.backend.common.variables import AutocastScope
+
+    return AutocastScope
+
+
+def _no_autocast() -> Any:
+    """A scope in which a variable reads as it is held (Keras's ``AutocastScope(None)``)."""
+    return _autocast_scope()(None)
+
+
+def _cast_loss(step: Step, objects: list[tuple[str, Any]]) -> Any:
+    """What a cast or conversion step (one tensor in, one out: ``ops.cast``, a
+    ``convert_to_tensor`` that narrows NumPy's int64 to int32 on jax ...) lost, measured on its own
+    values (``keras_run.cast_loss``), or ``None``: a step that is no cast, a cast that cannot
+    lose (int32 -> float64 ...), or values it kept."""
+    if step.op.rsplit(".", 1)[-1] not in CAST_OPS:
+        return None
+    ins = [v for side, v in objects if side == "in"]
+    outs = [v for side, v in objects if side == "out"]
+    if len(ins) != 1 or len(outs) != 1 or len(step.inputs) != 1 or len(step.outputs) != 1:
+        return None
+    source, target = step.inputs[0]["dtype"], step.outputs[0]["dtype"]
+    if source == target or not dtype_conversions(source, target):
+        return None
+    before, after = to_numpy(ins[0]), to_numpy(outs[0])
+    if before is None or after is None:
+        return None
+    return cast_loss(
+        before, after, step="cast", where=step.inputs[0]["name"], source=source, target=target
+    )
