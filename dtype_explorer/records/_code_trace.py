@@ -205,7 +205,8 @@ class TraceResult(Record):
 
 
 class CodeComparison(Record):
-    """One cell's source traced on several backends (``%%dtype_trace --backend all``): each
+    """One cell's source (``%%dtype_trace --backend all``), or one function
+    (``dx.trace(backend="all")(fn, ...)``), traced on several backends: each
     backend's :class:`TraceResult` side by side and where they first part, by dtype (the op
     traces aligned, :func:`first_divergence`; the user's line that caused that step named,
     :meth:`part_lines`) and then by value (each aligned step's largest magnitude, then what
@@ -307,8 +308,13 @@ class CodeComparison(Record):
             return f", caused by {where}{text}"
         return ", caused by " + "; ".join(f"{w}{t} on {b}" for b, (w, t) in lines.items())
 
+    def _what(self) -> str:
+        """``cell``, or ``function`` for ``dx.trace(backend=...)(fn)``'s comparison."""
+        kinds = {r.kind for r in self.results.values()}
+        return "function" if kinds == {"function"} else "cell"
+
     def statuses(self) -> dict[str, str]:
-        """How the cell ended on each backend (``ok``, ``raised``, ...)."""
+        """How the code ended on each backend (``ok``, ``raised``, ...)."""
         return {b: r.status for b, r in self.results.items()}
 
     def headline(self) -> str:
@@ -319,7 +325,7 @@ class CodeComparison(Record):
                 f"{b}: {r.status}" + (f" ({r.error.text()})" if r.error is not None else "")
                 for b, r in self.results.items()
             )
-            return f"The cell did not end normally everywhere: {said}."
+            return f"The {self._what()} did not end normally everywhere: {said}."
         part = self.part_text()
         if part is not None:
             return part
@@ -354,7 +360,7 @@ def _value_part(name: str, ref: TraceResult, other_name: str, other: TraceResult
             continue
         if len(x.sample) != len(y.sample) or not all(map(_close, x.sample, y.sample)):
             return (
-                f"The values the cell returned part ({x.name}: {x.text} on {name}, "
+                f"The values the {ref.kind} returned part ({x.name}: {x.text} on {name}, "
                 f"{y.text} on {other_name})."
             )
     return ""

@@ -8,7 +8,6 @@ from __future__ import annotations
 from dtype_explorer.records import CodeComparison, TraceDivergence, TraceResult, TraceStep
 from dtype_explorer.views._markup import ERROR, STYLE, clip, e, trace_step_item
 
-
 #: How the text marks the step where the backends first part by dtype.
 PART_MARK = "  <== the backends part here"
 

@@ -129,7 +129,7 @@ def test_the_trace_leaves_keras_as_it_was():
     [
         (("Dense",), {}, "received: 'Dense' (str)"),
         ((), {"max_steps": "many"}, "received: 'many'"),
-        ((), {"backend": "jax"}, "received: ['backend']"),
+        ((), {"max_step": 3}, "did you mean 'max_steps'"),
     ],
 )
 def test_bad_input_is_named(args, kwargs, said):

@@ -28,6 +28,7 @@ from dtype_explorer import lazy
 
 _EXPORTS: dict[str, str] = {
     "TracedRun": "dtype_explorer.keras_run.code._run",
+    "as_called": "dtype_explorer.keras_run.code._run",
     "traced_run": "dtype_explorer.keras_run.code._run",
     "code_environment": "dtype_explorer.keras_run.code._run",
     "describe_returned": "dtype_explorer.keras_run.code._values",
@@ -35,7 +36,12 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
-    from dtype_explorer.keras_run.code._run import TracedRun, code_environment, traced_run
+    from dtype_explorer.keras_run.code._run import (
+        TracedRun,
+        as_called,
+        code_environment,
+        traced_run,
+    )
     from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)

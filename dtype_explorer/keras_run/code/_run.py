@@ -121,9 +121,14 @@ def _message(error: BaseException) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
-def _as_bound(fn: Any) -> Any:
-    """A Keras op given as the function (``dx.trace(keras.ops.add, ...)``) was taken before
-    the trace's wrappers were in place: its wrapper, bound in its module now, is called."""
+def as_called(fn: Any) -> Any:
+    """What to call for ``fn`` while a trace is open (ask inside it): a Keras op given as the
+    function (``dx.trace(keras.ops.add, ...)``) was taken before the trace's wrappers were in
+    place, so its wrapper, bound in its module now, is called; ``fn`` itself otherwise.
+
+    >>> as_called(len) is len
+    True
+    """
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     bound = getattr(module, getattr(fn, "__name__", ""), None) if module is not None else None
     return bound if bound is not fn and bound is not None and unwrapped(bound) is fn else fn
@@ -154,7 +159,7 @@ def traced_run(
     run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
     try:
         with run:
-            value = _as_bound(fn)(*args, **kwargs)
+            value = as_called(fn)(*args, **kwargs)
     except Exception as error:
         return None, run.result(error=error)
     return value, run.result(value)
