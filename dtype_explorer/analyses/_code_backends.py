@@ -129,10 +129,11 @@ def _arrived(kind: str, payload: Any) -> Any:
     return keras.ops.convert_to_tensor(payload)
 
 
-def _made_here(what: str, kind: str, payload: Any) -> Any:
+def _made_here(what: str, kind: str, payload: Any, inside: str = "the cell") -> Any:
     """One name the cell reads (``what``: ``the cell reads 'x' from the kernel``), or one
-    argument of a function, made again in this worker; a value this Keras cannot make (a newer
-    release's ``.keras`` archive in an older engine) is named, with Keras's reason."""
+    argument of a function (``inside``: ``the function``), made again in this worker; a value
+    this Keras cannot make (a newer release's ``.keras`` archive in an older engine) is named,
+    with Keras's reason."""
     try:
         return _arrived(kind, payload)
     except Exception as error:
@@ -141,7 +142,7 @@ def _made_here(what: str, kind: str, payload: Any) -> Any:
         sent = "its .keras archive" if kind == "keras" else f"a {kind}"
         raise TypeError(
             f"{what}, sent as {sent}, which Keras {keras.__version__} here could not make "
-            f"again ({type(error).__name__}: {str(error)[:160]}); make it inside the code"
+            f"again ({type(error).__name__}: {str(error)[:160]}); define it inside {inside}"
         ) from None
 
 
@@ -189,8 +190,12 @@ def run_function(
     :func:`run_source`'s."""
     options = _worker_options(options)
     fn = pool.load_code(payload)
-    values = [_made_here(f"dx.trace's argument {i}", *a) for i, a in enumerate(args)]
-    named = {k: _made_here(f"dx.trace's argument {k}=", *v) for k, v in kwargs.items()}
+    values = [
+        _made_here(f"dx.trace's argument {i}", *a, "the function") for i, a in enumerate(args)
+    ]
+    named = {
+        k: _made_here(f"dx.trace's argument {k}=", *v, "the function") for k, v in kwargs.items()
+    }
     return _in_worker(lambda: trace_called(fn, tuple(values), named, what=what, **options), engine)
 
 

@@ -3,9 +3,10 @@ function or a cell run as written, and the facts derived from it, computed here 
 view (the first inf/NaN, the lossy steps, the dtype changes, the line of the user's code that
 caused each step).
 
-The steps are the op trace's own records (:class:`TraceStep`, ``keras_run/_trace.py``): every
+The steps are the op trace's own records (:class:`TraceStep`, ``keras_run/trace``): every
 ``keras.ops`` call, every layer's ``__call__``, the autocasts, variable creation and
-assignment, the optimizer's and the loss scaling's ops, the conversions of NumPy values at
+assignment (``Variable.__init__``, ``Variable.assign``), the optimizer's step and loss scaling
+(``SGD.apply``, ``LossScaleOptimizer.scale_loss``), the conversions of NumPy values at
 Keras's boundary and the user's Python operators on Keras tensors, each with the user's line
 (``TraceStep.user``). What the code returned is described, never kept: its type, dtype, shape
 and a digest of its bytes (:class:`TracedValue`), so that two runs can be compared bitwise.

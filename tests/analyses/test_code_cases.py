@@ -152,6 +152,12 @@ def test_the_guides_case_traced_equals_raw_keras(name):
         assert out["raw_dtype"] == "float32"
         assert "Dense.__call__" in out["ops"] and "LossScaleOptimizer.__call__" not in out["ops"]
         assert any(i == "float16" and o == "float32" for _, i, o in out["changes"]), out
+        ops = out["ops"]  # the loss scaling and the optimizer's step, named
+        scale, apply = (
+            ops.index("LossScaleOptimizer.scale_loss"),
+            ops.index("LossScaleOptimizer.apply"),
+        )
+        assert scale < apply < ops.index("SGD.apply")
     elif name == "generate_bfloat16":
         _the_samplers_dtypes_are_raw_keras_hubs(out)
     else:

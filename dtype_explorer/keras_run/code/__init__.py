@@ -2,10 +2,12 @@
 
 ``traced_run`` opens the op trace (``keras_run/trace``, the probe's: its wrappers of every
 Keras op, its hooks of the user's Python operators, its records) with the user's line named on
-every step, makes each layer's ``__call__`` a step of its own for as long as it is open
-(``Layer.__call__`` wrapped on the class by the trace's own wrapper, put back afterwards), and
-reads the environment and what the code returned. Nothing here changes what the code computes:
-the wrappers call the function as given, and values are read only after the code is done.
+every step, makes Keras's own entry points steps of their own for as long as it is open
+(``_named``: each layer's ``__call__``, variables made and assigned, the optimizer's
+``apply`` and loss scaling, wrapped on their classes by the trace's own wrapper and put back
+afterwards), and reads the environment and what the code returned. Nothing here changes
+what the code computes: the wrappers call the function as given, and values are read only
+after the code is done.
 
 User code runs as the user: in the user's process it may change the user's state exactly as it
 would untraced (a policy it sets stays set: only the tool's own ``--policy``/``--floatx`` are
