@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
+import linecache
 import re
 import traceback
 from pathlib import Path
@@ -19,6 +21,7 @@ ROOT = DOCS.parent
 FACTS_FILE = ROOT / "tests" / "docs" / "gallery_facts.json"
 FENCE = re.compile(r"^```python exec[^\n]*\n(?P<code>.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 MAX_OUTPUT = 6000
+_BLOCKS = itertools.count(1)
 
 
 class BlockError(RuntimeError):
@@ -31,11 +34,15 @@ def blocks(markdown: str) -> list[str]:
 
 
 def run(code: str, namespace: dict[str, Any]) -> str:
-    """Run one block in ``namespace`` and return what it printed (stdout and stderr)."""
+    """Run one block in ``namespace`` and return what it printed (stdout and stderr). The
+    block's lines are kept under its own file name (``<docs example 3>``), as a notebook's
+    cells are, so that tracebacks and ``dx.trace`` show them."""
     out = io.StringIO()
+    filename = f"<docs example {next(_BLOCKS)}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            exec(compile(code, "<docs example>", "exec"), namespace)
+            exec(compile(code, filename, "exec"), namespace)
     except Exception as exc:
         raise BlockError(
             f"this block raised {type(exc).__name__}: {exc}\n{code}\n{traceback.format_exc()}"

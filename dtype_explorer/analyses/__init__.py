@@ -24,11 +24,13 @@ _EXPORTS: dict[str, str] = {
     "writable_directory": "dtype_explorer.analyses._atlas",
     "query_atlas": "dtype_explorer.analyses._atlas",
     "check_model": "dtype_explorer.analyses.audit._check",
-    "TraceBlock": "dtype_explorer.analyses._code",
+    "Tracer": "dtype_explorer.analyses._code_api",
     "CellTimeout": "dtype_explorer.analyses._code",
+    "trace_called": "dtype_explorer.analyses._code",
     "trace_compiled": "dtype_explorer.analyses._code",
+    "trace_function_on_backends": "dtype_explorer.analyses._code_backends",
     "trace_on_backends": "dtype_explorer.analyses._code_backends",
-    "trace": "dtype_explorer.analyses._code",
+    "trace": "dtype_explorer.analyses._code_api",
     "NoAnswerError": "dtype_explorer.analyses._bisect",
     "PackageIndexError": "dtype_explorer.analyses._bisect",
     "bisect": "dtype_explorer.analyses._bisect",
@@ -60,8 +62,12 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         index_releases,
         resolve_versions,
     )
-    from dtype_explorer.analyses._code import CellTimeout, TraceBlock, trace, trace_compiled
-    from dtype_explorer.analyses._code_backends import trace_on_backends
+    from dtype_explorer.analyses._code import CellTimeout, trace_called, trace_compiled
+    from dtype_explorer.analyses._code_api import Tracer, trace
+    from dtype_explorer.analyses._code_backends import (
+        trace_function_on_backends,
+        trace_on_backends,
+    )
     from dtype_explorer.analyses._probe import probe, resolve_backends
     from dtype_explorer.analyses._promotion import promotion_table
     from dtype_explorer.analyses._run import progress_with

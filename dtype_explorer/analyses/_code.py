@@ -1,10 +1,14 @@
-"""``dx.trace``: the user's own function, or a ``with`` block, run as written with every dtype
-step inside it recorded (``keras_run.code``), in the user's own process and backend.
+"""The user's own code run traced in this process (``keras_run.code``): a function
+(:func:`trace_called`, ``dx.trace``'s) or a compiled cell (:func:`trace_compiled`,
+``%%dtype_trace``'s), under the tool's own ``policy``/``floatx``/``precision`` (set for the run,
+put back after it) and ``timeout``, each way it can end answered (``ok``, ``raised``,
+``timeout``, ``exited``). The public face, ``dx.trace``, is ``_code_api``; other backends'
+workers, ``_code_backends``.
 
 The code runs as the user's: it may change the user's state as it would untraced (nothing is
-put back but the trace's own wrappers), and nothing from it is cached. The trace does not
-change what it computes: the value returned traced is bitwise the value returned untraced
-(``tests/analyses/test_code.py``).
+put back but the trace's own wrappers and the tool's own settings), and nothing from it is
+cached. The trace does not change what it computes: the value returned traced is bitwise the
+value returned untraced (``tests/analyses/test_code.py``).
 """
 
 from __future__ import annotations
@@ -14,103 +18,15 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
-from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run import precision_set, preserved_keras_state
-from dtype_explorer.keras_run.code import TracedRun, traced_run
+from dtype_explorer.keras_run.code import TracedRun, as_called
 from dtype_explorer.records import TraceResult
 
 
-class TraceBlock:
-    """What ``with dx.trace() as t:`` gives: ``t.result`` is the :class:`TraceResult` once the
-    block is done (the steps up to a raise where it raised; the error goes on to the caller).
-    ``t`` itself displays as its result and reads its fields (``t.steps``, ``t.to_json()``)."""
-
-    def __init__(self, max_steps: int):
-        self._run = TracedRun(what="with dx.trace()", kind="block", max_steps=max_steps)
-        self.result: TraceResult | None = None
-
-    def __enter__(self) -> TraceBlock:
-        self._run.__enter__()
-        return self
-
-    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
-        self._run.__exit__(kind, error, tb)
-        self.result = self._run.result(error=error)
-        return False
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or self.__dict__.get("result") is None:
-            raise AttributeError(f"{name!r}: the dx.trace() block has not finished yet")
-        return getattr(self.result, name)
-
-    def __str__(self) -> str:
-        return str(self.result) if self.result is not None else "dx.trace(): still running"
-
-    def _repr_html_(self) -> str | None:
-        return self.result._repr_html_() if self.result is not None else None
-
-
-def trace(fn: Any = None, /, *args: Any, **kwargs: Any) -> TraceResult | TraceBlock:
-    """Run the user's own code once, as written, and record every dtype step inside it.
-
-    ``dx.trace(fn, *args, **kwargs)`` calls ``fn(*args, **kwargs)``; ``with dx.trace() as t:``
-    traces the block. The steps are every ``keras.ops`` call, every layer ``__call__``, the
-    autocasts, variable creation and assignment, the optimizer's and loss scaling's ops, the
-    NumPy-to-tensor conversions at Keras's boundary and the user's Python operators on
-    Keras tensors, each with the user's line that caused it. Runs in this process, on the
-    backend Keras imported, and caches nothing.
-
-    Args:
-        fn: the function to call (omit it for the ``with`` form).
-        *args: its positional arguments, passed as given.
-        **kwargs: its keyword arguments, passed as given; in the ``with`` form the only
-            option, ``max_steps`` (the most steps kept, default 300).
-
-    Returns:
-        A :class:`TraceResult` (``.steps``, ``.returned``, ``.value``, ``.error``,
-        ``.first_nonfinite_step()``, ``.lossy_steps()``, ``.dtype_changes()``, ``to_json()``;
-        shown as a card in notebooks). Where ``fn`` raised, the result's ``error`` holds the
-        user's own traceback and the steps up to the raise. The ``with`` form gives a
-        :class:`TraceBlock`, whose ``result`` is set when the block ends.
-
-    >>> import dtype_explorer as dx, keras, numpy as np
-    >>> r = dx.trace(keras.ops.add, np.ones(2, "int8"), 1.5)
-    >>> r.steps[0].op, r.returned_dtype
-    ('ops.add', 'float32')
-    >>> with dx.trace() as t:
-    ...     y = keras.ops.cast(keras.ops.ones(2), "float16")
-    >>> [s.op for s in t.steps]
-    ['ops.ones', 'ops.cast']
-    """
-    if fn is None:
-        return TraceBlock(_max_steps(kwargs))
-    if not callable(fn):
-        raise InvalidSpecError(
-            f"dx.trace: fn must be a function (or omitted, for `with dx.trace() as t:`); "
-            f"received: {received(fn)} ({type(fn).__name__})"
-        )
-    what = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    value, result = traced_run(fn, args, kwargs, what=str(what)[:80])
-    return result.with_value(value)
-
-
-def _max_steps(options: dict[str, Any]) -> int:
-    unknown = sorted(set(options) - {"max_steps"})
-    if unknown:
-        raise InvalidSpecError(
-            f"dx.trace(): the with form takes max_steps only; received: {received(unknown)}"
-        )
-    steps = options.get("max_steps", 0)
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
-        raise InvalidSpecError(
-            f"dx.trace(): max_steps must be an int >= 1; received: {received(steps)}"
-        )
-    return steps
-
-
 class CellTimeout(BaseException):
-    """The traced cell ran past its ``--timeout`` (a ``BaseException``, as
-    ``KeyboardInterrupt`` is, so that the cell's own ``except Exception`` does not catch it)."""
+    """The traced cell (or function) ran past its ``--timeout`` (``timeout=``): a
+    ``BaseException``, as ``KeyboardInterrupt`` is, so that the code's own ``except Exception``
+    does not catch it."""
 
 
 def trace_compiled(
@@ -153,42 +69,93 @@ def trace_compiled(
     >>> r.status, r.returned_dtype
     ('ok', 'float32')
     """
-    backend = _backend() if precision is not None else ""
-    with _settings(policy, floatx), precision_set(precision, backend), _time_limit(timeout):
-        result = _run_cell(body, last, namespace, source, cell_file, max_steps, timeout)
-    if precision is None:
-        return result
-    env = result.environment.model_copy(update={"precision": precision})
-    return result.model_copy(update={"environment": env})
-
-
-def _run_cell(
-    body: Any,
-    last: Any,
-    namespace: dict[str, Any],
-    source: str,
-    cell_file: str,
-    max_steps: int,
-    timeout: float | None,
-) -> TraceResult:
-    """The compiled cell run traced, each way it can end answered (``trace_compiled``)."""
     run = TracedRun(
         what="cell", kind="cell", max_steps=max_steps, source=source, cell_file=cell_file
     )
+
+    def cell() -> Any:
+        exec(body, namespace)
+        return eval(last, namespace) if last is not None else None
+
+    return _traced(run, cell, timeout, policy, floatx, precision)
+
+
+def trace_called(
+    fn: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    *,
+    what: str,
+    max_steps: int = 0,
+    timeout: float | None = None,
+    policy: str | None = None,
+    floatx: str | None = None,
+    precision: str | None = None,
+) -> TraceResult:
+    """``fn(*args, **kwargs)`` run traced (``dx.trace``'s work, here or in a worker).
+
+    Args:
+        fn: the user's function (a Keras op too: its trace wrapper is called).
+        args: its positional arguments, as given.
+        kwargs: its keyword arguments, as given.
+        what: its name in the result.
+        max_steps: the most steps kept (0: the op trace's own limit).
+        timeout: seconds after which it is stopped (main thread only), or ``None``.
+        policy: a global dtype policy set for the call and put back afterwards.
+        floatx: a ``floatx`` set for the call and put back afterwards.
+        precision: the float32 matmul precision set for the call and put back afterwards.
+
+    Returns:
+        The :class:`TraceResult` (``value``: what ``fn`` returned, in this process), ended as
+        :func:`trace_compiled`'s: ``ok``, ``raised``, ``timeout`` or ``exited``.
+
+    >>> import keras
+    >>> r = trace_called(keras.ops.ones, ((2,),), {"dtype": "int8"}, what="ones")
+    >>> r.steps[0].op, r.returned_dtype, r.status
+    ('ops.ones', 'int8', 'ok')
+    """
+    run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
+    work = lambda: as_called(fn)(*args, **kwargs)  # noqa: E731  (its wrapper, in the trace)
+    return _traced(run, work, timeout, policy, floatx, precision)
+
+
+def _traced(
+    run: TracedRun,
+    work: Any,
+    timeout: float | None,
+    policy: str | None,
+    floatx: str | None,
+    precision: str | None,
+) -> TraceResult:
+    """``work()`` run inside ``run`` under the tool's settings and time limit; the result
+    says the ``precision`` set."""
+    with tool_settings(policy, floatx, precision), _time_limit(timeout):
+        result = _ended(run, work, timeout)
+    if precision is None:
+        return result
+    env = result.environment.model_copy(update={"precision": precision})
+    return result.model_copy(update={"environment": env}).with_value(result.value)
+
+
+def _ended(run: TracedRun, work: Any, timeout: float | None) -> TraceResult:
+    """``work()`` run traced, each way it can end answered."""
+    if run.kind == "cell":
+        what, limit = "the cell", f"--timeout {timeout}"
+    else:
+        what, limit = "the function", f"timeout={timeout}"
     try:
         with run:
-            exec(body, namespace)
-            value = eval(last, namespace) if last is not None else None
+            value = work()
     except CellTimeout as error:
         return run.result(
-            error=_said(error, f"the cell ran past --timeout {timeout} s and was stopped"),
+            error=_said(error, f"{what} ran past {limit} s and was stopped"),
             status="timeout",
         )
     except SystemExit as error:
         return run.result(
             error=_said(
                 error,
-                f"the cell called sys.exit({error.code!r}): stopped there, the process goes on",
+                f"{what} called sys.exit({error.code!r}): stopped there, the process goes on",
             ),
             status="exited",
         )
@@ -206,6 +173,24 @@ def _backend() -> str:
 def _said(error: BaseException, text: str) -> BaseException:
     error.args = (text,)
     return error
+
+
+@contextlib.contextmanager
+def tool_settings(policy: str | None, floatx: str | None, precision: str | None) -> Iterator[None]:
+    """The tool's own settings for traced code (``--policy``/``policy=``, ``floatx``, the
+    float32 matmul ``precision`` of this process's backend), set for the block and put back
+    after it; ``None`` leaves each as it is.
+
+    >>> import keras
+    >>> with tool_settings("mixed_float16", None, None):
+    ...     print(keras.config.dtype_policy().name)
+    mixed_float16
+    >>> keras.config.dtype_policy().name
+    'float32'
+    """
+    backend = _backend() if precision is not None else ""
+    with _settings(policy, floatx), precision_set(precision, backend):
+        yield
 
 
 @contextlib.contextmanager

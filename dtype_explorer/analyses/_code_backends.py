@@ -1,13 +1,18 @@
-"""``%%dtype_trace --backend all``: one cell's source traced in each backend's user-code worker
-(``<backend>~user``: the workers whose answers the cache keeps never run user code, and a
-worker that ran it is tainted, ``runtime/_worker.taint``), the names it reads from the kernel
-sent as values, the answers side by side (``CodeComparison``). Nothing is cached: a traced cell
-is not a probe.
+"""``%%dtype_trace --backend all`` and ``dx.trace(backend="all")(fn, ...)``: one cell's source,
+or one function, traced in each backend's user-code worker (``<backend>~user``: the workers
+whose answers the cache keeps never run user code, and a worker that ran it is tainted,
+``runtime/_worker.taint``), the names it reads from the kernel (a function's arguments) sent as
+values, the answers side by side (``CodeComparison``). Nothing is cached: traced code is not a
+probe. The worker that ran it is replaced once it has answered (``pool.call(fresh=True)``):
+whatever the code changed in that process (Keras's global policy, NumPy's error settings, any
+module) goes with it, so the next cell starts as a fresh process does.
 
 A name travels as a value where it can: a NumPy array, a number, a string, ``None``, a list,
 tuple or dict of those, a tensor (as its NumPy array, its dtype kept), a Keras layer, model,
 loss or metric (as its ``.keras`` archive, ``keras_run.pack``), a module (imported there by
-its name). Any other name is named in the error, never dropped.
+its name). Any other name a cell reads is named in the error, never dropped. A function travels
+by value (cloudpickle, with the user's source lines, ``pool.code_payload``), and so does an
+argument of it that is none of the above.
 """
 
 from __future__ import annotations
@@ -17,14 +22,16 @@ import builtins
 import concurrent.futures
 import functools
 import importlib
+import inspect
 import linecache
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from dtype_explorer.analyses._code import trace_compiled
+from dtype_explorer.analyses._code import trace_called, trace_compiled
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import instance_kind, keras_snapshot, pack, restore_keras
 from dtype_explorer.records import CodeComparison, CodeEnvironment, CodeError, TraceResult
@@ -104,6 +111,8 @@ def _as_travelling(value: Any) -> tuple[str, Any]:
 
 
 def _arrived(kind: str, payload: Any) -> Any:
+    if kind == "object":  # a function's argument, by value
+        return pool.load_code(payload)
     if kind == "module":
         return importlib.import_module(payload)
     if kind == "value":
@@ -120,9 +129,11 @@ def _arrived(kind: str, payload: Any) -> Any:
     return keras.ops.convert_to_tensor(payload)
 
 
-def _made_here(name: str, kind: str, payload: Any) -> Any:
-    """One name the cell reads, made again in this worker; a value this Keras cannot make
-    (a newer release's ``.keras`` archive in an older engine) is named, with Keras's reason."""
+def _made_here(what: str, kind: str, payload: Any, inside: str = "the cell") -> Any:
+    """One name the cell reads (``what``: ``the cell reads 'x' from the kernel``), or one
+    argument of a function (``inside``: ``the function``), made again in this worker; a value
+    this Keras cannot make (a newer release's ``.keras`` archive in an older engine) is named,
+    with Keras's reason."""
     try:
         return _arrived(kind, payload)
     except Exception as error:
@@ -130,9 +141,8 @@ def _made_here(name: str, kind: str, payload: Any) -> Any:
 
         sent = "its .keras archive" if kind == "keras" else f"a {kind}"
         raise TypeError(
-            f"the cell reads {name!r} from the kernel, sent as {sent}, which Keras "
-            f"{keras.__version__} here could not make again ({type(error).__name__}: "
-            f"{str(error)[:160]}); define it inside the cell"
+            f"{what}, sent as {sent}, which Keras {keras.__version__} here could not make "
+            f"again ({type(error).__name__}: {str(error)[:160]}); define it inside {inside}"
         ) from None
 
 
@@ -145,30 +155,73 @@ def run_source(
     """In a worker: the cell's source run traced with its names (``trace_compiled``), the
     result as a dict (its ``environment.where``: this user-code worker; ``engine``: the
     engine whose worker this is, ``None`` for the installed Keras's)."""
-    import keras
-
-    if threading.current_thread() is not threading.main_thread():
-        options = {**options, "timeout": None}  # the pool's time limit stops it instead
+    options = _worker_options(options)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    namespace.update({name: _made_here(name, *value) for name, value in names.items()})
+    namespace.update(
+        {
+            name: _made_here(f"the cell reads {name!r} from the kernel", *value)
+            for name, value in names.items()
+        }
+    )
     linecache.cache[CELL_FILE] = (len(source), None, source.splitlines(True), CELL_FILE)
     tree = ast.parse(source, CELL_FILE)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = compile(ast.Expression(tree.body.pop().value), CELL_FILE, "eval")
     body = compile(tree, CELL_FILE, "exec")
+    return _in_worker(
+        lambda: trace_compiled(
+            body, last, namespace, source=source, cell_file=CELL_FILE, **options
+        ),
+        engine,
+    )
+
+
+def run_function(
+    payload: bytes,
+    args: list[tuple[str, Any]],
+    kwargs: dict[str, tuple[str, Any]],
+    what: str,
+    options: dict[str, Any],
+    engine: str | None = None,
+) -> dict:
+    """In a worker: the user's function (``pool.code_payload``) called traced with its
+    arguments made again here (``trace_called``); the result as a dict, as
+    :func:`run_source`'s."""
+    options = _worker_options(options)
+    fn = pool.load_code(payload)
+    values = [
+        _made_here(f"dx.trace's argument {i}", *a, "the function") for i, a in enumerate(args)
+    ]
+    named = {
+        k: _made_here(f"dx.trace's argument {k}=", *v, "the function") for k, v in kwargs.items()
+    }
+    return _in_worker(lambda: trace_called(fn, tuple(values), named, what=what, **options), engine)
+
+
+def _worker_options(options: dict[str, Any]) -> dict[str, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {**options, "timeout": None}  # the pool's time limit stops it instead
+    return options
+
+
+def _in_worker(work: Callable[[], TraceResult], engine: str | None) -> dict:
+    """``work()``'s result as a dict, its ``environment.where`` this user-code worker
+    (``engine``: the engine whose worker this is), Keras's objects the code changed put back
+    afterwards (said in the note) for whatever runs here before the pool replaces it."""
+    import keras
+
     before = keras_snapshot()
     try:
-        result = trace_compiled(
-            body, last, namespace, source=source, cell_file=CELL_FILE, **options
-        )
+        result = work()
     finally:  # the next user probe in this worker sees Keras's own objects again
         restored, _ = restore_keras(before)
     where = f"{keras.backend.backend()}~user worker" + (f" of engine {engine}" if engine else "")
     env = result.environment.model_copy(update={"where": where, "engine": engine})
     note = result.note
     if restored:
-        note = (note + "; " if note else "") + "put back after the cell: " + ", ".join(restored)
+        after = "the cell" if result.kind == "cell" else "the function"
+        note = (note + "; " if note else "") + f"put back after {after}: " + ", ".join(restored)
     return result.model_copy(update={"environment": env, "note": note}).to_dict()
 
 
@@ -197,25 +250,96 @@ def trace_on_backends(
         backend's result (``status`` ``raised`` or ``timeout``), the others answer.
     """
     names = travelling(source, namespace)
+    work = functools.partial(run_source, source, names, options, engine)  # the ~user worker
+    return _on_backends(work, backends, options, engine, source=source, kind="cell", what="cell")
+
+
+def trace_function_on_backends(
+    fn: Any,
+    args: tuple,
+    kwargs: dict[str, Any],
+    backends: list[str],
+    options: dict[str, Any],
+    *,
+    what: str,
+    engine: str | None = None,
+) -> CodeComparison:
+    """``fn(*args, **kwargs)`` traced in each backend's user-code worker, side by side
+    (``dx.trace(backend=...)``'s work).
+
+    Args:
+        fn: the user's function: it travels by value (``pool.code_payload``, with its
+            source lines and those of the helpers it calls).
+        args: its positional arguments: each travels as a cell's names do
+            (:func:`travelling`), or else by value.
+        kwargs: its keyword arguments, the same way.
+        backends: the backends to run on.
+        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``.
+        what: the function's name in the results.
+        engine: a Keras 3 release's engine, as :func:`trace_on_backends`'s.
+
+    Returns:
+        The :class:`CodeComparison` (``results``: each backend's :class:`TraceResult`).
+
+    Raises:
+        InvalidSpecError: ``fn`` or an argument cannot travel (named, with the reason).
+    """
+    payload = pool.code_payload(fn, f"dx.trace: the function {what}")
+    sent = [_argument(f"argument {i}", a) for i, a in enumerate(args)]
+    named = {k: _argument(f"argument {k}=", v) for k, v in kwargs.items()}
+    work = functools.partial(run_function, payload, sent, named, what, options, engine)
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):  # a builtin, a lambda typed at a prompt
+        source = ""
+    return _on_backends(work, backends, options, engine, source=source, kind="function", what=what)
+
+
+def _argument(name: str, value: Any) -> tuple[str, Any]:
+    """One argument of a function, as it travels: as a cell's name does, else by value."""
+    try:
+        return _as_travelling(value)
+    except TypeError:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        return ("object", pool.code_payload(value, f"dx.trace: {name} ({kind})"))
+
+
+def _on_backends(
+    work: Any,
+    backends: list[str],
+    options: dict[str, Any],
+    engine: str | None,
+    *,
+    source: str,
+    kind: str,
+    what: str,
+) -> CodeComparison:
+    """``work`` run in each backend's user-code worker (replaced once it has answered), each
+    answer (or what stopped it) that backend's :class:`TraceResult`."""
     engines.ensure(engine)  # created on first use, with progress, as dx.probe does
     timeout = options.get("timeout")
     seconds = (timeout or pool.DEFAULT_TIMEOUT * 5) + GRACE_SECONDS
-    fn = functools.partial(run_source, source, names, options, engine)  # the ~user worker
-    futures = {b: pool.call(b, fn, timeout=seconds, engine=engine) for b in backends}
-    results = {b: _answer(b, f, source, timeout, engine) for b, f in futures.items()}
+    futures = {b: pool.call(b, work, timeout=seconds, engine=engine, fresh=True) for b in backends}
+    results = {b: _answer(b, f, source, timeout, engine, kind, what) for b, f in futures.items()}
     return CodeComparison(source=source, results=results)
 
 
 def _answer(
-    backend: str, future: Any, source: str, timeout: float | None, engine: str | None
+    backend: str,
+    future: Any,
+    source: str,
+    timeout: float | None,
+    engine: str | None,
+    kind: str,
+    what: str,
 ) -> TraceResult:
     where = f"{backend}~user worker" + (f" of engine {engine}" if engine else "")
+    limit = f"--timeout {timeout}" if kind == "cell" else f"timeout={timeout}"
     try:
         return TraceResult.from_dict(future.result())
     except concurrent.futures.TimeoutError:
         status, error = "timeout", CodeError(
-            type="Timeout", message=f"the {backend} worker ran past --timeout {timeout} s and "
-            "was replaced"
+            type="Timeout", message=f"the {backend} worker ran past {limit} s and was replaced"
         )  # fmt: skip
     except Exception as failure:  # the worker died (os._exit, a crash: it is replaced), or
         # could not run the engine asked (``_worker.call`` says why)
@@ -223,10 +347,10 @@ def _answer(
             "raised",
             CodeError(
                 type=type(failure).__name__,
-                message=f"the {where} gave no answer for the cell: {failure}"[:600],
+                message=f"the {where} gave no answer for the {kind}: {failure}"[:600],
             ),
         )
     env = CodeEnvironment(keras="?", backend=backend, where=where, engine=engine)
     return TraceResult(
-        what="cell", kind="cell", status=status, error=error, environment=env, source=source
+        what=what, kind=kind, status=status, error=error, environment=env, source=source
     )  # type: ignore[arg-type]

@@ -3,9 +3,10 @@ function or a cell run as written, and the facts derived from it, computed here 
 view (the first inf/NaN, the lossy steps, the dtype changes, the line of the user's code that
 caused each step).
 
-The steps are the op trace's own records (:class:`TraceStep`, ``keras_run/_trace.py``): every
+The steps are the op trace's own records (:class:`TraceStep`, ``keras_run/trace``): every
 ``keras.ops`` call, every layer's ``__call__``, the autocasts, variable creation and
-assignment, the optimizer's and the loss scaling's ops, the conversions of NumPy values at
+assignment (``Variable.__init__``, ``Variable.assign``), the optimizer's step and loss scaling
+(``SGD.apply``, ``LossScaleOptimizer.scale_loss``), the conversions of NumPy values at
 Keras's boundary and the user's Python operators on Keras tensors, each with the user's line
 (``TraceStep.user``). What the code returned is described, never kept: its type, dtype, shape
 and a digest of its bytes (:class:`TracedValue`), so that two runs can be compared bitwise.
@@ -205,10 +206,12 @@ class TraceResult(Record):
 
 
 class CodeComparison(Record):
-    """One cell's source traced on several backends (``%%dtype_trace --backend all``): each
+    """One cell's source (``%%dtype_trace --backend all``), or one function
+    (``dx.trace(backend="all")(fn, ...)``), traced on several backends: each
     backend's :class:`TraceResult` side by side and where they first part, by dtype (the op
-    traces aligned, :func:`first_divergence`) and then by value (each aligned step's largest
-    magnitude, then what the cell returned, within :data:`VALUE_RTOL`/:data:`VALUE_ATOL`).
+    traces aligned, :func:`first_divergence`; the user's line that caused that step named,
+    :meth:`part_lines`) and then by value (each aligned step's largest magnitude, then what
+    the cell returned, within :data:`VALUE_RTOL`/:data:`VALUE_ATOL`).
     """
 
     source: str
@@ -231,8 +234,88 @@ class CodeComparison(Record):
                 return said
         return None
 
+    def part_steps(self) -> dict[str, TraceStep | None]:
+        """Each backend's step where the backends first part by dtype (``None`` for a backend
+        that runs no such step there); ``{}`` where they do not part by dtype."""
+        part = self.dtype_part()
+        if part is None:
+            return {}
+        out: dict[str, TraceStep | None] = {}
+        for backend, result in self.results.items():
+            index = part.steps.get(backend)
+            out[backend] = next((s for s in result.steps if s.index == index), None)
+        return out
+
+    def part_lines(self) -> dict[str, str]:
+        """The line of the user's code that caused the step where the backends first part by
+        dtype, on each backend that ran that step (``{"jax": "cell line 2"}``); ``{}`` where
+        they do not part by dtype or the step has no line of the user's."""
+        return {
+            backend: self.results[backend].line_of(step)
+            for backend, step in self.part_steps().items()
+            if step is not None and self.results[backend].line_of(step)
+        }
+
+    def part_text(self) -> str | None:
+        """Where the backends first part by dtype, in a sentence that names the user's line
+        that caused it and what each backend gives there (``None``: they do not part by
+        dtype).
+
+        The step is the first one, in order, whose dtypes or outcome differ between the
+        backends' traces aligned by op (:func:`first_divergence`); a backend that runs no
+        such step there is said to run none.
+        """
+        part = self.dtype_part()
+        if part is None:
+            return None
+        steps = self.part_steps()
+        lines = {self._line(b, s) for b, s in steps.items() if s is not None} - {None}
+        said = "; ".join(
+            self._absent(b, part.op, lines) if o == "absent"
+            else f"on {b} it {o}" if o.startswith("raises")
+            else f"on {b} it gives {o}"
+            for b, o in part.outcomes.items()
+        )  # fmt: skip
+        return f"The backends first part by dtype at {part.op}{self._caused_by(steps)}: {said}."
+
+    def _line(self, backend: str, step: TraceStep) -> tuple[str, int] | None:
+        src = self.results[backend].user_line(step)
+        return None if src is None else (src.file, src.line)
+
+    def _absent(self, backend: str, op: str, lines: set) -> str:
+        """What a backend that runs no ``op`` where the others part does on the same line."""
+        same = [s for s in self.results[backend].steps if self._line(backend, s) in lines]
+        if not lines:
+            return f"{backend} runs no {op} there"
+        if not same:
+            return f"{backend} runs no Keras step on that line"
+        ran = ", ".join(f"{s.op} -> {s.outcome}" for s in same[:3])
+        return f"{backend} runs no {op} there (on that line: {ran})"
+
+    def _caused_by(self, steps: dict[str, TraceStep | None]) -> str:
+        """``, caused by cell line 2 (`z = f(y)`)``, per backend where their lines differ."""
+        lines: dict[str, tuple[str, str]] = {}
+        for backend, step in steps.items():
+            result = self.results[backend]
+            where = result.line_of(step) if step is not None else ""
+            if where:
+                src = result.user_line(step)  # type: ignore[arg-type]
+                text = f" (`{src.text}`)" if src is not None and src.text else ""
+                lines[backend] = (where, text)
+        if not lines:
+            return ""
+        if len(set(lines.values())) == 1:
+            where, text = next(iter(lines.values()))
+            return f", caused by {where}{text}"
+        return ", caused by " + "; ".join(f"{w}{t} on {b}" for b, (w, t) in lines.items())
+
+    def _what(self) -> str:
+        """``cell``, or ``function`` for ``dx.trace(backend=...)(fn)``'s comparison."""
+        kinds = {r.kind for r in self.results.values()}
+        return "function" if kinds == {"function"} else "cell"
+
     def statuses(self) -> dict[str, str]:
-        """How the cell ended on each backend (``ok``, ``raised``, ...)."""
+        """How the code ended on each backend (``ok``, ``raised``, ...)."""
         return {b: r.status for b, r in self.results.items()}
 
     def headline(self) -> str:
@@ -243,10 +326,10 @@ class CodeComparison(Record):
                 f"{b}: {r.status}" + (f" ({r.error.text()})" if r.error is not None else "")
                 for b, r in self.results.items()
             )
-            return f"The cell did not end normally everywhere: {said}."
-        part = self.dtype_part()
+            return f"The {self._what()} did not end normally everywhere: {said}."
+        part = self.part_text()
         if part is not None:
-            return part.message
+            return part
         value = self.value_part()
         if value is not None:
             return value
@@ -278,7 +361,7 @@ def _value_part(name: str, ref: TraceResult, other_name: str, other: TraceResult
             continue
         if len(x.sample) != len(y.sample) or not all(map(_close, x.sample, y.sample)):
             return (
-                f"The values the cell returned part ({x.name}: {x.text} on {name}, "
+                f"The values the {ref.kind} returned part ({x.name}: {x.text} on {name}, "
                 f"{y.text} on {other_name})."
             )
     return ""

@@ -5,7 +5,8 @@ A class or factory travels by value (cloudpickle, so notebook definitions travel
 model, loss or metric *instance* in Keras's own format; a tf.keras instance as its config and
 weights; what cannot travel, as its error. The user's source lines go with a target
 (``_user_source``: cloudpickle names the code it ships ``<dynamic-code>``), so that the op
-trace in the worker shows the user's file, line and text.
+trace in the worker shows the user's file, line and text. ``dx.trace(backend=...)``'s
+function travels the same way (:func:`code_payload`, :func:`load_code`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import cloudpickle
 
 from dtype_explorer import keras_run
+from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.runtime import _user_source as user_source
 
 
@@ -40,3 +42,40 @@ def target_payload(target: Any) -> bytes:
         return cloudpickle.dumps(("archive" if instance else "object", value, source))
     except Exception as exc:
         return pickle.dumps(("unpicklable", f"{type(exc).__name__}: {exc}"))
+
+
+def code_payload(value: Any, what: str) -> bytes:
+    """The user's code (``dx.trace(backend=...)``'s function) pickled by value for a user-code
+    worker (cloudpickle, so notebook definitions travel), with the user's source lines of it
+    and of the helpers it calls (``_user_source``); read back by :func:`load_code`.
+
+    Args:
+        value: the function (or what it needs beside it).
+        what: its name in the error.
+
+    Returns:
+        The payload.
+
+    Raises:
+        InvalidSpecError: ``value`` cannot be pickled (named, with the reason).
+
+    >>> load_code(code_payload(len, "fn")) is len
+    True
+    """
+    try:
+        return cloudpickle.dumps((value, user_source.capture(value)))
+    except Exception as exc:
+        raise InvalidSpecError(
+            f"{what} cannot travel to another backend's worker: it cannot be pickled "
+            f"({type(exc).__name__}: {str(exc)[:200]}). Define it at the top level of a "
+            "module or a notebook cell, and build what cannot be pickled (an open file, a "
+            "lock, a generator) inside it"
+        ) from None
+
+
+def load_code(payload: bytes) -> Any:
+    """In a worker: what :func:`code_payload` pickled, its code given the user's file names
+    and lines back (cloudpickle names them ``<dynamic-code>``)."""
+    value, source = pickle.loads(payload)
+    user_source.restore(value, source)
+    return value

@@ -42,16 +42,48 @@ def _installed(filename: str) -> bool:
     return any(path.startswith(os.path.abspath(r) + os.sep) for r in roots)
 
 
+#: The most functions a function's helpers are followed to (its globals and closure).
+MAX_HELPERS = 200
+
+
 def _functions(target: Any) -> Iterator[types.FunctionType]:
     custom = getattr(target, "custom", None)  # keras_run.Packed: its custom classes
     roots = list(custom.values()) if isinstance(custom, dict) else [target]
     for root in roots:
         if isinstance(root, types.FunctionType):
-            yield root
+            yield from _helpers(root)
         elif inspect.isclass(root):
             for cls in inspect.getmro(root):
                 for value in vars(cls).values():
                     yield from _unwrapped(value)
+
+
+def _helpers(root: types.FunctionType) -> Iterator[types.FunctionType]:
+    """``root`` and the functions it calls by a global name or holds in its closure, theirs
+    too (``dx.trace(fn)``'s ``fn`` calling the user's own helpers: cloudpickle ships those by
+    value as well); each once, at most :data:`MAX_HELPERS`."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo and len(seen) < MAX_HELPERS:
+        function = todo.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        yield function
+        if _installed(function.__code__.co_filename):  # a library's: its helpers are too
+            continue
+        names = {n for code in _codes(function.__code__) for n in code.co_names}
+        found = [function.__globals__.get(n) for n in sorted(names)]
+        found += [c.cell_contents for c in function.__closure__ or () if _filled(c)]
+        todo += [f for f in found if isinstance(f, types.FunctionType)]
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
 
 
 def _unwrapped(value: Any) -> Iterator[types.FunctionType]:
@@ -78,7 +110,8 @@ def capture(target: Any) -> dict[str, Any]:
     """The user's code objects in ``target`` and their files' lines, for :func:`restore`.
 
     Args:
-        target: a custom class, factory function, or ``keras_run.Packed`` instance.
+        target: a custom class, factory function (with the helpers it calls), or
+            ``keras_run.Packed`` instance.
 
     Returns:
         ``{"codes": {qualname:first line: file}, "files": {file: lines}}``; empty maps when

@@ -44,7 +44,7 @@ from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._failures import TRANSIENT_ERRORS, storable
-from dtype_explorer.runtime._payload import target_payload
+from dtype_explorer.runtime._payload import code_payload, load_code, target_payload
 from dtype_explorer.runtime._sizing import (
     MAX_DEFAULT_WORKERS,
     MAX_WORKERS,
@@ -70,9 +70,11 @@ __all__ = [
     "WorkerStartError",
     "allowed_backends",
     "call",
+    "code_payload",
     "configure",
     "default_workers_per_backend",
     "installed_backends",
+    "load_code",
     "log_path",
     "log_paths",
     "run_many",
@@ -394,10 +396,13 @@ def call(
     *args: Any,
     timeout: float | None = None,
     engine: str | None = None,
+    fresh: bool = False,
 ) -> Future:
     """Run ``function(*args)`` in ``backend``'s worker, where that backend's library is already
     imported (reference promotion tables use it); a raw future. ``engine`` (a created
-    engine's name) runs it in that engine's worker instead.
+    engine's name) runs it in that engine's worker instead. ``fresh`` replaces the worker once
+    it has answered (a user's traced cell: whatever it changed in that process goes with it;
+    the next task starts a new worker, as a time limit or a crash does already).
 
     The function and its arguments travel by value (cloudpickle), so a function defined in
     the user's script or notebook runs too. A function that is not one of dtype-explorer's
@@ -426,9 +431,23 @@ def call(
         ) from None
     trusted = call_trust.is_entry(function)  # the worker decides again, on what it unpickles
     call_args = (payload, trusted)
-    return _schedule(
+    task, slot = _schedule(
         backend, worker.call, call_args, seconds, engine=pinned_engine(engine), user=not trusted
-    )[0]
+    )
+    if fresh:
+        task.add_done_callback(functools.partial(_replace_after, slot))
+    return task
+
+
+def _replace_after(slot: str, task: Future) -> None:
+    """Replace worker ``slot`` once ``task`` (``call(fresh=True)``) is done there: new tasks go
+    to a new worker. A task stopped at its time limit or lost with its worker needs nothing:
+    pebble has started a new process already."""
+    if task.cancelled():
+        return
+    if isinstance(task.exception(), (concurrent.futures.TimeoutError, pebble.ProcessExpired)):
+        return
+    spawn.retire(slot, task, "it ran the user's traced code (call(fresh=True))")
 
 
 def warm(

@@ -8,10 +8,15 @@ from __future__ import annotations
 from dtype_explorer.records import CodeComparison, TraceDivergence, TraceResult, TraceStep
 from dtype_explorer.views._markup import ERROR, STYLE, clip, e, trace_step_item
 
+#: How the text marks the step where the backends first part by dtype.
+PART_MARK = "  <== the backends part here"
 
-def code_trace_text(result: TraceResult) -> str:
+
+def code_trace_text(result: TraceResult, *, mark: int | None = None) -> str:
     """The trace as text: the headline, one step a line (``*`` a dtype change, ``!!`` its
-    flags) with the user's line under it, then the summary and the user's traceback."""
+    flags) with the user's line under it, then the summary and the user's traceback; the
+    step numbered ``mark`` (where the backends part, in a comparison) marked ``>>`` and
+    :data:`PART_MARK`."""
     env = result.environment
     lines = [
         result.headline(),
@@ -19,7 +24,10 @@ def code_trace_text(result: TraceResult) -> str:
         f"policy {env.policy}" + (f", matmul precision {env.precision}" if env.precision else ""),
     ]
     for step in result.steps:
-        lines.append("  " + step_line(step))
+        parts_here = mark is not None and step.index == mark
+        lines.append(
+            (">>" if parts_here else "  ") + step_line(step) + (PART_MARK if parts_here else "")
+        )
         where = result.line_of(step)
         if where:
             src = result.user_line(step)
@@ -106,12 +114,18 @@ def _item(result: TraceResult, step: TraceStep) -> str:
 
 
 def comparison_text(comparison: CodeComparison) -> str:
-    """Each backend's trace, then where they part (the headline first)."""
+    """The headline (where the backends first part, and the user's line that caused it),
+    then each backend's trace with that step marked (``>>``)."""
     lines = [comparison.headline()]
+    part = comparison.dtype_part()
+    steps = comparison.part_steps()
     for backend, result in comparison.results.items():
         lines.append("")
         lines.append(f"== {backend} ==")
-        lines.append(code_trace_text(result))
+        step = steps.get(backend)
+        if part is not None and step is None:
+            lines.append(f"  (no {part.op} step here, where the other backends part)")
+        lines.append(code_trace_text(result, mark=None if step is None else step.index))
     return "\n".join(lines)
 
 

@@ -129,13 +129,66 @@ def test_the_trace_leaves_keras_as_it_was():
     [
         (("Dense",), {}, "received: 'Dense' (str)"),
         ((), {"max_steps": "many"}, "received: 'many'"),
-        ((), {"backend": "jax"}, "received: ['backend']"),
+        ((), {"max_step": 3}, "did you mean 'max_steps'"),
     ],
 )
 def test_bad_input_is_named(args, kwargs, said):
     with pytest.raises(InvalidSpecError) as info:
         dx.trace(*args, **kwargs)
     assert said in str(info.value)
+
+
+def one_training_step(x):
+    """A variable made and assigned, a mixed_float16 model, its loss scaled, one optimizer
+    step: each a named step of the trace."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    v = keras.Variable(np.ones((2,)), dtype="float32")
+    added = v.assign_add(np.full((2,), 0.5, "float16"))
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, dtype="mixed_float16")])
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.1))
+    with tf.GradientTape() as tape:
+        loss = keras.ops.mean(model(x))
+        scaled = opt.scale_loss(loss)
+    grads = tape.gradient(scaled, model.trainable_variables)
+    opt.apply(grads, model.trainable_variables)
+    return added, loss, scaled, [w.value for w in model.trainable_variables]
+
+
+def test_variables_the_optimizer_and_loss_scaling_are_named_steps_as_raw_keras_runs_them():
+    x = np.linspace(-1, 1, 6).reshape(2, 3)
+    added, loss, scaled, weights = one_training_step(x)  # raw Keras, untraced
+    r = dx.trace(one_training_step, x)
+    assert r.status == "ok"
+    dtype = keras.backend.standardize_dtype
+    steps = {s.op: s for s in reversed(r.steps)}  # the first of each name
+    made = r.steps[0]
+    assert made.op == "Variable.__init__" and made.cast_to == "float32"
+    assert [t.dtype for t in made.inputs] == ["float64"]
+    assert made.outputs[0].dtype == "float32" and made.outputs[0].kind == "variable"
+    assign = steps["Variable.assign_add"]
+    assert [(t.dtype, t.kind) for t in assign.inputs] == [
+        ("float32", "variable"),
+        ("float16", "tensor"),
+    ]
+    assert assign.outcome == dtype(added.dtype) == "float32"
+    scale = steps["LossScaleOptimizer.scale_loss"]
+    assert [t.dtype for t in scale.inputs] == [dtype(loss.dtype)] == ["float16"]
+    assert scale.outcome == dtype(scaled.dtype)
+    assert scale.max_abs == float(np.abs(keras.ops.convert_to_numpy(scaled)).max())
+    ops = [s.op for s in r.steps]
+    apply = ops.index("LossScaleOptimizer.apply")
+    assert "SGD.apply" in ops[apply:] and r.steps[apply].inputs[0].dtype == "float32"
+    # the trace changed nothing: the same values, bitwise, as raw Keras
+    for traced, untraced in zip(r.value[3], weights, strict=True):
+        assert _bytes(traced) == _bytes(untraced)
+    assert _bytes(r.value[0]) == _bytes(added) and _bytes(r.value[2]) == _bytes(scaled)
+
+
+def _bytes(t):
+    a = np.asarray(keras.ops.convert_to_numpy(t))
+    return a.dtype, a.tobytes()
 
 
 _ON_BACKEND = r"""
@@ -147,6 +200,11 @@ def step_loss():
     loss = keras.ops.convert_to_tensor(np.full((), 4.0, "float16"))
     return opt.scale_loss(loss)
 
+def sgd_step():
+    v = keras.Variable(np.ones((2,), "float32"))
+    keras.optimizers.SGD(0.5).apply([keras.ops.full((2,), 0.25)], [v])
+    return v.value
+
 def model_forward(x):
     keras.utils.set_random_seed(1)
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Softmax()])
@@ -154,7 +212,8 @@ def model_forward(x):
 
 x = np.linspace(-1, 1, 8).reshape(2, 4).astype("float32")
 out = {}
-for name, fn, args in [("loss", step_loss, ()), ("model", model_forward, (x,))]:
+for name, fn, args in [("loss", step_loss, ()), ("model", model_forward, (x,)),
+                       ("sgd", sgd_step, ())]:
     raw = keras.ops.convert_to_numpy(fn(*args))
     r = dx.trace(fn, *args)
     got = keras.ops.convert_to_numpy(r.value)
@@ -162,6 +221,7 @@ for name, fn, args in [("loss", step_loss, ()), ("model", model_forward, (x,))]:
         "equal": raw.dtype == got.dtype and raw.tobytes() == got.tobytes(),
         "raw_dtype": str(raw.dtype), "dtype": r.returned_dtype,
         "ops": [s.op for s in r.steps], "status": r.status,
+        "inside": [s.inside for s in r.steps],
         "nonfinite": getattr(r.first_nonfinite_step(), "op", None),
         "raw_inf": bool(np.isinf(raw).any()),
     }
@@ -172,11 +232,18 @@ print(json.dumps(out))
 @pytest.mark.parametrize("backend", ["jax", "torch", "numpy"])
 def test_traced_equals_untraced_on_each_backend(backend):
     out = json_on(backend, _ON_BACKEND)
-    for name in ("loss", "model"):
+    for name in ("loss", "model", "sgd"):
         assert out[name]["status"] == "ok", out[name]
         assert out[name]["equal"], out[name]
     assert "Sequential.__call__" in out["model"]["ops"]
     assert "Dense.__call__" in out["model"]["ops"]
+    # the variable made, the optimizer's step and the assignment it makes, named
+    sgd = out["sgd"]
+    assert sgd["ops"][0] == "Variable.__init__" and "SGD.apply" in sgd["ops"]
+    if backend != "torch":  # torch's SGD updates the weights in place (torch._foreach_add_)
+        assigned = sgd["ops"].index("Variable.assign_sub")
+        assert sgd["inside"][assigned] == "SGD.apply"
+    assert "LossScaleOptimizer.scale_loss" in out["loss"]["ops"]
     if backend != "numpy":  # numpy's scale_loss of a NumPy float16 scalar raises in Keras
         assert out["loss"]["dtype"] == out["loss"]["raw_dtype"]
     if backend == "jax":  # a float16 loss times the 2**15 scale: inf, as raw Keras gives

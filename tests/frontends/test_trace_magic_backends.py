@@ -66,7 +66,12 @@ def test_backends_that_part_are_named_at_the_first_step(shell, ns):
     assert part is not None and part.op in {
         s.op for r in comparison.results.values() for s in r.steps
     }
-    assert "first differ" in comparison.headline()
+    # the headline names the cell's line that caused it; the text marks the step
+    assert comparison.headline().startswith(
+        f"The backends first part by dtype at {part.op}, caused by cell line 1 "
+        "(`y = keras.utils.to_categorical(np.array([0, 1]), 2)`)"
+    )
+    assert any(line.startswith(">>#") for line in str(comparison).splitlines())
     assert "dx-card" in comparison._repr_html_() and "== jax ==" in str(comparison)
 
 

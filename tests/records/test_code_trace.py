@@ -65,7 +65,7 @@ def test_backends_parting_by_dtype_name_the_step():
     c = CodeComparison(source="", results={"jax": a, "torch": b})
     part = c.dtype_part()
     assert part is not None and part.op == "ops.add" and part.steps == {"jax": 0, "torch": 0}
-    assert c.value_part() is None and "first differ at ops.add" in c.headline()
+    assert c.value_part() is None and "first part by dtype at ops.add" in c.headline()
 
 
 def test_backends_parting_by_value_beyond_the_tolerance():
@@ -122,3 +122,45 @@ def test_a_cast_that_lost_values_is_flagged_with_its_counts_and_in_the_headline(
     assert [s.index for s in r.lost_steps()] == [0]
     assert "values lost at 1 step(s) (first: ops.cast, rounding)" in r.headline()
     assert TraceResult.from_json(r.to_json()).steps[0].losses == (loss,)
+
+
+def test_where_backends_part_names_the_users_line_and_the_text_marks_the_step():
+    a = _result(
+        "jax",
+        [
+            _step(0, "ops.ones", "float32", "float32"),
+            _step(1, "ops.add", "float64", "float32", change="promoted", line=2),
+        ],
+    )
+    b = _result("torch", [_step(0, "ops.ones", "float32", "float32"),
+                          _step(1, "ops.add", "float64", "float64", line=2)])  # fmt: skip
+    c = CodeComparison(source="", results={"jax": a, "torch": b})
+    assert c.part_lines() == {"jax": "cell line 2", "torch": "cell line 2"}
+    assert c.headline() == (
+        "The backends first part by dtype at ops.add, caused by cell line 2 (`...`): "
+        "on jax it gives float32; on torch it gives float64."
+    )
+    text = str(c)
+    marked = [line for line in text.splitlines() if line.startswith(">>")]
+    assert len(marked) == 2 and all(
+        m.startswith(">>#1  ")
+        and "ops.add(float64[2])" in m
+        and m.endswith("the backends part here")
+        for m in marked
+    )
+    assert c._repr_html_().count("<li class='dx-part'") == 2
+
+
+def test_a_backend_without_the_step_says_what_it_ran_on_that_line():
+    a = _result("jax", [_step(0, "ops.add", "float64", "float32", change="promoted")])
+    b = _result("numpy", [
+        _step(0, "backend.nn.one_hot", "int64", "float32", change="changed"),
+        _step(1, "ops.add", "float64", "float32", change="promoted", line=2)])  # fmt: skip
+    c = CodeComparison(source="", results={"jax": a, "numpy": b})
+    assert c.part_lines() == {"numpy": "cell line 1"}
+    head = c.headline()
+    assert "at backend.nn.one_hot, caused by cell line 1" in head
+    assert "jax runs no backend.nn.one_hot there (on that line: ops.add -> float32)" in head
+    text = str(c)
+    assert "(no backend.nn.one_hot step here, where the other backends part)" in text
+    assert sum(line.startswith(">>") for line in text.splitlines()) == 1

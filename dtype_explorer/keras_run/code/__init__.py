@@ -2,10 +2,12 @@
 
 ``traced_run`` opens the op trace (``keras_run/trace``, the probe's: its wrappers of every
 Keras op, its hooks of the user's Python operators, its records) with the user's line named on
-every step, makes each layer's ``__call__`` a step of its own for as long as it is open
-(``Layer.__call__`` wrapped on the class by the trace's own wrapper, put back afterwards), and
-reads the environment and what the code returned. Nothing here changes what the code computes:
-the wrappers call the function as given, and values are read only after the code is done.
+every step, makes Keras's own entry points steps of their own for as long as it is open
+(``_named``: each layer's ``__call__``, variables made and assigned, the optimizer's
+``apply`` and loss scaling, wrapped on their classes by the trace's own wrapper and put back
+afterwards), and reads the environment and what the code returned. Nothing here changes
+what the code computes: the wrappers call the function as given, and values are read only
+after the code is done.
 
 User code runs as the user: in the user's process it may change the user's state exactly as it
 would untraced (a policy it sets stays set: only the tool's own ``--policy``/``--floatx`` are
@@ -28,6 +30,7 @@ from dtype_explorer import lazy
 
 _EXPORTS: dict[str, str] = {
     "TracedRun": "dtype_explorer.keras_run.code._run",
+    "as_called": "dtype_explorer.keras_run.code._run",
     "traced_run": "dtype_explorer.keras_run.code._run",
     "code_environment": "dtype_explorer.keras_run.code._run",
     "describe_returned": "dtype_explorer.keras_run.code._values",
@@ -35,7 +38,12 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
-    from dtype_explorer.keras_run.code._run import TracedRun, code_environment, traced_run
+    from dtype_explorer.keras_run.code._run import (
+        TracedRun,
+        as_called,
+        code_environment,
+        traced_run,
+    )
     from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)

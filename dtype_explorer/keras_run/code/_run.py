@@ -8,7 +8,7 @@ import contextlib
 import sys
 from typing import Any
 
-from dtype_explorer.keras_run.code._layers import layer_calls_traced
+from dtype_explorer.keras_run.code._named import named_steps
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
 from dtype_explorer.records import CodeEnvironment, CodeError, CodeStatus, TraceResult
@@ -35,7 +35,9 @@ def code_environment(where: str = "this process") -> CodeEnvironment:
 
 
 class TracedRun:
-    """The op trace open around the user's code, with layer calls and the user's lines.
+    """The op trace open around the user's code, with Keras's entry points as named steps
+    (layer calls, variables made and assigned, optimizer steps: ``_named``) and the user's
+    lines.
 
     ``with TracedRun(what="cell", kind="cell") as run: ...`` runs the block traced; then
     ``run.result(value)`` (or ``run.result(error=e)``) is its :class:`TraceResult`. An error
@@ -66,7 +68,7 @@ class TracedRun:
     def __enter__(self) -> TracedRun:
         self.environment = code_environment(self.where)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(layer_calls_traced())
+            stack.enter_context(named_steps())
             self.trace = stack.enter_context(
                 op_trace(user=True, limit=self.max_steps, own=self.own)
             )
@@ -121,9 +123,14 @@ def _message(error: BaseException) -> str:
     return text.splitlines()[0][:300] if text else ""
 
 
-def _as_bound(fn: Any) -> Any:
-    """A Keras op given as the function (``dx.trace(keras.ops.add, ...)``) was taken before
-    the trace's wrappers were in place: its wrapper, bound in its module now, is called."""
+def as_called(fn: Any) -> Any:
+    """What to call for ``fn`` while a trace is open (ask inside it): a Keras op given as the
+    function (``dx.trace(keras.ops.add, ...)``) was taken before the trace's wrappers were in
+    place, so its wrapper, bound in its module now, is called; ``fn`` itself otherwise.
+
+    >>> as_called(len) is len
+    True
+    """
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
     bound = getattr(module, getattr(fn, "__name__", ""), None) if module is not None else None
     return bound if bound is not fn and bound is not None and unwrapped(bound) is fn else fn
@@ -154,7 +161,7 @@ def traced_run(
     run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
     try:
         with run:
-            value = _as_bound(fn)(*args, **kwargs)
+            value = as_called(fn)(*args, **kwargs)
     except Exception as error:
         return None, run.result(error=error)
     return value, run.result(value)

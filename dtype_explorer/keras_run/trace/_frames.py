@@ -29,7 +29,7 @@ TRACE_FILES = frozenset(
         "_records.py",
         "_operators.py",
     )
-) | {os.path.join(os.path.dirname(_HERE), "code", "_layers.py")}  # dx.trace's Layer hook
+) | {os.path.join(os.path.dirname(_HERE), "code", "_named.py")}  # dx.trace's named steps
 PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
 
 _TRANSPARENT_PACKAGES = frozenset(

@@ -1,0 +1,84 @@
+"""``dx.trace``'s two forms, in this process: every keyword given with the function is the
+function's (``policy=`` too), the tool's options come first (``dx.trace(policy=...)(fn, x)``,
+``with dx.trace(floatx=...)``), each checked with a clear error; compared with the same code
+run untraced under raw Keras with the same settings."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.errors import InvalidSpecError
+
+
+def dense(x, policy="float32"):
+    keras.utils.set_random_seed(3)
+    return keras.layers.Dense(2, dtype=policy)(x)
+
+
+def no_options(x):
+    return keras.ops.add(x, 1)
+
+
+def _bytes(t):
+    a = np.asarray(keras.ops.convert_to_numpy(t))
+    return a.dtype, a.tobytes()
+
+
+def test_a_keyword_named_like_an_option_is_the_functions():
+    x = np.ones((1, 3))
+    raw = dense(x, policy="mixed_float16")
+    r = dx.trace(dense, x, policy="mixed_float16")
+    assert r.status == "ok" and r.environment.policy == "float32"  # the tool set no policy
+    assert r.returned_dtype == keras.backend.standardize_dtype(raw.dtype) == "float16"
+    assert _bytes(r.value) == _bytes(raw)
+
+
+def test_the_tools_options_first_set_and_put_back():
+    x = np.ones((1, 3))
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        raw = dense(x, policy=None)  # raw Keras under the global policy
+    finally:
+        keras.config.set_dtype_policy("float32")
+    r = dx.trace(policy="mixed_float16")(dense, x, policy=None)
+    assert r.environment.policy == "mixed_float16" and r.status == "ok"
+    assert r.returned_dtype == keras.backend.standardize_dtype(raw.dtype) == "float16"
+    assert _bytes(r.value) == _bytes(raw)
+    assert keras.config.dtype_policy().name == "float32"
+    with dx.trace(floatx="float16", max_steps=1) as t:
+        ones = keras.ops.ones(2)
+        keras.ops.add(ones, 1)
+    assert t.result.environment.floatx == "float16" and keras.config.floatx() == "float32"
+    assert [s.signature() for s in t.steps] == ["ops.ones() -> float16"] and t.dropped == 1
+    assert keras.backend.standardize_dtype(ones.dtype) == "float16"
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda: dx.trace(no_options, 1, backend="all"), "dx.trace(backend='all')(no_options"),
+        (lambda: dx.trace(no_options, 1, max_steps=3), "takes no keyword 'max_steps'"),
+        (lambda: dx.trace(backnd="jax"), "did you mean 'backend'"),
+        (lambda: dx.trace(floatx="float8"), "unknown floatx 'float8'"),
+        (lambda: dx.trace(policy="mixed_float17"), "unknown dtype policy 'mixed_float17'"),
+        (lambda: dx.trace(precision="max"), "unknown precision 'max'"),
+        (lambda: dx.trace(max_steps=-1), "received: -1"),
+        (lambda: dx.trace(timeout=0), "Received: 0"),
+        (lambda: dx.trace(backend="jaxx"), "'jaxx'"),
+        (lambda: dx.trace(engine="tf_keras"), "Keras 2 (tf_keras)"),
+        (lambda: dx.trace(policy="float16")("Dense"), "received: 'Dense' (str)"),
+    ],
+)
+def test_bad_options_are_named(call, said):
+    with pytest.raises(InvalidSpecError) as info:
+        call()
+    assert said in str(info.value)
+
+
+def test_a_block_cannot_travel_and_says_so():
+    with pytest.raises(InvalidSpecError) as info, dx.trace(backend="jax,numpy"):
+        pass
+    assert "received: backend='jax,numpy'" in str(info.value)

@@ -1,0 +1,83 @@
+"""``dx.trace(backend=...)(fn, ...)``: the user's function and its arguments sent by value to
+each backend's user-code worker (real workers), traced there with the user's lines (its helpers'
+too), compared with the same function run untraced in a worker of that backend; and the
+user-code worker that ran traced code is a fresh process for the next one, so that what a cell
+changed there (Keras's global policy) does not reach the next cell."""
+
+from __future__ import annotations
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+
+import dtype_explorer as dx
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.records import CodeComparison, TraceResult
+
+BACKENDS = ["jax", "numpy"]
+
+
+def scaled(x):  # a helper of the user's: its lines travel with the function
+    return keras.ops.cast(x, "float16") * 2
+
+
+def forward(x, *, offset):
+    y = keras.ops.add(scaled(x), offset)
+    return keras.ops.exp(y)
+
+
+def untraced(x, offset):
+    """What raw Keras gives there: dtype and bytes of ``forward`` run untraced."""
+    out = np.asarray(keras.ops.convert_to_numpy(forward(x, offset=offset)))
+    return str(out.dtype), out.tobytes()
+
+
+def _line(fn, text):
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_a_function_on_two_backends_equals_raw_keras_there_with_the_users_lines():
+    x = np.array([1.0, 5.0], "float64")
+    raw = {b: dx.pool.call(b, untraced, x, 1).result(timeout=600) for b in BACKENDS}
+    compared = dx.trace(backend=BACKENDS)(forward, x, offset=1)
+    assert isinstance(compared, CodeComparison) and compared.statuses() == dict.fromkeys(
+        BACKENDS, "ok"
+    )
+    for backend, result in compared.results.items():
+        assert result.environment.where == f"{backend}~user worker"
+        (returned,) = result.returned
+        assert (returned.dtype, returned.shape) == (raw[backend][0], (2,))
+        raw_values = np.frombuffer(raw[backend][1], raw[backend][0]).astype("float64")
+        assert returned.sample == tuple(raw_values.tolist())
+        cast = next(s for s in result.steps if s.op == "ops.cast")
+        src = result.user_line(cast)
+        assert (src.file, src.line) == (__file__, _line(scaled, "ops.cast"))
+        assert "keras.ops.cast" in src.text
+    assert compared.dtype_part() is None  # the same ops and dtypes on both
+    one = dx.trace(backend="numpy", max_steps=1)(forward, x, offset=1)
+    assert isinstance(one, TraceResult) and len(one.steps) == 1 and one.dropped >= 1
+
+
+def test_what_cannot_travel_is_named_before_anything_runs():
+    lock = __import__("threading").Lock()
+    with pytest.raises(InvalidSpecError) as info:
+        dx.trace(backend="numpy")(forward, lock, offset=1)
+    assert "argument 0 (_thread.lock) cannot travel" in str(info.value)
+
+
+SETS_POLICY = "import os\nkeras.config.set_dtype_policy('mixed_float16')\nos.getpid()"
+READS = "import os\n(os.getpid(), keras.layers.Dense(2).compute_dtype)"
+
+
+def test_the_worker_that_ran_a_cell_is_fresh_for_the_next(shell):
+    """Raw Keras in a fresh process makes a float32 Dense; a cell that set the global policy
+    in the numpy worker must not make the next cell's Dense float16 there."""
+    shell.user_ns["keras"] = keras
+    first = shell.run_cell_magic("dtype_trace", "--backend numpy", SETS_POLICY)
+    second = shell.run_cell_magic("dtype_trace", "--backend numpy", READS)
+    pid, dtype = (v.text.strip("'") for v in second.results["numpy"].returned)
+    assert pid != first.results["numpy"].returned[0].text
+    assert dtype == keras.layers.Dense(2).compute_dtype == "float32"
