@@ -247,11 +247,11 @@ class ErrorInfo(Record):
     where: str = "call"
 
 
-#: Who states an expected dtype: the dtype policy's rule, ``keras.backend.result_type``, an
-#: array library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API),
-#: or Keras's symbolic call (``declared``).
+#: Who states an expected dtype: the policy's rule, ``keras.backend.result_type``, an array
+#: library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API), the
+#: op of OpenVINO's op set (``openvino``), or Keras's symbolic call (``declared``).
 ExpectationSource = Literal[
-    "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
+    "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "openvino", "declared"
 ]
 
 #: What a library with no call comparable with Keras's op is shown as.
@@ -560,8 +560,7 @@ class ProbeResult(Record):
         """One line: ``jax  Dense uint8 -> float32  as-documented`` (an engine: ``[keras ..]``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
-        if self.unsupported:
-            said = self.headline
+        said = self.headline if self.unsupported else said
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
         engine = f"  [{answered_by(spec.engine, self.versions)}]" if spec.engine else ""
@@ -576,15 +575,16 @@ class ProbeResult(Record):
 
 def own_words(message: str, kind: str = "") -> str:
     """The line of an error message that says what went wrong: its first line, or, for a
-    ``tf.function``'s "in user code:" traceback, the error line at its end (without ``kind:``).
+    ``tf.function``'s "in user code:" traceback and OpenVINO's "Check '...' failed at <file>"
+    (then the node), the error line at its end (without ``kind:``).
 
     >>> own_words("in user code:\\n  File 'a.py'\\n\\n  TypeError: bad", "TypeError")
     'bad'
-    >>> own_words("units must be positive\\nmore")
-    'units must be positive'
+    >>> own_words("Check 'x' failed at a.cpp:4:\\nWhile validating node\\nTypes do not match.")
+    'Types do not match.'
     """
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if lines and lines[0] == "in user code:":
+    if lines and (lines[0] == "in user code:" or lines[0].startswith("Check '")):
         last = lines[-1]
         return last.removeprefix(f"{kind}:").strip() if kind else last
     return first_line(message)

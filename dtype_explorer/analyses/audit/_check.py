@@ -50,6 +50,7 @@ from dtype_explorer.keras_run import (
     layer_damage,
     layer_values_wrong,
     policy_rebuild,
+    predict_compiled_by,
     preserved_keras_state,
     quantize_request,
     rebuilt_notes,
@@ -59,6 +60,7 @@ from dtype_explorer.keras_run import (
     tensor_info,
     train_one_step,
     training_copy,
+    unimplemented,
     validate_policy,
     variables_kept,
 )
@@ -513,7 +515,7 @@ def _predict(
     function traced it, compared with the eager pass ``eager``."""
     import keras
 
-    compiled, how = _predict_compiled(model)
+    compiled, how = predict_compiled_by(model)
     return _audit_predict.predicted(
         ModelTracer(model, values=False),
         sample,
@@ -523,17 +525,6 @@ def _predict(
         compiled=compiled,
         execution=f"model.predict, {how}",
     )
-
-
-def _predict_compiled(model: Any) -> tuple[bool, str]:
-    import keras
-
-    backend = keras.backend.backend()
-    if getattr(model, "run_eagerly", False):
-        return False, "eager (compiled with run_eagerly=True)"
-    if backend in ("jax", "tensorflow"):
-        return compiled_by(model)
-    return False, f"eager on {backend}"
 
 
 def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
@@ -568,6 +559,12 @@ def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport |
         return step(labels), None
     except Exception as error:
         said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        if unimplemented(error) is not None:  # the openvino backend: Keras's trainer refuses
+            raise InvalidSpecError(
+                f"mode 'fit' cannot audit {describe_model(copy)} on the "
+                f"{keras.backend.backend()} backend, which does not implement it; Keras "
+                f"says: {said}"
+            ) from None
         how, shown = compiled_by(copy)[1], sample_text(labels)
         if not given:
             return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
