@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, computed_field, field_validator, model_validator
 
 from dtype_explorer.backends import LIBRARIES
-from dtype_explorer.errors import first_line, printable
+from dtype_explorer.errors import own_words, printable
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import answered_by, pinned_engine
 from dtype_explorer.records._fit import FitReport
@@ -553,8 +553,9 @@ class ProbeResult(Record):
         return "values-wrong" if wrong else str(self.verdict)
 
     def error_text(self) -> str:
-        """``"ValueError: first line of the message"``, or ``""``."""
-        return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
+        """``"ValueError: the line of the message that says it"`` (:func:`own_words`), or ``""``."""
+        said = own_words(self.error.message, self.error.type) if self.error else ""
+        return f"{self.error.type}: {said}" if self.error else ""
 
     def summary(self) -> str:
         """One line: ``jax  Dense uint8 -> float32  as-documented`` (an engine: ``[keras ..]``)."""
@@ -571,23 +572,6 @@ class ProbeResult(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeResult {self.summary()}>"
-
-
-def own_words(message: str, kind: str = "") -> str:
-    """The line of an error message that says what went wrong: its first line, or, for a
-    ``tf.function``'s "in user code:" traceback and OpenVINO's "Check '...' failed at <file>"
-    (then the node), the error line at its end (without ``kind:``).
-
-    >>> own_words("in user code:\\n  File 'a.py'\\n\\n  TypeError: bad", "TypeError")
-    'bad'
-    >>> own_words("Check 'x' failed at a.cpp:4:\\nWhile validating node\\nTypes do not match.")
-    'Types do not match.'
-    """
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if lines and (lines[0] == "in user code:" or lines[0].startswith("Check '")):
-        last = lines[-1]
-        return last.removeprefix(f"{kind}:").strip() if kind else last
-    return first_line(message)
 
 
 def _step_text(step: CastStep) -> str:

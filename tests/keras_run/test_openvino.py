@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import keras
 import pytest
 from on_backend import json_on
 from swept import SWEPT
@@ -77,7 +78,11 @@ for lhs, rhs in pairs:
         opset_add[f"{{lhs}} {{rhs}}"] = ov_to_keras_type(opset.add(a, b).get_output_element_type(0))
     except Exception as error:
         opset_add[f"{{lhs}} {{rhs}}"] = "raises " + type(error).__name__
-print(json.dumps({{"dtypes": found, "said": said, "opset_add": opset_add}}))
+matmul = keras.ops.matmul(np.ones((2, 4), "uint8"), np.ones((4, 8), "float32"))
+scaled = keras.ops.convert_to_tensor(np.ones((3, 3), "float32")) * 2.0
+print(json.dumps({{"dtypes": found, "said": said, "opset_add": opset_add,
+                  "matmul": keras.backend.standardize_dtype(matmul.dtype),
+                  "scaled": keras.backend.standardize_dtype(scaled.dtype)}}))
 """
 
 
@@ -122,6 +127,42 @@ def test_dtypes_equal_raw_openvino(raw):
         assert r.status in ("ok", "error"), (case, r.summary())
         got[case] = r.output_dtype if r.ok else f"raises {r.error.type}"
     assert got == raw["dtypes"]
+
+
+def test_the_op_trace_reads_openvinos_tensors(raw):
+    """Every op of Dense's call on uint8, with its tensors' dtypes (Keras's OpenVINO tensors
+    carry their dtype per instance), the promotion at matmul as raw Keras gives it."""
+    r = dx.probe("Dense", "uint8", kwargs={"units": 8}, backend="openvino")
+    matmul = next(s for s in r.trace if s.op == "ops.matmul")
+    assert [t.dtype for t in matmul.inputs] == ["uint8", "float32"]
+    assert [t.dtype for t in matmul.outputs] == [raw["matmul"]]
+    assert not any("ov_" in s.op or "get_ov_output" in s.op for s in r.trace)  # graph helpers
+
+
+class Scaled(keras.layers.Layer):
+    """A user's layer with a Python operator on the tensor (``x * 2.0``)."""
+
+    def call(self, x):
+        return x * 2.0
+
+
+class Decomposed(keras.layers.Layer):
+    """A user's layer calling an op Keras's openvino backend does not implement."""
+
+    def call(self, x):
+        return keras.ops.svd(x)[1]
+
+
+def test_a_users_layer_on_openvino(raw):
+    """In the user-code worker: the user's operator on Keras's OpenVINO tensor is a step of the
+    trace; an op Keras does not implement there, re-raised by Keras around the layer's build,
+    is still its refusal: not supported, its words kept."""
+    scaled = dx.probe(Scaled, "float32", shape=(3, 3), backend="openvino")
+    step = next(s for s in scaled.trace if s.op == "operator.mul")
+    assert [t.dtype for t in step.outputs] == [raw["scaled"]] == [scaled.output_dtype]
+    refused = dx.probe(Decomposed, "float32", shape=(3, 3), backend="openvino")
+    assert refused.unsupported, refused.summary()
+    assert raw["said"]["svd"] in refused.error.message
 
 
 def test_fit_is_keras_own_refusal_drawn_not_supported(raw):

@@ -100,6 +100,8 @@ def type_kind(t: type) -> str | None:
         return "scalar"
     if issubclass(t, variable):
         return "variable"
+    if t.__name__ == "OpenVINOKerasTensor":  # its dtype and shape are set per instance
+        return "tensor"
     if (
         issubclass(t, keras_tensor)
         or not (hasattr(t, "dtype") and hasattr(t, "shape"))
