@@ -223,13 +223,14 @@ def op_trace(
 
 
 def operator_limit(backend: str) -> str:
-    """What the op trace leaves out of the user's Python operators on ``backend``, for the
-    probe's trace note ("" where it records them).
+    """What the op trace leaves out on ``backend``, for the probe's trace note: of the user's
+    Python operators (numpy), of the values (openvino); "" where it records them all.
 
     >>> operator_limit("numpy").startswith("operators on NumPy arrays")
     True
     """
-    return operators.limit(backend)
+    said = (operators.limit(backend), records.VALUE_LIMITS.get(backend, ""))
+    return "; ".join(s for s in said if s)
 
 
 @contextmanager
