@@ -14,7 +14,7 @@ from swept import SWEPT
 import dtype_explorer as dx
 from dtype_explorer import pool
 
-#: Every backend: the test command installs all four, so one missing fails here (never skips).
+#: The swept backends (tests/swept.py): the test command installs them, so one missing fails here.
 BACKENDS = pool.usable(SWEPT)
 
 
