@@ -52,7 +52,7 @@ FIGURES = (
     f"audit:{audit_policy.POLICY}",
     f"audit:{audit_policy.POLICY}/own",
 )
-PACKAGES = ("keras", "jax", "tensorflow", "torch", "numpy", "ml_dtypes", "pydantic")
+PACKAGES = ("keras", "jax", "tensorflow", "torch", "numpy", "openvino", "ml_dtypes", "pydantic")
 
 
 def claims(readme: Path = README) -> dict[str, dict]:

@@ -2,7 +2,7 @@
 cache) against a bare construct-and-call of the same layer in the user's own process, on each
 backend, alternating in one run: issue 44's 20 cells.
 
-    python benchmarks/probe_wait.py                          # 4 backends x 5 layers, a table
+    python benchmarks/probe_wait.py                          # 5 backends x 5 layers, a table
     python benchmarks/probe_wait.py --backends numpy --repeats 9 --json
 
 Each backend runs in its own process (Keras fixes its backend at import): it imports Keras
@@ -30,7 +30,7 @@ LAYERS = {
     "MultiHeadAttention": ({"num_heads": 2, "key_dim": 4}, ((2, 6, 8), (2, 6, 8)), "float32"),
     "Embedding": ({"input_dim": 50, "output_dim": 8}, ((4, 10),), "int32"),
 }
-BACKENDS = ("jax", "tensorflow", "torch", "numpy")
+BACKENDS = ("jax", "tensorflow", "torch", "numpy", "openvino")
 
 
 def measure_layer(name: str, repeats: int) -> dict:

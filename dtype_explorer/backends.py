@@ -3,7 +3,7 @@
 >>> names(["jax", "numpy", "jax"])
 ['jax', 'numpy']
 >>> names("all")
-['jax', 'tensorflow', 'torch', 'numpy']
+['jax', 'tensorflow', 'torch', 'numpy', 'openvino']
 >>> LIBRARIES["tensorflow"]
 'tnp'
 >>> names(["jaxx"])
@@ -18,13 +18,18 @@ from collections.abc import Iterable
 
 from dtype_explorer.errors import InvalidSpecError, unknown
 
-BACKENDS: tuple[str, ...] = ("jax", "tensorflow", "torch", "numpy")
+#: Every backend Keras 3 runs on (``keras/src/backend/<name>``), in the order tables list them.
+#: ``openvino`` runs inference only: Keras's own trainer refuses ``fit``, and the ops it does
+#: not implement raise ``NotImplementedError`` (both shown as "not supported here").
+BACKENDS: tuple[str, ...] = ("jax", "tensorflow", "torch", "numpy", "openvino")
 ALL = "all"
 #: The one library-name map: each backend's array library (its NumPy API: ``jax.numpy``,
 #: ``tf.experimental.numpy``, ``torch``, ``numpy``) -> its usual alias, as tables name it
 #: (``np.add``, ``jnp.add``; an expectation from ``torch`` is ``torch``). These libraries are
 #: the references a promotion table and a probe's expectations compare Keras with, in the
-#: order a promotion table lists them.
+#: order a promotion table lists them. OpenVINO has none: its Python API builds graphs of its
+#: op set (``openvino.opset16``), not arrays, so its probes are set beside that op set where it
+#: has the op (``keras_run/references/_openvino.py``), never in a promotion table's columns.
 LIBRARIES: dict[str, str] = {"jax": "jnp", "numpy": "np", "torch": "torch", "tensorflow": "tnp"}
 
 

@@ -130,6 +130,23 @@ def first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
+def own_words(message: str, kind: str = "") -> str:
+    """The line of an error message that says what went wrong: its first line, or, for a
+    ``tf.function``'s "in user code:" traceback and OpenVINO's "Check '...' failed at <file>"
+    (then the node), the error line at its end (without ``kind:``).
+
+    >>> own_words("in user code:\\n  File 'a.py'\\n\\n  TypeError: bad", "TypeError")
+    'bad'
+    >>> own_words("Check 'x' failed at a.cpp:4:\\nWhile validating node\\nTypes do not match.")
+    'Types do not match.'
+    """
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and (lines[0] == "in user code:" or lines[0].startswith("Check '")):
+        last = lines[-1]
+        return last.removeprefix(f"{kind}:").strip() if kind else last
+    return first_line(message)
+
+
 def keras_message(text: str, *, limit: int | None = None) -> str:
     r"""What an exception raised through Keras says, without the colour codes and the
     "Exception encountered when calling ..." / "Arguments received by ..." frame Keras adds;

@@ -18,6 +18,7 @@ BACKEND_DISTRIBUTIONS: dict[str, tuple[str, ...]] = {
     "tensorflow": ("tensorflow", "tensorflow-cpu", "tf-nightly"),
     "torch": ("torch",),
     "numpy": ("numpy",),
+    "openvino": ("openvino", "openvino-nightly"),
 }
 
 #: Environment variables that hide or choose the devices a backend computes on.

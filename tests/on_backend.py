@@ -14,10 +14,12 @@ ROOT = str(Path(__file__).resolve().parents[1])
 
 
 def json_on(backend: str, script: str, timeout: float = 300, *, site: str | None = None) -> Any:
-    """``script`` run with ``KERAS_BACKEND=backend`` (this checkout first on the path; with
-    ``site``, an engine's directory alone instead: that Keras release, raw, no dtype-explorer);
-    the JSON document on its last line of output. A failed run fails the test with its stderr."""
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": ROOT if site is None else site}
+    """``script`` run with ``KERAS_BACKEND=backend`` (this checkout first on the path, then
+    the session's own ``PYTHONPATH``; with ``site``, an engine's directory alone instead: that
+    Keras release, raw, no dtype-explorer); the JSON document on its last line of output. A
+    failed run fails the test with its stderr."""
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": path if site is None else site}
     done = subprocess.run(
         [sys.executable, "-c", script],
         env=env,

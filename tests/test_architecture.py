@@ -28,6 +28,7 @@ LATE_IMPORTS = (
     "tensorflow",
     "jax",
     "torch",
+    "openvino",
     "pandas",
     "plotly",
     "distributed",
@@ -41,10 +42,11 @@ FRAMEWORKS = (*LATE_IMPORTS, "IPython")
 #: The package that runs Keras: the only one that imports its internals.
 ENGINE = PACKAGE / "keras_run"
 #: Imports of ``keras.src`` allowed outside the engine, by file and module: the worker asks
-#: torch's Keras which device it computes on.
+#: torch's and openvino's Keras which device it computes on.
 KERAS_SRC_ALLOWED = {
     ("runtime/_worker.py", "keras.src.backend.torch.core"),
     ("runtime/_worker.py", "keras.src.backend.torch.ops.core"),  # keras-nightly's place
+    ("runtime/_worker.py", "keras.src.backend.openvino.core"),
 }
 
 

@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import typer
 import typer.core
 
+from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
 from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
@@ -152,9 +153,7 @@ InputDtypeOption = Annotated[
         "dtypes of --values given as JSON)."
     ),
 ]
-BackendOption = Annotated[
-    str, typer.Option(help="jax, tensorflow, torch, numpy, a comma list, or all.")
-]
+BackendOption = Annotated[str, typer.Option(help=f"{', '.join(BACKENDS)}, a comma list, or all.")]
 ShapeOption = Annotated[
     str | None,
     typer.Option(

@@ -34,6 +34,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from dtype_explorer import analyses, frontends, records, views
+from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError, printable, received
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
@@ -413,9 +414,7 @@ def bisect(
         typer.Option("--input-dtype", "--dtype", help="Input dtype; comma-separated for several."),
     ] = "float32",
     policy: PolicyOption = "float32",
-    backend: Annotated[str, typer.Option(help="One backend: jax, tensorflow, torch, numpy.")] = (
-        "numpy"
-    ),
+    backend: Annotated[str, typer.Option(help=f"One backend: {', '.join(BACKENDS)}.")] = "numpy",
     kwargs: KwargsOption = "{}",
     mode: Annotated[
         str, typer.Option(help="How it runs: call, training, model, predict, fit, dataset.")

@@ -150,7 +150,8 @@ class DtypeMagics(Magics):
         "--precision",
         metavar="P",
         help="the float32 matmul precision for the cell, put back after: highest, tf32 or "
-        "default (dx.probe's precision=; jax, torch and tensorflow; numpy has none)",
+        "default (dx.probe's precision=; jax, torch and tensorflow; numpy and openvino have "
+        "none)",
     )
     @argument("--max-steps", metavar="N", type=int, default=0, help="the most steps kept (300)")
     @argument("--timeout", metavar="S", type=float, help="stop the cell after S seconds")

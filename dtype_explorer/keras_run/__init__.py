@@ -104,9 +104,11 @@ _EXPORTS: dict[str, str] = {
     "keep_trace_installed": "dtype_explorer.keras_run.trace._op_trace:keep_installed",
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "compiled_by": "dtype_explorer.keras_run.model._training",
+    "predict_compiled_by": "dtype_explorer.keras_run.model._training",
     "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
+    "unimplemented": "dtype_explorer.keras_run._tool_error",
     "check_precision": "dtype_explorer.keras_run._environment",
     "precision_set": "dtype_explorer.keras_run._environment",
 }
@@ -147,6 +149,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         make_spec,
         validate_policy,
     )
+    from dtype_explorer.keras_run._tool_error import unimplemented
     from dtype_explorer.keras_run._values import call_arguments
     from dtype_explorer.keras_run.keras2._compare import keras2_vs_keras3
     from dtype_explorer.keras_run.keras2._instance import keras2_pack
@@ -208,6 +211,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.model._training import (
         compiled_by,
         global_seed_kept,
+        predict_compiled_by,
         train_one_step,
     )
     from dtype_explorer.keras_run.probe._run import run as run_probe

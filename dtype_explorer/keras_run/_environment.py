@@ -6,7 +6,9 @@ one probe and puts them back (:func:`precision_set`).
 
 On a GPU these are what part answers: jax and TensorFlow multiply float32 matrices in TF32 on
 Ampere and later by default, torch does not; TensorFlow compiles with XLA where auto-jit is on.
-On the CPU they are readable (and settable) too, and change nothing.
+On the CPU they are readable (and settable) too, and change nothing; except OpenVINO's, whose
+CPU plugin infers in bfloat16 by default on a CPU with native bf16: Keras's eager openvino ops
+ask it for f32, its ``model.predict`` compiles with the default (read, not set).
 
 >>> check_precision("tf32"), check_precision(None)
 ('tf32', None)
@@ -153,6 +155,16 @@ def _tf_tf32() -> bool:
     return tf.config.experimental.tensor_float_32_execution_enabled()
 
 
+def _openvino_precision() -> str:
+    """The inference precision OpenVINO's CPU plugin picks by default (bf16 on CPUs with
+    native bf16): Keras's eager ops compile with ``f32`` asked, its ``predict`` with this."""
+    import openvino as ov
+    from openvino.properties import hint
+
+    found = ov.Core().get_property("CPU", hint.inference_precision)  # <Type: 'bfloat16'>
+    return str(found).removeprefix("<Type: ").strip("'>")
+
+
 _READERS: dict[str, dict[str, Callable[[], Any]]] = {
     "jax": {"jax_default_matmul_precision": _jax_precision},
     "torch": {
@@ -161,6 +173,7 @@ _READERS: dict[str, dict[str, Callable[[], Any]]] = {
         "torch.backends.cudnn.allow_tf32": _torch("backends.cudnn.allow_tf32"),
     },
     "tensorflow": {"tf.tensor_float_32_execution": _tf_tf32, "tf.xla_auto_jit": _tf_jit},
+    "openvino": {"openvino.cpu_inference_precision_default": _openvino_precision},
 }
 
 
@@ -214,4 +227,5 @@ _DEVICE_KIND: dict[str, Callable[[], str]] = {
     "torch": _torch_device,
     "tensorflow": _tf_device,
     "numpy": _cpu,
+    "openvino": _cpu,
 }

@@ -7,7 +7,9 @@ Four statements can be made about what a target should return:
 * the **array libraries**: the op's counterpart in NumPy and in the probing backend's own
   library (``jax.numpy``, ``torch``, ``tf.experimental.numpy``), run on the same values: here,
   except ``tf.experimental.numpy``, which runs as it intends (NumPy behaviour on) in the
-  TensorFlow reference process (:mod:`._tf_reference`);
+  TensorFlow reference process (:mod:`._tf_reference`); on openvino, which has no such
+  library, the namesake in OpenVINO's op set (``references/_openvino.py``), which never
+  decides a verdict (its ops do not promote: Keras's backend converts first);
 * the **declared** spec: Keras's symbolic call.
 
 Which one the verdict uses (``expected_by``), and why:
@@ -44,6 +46,9 @@ from dtype_explorer.keras_run.references import (
     NO_COUNTERPART,
     call_reference,
     no_counterpart,
+    openvino_path,
+    openvino_said,
+    openvino_why_none,
     tf_reference_run,
 )
 from dtype_explorer.records import Expectation, Verdict
@@ -132,7 +137,23 @@ def for_op(
             found.append(_tensorflow_expectation(path, entry, inputs, leaves))
         elif path is not None and leaves:
             found.append(library_expectation(library, path, entry, inputs, leaves))
+    if backend == "openvino" and leaves:
+        found.append(_openvino_expectation(entry, inputs, leaves))
     return found
+
+
+def _openvino_expectation(
+    entry: OpEntry, inputs: tuple[dict, ...], leaves: list[tuple[dict, int | None, Any]]
+) -> Expectation:
+    """The op set's namesake of the op on the same values (:mod:`.references._openvino`),
+    or why it has none."""
+    path = openvino_path(entry.name)
+    why = openvino_why_none(entry.name, [i.get("kind", "") for i in inputs], dict(entry.kwargs))
+    if why is not None:
+        return Expectation(
+            source="openvino", basis=f"{path}: {NO_COUNTERPART}: {why}", no_counterpart=why
+        )
+    return library_expectation("openvino", path, entry, inputs, leaves)
 
 
 def _tensorflow_expectation(
@@ -182,10 +203,9 @@ def library_expectation(
             out = call_reference(path, fn, tuple(args), dict(entry.kwargs), entry.name)
             dtype = _python_value(out) or name_of(out)
     except Exception as error:
+        said = openvino_said(error) if library == "openvino" else first_line(str(error))
         return Expectation(
-            source=library,
-            error=f"{type(error).__name__}: {first_line(str(error))}"[:200],
-            basis=path,
+            source=library, error=f"{type(error).__name__}: {said}"[:200], basis=path
         )
     if dtype.startswith("python_"):
         return Expectation(source=library, dtype=dtype, basis=path)
@@ -355,9 +375,34 @@ def array_library(library: str) -> tuple[Any, Any, Any]:
         import tensorflow as tf
 
         return tf.experimental.numpy, tf.constant, lambda out: _first(out).dtype.name
+    if library == "openvino":
+        return _openvino_opset()
     raise InvalidSpecError(
-        f"no array library {library!r}; valid: 'numpy', 'jax', 'torch', 'tensorflow'"
+        f"no array library {library!r}; valid: 'numpy', 'jax', 'torch', 'tensorflow', 'openvino'"
     )
+
+
+def _openvino_opset() -> tuple[Any, Any, Any]:
+    """OpenVINO's op set as :func:`array_library` gives a library: values become constants
+    (bfloat16, which OpenVINO's Python constants do not take, a float32 constant converted to
+    ``bf16``), and an answer's dtype is its output element type, named as Keras's openvino
+    backend names it (``ov_to_keras_type``), or as OpenVINO does where Keras has no name."""
+    import openvino.opset16 as opset
+    from keras.src.backend.openvino.core import ov_to_keras_type
+
+    def constant(array: np.ndarray) -> Any:
+        if array.dtype.name == "bfloat16":
+            return opset.convert(opset.constant(array.astype(np.float32)), "bf16")
+        return opset.constant(array)
+
+    def name_of(out: Any) -> str:
+        element = _first(out).get_output_element_type(0)
+        try:
+            return ov_to_keras_type(element)
+        except ValueError:
+            return element.get_type_name()
+
+    return opset, constant, name_of
 
 
 def resolve_function(path: str) -> Any:

@@ -40,7 +40,9 @@ def applicable(target_name: str, layer: Any = None, backend: str | None = None) 
     """The modes that apply to a target: ``"call"`` for an op, and ``"fit"`` (the gradient of
     its output w.r.t. its float inputs) off numpy; only ``"call"`` for a loss or a metric;
     ``"training"`` only where the layer's ``call`` takes ``training``; ``"fit"`` not on numpy
-    (its backend cannot train, and has no gradients)."""
+    (its backend cannot train, and has no gradients). On openvino ``"fit"`` applies: Keras's
+    own trainer refuses it there, and that refusal, in its words, is the answer (shown as not
+    supported, never a divergence), as is an op's gradient, which openvino has none of."""
     if target_name.startswith("ops."):
         return ["call"] if backend == "numpy" else ["call", "fit"]
     if target_name.startswith(("losses.", "metrics.")):

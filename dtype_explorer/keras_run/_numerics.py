@@ -23,8 +23,9 @@ REFERENCE_ERROR_BOUNDS = (1e-3, 0.1)
 
 
 def reference_dtype(backend: str) -> str:
-    """The widest float a backend computes in: float64 on TensorFlow and torch; JAX (x64 off)
-    and NumPy-backed Keras keep float32."""
+    """The widest float a backend computes in: float64 on TensorFlow and torch; JAX (x64 off),
+    NumPy-backed Keras and OpenVINO (``ops.add`` of two float64 tensors answers float32 there)
+    keep float32."""
     return "float64" if backend in ("tensorflow", "torch") else "float32"
 
 

@@ -4,7 +4,9 @@ An exception is the tool's own failure when the innermost frame of its traceback
 the ``dtype_explorer`` package and is neither a deliberate refusal there (a ``raise``
 statement: an ``InvalidSpecError``, a preset the tool does not know) nor one of the thin
 wrappers through which the tool passes a call on to Keras (the op trace, the call recorder).
-Anything raised inside Keras, its backend or a user's layer is Keras's answer.
+Anything raised inside Keras, its backend or a user's layer is Keras's answer; a
+``NotImplementedError`` raised in Keras's openvino backend (:func:`unimplemented`) is its
+answer that it does not implement what was asked: not supported there, not an error.
 
 >>> def tool_bug():
 ...     return {}.missing_attribute
@@ -23,7 +25,7 @@ import types
 
 from dtype_explorer.errors import InvalidSpecError
 
-__all__ = ["is_tool_error"]
+__all__ = ["UNIMPLEMENTED_IN", "is_tool_error", "unimplemented"]
 
 #: The package's directory: a frame whose file lies under it runs the tool's own code.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -63,6 +65,36 @@ def is_tool_error(error: BaseException) -> bool:
         return False
     line = linecache.getline(code.co_filename, last.tb_lineno).strip()
     return not line.startswith("raise")
+
+
+#: Where Keras keeps the backend that does not implement every op (``NotImplementedError``
+#: for ``fit``, ``svd``, ``eig`` ...): what it refuses there is not supported, not an error.
+UNIMPLEMENTED_IN = "/keras/src/backend/openvino/"
+
+
+def unimplemented(error: BaseException) -> str | None:
+    """The function of Keras's openvino backend that raised ``error``, where it is a
+    ``NotImplementedError`` raised there, or one Keras re-raised around such an error (a
+    layer's call: the re-raise keeps it as its ``__context__``, its traceback whole).
+
+    Args:
+        error: an exception caught while probing.
+
+    Returns:
+        ``keras.src.backend.openvino.linalg.svd``, or ``None`` (any other error).
+
+    >>> unimplemented(NotImplementedError("no traceback")) is None
+    True
+    """
+    seen = 0
+    while error is not None and seen < 8:  # Keras re-raises once per call level
+        last = _innermost(error.__traceback__) if isinstance(error, NotImplementedError) else None
+        path = "/" + last.tb_frame.f_code.co_filename.replace("\\", "/") if last else ""
+        if last is not None and UNIMPLEMENTED_IN in path:
+            module = path.split("/keras/src/backend/", 1)[1].removesuffix(".py")
+            return f"keras.src.backend.{module.replace('/', '.')}.{last.tb_frame.f_code.co_name}"
+        error, seen = error.__cause__ or error.__context__, seen + 1  # type: ignore[assignment]
+    return None
 
 
 def _innermost(tb: types.TracebackType | None) -> types.TracebackType | None:

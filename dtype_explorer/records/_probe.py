@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import Field, JsonValue, computed_field, field_validator, model_validator
 
 from dtype_explorer.backends import LIBRARIES
-from dtype_explorer.errors import first_line, printable
+from dtype_explorer.errors import own_words, printable
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import answered_by, pinned_engine
 from dtype_explorer.records._fit import FitReport
@@ -247,11 +247,11 @@ class ErrorInfo(Record):
     where: str = "call"
 
 
-#: Who states an expected dtype: the dtype policy's rule, ``keras.backend.result_type``, an
-#: array library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API),
-#: or Keras's symbolic call (``declared``).
+#: Who states an expected dtype: the policy's rule, ``keras.backend.result_type``, an array
+#: library's own function (``numpy``, ``jax``, ``torch``, ``tensorflow``: its NumPy API), the
+#: op of OpenVINO's op set (``openvino``), or Keras's symbolic call (``declared``).
 ExpectationSource = Literal[
-    "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "declared"
+    "policy", "result_type", "numpy", "jax", "torch", "tensorflow", "openvino", "declared"
 ]
 
 #: What a library with no call comparable with Keras's op is shown as.
@@ -552,16 +552,16 @@ class ProbeResult(Record):
         return "unsupported" if self.unsupported else "values-wrong" if wrong else self.verdict
 
     def error_text(self) -> str:
-        """``"ValueError: first line of the message"``, or ``""``."""
-        return f"{self.error.type}: {first_line(self.error.message)}" if self.error else ""
+        """``"ValueError: the line of the message that says it"`` (:func:`own_words`), or ``""``."""
+        said = own_words(self.error.message, self.error.type) if self.error else ""
+        return f"{self.error.type}: {said}" if self.error else ""
 
     def summary(self) -> str:
         """One line: ``jax  Dense uint8 -> float32  as-documented`` (its :attr:`shown_verdict`; an
         engine: ``[keras ..]``)."""
         inputs = ",".join(self.spec.input_dtypes)
         said = self.output_dtype if self.ok else self.error_text() or self.status
-        if self.unsupported:
-            said = self.headline
+        said = self.headline if self.unsupported else said
         spec = self.spec
         mode = f" mode={spec.mode}" if spec.mode != "call" else ""
         engine = f"  [{answered_by(spec.engine, self.versions)}]" if spec.engine else ""
@@ -572,22 +572,6 @@ class ProbeResult(Record):
 
     def __repr__(self) -> str:
         return f"<ProbeResult {self.summary()}>"
-
-
-def own_words(message: str, kind: str = "") -> str:
-    """The line of an error message that says what went wrong: its first line, or, for a
-    ``tf.function``'s "in user code:" traceback, the error line at its end (without ``kind:``).
-
-    >>> own_words("in user code:\\n  File 'a.py'\\n\\n  TypeError: bad", "TypeError")
-    'bad'
-    >>> own_words("units must be positive\\nmore")
-    'units must be positive'
-    """
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if lines and lines[0] == "in user code:":
-        last = lines[-1]
-        return last.removeprefix(f"{kind}:").strip() if kind else last
-    return first_line(message)
 
 
 def _step_text(step: CastStep) -> str:

@@ -15,7 +15,16 @@ from dtype_explorer.runtime._index import EngineError, Lines, run
 from dtype_explorer.versions import library_version
 
 #: The installed libraries an engine is checked against and records (``Engine.base``).
-BASE_DISTRIBUTIONS = ("keras", "tensorflow", "jax", "jaxlib", "torch", "numpy", "ml-dtypes")
+BASE_DISTRIBUTIONS = (
+    "keras",
+    "tensorflow",
+    "jax",
+    "jaxlib",
+    "torch",
+    "numpy",
+    "ml-dtypes",
+    "openvino",
+)
 
 
 def base_versions() -> dict[str, str]:

@@ -22,7 +22,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 import pebble
 
-from dtype_explorer.records import ErrorInfo, ProbeResult, ProbeSpec
+from dtype_explorer.records import UNSUPPORTED, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -207,6 +207,20 @@ def failure(spec: ProbeSpec, status: str, kind: str, message: str) -> ProbeResul
         device=spawn.devices.get(spawn.group(spec.backend, spec.engine), "unknown"),
         verdict="error",
         error=ErrorInfo(type=kind, message=message, where="worker"),
+        versions=_versions(spec),
+    )
+
+
+def unsupported(spec: ProbeSpec, message: str) -> ProbeResult:
+    """The answer of a backend that cannot run ``spec`` at all (the engine's Keras has no such
+    backend): ``not supported here`` (``ProbeResult.unsupported``), ``message`` saying why;
+    no worker ran, nothing is cached."""
+    return ProbeResult(
+        spec=spec,
+        status="invalid",
+        backend=spec.backend,
+        verdict="error",
+        error=ErrorInfo(type="NotSupported", message=message, where=UNSUPPORTED),
         versions=_versions(spec),
     )
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 #: What one worker may hold, in MiB: its measured resident set after importing its backend
 #: and probing Dense, Conv2D, LSTM and MultiHeadAttention (numpy 273, jax 394, tensorflow
-#: 698, torch 473 on Linux x86-64, CPU; ``benchmarks/README.md``), with room to grow over a
-#: survey (jax's compile cache, TensorFlow's graphs). The default number of workers per
-#: backend leaves room for this much per worker.
-WORKER_MIB = {"numpy": 400, "jax": 800, "tensorflow": 1000, "torch": 700}
+#: 698, torch 473, openvino 328 on Linux x86-64, CPU; ``benchmarks/README.md``), with room to
+#: grow over a survey (jax's compile cache, TensorFlow's graphs, OpenVINO's compiled ops). The
+#: default number of workers per backend leaves room for this much per worker.
+WORKER_MIB = {"numpy": 400, "jax": 800, "tensorflow": 1000, "torch": 700, "openvino": 500}
 #: A worker that holds more than this many times :data:`WORKER_MIB` after a probe (a user's
 #: layer kept arrays alive) is replaced once it has answered; ``$DTYPE_EXPLORER_WORKER_MIB``
 #: sets the budget in MiB for every backend instead.

@@ -515,6 +515,10 @@ def _device(backend: str) -> str:
             from keras.src.backend.torch.ops.core import get_device
 
         return str(get_device())
+    if backend == "openvino":  # Keras compiles its ops for this OpenVINO device ("CPU")
+        from keras.src.backend.openvino.core import get_device as openvino_device
+
+        return str(openvino_device()).lower()
     return "cpu"
 
 

@@ -92,6 +92,7 @@ __all__ = [
     "keras2_display",
     "kernel",
     "list",
+    "missing_backend",
     "pin",
     "remove",
     "require",
@@ -212,6 +213,22 @@ def ensure(spec: str | None, *, progress: Progress = True) -> Engine | None:
 
 
 check_backend = check_engine_backend
+
+
+def missing_backend(spec: str | None, backend: str) -> str | None:
+    """Why the Keras of the created engine ``spec`` has no ``backend``, in words: a Keras 3
+    release or build without ``keras/src/backend/<backend>`` (openvino came with Keras 3.8;
+    keras-nightly has dropped it). ``None`` where it has it, for the installed Keras
+    (``None``), Keras 2 (:func:`check_backend` says where it runs) and an engine not created.
+    """
+    name = engine_spec(spec)
+    engine = None if name is None or name.startswith("tf_keras") else _find(name)
+    if engine is None or (Path(engine.site) / "keras" / "src" / "backend" / backend).is_dir():
+        return None
+    return (
+        f"this Keras ({engine.label}) has no {backend} backend: its release has no "
+        f"keras/src/backend/{backend}"
+    )
 
 
 def create(

@@ -1,4 +1,5 @@
-"""Long-lived worker processes per Keras backend, so one kernel can ask all four at once.
+"""Long-lived worker processes per Keras backend, so one kernel can ask all five at once (the
+ones installed: openvino's worker starts only where ``openvino`` is installed).
 
 Keras fixes its backend at import, so each backend gets its own workers: one or more *slots*,
 each a ``pebble.ProcessPool`` with a single spawned worker
@@ -228,8 +229,8 @@ def default_workers_per_backend() -> int:
     """The default number of workers per backend, chosen once per process: the CPUs this
     process may use shared among the installed, allowed backends, and no more workers of all
     of them than half the memory available holds (:data:`WORKER_MIB` each); at least 1, at
-    most :data:`MAX_DEFAULT_WORKERS`. On 2 cores with four backends: 1 (the four workers
-    already take turns on two cores); on 16 cores and 64 GB with four backends: 4.
+    most :data:`MAX_DEFAULT_WORKERS`. On 2 cores with four or five backends: 1 (the workers
+    already take turns on two cores); on 16 cores and 64 GB with four backends: 4 (3 with five).
 
     Returns:
         The default, at least 1.
@@ -341,6 +342,9 @@ def submit(
     (backend,) = usable(spec.backend)
     engines.check_backend(spec.engine, backend)
     engines.require(spec.engine)  # created first (dx.probe does it): a clear error if not
+    missing = engines.missing_backend(spec.engine, backend)
+    if missing is not None:  # openvino on keras-nightly: that Keras's answer, not supported
+        return _completed(_failures.unsupported(spec, missing))
     limit = time_limit(timeout)
     cacheable = use_cache and target_payload is None and not spec.target.startswith("custom:")
     if cacheable:
@@ -364,6 +368,13 @@ def submit(
         lambda f: _failures.deliver_answer(f, out, spec, seconds, slot, cacheable=cacheable)
     )
     return out
+
+
+def _check_has_backend(engine: str | None, backend: str) -> None:
+    """``InvalidSpecError`` where the engine's Keras has no ``backend`` (no worker can start)."""
+    missing = engines.missing_backend(engine, backend)
+    if missing is not None:
+        raise InvalidSpecError(f"backend {backend!r} with engine {engine!r}: {missing}")
 
 
 def _checked(spec: ProbeSpec) -> dict[str, Any]:
@@ -420,6 +431,7 @@ def call(
     usable(backend)
     engines.check_backend(engine, backend)
     engines.require(engine)
+    _check_has_backend(engine, backend)
     limit = time_limit(timeout)
     seconds = _config["timeout"] if limit is None else limit
     try:
@@ -463,6 +475,8 @@ def warm(
     for name in names:
         engines.check_backend(engine, name)
     engines.require(engine)
+    for name in names:
+        _check_has_backend(engine, name)
     futures = {s: _schedule(b, worker.describe, slot=s)[0] for b in names for s in slots(b, engine)}
     by_slot = {}
     for slot, future in futures.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import dtypes, pool
@@ -14,8 +15,9 @@ from dtype_explorer.records import PromotionTable
 
 @pytest.fixture(scope="module")
 def add_table() -> PromotionTable:
-    """``ops.add`` on every default dtype pair, every installed backend, every reference."""
-    return dx.promotion_table("add", progress=False)
+    """``ops.add`` on every default dtype pair, the swept backends (``tests/swept.py``), every
+    reference."""
+    return dx.promotion_table("add", backends=SWEPT, progress=False)
 
 
 def _keras_result_type(lhs: str, rhs: str) -> str:
@@ -27,7 +29,7 @@ def test_documented_grid_is_result_type_on_every_backend(add_table: PromotionTab
     """Every pair, every backend: the grid holds what ``keras.backend.result_type`` returns
     in that backend's worker (where it raises, the grid says so)."""
     pairs = [(lhs, rhs) for lhs in add_table.dtypes for rhs in add_table.dtypes]
-    assert len(add_table.backends) == len(pool.installed_backends())
+    assert len(add_table.backends) == len(SWEPT)
     for backend in add_table.backends:
         futures = [pool.call(backend, keras.backend.result_type, *_weak(p)) for p in pairs]
         grid = add_table.documented_grid(backend)

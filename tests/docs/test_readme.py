@@ -30,7 +30,7 @@ def test_readme_block_runs_as_a_plain_script(code, output, tmp_path):
     script.write_text(code, encoding="utf-8")
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         "DTYPE_EXPLORER_CACHE_DIR": str(tmp_path / "cache"),
     }
     done = subprocess.run(

@@ -14,12 +14,12 @@ import sys
 import keras
 import numpy as np
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
-from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError
 
-ALL = list(BACKENDS)
+ALL = list(SWEPT)
 
 #: Each case: (floatx, expression). The expression's value is what the probe must answer.
 DTYPE = "(lambda out: k.backend.standardize_dtype(out.dtype))"

@@ -12,11 +12,12 @@ import keras
 import numpy as np
 import pytest
 import raw_instances as raw
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import pool
 
-BACKENDS = ["numpy", "jax", "torch", "tensorflow"]
+BACKENDS = list(SWEPT)
 X8 = np.linspace(-1, 1, 16, dtype="float32").reshape(2, 8)
 
 

@@ -6,11 +6,11 @@ tests go through real worker processes, one per backend.
 
 import keras
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
-from dtype_explorer.backends import BACKENDS
 
-ALL = list(BACKENDS)
+ALL = list(SWEPT)
 
 
 def stage(result, name, index=0):
@@ -42,7 +42,7 @@ def test_dense_mixed_precision_outputs_compute_dtype_keeps_float32_kernel(backen
 
 def test_conv1d_uint8_diverges_float32_on_jax_error_elsewhere():
     rs = dx.probe(
-        "Conv1D", input_dtype="uint8", backend="all", kwargs={"filters": 2, "kernel_size": 3}
+        "Conv1D", input_dtype="uint8", backend=ALL, kwargs={"filters": 2, "kernel_size": 3}
     )
     assert set(rs.backends) == set(ALL)
     assert rs.verdict == "diverges"
@@ -83,7 +83,7 @@ def test_float64_is_cast_to_float32_and_the_step_says_where(backend):
 
 def test_layer_dtype_float64_is_honoured_on_tensorflow_and_torch_only():
     rs = dx.probe(
-        "Dense", input_dtype="float64", backend="all", kwargs={"units": 3, "dtype": "float64"}
+        "Dense", input_dtype="float64", backend=ALL, kwargs={"units": 3, "dtype": "float64"}
     )
     observed = {r.backend: r.output_dtype for r in rs}
     assert observed == {

@@ -11,15 +11,15 @@ from pathlib import Path
 import keras
 import numpy as np
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import dtypes
-from dtype_explorer.backends import BACKENDS
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run.trace._op_trace import op_trace
 from dtype_explorer.records import ProbeResult
 
-ALL = list(BACKENDS)
+ALL = list(SWEPT)
 KERAS_BLOB = f"https://github.com/keras-team/keras/blob/v{keras.__version__}/keras/src/"
 
 

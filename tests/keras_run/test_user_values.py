@@ -10,15 +10,15 @@ import json
 import keras
 import numpy as np
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import pool
-from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import InputValue, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import cache
 
-ALL = list(BACKENDS)
+ALL = list(SWEPT)
 
 
 def raw(backend: str, expression: str):

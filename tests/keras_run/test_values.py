@@ -9,12 +9,13 @@ import math
 import keras
 import pytest
 from keras import ops
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import pool
 
-#: Every backend: the test command installs all four, so one missing fails here (never skips).
-BACKENDS = pool.usable(["numpy", "jax", "tensorflow", "torch"])
+#: The swept backends (tests/swept.py): the test command installs them, so one missing fails here.
+BACKENDS = pool.usable(SWEPT)
 
 
 def flat(finding, shape) -> int:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import pool
 
-#: Every backend: the test command installs all four, so one missing fails here (never skips).
-BACKENDS = pool.usable(["numpy", "jax", "tensorflow", "torch"])
+#: The swept backends (tests/swept.py): the test command installs them, so one missing fails here.
+BACKENDS = pool.usable(SWEPT)
 
 # ------------------------------------------------------------------ 1. random layers
 

@@ -155,6 +155,33 @@ def test_is_it_fixed_on_main_side_by_side_as_raw_keras_answers(keras_nightly_eng
     ]
 
 
+#: Whether this Keras has an openvino backend, raw: its module found or not (no import).
+RAW_OPENVINO = """
+import importlib.util, json, keras
+print(json.dumps({"keras": keras.__version__,
+                  "openvino": importlib.util.find_spec("keras.src.backend.openvino") is not None}))
+"""
+
+
+def test_openvino_on_the_nightly_is_not_supported_this_keras_has_none(keras_nightly_engine):
+    """keras-nightly has dropped the openvino backend: asked there, openvino answers "not
+    supported here" saying this Keras has none (no worker is started for it), beside the
+    installed Keras's openvino answer and the nightly's numpy answer."""
+    build = keras_nightly_engine.spec
+    raw = json_on("numpy", RAW_OPENVINO, site=keras_nightly_engine.site)
+    assert raw == {"keras": keras_nightly_engine.version, "openvino": False}
+    rs = dx.probe("Dense", "uint8", backend=["numpy", "openvino"], engine=build)
+    assert rs["numpy"].ok
+    missing = rs["openvino"]
+    assert missing.unsupported and rs.verdict != "diverges"
+    assert missing.headline.startswith("not supported here: this Keras (keras-nightly==")
+    assert "has no openvino backend" in missing.headline
+    both = dx.probe("Dense", "uint8", backend="openvino", engine=[None, build])
+    assert both.results[0].ok and both.results[1].unsupported
+    with pytest.raises(InvalidSpecError, match="has no openvino backend"):
+        dx.pool.warm(["openvino"], engine=build)
+
+
 def test_bisect_from_the_release_to_the_nightly_names_the_build(keras_nightly_engine, raw):
     """Both ends only (each further build is an engine to make: ``good``/``bad`` spans every
     build between, as the test above reads from the index)."""

@@ -1,4 +1,6 @@
-"""The worker pool with real workers on all four backends: answers, faults, shutdown.
+"""The worker pool with real workers on every installed backend: answers, faults, shutdown.
+The sweeps run on the four the general tests sweep (``tests/swept.py``); ``"all"`` and
+``pool.warm()`` take every installed backend, openvino too where it is installed.
 
 The tests share one set of warm workers (started once, in file order); the fault tests use the
 numpy worker, the cheapest to restart. Custom layers are defined inside functions so that
@@ -21,6 +23,7 @@ from pathlib import Path
 import keras
 import psutil
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
 from dtype_explorer import pool
@@ -86,26 +89,27 @@ def custom(name: str, body: str) -> type:
 
 @pytest.fixture(scope="module", autouse=True)
 def warm_workers():
-    assert pool.installed_backends() == list(BACKENDS), "all four backends must be installed"
+    installed = pool.installed_backends()
+    assert set(SWEPT) <= set(installed), "the four array backends must be installed"
     pool.configure(workers_per_backend=1)  # one worker each: the faults below are that one's
-    described = pool.warm()
-    assert set(described) == set(BACKENDS)
+    described = pool.warm()  # openvino's too, where it is installed
+    assert set(described) == set(installed)
     assert all(d["init_error"] is None for d in described.values()), described
     yield described
 
 
 def test_each_backend_runs_in_its_own_process(warm_workers):
     pids = {d["pid"] for d in warm_workers.values()}
-    assert len(pids) == 4 and os.getpid() not in pids
-    assert {d["backend"] for d in warm_workers.values()} == set(BACKENDS)
+    assert len(pids) == len(warm_workers) and os.getpid() not in pids
+    assert {d["backend"] for d in warm_workers.values()} == set(pool.installed_backends())
     assert keras.backend.backend() == os.environ["KERAS_BACKEND"]  # the kernel's is untouched
 
 
 def test_scenario_1_conv1d_uint8_diverges_across_backends():
     results = ProbeSet(
-        results=tuple(pool.run_many([conv1d_uint8(b) for b in BACKENDS], use_cache=False))
+        results=tuple(pool.run_many([conv1d_uint8(b) for b in SWEPT], use_cache=False))
     )
-    assert sorted(results.backends) == sorted(BACKENDS)
+    assert sorted(results.backends) == sorted(SWEPT)
     assert results["jax"].status == "ok" and results["jax"].output_dtype == "float32"
     for backend in ("tensorflow", "torch", "numpy"):
         assert results[backend].status == "error", results[backend].summary()
@@ -118,6 +122,7 @@ def test_scenario_1_conv1d_uint8_diverges_across_backends():
 def test_dx_probe_all_returns_a_probe_set():
     results = dx.probe("Conv1D", input_dtype="uint8", backend="all", kwargs=CONV1D, use_cache=False)
     assert isinstance(results, ProbeSet)
+    assert list(results.backends) == pool.installed_backends()
     assert results.verdict == "diverges"
     assert results["jax"].output_dtype == "float32"
     assert "across backends: diverges" in results.summary()
@@ -143,17 +148,16 @@ def test_results_stream_as_they_arrive(tmp_path):
     gate = tmp_path / "gate"
     held_on_numpy = custom("HeldOnNumpy", gate_body(gate, "numpy"))
     specs = [
-        ProbeSpec(target="custom:HeldOnNumpy", input_dtypes=("float16",), backend=b)
-        for b in BACKENDS
+        ProbeSpec(target="custom:HeldOnNumpy", input_dtypes=("float16",), backend=b) for b in SWEPT
     ]
     arrived = []
     for result in pool.run_many(specs, target=held_on_numpy, use_cache=False):
         assert result.status == "ok", result.summary()
         arrived.append(result.backend)
-        if len(arrived) == len(BACKENDS) - 1:
+        if len(arrived) == len(SWEPT) - 1:
             assert not gate.exists() and "numpy" not in arrived
             gate.touch()  # numpy may finish now
-    assert sorted(arrived) == sorted(BACKENDS)
+    assert sorted(arrived) == sorted(SWEPT)
     assert arrived[-1] == "numpy"
 
 
@@ -169,7 +173,7 @@ def test_custom_layer_from_a_notebook_reaches_every_worker():
                         policy="mixed_float16",
                         backend=b,
                     )
-                    for b in BACKENDS
+                    for b in SWEPT
                 ],
                 target=doubler,
             )

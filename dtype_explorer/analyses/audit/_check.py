@@ -17,13 +17,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _engine as _audit_engine
+from dtype_explorer.analyses.audit import _fit as _audit_fit
 from dtype_explorer.analyses.audit import _fixes as _audit_fixes
 from dtype_explorer.analyses.audit import _keras2 as _audit_keras2
 from dtype_explorer.analyses.audit import _predict as _audit_predict
@@ -35,7 +33,7 @@ from dtype_explorer.analyses.audit import _rules_facts as _audit_rules_facts
 from dtype_explorer.analyses.audit import _rules_output as _audit_rules_output
 from dtype_explorer.analyses.audit import _save as _audit_save
 from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
-from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, unknown
+from dtype_explorer.errors import InvalidSpecError, as_sentence, unknown
 from dtype_explorer.keras_run import (
     ModelTracer,
     call_arguments,
@@ -44,7 +42,6 @@ from dtype_explorer.keras_run import (
     compiled_by,
     declared_inputs,
     describe_model,
-    global_seed_kept,
     is_compiled,
     is_keras2,
     layer_damage,
@@ -55,9 +52,7 @@ from dtype_explorer.keras_run import (
     rebuilt_notes,
     reference_dtype,
     sample_for,
-    sample_text,
     tensor_info,
-    train_one_step,
     training_copy,
     validate_policy,
     variables_kept,
@@ -67,7 +62,6 @@ from dtype_explorer.records import (
     MODES,
     AuditReport,
     Finding,
-    FitReport,
     LayerCall,
 )
 from dtype_explorer.runtime import engines, pool
@@ -449,7 +443,7 @@ def _fit_phase(audit: _Audit, model: Any, labels: Any) -> None:
     """One real ``model.fit`` step of the compiled copy: its gradients' findings, or the
     finding that it raised."""
     t0 = time.perf_counter()
-    fit, failed = _fit(audit.audited, audit.sample, audit.outputs, labels)
+    fit, failed = _audit_fit.fit_step(audit.audited, audit.sample, audit.outputs, labels)
     audit.timings["fit_ms"] = ms(t0)
     compiled, how = compiled_by(audit.audited)
     audit.ran.update(fit=fit, compiled=compiled, execution=f"model.fit: one training step, {how}")
@@ -532,59 +526,6 @@ def _audit_mode(mode: Any, model: Any) -> str:
         f"mode {mode!r} cannot audit {describe_model(model)}: {why}; modes that apply: "
         f"{', '.join(usable)}"
     )
-
-
-def _fit(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
-    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
-    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
-    that the step refuses are an ``InvalidSpecError``."""
-    import keras
-
-    loss = getattr(copy, "loss", None)
-    name = (
-        loss
-        if isinstance(loss, str)
-        else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
-    )
-    sparse = "sparse" in str(name).lower()
-    given = labels is not None
-    fitting = keras.tree.map_structure(
-        lambda t: (
-            np.zeros(tuple(t.shape)[:-1], "int32")
-            if sparse
-            else np.zeros(tuple(t.shape), "float32")
-        ),
-        outputs,
-    )
-    labels = fitting if labels is None else labels
-
-    def step(y: Any) -> FitReport:
-        with global_seed_kept():
-            return train_one_step(copy, sample, y, loss=str(name), prefix=f"{copy.name}/")
-
-    try:
-        return step(labels), None
-    except Exception as error:
-        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
-        how, shown = compiled_by(copy)[1], sample_text(labels)
-        if not given:
-            return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
-        if _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
-            raise InvalidSpecError(
-                f"one model.fit step of a copy of {describe_model(copy)} failed with the labels "
-                f"given ({shown}): {said}"
-            ) from error
-        return None, _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
-
-
-def _fits_with(step: Callable[[Any], Any], labels: Any) -> bool:
-    """Whether the training step runs with ``labels`` (zeros fitting the model's outputs):
-    when it fails with those too, the error is the model's own, not the labels'."""
-    try:
-        step(labels)
-    except Exception:
-        return False
-    return True
 
 
 def _requested_backends(backends: str | list[str] | None) -> list[str]:

@@ -17,9 +17,9 @@ from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.errors import keras_message
 from dtype_explorer.keras_run import (
     ModelTracer,
-    compiled_by,
     keras_flatten,
     nonfinite_count,
+    predict_compiled_by,
     tensor_info,
 )
 from dtype_explorer.records import ErrorInfo, LayerCall, PredictReport
@@ -72,7 +72,7 @@ def keras3_predicted(
     function traced it, compared with the eager pass ``eager``."""
     import keras
 
-    compiled, how = _predict_compiled(model)
+    compiled, how = predict_compiled_by(model)
     return predicted(
         ModelTracer(model, values=False),
         sample,
@@ -82,14 +82,3 @@ def keras3_predicted(
         compiled=compiled,
         execution=f"model.predict, {how}",
     )
-
-
-def _predict_compiled(model: Any) -> tuple[bool, str]:
-    import keras
-
-    backend = keras.backend.backend()
-    if getattr(model, "run_eagerly", False):
-        return False, "eager (compiled with run_eagerly=True)"
-    if backend in ("jax", "tensorflow"):
-        return compiled_by(model)
-    return False, f"eager on {backend}"

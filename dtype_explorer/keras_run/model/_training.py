@@ -47,6 +47,24 @@ def compiled_by(model: Any) -> tuple[bool, str]:
     return False, f"eager on {backend}"
 
 
+def predict_compiled_by(model: Any) -> tuple[bool, str]:
+    """Whether ``model.predict`` runs compiled, and by what, in words: jax and tensorflow as
+    :func:`compiled_by`; openvino compiles the model's graph with ``ov.compile_model`` (where
+    every layer supports it), at the CPU plugin's default inference precision (bfloat16 on a
+    CPU with native bf16: float32 outputs, bf16 arithmetic), not the f32 its eager ops ask."""
+    import keras
+    from keras.src.trainers.trainer import model_supports_jit
+
+    backend = keras.backend.backend()
+    if getattr(model, "run_eagerly", False):
+        return False, "eager (compiled with run_eagerly=True)"
+    if backend in ("jax", "tensorflow"):
+        return compiled_by(model)
+    if backend == "openvino" and model is not None and model_supports_jit(model):
+        return True, "compiled by OpenVINO (ov.compile_model, the CPU plugin's default precision)"
+    return False, f"eager on {backend}"
+
+
 @contextlib.contextmanager
 def global_seed_kept() -> Iterator[None]:
     """Put Keras's global seed generator (used by random ops given no seed) back as it was."""

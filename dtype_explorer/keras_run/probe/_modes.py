@@ -1,9 +1,10 @@
 """How a probe runs its layer (``ProbeSpec.mode``): the eager call (``"call"``), the eager
 call with ``training=True`` (``"training"``), inside a functional ``keras.Model``
 (``"model"``: ``Model.__call__`` and its conversion on the cast path, as the ``model`` stage),
-through ``model.predict`` (``"predict"``: compiled on jax and tensorflow), or one training step
-with a real loss and optimizer (``"fit"``: gradients, loss scaling, variables afterwards), or
-mapped over ``tf.data`` (``"dataset"``, on every backend, tensorflow installed).
+through ``model.predict`` (``"predict"``: compiled on jax, tensorflow and openvino), or one
+training step with a real loss and optimizer (``"fit"``: gradients, loss scaling, variables
+afterwards; Keras's openvino trainer refuses it, which is shown as not supported), or mapped
+over ``tf.data`` (``"dataset"``, on every backend, tensorflow installed).
 
 Under ``"training"`` and ``"fit"`` random layers are seeded (their ``seed=`` argument, from
 the spec's seed) and Keras's global seed generator, if one exists, is put back, so answers are
@@ -26,7 +27,12 @@ from dtype_explorer import dtypes
 from dtype_explorer.keras_run._mode_rules import (
     MODEL_MODES,
 )
-from dtype_explorer.keras_run.model import compiled_by, global_seed_kept, train_one_step
+from dtype_explorer.keras_run.model import (
+    compiled_by,
+    global_seed_kept,
+    predict_compiled_by,
+    train_one_step,
+)
 from dtype_explorer.keras_run.trace import operator_limit
 from dtype_explorer.records import UNSUPPORTED, CastStep, ErrorInfo, FitReport, own_words
 
@@ -163,16 +169,11 @@ class ModeRun:
             return compiled_by(self.model)[0]
         if self.mode != "predict":
             return None
-        return self.backend in ("jax", "tensorflow")
+        return predict_compiled_by(self.model)[0]
 
     @property
     def compiled_by(self) -> str:
-        if self.backend == "jax":
-            return "compiled by jax.jit"
-        if self.backend == "tensorflow":
-            xla = getattr(self.model, "jit_compile", False) if self.model is not None else False
-            return "compiled by tf.function" + (" with XLA" if xla else "")
-        return f"eager on {self.backend}"
+        return predict_compiled_by(self.model)[1]
 
     def prepare(self) -> None:
         if self.mode not in MODEL_MODES:

@@ -13,10 +13,11 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
-from dtype_explorer.keras_run._tool_error import is_tool_error
+from dtype_explorer.keras_run._tool_error import is_tool_error, unimplemented
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.trace import op_trace
 from dtype_explorer.records import (
+    UNSUPPORTED,
     CastStep,
     ErrorInfo,
     Expectation,
@@ -224,15 +225,22 @@ def device(tensor: Any) -> str:
 
 def error_info(error: BaseException, where: str) -> ErrorInfo:
     """The error as a result carries it; ``where="tool"`` when dtype-explorer's own code failed
-    (``_tool_error``): the probe then makes it ``invalid``, never Keras's answer."""
+    (``_tool_error``): the probe then makes it ``invalid``, never Keras's answer; ``where`` is
+    ``UNSUPPORTED`` where Keras's openvino backend does not implement what was asked
+    (:func:`unimplemented`): Keras's own answer, in its words, drawn as not supported."""
     message = keras_message(str(error), limit=MAX_MESSAGE)
-    where = "tool" if is_tool_error(error) else where
+    raiser = unimplemented(error)
+    if is_tool_error(error):
+        where = "tool"
+    elif raiser is not None:
+        where = UNSUPPORTED
+        message = message or f"{raiser} raises NotImplementedError (no message)"
     return ErrorInfo(type=type(error).__name__, message=message, where=where)
 
 
 #: The packages whose code is a backend's own: an error raised in one of them (or in Keras's
 #: ``keras/src/backend/``) is the backend refusing, not Keras checking the user's arguments.
-FRAMEWORKS = ("jax", "jaxlib", "torch", "tensorflow", "numpy", "scipy", "ml_dtypes")
+FRAMEWORKS = ("jax", "jaxlib", "torch", "tensorflow", "numpy", "openvino", "scipy", "ml_dtypes")
 
 
 def _frame_module(filename: str) -> str | None:

@@ -2,7 +2,8 @@
 user takes it on their backend (``jax.grad``, ``tf.GradientTape``, ``torch.autograd.grad``) of
 the sum of the op's float outputs; each gradient's dtype and inf/NaN count, in the same
 ``FitReport`` a layer's training step fills (no loss, no optimizer: no step is taken). Keras
-has no gradient of its own and numpy none at all: there the mode is not supported."""
+has no gradient of its own, and numpy and openvino (inference only) none at all: there the mode
+is not supported."""
 
 from __future__ import annotations
 
@@ -41,12 +42,13 @@ def op_gradients(
         A ``FitReport`` (loss: what was differentiated; one ``GradientInfo`` per input).
 
     Raises:
-        NoGradients: on numpy, or with no float input or output (the why in its message).
+        NoGradients: on numpy and openvino, or with no float input or output (the why in
+            its message).
     """
     import keras
 
     backend = keras.backend.backend()
-    if backend not in HOW:
+    if backend not in HOW:  # numpy, openvino
         raise NoGradients(f"the {backend} backend has no gradients (it has no autodiff)")
     if not floats:
         raise NoGradients("the op has no float input to differentiate with respect to")
@@ -89,7 +91,7 @@ def _gradients(backend: str, total: Callable[[Sequence[Any]], Any], xs: list[Any
                 tape.watch(x)
             y = total(xs)
         return list(tape.gradient(y, xs))
-    import torch
+    import torch  # the one backend left: op_gradients refused those without a HOW
 
     xs = [x.detach().clone().requires_grad_(True) for x in xs]
     return list(torch.autograd.grad(total(xs), xs, allow_unused=True))

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer.keras_run.references import _adapters as _reference_adapters
+from dtype_explorer.keras_run.references import _openvino as _openvino_reference
 from dtype_explorer.keras_run.references._adapters import Adapter
 from dtype_explorer.records import NO_COUNTERPART
 
@@ -132,6 +133,7 @@ ADAPTERS: dict[str, Adapter] = {
     "jax.numpy.fft.irfft": _irfft,
     "torch.fft.irfft": _torch_irfft,
     **_reference_adapters.ADAPTERS,
+    **_openvino_reference.ADAPTERS,
 }
 
 

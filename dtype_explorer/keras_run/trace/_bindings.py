@@ -34,6 +34,8 @@ SKIP_NAMES = frozenset(
         "torch_seed_generator", "tf_draw_seed", "draw_seed", "make_default_seed", "get_device",
         "to_torch_dtype", "is_flash_attention_enabled", "device", "in_stateless_scope",
         "backend", "get_autocast_scope", "is_nnx_enabled",
+        # openvino's core: helpers that build its graph (its nodes' types and outputs)
+        "align_operand_types", "get_ov_output", "shape_to_ov_output", "ov_to_keras_type",
     }
 )  # fmt: skip
 #: The attribute of the trace's wrappers (``_trace._make_wrapper``): never wrapped again.

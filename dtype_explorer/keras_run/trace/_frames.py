@@ -33,7 +33,18 @@ TRACE_FILES = frozenset(
 PACKAGE = os.path.dirname(os.path.dirname(_HERE)) + os.sep
 
 _TRANSPARENT_PACKAGES = frozenset(
-    {"jax", "jaxlib", "tensorflow", "torch", "numpy", "optree", "ml_dtypes", "tree", "absl"}
+    {
+        "jax",
+        "jaxlib",
+        "tensorflow",
+        "torch",
+        "numpy",
+        "openvino",
+        "optree",
+        "ml_dtypes",
+        "tree",
+        "absl",
+    }
 )
 
 

@@ -13,7 +13,7 @@ Classes (``Layer.__call__`` included, which the audit patches) and layer instanc
 
 Why this and not the alternatives: it sees the op *as the calling code wrote it*
 (``ops.cast`` in ``batch_normalization.py``, ``backend.cast`` in ``dtype_policy.py``) on all
-four backends alike, it observes concrete values (so inf/NaN can be traced to the op that made
+five backends alike, it observes concrete values (so inf/NaN can be traced to the op that made
 them), and it costs one Python call per op. ``sys.setprofile`` sees the same calls at a cost
 for every Python call (2x on MultiHeadAttention); jaxprs, torch dispatch modes and TF graphs
 see the backend's primitives, not Keras's ops, and only on their own backend.
@@ -230,13 +230,14 @@ def op_trace(
 
 
 def operator_limit(backend: str) -> str:
-    """What the op trace leaves out of the user's Python operators on ``backend``, for the
-    probe's trace note ("" where it records them).
+    """What the op trace leaves out on ``backend``, for the probe's trace note: of the user's
+    Python operators (numpy), of the values (openvino); "" where it records them all.
 
     >>> operator_limit("numpy").startswith("operators on NumPy arrays")
     True
     """
-    return operators.limit(backend)
+    said = (operators.limit(backend), records.VALUE_LIMITS.get(backend, ""))
+    return "; ".join(s for s in said if s)
 
 
 @contextmanager

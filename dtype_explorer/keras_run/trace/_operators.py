@@ -14,6 +14,8 @@ Each framework's own hook, in place only while a trace is open, and put back whe
 - **jax**: the concrete array type's operators (``ArrayImpl``, set by
   ``jax._src.numpy.array_methods``), wrapped on the class. Operators on tracers (inside
   ``jax.jit``) are the tracer's, not traced.
+- **openvino**: Keras's own ``OpenVINOKerasTensor`` (its operators build OpenVINO graph nodes in
+  Python), wrapped on the class.
 - **Keras variables**, every backend: the operators of Keras's ``Variable`` class
   (``self.kernel * x`` runs ``backend.numpy.multiply``, kept one level down).
 - **numpy**: not traced (:data:`LIMITS`): ``ndarray``'s operators are C slots of a built-in type,
@@ -141,6 +143,10 @@ def _classes(backend: str) -> list[type]:
         from jax._src.array import ArrayImpl
 
         out.append(ArrayImpl)
+    elif backend == "openvino":
+        from keras.src.backend.openvino.core import OpenVINOKerasTensor
+
+        out.append(OpenVINOKerasTensor)
     return out
 
 

@@ -98,6 +98,8 @@ def type_kind(t: type) -> str | None:
         return "scalar"
     if issubclass(t, variable):
         return "variable"
+    if t.__name__ == "OpenVINOKerasTensor":  # its dtype and shape are set per instance
+        return "tensor"
     if (
         issubclass(t, keras_tensor)
         or not (hasattr(t, "dtype") and hasattr(t, "shape"))
@@ -119,6 +121,15 @@ def shape_of(value: Any) -> tuple:
         return tuple(None if d is None else int(d) for d in shape)
     except Exception:
         return ()
+
+
+#: What the op trace leaves out of the values on a backend, said in the probe's trace note.
+VALUE_LIMITS = {
+    "openvino": (
+        "values are not read per op (no inf/NaN per op, no values lost at a cast): a Keras "
+        "OpenVINO tensor is a graph node, and each read compiles the graph up to it"
+    ),
+}
 
 
 def param_names(fn: Any) -> tuple[str, ...]:

@@ -24,11 +24,15 @@ from dtype_explorer.keras_run.trace._records import (
 
 
 def to_numpy(value: Any) -> np.ndarray | None:
-    """Concrete values as NumPy (16-bit and 8-bit floats widened), or ``None`` if abstract."""
+    """Concrete values as NumPy (16-bit and 8-bit floats widened), or ``None`` if abstract or
+    not read (``VALUE_LIMITS``: an OpenVINO tensor, whose read compiles its graph: each
+    step's read made RandAugment's call take 230 s on openvino)."""
     try:
         variable, _ = classes()
         if isinstance(value, variable):
             value = value._value
+        if type(value).__name__ == "OpenVINOKerasTensor":
+            return None
         module = type(value).__module__
         if module.startswith("torch"):
             t = value.detach()

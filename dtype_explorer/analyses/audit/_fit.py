@@ -1,0 +1,82 @@
+"""The fit mode's step: one real ``model.fit`` step of the compiled copy of the model on the
+sample (``keras_run.train_one_step``), with the labels the user gave or zeros that fit the
+model's outputs; where it raises, the finding says whose the error is (the labels', the
+model's, or a backend that does not train: Keras's own words)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
+from dtype_explorer.keras_run import (
+    compiled_by,
+    describe_model,
+    global_seed_kept,
+    sample_text,
+    train_one_step,
+    unimplemented,
+)
+from dtype_explorer.records import FitReport
+
+
+def fit_step(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
+    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
+    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
+    that the step refuses are an ``InvalidSpecError``."""
+    import keras
+
+    loss = getattr(copy, "loss", None)
+    name = (
+        loss
+        if isinstance(loss, str)
+        else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
+    )
+    sparse = "sparse" in str(name).lower()
+    given = labels is not None
+    fitting = keras.tree.map_structure(
+        lambda t: (
+            np.zeros(tuple(t.shape)[:-1], "int32")
+            if sparse
+            else np.zeros(tuple(t.shape), "float32")
+        ),
+        outputs,
+    )
+    labels = fitting if labels is None else labels
+
+    def step(y: Any) -> FitReport:
+        with global_seed_kept():
+            return train_one_step(copy, sample, y, loss=str(name), prefix=f"{copy.name}/")
+
+    try:
+        return step(labels), None
+    except Exception as error:
+        said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
+        if unimplemented(error) is not None:  # the openvino backend: Keras's trainer refuses
+            raise InvalidSpecError(
+                f"mode 'fit' cannot audit {describe_model(copy)} on the "
+                f"{keras.backend.backend()} backend, which does not implement it; Keras "
+                f"says: {said}"
+            ) from None
+        how, shown = compiled_by(copy)[1], sample_text(labels)
+        if not given:
+            return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
+        if _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
+            raise InvalidSpecError(
+                f"one model.fit step of a copy of {describe_model(copy)} failed with the labels "
+                f"given ({shown}): {said}"
+            ) from error
+        return None, _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
+
+
+def _fits_with(step: Callable[[Any], Any], labels: Any) -> bool:
+    """Whether the training step runs with ``labels`` (zeros fitting the model's outputs):
+    when it fails with those too, the error is the model's own, not the labels'."""
+    try:
+        step(labels)
+    except Exception:
+        return False
+    return True
