@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import functools
-import math
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +39,7 @@ from dtype_explorer import backends as backend_names
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.records import ProbeResult, ProbeSpec, engine_spec, pinned_engine
-from dtype_explorer.runtime import _allowed, _failures, _sizing, cache, engines
+from dtype_explorer.runtime import _allowed, _failures, _limits, _sizing, cache, engines
 from dtype_explorer.runtime import _call_trust as call_trust
 from dtype_explorer.runtime import _spawn as spawn
 from dtype_explorer.runtime import _worker as worker
@@ -96,14 +95,14 @@ __all__ = [
 
 #: Registers a dtype-explorer function that ``call`` may run in a cache-keeping worker.
 trusted_entry = call_trust.entry
+time_limit = _limits.time_limit
 
 ENV_BACKENDS = _allowed.ENV_BACKENDS
 ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
 DEFAULT_TIMEOUT = 60.0
 #: Seconds a worker may take to import its backend (TensorFlow on a busy 2-core machine: ~30).
 DEFAULT_START_TIMEOUT = 300.0
-#: The longest finite time limit (faulthandler's timer cannot count past ~30 years).
-MAX_SECONDS = 1e8
+MAX_SECONDS = _limits.MAX_SECONDS
 
 #: Running pools by slot name (``_spawn`` holds them): a *group* (the backend, ``numpy``, or
 #: an engine's workers on it, ``numpy@keras==3.11.3``) for its first worker, and
@@ -154,11 +153,15 @@ def configure(
     """
     chosen = None if backends is None else _validated(backends)
     limits = {
-        name: _seconds(name, value)
+        name: _limits.seconds(name, value)
         for name, value in (("timeout", timeout), ("start_timeout", start_timeout))
         if value is not None
     }
-    count = None if workers_per_backend is None else _worker_count(workers_per_backend)
+    count = (
+        None
+        if workers_per_backend is None
+        else _limits.worker_count(workers_per_backend, default_workers_per_backend)
+    )
     with spawn.lock:
         if chosen is not None:
             _config["backends"] = chosen
@@ -170,20 +173,6 @@ def configure(
             _config["workers_per_backend"] = count
             keep = _workers()
             spawn.stop_slots([s for s in spawn.pools if spawn.slot_index(s) >= keep])
-
-
-def _worker_count(value: Any, name: str = "workers_per_backend") -> int | str:
-    """``workers_per_backend`` checked: a whole number from 1 to :data:`MAX_WORKERS`, or
-    ``"auto"``."""
-    if value == "auto" and isinstance(value, str):
-        return "auto"
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_WORKERS:
-        return value
-    raise InvalidSpecError(
-        f"{name} must be a whole number from 1 to {MAX_WORKERS}, or 'auto' for "
-        f"the default from the cores and memory ({default_workers_per_backend()} here). "
-        f"Received: {_short(value)}"
-    )
 
 
 def workers_per_backend() -> int:
@@ -218,7 +207,11 @@ def _workers() -> int:
     if configured is None:  # not configured: the environment's, if set
         env = os.environ.get(ENV_WORKERS, "").strip()
         if env:
-            configured = _worker_count(int(env) if env.isdigit() else env, f"${ENV_WORKERS}")
+            configured = _limits.worker_count(
+                int(env) if env.isdigit() else env,
+                default_workers_per_backend,
+                f"${ENV_WORKERS}",
+            )
     if configured is None or configured == "auto":
         return default_workers_per_backend()
     return int(configured)
@@ -249,49 +242,6 @@ def slots(backend: str, engine: str | None = None, *, user: bool = False) -> lis
     group = spawn.group(backend, engine)
     group = spawn.user_slot(group) if user else group
     return [spawn.slot_name(group, k) for k in range(_workers())]
-
-
-def time_limit(value: Any, name: str = "timeout") -> float | None:
-    """Check a time limit where it enters (``probe``, ``survey``, ``submit``, ...): ``None``
-    (the configured default), positive seconds up to :data:`MAX_SECONDS`, or ``math.inf`` for
-    none. Zero, negative, NaN, ``-inf``, booleans and non-numbers raise ``InvalidSpecError``.
-
-    Args:
-        value: the limit given by the user.
-        name: the parameter's name, for the message.
-
-    Returns:
-        The limit in seconds as a float, or ``None``.
-
-    >>> time_limit(2), time_limit(None), time_limit(math.inf)
-    (2.0, None, inf)
-    >>> time_limit(float("nan"))  # doctest: +ELLIPSIS, +IGNORE_EXCEPTION_DETAIL
-    Traceback (most recent call last):
-    InvalidSpecError: timeout must be a number of seconds in (0, 1e+08], ... Received: nan
-    """
-    return None if value is None else _seconds(name, value)
-
-
-def _seconds(name: str, value: Any) -> float:
-    """A time limit: positive seconds, or ``math.inf`` for none."""
-    problem = (
-        f"{name} must be a number of seconds in (0, {MAX_SECONDS:g}], or math.inf for no limit. "
-        f"Received: {_short(value)}"
-    )
-    if isinstance(value, bool) or not hasattr(value, "__float__"):
-        raise InvalidSpecError(problem)
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise InvalidSpecError(problem) from None
-    if not (0 < seconds <= MAX_SECONDS or seconds == math.inf):  # NaN fails both
-        raise InvalidSpecError(problem)
-    return seconds
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def allowed_backends() -> list[str]:
@@ -427,7 +377,9 @@ def call(
             pickled.
     """
     if not callable(function):
-        raise InvalidSpecError(f"pool.call needs a callable function. Received: {_short(function)}")
+        raise InvalidSpecError(
+            f"pool.call needs a callable function. Received: {_limits.short(function)}"
+        )
     usable(backend)
     engines.check_backend(engine, backend)
     engines.require(engine)
@@ -438,8 +390,8 @@ def call(
         payload = cloudpickle.dumps((function, args))
     except Exception as exc:
         raise InvalidSpecError(
-            f"pool.call could not send {_short(function)} and its arguments to the {backend} "
-            f"worker: they cannot be pickled ({type(exc).__name__}: {exc})"
+            f"pool.call could not send {_limits.short(function)} and its arguments to the "
+            f"{backend} worker: they cannot be pickled ({type(exc).__name__}: {exc})"
         ) from None
     trusted = call_trust.is_entry(function)  # the worker decides again, on what it unpickles
     call_args = (payload, trusted)
