@@ -156,6 +156,8 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
     wide, narrow = to_numpy(before), to_numpy(after)
     if wide is None or narrow is None or dtype_name(after.dtype) != target:
         return None
+    if not _overflow_or_underflow(wide, narrow):
+        return None  # what is kept below (subnormal, rounding) is not measured for a read
     loss = cast_loss(
         wide, narrow, step="variable-read", where=f"variable {variable.name}",
         source=source, target=target,
@@ -163,6 +165,16 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
     # weights that only became subnormal keep their value to the dtype's precision: what any
     # float16 read of an ordinary initialisation does, not a loss to flag at every op
     return loss if loss is not None and (loss.overflowed or loss.underflowed) else None
+
+
+def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
+    """Whether reading ``wide`` as ``narrow`` made finite values inf or non-zero ones zero,
+    screened by counts (no full comparison): more inf/NaN, or more zeros, after than before."""
+    if wide.shape != narrow.shape or not wide.size:
+        return False
+    if np.count_nonzero(narrow == 0) > np.count_nonzero(wide == 0):
+        return True
+    return bool(np.count_nonzero(~np.isfinite(narrow)) > np.count_nonzero(~np.isfinite(wide)))
 
 
 @functools.cache
