@@ -75,11 +75,15 @@ _EXPORTS: dict[str, str] = {
     "layer_damage": "dtype_explorer.keras_run.model._layer_damage",
     "Float32Fix": "dtype_explorer.keras_run.model._proven_fix",
     "float32_fix": "dtype_explorer.keras_run.model._proven_fix",
+    "float32_copy": "dtype_explorer.keras_run.model._proven_fix",
+    "fitting_labels": "dtype_explorer.keras_run.model._loss_scale_fix",
+    "loss_scale_measures": "dtype_explorer.keras_run.model._loss_scale_fix",
     "float_outputs": "dtype_explorer.keras_run.model._proven_fix",
     "nonfinite_outputs": "dtype_explorer.keras_run.model._proven_fix",
     "overflow_measures": "dtype_explorer.keras_run.model._proven_fix",
     "ids_received": "dtype_explorer.keras_run.model._input_fix",
     "with_input_dtype": "dtype_explorer.keras_run.model._input_fix",
+    "with_dtype": "dtype_explorer.keras_run.model._input_fix",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._layer_values",
@@ -175,13 +179,22 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         training_copy,
         variables_kept,
     )
-    from dtype_explorer.keras_run.model._input_fix import ids_received, with_input_dtype
+    from dtype_explorer.keras_run.model._input_fix import (
+        ids_received,
+        with_dtype,
+        with_input_dtype,
+    )
     from dtype_explorer.keras_run.model._instance import Packed, pack
     from dtype_explorer.keras_run.model._layer_damage import layer_damage
+    from dtype_explorer.keras_run.model._loss_scale_fix import (
+        fitting_labels,
+        loss_scale_measures,
+    )
     from dtype_explorer.keras_run.model._model_trace import ModelTracer
     from dtype_explorer.keras_run.model._policy_rebuild import rebuilt_notes
     from dtype_explorer.keras_run.model._proven_fix import (
         Float32Fix,
+        float32_copy,
         float32_fix,
         float_outputs,
         nonfinite_outputs,

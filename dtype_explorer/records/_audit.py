@@ -153,8 +153,8 @@ def _lost_text(loss: CastLoss) -> str:
 
 
 class Finding(Record):
-    """One hazard: what, how bad, where, why, and the code that fixes it (for an
-    ``overflow`` or ``lossy-cast``, only a fix the audit ran on a copy: :attr:`proof`)."""
+    """One hazard: what, how bad, where, why, and the code that fixes it: only a fix the
+    audit ran on a copy and saw clear the finding (:attr:`proof`)."""
 
     kind: FindingKind
     severity: Severity
@@ -165,8 +165,8 @@ class Finding(Record):
     step: TraceStep | None = None
     #: What the step named lost, in numbers (a ``lossy-cast`` finding).
     loss: CastLoss | None = None
-    #: What the audit did with the fix (``overflow`` and ``lossy-cast`` findings): run on a
-    #: copy and proven (then :attr:`fix` is that change), or why none is shown.
+    #: What the audit did with the fix: run on a copy and proven (then :attr:`fix` is that
+    #: change), or why none is shown.
     proof: FixProof | None = None
 
     def where(self) -> str:
@@ -264,6 +264,10 @@ class AuditReport(Record):
     #: Each leaf layer output against the same model in float32 (a model computing in a
     #: 16-bit float, ``mode="call"``), in forward order; :meth:`precision_goes` ranks them.
     damage: tuple[LayerDamage, ...] = ()
+    #: One "keep these layers in float32" set for all the findings whose fix keeps layers in
+    #: float32, chosen from the measured ranges and run at once on a copy, with what it did
+    #: (``None``: fewer than two such findings were proven).
+    float32_set: FixProof | None = None
     #: Which Keras ran the audit (``ProbeSpec.engine``): ``None`` is the installed Keras;
     #: an engine audits the model rebuilt from its config in that release's worker.
     engine: str | None = None

@@ -127,7 +127,10 @@ class LayerDamage(Record):
     (out - ref)^2)`` (``None`` when they are equal); ``max_abs_error``: ``max |out - ref|``;
     ``amax``: ``max |out|`` of the finite values; ``top_bits``: ``log2(largest finite /
     amax)``, the headroom before overflow; ``bottom_bits``: ``log2(smallest non-zero |out| /
-    smallest normal)``, negative once values are subnormal.
+    smallest normal)``, negative once values are subnormal. ``reference_amax`` and
+    ``reference_input_amax``: ``max |x|`` of the finite values of this output and of the
+    call's float inputs in the reference run (what the layer would hold and receive with no
+    overflow upstream: the audit chooses the layers to keep in float32 from them).
 
     >>> d = LayerDamage(path="m/d", layer_class="Dense", dtype="float16", reference="float32",
     ...                 rel_rms=0.001, sqnr_db=60.0, max_abs_error=0.01, amax=8.0,
@@ -150,6 +153,8 @@ bits to the largest finite, 14.0 above the smallest normal'
     top_bits: float | None = None
     bottom_bits: float | None = None
     nonfinite: int = 0
+    reference_amax: float | None = None
+    reference_input_amax: float | None = None
 
     def text(self) -> str:
         """One line: where, the error, the headroom."""

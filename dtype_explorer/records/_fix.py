@@ -1,7 +1,8 @@
 """What the audit did with a finding's fix (``FixProof``): the change, in the user's terms,
 run on a copy of the model, and what was measured before and after it (``FixMeasure``); or
 why no fix was run. A fix is shown (``Finding.fix``) only when its proof says ``proven``: the
-copy ran, and the audit's own rule, re-run on it, no longer finds the finding.
+copy ran, and the audit's own rule, re-run on it, no longer finds the finding (for loss
+scaling: one training step of the copy recovered the gradients that underflowed without it).
 
 >>> before = FixMeasure(finding=True, nonfinite=12, headroom_bits=-0.4, dtype="float16",
 ...                     at="m/big")
@@ -30,13 +31,17 @@ from dtype_explorer.records._exactness import LayerDamage
 
 #: How a fix changes the copy: ``dtype="float32"`` on the named layers (the copy cloned with
 #: it), a ``keras.dtype_policies.DTypePolicyMap`` keyed by layer paths (the copy made again
-#: from its config with it), or the dtype of a ``keras.Input``.
-FixHow = Literal["layer-dtype", "policy-map", "input-dtype"]
+#: from its config with it), the dtype of a ``keras.Input``, every layer and Input under
+#: another policy (``model-dtype``: the model rebuilt under ``float64``), or the optimizer
+#: wrapped in a ``keras.optimizers.LossScaleOptimizer`` (``loss-scale``).
+FixHow = Literal["layer-dtype", "policy-map", "input-dtype", "model-dtype", "loss-scale"]
 #: Each way in words (:meth:`FixProof.lines`).
 HOW_WORDS: dict[str, str] = {
     "layer-dtype": "dtype= on the named layers",
     "policy-map": "a DTypePolicyMap keyed by layer paths",
     "input-dtype": "the keras.Input's dtype",
+    "model-dtype": "every layer and float keras.Input made again in that dtype",
+    "loss-scale": "the optimizer wrapped in a LossScaleOptimizer, one model.fit step",
 }
 
 
@@ -49,7 +54,12 @@ class FixMeasure(Record):
     ``LayerDamage.top_bits`` of its outputs (``log2(largest finite / amax)``), in ``dtype``.
     ``ids_changed`` of ``ids``: the integer ids the layers taking them as indices
     (``readers``) received changed from those given; ``raised``: what those layers raised.
-    ``error``: what the run raised (the copy did not run).
+    ``received``/``computes``: what the layer at ``at`` received and computes in.
+    ``underflowed`` of ``gradient_values``: the gradient values of one training step that
+    were zero where the same step of the model in float32 gave non-zero ones;
+    ``nonfinite_gradients``: inf/NaN among them. ``findings``: how many of the findings a
+    combined fix covers are there. ``error``: what the run raised (the model, or its copy,
+    did not run).
     """
 
     finding: bool
@@ -62,13 +72,34 @@ class FixMeasure(Record):
     ids: int | None = None
     ids_changed: int | None = None
     raised: str = ""
+    received: str = ""
+    computes: str = ""
+    gradient_values: int | None = None
+    underflowed: int | None = None
+    nonfinite_gradients: int | None = None
+    findings: int | None = None
     error: str = ""
 
     def text(self) -> str:
         """One line: the finding there or gone, then what was measured."""
         if self.error:
-            return f"the copy raised {self.error}"
-        parts = ["the finding is " + ("there" if self.finding else "gone")]
+            return f"the run raised {self.error}"
+        if self.findings is not None:
+            parts = [f"{self.findings} of the findings there"]
+        elif self.gradient_values is not None:  # a training step: its gradients say
+            parts = []
+        else:
+            parts = ["the finding is " + ("there" if self.finding else "gone")]
+        if self.received or self.computes:
+            said = [f"receives {self.received}"] if self.received else []
+            said += [f"computes in {self.computes}"] if self.computes else []
+            parts.append(f"{self.at} {' and '.join(said)}")
+        if self.gradient_values is not None and self.underflowed is not None:
+            parts.append(
+                f"{self.underflowed} of {self.gradient_values} gradient values zero where "
+                "float32's are not"
+                + (f", {self.nonfinite_gradients} inf/NaN" if self.nonfinite_gradients else "")
+            )
         if self.ids is not None and self.ids_changed is not None:
             readers = ", ".join(self.readers)
             parts.append(
@@ -97,7 +128,10 @@ class FixProof(Record):
     ``change``: the code, in the user's terms (``Finding.fix`` when ``proven``);
     ``policy_map``/``default_policy``: a ``DTypePolicyMap``'s keys (layer paths, as
     ``Layer.path`` names them) and policies, and its default; ``input_index``/``input_dtype``:
-    the ``keras.Input`` changed. ``tried``: every change run, in order, with what it left.
+    the ``keras.Input`` changed (``input_dtype`` is also the dtype of ``model-dtype``).
+    ``chosen_by``: why each layer of the set is in it, from the measured ranges (a combined
+    float32 set); ``covers``: the findings (``"kind at path"``) the fix was run for.
+    ``tried``: every change run, in order, with what it left.
     """
 
     how: FixHow | None = None
@@ -107,6 +141,8 @@ class FixProof(Record):
     default_policy: str = ""
     input_index: int | None = None
     input_dtype: str = ""
+    chosen_by: dict[str, str] = Field(default_factory=dict)
+    covers: tuple[str, ...] = ()
     proven: bool = False
     before: FixMeasure | None = None
     after: FixMeasure | None = None
@@ -120,11 +156,20 @@ class FixProof(Record):
         what = self._what()
         if self.proven:
             return f"proven on a copy: {what}"
+        if self.how == "loss-scale" and self.before is not None and not self.before.underflowed:
+            return (
+                f"no fix shown: the audit ran {what} on a copy, and no gradient underflowed "
+                "without it on this sample: it was not seen to work"
+            )
         return f"no fix shown: the audit ran {what} on a copy, and it did not clear the finding"
 
     def lines(self) -> list[str]:
-        """The summary, then before and after, then what else was tried."""
+        """The summary, then why each layer was chosen, before and after, then what else was
+        tried."""
         lines = [self.summary()]
+        if self.covers:
+            lines.append(f"  for: {'; '.join(self.covers)}")
+        lines += [f"  chose {path}: {why}" for path, why in self.chosen_by.items()]
         if self.before is not None:
             lines.append(f"  before: {self.before.text()}")
         if self.after is not None:
@@ -136,4 +181,8 @@ class FixProof(Record):
     def _what(self) -> str:
         if self.how == "input-dtype":
             return f"input {self.input_index} as keras.Input(dtype={self.input_dtype!r})"
+        if self.how == "model-dtype":
+            return f"the model in {self.input_dtype} ({HOW_WORDS['model-dtype']})"
+        if self.how == "loss-scale":
+            return HOW_WORDS["loss-scale"]
         return f"{', '.join(self.layers)} in float32 ({HOW_WORDS.get(self.how or '', '')})"

@@ -11,6 +11,7 @@ from dtype_explorer.records import (
     AuditReport,
     Expectation,
     Finding,
+    FixProof,
     LayerCall,
     LayerDamage,
     ProbeResult,
@@ -398,6 +399,7 @@ def audit_html(report: AuditReport) -> str:
     findings = "".join(_html_finding(f) for f in report.findings) or (
         "<p>No findings: no dtype hazards in this forward pass.</p>"
     )
+    findings += _float32_set_html(report.float32_set)
     notes = "".join(f"<p><i>{e(n)}</i></p>" for n in report.notes)
     how = ""
     if report.predict is not None:
@@ -459,14 +461,29 @@ def _html_row(
     return f'<tr style="{style}" title="{e(call.path)}">{"".join(cells)}</tr>'
 
 
+def _proof_html(proof: FixProof) -> str:
+    """A proof's summary, then its other lines as a list."""
+    head, *rest = proof.lines()
+    items = "".join(f"<li>{e(line.strip())}</li>" for line in rest)
+    return f"<div class='dx-meta'>{e(head)}" + (f"<ul>{items}</ul>" if items else "") + "</div>"
+
+
+def _float32_set_html(proof: FixProof | None) -> str:
+    """The combined "keep these layers in float32" set (``AuditReport.float32_set``)."""
+    if proof is None:
+        return ""
+    code = f"<pre><code>{e(proof.change)}</code></pre>" if proof.proven and proof.change else ""
+    return (
+        '<div class="dx-finding"><b>Keep these layers in float32</b> (one set for the '
+        f"findings it covers){code}{_proof_html(proof)}</div>"
+    )
+
+
 def _html_finding(finding: Finding) -> str:
     colour = color("severities", finding.severity)
     fix = f"<pre><code>{e(finding.fix)}</code></pre>" if finding.fix else ""
     if finding.proof is not None:  # the fix run on a copy: before and after, or why not
-        head, *rest = finding.proof.lines()
-        items = "".join(f"<li>{e(line.strip())}</li>" for line in rest)
-        fix += f"<div class='dx-meta'>{e(head)}" + (f"<ul>{items}</ul>" if items else "")
-        fix += "</div>"
+        fix += _proof_html(finding.proof)
     step = ""
     if finding.step is not None and finding.step.source is not None:
         step = (

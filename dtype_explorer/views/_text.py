@@ -215,8 +215,21 @@ def audit_details(report: AuditReport) -> list[str]:
             lines += ["    fix:", *(f"      {line}" for line in finding.fix.splitlines())]
         if finding.proof is not None:  # the fix run on a copy: before and after, or why not
             lines += [f"    {line}" for line in finding.proof.lines()]
+    lines += float32_set_lines(report)
     lines += [f"note: {note}" for note in report.notes]
     return lines
+
+
+def float32_set_lines(report: AuditReport) -> list[str]:
+    """The combined "keep these layers in float32" set (``AuditReport.float32_set``): its
+    code where it was proven, what it covers, why each layer is in it, before and after."""
+    proof = report.float32_set
+    if proof is None:
+        return []
+    lines = ["", "Keep these layers in float32 (one set for the findings it covers):"]
+    if proof.proven and proof.change:
+        lines += ["    fix:", *(f"      {line}" for line in proof.change.splitlines())]
+    return lines + [f"    {line}" for line in proof.lines()]
 
 
 #: How many layers the "where precision goes" list shows.

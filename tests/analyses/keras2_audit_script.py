@@ -33,7 +33,10 @@ def summary(report):
             ]
             for c in report.layers
         ],
-        "findings": [[f.kind, f.severity, f.path, f.message, f.fix] for f in report.findings],
+        "findings": [
+            [f.kind, f.severity, f.path, f.message, f.fix, f.proof and f.proof.summary()]
+            for f in report.findings
+        ],
         "notes": list(report.notes),
     }
 

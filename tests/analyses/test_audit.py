@@ -142,7 +142,8 @@ def test_silent_downcast_float64_into_float32_model():
     finding = only(seq_report, "silent-downcast")
     assert finding.path == "seq" and finding.severity == "warning"
     assert "float64" in finding.message and "float32" in finding.message
-    assert 'set_floatx("float64")' in finding.fix
+    # issue 38 item 3: the fix shown is the one the audit ran on a copy (the model in float64)
+    assert finding.proof.proven and 'keras.Input(shape=(4,), dtype="float64")' in finding.fix
     assert row(seq_report, "seq").autocast == ("input 0: float64 → float32",)
     assert "keras.Input" in only(fun_report, "silent-downcast").message
 
@@ -164,7 +165,10 @@ def test_int_into_float_layer_conv1d_raises_on_tensorflow_and_the_fix_is_verifie
     finding = only(report, "int-into-float-layer")
     assert finding.path == "images/conv" and finding.severity == "error"
     assert "uint8" in finding.message and "Conv1D" in finding.message
-    assert "Rescaling" in finding.fix and "keras.ops.cast" in finding.fix
+    # issue 38 item 3: the fix shown is the one run on a copy (the Input in float32), not
+    # the Rescaling advice of old code, which nothing ran
+    assert finding.proof.proven and finding.proof.after.received == "float32"
+    assert 'keras.Input(shape=(8, 3), dtype="float32")' in finding.fix
     conv = row(report, "images/conv")
     assert (
         conv.error is not None and conv.retried and [t.dtype for t in conv.outputs] == ["float32"]
@@ -276,7 +280,11 @@ def test_float32_only_savedmodel_under_mixed_float16(float32_saved_model, restor
         and "TFSMLayer" in finding.message
         and "float16" in finding.message
     )
-    assert 'dtype="float32"' in finding.fix and "TFSMLayer" in finding.fix
+    # issue 38 item 3: clone_model cannot copy a TFSMLayer in Keras's safe mode, so the audit
+    # could not run dtype="float32" on a copy, and shows no fix (the proof says why); the
+    # next test builds it that way with raw Keras
+    assert finding.fix == "" and not finding.proof.proven
+    assert "copy could not be made" in finding.proof.summary() + " ".join(finding.proof.tried)
     assert row(report, "transfer/pretrained").outputs[0].dtype == "float32"
 
 
@@ -380,7 +388,10 @@ def test_no_loss_scaling_when_only_the_layers_are_mixed(restore_policy):
     restore_policy("float32")
 
     finding = only(check_model(layers_mixed), "no-loss-scaling")
-    assert finding.path == "m" and "LossScaleOptimizer(keras.optimizers.Adam())" in finding.fix
+    # issue 38 item 3: one fit step with and without loss scaling ran on copies; no gradient
+    # underflowed on this sample, so the LossScaleOptimizer was not seen to work: no fix
+    assert finding.path == "m" and finding.fix == ""
+    assert finding.proof.before.underflowed == 0 and "not seen to work" in finding.proof.summary()
     assert "no-loss-scaling" not in kinds(check_model(model_mixed))
 
 
@@ -475,7 +486,7 @@ def test_report_round_trips_and_renders():
     assert list(report.to_frame("findings")["kind"]) == ["silent-downcast"]
     html = report._repr_html_()
     assert (
-        "<table" in html and "silent-downcast" in html and "set_floatx" in html and "--jp-" in html
+        "<table" in html and "silent-downcast" in html and "in_float64" in html and "--jp-" in html
     )
     text = str(report)
     assert "silent-downcast at tiny" in text and "float64" in text

@@ -133,3 +133,36 @@ def test_a_keras_hub_backbones_error_per_layer_is_the_one_raw_keras_gives(policy
         assert d.max_abs_error == pytest.approx(np.max(np.abs(o - r)), rel=1e-6), path
         assert d.amax == pytest.approx(np.max(np.abs(o))), path
     assert max(d.rel_rms for d in got.values()) > 0  # a 16-bit model is not exact
+
+
+def test_an_overflowing_layer_is_measured_on_its_finite_values_and_its_float32_ranges():
+    """Issue 38 item 3: the float32 set is chosen from each layer's float32 output and input
+    ranges (``reference_amax``, ``reference_input_amax``); an output holding inf is compared
+    on its finite values, its inf counted. Each against raw Keras in float32 and in 16 bits."""
+
+    def model(policy: str):
+        inputs = keras.Input((100,), name="x")
+        big = keras.layers.Dense(4, kernel_initializer="ones", dtype=policy, name="big")
+        hidden = big(inputs)
+        outputs = keras.layers.Dense(2, dtype=policy, name="next")(hidden)
+        return keras.Model(inputs, outputs, name="m"), hidden
+
+    sample = np.linspace(1e2, 9e2, 200).reshape(2, 100).astype("float32")  # sums beyond 65504
+    (mixed, _), (wide, wide_hidden) = model("mixed_float16"), model("float32")
+    wide.set_weights(mixed.get_weights())
+    report = dx.check_model(mixed, sample)
+    got = {d.path: d for d in report.damage}
+    ref = keras.ops.convert_to_numpy(keras.Model(wide.inputs, wide_hidden)(sample))
+    out = keras.ops.convert_to_numpy(
+        keras.Model(mixed.inputs, mixed.get_layer("big").output)(sample)
+    )
+    big = got["m/big"]
+    assert big.nonfinite == int((~np.isfinite(out)).sum()) > 0
+    assert big.reference_amax == pytest.approx(np.abs(ref).max(), rel=1e-6) and ref.max() > 65504
+    assert big.reference_input_amax == pytest.approx(np.abs(sample).max())
+    assert got["m/next"].reference_input_amax == pytest.approx(np.abs(ref).max(), rel=1e-6)
+    finite = np.isfinite(out)
+    if finite.any():  # the error is the finite values' against float32's
+        o, r = out[finite].astype(np.float64), ref[finite].astype(np.float64)
+        rel = np.sqrt(np.mean((o - r) ** 2)) / np.sqrt(np.mean(r**2))
+        assert big.rel_rms == pytest.approx(rel, rel=1e-6, abs=1e-12)

@@ -110,14 +110,15 @@ def test_integers_beside_a_16_bit_float_are_not_said_rounded():
 
 def _id_model(floatx: str, rows: int, dim: int):
     """A float keras.Input (floatx's dtype) into an Embedding, built under ``floatx``."""
-    before = keras.config.floatx()
+    before, policy = keras.config.floatx(), keras.config.dtype_policy()
     keras.config.set_floatx(floatx)
     try:
         inputs = keras.Input((3,))
         outputs = keras.layers.Embedding(rows, dim, name="emb")(inputs)
         return keras.Model(inputs, outputs, name="m")
-    finally:
+    finally:  # Keras caches its global policy from floatx while a layer is made: put back too
         keras.config.set_floatx(before)
+        keras.config.set_dtype_policy(policy)
 
 
 @pytest.mark.parametrize(

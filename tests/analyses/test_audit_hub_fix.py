@@ -39,6 +39,7 @@ def built():
             hidden_dim=16,
             intermediate_dim=32,
             max_sequence_length=16,
+            name="gpt2_backbone",  # the paths below, whatever other modules built first
         )
     finally:
         keras.config.set_dtype_policy("float32")

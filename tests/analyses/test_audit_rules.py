@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dtype_explorer.analyses.audit import _fix_choice as choice
+from dtype_explorer.analyses.audit import _fixes as fixes
 from dtype_explorer.analyses.audit import _rules as rules
 from dtype_explorer.analyses.audit import _rules_across as across
 from dtype_explorer.analyses.audit import _rules_output as output_rules
@@ -18,6 +20,7 @@ from dtype_explorer.analyses.audit._rules import AuditedModel
 from dtype_explorer.records import (
     CastLoss,
     ErrorInfo,
+    Finding,
     FitReport,
     GradientInfo,
     LayerCall,
@@ -35,7 +38,7 @@ from dtype_explorer.records import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-RULE_MODULES = ("_rules", "_rules_across", "_rules_exact", "_rules_output")
+RULE_MODULES = ("_rules", "_rules_across", "_rules_exact", "_rules_output", "_fix_choice")
 MODEL = AuditedModel(name="m", policy="float32", backend="torch")
 
 
@@ -117,7 +120,7 @@ def test_call_error_unless_the_retry_worked():
 def test_silent_downcast_of_float64_data():
     finding = found([call(given=(t("float64"),))])["silent-downcast"]
     assert (finding.severity, finding.details) == ("warning", {"from": "float64", "to": "float32"})
-    assert "float64" in finding.fix
+    assert finding.fix == ""  # the audit runs the model in float64 on a copy first (_fixes)
 
 
 def test_a_cast_the_models_own_mixed_policy_asked_for_is_not_a_downcast():
@@ -178,6 +181,42 @@ def test_float32_only_layer_that_silently_stays_in_float32():
         outputs=(t("float16"),),
     )
     assert "float32-only-layer" not in found([keeps], policy="mixed_float16")
+
+
+def test_rules_show_no_fix_they_have_not_run():
+    """Issue 38 item 3: old code gave each of these rules advice text the tool never ran
+    (a LossScaleOptimizer, dtype="float32", Rescaling, float64 end to end, a rewritten
+    build()/call()). The rules now give none: the audit runs the change on a copy and shows
+    it once it cleared the finding (tested in test_audit_fixes_run.py); a custom layer's
+    change is in its own code, which the audit cannot run, and its proof says so."""
+    half = {"policy": "mixed_float16", "compute_dtype": "float16"}
+    calls = [
+        call(given=(t("float64"),)),
+        call(path="m/conv", received=(t("uint8"),)),
+        call(path="m/only", received=(t("float16"),), outputs=(t("float32"),), **half),
+        call(path="m/ids", received=(ti("int32", 2909.0),), outputs=(t("float16"),), **half),
+        call(path="m/mine", layer_class="Mine", builtin=False, received=(t("float16"),),
+             outputs=(t("float16"),), variables={"w": VariableDtypes(stored="float64")}, **half),
+    ]  # fmt: skip
+    compiled = AuditedModel(name="m", policy="float32", optimizer="Adam")
+    shown = {f.kind: f for f in rules.find(calls, model=compiled, policy="float32")}
+    assert set(shown) >= {
+        "silent-downcast",
+        "int-into-float-layer",
+        "float32-only-layer",
+        "precision-loss",
+        "custom-variable-dtype",
+        "no-loss-scaling",
+    }
+    assert all(f.fix == "" for f in shown.values()), {k: f.fix for k, f in shown.items()}
+    custom = shown["custom-variable-dtype"]
+    assert "own code" in custom.proof.not_tried and not custom.proof.proven
+    assert "no fix shown: not tried" in custom.proof.summary()
+    # where no copy is run (another mode, Keras 2), each says why
+    said = fixes.not_tried(list(shown.values()), "it ran in mode 'predict'")
+    for f in said:
+        if f.kind in fixes.PROVEN_KINDS:
+            assert f.fix == "" and f.proof.not_tried == "it ran in mode 'predict'", f.kind
 
 
 def test_custom_layer_storing_and_reading_against_its_policy():
@@ -353,7 +392,8 @@ def test_no_loss_scaling_for_a_float16_model_compiled_without_it():
     half = call(compute_dtype="float16", policy="mixed_float16")
     compiled = AuditedModel(name="m", policy="float32", optimizer="Adam")
     finding = found([half], model=compiled)["no-loss-scaling"]
-    assert finding.path == "m" and "LossScaleOptimizer(keras.optimizers.Adam())" in finding.fix
+    assert finding.path == "m" and finding.details == {"optimizer": "Adam"}
+    assert finding.fix == ""  # shown once a training step with loss scaling recovered gradients
     scaled = AuditedModel(
         name="m", policy="mixed_float16", optimizer="LossScaleOptimizer", loss_scaled=True
     )
@@ -584,3 +624,35 @@ def test_no_precision_loss_within_range_in_float32_or_in_a_lookup():
     unread = call(compute_dtype="float16", received=(ti("int32", None),))
     for c in (within, wide, lookup, unread):
         assert "precision-loss" not in found([c]), c
+
+
+def test_the_float32_set_is_chosen_from_the_measured_ranges():
+    """Issue 38 item 3: old code grew the set one re-run at a time from the layer that
+    overflowed. Each 16-bit layer whose float32 output or input is beyond float16's range
+    is chosen at once, with why; a layer within range, or already in float32, is not."""
+    half = {"policy": "mixed_float16", "compute_dtype": "float16"}
+    calls = [
+        call(path="m/big", **half),
+        call(path="m/norm", layer_class="LayerNormalization", **half),
+        call(path="m/small", **half),
+        call(path="m/wide"),  # float32 already
+    ]
+
+    def measured(path: str, out: float, given: float) -> LayerDamage:
+        return LayerDamage(path=path, layer_class="Dense", dtype="float16",
+                           reference="float32", rel_rms=0.0, max_abs_error=0.0,
+                           reference_amax=out, reference_input_amax=given)  # fmt: skip
+
+    damage = [
+        measured("m/big", 1e5, 1e3),
+        measured("m/norm", 1.5, 1e5),
+        measured("m/small", 10.0, 1.0),
+        measured("m/wide", 1e6, 1e5),
+    ]
+    inside = Finding(kind="overflow", severity="error", path="m/block/attn", message="",
+                           details={"cause": "compute"})  # fmt: skip
+    chosen = choice.float32_candidates(damage, calls, [inside])
+    assert list(chosen) == ["m/block/attn", "m/big", "m/norm"]
+    assert "an op inside" in chosen["m/block/attn"]
+    assert "output reaches 1e+05" in chosen["m/big"] and "65504" in chosen["m/big"]
+    assert "receives values up to 1e+05" in chosen["m/norm"]

@@ -118,11 +118,13 @@ def test_the_rebuilt_model_is_audited_as_the_same_model_written_in_tf_keras(name
     assert [t.dtype for t in report.layers[0].outputs] == [plain[name]["raw"]["output"]]
 
 
-def test_float64_into_dense_is_a_silent_downcast_fixed_in_tf_keras_code(reports):
+def test_float64_into_dense_is_a_silent_downcast_with_no_unproven_fix(reports):
+    """Issue 38 item 3: old code showed set_floatx("float64") here, never run; a Keras 2
+    audit runs no fix on a copy, so it shows none and says why."""
     report = reports["float64"]
     assert [(f.kind, f.path) for f in report.findings] == [("silent-downcast", "m/dense")]
-    fix = report.findings[0].fix
-    assert 'tf.keras.backend.set_floatx("float64")' in fix and "keras.config" not in fix
+    finding = report.findings[0]
+    assert finding.fix == "" and "Keras 3 model only" in finding.proof.not_tried
 
 
 def test_a_float16_head_under_mixed_float16_is_found_measured_without_an_unproven_fix(reports):

@@ -8,8 +8,12 @@ saves and loads (``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_m
 records: ``_rules`` (one pass), ``_rules_across`` (backends compared), ``_rules_exact`` (what
 a dtype-changing step lost), ``_rules_output`` (16-bit outputs, worded from what was
 measured), ``_rules_facts`` and ``_rules_quant``, unit-tested with hand-built records. The
-overflow and lossy-cast findings get no fix from a rule: ``_fixes`` runs one on a copy of the
-model, the rules re-run on the copy, and shows it (written by ``_fix_code``) only once it works.
+findings whose fix is a change of dtypes or of the optimizer get no fix from a rule: ``_fixes``
+runs each on a copy of the model (``_fixes_layers``: the model in float64, a layer in float32,
+an Input in another dtype; ``_fixes_training``: a loss scale over one training step; the
+float32 set of the overflows chosen from the measured ranges by ``_fix_choice``, and one
+combined set), the rules re-run on the copy, and shows it (written by ``_fix_code``) only
+once it works; a change no copy can run (a custom layer's own code) says why.
 
 It may import the foundation, ``records``, the engine's and the runtime's public names; the
 rules import records only. Nothing else in ``analyses`` imports it.

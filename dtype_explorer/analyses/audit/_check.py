@@ -304,7 +304,7 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
     # under policy=, the copy is built as the model would be under that policy
     own = asked.policy or target.dtype_policy.name
     audited = training_copy(target, sample, own) if mode == "fit" else target
-    tracer = ModelTracer(audited)
+    tracer = ModelTracer(audited, keep_leaves=mode == "call")  # for the damage phase
     trains = mode == "training" or bool(asked.arguments.get("training"))
     with variables_kept(audited) if trains else contextlib.nullcontext():
         outputs = tracer.run(sample, inputs, asked.arguments, training=mode in ("training", "fit"))
@@ -383,8 +383,11 @@ def _damage_phase(audit: _Audit) -> None:
     """Each leaf layer output against the same model in float32 (``keras_run.layer_damage``),
     measuring the float16-output findings; a model its clone cannot run is said in a note."""
     t0 = time.perf_counter()
+    # the traced pass's own leaf outputs: the same model, weights and sample (None where a
+    # call raised and was re-run with a cast: the model then runs again here)
+    outputs = audit.tracer.leaf_outputs() if audit.audited is audit.target else None
     try:
-        audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments)
+        audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments, outputs)
         audit.findings = _audit_rules_output.measured(audit.findings, audit.ran["damage"])
     except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
         audit.notes.append(
@@ -394,19 +397,26 @@ def _damage_phase(audit: _Audit) -> None:
 
 
 def _fix_phase(audit: _Audit) -> None:
-    """The overflow and lossy-cast findings' fixes run on copies of the model, each copy
-    audited again by the rules, traced (``_fixes``)."""
+    """The findings' fixes run on copies of the model, each copy audited again by the rules,
+    traced (``_fixes``); the combined float32 set kept on the report."""
     if not any(f.kind in _audit_fixes.PROVEN_KINDS for f in audit.findings):
         return
     t0 = time.perf_counter()
 
-    def rules_on(copy: Any) -> list[Finding]:
+    def rules_on(copy: Any) -> tuple[list[Finding], list[LayerCall]]:
         tracer = ModelTracer(copy)
         calls = tracer.finish(tracer.run(audit.sample, declared_inputs(copy), audit.arguments))
-        return _audit_rules.find(calls, model=_audited_model(copy, calls), policy=audit.policy)
+        model = _audited_model(copy, calls)
+        return _audit_rules.find(calls, model=model, policy=audit.policy), calls
 
-    audit.findings = _audit_fixes.prove(
-        audit.findings, audit.target, audit.sample, audit.arguments, audit.calls, rules_on
+    audit.findings, audit.ran["float32_set"] = _audit_fixes.prove(
+        audit.findings,
+        audit.target,
+        audit.sample,
+        audit.arguments,
+        audit.calls,
+        rules_on,
+        audit.ran.get("damage", ()),
     )
     audit.timings["fixes_ms"] = ms(t0)
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
 from dtype_explorer.keras_run import (
     compiled_by,
     describe_model,
+    fitting_labels,
     global_seed_kept,
     sample_text,
     train_one_step,
@@ -35,16 +34,8 @@ def fit_step(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitRepo
         if isinstance(loss, str)
         else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
     )
-    sparse = "sparse" in str(name).lower()
     given = labels is not None
-    fitting = keras.tree.map_structure(
-        lambda t: (
-            np.zeros(tuple(t.shape)[:-1], "int32")
-            if sparse
-            else np.zeros(tuple(t.shape), "float32")
-        ),
-        outputs,
-    )
+    fitting = fitting_labels(copy, outputs)  # zeros, class indices for a sparse loss
     labels = fitting if labels is None else labels
 
     def step(y: Any) -> FitReport:

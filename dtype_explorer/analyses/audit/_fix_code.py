@@ -2,7 +2,8 @@
 where the user makes them (their own Sequential or Functional model), else
 ``keras.models.clone_model`` with those layers' dtype changed (a library's model, a layer of a
 nested model); a ``keras.dtype_policies.DTypePolicyMap`` keyed by layer paths, passed as the
-model's ``dtype``; a ``keras.Input(dtype=...)``. The code is what the audit ran on its copy.
+model's ``dtype``; a ``keras.Input(dtype=...)``; every layer in another dtype (the model
+rebuilt); a ``LossScaleOptimizer``. The code is what the audit ran on its copy.
 
 >>> print(policy_map_code({"block/attention": "float32", "block/attention/.*": "float32"},
 ...                       "mixed_float16", "keras_hub.models.GPT2Backbone"))
@@ -83,11 +84,82 @@ def policy_map_code(policy_map: dict[str, str], default: str, model_class: str) 
     )
 
 
-def input_code(shape: tuple, dtype: str, readers: tuple[str, ...]) -> str:
-    """``keras.Input(shape=..., dtype=...)`` in place of the model's Input.
+def input_code(shape: tuple, dtype: str, readers: tuple[str, ...], why: str = "") -> str:
+    """``keras.Input(shape=..., dtype=...)`` in place of the model's Input; ``why``: what it
+    was proven to do, else that ids reach ``readers`` intact.
 
     >>> print(input_code((3,), "int32", ("m/emb",)))
     inputs = keras.Input(shape=(3,), dtype="int32")   # proven on a copy: ids reach m/emb intact
     """
-    why = f": ids reach {', '.join(readers)} intact" if readers else ""
-    return f'inputs = keras.Input(shape={shape!r}, dtype="{dtype}")   # proven on a copy{why}'
+    why = why or (f"ids reach {', '.join(readers)} intact" if readers else "")
+    said = f": {why}" if why else ""
+    return f'inputs = keras.Input(shape={shape!r}, dtype="{dtype}")   # proven on a copy{said}'
+
+
+def float32_code(chosen: Any, classes: dict[str, str], root_class: str, spelled: str) -> str:
+    """The float32 set a ``keras_run`` trial ran (``how``, ``layers``, ``policy_map``,
+    ``default_policy``, ``options``), as code: a ``DTypePolicyMap`` for ``policy-map``, else
+    ``dtype="float32"`` on the layers (:func:`layer_dtype_code`).
+
+    Args:
+        chosen: the trial that was proven.
+        classes: each audit path's class as user code writes it (``LayerCall.spelled``).
+        root_class: the model's ``LayerCall.layer_class``.
+        spelled: how user code names the model's class (for a map).
+
+    Returns:
+        The code.
+    """
+    if chosen.how == "policy-map":
+        return policy_map_code(chosen.policy_map, chosen.default_policy, spelled)
+    return layer_dtype_code(chosen.layers, classes, root_class, chosen.options)
+
+
+def model_dtype_code(dtype: str, inputs: list[tuple[tuple, str]]) -> str:
+    """Every layer and float ``keras.Input`` of the model in ``dtype``, made as the audit made
+    its copy (``clone_model`` with new Inputs; ``inputs``: each Input's shape and dtype).
+
+    >>> print(model_dtype_code("float64", [((4,), "float64")]))
+    def in_float64(layer):  # proven on a copy: every layer and float keras.Input in float64
+        return type(layer).from_config({**layer.get_config(), "dtype": "float64"})
+    <BLANKLINE>
+    inputs = keras.Input(shape=(4,), dtype="float64")
+    fixed = keras.models.clone_model(
+        model, input_tensors=inputs, clone_function=in_float64, recursive=True
+    )
+    fixed.set_weights(model.get_weights())
+    """
+    made = [f'keras.Input(shape={shape!r}, dtype="{d}")' for shape, d in inputs]
+    tensors = made[0] if len(made) == 1 else "[" + ", ".join(made) + "]"
+    return "\n".join(
+        [
+            f"def in_{dtype}(layer):  # proven on a copy: every layer and float keras.Input in "
+            f"{dtype}",
+            f'    return type(layer).from_config({{**layer.get_config(), "dtype": "{dtype}"}})',
+            "",
+            f"inputs = {tensors}",
+            "fixed = keras.models.clone_model(",
+            f"    model, input_tensors=inputs, clone_function=in_{dtype}, recursive=True",
+            ")",
+            "fixed.set_weights(model.get_weights())",
+        ]
+    )
+
+
+def loss_scale_code(optimizer: str, recovered: int) -> str:
+    """The optimizer wrapped in a ``LossScaleOptimizer``, the model compiled again with it.
+
+    >>> print(loss_scale_code("Adam", 12))
+    # proven on a copy: one model.fit step recovered 12 gradient values that underflowed to 0
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam())  # your arguments
+    model.compile(optimizer=optimizer, loss=model.loss)
+    """
+    return "\n".join(
+        [
+            f"# proven on a copy: one model.fit step recovered {recovered} gradient value"
+            f"{'s' if recovered != 1 else ''} that underflowed to 0",
+            f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{optimizer}())"
+            "  # your arguments",
+            "model.compile(optimizer=optimizer, loss=model.loss)",
+        ]
+    )

@@ -1,11 +1,14 @@
-"""The audit's rules: from the recorded dtype flow of a model to findings, each with a fix.
+"""The audit's rules: from the recorded dtype flow of a model to findings.
 
 Every rule is a pure function of records: the :class:`~dtype_explorer.records.LayerCall`
 records of one real forward pass and an :class:`AuditedModel` (what the rules need to know of
 the model that ran), never Keras itself; the findings across modes and backends are in
 :mod:`dtype_explorer.analyses.audit._rules_across`. Keras ran before: the pass itself
 (``keras_run.ModelTracer``), the reference re-runs (``keras_run.layer_values_wrong``) and the
-answers of ``result_type`` (:func:`result_type_questions`, asked by the audit).
+answers of ``result_type`` (:func:`result_type_questions`, asked by the audit). The rules
+give no fix of their own: a fix is shown once the audit has run it on a copy and seen it clear
+the finding (``_fixes``); a change the audit cannot run (a custom layer's own code) comes with
+a ``FixProof`` saying so.
 
 >>> from dtype_explorer.records import LayerCall, TensorInfo
 >>> call = LayerCall(path="m/dense", layer_class="Dense", depth=1, policy="float32",
@@ -32,6 +35,7 @@ from dtype_explorer.records import (
     SEVERITIES,
     CastLoss,
     Finding,
+    FixProof,
     LayerCall,
     TraceStep,
     ValueFinding,
@@ -39,7 +43,11 @@ from dtype_explorer.records import (
 
 #: The 16-bit floats (``dtypes.FAMILIES``' floats of 16 bits).
 HALF = dtypes.HALF  # the 16-bit floats (one owner: dtypes)
-_TO_FLOAT32 = 'x = keras.layers.Activation("linear", dtype="float32")(x)   # cast x to float32\n'
+#: Why a custom layer's finding shows no fix (its ``FixProof.not_tried``).
+CUSTOM_CODE = (
+    "the change is in the custom layer's own code (its build() and call()), which the audit "
+    "cannot rewrite and run on a copy"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +127,6 @@ def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Fin
                     f"{source} data is cast to {target} on entry to {call.layer_class} ({why}), "
                     f"without a warning: {_precision_lost(target)}.{first_at(step)}"
                 ),
-                fix=_downcast_fix(source, call),
                 details={"from": source, "to": target},
                 step=step,
             )
@@ -153,11 +160,6 @@ def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
                 f"{ints[0]} data reaches {call.layer_class}, which computes in "
                 f"{call.compute_dtype}; Keras autocasts only float inputs, so {outcome}"
             ),
-            fix=(
-                f"# give {call.layer_class} float data, e.g. scaled pixels:\n"
-                "x = keras.layers.Rescaling(1.0 / 255)(x)   # uint8 0..255 -> float32 0..1\n"
-                f'# or just cast: x = keras.ops.cast(x, "{call.compute_dtype}")'
-            ),
             details={"input": ints[0], "raised": raised},
         )
 
@@ -175,7 +177,6 @@ def _float32_only(calls: list[LayerCall]) -> Iterator[Finding]:
                     f"its input to {_names(call.received)}, and it only takes float32. "
                     f"{_error(call)} The audit re-ran it with float32 input, and that works."
                 ),
-                fix=_float32_fix(call),
                 details={"received": _names(call.received)},
             )
         elif call.builtin and call.leaf and _stays_wider(call, only_half=True):
@@ -192,7 +193,6 @@ def _float32_only(calls: list[LayerCall]) -> Iterator[Finding]:
                     f"yet returned {_names(call.outputs)}: it silently stays in float32, and "
                     "the next layers cast back down."
                 ),
-                fix=_float32_fix(call),
             )
 
 
@@ -223,15 +223,8 @@ def _custom_dtypes(calls: list[LayerCall]) -> Iterator[Finding]:
                 severity="warning",
                 path=call.path,
                 message=f"Custom layer {call.layer_class}: " + "; ".join(problems) + ".",
-                fix=(
-                    "def build(self, input_shape):\n"
-                    "    # no dtype=: stored in self.variable_dtype, read in self.compute_dtype\n"
-                    "    self.w = self.add_weight(shape=(input_shape[-1], self.units))\n\n"
-                    "def call(self, x):   # x and self.w both arrive in the compute dtype\n"
-                    "    y = keras.ops.matmul(x, self.w)\n"
-                    "    return keras.ops.cast(y, self.compute_dtype)   # never a fixed float32"
-                ),
                 details={"problems": problems},
+                proof=FixProof(not_tried=CUSTOM_CODE),
             )
 
 
@@ -322,11 +315,8 @@ def _no_loss_scaling(calls: list[LayerCall], model: AuditedModel) -> Iterator[Fi
             "scaling: small gradients underflow to zero. compile() adds a LossScaleOptimizer "
             f"only when the model's own policy is mixed_float16 ({model.policy} here)."
         ),
-        fix=(
-            f"optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.{name}())\n"
-            "model.compile(optimizer=optimizer, loss=...)"
-        ),
-    )
+        details={"optimizer": name},
+    )  # no fix here: the audit runs a training step with loss scaling and shows it (_fixes)
 
 
 def result_type_questions(calls: list[LayerCall]) -> list[tuple[str, ...]]:
@@ -473,24 +463,6 @@ def _casts(call: LayerCall) -> Iterator[tuple[str, str, str]]:
 def _computes_on_floats(entry: Any) -> bool:
     """A catalogued layer doing float math on its (float-role) input."""
     return entry.contract in ("compute", "self-managed") and entry.roles[0] == "float"
-
-
-def _downcast_fix(source: str, call: LayerCall) -> str:
-    if source == "float64":
-        return (
-            "# keep float64 end to end (set before building the model):\n"
-            'keras.config.set_floatx("float64")   # or dtype="float64" on keras.Input and layers\n'
-            "# or, if float32 is enough, cast where the data enters, so that it shows:\n"
-            'x = x.astype("float32")'
-        )
-    return (
-        f"# {call.layer_class} runs under {call.policy}, unlike the rest of the model:\n"
-        f'{call.spelled}(..., dtype="float32")   # or the policy you meant'
-    )
-
-
-def _float32_fix(call: LayerCall) -> str:
-    return _TO_FLOAT32 + f'y = {call.spelled}(..., dtype="float32")(x)   # or the whole layer'
 
 
 def _stays_wider(call: LayerCall, *, only_half: bool) -> bool:

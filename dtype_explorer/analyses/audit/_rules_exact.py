@@ -146,10 +146,6 @@ def precision_loss(calls: list[LayerCall]) -> Iterator[Finding]:
                 f"becomes {rounded:g}: ids or labels are rounded to others, with no error "
                 "beyond the dtype's tolerance to show it."
             ),
-            fix=(
-                f"# keep integers above {limit} out of {half}: compute this layer in float32\n"
-                f'{call.spelled}(..., dtype="float32")'
-            ),
             details={"input": ints[0].dtype, "max_abs": peak, "to": half, "rounded": rounded},
         )
 

@@ -229,12 +229,27 @@ def policy_rebuild(model: Any, policy: str) -> Rebuilt:
     if found is not None and found[0] == stamp:
         done = found[1]
         if done.model is not None:
-            done.model.set_weights(model.get_weights())
+            weights_copied(done.model, model)
         return done
     done = rebuild_under(model, policy)
     with contextlib.suppress(TypeError):
         _CLONES.setdefault(model, {})[policy] = (stamp, done)
     return done
+
+
+def weights_copied(target: Any, source: Any) -> None:
+    """``target.set_weights(source.get_weights())`` without the round trip through NumPy:
+    each of ``target.weights`` assigned its counterpart's value, in the order ``set_weights``
+    pairs them (a layout that differs: through ``set_weights``, which says why)."""
+    pairs = list(zip(target.weights, source.weights, strict=False))
+    same = len(target.weights) == len(source.weights) and all(
+        tuple(t.shape) == tuple(s.shape) and t.dtype == s.dtype for t, s in pairs
+    )
+    if not same:
+        target.set_weights(source.get_weights())
+        return
+    for t, s in pairs:
+        t.assign(s.value)
 
 
 def cloned_with_weights(model: Any, clone_function: Any, what: str, **options: Any) -> Any:

@@ -2,7 +2,8 @@
 that Input made again in another dtype (``keras.models.clone_model``'s ``input_tensors``: the
 same layers, configs and weights), and what the layers taking the ids as indices (an
 ``Embedding``, a lookup) received, read inside their ``call`` on the model and on the copy
-(``ids_received``): the ids given, or others.
+(``ids_received``): the ids given, or others. For float64 data narrowed on the way in, the
+whole model in float64 (``with_dtype``: every layer and every float Input).
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
@@ -67,6 +68,53 @@ def with_input_dtype(model: Any, index: int, dtype: str) -> Any:
     tensors = keras.tree.pack_sequence_as(inputs, made)
     what = f"copy {describe_model(model)} with input {index} as keras.Input(dtype={dtype!r})"
     return cloned_with_weights(model, _as_is, what, input_tensors=tensors)
+
+
+def with_dtype(model: Any, dtype: str) -> Any:
+    """A copy of a Sequential or Functional ``model`` with every layer (nested models' too)
+    rebuilt from its config with ``dtype=dtype`` and every float ``keras.Input`` made again in
+    ``dtype`` (``clone_model`` keeps the Inputs' own dtypes otherwise), weights copied.
+
+    Args:
+        model: a Sequential or Functional model (never changed).
+        dtype: the policy of every layer and the dtype of every float Input.
+
+    Returns:
+        The copy.
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2, name="d")(inputs))
+    >>> copy = with_dtype(model, "float64")
+    >>> copy.inputs[0].dtype, copy.get_layer("d").compute_dtype
+    ('float64', 'float64')
+    """
+    import keras
+
+    inputs = declared_inputs(model)
+    if inputs is None:
+        raise InvalidSpecError(
+            f"{describe_model(model)} declares no keras.Input (a subclassed model): clone_model "
+            "cannot copy it"
+        )
+    made = [
+        keras.Input(
+            shape=tuple(t.shape[1:]),
+            dtype=dtype if keras.backend.is_float_dtype(t.dtype) else t.dtype,
+            name=t._keras_history.operation.name,
+        )
+        for t in keras.tree.flatten(inputs)
+    ]
+
+    def clone(layer: Any) -> Any:
+        config = layer.get_config()
+        if isinstance(layer, keras.layers.Layer) and "dtype" in config:
+            config = {**config, "dtype": dtype}
+        return type(layer).from_config(config)
+
+    what = f"copy {describe_model(model)} with every layer and float keras.Input in {dtype}"
+    tensors = keras.tree.pack_sequence_as(inputs, made)
+    return cloned_with_weights(model, clone, what, input_tensors=tensors, recursive=True)
 
 
 def _as_is(layer: Any) -> Any:

@@ -1,7 +1,10 @@
 """Damage per layer against a wider reference: the model and its float32 copy (same weights,
-``policy_clone``) each run once, untraced, on the same sample, every leaf layer's outputs
-kept; each output compared (``records.LayerDamage``: relative RMS error, SQNR, max abs error,
-amax and headroom). Used by ``check_model`` when a layer computes in a 16-bit float.
+``policy_clone``) each run once on the same sample, every leaf layer's outputs kept; each
+output compared (``records.LayerDamage``: relative RMS error, SQNR, max abs error, amax and
+headroom, and the reference's own amax of the output and of the call's inputs). Used by
+``check_model`` when a layer computes in a 16-bit float, which hands in the model's leaf
+outputs from its traced pass (``ModelTracer.leaf_outputs``: the same model, weights and
+sample), so that only the float32 copy runs here.
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((4,))
@@ -46,8 +49,14 @@ def layer_outputs(model: Any, sample: Any, kwargs: dict[str, Any] | None = None)
     return run_leaves(model, sample, kwargs)[0]
 
 
-def run_leaves(model: Any, sample: Any, kwargs: dict[str, Any] | None = None) -> tuple[dict, Any]:
-    """:func:`layer_outputs`, and what the model's call returned."""
+def run_leaves(
+    model: Any,
+    sample: Any,
+    kwargs: dict[str, Any] | None = None,
+    input_amax: dict[tuple[str, int], float | None] | None = None,
+) -> tuple[dict, Any]:
+    """:func:`layer_outputs`, and what the model's call returned; ``input_amax``, where
+    given, is filled with each leaf call's largest finite ``|x|`` of its float inputs."""
     import keras
 
     found: dict[tuple[str, int], tuple[str, list[np.ndarray]]] = {}
@@ -59,6 +68,8 @@ def run_leaves(model: Any, sample: Any, kwargs: dict[str, Any] | None = None) ->
             out = original(*args, **kw)
             index = counts.get(id(layer), 0)
             counts[id(layer)] = index + 1
+            if input_amax is not None:
+                input_amax[(path, index)] = _amax(args)
             arrays = [
                 np.asarray(keras.ops.convert_to_numpy(t))
                 for t in keras_flatten(out)
@@ -83,7 +94,10 @@ def run_leaves(model: Any, sample: Any, kwargs: dict[str, Any] | None = None) ->
 
 
 def layer_damage(
-    model: Any, sample: Any, kwargs: dict[str, Any] | None = None
+    model: Any,
+    sample: Any,
+    kwargs: dict[str, Any] | None = None,
+    outputs: dict | None = None,
 ) -> tuple[LayerDamage, ...]:
     """Each leaf layer output of ``model`` against the same model in float32.
 
@@ -91,59 +105,105 @@ def layer_damage(
         model: a Sequential or Functional Keras model (``policy_clone`` rebuilds it).
         sample: what the model is called on.
         kwargs: the call's keyword arguments.
+        outputs: ``model``'s leaf outputs on ``sample`` as :func:`layer_outputs` gives them,
+            from a pass already run (the audit's traced one); ``None``: ``model`` runs here.
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
     """
     reference = policy_clone(model, REFERENCE)
-    got = layer_outputs(model, sample, kwargs)
-    want = _aligned(got, layer_outputs(reference, sample, kwargs))
+    got = layer_outputs(model, sample, kwargs) if outputs is None else outputs
+    inputs: dict[tuple[str, int], float | None] = {}
+    theirs = run_leaves(reference, sample, kwargs, inputs)[0]
+    want = _aligned(got, theirs)
+    taken = _aligned(got, {key: ("", value) for key, value in inputs.items()}, theirs)
     damage = []
     for (path, index), (layer_class, arrays) in got.items():
         refs = want.get((path, index), ("", []))[1]
         for i, (out, ref) in enumerate(zip(arrays, refs, strict=False)):
             if out.shape == ref.shape and out.size:
-                damage.append(
-                    compare(out, ref, path=f"{model.name}/{path}", layer_class=layer_class,
-                            call_index=index, output=i)
-                )  # fmt: skip
+                found = compare(out, ref, path=f"{model.name}/{path}", layer_class=layer_class,
+                                call_index=index, output=i)  # fmt: skip
+                given = taken.get((path, index), ("", None))[1]
+                damage.append(found.model_copy(update={"reference_input_amax": given}))
     return tuple(damage)
 
 
-def _aligned(got: dict, want: dict) -> dict:
+def _amax(structure: Any) -> float | None:
+    """The largest ``|x|`` of the float tensors in ``structure`` (``None``: none): two
+    reductions in NumPy (16-bit floats widened first: NumPy reduces them slowly)."""
+    import keras
+
+    found = None
+    for t in keras_flatten(structure):
+        if dtypes.family(dtypes.describe(t)) != "float":
+            continue
+        values = np.asarray(keras.ops.convert_to_numpy(t))
+        if values.dtype.itemsize < 4 or values.dtype.kind != "f":
+            values = values.astype(np.float32)
+        if values.size:
+            peak = float(max(values.max(), -values.min()))
+            found = peak if found is None else max(found, peak)
+    return found
+
+
+def _aligned(got: dict, want: dict, classes: dict | None = None) -> dict:
     """The reference's outputs keyed as ``got``'s: call by call, in the order the layers ran,
     where both ran the same classes in the same order (a rebuilt model names the sublayers
     it makes afresh ``softmax_2`` where the model has ``softmax``: keras-hub's attention);
-    else by path."""
+    else by path. ``classes``: the reference's calls with their classes, where ``want``'s
+    values carry none (keyed and ordered as ``want``)."""
     ours, theirs = list(got.items()), list(want.items())
-    if [c for _, (c, _) in ours] != [c for _, (c, _) in theirs]:
+    named = list((classes or want).values())
+    if [c for _, (c, _) in ours] != [c for c, _ in named]:
         return want
     return {key: value for (key, _), (_, value) in zip(ours, theirs, strict=True)}
 
 
 def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
-    """One output against its reference (``records.LayerDamage``)."""
+    """One output against its reference (``records.LayerDamage``), in float64."""
     dtype = dtypes.describe(out)
-    o, r = out.astype(np.float64), ref.astype(np.float64)
-    finite = np.isfinite(o) & np.isfinite(r)
-    diff = (o - r)[finite]
-    signal = float(np.sum(r[finite] ** 2))
-    noise = float(np.sum(diff**2))
-    n = max(int(finite.sum()), 1)
+    o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    finite_o, finite_r = _finite(o), _finite(r)
+    if finite_o is None and finite_r is None:  # every value finite (most outputs): no masks
+        both, seen, wanted = (o, r), o, r
+    else:
+        keep = (True if finite_o is None else finite_o) & (True if finite_r is None else finite_r)
+        both = (o[keep], r[keep])
+        seen = o if finite_o is None else o[finite_o]
+        wanted = r if finite_r is None else r[finite_r]
+    diff = both[0] - both[1]
+    # einsum, not np.dot: BLAS's threads cost 100x on a loaded machine for one sum
+    signal = float(np.einsum("i,i->", both[1], both[1]))
+    noise = float(np.einsum("i,i->", diff, diff))
+    n = max(diff.size, 1)
     rel = math.sqrt(noise / n) / max(math.sqrt(signal / n), 1e-300)
-    values = np.abs(o[np.isfinite(o)])
-    amax = float(values.max()) if values.size else None
+    amax = _peak(seen)
     big, tiny = dtypes.float_limits(dtype)
-    nonzero = values[values > 0]
+    magnitude = np.abs(seen)
+    nonzero = magnitude[magnitude > 0]
     return LayerDamage(
         **where,
         dtype=dtype,
         reference=dtypes.describe(ref),
         rel_rms=rel,
         sqnr_db=None if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise),
-        max_abs_error=float(np.max(np.abs(diff))) if diff.size else 0.0,
+        max_abs_error=_peak(diff) or 0.0,
         amax=amax,
         top_bits=math.log2(big / amax) if amax else None,
         bottom_bits=math.log2(float(nonzero.min()) / tiny) if nonzero.size else None,
-        nonfinite=int(o.size - np.isfinite(o).sum()),
+        nonfinite=o.size - seen.size,
+        reference_amax=_peak(wanted),
     )
+
+
+def _finite(values: np.ndarray) -> np.ndarray | None:
+    """``None`` where every value is finite (two reductions, no mask), else the mask."""
+    if not values.size or (np.isfinite(values.max()) and np.isfinite(values.min())):
+        return None
+    return np.isfinite(values)
+
+
+def _peak(values: np.ndarray) -> float | None:
+    """``max |x|`` of finite values (``None``: none)."""
+    return float(max(values.max(), -values.min())) if values.size else None

@@ -117,10 +117,16 @@ class ModelTracer:
     #: Whether a leaf call's values are kept for the value check (``_audit_rules.wrong_numbers``).
     value_check = True
 
-    def __init__(self, model: Any, *, values: bool = True):
+    def __init__(self, model: Any, *, values: bool = True, keep_leaves: bool = False):
         self.model = model
         #: Whether values can be read (an eager pass); inside a compiled function only dtypes.
         self.values = values
+        #: Whether :meth:`finish` keeps the leaf calls' outputs for :meth:`leaf_outputs`
+        #: (where a leaf computes in a 16-bit float: the per-layer reference then runs).
+        self.keep_leaves = keep_leaves and values
+        self._leaves: dict[tuple[str, int], tuple[str, list[Any]]] = {}
+        #: Each tensor's ``TensorInfo`` once per pass (``tensor_infos``'s cache).
+        self._infos: dict[int, tuple[Any, TensorInfo]] = {}
         self.done = False
         self.root_outputs: Any = None
         self.forward_ms = 0.0
@@ -176,7 +182,7 @@ class ModelTracer:
 
     def _given(self, args: tuple, kwargs: dict[str, Any]) -> tuple[TensorInfo, ...]:
         """What a layer call is given, before Keras converts or casts it."""
-        return tensor_infos((args, tensor_kwargs(kwargs)), self.values)
+        return tensor_infos((args, tensor_kwargs(kwargs)), self.values, self._infos)
 
     def _given_raw(self, args: tuple, kwargs: dict[str, Any]) -> list[Any] | None:
         """The flat tensors a layer call is handed, kept for :meth:`step_losses`."""
@@ -288,7 +294,7 @@ class ModelTracer:
             self.calls.append(event)
             pending = self._pending.get(key)
             event.given = pending[-1] if pending else None
-            event.received = tensor_infos((args, tensor_kwargs(kwargs)), self.values)
+            event.received = tensor_infos((args, tensor_kwargs(kwargs)), self.values, self._infos)
             event.variables = self.layer_variables(layer)
             if self.values:
                 event.losses = self.step_losses(layer, key, args, kwargs)
@@ -302,7 +308,7 @@ class ModelTracer:
                 outputs = self._retry(event, original, args, kwargs, error)
             finally:
                 self._active.discard(key)
-            event.outputs = tensor_infos(outputs, self.values)
+            event.outputs = tensor_infos(outputs, self.values, self._infos)
             checked = self.values and self.value_check and leaf and event.error is None
             if checked and worth_value_check(event.received):
                 event.values = _as_numpy((args, kwargs, outputs))
@@ -362,9 +368,40 @@ class ModelTracer:
             if makers:
                 final.add(max(makers, key=lambda i: (self.calls[i].depth, i)))
         records = [event.record(i in final) for i, event in enumerate(self.calls)]
+        root = f"{self.model.name}/"
+        leaves = [e for e in self.calls if e.leaf and e.depth > 0]
+        half = any(getattr(e.layer, "compute_dtype", None) in dtypes.HALF for e in leaves)
+        if self.keep_leaves and half and not any(e.error is not None for e in self.calls):
+            self._leaves = {
+                (e.path.removeprefix(root), e.index): (type(e.layer).__name__, e.keep)
+                for e in leaves
+            }
         for event in self.calls:
             event.keep = []
+        self._infos = {}
         return records
+
+    def leaf_outputs(self) -> dict[tuple[str, int], tuple[str, list[np.ndarray]]] | None:
+        """The float outputs of every leaf call of the pass, as ``keras_run.layer_outputs``
+        gives them (by path below the model and call index), read once and let go; ``None``
+        where they were not kept (``keep_leaves``) or a call raised (the pass re-ran it with
+        a cast: its values are not the model's)."""
+        import keras
+
+        if not self._leaves:
+            return None
+        kept, self._leaves = self._leaves, {}
+        return {
+            key: (
+                layer_class,
+                [
+                    np.asarray(keras.ops.convert_to_numpy(t))
+                    for t in tensors
+                    if dtypes.family(dtypes.describe(t)) == "float"
+                ],
+            )
+            for key, (layer_class, tensors) in kept.items()
+        }
 
 
 # --------------------------------------------------------------------------- helpers

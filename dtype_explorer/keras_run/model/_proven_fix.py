@@ -73,14 +73,17 @@ class Trial:
     def works(self) -> bool:
         return self.ran and not self.error and not self.nonfinite
 
-    def text(self) -> str:
-        """``m/big, m/next in float32 (dtype=): 12 inf/NaN``."""
+    def text(self, ran: bool = True) -> str:
+        """``m/big, m/next in float32 (dtype=): 12 inf/NaN`` (``ran``: the copy was run
+        here, its inf/NaN counted; else only made)."""
         way = "DTypePolicyMap" if self.how == "policy-map" else "dtype="
         what = f"{', '.join(self.layers)} in float32 ({way})"
         if self.skipped:
             return f"{what}: not run, {self.skipped}"
         if self.error:
             return f"{what}: raised {self.error}"
+        if not ran:
+            return what
         left = f"{sum(self.nonfinite.values())} inf/NaN"
         if self.unreached:
             shown = ", ".join(p.rsplit("/", 1)[-1] for p in self.unreached[:4])
@@ -128,6 +131,53 @@ def float32_fix(
         if _grown(way, model, tree, dict(targets), (sample, kwargs), trials):
             break
     return Float32Fix(tuple(trials))
+
+
+def float32_copy(model: Any, paths: list[str]) -> Trial | None:
+    """A copy of ``model`` with the layers at ``paths`` in float32: their own ``dtype=``
+    where clone_model visits them, else a ``DTypePolicyMap`` of their paths, else the nearest
+    layers around them that clone_model visits; the first copy made that reached them all
+    (else the last tried; ``None``: none could be tried). It is not run here: whether it
+    fixes a finding is for the audit's rules, re-run on ``Trial.copy`` (a layer raising on a
+    dtype re-run there, as in the audit), to say.
+
+    Args:
+        model: the audited Keras model (never changed).
+        paths: the audit paths of the layers to put in float32.
+
+    Returns:
+        The ``Trial`` (``ran``: the copy was made, set in ``copy``; ``error``: why not).
+    """
+    tree = _tree(model)
+    targets = {p: _target(tree[p][0]) if p in tree else _Target(None, False) for p in paths}
+    last = None
+    for way in (_own, _above):
+        trial = way(model, tree, targets)
+        if trial is None:
+            continue
+        last = _made(trial, model)
+        if last.ran and not last.error and not last.unreached:
+            return last
+    return last
+
+
+def _made(trial: Trial, model: Any) -> Trial:
+    """``trial``'s copy made, not run."""
+    if trial.skipped:
+        return trial
+    try:
+        copy = _copy_of(trial, model)
+    except Exception as error:  # a copy that cannot be made: said, with why
+        return dataclasses.replace(trial, error=_said(error))
+    unreached = _unreached(copy, trial.layers, model.name)
+    why = _why_unreached(copy, unreached, model.name) if trial.how == "policy-map" else ""
+    return dataclasses.replace(trial, ran=True, unreached=unreached, unreached_why=why, copy=copy)
+
+
+def _copy_of(trial: Trial, model: Any) -> Any:
+    if trial.how == "policy-map":
+        return with_policy_map(model, trial.policy_map, trial.default_policy)
+    return with_float32(model, trial.layers, trial.options)
 
 
 def _grown(way: Any, model: Any, tree: dict, targets: dict, run: tuple, trials: list) -> bool:
@@ -259,10 +309,7 @@ def _run(trial: Trial, model: Any, sample: Any, kwargs: dict | None) -> Trial:
     if trial.skipped:
         return trial
     try:
-        if trial.how == "policy-map":
-            copy = with_policy_map(model, trial.policy_map, trial.default_policy)
-        else:
-            copy = with_float32(model, trial.layers, trial.options)
+        copy = _copy_of(trial, model)
         unreached = _unreached(copy, trial.layers, model.name)
         left = nonfinite_outputs(copy, sample, kwargs, root=model.name)
     except Exception as error:  # a copy that cannot be made or run: said, with why

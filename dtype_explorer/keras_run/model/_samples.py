@@ -72,9 +72,21 @@ def _max_abs_integer(tensor: Any) -> float | None:
     return float(np.max(np.abs(array.astype(np.float64)))) if array.size else None
 
 
-def tensor_infos(structure: Any, values: bool = True) -> tuple[TensorInfo, ...]:
-    """:func:`tensor_info` of every tensor in a nested structure."""
-    return tuple(tensor_info(t, values) for t in keras_flatten(structure))
+def tensor_infos(
+    structure: Any, values: bool = True, cache: dict[int, tuple[Any, TensorInfo]] | None = None
+) -> tuple[TensorInfo, ...]:
+    """:func:`tensor_info` of every tensor in a nested structure; ``cache`` (by ``id``, the
+    tensor kept beside its info so that its id is not reused) reads each tensor's values once
+    (one layer's output is the next one's given and received)."""
+    if cache is None:
+        return tuple(tensor_info(t, values) for t in keras_flatten(structure))
+    found = []
+    for t in keras_flatten(structure):
+        hit = cache.get(id(t))
+        if hit is None or hit[0] is not t:
+            hit = cache[id(t)] = (t, tensor_info(t, values))
+        found.append(hit[1])
+    return tuple(found)
 
 
 def nonfinite_count(tensor: Any) -> int:

@@ -56,9 +56,13 @@ def _finite_flags(value: Any) -> tuple | None:
     kind = a.dtype.kind
     if not (kind in "fc" or "float" in a.dtype.name) or a.size == 0:
         return (False, False, None)
-    if kind not in "fc":
+    if kind not in "fc" or a.dtype.itemsize < 4:  # NumPy reduces 16-bit floats slowly
         a = a.astype(np.float32)
-    if np.isfinite(a).all():
+    if kind != "c":  # two reductions, no temporary: both finite means no inf and no NaN
+        high, low = a.max(), a.min()
+        if np.isfinite(high) and np.isfinite(low):
+            return (False, False, float(max(high, -low)))
+    elif np.isfinite(a).all():
         return (False, False, float(np.abs(a).max()))
     finite = a[np.isfinite(a)]
     return (
@@ -156,6 +160,8 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
     wide, narrow = to_numpy(before), to_numpy(after)
     if wide is None or narrow is None or dtype_name(after.dtype) != target:
         return None
+    if not _overflow_or_underflow(wide, narrow):
+        return None  # what is kept below (subnormal, rounding) is not measured for a read
     loss = cast_loss(
         wide, narrow, step="variable-read", where=f"variable {variable.name}",
         source=source, target=target,
@@ -163,6 +169,16 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
     # weights that only became subnormal keep their value to the dtype's precision: what any
     # float16 read of an ordinary initialisation does, not a loss to flag at every op
     return loss if loss is not None and (loss.overflowed or loss.underflowed) else None
+
+
+def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
+    """Whether reading ``wide`` as ``narrow`` made finite values inf or non-zero ones zero,
+    screened by counts (no full comparison): more inf/NaN, or more zeros, after than before."""
+    if wide.shape != narrow.shape or not wide.size:
+        return False
+    if np.count_nonzero(narrow == 0) > np.count_nonzero(wide == 0):
+        return True
+    return bool(np.count_nonzero(~np.isfinite(narrow)) > np.count_nonzero(~np.isfinite(wide)))
 
 
 @functools.cache

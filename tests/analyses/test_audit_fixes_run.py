@@ -1,0 +1,226 @@
+"""Issue 38 item 3, the rest of the rule "a fix is shown only once the tool has run it and seen
+it work": the findings whose old advice was never run (float64 end to end, a layer in float32,
+an Input in float32, a LossScaleOptimizer) now get the change the audit ran on a copy, and
+each test applies that change again with raw Keras, without the tool, and sees it work. A
+change the audit cannot run (a custom layer's own code), or one it ran without seeing it work,
+shows no fix: its proof says why. Small models, one audit each (in-process backend)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from keras import layers
+
+import dtype_explorer as dx
+
+
+def _clone(model, change):
+    """``model`` cloned with ``change(layer, config)`` applied to each layer's config."""
+
+    def clone(layer):
+        return type(layer).from_config(change(layer, layer.get_config()))
+
+    copy = keras.models.clone_model(model, clone_function=clone)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _in_float32(*names):
+    return lambda layer, config: {**config, "dtype": "float32"} if layer.name in names else config
+
+
+def _numpy(x) -> np.ndarray:
+    return np.asarray(keras.ops.convert_to_numpy(x))
+
+
+# ------------------------------------------------------------------ float64 data, a float32 model
+
+
+def test_float64_data_gets_the_model_in_float64_and_raw_keras_keeps_every_digit():
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layers.Dense(2, name="d")(inputs), name="fun")
+    x = np.array([[0.1, 1 / 3, 2.0**-30 + 1.0, 7.0]] * 2)  # float64 digits float32 drops
+    [finding] = dx.check_model(model, x).by_kind("silent-downcast")
+    proof = finding.proof
+    assert proof.proven and proof.how == "model-dtype" and finding.fix == proof.change
+    assert (proof.before.computes, proof.after.computes) == ("float32", "float64")
+    assert 'keras.Input(shape=(4,), dtype="float64")' in finding.fix
+    # the fix, as its code says, with raw Keras: every layer and the Input in float64
+    fixed = keras.models.clone_model(
+        model,
+        input_tensors=keras.Input(shape=(4,), dtype="float64"),
+        clone_function=lambda la: type(la).from_config({**la.get_config(), "dtype": "float64"}),
+    )
+    fixed.set_weights(model.get_weights())
+    kernel, bias = (w.astype("float64") for w in model.get_weights())
+    exact = x @ kernel + bias
+    got, was = _numpy(fixed(x)), _numpy(model(x))
+    assert got.dtype == np.float64 and np.abs(got - exact).max() < 1e-12
+    assert was.dtype == np.float32 and np.abs(was - exact).max() > 1e-9
+
+
+# ------------------------------------------------------------------ uint8 into a float layer
+
+
+def test_uint8_into_conv1d_gets_a_float32_input_that_raw_keras_runs():
+    inputs = keras.Input((8, 3), dtype="uint8")
+    x = layers.Flatten()(layers.Conv1D(2, 3, name="conv")(inputs))
+    model = keras.Model(inputs, layers.Dense(2, name="head")(x), name="images")
+    pixels = np.full((2, 8, 3), 200, "uint8")
+    [finding] = dx.check_model(model, pixels).by_kind("int-into-float-layer")
+    assert finding.proof.proven and finding.proof.how == "input-dtype"
+    assert (finding.proof.before.received, finding.proof.after.received) == ("uint8", "float32")
+    assert finding.fix == finding.proof.change and 'dtype="float32"' in finding.fix
+    fixed = keras.models.clone_model(model, input_tensors=keras.Input((8, 3), dtype="float32"))
+    fixed.set_weights(model.get_weights())
+    got = _numpy(fixed(pixels))
+    reference = _numpy(fixed(pixels.astype("float32")))
+    assert np.isfinite(got).all() and np.array_equal(got, reference)  # exact: 0..255 in float32
+    conv = fixed.get_layer("conv")
+    assert keras.backend.standardize_dtype(conv.input.dtype) == "float32"
+
+
+# ------------------------------------------- ids into float16, a float32-only layer: one model
+
+
+class Only32(layers.Layer):
+    """A user's layer that takes float32 only (as a SavedModel signature does)."""
+
+    def call(self, x):
+        if keras.backend.standardize_dtype(x.dtype) != "float32":
+            raise TypeError(f"Only32 takes float32, received {x.dtype}")
+        return x * 2.0
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    """int32 ids into a float16 Dense ("ids": 2909 becomes 2908, then scaled by 2**-12), then
+    a float32-only layer under mixed_float16 ("only": raises on float16), audited once."""
+    inputs = keras.Input((2,), dtype="int32")
+    scale = keras.initializers.Identity(gain=2.0**-12)  # out of float16's integers after it
+    x = layers.Dense(2, dtype="mixed_float16", kernel_initializer=scale, name="ids")(inputs)
+    x = Only32(dtype="mixed_float16", name="only")(x)
+    model = keras.Model(inputs, layers.Dense(1, name="head")(x), name="m")
+    sample = np.array([[2049, 2909]] * 2, "int32")
+    return model, sample, dx.check_model(model, sample)
+
+
+def test_ids_rounded_in_float16_get_that_layer_in_float32_and_raw_keras_keeps_them(mixed):
+    model, sample, report = mixed
+    [lost] = report.by_kind("precision-loss")
+    assert lost.path == "m/ids" and lost.proof.proven and lost.proof.layers == ("m/ids",)
+    assert (lost.proof.before.computes, lost.proof.after.computes) == ("float16", "float32")
+    assert 'name="ids", dtype="float32"' in lost.fix
+    fixed = _clone(model, _in_float32("ids", "only"))
+    ids = fixed.get_layer("ids")
+    kernel, bias = ids.get_weights()
+    assert np.array_equal(_numpy(ids(sample)), sample.astype("float32") @ kernel + bias)
+    half = _numpy(model.get_layer("ids")(sample))  # raw Keras in float16: 2909 became 2908
+    assert half[0, 1] * 4096 == 2908.0
+
+
+def test_a_float32_only_layer_gets_dtype_float32_and_raw_keras_runs_it(mixed):
+    model, sample, report = mixed
+    [only] = report.by_kind("float32-only-layer")
+    assert only.proof.proven and only.proof.layers == ("m/only",)
+    assert (only.proof.before.received, only.proof.after.received) == ("float16", "float32")
+    assert 'Only32(..., name="only", dtype="float32")' in only.fix
+    with pytest.raises(TypeError, match="float32"):
+        model(sample)  # raw Keras: the model as built raises
+    fixed = _clone(model, _in_float32("only"))
+    assert np.isfinite(_numpy(fixed(sample))).all()
+
+
+def test_one_combined_float32_set_covers_both_and_raw_keras_runs_it(mixed):
+    model, sample, report = mixed
+    combined = report.float32_set
+    assert combined is not None and combined.proven
+    assert set(combined.layers) == {"m/ids", "m/only"}
+    assert {"precision-loss at m/ids", "float32-only-layer at m/only"} <= set(combined.covers)
+    assert combined.before.findings >= 2 and combined.after.findings == 0
+    assert "Keep these layers in float32" in str(report)
+    assert "Keep these layers in float32" in report._repr_html_()
+    fixed = _clone(model, _in_float32("ids", "only"))
+    ids = fixed.get_layer("ids")
+    assert ids.compute_dtype == fixed.get_layer("only").compute_dtype == "float32"
+    assert np.isfinite(_numpy(fixed(sample))).all()
+
+
+# ------------------------------------------------------------------ an autocast that lost values
+
+
+def test_integers_an_autocast_rounds_get_the_layer_in_float32_and_a_note_gets_no_copy():
+    inputs = keras.Input((4,))
+    model = keras.Model(
+        inputs,
+        layers.Dense(1, dtype="mixed_float16", kernel_initializer="ones", name="d")(inputs),
+        name="m",
+    )
+    counts = np.array([[2049.0, 2909.0, 5.0, 7.0]] * 2, "float32")  # float16 rounds two
+    [lost] = [f for f in dx.check_model(model, counts).by_kind("lossy-cast") if f.path == "m/d"]
+    assert lost.severity == "warning" and lost.loss.step == "autocast" and lost.loss.rounded == 4
+    assert lost.proof.proven and 'name="d", dtype="float32"' in lost.fix
+    assert _numpy(model(counts))[0, 0] != counts[0].sum()  # raw Keras: 2049 and 2909 rounded
+    fixed = _clone(model, _in_float32("d"))
+    assert _numpy(fixed(counts))[0, 0] == counts[0].sum()
+    # a note (values made zero on the way in: a fact of float16's range) runs no copy
+    tiny = np.full((2, 4), 1e-9, "float32")
+    [note] = [f for f in dx.check_model(model, tiny).by_kind("lossy-cast") if f.path == "m/d"]
+    assert note.severity == "info" and note.fix == ""
+    assert "a note, not a fault" in note.proof.not_tried
+
+
+# ------------------------------------------------------------------ loss scaling
+
+
+def _compiled(name: str):
+    inputs = keras.Input((4,))
+    x = layers.Dense(1, dtype="mixed_float16", kernel_initializer="ones", name="d")(inputs)
+    model = keras.Model(inputs, layers.Activation("linear", dtype="float32")(x), name=name)
+    model.compile(optimizer="adam", loss="mse")
+    return model
+
+
+def test_float16_gradients_that_underflow_get_a_loss_scale_raw_keras_trains_with():
+    """x = 1e-5 on a float16 Dense: each kernel gradient (about 8e-10) is zero in float16,
+    so one unscaled step leaves the kernel where it was; a LossScaleOptimizer moves it."""
+    model = _compiled("m")
+    x, y = np.full((2, 4), 1e-5, "float32"), np.zeros((2, 1), "float32")
+    [finding] = dx.check_model(model, x).by_kind("no-loss-scaling")
+    proof = finding.proof
+    assert proof.proven and proof.how == "loss-scale" and finding.fix == proof.change
+    assert proof.before.underflowed == 4 and proof.after.underflowed == 0
+    assert "LossScaleOptimizer(keras.optimizers.Adam())" in finding.fix
+    moved = {}
+    for scaled in (False, True):
+        raw = _compiled(f"raw_{scaled}")
+        raw.set_weights(model.get_weights())
+        optimizer = keras.optimizers.Adam()
+        if scaled:
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        raw.compile(optimizer=optimizer, loss="mse")
+        raw.fit(x, y, batch_size=2, epochs=1, verbose=0)
+        moved[scaled] = int((raw.get_layer("d").get_weights()[0] != 1.0).sum())
+    assert moved == {False: 0, True: 4}  # raw Keras: only the scaled step trains the kernel
+
+
+# ------------------------------------------------------------------ no change to run
+
+
+def test_a_custom_layers_own_code_is_no_fix_the_audit_can_run():
+    class Stubborn(layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(shape=(shape[-1],), dtype="float64", name="w")
+
+        def call(self, x):
+            return x * keras.ops.cast(self.w, x.dtype)
+
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, Stubborn(name="stubborn")(inputs), name="custom")
+    [finding] = dx.check_model(model, np.ones((2, 4), "float32")).by_kind("custom-variable-dtype")
+    assert finding.fix == "" and not finding.proof.proven
+    assert "own code" in finding.proof.not_tried and "build()" in finding.proof.not_tried
