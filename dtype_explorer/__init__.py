@@ -14,9 +14,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from dtype_explorer import lazy
+from dtype_explorer import keras_release, lazy
 
 __version__ = "0.2.0"
+
+# One clear error for a Keras older than the lowest release the package runs on (read without
+# importing Keras), instead of failures probe by probe.
+keras_release.check()
 
 #: Public name -> the module that holds it (``dtype_explorer.lazy``: a name that is the module's
 #: own last part is the module itself). The code is laid out by role (see

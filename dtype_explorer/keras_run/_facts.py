@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from dtype_explorer import keras_facts
+from dtype_explorer.keras_run._compat import quantization_modes
 
 #: Policy names Keras accepts beyond dtype names (``DTypePolicy._parse_name``).
 _MIXED = ("mixed_float16", "mixed_bfloat16")
@@ -26,10 +27,9 @@ def read_facts() -> dict[str, Any]:
         (every dtype, mixed and ``<mode>_from_<dtype>`` name -> whether Keras accepts it).
     """
     from keras.src.backend.common import dtypes as keras_dtypes
-    from keras.src.dtype_policies import dtype_policy
 
     allowed = list(keras_dtypes.ALLOWED_DTYPES)
-    modes = list(getattr(dtype_policy, "QUANTIZATION_MODES", ()))  # none before Keras 3.4
+    modes = list(quantization_modes())  # int8 only on 3.1.x-3.2.x, none on 3.0.x
     python = getattr(keras_dtypes, "PYTHON_DTYPES_MAP", {})  # not in Keras 3.1 (an engine)
     plain = [*_MIXED, *allowed, *(k for k in python if isinstance(k, str))]
     policies = {name: keras_facts.keras_accepts(name) for name in plain}
