@@ -10,7 +10,8 @@ release that brought it and what is done before it:
 - ``Layer.quantize(mode, type_check=)`` (3.5.0): ``Model.quantize`` called ``quantize(mode)``
   before (:func:`quantize_kwargs`);
 - ``QUANTIZATION_MODES`` (3.3.0): 3.1.x and 3.2.x had ``int8`` in their ``Model.quantize``'s
-  own check, read from its code; 3.0.x had no ``quantize`` (:func:`quantization_modes`);
+  own check, read from its code; 3.0.x had no ``quantize`` (``_facts.quantization_modes``, a
+  fact of the release the front ends validate with);
 - ``Layer.quantization_mode`` (3.4.0): before, the layer's dtype policy says it
   (:func:`layer_quantization_mode`); ``Layer.path`` (3.4.0): before, a layer's variables are
   named under its name (:func:`layer_path`);
@@ -30,7 +31,6 @@ not made up here: Keras's own refusal is the answer.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import datetime
 import functools
@@ -39,7 +39,6 @@ import io
 import json
 import os
 import tempfile
-import textwrap
 import zipfile
 from collections.abc import Callable
 from typing import Any
@@ -52,7 +51,6 @@ __all__ = [
     "layer_path",
     "layer_quantization_mode",
     "load_archive",
-    "quantization_modes",
     "quantize_kwargs",
     "save_archive",
 ]
@@ -124,52 +122,6 @@ def quantize_kwargs() -> dict[str, Any]:
 
     taken = inspect.signature(keras.layers.Layer.quantize).parameters
     return {"type_check": True} if "type_check" in taken else {}
-
-
-@functools.cache
-def quantization_modes() -> tuple[str, ...]:
-    """The quantization modes of the running release: its ``QUANTIZATION_MODES``; on a release
-    before that list (3.1.x, 3.2.x), the modes its ``Model.quantize`` accepts, read from its own
-    check; none where ``Model`` has no ``quantize`` (3.0.x).
-
-    >>> "int8" in quantization_modes()
-    True
-    """
-    from keras.src.dtype_policies import dtype_policy
-
-    listed = getattr(dtype_policy, "QUANTIZATION_MODES", None)
-    if listed is not None:
-        return tuple(listed)
-    import keras
-
-    quantize = getattr(keras.Model, "quantize", None)
-    if quantize is None:
-        return ()
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(quantize)))
-    except (OSError, TypeError, SyntaxError):  # no source to read: no mode is claimed
-        return ()
-    return accepted_modes(tree)
-
-
-def accepted_modes(tree: ast.AST) -> tuple[str, ...]:
-    """The modes a ``quantize`` method's ``if mode not in (...)`` check accepts (``()``: none).
-
-    >>> accepted_modes(ast.parse("if mode not in ('int8',): raise ValueError(mode)"))
-    ('int8',)
-    """
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Compare)
-            and isinstance(node.left, ast.Name)
-            and node.left.id == "mode"
-            and [type(op) for op in node.ops] == [ast.NotIn]
-            and isinstance(node.comparators[0], ast.Tuple | ast.List)
-        ):
-            items = node.comparators[0].elts
-            if all(isinstance(i, ast.Constant) and isinstance(i.value, str) for i in items):
-                return tuple(i.value for i in items)  # type: ignore[attr-defined]
-    return ()
 
 
 def layer_quantization_mode(layer: Any) -> str | None:

@@ -224,8 +224,10 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     # (NOT_FOR_A_CACHED_ANSWER) names the heavy ones. 48 since two facts got one owner each
     # (issue 36): the folders (dtype_explorer.folders) and $DTYPE_EXPLORER_BACKENDS
     # (runtime._allowed), both small and imported by the cache read; 49 since a cast's lost
-    # values are a record of their own (records._exactness, part of a cached ProbeResult).
-    assert len(ours) <= 49, "\n".join(sorted(ours))
+    # values are a record of their own (records._exactness, part of a cached ProbeResult);
+    # 50 on this branch's base; 51 since the Keras range is checked at import (issue 41:
+    # keras_release, small, reads no Keras).
+    assert len(ours) <= 51, "\n".join(sorted(ours))
 
 
 def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
-from dtype_explorer.keras_run import _compat as compat
+from dtype_explorer.keras_run import _facts as facts
 from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
 from dtype_explorer.keras_run.model._instance import pack
 from dtype_explorer.keras_run.model._model_trace import layer_paths
@@ -88,8 +88,8 @@ def check_int4_block(size: int, asked: str) -> None:
 
 def quantization_modes() -> tuple[str, ...]:
     """The quantization modes the installed Keras has (``QUANTIZATION_MODES``; 3.1.x and 3.2.x:
-    what their ``Model.quantize`` accepts, ``keras_run._compat``)."""
-    return compat.quantization_modes()
+    what their ``Model.quantize`` accepts, ``keras_run._facts``)."""
+    return facts.quantization_modes()
 
 
 def uncalibrated_modes() -> tuple[str, ...]:

@@ -28,11 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
-from dtype_explorer.keras_run._compat import (
-    layer_quantization_mode,
-    quantization_modes,
-    quantize_kwargs,
-)
+from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
+from dtype_explorer.keras_run._facts import quantization_modes
 from dtype_explorer.keras_run.model import (
     ADDED_IN,
     check_int4_block,
