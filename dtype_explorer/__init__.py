@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "trace": "dtype_explorer.analyses",
     "TraceResult": "dtype_explorer.records",
     "DtypeExplorer": "dtype_explorer.frontends.widget",
+    "colab": "dtype_explorer.frontends.colab",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
     "engines": "dtype_explorer.runtime.engines",
@@ -53,6 +54,7 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey, trace
     from dtype_explorer.errors import InvalidSpecError
+    from dtype_explorer.frontends import colab
     from dtype_explorer.frontends.widget import DtypeExplorer
     from dtype_explorer.keras_run import catalog
     from dtype_explorer.records import (

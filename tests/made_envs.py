@@ -4,9 +4,10 @@
 - :func:`keras_site`: one Keras release alone, ``pip install --no-deps --target`` (the
   installed backends stay as they are), put first on ``PYTHONPATH`` by a test that runs the
   package on it (tests/test_keras_range.py);
-- :func:`colab_venv`: a fresh virtual environment with only Keras and NumPy (the numpy
-  backend), as on a Colab-like runtime, into which this checkout was pip-installed the way a
-  lesson's Colab cell installs it (tests/frontends/test_colab_venv.py).
+- :func:`colab_venv`: a fresh virtual environment with only Keras and one backend's library
+  (jax: Keras's numpy backend imports jax too, so NumPy alone is no backend), as on a
+  Colab-like runtime, into which this checkout was pip-installed the way a lesson's Colab cell
+  installs it (tests/frontends/test_colab_venv.py).
 
 Each is made in a temporary folder beside its final one and renamed into place when whole,
 under a file lock (two test processes make it once). Making one needs the package index: when
@@ -97,16 +98,17 @@ def _constraints() -> str:
     return "\n".join(sorted(found.values())) + "\n"
 
 
-def colab_venv(keras: str) -> Path:
-    """A virtual environment with only ``keras==<keras>`` and NumPy installed, then this
-    checkout pip-installed into it (its dependencies resolved by pip, as on Colab). Kept per
-    Keras release and ``pyproject.toml`` (a changed dependency makes a new one).
+def colab_venv(keras: str, backend: str = "jax") -> Path:
+    """A virtual environment with only ``keras==<keras>`` and ``backend``'s library installed,
+    then this checkout pip-installed into it (its dependencies resolved by pip, as on Colab).
+    Kept per Keras release, backend and ``pyproject.toml`` (a changed dependency makes a new
+    one).
 
     Returns:
         The environment's Python.
     """
     project = (ROOT / "pyproject.toml").read_bytes()
-    key = hashlib.sha256(project + keras.encode()).hexdigest()[:12]
+    key = hashlib.sha256(project + f"{keras} {backend}".encode()).hexdigest()[:12]
 
     def make(folder: Path) -> None:
         run([sys.executable, "-m", "venv", str(folder)], "python -m venv")
@@ -114,7 +116,7 @@ def colab_venv(keras: str) -> Path:
         pins = folder / "constraints.txt"
         pins.write_text(_constraints(), encoding="utf-8")
         pip = [python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-        run([*pip, "-c", str(pins), f"keras=={keras}", "numpy"], "pip install keras numpy")
+        run([*pip, "-c", str(pins), f"keras=={keras}", backend], f"pip install keras {backend}")
         run([*pip, "-c", str(pins), str(ROOT)], "pip install of this checkout")
 
-    return _kept(base() / f"colab-venv-keras-{keras}-{key}", make) / "bin" / "python"
+    return _kept(base() / f"colab-venv-keras-{keras}-{backend}-{key}", make) / "bin" / "python"

@@ -72,6 +72,7 @@ __all__ = [
     "call",
     "configure",
     "default_workers_per_backend",
+    "installed",
     "installed_backends",
     "log_path",
     "log_paths",
@@ -297,6 +298,12 @@ def allowed_backends() -> list[str]:
         return list(_config["backends"])
     env = _allowed.env_backends()
     return list(backend_names.BACKENDS) if env is None else env
+
+
+def installed(backend: str) -> bool:
+    """Whether Keras can import ``backend`` here (its packages, ``_allowed.NEEDS``), allowed
+    or not."""
+    return _allowed.installed(backend)
 
 
 def installed_backends() -> list[str]:
