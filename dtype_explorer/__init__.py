@@ -14,9 +14,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from dtype_explorer import lazy
+from dtype_explorer import keras_release, lazy
 
 __version__ = "0.2.0"
+
+# One clear error for a Keras older than the lowest release the package runs on (read without
+# importing Keras), instead of failures probe by probe.
+keras_release.check()
 
 #: Public name -> the module that holds it (``dtype_explorer.lazy``: a name that is the module's
 #: own last part is the module itself). The code is laid out by role (see
@@ -30,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "trace": "dtype_explorer.analyses",
     "TraceResult": "dtype_explorer.records",
     "DtypeExplorer": "dtype_explorer.frontends.widget",
+    "colab": "dtype_explorer.frontends.colab",
     "shutdown": "dtype_explorer.runtime.pool",
     "cache": "dtype_explorer.runtime.cache",
     "engines": "dtype_explorer.runtime.engines",
@@ -49,6 +54,7 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.analyses import bisect, check_model, probe, promotion_table, survey, trace
     from dtype_explorer.errors import InvalidSpecError
+    from dtype_explorer.frontends import colab
     from dtype_explorer.frontends.widget import DtypeExplorer
     from dtype_explorer.keras_run import catalog
     from dtype_explorer.records import (

@@ -122,8 +122,11 @@ def keras_accepts(name: str) -> bool:
     the policy name ``name``: the fact the snapshot records for every name it lists."""
     import keras
 
-    # Keras before 3.3 (an engine's release) has no keras.dtype_policies.get
-    get = getattr(getattr(keras, "dtype_policies", None), "get", None) or keras.DTypePolicy
+    # Keras before 3.3 has no public keras.dtype_policies.get: a layer's dtype= goes through
+    # the same function there (keras.DTypePolicy alone refuses the quantized names)
+    get = getattr(getattr(keras, "dtype_policies", None), "get", None) or (
+        lambda name: keras.layers.Layer(dtype=name)
+    )
     try:
         get(name)
     except (ValueError, TypeError):

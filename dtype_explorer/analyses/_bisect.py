@@ -28,6 +28,7 @@ from typing import Any, TypedDict
 from packaging.version import InvalidVersion, Version
 
 from dtype_explorer import backends as backend_names
+from dtype_explorer import keras_release
 from dtype_explorer import versions as library_versions
 from dtype_explorer.analyses._probe import probe
 from dtype_explorer.analyses._survey import progress_bar
@@ -62,8 +63,8 @@ __all__ = [
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
 #: The oldest release an engine can probe (3.0.x lacks ``keras.tree``, which the probes use;
-#: ``runtime/_worker.KERAS_API``).
-OLDEST = Version("3.1.0")
+#: ``runtime/_worker.KERAS_API``): the lowest the package runs on (``keras_release``).
+OLDEST = Version(keras_release.LOWEST)
 #: Where an error says the release was not asked at all (its worker could not import it, the
 #: question could not be sent, dtype-explorer's own code failed on it), rather than what Keras
 #: answered.

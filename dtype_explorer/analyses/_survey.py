@@ -22,7 +22,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses._cluster import check_client, run_on_cluster
 from dtype_explorer.analyses._run import progress_bar, run_specs
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
-from dtype_explorer.keras_run import catalog, make_spec, modes_for, validate_policy
+from dtype_explorer.keras_run import catalog, get_policy, make_spec, modes_for, validate_policy
 from dtype_explorer.records import (
     MODES,
     TF_KERAS_BACKEND,
@@ -269,9 +269,7 @@ def compute_dtype(policy: str) -> str:
 def policy_compute_dtype(policy: str) -> str:
     """``keras.dtype_policies.get(policy).compute_dtype`` in this process (a worker's, from
     :func:`compute_dtype`)."""
-    import keras
-
-    return str(keras.dtype_policies.get(policy).compute_dtype)
+    return str(get_policy(policy).compute_dtype)
 
 
 def _targets(targets: Sequence[str] | None) -> tuple[str, ...]:

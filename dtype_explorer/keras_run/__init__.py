@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_function": "dtype_explorer.keras_run._expect",
     "tf_reference_stop": "dtype_explorer.keras_run.references._tf_reference:stop",
     "tf_reference_submit": "dtype_explorer.keras_run.references._tf_reference:submit",
+    "get_policy": "dtype_explorer.keras_run._compat",
     "read_facts": "dtype_explorer.keras_run._facts",
     "write_facts_snapshot": "dtype_explorer.keras_run._facts",
     "KerasSnapshot": "dtype_explorer.keras_run._integrity:Snapshot",
@@ -119,6 +120,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._compat import get_policy
     from dtype_explorer.keras_run._environment import check_precision, precision_set
     from dtype_explorer.keras_run._exactness import cast_loss
     from dtype_explorer.keras_run._expect import array_library, resolve_function

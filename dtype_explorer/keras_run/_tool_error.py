@@ -33,10 +33,20 @@ PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.s
 #: ``_called``, the
 #: call recorders' ``recorded`` (Keras 3's and Keras 2's: tf_keras cuts its traceback down to
 #: the caller's frames), the operators' hooks ``operator_method`` and torch's
-#: ``__torch_function__``, the random draws' recorder ``draw``): an error raised in the call
-#: they pass on (a C function of the backend) is the callee's, not theirs.
+#: ``__torch_function__`` and the call they make, ``call_operator`` (and its ``_below``), the
+#: random draws' recorder ``draw``): an error raised in the call they pass on (a C function of
+#: the backend: torch's ``Tensor.__iadd__``) is the callee's, not theirs.
 PASS_THROUGH = frozenset(
-    {"traced", "_called", "recorded", "operator_method", "__torch_function__", "draw"}
+    {
+        "traced",
+        "_called",
+        "recorded",
+        "operator_method",
+        "__torch_function__",
+        "call_operator",
+        "_below",
+        "draw",
+    }
 )
 
 

@@ -1,6 +1,6 @@
 """Which backends this machine may run: the ones ``$DTYPE_EXPLORER_BACKENDS`` allows (read and
 validated here, its one reader: the pool's ``allowed_backends`` and the cached answer's check
-both use it) and whose package is installed (found without importing it).
+both use it) and whose packages are installed (found without importing them).
 
 >>> import os
 >>> os.environ[ENV_BACKENDS] = "jax, numpy"
@@ -41,17 +41,25 @@ def env_backends() -> list[str] | None:
     return backends.names("all" if listed == ["all"] else listed)
 
 
+#: What Keras imports for a backend besides its library: its numpy backend imports jax (for
+#: convolutions, ``keras/src/backend/numpy/nn.py``, every release from 3.1.0 on), so a runtime
+#: with Keras and NumPy alone has no numpy backend.
+NEEDS = {"numpy": ("numpy", "jax")}
+
+
 @functools.cache
 def installed(backend: str) -> bool:
-    """Whether ``backend``'s package is installed (numpy always is), found without importing it.
+    """Whether ``backend``'s packages are installed (:data:`NEEDS`), found without importing
+    them.
 
     Args:
         backend: a backend's name.
 
     Returns:
-        ``True`` when it can be imported.
+        ``True`` when Keras can import that backend.
 
-    >>> installed("numpy")
+    >>> installed("numpy")  # numpy and jax
     True
     """
-    return backend == "numpy" or importlib.util.find_spec(backend) is not None
+    needs = NEEDS.get(backend, (backend,))
+    return all(importlib.util.find_spec(name) is not None for name in needs)

@@ -4,7 +4,8 @@ files (``_site``), puts its site first on ``sys.path`` before anything imports T
 ``TF_USE_LEGACY_KERAS=1``, then starts ipykernel: there ``import tensorflow as tf; tf.keras`` is
 ``tf_keras`` and ``import dtype_explorer as dx`` works in process, answering with that engine
 by default. ``... _kernel2 script <engine dir> script.py args`` runs a script the same way
-(``dtype-explorer run --engine tf_keras script.py``). Nothing imports this module but ``-m``.
+(``dtype-explorer run --engine tf_keras script.py``). :func:`enter_engine` makes the running
+process that kernel instead (Colab's one kernel: ``engines.enter_kernel``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from dtype_explorer.runtime import _site
+from dtype_explorer.runtime._index import EngineError
 from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE, KERNEL_ENV
 
 
@@ -42,6 +44,15 @@ def enter(engine_dir: str) -> str:
     os.environ.update(KERNEL_ENV)
     os.environ[KERNEL_ENGINE] = spec
     return spec
+
+
+def enter_engine(engine_dir: str) -> str:
+    """:func:`enter` in a running process (a notebook's first cell): what it cannot do is
+    an ``EngineError`` naming why, not an exit of the kernel."""
+    try:
+        return enter(engine_dir)
+    except SystemExit as refused:
+        raise EngineError(str(refused.code)) from None
 
 
 def main(argv: list[str]) -> None:

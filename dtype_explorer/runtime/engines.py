@@ -59,6 +59,7 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.runtime import _engine_check as engine_check
 from dtype_explorer.runtime import _index
+from dtype_explorer.runtime import _kernel2 as keras2_launcher
 from dtype_explorer.runtime import _kernelspec as keras2_kernel
 from dtype_explorer.runtime import _nightly as nightly
 from dtype_explorer.runtime import _plan as plans
@@ -87,6 +88,7 @@ __all__ = [
     "created",
     "current",
     "ensure",
+    "enter_kernel",
     "get",
     "index_releases",
     "keras2_display",
@@ -470,17 +472,33 @@ def kernel(spec: str = "tf_keras", *, progress: Progress = True) -> tuple[Engine
     >>> engine.kernel_name                                      # doctest: +SKIP
     'dtype-explorer-tf_keras-2.21.0'
     """
-    package, _ = engine_package(spec)
-    if package != "tf_keras":
-        raise EngineError(
-            f"only the Keras 2 engine has a kernel (a Keras 3 notebook already runs Keras 3); "
-            f"received: {spec!r}"
-        )
-    engine = _create(spec, progress, None)
+    engine = _keras2_engine(spec, progress)
     try:
         return engine, keras2_kernel.register(engine)
     except (ImportError, OSError) as exc:
         raise EngineError(f"the kernel of {engine.spec} could not be registered: {exc}") from None
+
+
+def enter_kernel(spec: str = "tf_keras", *, progress: Progress = True) -> Engine:
+    """Make this process the Keras 2 kernel of ``spec`` (created first when missing), as its
+    registered kernel does, before anything imports TensorFlow or Keras (Colab, which runs
+    one kernel: ``dx.colab.setup(keras2=True)``). Raises ``EngineError`` where it cannot.
+
+    >>> dx.engines.enter_kernel("tf_keras")        # doctest: +SKIP
+    Engine(spec='tf_keras==2.21.0', ...)
+    """
+    engine = _keras2_engine(spec, progress)
+    keras2_launcher.enter_engine(engine.path)
+    return engine
+
+
+def _keras2_engine(spec: str, progress: Progress) -> Engine:
+    if engine_package(spec)[0] != "tf_keras":
+        raise EngineError(
+            f"only the Keras 2 engine has a kernel (a Keras 3 notebook already runs Keras 3); "
+            f"received: {spec!r}"
+        )
+    return _create(spec, progress, None)
 
 
 def _register_quietly(engine: Engine) -> None:

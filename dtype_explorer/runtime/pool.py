@@ -73,6 +73,7 @@ __all__ = [
     "code_payload",
     "configure",
     "default_workers_per_backend",
+    "installed",
     "installed_backends",
     "load_code",
     "log_path",
@@ -250,6 +251,12 @@ def allowed_backends() -> list[str]:
         return list(_config["backends"])
     env = _allowed.env_backends()
     return list(backend_names.BACKENDS) if env is None else env
+
+
+def installed(backend: str) -> bool:
+    """Whether Keras can import ``backend`` here (its packages, ``_allowed.NEEDS``), allowed
+    or not."""
+    return _allowed.installed(backend)
 
 
 def installed_backends() -> list[str]:

@@ -226,8 +226,9 @@ def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view
     # (runtime._allowed), both small and imported by the cache read; 49 since a cast's lost
     # values are a record of their own (records._exactness, part of a cached ProbeResult); 50
     # since a finding's fix carries its proof (records._fix: the audit records, which the text
-    # view registers with, import it).
-    assert len(ours) <= 50, "\n".join(sorted(ours))
+    # view registers with, import it); 51 since the Keras range is checked at import (issue 41:
+    # keras_release, small, reads no Keras).
+    assert len(ours) <= 51, "\n".join(sorted(ours))
 
 
 def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(

@@ -125,3 +125,36 @@ def test_bisect_record_compares_no_tool_failure():
     assert b.changes == ()
     assert b.result("3.5.0").outcome == "tool failure (AttributeError)"
     assert not answered(b.result("3.5.0"))
+
+
+def test_an_operator_that_raises_under_the_trace_is_the_backends_error():
+    """A built-in layer's operator (``x -= mean``: torch's C ``Tensor.__isub__``) passed on by
+    the operator hook (``call_operator``, outside a recorded step) raises in the backend; the
+    old code called that a failure of the tool's own code (its frame was the innermost)."""
+    import operator
+
+    import torch
+
+    from dtype_explorer.keras_run.trace._op_trace import call_operator
+
+    with pytest.raises(RuntimeError) as raised:
+        y = torch.zeros(2, dtype=torch.uint8)
+        call_operator(operator.iadd, "operator.iadd", "binary", (y, torch.ones(2)), {})
+    assert not is_tool_error(raised.value)
+
+
+def test_batchnorm_on_uint8_in_3_4_is_keras_answer_not_a_tool_failure(keras_3_4_engine):
+    """Keras 3.4.1's BatchNormalization raises on uint8 on torch (3.15 casts it): the old code
+    answered ``invalid`` (where="tool"), as if dtype-explorer had failed."""
+    r = dx.probe(
+        "BatchNormalization",
+        "uint8",
+        shape=(2, 784),
+        values="image",
+        backend="torch",
+        engine=keras_3_4_engine.spec,
+        use_cache=False,
+    )
+    assert r.versions["keras"] == "3.4.1"
+    assert r.status == "error" and r.error.where == "call", r.error
+    assert "can't be cast to the desired output type Byte" in r.error.message

@@ -50,8 +50,10 @@ def test_every_notebook_is_a_listed_lesson():
 @pytest.mark.parametrize("name", NOTEBOOKS + KERAS2_NOTEBOOKS)
 def test_notebook_sets_its_kernel_backend_first_and_has_checked_outputs(name):
     code_cells = [c for c in cells(name) if c["cell_type"] == "code"]
-    assert re.search(r'os\.environ\["KERAS_BACKEND"\] = "\w+"', code(code_cells[0]))
-    assert code(code_cells[0]).index("KERAS_BACKEND") < code(code_cells[0]).index("import keras")
+    assert code_cells[0]["id"] == "colab"  # the Colab cell first (its own test below)
+    own = code(code_cells[1])
+    assert re.search(r'os\.environ\["KERAS_BACKEND"\] = "\w+"', own)
+    assert own.index("KERAS_BACKEND") < own.index("import keras")
     checked = [c for c in code_cells if code(c).startswith(CHECK)]
     assert checked, "no cell states a checked fact"
     empty = [code(c).splitlines()[1] for c in checked if not c["outputs"]]
@@ -63,6 +65,41 @@ def test_readme_badge_opens_the_first_lesson_in_jupyterlab():
     badge = re.search(r"\(https://mybinder\.org/v2/gh/[^)]*\?urlpath=lab/tree/([^)]+)\)", readme)
     assert badge and badge.group(1) == "notebooks/01_explorer.ipynb"
     assert (ROOT / badge.group(1)).exists()
+
+
+def _binder_repository() -> str:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"https://mybinder\.org/v2/gh/([^/]+/[^/]+)/", readme).group(1)
+
+
+def _colab_links(text: str) -> list[str]:
+    return re.findall(r"\(https://colab\.research\.google\.com/github/([^)]+)\)", text)
+
+
+def test_readme_has_a_colab_badge_beside_binders_for_the_same_repository():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first = readme.splitlines()[2]  # the badges' line, under the title
+    assert "mybinder.org" in first and "colab-badge.svg" in first
+    assert _colab_links(first) == [f"{_binder_repository()}/blob/main/notebooks/01_explorer.ipynb"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS + KERAS2_NOTEBOOKS)
+def test_every_lesson_opens_in_colab_and_its_colab_cell_is_guarded(name):
+    """The first markdown cell's badge opens this very lesson from the repository Binder
+    builds; the first code cell runs only on Colab (a no-op in the lessons' runs here, so it
+    has no output), as the package's setup (``dtype_explorer.colab.setup``, tested in
+    tests/frontends/test_colab.py), which 7b asks to make the kernel its Keras 2 kernel."""
+    every = cells(name)
+    markdown = next(c for c in every if c["cell_type"] == "markdown")
+    assert _colab_links(code(markdown)) == [f"{_binder_repository()}/blob/main/notebooks/{name}"]
+    colab = next(c for c in every if c["cell_type"] == "code")
+    lines = code(colab).splitlines()
+    assert lines[1] == 'if "google.colab" in sys.modules:'
+    assert all(line.startswith("    ") for line in lines[2:]), "all of it under the guard"
+    assert "    %pip install --quiet dtype-explorer" in lines
+    setup = "keras2=True" if name in KERAS2_NOTEBOOKS else ""
+    assert lines[-1] == f"    dtype_explorer.colab.setup({setup})"
+    assert colab["outputs"] == [] and colab["execution_count"] is None
 
 
 # --------------------------------------------------------------------- the notebooks, run

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
+from dtype_explorer.keras_run._compat import load_archive, save_archive
 from dtype_explorer.keras_run.model._model_trace import is_softmax
 from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
@@ -98,22 +99,15 @@ def _cloned(model: Any) -> Any:
 def _archive_copy(model: Any) -> Any:
     """``model`` written to a ``.keras`` archive in memory and loaded back (config, weights,
     the variables ``set_weights`` would have to line up), uncompiled."""
-    from keras.src.saving import saving_lib
-
     buffer = io.BytesIO()
     write_archive(model, buffer)
-    buffer.seek(0)
-    return saving_lib.load_model(buffer, compile=False)
+    return load_archive(buffer.getvalue(), compile=False)
 
 
 def write_archive(target: Any, buffer: io.BytesIO) -> None:
     """``target`` written to ``buffer`` as a ``.keras`` archive, weights in h5 (Keras's main,
-    keras-nightly 3.16.0.dev, writes h5 only and takes no format)."""
-    from keras.src.saving import saving_lib
-
-    save = saving_lib._save_model_to_fileobj
-    formats = ("h5",) if len(inspect.signature(save).parameters) > 2 else ()
-    save(target, buffer, *formats)
+    keras-nightly 3.16.0.dev, writes h5 only and takes no format; ``keras_run._compat``)."""
+    save_archive(target, buffer)
 
 
 def compile_copy(copy: Any, model: Any, outputs: Any) -> None:

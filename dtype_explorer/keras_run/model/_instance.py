@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer.keras_run._compat import load_archive
 from dtype_explorer.keras_run._instance_kind import instance_kind, own_policy
 from dtype_explorer.keras_run.model._copy import policy_clone, write_archive
 from dtype_explorer.records import Supplied
@@ -63,11 +64,10 @@ class Packed:
         marshalled code), ``custom`` registered for this load only, what the archive leaves
         out put back."""
         import keras
-        from keras.src.saving import saving_lib
         from keras.src.saving.serialization_lib import SafeModeScope
 
         with SafeModeScope(True), keras.saving.custom_object_scope(self.custom):
-            copy = saving_lib.load_model(io.BytesIO(self.archive), compile=False, safe_mode=True)
+            copy = load_archive(self.archive, compile=False, safe_mode=True)
         if self.kind == "loss" and own_policy(copy) != self.policy:
             from keras.src import dtype_policies
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
@@ -277,8 +278,6 @@ class ModelTracer:
     def _recording(self) -> bool:
         """On the auditing thread, outside the symbolic traces Keras runs to build layers; in
         a compiled function, its first trace only."""
-        from keras.src.backend.common.symbolic_scope import in_symbolic_scope
-
         return not self.done and threading.get_ident() == self._thread and not in_symbolic_scope()
 
     def _wrap(self, layer: Any, path: str, depth: int, _name: str, original: Any) -> Any:

@@ -260,7 +260,8 @@ def _map_trial(model: Any, targets: dict[str, _Target]) -> Trial:
 
     own = model.dtype_policy
     keys: dict[str, str] = {}
-    if isinstance(own, keras.dtype_policies.DTypePolicyMap):  # quantized: its entries kept
+    # quantized: its entries kept (no DTypePolicyMap before Keras 3.4.0: made, it says so)
+    if isinstance(own, getattr(keras.dtype_policies, "DTypePolicyMap", ())):
         keys = {key: policy.name for key, policy in own.items()}
         own = own.default_policy
     pathless = [p for p, t in targets.items() if t.keras_path is None]

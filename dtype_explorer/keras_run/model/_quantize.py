@@ -3,9 +3,10 @@
 The copy is the model in Keras's own format (a ``.keras`` archive written in memory and loaded
 back, :mod:`._instance`), so that subclassed and keras-hub models copy as Keras saves them; the
 model itself is never called, built or changed. Each leaf layer of the copy is quantized as
-``Model.quantize`` does it (``layer.quantize(mode, type_check=True, config=config)``), one at a
-time, so that each layer's outcome is known: quantized, skipped with what Keras said (it only
-warns once per class), or refused (int8 under float16 raises for the whole model).
+``Model.quantize`` does it (``layer.quantize(mode, type_check=True, config=config)``; before
+Keras 3.5.0 ``layer.quantize(mode)``), one at a time, so that each layer's outcome is known:
+quantized, skipped with what Keras said (it only warns once per class), or refused (int8 under
+float16 raises for the whole model).
 
 ``gptq`` and ``awq`` (a ``keras.quantizers.GPTQConfig``/``AWQConfig``) run as Keras runs them,
 ``copy.quantize(mode, config=config)``: every leaf's ``quantize`` and then the calibration,
@@ -41,6 +42,8 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
+from dtype_explorer.keras_run import _facts as facts
+from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
 from dtype_explorer.keras_run.model._instance import pack
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._samples import keras_flatten
@@ -51,9 +54,10 @@ from dtype_explorer.records import ErrorInfo, QuantizedLayer, StoredVariable
 _CALIBRATED = ("gptq", "awq")
 
 #: The Keras release that first had each quantization mode (``QUANTIZATION_MODES`` at each
-#: release tag of keras-team/keras). Which modes a release has is asked of the release; this
-#: only names, for a mode it lacks, the release to go to.
-ADDED_IN = {"int8": "3.3", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
+#: release tag of keras-team/keras; int8: ``Model.quantize`` from 3.1.0). Which modes a
+#: release has is asked of the release; this only names, for a mode it lacks, the release to go
+#: to.
+ADDED_IN = {"int8": "3.1", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,10 +87,9 @@ def check_int4_block(size: int, asked: str) -> None:
 
 
 def quantization_modes() -> tuple[str, ...]:
-    """The quantization modes the installed Keras has (``QUANTIZATION_MODES``)."""
-    from keras.src.dtype_policies import dtype_policy
-
-    return tuple(getattr(dtype_policy, "QUANTIZATION_MODES", ()))
+    """The quantization modes the installed Keras has (``QUANTIZATION_MODES``; 3.1.x and 3.2.x:
+    what their ``Model.quantize`` accepts, ``keras_run._facts``)."""
+    return facts.quantization_modes()
 
 
 def uncalibrated_modes() -> tuple[str, ...]:
@@ -233,7 +236,7 @@ def quantize_layers(
         said = "not reached: quantize() raised at an earlier layer" if refused else ""
         if refused is None:
             try:
-                layer.quantize(request.mode, type_check=True, **_config(request))
+                layer.quantize(request.mode, **quantize_kwargs(), **_config(request))
             except NotImplementedError as error:
                 said = keras_message(str(error), limit=300)
             except AttributeError:
@@ -360,7 +363,7 @@ def _config(request: QuantizeRequest) -> dict[str, Any]:
 def _row(
     layer: Any, path: str, before: tuple, said: str, error: ErrorInfo | None = None
 ) -> QuantizedLayer:
-    mode = getattr(layer, "quantization_mode", None)
+    mode = layer_quantization_mode(layer)
     status = "refused" if error is not None else "quantized" if mode else "skipped"
     why = (
         f"{error.type}: {error.message}"

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import keras_message
+from dtype_explorer.keras_run._compat import export_saved_model, layer_quantization_mode
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._roundtrip_preset import (
     is_preset,
@@ -79,7 +80,7 @@ def _trip(
     stage = "save"
     try:
         if fmt == "SavedModel":
-            model.export(base, format="tf_saved_model", verbose=False)
+            export_saved_model(model, base)
             stage = "load"
             loaded = keras.layers.TFSMLayer(base, call_endpoint="serve")
             stage = "call"
@@ -186,7 +187,7 @@ def _policy(layer: Any) -> str:
         return f"input {keras.backend.standardize_dtype(layer.output.dtype)}"
     if type(layer) is Functional:  # Keras saves no dtype for it; its graph's layers compute
         return FUNCTIONAL_CONTAINER
-    mode = getattr(layer, "quantization_mode", None)
+    mode = layer_quantization_mode(layer)
     quantized = f", quantized {mode}" if mode else ""
     return f"compute {layer.compute_dtype}, variables {layer.variable_dtype}{quantized}"
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._compat import layer_path
 from dtype_explorer.keras_run._mode_rules import (
     MODEL_MODES,
 )
@@ -263,9 +264,8 @@ class ModeRun:
             loss, y = "mean_squared_error", np.zeros(shape, dtype="float32")
         self.model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
         x = samples[0] if len(samples) == 1 else list(samples)
-        return train_one_step(
-            self.model, x, y, loss=loss, prefix=f"{self.layer.path}/", variables_of=self.layer
-        )
+        prefix = f"{layer_path(self.layer)}/"
+        return train_one_step(self.model, x, y, loss=loss, prefix=prefix, variables_of=self.layer)
 
 
 @contextlib.contextmanager

@@ -1,15 +1,17 @@
 """A single layer quantized for a probe (``ProbeSpec.quantize``), as ``Model.quantize`` does it:
 the layer is built (a symbolic call on the probe's inputs), then ``layer.quantize(mode,
-type_check=True[, config=])``; the probe then calls it as it calls any layer. A layer built
+type_check=True[, config=])`` (before Keras 3.5.0, ``layer.quantize(mode)``, as its
+``Model.quantize`` calls it); the probe then calls it as it calls any layer. A layer built
 under a quantized policy (``"int8_from_float32"``) is described the same way, without the
 ``quantize`` call.
 
-The modes are the answering release's (``QUANTIZATION_MODES``): a mode it lacks is refused
-in its words, naming the release that added the mode (:data:`ADDED_IN`, read from
-``QUANTIZATION_MODES`` at each release tag of keras-team/keras, 3.3.0 to 3.15.0; the
-release's own list decides, the table only names where to go). Keras's refusal of the layer
-or the mode (no ``quantize`` method; int8 under float16) is the probe's answer, an ``error``
-at ``"quantize"``, never a crash.
+The modes are the answering release's (``QUANTIZATION_MODES``; 3.1.x-3.2.x: what their
+``Model.quantize`` accepts): a mode it lacks is refused in its words, naming the release that
+added the mode (:data:`ADDED_IN`, read from ``QUANTIZATION_MODES`` at each release tag of
+keras-team/keras, 3.3.0 to 3.15.0, and int8 from 3.1.0; the release's own list decides, the
+table only names where to go). Keras's refusal of the layer or the mode (no ``quantize``
+method; int8 under float16) is the probe's answer, an ``error`` at ``"quantize"``, never a
+crash.
 
 >>> import keras
 >>> layer = keras.layers.Dense(4)
@@ -26,6 +28,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
+from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
+from dtype_explorer.keras_run._facts import quantization_modes
 from dtype_explorer.keras_run.model import (
     ADDED_IN,
     check_int4_block,
@@ -44,10 +48,9 @@ _CALIBRATED = ("gptq", "awq")
 
 
 def release_modes() -> tuple[str, ...]:
-    """The quantization modes of the Keras release imported here (``QUANTIZATION_MODES``)."""
-    from keras.src.dtype_policies import dtype_policy
-
-    return tuple(getattr(dtype_policy, "QUANTIZATION_MODES", ()))
+    """The quantization modes of the Keras release imported here (``QUANTIZATION_MODES``;
+    3.1.x and 3.2.x: what their ``Model.quantize`` accepts)."""
+    return quantization_modes()
 
 
 class QuantizeRefused(Exception):
@@ -143,7 +146,7 @@ class LayerQuantizer:
             kwargs = self._config()
             if "config" in kwargs and "config" not in inspect.signature(quantize).parameters:
                 kwargs = {}
-            quantize(self.mode, type_check=True, **kwargs)
+            quantize(self.mode, **quantize_kwargs(), **kwargs)
         except Exception as error:
             record = self.record(layer, (), refused=True)
             raise QuantizeRefused(error, record, self.lacking) from error
@@ -165,7 +168,7 @@ def describe(
     refused: bool = False,
 ) -> LayerQuantization:
     """``layer``'s quantization record: its policy, stored variables and compute path."""
-    mode = str(getattr(layer, "quantization_mode", None) or asked.partition("/")[0])
+    mode = str(layer_quantization_mode(layer) or asked.partition("/")[0])
     variables = stored_variables(layer, packed=mode.startswith("int4"))
     return LayerQuantization(
         mode=mode,
@@ -188,6 +191,6 @@ def quantization_of(
     (``None`` for a float layer)."""
     if quantizer is not None:
         return quantizer.record(layer, trace)
-    if getattr(layer, "quantization_mode", None):
+    if layer_quantization_mode(layer):
         return describe(layer, trace, layer.dtype_policy.name, "policy")
     return None

@@ -17,6 +17,7 @@ import types
 from typing import Any
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run.trace._placement import tensor_device
 from dtype_explorer.records import TraceStep, TraceTensor
 
@@ -165,21 +166,9 @@ def _param_names(fn: Any) -> tuple[str, ...]:
         return ()
 
 
-@functools.cache
-def _in_symbolic_scope() -> Any:
-    try:
-        from keras.src.backend.common.symbolic_scope import in_symbolic_scope
-    except ImportError:  # Keras before 3.5 (an engine's release): KerasTensors tell
-
-        def in_symbolic_scope() -> bool:
-            return False
-
-    return in_symbolic_scope
-
-
 def symbolic(args: tuple, kwargs: dict) -> bool:
     """Whether a call is symbolic: inside Keras's symbolic scope, or given a KerasTensor."""
-    if _in_symbolic_scope()():
+    if in_symbolic_scope():
         return True
     _, keras_tensor = classes()
     for a in (*args, *kwargs.values()):
