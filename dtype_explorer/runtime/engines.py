@@ -29,24 +29,19 @@ True
 
 from __future__ import annotations
 
-import compileall
 import contextlib
 import json
 import os
 import re
 import shutil
 import sys
-import tempfile
 import threading
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import filelock
 import pydantic
-from tqdm.auto import tqdm
 
 from dtype_explorer import folders
 from dtype_explorer.records import (
@@ -57,7 +52,7 @@ from dtype_explorer.records import (
     is_moving,
     pinned_engine,
 )
-from dtype_explorer.runtime import _engine_check as engine_check
+from dtype_explorer.runtime import _engine_build as engine_build
 from dtype_explorer.runtime import _index
 from dtype_explorer.runtime import _kernel2 as keras2_launcher
 from dtype_explorer.runtime import _kernelspec as keras2_kernel
@@ -106,7 +101,7 @@ __all__ = [
 
 #: Where engines live instead of ``<cache dir>/engines`` (``folders`` owns the folders).
 ENV_DIR = folders.ENV_ENGINES_DIR
-Progress = bool | Callable[[str], None]
+Progress = engine_build.Progress
 
 #: Called with an engine's pinned spec before it is removed (the pool stops its workers).
 BEFORE_REMOVE: list[Callable[[str], None]] = []
@@ -273,7 +268,7 @@ def create(
 def _create(spec: str, progress: Progress, cancel: threading.Event | None) -> Engine:
     """:func:`create` without the kernel."""
     package, version = engine_package(spec)
-    with _Steps(spec, progress) as steps:
+    with engine_build.Steps(spec, progress) as steps:
         plan: list[tuple[str, str]] | None = None
         if version is None:  # tf_keras: the X.Y.* matching tensorflow X.Y
             found = get(spec)
@@ -301,66 +296,12 @@ def _create(spec: str, progress: Progress, cancel: threading.Event | None) -> En
                 return _read(final) or _broken(final)
             for stale in where.glob(f".tmp-{name}-*"):  # its creator died holding this lock
                 shutil.rmtree(stale, ignore_errors=True)
-            return _build(package, version, plan, final, steps, cancel)
+            engine_build.build(package, version, plan, final, steps, cancel)
         finally:
             lock.release()
-
-
-def _build(
-    package: str,
-    version: str,
-    plan: list[tuple[str, str]] | None,
-    final: Path,
-    steps: _Steps,
-    cancel: threading.Event | None,
-) -> Engine:
-    """Resolve, install into a temporary directory, check, describe, rename (lock held)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
-    try:
-        started = time.monotonic()
-        wanted = f"{package}=={version}"
-        if plan is None:
-            steps.advance(f"resolving {wanted} against the installed packages")
-            plan = _index.resolve(wanted, steps.line, cancel)
-        plans.refuse_replacements(wanted, package, plan)
-        if not any(canon(n) == canon(package) for n, _ in plan):
-            plan.append((package, version))  # the installed release itself: layered anyway
-        pins = [f"{n}=={v}" for n, v in plan]
-        steps.advance(f"installing {' '.join(pins)}")
-        _index.install(pins, tmp / "site", wanted, steps.line, cancel)
-        installed_s = time.monotonic() - started
-        steps.advance(f"checking that {wanted} imports over the installed backends")
-        engine_check.check(tmp / "site", package, version, steps.line, cancel)
-        files = _compiled_and_hashed(tmp / "site", final / "site")
-        info = {
-            "spec": wanted,
-            "package": package,
-            "version": version,
-            "packages": pins,
-            "base": base_versions(),
-            "python": sys.version.split()[0],
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "install_seconds": round(installed_s, 2),
-            "site_sha256": site_files.total(files),
-            "site_files": files,
-        }
-        info[site_files.MAC_FIELD] = site_files.sign(info)  # with the key outside the folder
-        (tmp / "engine.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-        if cancel is not None and cancel.is_set():
-            raise KeyboardInterrupt("engine creation cancelled")
-        os.rename(tmp, final)  # atomic on one filesystem; final does not exist (lock held)
         engine = _read(final) or _broken(final)
         steps.advance(f"ready: {engine.spec}, {engine.disk_bytes / 2**20:.1f} MiB")
         return engine
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
-def _compiled_and_hashed(site: Path, final_site: Path) -> dict[str, str]:
-    """Compile ``site`` (named as it will be, ``final_site``), then hash every file."""
-    compileall.compile_dir(str(site), ddir=str(final_site), quiet=2, force=True)
-    return site_files.digest(site)  # a link or a FIFO in it: SiteError, an EngineError
 
 
 def verify_site(engine: Engine) -> int:
@@ -550,36 +491,6 @@ def stamp(spec: str | None) -> str:
 
 
 # ---------------------------------------------------------------- creation's parts
-
-
-class _Steps:
-    """Progress of one creation: a tqdm bar over its steps, or lines to a callable."""
-
-    TOTAL = 4
-
-    def __init__(self, spec: str, progress: Progress) -> None:
-        self.spec = spec
-        self.callback = progress if callable(progress) else None
-        self.bar: Any = None
-        if progress is True:
-            self.bar = tqdm(total=self.TOTAL, desc=f"engine {spec}", unit="step", leave=False)
-
-    def __enter__(self) -> _Steps:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-    def advance(self, text: str) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(text[:60], refresh=False)
-            self.bar.update(1)
-        self.line(f"[engine] {text}")
-
-    def line(self, text: str) -> None:
-        if self.callback is not None:
-            self.callback(text)
 
 
 def _release(version: str) -> tuple[int, ...]:
