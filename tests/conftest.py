@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import scheduling
 from _pytest.doctest import DoctestItem
 from tiers import FAST_FILES, PURE, TESTS, USES, in_fast_tier, item_text, module_uses, uses_of
 
@@ -223,31 +224,40 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return ">>>" not in collection_path.read_text(encoding="utf-8") or None
 
 
-#: The tests that read the lessons' one execution (:func:`executed_lessons`): one xdist group.
-LESSONS_GROUP = "lessons"
-#: pytest-timeout's limit for those tests: the first one's setup builds Binder and runs every
-#: lesson (10 min on an idle 2-core machine, more under load), whichever test that is.
+#: pytest-timeout's limit for the tests that read the lessons' one execution: the first one's
+#: setup builds Binder and runs every lesson (10 min on an idle 2-core machine, more under
+#: load), whichever test that is.
 LESSONS_TIMEOUT = 3600
 
 
-def _xdist_groups(items: list[pytest.Item]) -> None:
-    """Under ``--dist loadgroup`` (``./dev.sh test``) each test file is one unit of work, as with
-    ``loadfile`` (its module fixtures made once), except that the tests reading the lessons'
-    one execution are one unit, so that the process that executes them also builds the site
-    from them. That unit, the longest, goes first; then the files with the most tests (xdist's
-    own order, with ``--no-loadscope-reorder`` so it keeps this one)."""
-    groups = {}
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``./dev.sh test``'s ``--dist loadfile``: a file a unit of work, the files that read the
+    lessons' one execution one unit (tests/scheduling.py says why it is our own)."""
+    if config.getoption("dist") == "loadfile":
+        return scheduling.FilesAndLessons(config, log)
+    return None
+
+
+def _lessons_first(items: list[pytest.Item]) -> None:
+    """The collection's order, which the units go out in (``--no-loadscope-reorder``): the
+    lessons' unit first (the longest), then the files with the most tests. A test that reads
+    the lessons from a file the scheduler would not put in their unit is refused here."""
+    lessons = scheduling.lesson_files()
+    units = {}
     for item in items:
-        uses_lessons = "executed_lessons" in getattr(item, "fixturenames", ())
-        groups[id(item)] = LESSONS_GROUP if uses_lessons else str(item.path)
-        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+        units[id(item)] = unit = scheduling.unit_of(item.nodeid, lessons)
+        reads = scheduling.LESSONS_FIXTURE in getattr(item, "fixturenames", ())
+        if reads and unit != scheduling.LESSONS_UNIT:
+            raise pytest.UsageError(
+                f"{item.nodeid} reads {scheduling.LESSONS_FIXTURE} but its file does not name "
+                "it: name it there (tests/scheduling.py), or the lessons would run twice"
+            )
     counts: dict[str, int] = {}
-    for group in groups.values():
-        counts[group] = counts.get(group, 0) + 1
-    items.sort(key=lambda i: (groups[id(i)] != LESSONS_GROUP, -counts[groups[id(i)]]))
+    for unit in units.values():
+        counts[unit] = counts.get(unit, 0) + 1
+    items.sort(key=lambda i: (units[id(i)] != scheduling.LESSONS_UNIT, -counts[units[id(i)]]))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     texts: dict[object, str] = {}
     for item in items:
@@ -267,8 +277,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # the first to ask makes the Binder build and runs every lesson
         if "executed_lessons" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(LESSONS_TIMEOUT), append=False)
-    if config.getoption("dist", "no") == "loadgroup":
-        _xdist_groups(items)
+    if config.getoption("dist", "no") == "loadfile":
+        _lessons_first(items)
 
 
 def _children() -> set[int]:

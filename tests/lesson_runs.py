@@ -13,8 +13,8 @@ test: the executor's nbclient comes with Binder's JupyterLab. Each Keras 3 lesso
 ``binder/start python docs/_hooks/lesson_execution.py``, with a cold result cache, its kernel
 and the workers it starts measured (``notebook_memory``).
 
-The tests that use these runs are one group (``xdist_group("lessons")``, set in conftest.py),
-so that under pytest-xdist one process makes them and the site reads them.
+The tests that use these runs are one unit of work under pytest-xdist (``tests/scheduling.py``),
+so that one process makes them and the site reads them.
 """
 
 from __future__ import annotations
