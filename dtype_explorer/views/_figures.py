@@ -1,5 +1,6 @@
 """plotly figures: the survey heatmap and the promotion grid, each cell coloured by its class
-or kind from the palette, with every backend's answer on hover."""
+or kind from the palette, with every backend's answer on hover, drawn in the light or dark
+theme's colours (``views._theme.template``)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,24 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.views._markup import clip, e, short
 from dtype_explorer.views._palette import PALETTE, mark
+from dtype_explorer.views._theme import chosen_theme, template
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
-def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
+def survey_figure(
+    survey: Survey, policy: str | None = None, *, theme: str | None = None
+) -> go.Figure:
     """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies. An
     op of a survey of layers and ops is coloured in its one policy's tab (``op_policy``); in
     the others its row says ``any`` (it reads no policy), with where its answer is. A layer's
     cells on the weak Python scalars there say ``arrays`` (:data:`records.ARRAYS_ONLY`: a
-    layer is not probed on one), uncoloured: no answer, no failure."""
+    layer is not probed on one), uncoloured: no answer, no failure. ``theme``: ``"light"``,
+    ``"dark"``, or ``None`` (plotly's default template decides: :func:`chosen_theme`)."""
     import plotly.graph_objects as go
 
+    theme = chosen_theme(theme)
     policies = [policy] if policy else list(survey.policies)
     classes, dtypes = list(CLASSIFICATIONS), survey.input_dtypes
     figure = go.Figure()
@@ -76,6 +82,7 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
         xaxis={"side": "top", "type": "category", "title": f"input dtype  (backends: {backends})"},
         yaxis={"autorange": "reversed", "type": "category"},
         margin={"t": 170, "l": 10, "r": 10, "b": 20},
+        template=template(theme),
         **FITS,
     )
     if len(policies) > 1:
@@ -135,7 +142,6 @@ FITS: dict = {
     "autosize": True,
     "hoverlabel": {"align": "left", "namelength": -1, "font": {"size": 11}},
     "modebar": {"orientation": "v"},
-    "plot_bgcolor": "rgba(0,0,0,0)",
 }
 #: The plotly config that keeps a figure responsive when written to HTML.
 CONFIG = {"responsive": True, "displaylogo": False}
@@ -243,10 +249,12 @@ def _category_heatmap(
     )
 
 
-def promotion_figure(table: PromotionTable) -> go.Figure:
-    """A dtype x dtype grid of the documented dtype, coloured by who disagrees."""
+def promotion_figure(table: PromotionTable, *, theme: str | None = None) -> go.Figure:
+    """A dtype x dtype grid of the documented dtype, coloured by who disagrees, in ``theme``'s
+    colours (``None``: plotly's default template decides)."""
     import plotly.graph_objects as go
 
+    theme = chosen_theme(theme)
     kinds = list(KINDS)
     z, labels, hover = [], [], []
     for lhs in table.dtypes:
@@ -269,6 +277,7 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
         xaxis={"side": "top", "type": "category", "title": "rhs"},
         yaxis={"autorange": "reversed", "type": "category", "title": "lhs"},
         margin={"t": 160, "l": 10, "r": 10, "b": 20},
+        template=template(theme),
         **FITS,
     )
     return figure

@@ -6,6 +6,7 @@ import { CONTROL_TRAITS } from "./contract.js";
 import { Controls } from "./controls.js";
 import { h, replaceChildren } from "./dom.js";
 import { setDtypeFamilies } from "./dtype.js";
+import { themeProperties } from "./palette.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
 import { renderTracePart } from "./trace.js";
@@ -57,7 +58,18 @@ export class App {
       this.cardsEl,
       this.promotionEl,
     );
+    this.setTheme("light");
     el.append(this.root);
+  }
+
+  /** Draw in the page's theme: the palette's colours of `theme` ("light" or "dark") as the
+   *  root's --dx-* variables (the host's own, JupyterLab's or VS Code's, where it has them),
+   *  and the browser's form controls to match. */
+  setTheme(theme) {
+    this.theme = theme;
+    this.root.dataset.theme = theme;
+    this.root.style.colorScheme = theme;
+    for (const [name, value] of Object.entries(themeProperties(theme))) this.root.style.setProperty(name, value);
   }
 
   /** Send `content` (a request without its nonce) to the Python side, numbered.
