@@ -102,7 +102,9 @@ _EXPORTS: dict[str, str] = {
     "ErrorInfo": "dtype_explorer.records._probe",
     "Expectation": "dtype_explorer.records._probe",
     "FitReport": "dtype_explorer.records._fit",
+    "FitStep": "dtype_explorer.records._fit",
     "GradientInfo": "dtype_explorer.records._fit",
+    "MAX_FIT_STEPS": "dtype_explorer.records._fit",
     "Mode": "dtype_explorer.records._probe",
     "Numerics": "dtype_explorer.records._numerics",
     "OutputValues": "dtype_explorer.records._numerics",
@@ -230,7 +232,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         LayerDamage,
         where_precision_goes,
     )
-    from dtype_explorer.records._fit import FitReport, GradientInfo
+    from dtype_explorer.records._fit import MAX_FIT_STEPS, FitReport, FitStep, GradientInfo
     from dtype_explorer.records._fix import FixHow, FixMeasure, FixProof
     from dtype_explorer.records._numerics import (
         HEAD,

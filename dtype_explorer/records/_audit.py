@@ -4,7 +4,7 @@ forward pass, and the findings (hazards, each with a fix) drawn from it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, JsonValue
 
@@ -16,6 +16,9 @@ from dtype_explorer.records._fix import FixProof
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 Severity = Literal["error", "warning", "info"]
 FindingKind = Literal[
@@ -278,6 +281,16 @@ class AuditReport(Record):
         """:attr:`damage` sorted by error (largest first) and the first layer whose error
         jumps (``records.where_precision_goes``)."""
         return where_precision_goes(self.damage)
+
+    def figure(self) -> go.Figure:
+        """The training run of ``mode="fit", steps=N`` over its steps (``FitReport.figure``):
+        the loss and the loss scale, skipped steps marked, the first inf/NaN gradient named."""
+        if self.fit is None:
+            raise InvalidSpecError(
+                "figure() draws the training steps of check_model(model, x, mode='fit', "
+                f"steps=N); this audit ran mode={self.mode!r}"
+            )
+        return self.fit.figure()
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "comparison_html": "dtype_explorer.views._code",
     "comparison_text": "dtype_explorer.views._code",
     "code_trace_text": "dtype_explorer.views._code",
+    "fit_figure": "dtype_explorer.views._figures",
     "promotion_figure": "dtype_explorer.views._figures",
     "survey_figure": "dtype_explorer.views._figures",
     "audit_html": "dtype_explorer.views._html",
@@ -72,7 +73,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         comparison_html,
         comparison_text,
     )
-    from dtype_explorer.views._figures import promotion_figure, survey_figure
+    from dtype_explorer.views._figures import fit_figure, promotion_figure, survey_figure
     from dtype_explorer.views._html import (
         audit_html,
         probe_set_html,
@@ -111,7 +112,12 @@ VIEWS: dict[str, dict[str, str]] = {
         "CodeComparison": "comparison_html",
     },
     "page": {"Survey": "survey_html", "Atlas": "atlas_site", "AtlasDiff": "atlas_diff_html"},
-    "figure": {"Survey": "survey_figure", "PromotionTable": "promotion_figure"},
+    "figure": {
+        "Survey": "survey_figure",
+        "PromotionTable": "promotion_figure",
+        "AuditReport": "fit_figure",
+        "FitReport": "fit_figure",
+    },
 }
 
 #: The public names: the table's.

@@ -24,6 +24,7 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.views import _quantize
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
+from dtype_explorer.views._fit import fit_steps_html
 from dtype_explorer.views._markup import (
     ERROR,
     STYLE,
@@ -414,7 +415,7 @@ def audit_html(report: AuditReport) -> str:
         )
         how = (
             f"<p>Training step ({e(report.fit.execution)}): {e(report.fit.text())}</p>"
-            f"<ul>{grads}</ul>"
+            f"<ul>{grads}</ul>{fit_steps_html(report.fit)}"
         )
     return (
         f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'

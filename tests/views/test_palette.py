@@ -150,3 +150,10 @@ def test_dtype_colours_are_for_dtypes_only_and_red_only_for_errors():
     # every verdict and class has a mark of its own beside its colour
     for section in ("verdicts", "survey_classes", "promotion_kinds"):
         assert set(PALETTE[section]) <= set(PALETTE["marks"]), section
+
+
+def test_a_training_runs_colours_are_plain_and_not_a_dtypes():
+    colours = PALETTE["training"]
+    assert set(colours) == {"loss", "loss_scale", "skipped", "nonfinite"}
+    assert all(HEX.fullmatch(c) for c in colours.values())  # plotly draws them
+    assert not set(colours.values()) & set(PALETTE["dtype_kinds"].values())
