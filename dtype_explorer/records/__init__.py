@@ -51,6 +51,11 @@ _EXPORTS: dict[str, str] = {
     "Severity": "dtype_explorer.records._audit",
     "TensorInfo": "dtype_explorer.records._audit",
     "Record": "dtype_explorer.records._base",
+    "AuditQuestion": "dtype_explorer.records._as_code",
+    "CodeArray": "dtype_explorer.records._as_code",
+    "CodeCopy": "dtype_explorer.records._as_code",
+    "KerasCall": "dtype_explorer.records._as_code",
+    "MAX_LITERAL_ELEMENTS": "dtype_explorer.records._as_code",
     "CastLoss": "dtype_explorer.records._exactness",
     "LayerDamage": "dtype_explorer.records._exactness",
     "where_precision_goes": "dtype_explorer.records._exactness",
@@ -166,6 +171,13 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.records import display
+    from dtype_explorer.records._as_code import (
+        MAX_LITERAL_ELEMENTS,
+        AuditQuestion,
+        CodeArray,
+        CodeCopy,
+        KerasCall,
+    )
     from dtype_explorer.records._atlas import (
         CHANGE_KINDS,
         Atlas,

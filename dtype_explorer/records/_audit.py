@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError, printable
+from dtype_explorer.records._as_code import AuditQuestion, CodeCopy
+from dtype_explorer.records._as_code_audit import audit_code
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
@@ -276,6 +278,27 @@ class AuditReport(Record):
     engine: str | None = None
     #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
     keras: str = ""
+    #: What ``check_model`` was asked, as data, for "copy as code" (:meth:`as_code`): the
+    #: sample, the arguments, the model's config where a script can rebuild it.
+    question: AuditQuestion | None = None
+
+    def as_code(self) -> CodeCopy:
+        """This audit as code: the ``dx.check_model(model, ...)`` call that runs it again (on
+        your ``model``: the one name to fill in), and a raw-Keras script of the question,
+        ready for a bug report: the model made again from its recorded config (or loaded from
+        a path you fill in), run in the audit's mode, every layer's dtypes printed.
+
+        Returns:
+            A ``CodeCopy`` (``.dx``, ``.script``, ``.fill_in``).
+
+        >>> import keras, dtype_explorer as dx
+        >>> inputs = keras.Input((3,), dtype="float64")
+        >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        >>> code = dx.check_model(model).as_code()
+        >>> code.fill_in[0], "keras.saving.deserialize_keras_object(config)" in code.script
+        ('model: your model', True)
+        """
+        return audit_code(self)
 
     def precision_goes(self) -> tuple[list[LayerDamage], str]:
         """:attr:`damage` sorted by error (largest first) and the first layer whose error

@@ -24,6 +24,8 @@ from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {
+    "code_html": "dtype_explorer.views._as_code",
+    "code_text": "dtype_explorer.views._as_code",
     "atlas_diff_html": "dtype_explorer.views._atlas",
     "atlas_site": "dtype_explorer.views._atlas",
     "target_data": "dtype_explorer.views._atlas",
@@ -59,6 +61,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.views._as_code import code_html, code_text
     from dtype_explorer.views._atlas import (
         atlas_diff_html,
         atlas_site,
@@ -100,6 +103,7 @@ VIEWS: dict[str, dict[str, str]] = {
         "BisectResult": "bisect_text",
         "TraceResult": "code_trace_text",
         "CodeComparison": "comparison_text",
+        "CodeCopy": "code_text",
     },
     "html": {
         "ProbeResult": "result_html",
@@ -110,6 +114,7 @@ VIEWS: dict[str, dict[str, str]] = {
         "BisectResult": "bisect_html",
         "TraceResult": "code_trace_html",
         "CodeComparison": "comparison_html",
+        "CodeCopy": "code_html",
     },
     "page": {"Survey": "survey_html", "Atlas": "atlas_site", "AtlasDiff": "atlas_diff_html"},
     "figure": {

@@ -36,6 +36,7 @@ from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
 from dtype_explorer.errors import InvalidSpecError, as_sentence, unknown
 from dtype_explorer.keras_run import (
     ModelTracer,
+    audit_question,
     call_arguments,
     check_call_kwargs,
     compile_copy,
@@ -204,7 +205,12 @@ def check_model(
             )
             audit.findings += found
     audit.timings["total_ms"] = ms(started)
-    # 6. The report
+    # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
+    asked_for = {"call_kwargs": call_kwargs, "timeout": timeout, "quantize": quantize}
+    question = audit_question(
+        audit.target, model, audit.sample, sample_given=sample is not None, labels=labels,
+        steps=asked.steps, **asked_for,
+    )  # fmt: skip
     return AuditReport(
         model=model.name,
         model_class=type(model).__name__,
@@ -220,6 +226,7 @@ def check_model(
         mode=asked.mode,
         **audit.ran,
         keras=keras.__version__,
+        question=question,
     )
 
 
