@@ -22,7 +22,13 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.records import MAX_LITERAL_ELEMENTS, AuditQuestion, CodeArray, InputValue
+from dtype_explorer.records import (
+    MAX_LITERAL_ELEMENTS,
+    MAX_WEIGHT_ELEMENTS,
+    AuditQuestion,
+    CodeArray,
+    InputValue,
+)
 
 #: The most characters a model's serialized config may hold to travel in an audit's report
 #: (a larger model's script loads the user's saved model instead).
@@ -200,6 +206,8 @@ def audit_question(
         except Unwritable:
             labels_node = None
     config, note = model_config(target)
+    weights = target.get_weights() if config is not None else []
+    few = 0 < sum(np.size(w) for w in weights) <= MAX_WEIGHT_ELEMENTS
     return AuditQuestion(
         sample=sample_node,
         labels=labels_node,
@@ -214,6 +222,7 @@ def audit_question(
         config=config,
         model_note=note,
         compile_config=compile_config(model) if getattr(model, "compiled", False) else None,
+        weights=tuple(code_array(w) for w in weights) if few else None,
     )
 
 

@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "CodeCopy": "dtype_explorer.records._as_code",
     "KerasCall": "dtype_explorer.records._as_code",
     "MAX_LITERAL_ELEMENTS": "dtype_explorer.records._as_code",
+    "MAX_WEIGHT_ELEMENTS": "dtype_explorer.records._as_code",
     "CastLoss": "dtype_explorer.records._exactness",
     "LayerDamage": "dtype_explorer.records._exactness",
     "where_precision_goes": "dtype_explorer.records._exactness",
@@ -173,6 +174,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.records import display
     from dtype_explorer.records._as_code import (
         MAX_LITERAL_ELEMENTS,
+        MAX_WEIGHT_ELEMENTS,
         AuditQuestion,
         CodeArray,
         CodeCopy,

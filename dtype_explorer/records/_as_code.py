@@ -35,6 +35,8 @@ from dtype_explorer.records._values import InputValue
 #: The most elements an array may hold to be written out as a literal (and recorded with its
 #: values); a larger one is a stand-in the script says it is.
 MAX_LITERAL_ELEMENTS = 1024
+#: The most values a model's weights may hold in all to be written out in an audit's script.
+MAX_WEIGHT_ELEMENTS = 4096
 #: What marks a line the user must change before the code runs.
 FILL_IN = "FILL IN"
 
@@ -75,6 +77,9 @@ class KerasCall(Record):
     #: How a layer takes its inputs: ``"single"``, ``"positional"`` or ``"list"`` (``args``
     #: are then the inputs, one node each).
     style: str = "single"
+    #: A user's instance of Keras's own class, as its serialized config: the script makes
+    #: it again with ``keras.saving.deserialize_keras_object`` (a layer's weights fresh).
+    config: JsonValue = None
     unwritable: str = ""
 
 
@@ -100,6 +105,9 @@ class AuditQuestion(Record):
     model_note: str = ""
     #: The training copy's compile config (``model.get_compile_config()``), where it is JSON.
     compile_config: JsonValue = None
+    #: The model's weights (``get_weights()``), where they are few enough to write out
+    #: (:data:`MAX_WEIGHT_ELEMENTS` in all): the script then runs the same model.
+    weights: tuple[CodeArray, ...] | None = None
 
 
 class CodeCopy(Record):
@@ -241,12 +249,12 @@ def node_code(node: Any, names: list[str]) -> str:
         return f"keras.layers.deserialize({python_code(inner)})"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {node_code(v, names)}" for k, v in inner) + "}"
+    if kind not in ("tuple", "list"):
+        raise ValueError(f"not a code node kind: {kind!r}")
     items = [node_code(v, names) for v in inner]
     if kind == "tuple":
         return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
-    if kind == "list":
-        return f"[{', '.join(items)}]"
-    raise ValueError(f"not a code node kind: {kind!r}")
+    return f"[{', '.join(items)}]"
 
 
 def literal_text(value: Any, indent: int = 0) -> str:

@@ -11,6 +11,7 @@ Pure functions of the record (``AuditReport.question``): the tests run the code.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.records._as_code import (
@@ -173,11 +174,15 @@ def _head(report: AuditReport, question: AuditQuestion) -> list[str]:
 def _model_lines(report: AuditReport, question: AuditQuestion) -> tuple[list[str], list[str]]:
     """The model: rebuilt from the recorded config, or loaded from a path to fill in."""
     if question.config is not None:
-        lines = [
-            "# The model, made again from the config the audit recorded: its weights are fresh",
-            "# (a config holds none); the dtypes do not depend on them. To run your weights:",
-            f'# model = keras.saving.load_model("{report.model}.keras")',
-        ]
+        lines = (
+            ["# The model, made again from the config the audit recorded, with its weights"]
+            if question.weights is not None
+            else [
+                "# The model, made again from the config the audit recorded: its weights are",
+                "# fresh (a config holds none); the dtypes do not depend on them. To run yours:",
+                f'# model = keras.saving.load_model("{report.model}.keras")',
+            ]
+        )
         if report.policy_override:
             lines.append(
                 f"# (rebuilt under policy {report.policy_override} by check_model(policy=...):"
@@ -186,6 +191,7 @@ def _model_lines(report: AuditReport, question: AuditQuestion) -> tuple[list[str
         lines += [
             f"config = {literal_text(question.config, 9)}",
             "model = keras.saving.deserialize_keras_object(config)",
+            *_weight_lines(question),
         ]
         return [*lines, *_quantize_lines(question), ""], []
     why = question.model_note or "its config was not recorded"
@@ -199,6 +205,17 @@ def _model_lines(report: AuditReport, question: AuditQuestion) -> tuple[list[str
         "model = keras.saving.load_model(MODEL_PATH)",
     ]
     return [*lines, *_quantize_lines(question), ""], [f"MODEL_PATH: {path}, your saved model"]
+
+
+def _weight_lines(question: AuditQuestion) -> list[str]:
+    """``model.set_weights([...])`` with the audit's weights, where they were written down."""
+    if question.weights is None:
+        return []
+    count = sum(math.prod(w.shape) for w in question.weights)
+    arrays = [
+        f"    {array_code(w.data.value(), 4)}," for w in question.weights if w.data is not None
+    ]
+    return [f"model.set_weights([  # the audit's weights ({count} values)", *arrays, "])"]
 
 
 def _quantize_lines(question: AuditQuestion) -> list[str]:

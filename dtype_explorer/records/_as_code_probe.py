@@ -111,7 +111,7 @@ def dx_call(results: Sequence[ProbeResult]) -> tuple[str, list[str]]:
 def _target_code(spec: ProbeSpec, called: KerasCall | None, pre: list[str], fill: list[str]) -> str:
     """The target as the call names it: a catalog name as text; a user's class or instance
     by a name the user fills in (said in a comment above the call)."""
-    instance = called is not None and called.instance
+    instance = called is not None and (called.instance or called.config is not None)
     if not spec.target.startswith("custom:") and not instance:
         return repr(spec.target)
     qualname = (called.name if called is not None else spec.target.split(":", 1)[-1]).split(".")
@@ -195,6 +195,10 @@ def raw_script(results: Sequence[ProbeResult]) -> tuple[str, list[str]]:
     assert call is not None
     backends = _unique([r.spec.backend for r in results if r.spec.mode == first.spec.mode])
     lines, fill = header_lines(first, call, backends, results)
+    if call.instance:
+        fill.append(f"{call.kind}: your {call.name.split('.')[-1]} instance")
+    elif call.custom:
+        fill.append(f"{call.name.split('.')[-1]}: your class")
     names = _array_lines(first.spec, call, lines, fill)
     lines += call_lines(first.spec, call, names, first.fit)
     lines += output_lines(call)
@@ -212,8 +216,8 @@ def _no_script(result: ProbeResult, call: KerasCall | None) -> str:
                 f"{result.error.where}): {result.error.message[:200]}"
             )
         return (
-            "this answer holds no record of the call (an answer stored before dtype-explorer "
-            "recorded it: ask again with use_cache=False)"
+            "this answer holds no record of the call (stored before dtype-explorer recorded "
+            "calls, or one it could not record): ask again with use_cache=False"
         )
     return call.unwritable
 
@@ -224,7 +228,8 @@ def _array_lines(spec: ProbeSpec, call: KerasCall, lines: list[str], fill: list[
     names = []
     for k, array in enumerate(call.arrays):
         name = f"x{k}"
-        code, note = _array_value(spec, array, len(name) + 3)
+        wrapped = len("keras.ops.convert_to_tensor(") if array.tensor is not None else 0
+        code, note = _array_value(spec, array, len(name) + 3 + wrapped)
         if note.startswith(FILL_IN):
             fill.append(f"{name}: {note.split(': ', 1)[1]}")
         if array.tensor is not None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from dtype_explorer.records._as_code import (
     FILL_IN,
     KerasCall,
+    literal_text,
     needs_ml_dtypes,
     node_code,
 )
@@ -104,6 +105,12 @@ def target_lines(call: KerasCall, names: list[str]) -> list[str]:
             f"{var} = ...",
             f"if {var} is ...:",
             f'    raise SystemExit("{FILL_IN}: set `{var}` to your instance above")',
+        ]
+    if call.config is not None:
+        return [
+            f"# your {call.name.split('.')[-1]} instance, made again from its config (its "
+            "weights fresh: the dtypes do not depend on them)",
+            f"{var} = keras.saving.deserialize_keras_object({literal_text(call.config, 4)})",
         ]
     lines = []
     if call.custom:

@@ -11,6 +11,7 @@ import pytest
 from on_backend import json_on
 
 import dtype_explorer as dx
+from dtype_explorer.analyses import progress_with
 from dtype_explorer.errors import InvalidSpecError
 
 
@@ -123,6 +124,31 @@ def test_one_step_is_todays_report_and_bad_steps_are_refused():
         dx.check_model(model, steps=3)
 
 
+def test_a_long_run_shows_its_progress():
+    import contextlib
+
+    seen = []
+
+    @contextlib.contextmanager
+    def bars(total, desc):
+        updates = []
+        seen.append((total, desc, updates))
+
+        class Bar:
+            def update(self, n):
+                updates.append(n)
+
+            def set_postfix_str(self, text, refresh=False):
+                pass
+
+        yield Bar()
+
+    with progress_with(bars):
+        dx.check_model(mixed_net(), mode="fit", steps=25)
+        dx.check_model(mixed_net(), mode="fit", steps=3)  # a short run: no bar
+    assert [(total, desc, sum(u)) for total, desc, u in seen] == [(25, "fit net", 25)]
+
+
 def test_magic_steps(shell):
     from IPython.core.error import UsageError
 
@@ -140,6 +166,7 @@ _JAX = """
 import json
 import keras, numpy as np
 import dtype_explorer as dx
+from dtype_explorer.analyses import progress_with
 
 keras.config.set_dtype_policy("mixed_float16")
 inputs = keras.Input((4,), name="x")

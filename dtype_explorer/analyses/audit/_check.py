@@ -129,7 +129,7 @@ def check_model(
             release that added it).
         steps: with ``mode="fit"``, how many training steps the copy runs (1 to
             ``records.MAX_FIT_STEPS``; default 1), each on the same batch, with a progress bar
-            for more than one.
+            for a long run.
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,

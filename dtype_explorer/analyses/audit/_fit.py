@@ -1,8 +1,8 @@
 """The fit mode's run: real ``model.fit`` steps of the compiled copy of the model on the
 sample (``keras_run.train_steps``: one by default, ``steps=N`` for N, each recorded, with a
-progress bar), with the labels the user gave or zeros that fit the model's outputs; where it
-raises, the finding says whose the error is (the labels', the model's, or a backend that does
-not train: Keras's own words)."""
+progress bar from :data:`PROGRESS_STEPS`), with the labels the user gave or zeros that fit the
+model's outputs; where it raises, the finding says whose the error is (the labels', the
+model's, or a backend that does not train: Keras's own words)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ from dtype_explorer.keras_run import (
     unimplemented,
 )
 from dtype_explorer.records import MAX_FIT_STEPS, FitReport
+
+#: From how many steps a training run shows a progress bar (a shorter one ends in a second).
+PROGRESS_STEPS = 20
 
 
 def check_steps(steps: Any, mode: str, engine: str | None) -> int:
@@ -77,7 +80,7 @@ def fit_step(
         with (
             global_seed_kept(),
             progress_bar(
-                total=count, desc=f"fit {copy.name}", enabled=count > 1, unit="step"
+                total=count, desc=f"fit {copy.name}", enabled=count >= PROGRESS_STEPS, unit="step"
             ) as bar,
         ):
             return train_steps(

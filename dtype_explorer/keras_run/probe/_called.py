@@ -9,6 +9,7 @@ stops a probe: what cannot be recorded is said (``unwritable``), or the answer h
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from dtype_explorer.keras_run._as_code import Ref, Unwritable, code_array, json_node, value_node
@@ -37,11 +38,13 @@ def layer_called(
         args = tuple(value_node(node, arrays) for node in nested)
         keywords = {k: value_node(v, arrays) for k, v in call_arguments(spec.call_kwargs).items()}
         name, custom, instance = _layer_name(spec, entry, cls)
+        config = _own_config(cls) if instance and not custom else None
         return KerasCall(
             kind="layer",
             name=name,
             custom=custom,
-            instance=instance,
+            instance=instance and config is None,
+            config=config,
             init_kwargs={} if instance else {k: json_node(v) for k, v in kwargs.items()},
             args=args,
             kwargs=keywords,
@@ -49,6 +52,27 @@ def layer_called(
             style=entry.input_style,
         )
     except Exception:  # never the probe's failure: the answer then has no recorded call
+        return None
+
+
+def _own_config(maker: Any) -> Any:
+    """A user's instance of Keras's own layer class, as its serialized config (JSON): the
+    script makes it again from that; ``None`` where it cannot be written."""
+    try:
+        return json.loads(json.dumps(maker.serialized()))
+    except Exception:
+        return None
+
+
+def _serialized(instance: Any) -> Any:
+    """An instance of Keras's own class as its serialized config (JSON), else ``None``."""
+    import keras
+
+    if not type(instance).__module__.startswith("keras."):
+        return None
+    try:
+        return json.loads(json.dumps(keras.saving.serialize_keras_object(instance)))
+    except Exception:
         return None
 
 
@@ -135,3 +159,48 @@ def _op_array(spec: ProbeSpec, made: tuple[dict, int | None, Any], asked: str | 
     user = i if spec.user_values is not None and i is not None else None
     how = "the catalog's fixed input" if i is None else f"the probe's sample, seed {spec.seed}"
     return code_array(value, tensor=asked, listed=isinstance(value, list), user=user, made=how)
+
+
+def objective_called(
+    spec: ProbeSpec,
+    entry: Any,
+    values: list[Any],
+    built: dict[str, Any],
+    call_kwargs: dict[str, Any],
+    *,
+    instance: Any = None,
+) -> KerasCall | None:
+    """A loss's or a metric's call: a function (``keras.losses.mean_squared_error``) called on
+    ``values`` with its keywords, or a class built with ``built`` (the user's ``instance``: its
+    serialized config, where Keras can write it, else a name to fill in) and called (a metric:
+    ``update_state``, then ``result()``); ``None`` if it cannot be recorded."""
+    function = entry.kind in ("loss-function", "metric-function")
+    name = f"keras.{entry.name}"
+    kind = "op" if function else "loss" if entry.kind == "loss" else "metric"
+    try:
+        arrays: list[CodeArray] = []
+        args = []
+        for i, value in enumerate(values):
+            if spec.user_values is not None:
+                arrays.append(code_array(value, listed=isinstance(value, list), user=i))
+                args.append({"array": len(arrays) - 1})
+            else:  # the tool's sample, a backend tensor of the asked dtype
+                args.append(value_node(value, arrays))
+        keywords = {k: value_node(v, arrays) for k, v in call_kwargs.items()}
+        given = instance is not None
+        init = {} if function or given else {k: value_node(v, []) for k, v in built.items()}
+        config = _serialized(instance) if given else None
+        return KerasCall(
+            kind=kind,
+            name=name,
+            instance=given and config is None,
+            config=config,
+            init_kwargs=init,
+            args=tuple(args),
+            kwargs=keywords,
+            arrays=tuple(arrays),
+        )
+    except Unwritable as why:
+        return KerasCall(kind=kind, name=name, unwritable=f"the call was given {why}")
+    except Exception:  # never the probe's failure: the answer then has no recorded call
+        return None
