@@ -195,7 +195,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 with self.hold_sync():
                     self.error = str(error)
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
-                    self.trace_divergence, self.comparison = {}, {}
+                    self.trace_divergence, self.comparison, self.code = {}, {}, {}
             return
         engine = parsed[0][0].engine
         if engine not in (choice["engine"] for choice in self.engines):
@@ -242,7 +242,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.request_id = nonce
                 self.results = dict(sorted(results.items(), key=lambda kv: _rank(order, kv[0])))
                 self.timings, self.verdict, self.promotion = {}, "", {}
-                self.trace_divergence = {}
+                self.trace_divergence, self.code = {}, {}
                 self.comparison = _comparison(self.results)
             self._promotion_thread = None
             started = time.perf_counter()
@@ -314,6 +314,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
                 self.comparison = _comparison(results)
+                self.code = ProbeSet(results=tuple(done)).as_code().to_dict()  # "Copy as code"
             if not pending and answered:
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True

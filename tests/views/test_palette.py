@@ -198,3 +198,12 @@ def test_each_theme_reads_at_aa_contrast_text_controls_and_tones_included():
         < 0.05
         < _luminance(PALETTE["themes"]["light"]["bg"])
     )
+
+
+def test_a_training_runs_colours_are_plain_and_not_a_dtypes():
+    colours = PALETTE["training"]
+    assert set(colours) == {"loss", "loss_scale", "skipped", "nonfinite"}
+    assert all(HEX.fullmatch(c) for c in colours.values())  # plotly draws them
+    assert not set(colours.values()) & set(PALETTE["dtype_kinds"].values())
+    for theme in PALETTE["themes"].values():  # a line reads on either theme's background
+        assert all(contrast(c, theme["bg"]) >= 3 for c in colours.values()), theme["bg"]
