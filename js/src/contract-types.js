@@ -42,6 +42,7 @@
  * @property {Object<string, *>} comparison the answers side by side (records.Comparison, ProbeSet.comparison): columns [{label, backend, mode, status, headline}], rows [{key, group, label, cells: column -> {text, tone, dtype, note}, same}], differing (the labels of the rows that differ) and summary, a sentence; the page's compact view lays it out and compares nothing; {} before any answer
  * @property {Object<string, *>} promotion {tables: [...]}: the result_type tables behind the documented dtypes
  * @property {string} error why the last request from the page was refused, or ''
+ * @property {Object<string, *>} audit the model view of an audit (DtypeExplorer(audit=report), %dtype_check --widget; frontends/_model_view.py): {summary, model, backend, keras, columns, rows: [LayerCall.row() + path, call, depth], findings: [{severity, kind, path, message, fix}], graph: ModelGraph.to_dict() (nodes: path, name, kind, layer_class, parent, compute_dtype, variable_dtype, calls, output_dtypes; edges: source, target, source_call, target_call, dtype, shape) or null, notes}; the page lays the graph out (elkjs) and computes no dtype; {} when the explorer shows no audit
  */
 
 export {};

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import comm
+import numpy as np
 import pytest
 from page_comm import PageComm, request
 
@@ -355,3 +356,33 @@ def test_the_widget_shows_values_wrong_not_as_documented_beside_wrong_numbers():
     assert all(r.verdict == "as-documented" and r.value_findings() for r in results)
     assert {r["shown_verdict"] for r in widget.results.values()} == {"values-wrong"}
     assert widget.verdict == "values-wrong"
+
+
+def test_an_audit_opens_in_the_model_view_and_probes_nothing():
+    """``DtypeExplorer(audit=report)``: the page is sent the audit's graph, every edge with
+    the dtype raw Keras gives that tensor, and no probe starts; a bad ``audit=`` is refused."""
+    import keras
+
+    import dtype_explorer as dx
+    from dtype_explorer.errors import InvalidSpecError
+
+    x = keras.Input((4,), dtype="float64", name="x")
+    hidden = keras.layers.Dense(3, name="hidden", dtype="mixed_float16")(x)
+    model = keras.Model(x, keras.layers.Dense(2, name="out")(hidden), name="net")
+    sample = np.ones((2, 4), "float64")
+    report = dx.check_model(model, sample)
+    widget = DtypeExplorer(audit=report)
+    state = widget.comm.sent[0]["data"]["state"]
+    assert widget.report is report and state["results"] == {}
+    assert all(m["type"] == "comm_open" for m in widget.comm.sent)  # nothing probed
+    audit = state["audit"]
+    raw = keras.Model(x, hidden)(sample)  # raw Keras: the tensor between the two layers
+    edges = {(e["source"], e["target"]): e["dtype"] for e in audit["graph"]["edges"]}
+    assert edges == {
+        ("net/x", "net/hidden"): "float64",
+        ("net/hidden", "net/out"): keras.backend.standardize_dtype(raw.dtype),
+    }
+    assert edges[("net/hidden", "net/out")] == "float16"
+    assert {r["path"] for r in audit["rows"]} >= {"net/hidden", "net/out"}
+    with pytest.raises(InvalidSpecError, match=r"AuditReport.*received: 'net'"):
+        DtypeExplorer(audit="net")
