@@ -51,6 +51,13 @@ class GraphNode(Record):
     #: sample to), in order.
     output_dtypes: tuple[str, ...] = ()
 
+    def shown_dtype(self) -> str:
+        """The dtype a view colours the node by: a layer's compute dtype, else (an input, an
+        op) the first dtype it returned; ``""`` when it has none."""
+        if self.kind == "layer" and self.compute_dtype:
+            return self.compute_dtype
+        return self.output_dtypes[0] if self.output_dtypes else ""
+
 
 class GraphEdge(Record):
     """One tensor handed on: output ``output`` of call ``source_call`` of ``source`` was input
@@ -113,3 +120,34 @@ class ModelGraph(Record):
     def out_of(self, path: str) -> list[GraphEdge]:
         """The edges out of ``path``."""
         return [e for e in self.edges if e.source == path]
+
+    def top(self, path: str) -> str:
+        """The top-level node ``path`` sits in (``path`` itself when it is one)."""
+        parents = {n.path: n.parent for n in self.nodes}
+        while parents.get(path):
+            path = parents[path]
+        return path
+
+    def top_edges(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """The edges between top-level nodes, each block (a nested model, a layer with
+        sublayers) standing for what it holds: ``(source, target, dtypes)``, parallel edges
+        merged with their dtypes listed once, those inside one block dropped (a layer feeding
+        itself kept).
+
+        >>> g = ModelGraph(root="m", nodes=(
+        ...     GraphNode(path="m/x", name="x", kind="input", layer_class="InputLayer"),
+        ...     GraphNode(path="m/b", name="b", kind="layer", layer_class="Model"),
+        ...     GraphNode(path="m/b/d", name="d", kind="layer", layer_class="Dense", parent="m/b"),
+        ... ), edges=(GraphEdge(source="m/x", target="m/b/d", dtype="float32"),))
+        >>> g.top_edges()
+        [('m/x', 'm/b', ('float32',))]
+        """
+        merged: dict[tuple[str, str], list[str]] = {}
+        for edge in self.edges:
+            source, target = self.top(edge.source), self.top(edge.target)
+            if source == target and edge.source != edge.target:
+                continue
+            found = merged.setdefault((source, target), [])
+            if edge.dtype not in found:
+                found.append(edge.dtype)
+        return [(s, t, tuple(d)) for (s, t), d in merged.items()]
