@@ -123,7 +123,10 @@ class ModelGraph(Record):
 
     def top(self, path: str) -> str:
         """The top-level node ``path`` sits in (``path`` itself when it is one)."""
-        parents = {n.path: n.parent for n in self.nodes}
+        return self._top(path, {n.path: n.parent for n in self.nodes})
+
+    @staticmethod
+    def _top(path: str, parents: dict[str, str]) -> str:
         while parents.get(path):
             path = parents[path]
         return path
@@ -142,9 +145,10 @@ class ModelGraph(Record):
         >>> g.top_edges()
         [('m/x', 'm/b', ('float32',))]
         """
+        parents = {n.path: n.parent for n in self.nodes}
         merged: dict[tuple[str, str], list[str]] = {}
         for edge in self.edges:
-            source, target = self.top(edge.source), self.top(edge.target)
+            source, target = self._top(edge.source, parents), self._top(edge.target, parents)
             if source == target and edge.source != edge.target:
                 continue
             found = merged.setdefault((source, target), [])
