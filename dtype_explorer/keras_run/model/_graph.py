@@ -146,7 +146,11 @@ class GraphRecorder:
     def _inputs_watched(self, functional: Any, owner: str) -> Iterator[None]:
         """``functional._standardize_inputs`` wrapped on the instance: each input it converts
         is a visit of its ``keras.Input`` layer (given what the model's ``call()`` received)."""
-        original = functional._standardize_inputs
+        original = getattr(functional, "_standardize_inputs", None)
+        if original is None:  # a release without it: the model's inputs are where edges begin
+            yield
+            return
+        own = vars(functional).get("_standardize_inputs")  # an instance's own wrapper, kept
         inputs = [self.layers.get(id(_input_layer(t))) for t in functional.inputs]
 
         def standardize(raw: Any) -> Any:
@@ -162,11 +166,14 @@ class GraphRecorder:
                 visit.end = next(self._clock)
             return converted
 
-        functional._standardize_inputs = standardize
+        object.__setattr__(functional, "_standardize_inputs", standardize)  # past Keras's tracking
         try:
             yield
         finally:
-            del functional._standardize_inputs  # the class's method again
+            if own is not None:  # as it was: the instance's own, or the class's
+                object.__setattr__(functional, "_standardize_inputs", own)
+            else:
+                object.__delattr__(functional, "_standardize_inputs")
 
     # ----------------------------------------------------------------- after the pass
 
