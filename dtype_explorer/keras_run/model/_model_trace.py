@@ -152,9 +152,14 @@ class ModelTracer:
         self._active: set[int] = set()
         #: ``graph=True``: the pass as a graph (``records.ModelGraph``), made by :meth:`finish`;
         #: ``graph_error``: why it could not be made (the tool's failure, never the model's).
-        self._recorder = GraphRecorder(model, self.layers, self._recording) if graph else None
         self.graph: ModelGraph | None = None
         self.graph_error = ""
+        self._recorder = None
+        if graph:
+            try:
+                self._recorder = GraphRecorder(model, self.layers, self._recording)
+            except Exception as error:  # the tool's own failure: said, the pass goes on
+                self.graph_error = f"{type(error).__name__}: {as_sentence(str(error))}"
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
