@@ -2,7 +2,7 @@
 declared by name on :class:`ContractTraits` (so IDEs see them) and tagged from the contract.
 
 >>> sorted(TRAITS)[:3]
-['available_backends', 'catalog', 'code']
+['audit', 'available_backends', 'catalog']
 >>> KERNEL_WRITES >= {"results", "request_id"} and "request" not in KERNEL_WRITES
 True
 >>> REQUEST_KEYS[:3], REQUEST_KEYS[-1]
@@ -73,3 +73,4 @@ class ContractTraits(traitlets.HasTraits):
     promotion = _synced("promotion", traitlets.Dict())
     code = _synced("code", traitlets.Dict())
     error = _synced("error", traitlets.Unicode(""))
+    audit = _synced("audit", traitlets.Dict())

@@ -22,6 +22,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from dtype_explorer.analyses import check_model
 from dtype_explorer.errors import InvalidSpecError, as_sentence, received
 from dtype_explorer.frontends._trace_cell import trace_cell
+from dtype_explorer.frontends.widget import DtypeExplorer
 
 
 @magics_class
@@ -82,6 +83,13 @@ class DtypeMagics(Magics):
         help="audit with another Keras release (keras==3.X.Y: the model rebuilt from its "
         "config in that release's worker; created on first use)",
     )
+    @argument(
+        "--widget",
+        action="store_true",
+        help="show the audit in the explorer's model view: the model's graph (layers coloured "
+        "by compute dtype, edges by tensor dtype, findings on their layer) beside its table; "
+        "returns the explorer (its .report is the AuditReport)",
+    )
     @argument("-h", "--help", action="store_true", help="show this help")
     @line_magic
     def dtype_check(self, line: str) -> Any:
@@ -89,8 +97,10 @@ class DtypeMagics(Magics):
         which changes are hazards, and the fix for each.
 
         Returns the ``AuditReport`` (``report = %dtype_check model``): ``.findings``,
-        ``.to_frame()``, ``.to_json()``; it renders as a table in notebooks. The model's weights,
-        its policy and Keras's global settings are left as they were.
+        ``.to_frame()``, ``.to_json()``; it renders as a table in notebooks. With ``--widget``,
+        the explorer showing it as a graph beside its table (``dx.DtypeExplorer(audit=report)``;
+        its ``.report`` is the report). The model's weights, its policy and Keras's global
+        settings are left as they were.
 
         Examples::
 
@@ -103,6 +113,7 @@ class DtypeMagics(Magics):
             %dtype_check model --engine keras==3.11.3
             %dtype_check model --quantize int8
             %dtype_check model --mode save
+            %dtype_check model --widget
         """
         try:
             args = parse_argstring(self.dtype_check, line)
@@ -117,7 +128,7 @@ class DtypeMagics(Magics):
         sample = None if args.sample is None else self._lookup(args.sample, "--sample")
         labels = None if args.labels is None else self._lookup(args.labels, "--labels")
         try:
-            return check_model(
+            report = check_model(
                 model,
                 sample,
                 policy=args.policy,
@@ -137,6 +148,9 @@ class DtypeMagics(Magics):
                 f"%dtype_check: --sample {received(args.sample)} cannot be fed to the model: "
                 f"{type(error).__name__}: {as_sentence(str(error))}"
             ) from None
+        if not args.widget:
+            return report
+        return DtypeExplorer(audit=report)
 
     @magic_arguments()
     @argument(

@@ -8,6 +8,7 @@ draws them. What the two sides share is written once, in ``widget_contract.json`
 
 >>> import dtype_explorer as dx
 >>> dx.DtypeExplorer("Conv1D", input_dtype="uint8", backends=["jax", "torch"])  # doctest: +SKIP
+>>> dx.DtypeExplorer(audit=dx.check_model(model))  # a model's graph and table  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
 from dtype_explorer.errors import InvalidSpecError, listed, received, unknown
 from dtype_explorer.frontends import _contract
+from dtype_explorer.frontends._model_view import model_view
 from dtype_explorer.frontends._request import engine_choices, parse_request
 from dtype_explorer.keras_run import COMMON_POLICIES, catalog, make_spec, uncalibrated_modes
 from dtype_explorer.records import (
@@ -75,6 +77,12 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
     ``custom_layers``: more user layers to offer in the picker. ``backends``: the
     backends probed at first (default: every installed one). Raises ``InvalidSpecError`` for a
     bad initial value; later bad values from the page only set :attr:`error`.
+
+    ``audit``: an ``AuditReport`` (``dx.check_model``'s) shown as the page's model view: the
+    model's graph (layers coloured by compute dtype, edges by the dtype of the tensor they
+    carry, findings on their layer; large blocks collapsed, a click expands them) beside the
+    audit's table, a click on a layer selecting its rows. The explorer then probes nothing
+    until the page asks (its other views keep the controls); :attr:`report` is the report.
     """
 
     _esm = _STATIC / "widget.js"
@@ -97,9 +105,13 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         custom_layers: Iterable[Any] = (),
         use_cache: bool = True,
         timeout: float | None = None,
+        audit: Any = None,
         **widget_kwargs: Any,
     ) -> None:
         _check_marimo()
+        #: The audit the model view shows (``audit=``), or ``None``.
+        self.report = audit
+        shown = {} if audit is None else model_view(audit)  # a bad audit= refused first
         installed = pool.installed_backends()
         custom = [*custom_layers, *([] if isinstance(target, str) else [target])]
         self._custom = {make_spec(c, backend=installed[0]).target: c for c in custom}
@@ -158,11 +170,13 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
             available_backends=installed,
             engines=_offered_with(offered, specs[0].engine),
             request=first,
-            results={spec.backend: PENDING for spec in specs},
+            results={} if audit is not None else {spec.backend: PENDING for spec in specs},
+            audit=shown,
             **widget_kwargs,
         )
         self.observe(self._on_request, names="request")
-        self._start(specs, nonce, refused)
+        if audit is None:  # the model view asks nothing of the workers until the page does
+            self._start(specs, nonce, refused)
 
     # -------------------------------------------------------------------------- the page
 

@@ -13,6 +13,7 @@ nothing; records reach their views through ``display``, never by importing them.
 ``Survey``                targets x dtypes x policies x backends, classified per cell
 ``PromotionTable``        an op over every pair of dtypes, beside the array libraries
 ``AuditReport``           a model's forward pass, layer by layer, and its findings
+``ModelGraph``            that pass as a graph: every layer once, the tensors between them
 ``BisectResult``          one question over a range of Keras releases: where it changed
 ``TraceStep``             one op of a call: its dtypes, what it did to them, its line
 ``TraceResult``           the user's own code run as written: its steps, value, errors
@@ -61,6 +62,10 @@ _EXPORTS: dict[str, str] = {
     "LayerDamage": "dtype_explorer.records._exactness",
     "where_precision_goes": "dtype_explorer.records._exactness",
     "FixHow": "dtype_explorer.records._fix",
+    "GraphEdge": "dtype_explorer.records._graph",
+    "GraphNode": "dtype_explorer.records._graph",
+    "ModelGraph": "dtype_explorer.records._graph",
+    "NodeKind": "dtype_explorer.records._graph",
     "FixMeasure": "dtype_explorer.records._fix",
     "FixProof": "dtype_explorer.records._fix",
     "MAX_EXAMPLES": "dtype_explorer.records._exactness",
@@ -248,6 +253,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     )
     from dtype_explorer.records._fit import MAX_FIT_STEPS, FitReport, FitStep, GradientInfo
     from dtype_explorer.records._fix import FixHow, FixMeasure, FixProof
+    from dtype_explorer.records._graph import GraphEdge, GraphNode, ModelGraph, NodeKind
     from dtype_explorer.records._numerics import (
         HEAD,
         Numerics,

@@ -15,6 +15,7 @@ from dtype_explorer.records._base import Record
 from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._fix import FixProof
+from dtype_explorer.records._graph import ModelGraph
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
@@ -278,6 +279,11 @@ class AuditReport(Record):
     engine: str | None = None
     #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
     keras: str = ""
+    #: The audited pass as a graph: every layer once, the tensors between calls with their
+    #: dtypes (``None``: not drawn: a Keras 2 model, or the graph could not be made, said in
+    #: :attr:`notes`). ``dx.DtypeExplorer(audit=report)`` lays it out.
+    graph: ModelGraph | None = None
+
     #: What ``check_model`` was asked, as data, for "copy as code" (:meth:`as_code`): the
     #: sample, the arguments, the model's config where a script can rebuild it.
     question: AuditQuestion | None = None

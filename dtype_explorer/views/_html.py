@@ -26,6 +26,7 @@ from dtype_explorer.views import _quantize
 from dtype_explorer.views._as_code import code_html
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
 from dtype_explorer.views._fit import fit_steps_html
+from dtype_explorer.views._graph_svg import model_graph_svg
 from dtype_explorer.views._markup import (
     ERROR,
     STYLE,
@@ -420,8 +421,15 @@ def audit_html(report: AuditReport) -> str:
             f"<p>Training step ({e(report.fit.execution)}): {e(report.fit.text())}</p>"
             f"<ul>{grads}</ul>{fit_steps_html(report.fit)}"
         )
+    graph = model_graph_svg(report.graph, report.findings) if report.graph else ""
+    if graph:  # scrolls within the card: a 100-layer model is a tall graph
+        graph = (
+            "<details open><summary>Model graph (layers by compute dtype, edges by tensor "
+            "dtype; <code>--widget</code> opens its blocks)</summary>"
+            f'<div style="max-height:560px;overflow:auto">{graph}</div></details>'
+        )
     return (
-        f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
+        f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>{graph}'
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{how}"
         f"{_quantize.audit_extras_html(report)}{_precision_html(report)}"
         f"<h4>Findings</h4>{findings}{notes}{code_html(report.as_code())}</div>"

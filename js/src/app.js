@@ -8,6 +8,7 @@ import { CopyCode } from "./copycode.js";
 import { h, replaceChildren } from "./dom.js";
 import { setDtypeFamilies } from "./dtype.js";
 import { themeProperties } from "./palette.js";
+import { ModelView } from "./model.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
 import { renderTracePart } from "./trace.js";
@@ -37,16 +38,19 @@ export class App {
     this.statusEl = h("span", { class: "dx-status", testid: "status" });
     this.summaryEl = h("div", { class: "dx-summary" });
     this.cardsEl = h("div", { class: "dx-answers", testid: "results" });
-    /** "compact" (the default: backends side by side) or "detail" (the stacked cards). */
+    /** "compact" (the default: backends side by side), "detail" (the stacked cards) or, when
+     *  the explorer shows an audit, "model" (its graph and table, the view it opens on). */
     this.view = "compact";
+    this.model = new ModelView();
     this.viewToggle = h(
       "div",
       { class: "dx-view-toggle", role: "group", "aria-label": "view" },
       [
+        ["model", "model graph"],
         ["compact", "side by side"],
         ["detail", "stacked cards"],
       ].map(([view, label]) =>
-        h("button", { type: "button", class: "dx-toggle", testid: `view-${view}`, "aria-pressed": String(view === this.view), onclick: () => this.setView(view) }, label),
+        h("button", { type: "button", class: "dx-toggle", testid: `view-${view}`, "aria-pressed": String(view === this.view), hidden: view === "model", onclick: () => this.setView(view) }, label),
       ),
     );
     this.promotionEl = h("div");
@@ -55,6 +59,7 @@ export class App {
       "div",
       { class: "dx-root", testid: "explorer" },
       h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl, this.viewToggle, this.copyCode.el),
+      this.model.el,
       this.controls.el,
       this.errorEl,
       this.copyCode.fallback,
@@ -93,11 +98,25 @@ export class App {
     if (!previous || state.dtype_families !== previous.dtype_families) setDtypeFamilies(state.dtype_families);
     if (!previous || CONTROL_TRAITS.some((k) => state[k] !== previous[k])) this.controls.update(state);
     this.renderError(state.error);
+    if (!previous || state.audit !== previous.audit) this.showAudit(state.audit, previous?.audit);
     this.renderResults(state);
     this.copyCode.update(state.code);
   }
 
-  /** Show the compact comparison or the stacked cards. @param {"compact" | "detail"} view */
+  /** Show an audit in the model view (the view the explorer opens on when it has one). */
+  showAudit(audit, before) {
+    const has = Boolean(audit && Object.keys(audit).length);
+    const button = this.viewToggle.querySelector('[data-testid="view-model"]');
+    if (has) button.removeAttribute("hidden");
+    else button.setAttribute("hidden", "");
+    this.model.update(has ? audit : null);
+    const had = Boolean(before && Object.keys(before).length);
+    if (has && !had) this.setView("model");
+    else if (!has && this.view === "model") this.setView("compact");
+  }
+
+  /** Show the compact comparison, the stacked cards or the model view.
+   *  @param {"compact" | "detail" | "model"} view */
   setView(view) {
     this.view = view;
     for (const button of this.viewToggle.children) button.setAttribute("aria-pressed", String(button.dataset.testid === `view-${view}`));

@@ -104,3 +104,15 @@ def test_an_overflow_shows_its_fix_proven_on_a_copy(shell, namespace):
         assert np.isfinite(keras.ops.convert_to_numpy(fixed(namespace["ones"]))).all()
     finally:
         namespace.pop("hot"), namespace.pop("ones")
+
+
+def test_widget_option_shows_the_report_in_the_model_view(shell, namespace):
+    from dtype_explorer.frontends.widget import DtypeExplorer
+
+    explorer = shell.run_line_magic("dtype_check", "model --sample batch --widget")
+    assert isinstance(explorer, DtypeExplorer) and isinstance(explorer.report, AuditReport)
+    graph = explorer.audit["graph"]
+    model = namespace["model"]
+    assert [n["path"] for n in graph["nodes"]] == ["net/x", "net/out"]  # its Input, its layer
+    raw = model(namespace["batch"])  # what raw Keras's Dense returns for the batch
+    assert graph["nodes"][-1]["output_dtypes"] == [keras.backend.standardize_dtype(raw.dtype)]

@@ -7,6 +7,7 @@ The comm records what the kernel sends; the page's messages are handed to it as
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import comm
+import numpy as np
 import pytest
 from page_comm import PageComm, request
 
@@ -48,8 +50,11 @@ def test_bundle_is_built_into_the_package():
     esm, css = (static / "widget.js").read_text(), (static / "widget.css").read_text()
     assert str(DtypeExplorer._esm) == esm and str(DtypeExplorer._css) == css
     assert "export" in esm and "render" in esm
-    assert "http://" not in esm.replace("http://www.w3.org/2000/svg", "")  # nothing from a CDN
-    assert "https://" not in esm
+    # nothing from a CDN: the only addresses are namespace names (SVG's, and the XML Schema
+    # and EMF ones elkjs, the graph's layout, names its types by), never fetched
+    names = ("http://www.w3.org/", "http://www.eclipse.org/", "http:///org/eclipse/")
+    addresses = set(re.findall(r"https?://[^\s\"'`)]*", esm))
+    assert all(a.startswith(names) for a in addresses), sorted(addresses)[:5]
     # the theme's colours: the palette's (bundled into the script, with JupyterLab's variables
     # first), set on the root as --dx-* variables the stylesheet draws with
     assert "--jp-layout-color1" in esm and "theme_signals" in esm and "var(--dx-bg)" in css
@@ -357,3 +362,33 @@ def test_the_widget_shows_values_wrong_not_as_documented_beside_wrong_numbers():
     assert all(r.verdict == "as-documented" and r.value_findings() for r in results)
     assert {r["shown_verdict"] for r in widget.results.values()} == {"values-wrong"}
     assert widget.verdict == "values-wrong"
+
+
+def test_an_audit_opens_in_the_model_view_and_probes_nothing():
+    """``DtypeExplorer(audit=report)``: the page is sent the audit's graph, every edge with
+    the dtype raw Keras gives that tensor, and no probe starts; a bad ``audit=`` is refused."""
+    import keras
+
+    import dtype_explorer as dx
+    from dtype_explorer.errors import InvalidSpecError
+
+    x = keras.Input((4,), dtype="float64", name="x")
+    hidden = keras.layers.Dense(3, name="hidden", dtype="mixed_float16")(x)
+    model = keras.Model(x, keras.layers.Dense(2, name="out")(hidden), name="net")
+    sample = np.ones((2, 4), "float64")
+    report = dx.check_model(model, sample)
+    widget = DtypeExplorer(audit=report)
+    state = widget.comm.sent[0]["data"]["state"]
+    assert widget.report is report and state["results"] == {}
+    assert all(m["type"] == "comm_open" for m in widget.comm.sent)  # nothing probed
+    audit = state["audit"]
+    raw = keras.Model(x, hidden)(sample)  # raw Keras: the tensor between the two layers
+    edges = {(e["source"], e["target"]): e["dtype"] for e in audit["graph"]["edges"]}
+    assert edges == {
+        ("net/x", "net/hidden"): "float64",
+        ("net/hidden", "net/out"): keras.backend.standardize_dtype(raw.dtype),
+    }
+    assert edges[("net/hidden", "net/out")] == "float16"
+    assert {r["path"] for r in audit["rows"]} >= {"net/hidden", "net/out"}
+    with pytest.raises(InvalidSpecError, match=r"AuditReport.*received: 'net'"):
+        DtypeExplorer(audit="net")

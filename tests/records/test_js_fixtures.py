@@ -11,17 +11,41 @@ from pathlib import Path
 import pytest
 
 from dtype_explorer.frontends._contract import REQUEST_KEYS, TRAITS
-from dtype_explorer.records import AtlasCell, ProbeResult, ProbeSet, TraceDivergence
+from dtype_explorer.records import (
+    ROW_COLUMNS,
+    AtlasCell,
+    ModelGraph,
+    ProbeResult,
+    ProbeSet,
+    TraceDivergence,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "js" / "test" / "fixtures"
 PROBES = sorted(p for p in FIXTURES.glob("*.json") if "results" in json.loads(p.read_text()))
+AUDITS = sorted(FIXTURES.glob("audit-*.json"))
 STALE = "the fixture was written by other records: rerun js/test/fixtures/generate.py --records"
 
 
 def test_every_fixture_is_checked():
     names = {p.name for p in FIXTURES.glob("*.json")}
-    assert {p.name for p in PROBES} | {"widget-state.json", "atlas-pages.json"} == names
-    assert len(PROBES) >= 8
+    others = {"widget-state.json", "atlas-pages.json"}
+    assert {p.name for p in PROBES} | {p.name for p in AUDITS} | others == names
+    assert len(PROBES) >= 8 and len(AUDITS) >= 2
+
+
+@pytest.mark.parametrize("path", AUDITS, ids=lambda p: p.stem)
+def test_an_audit_fixture_holds_what_its_records_say(path: Path):
+    """The model view's fixtures (the ``audit`` trait): the graph reads into a ``ModelGraph``
+    and back unchanged, every row and finding names a node of it, the keys are the trait's."""
+    fixture = json.loads(path.read_text())
+    keys = {"summary", "model", "backend", "keras", "columns", "rows", "findings", "graph"}
+    assert set(fixture) == keys | {"notes"}
+    graph = ModelGraph.from_dict(fixture["graph"])
+    assert graph.to_dict() == fixture["graph"], "rerun js/test/fixtures/generate.py audit-*"
+    paths = {n.path for n in graph.nodes} | {graph.root}
+    assert {r["path"] for r in fixture["rows"]} <= paths
+    assert {f["path"] for f in fixture["findings"]} <= paths
+    assert fixture["columns"] == list(ROW_COLUMNS)
 
 
 @pytest.mark.parametrize("path", PROBES, ids=lambda p: p.stem)

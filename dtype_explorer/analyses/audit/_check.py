@@ -326,11 +326,14 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
     # under policy=, the copy is built as the model would be under that policy
     own = asked.policy or target.dtype_policy.name
     audited = training_copy(target, sample, own) if mode == "fit" else target
-    tracer = ModelTracer(audited, keep_leaves=mode == "call")  # for the damage phase
+    # the leaves' outputs kept for the damage phase; the pass drawn as a graph
+    tracer = ModelTracer(audited, keep_leaves=mode == "call", graph=True)
     trains = mode == "training" or bool(asked.arguments.get("training"))
     with variables_kept(audited) if trains else contextlib.nullcontext():
         outputs = tracer.run(sample, inputs, asked.arguments, training=mode in ("training", "fit"))
     calls = tracer.finish(outputs)
+    if tracer.graph_error:
+        notes.append(f"No model graph (a failure of dtype-explorer): {tracer.graph_error}")
     if mode == "fit":
         compile_copy(audited, model, outputs)  # the user's compile config
     return _Audit(
@@ -343,7 +346,7 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
         calls=calls,
         notes=notes,
         timings={"forward_ms": tracer.forward_ms},
-        ran={"execution": _EXECUTION.get(mode, "")},
+        ran={"execution": _EXECUTION.get(mode, ""), "graph": tracer.graph},
         quantized=quantized,
         arguments=asked.arguments,
     )

@@ -35,6 +35,7 @@ from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
+from dtype_explorer.keras_run.model._graph import GraphRecorder
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
 from dtype_explorer.keras_run.model._samples import (
     describe_model,
@@ -46,7 +47,14 @@ from dtype_explorer.keras_run.model._samples import (
 )
 from dtype_explorer.keras_run.model._training import global_seed_kept
 from dtype_explorer.keras_run.trace import op_trace, variable_dtypes, wrapped_entry_points
-from dtype_explorer.records import CastLoss, ErrorInfo, LayerCall, TensorInfo, VariableDtypes
+from dtype_explorer.records import (
+    CastLoss,
+    ErrorInfo,
+    LayerCall,
+    ModelGraph,
+    TensorInfo,
+    VariableDtypes,
+)
 from dtype_explorer.timing import ms
 
 #: How Keras says that an input does not fit a layer's input spec.
@@ -118,7 +126,9 @@ class ModelTracer:
     #: Whether a leaf call's values are kept for the value check (``_audit_rules.wrong_numbers``).
     value_check = True
 
-    def __init__(self, model: Any, *, values: bool = True, keep_leaves: bool = False):
+    def __init__(
+        self, model: Any, *, values: bool = True, keep_leaves: bool = False, graph: bool = False
+    ):
         self.model = model
         #: Whether values can be read (an eager pass); inside a compiled function only dtypes.
         self.values = values
@@ -140,6 +150,16 @@ class ModelTracer:
         self.failed_at: LayerEvent | None = None
         self._counts: dict[int, int] = {}
         self._active: set[int] = set()
+        #: ``graph=True``: the pass as a graph (``records.ModelGraph``), made by :meth:`finish`;
+        #: ``graph_error``: why it could not be made (the tool's failure, never the model's).
+        self.graph: ModelGraph | None = None
+        self.graph_error = ""
+        self._recorder = None
+        if graph:
+            try:
+                self._recorder = GraphRecorder(model, self.layers, self._recording)
+            except Exception as error:  # the tool's own failure: said, the pass goes on
+                self.graph_error = f"{type(error).__name__}: {as_sentence(str(error))}"
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
@@ -162,15 +182,20 @@ class ModelTracer:
                 return original_dunder(layer, *args, **kwargs)
             tracer._pending.setdefault(key, []).append(tracer._given(args, kwargs))
             tracer._pending_raw.setdefault(key, []).append(tracer._given_raw(args, kwargs))
+            if tracer._recorder is not None:
+                tracer._recorder.handed(key, args, kwargs)
             try:
                 return tracer._traced_call(original_dunder, layer, args, kwargs)
             finally:
                 tracer._pending[key].pop()
                 tracer._pending_raw[key].pop()
+                if tracer._recorder is not None:
+                    tracer._recorder.unhanded(key)
 
         layer_class.__call__ = traced_dunder
+        recorder = self._recorder
         try:
-            with self.entry_points_wrapped():
+            with self.entry_points_wrapped(), recorder.installed() if recorder else _nothing():
                 yield
         finally:
             layer_class.__call__ = original_dunder
@@ -294,6 +319,7 @@ class ModelTracer:
             pending = self._pending.get(key)
             event.given = pending[-1] if pending else None
             event.received = tensor_infos((args, tensor_kwargs(kwargs)), self.values, self._infos)
+            visit = self._recorder and self._recorder.enter(key, path, index, args, kwargs)
             event.variables = self.layer_variables(layer)
             if self.values:
                 event.losses = self.step_losses(layer, key, args, kwargs)
@@ -308,6 +334,8 @@ class ModelTracer:
             finally:
                 self._active.discard(key)
             event.outputs = tensor_infos(outputs, self.values, self._infos)
+            if visit:
+                self._recorder.leave(visit, outputs)
             checked = self.values and self.value_check and leaf and event.error is None
             if checked and worth_value_check(event.received):
                 event.values = _as_numpy((args, kwargs, outputs))
@@ -367,6 +395,12 @@ class ModelTracer:
             if makers:
                 final.add(max(makers, key=lambda i: (self.calls[i].depth, i)))
         records = [event.record(i in final) for i, event in enumerate(self.calls)]
+        if self._recorder is not None:
+            try:
+                self.graph = self._recorder.graph()
+            except Exception as error:  # the tool's own failure: said, the audit goes on
+                self.graph_error = f"{type(error).__name__}: {as_sentence(str(error))}"
+            self._recorder = None  # lets go of the outputs it held
         root = f"{self.model.name}/"
         leaves = [e for e in self.calls if e.leaf and e.depth > 0]
         half = any(getattr(e.layer, "compute_dtype", None) in dtypes.HALF for e in leaves)
@@ -404,6 +438,9 @@ class ModelTracer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_nothing = contextlib.nullcontext
 
 
 def _as_numpy(structure: Any) -> Any:
