@@ -309,6 +309,12 @@ def test_float16_output_severity_comes_from_the_error_against_float32():
     assert beyond.severity == "warning" and "beyond float16's tolerance" in beyond.message
     elsewhere = damage(0.2).model_copy(update={"path": "m/other"})
     assert output_rules.measured([finding], [elsewhere]) == [finding]
+    # every value inf: the error over no value is 0, and it was said "beyond the tolerance"
+    all_inf = damage(0.0).model_copy(update={"nonfinite": 6, "compared": 0})
+    shown = output_rules.measured([finding], [all_inf])[0]
+    assert shown.severity == "warning" and "6 of its values are inf/NaN" in shown.message
+    assert "no error is measured" in shown.message and "relative RMS" not in shown.message
+    assert "no value finite in both" in all_inf.text() and "rel RMS" not in all_inf.text()
 
 
 def test_a_layer_casting_its_own_output_up_is_a_note_not_a_warning():
