@@ -23,6 +23,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _engine as _audit_engine
 from dtype_explorer.analyses.audit import _fit as _audit_fit
 from dtype_explorer.analyses.audit import _fixes as _audit_fixes
+from dtype_explorer.analyses.audit import _fixes_values as _audit_fixes_values
 from dtype_explorer.analyses.audit import _keras2 as _audit_keras2
 from dtype_explorer.analyses.audit import _predict as _audit_predict
 from dtype_explorer.analyses.audit import _quantize as _audit_quantize
@@ -185,9 +186,7 @@ def check_model(
             _fix_phase(audit)  # each overflow's and lossy cast's fix run on a copy
         audit.findings = _audit_fixes.not_tried(audit.findings, _no_fix_run(asked.mode))
         if audit.quantized is not None:
-            audit.ran["quantization"], found = _audit_quantize.finish(
-                audit.quantized.report, audit.calls
-            )
+            audit.ran["quantization"], found = _audit_quantize.finish(audit.quantized, audit.calls)
             audit.findings += found
     audit.timings["total_ms"] = ms(started)
     # 6. The report
@@ -340,12 +339,13 @@ def _call_findings(audit: _Audit, asked: _Question) -> list[Finding]:
     checked = [
         (
             call,
+            event,
             layer_values_wrong(event.layer, event.values, call.outputs, call.compute_dtype, wide),
         )
         for call, event in zip(audit.calls, audit.tracer.calls)
         if event.values is not None and _audit_rules.computes_on_values(call)
     ]
-    findings += _audit_rules.wrong_numbers(checked)
+    findings += _audit_fixes_values.proven(checked, wide)  # each cast run on a layer copy
     if asked.backends:
         layers = {path: layer for layer, path, _ in audit.tracer.layers.values()}
         findings += _audit_reprobe.divergences(
