@@ -222,10 +222,16 @@ def test_call_kwargs_training_puts_moving_statistics_back_and_a_mode_setting_it_
     [
         (
             "dataset",
-            "model",
-            "mode 'dataset' cannot audit .*modes that apply: call, training, predict, fit, save",
+            "layer",
+            "no predict\\(\\) to feed a tf.data.Dataset to; probe a layer mapped over tf.data "
+            "with dx.probe\\(layer, mode='dataset'\\); modes that apply: call, training$",
         ),
-        ("model", "model", "already runs the model through Model.__call__"),
+        (
+            "model",
+            "model",
+            "already runs the model through Model.__call__.*modes that apply: call, training, "
+            "predict, fit, save, dataset$",
+        ),
         (
             "fit",
             "layer",
@@ -284,7 +290,7 @@ def test_magic_mode_fit_leaves_the_model_alone(shell, namespace):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ("net --mode dataset", "%dtype_check: mode 'dataset' cannot audit"),
+        ("net --mode model", "%dtype_check: mode 'model' cannot audit"),
         ("net --mode predcit", "did you mean 'predict'"),
         ("net --mode fit --labels nowhere", "--labels 'nowhere' is not defined"),
     ],

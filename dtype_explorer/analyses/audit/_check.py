@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import time
 from typing import Any
 
@@ -96,7 +97,10 @@ def check_model(
     compiled function saw them (dtypes; values only at the outputs), beside the eager call;
     ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
     compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients
-    and loss scaling.
+    and loss scaling; ``"save"`` a save and load of a copy in each format, compared layer by
+    layer; ``"dataset"`` the real ``model.predict`` on a ``tf.data.Dataset`` of the sample
+    (``from_tensor_slices(sample).batch(n)``, one batch, as users feed one on every backend),
+    its layers as the compiled function saw them, beside the eager call.
 
     Args:
         model: a Keras model or layer.
@@ -110,7 +114,8 @@ def check_model(
         call_kwargs: keyword arguments of the model's call, as JSON values (a list becomes
             a NumPy array): ``{"training": True}`` audits the training pass (dropout, batch
             statistics) instead of inference (``training=False``).
-        mode: ``"call"`` (default), ``"training"``, ``"predict"`` or ``"fit"``.
+        mode: ``"call"`` (default), ``"training"``, ``"predict"``, ``"fit"``, ``"save"`` or
+            ``"dataset"``.
         labels: the targets of the ``"fit"`` step (default: zeros fitting the output and the
             loss: class indices for a sparse loss).
         engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
@@ -174,8 +179,8 @@ def check_model(
         # 4. The rules on the records: the calls, their numbers, other backends
         audit.findings += _call_findings(audit, asked)
         # 5. The mode's own run: the real model.predict, or one model.fit step on the copy
-        if asked.mode == "predict" and audit.outputs is not None:
-            _predict_phase(audit)
+        if asked.mode in ("predict", "dataset") and audit.outputs is not None:
+            _predict_phase(audit, dataset=asked.mode == "dataset")
         if asked.mode == "fit" and audit.outputs is not None:
             _fit_phase(audit, model, labels)
         if asked.mode == "save":
@@ -429,13 +434,13 @@ def _no_fix_run(mode: str) -> str:
     )
 
 
-def _predict_phase(audit: _Audit) -> None:
-    """The real ``model.predict``, its layers as the compiled function saw them: the rules on
-    those records (a layer that raised only here is the mode divergence), and the divergences
-    from the eager call."""
+def _predict_phase(audit: _Audit, dataset: bool = False) -> None:
+    """The real ``model.predict`` (``dataset``: on a ``tf.data.Dataset`` of the sample), its
+    layers as the compiled function saw them: the rules on those records (a layer that raised
+    only here is the mode divergence), and the divergences from the eager call."""
     t0 = time.perf_counter()
     predict, predicted = _audit_predict.keras3_predicted(
-        audit.target, audit.sample, audit.calls, audit.outputs
+        audit.target, audit.sample, audit.calls, audit.outputs, dataset=dataset
     )
     audit.timings["predict_ms"] = ms(t0)
     model = _audited_model(audit.target, predicted)
@@ -502,17 +507,23 @@ _EXECUTION = {
 }
 
 
+#: The modes only a ``keras.Model`` has (its ``predict``, ``fit``, ``save``).
+_MODEL_ONLY = ("predict", "fit", "save", "dataset")
+
+
 def _audit_mode(mode: Any, model: Any) -> str:
     """``mode`` if an audit of ``model`` can run that way, else ``InvalidSpecError`` saying why
     and listing the modes that apply."""
     import keras
 
     is_model = isinstance(model, keras.Model)
+    has_tf = importlib.util.find_spec("tensorflow") is not None
     usable = [
         m
         for m in AUDIT_MODES
-        if is_model or m not in ("predict", "fit", "save")
+        if is_model or m not in _MODEL_ONLY
         if keras.backend.backend() != "numpy" or m != "fit"
+        if has_tf or m != "dataset"
     ]
     if not isinstance(mode, str) or (mode not in MODES and mode not in AUDIT_MODES):
         raise unknown("mode", mode, AUDIT_MODES)
@@ -520,16 +531,19 @@ def _audit_mode(mode: Any, model: Any) -> str:
         return mode
     if mode == "model":
         why = "an audit's 'call' already runs the model through Model.__call__"
-    elif mode == "dataset":
+    elif mode == "dataset" and not is_model:
         why = (
-            "it maps one layer over tf.data; probe a layer that way with "
+            f"{describe_model(model)} is a layer, not a keras.Model: it has no predict() to "
+            "feed a tf.data.Dataset to; probe a layer mapped over tf.data with "
             "dx.probe(layer, mode='dataset')"
         )
-    elif mode in ("predict", "fit", "save") and not is_model:
+    elif mode in _MODEL_ONLY and not is_model:
         why = (
             f"{describe_model(model)} is a layer, not a keras.Model: it has no {mode}(); "
             "wrap it in a keras.Model to audit it that way"
         )
+    elif mode == "dataset":
+        why = "a tf.data.Dataset needs TensorFlow, which is not installed here"
     else:
         why = "the numpy backend cannot train (model.fit is not implemented there)"
     raise InvalidSpecError(

@@ -36,11 +36,12 @@ _IN_ITS_CODE = (
 
 
 def predict_differences(
-    eager: list[LayerCall], calls: list[LayerCall]
+    eager: list[LayerCall], calls: list[LayerCall], run: str = "predict"
 ) -> Iterator[LayerDifference]:
-    """Each layer call whose received or output dtypes under predict (``calls``) differ from
-    the eager pass's (``eager``; a call that raised there and was not re-run is skipped), for
-    Keras 3's and Keras 2's audits alike.
+    """Each layer call whose received or output dtypes under predict (``calls``; ``run``:
+    ``"dataset"`` for predict on a ``tf.data.Dataset``) differ from the eager pass's
+    (``eager``; a call that raised there and was not re-run is skipped), for Keras 3's and
+    Keras 2's audits alike.
 
     >>> from dtype_explorer.records import LayerCall, TensorInfo
     >>> def call(dtype):
@@ -66,6 +67,7 @@ def predict_differences(
                     where="received" if where == "received" else "output",
                     eager=was,
                     predict=now,
+                    run=run,
                 )
 
 
