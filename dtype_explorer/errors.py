@@ -53,6 +53,26 @@ def received(value: object, *, limit: int = MAX_ECHO) -> str:
     return text
 
 
+def received_path(path: object, *, limit: int = 400) -> str:
+    """A path the user gave, as an error message repeats it: whole (a user must see which file
+    was meant), or its last ``limit`` characters, where the file's name is, when longer.
+
+    Args:
+        path: a ``str`` or ``os.PathLike``.
+        limit: the most characters repeated.
+
+    Returns:
+        The path's ``repr``, or ``'...'`` and its tail.
+
+    >>> received_path("/tmp/pytest-of-root/pytest-164/popen-gw0/models0/fifo.keras")
+    "'/tmp/pytest-of-root/pytest-164/popen-gw0/models0/fifo.keras'"
+    >>> received_path("/x" * 1000).endswith("/x/x'"), len(received_path("/x" * 1000)) < 420
+    (True, True)
+    """
+    text = str(path)
+    return repr(text) if len(text) <= limit else repr("..." + text[-limit:])
+
+
 def listed(values: object, parameter: str, *, most: int = 10_000) -> tuple[object, ...]:
     """``values`` (one string, or a list or tuple of values) as a tuple; anything else, an
     empty list or more than ``most`` values raises ``InvalidSpecError`` naming ``parameter``.

@@ -45,6 +45,7 @@ NOTEBOOKS = (
     "06_dtype_check.ipynb",
     "07_from_tf_keras.ipynb",
     "08_quantized_and_hub.ipynb",
+    "09_your_code.ipynb",
 )
 #: Lessons on the Keras 2 kernel: not on Binder (Keras 3 there), run on this machine's engine.
 KERAS2_NOTEBOOKS = ("07b_keras2_kernel.ipynb",)

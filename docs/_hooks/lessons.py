@@ -109,7 +109,28 @@ def _execute_lessons(files: Any, out_dir: Path, seconds: dict[str, float]) -> No
         else:
             execute(source, executed, label=file.src_uri)
             seconds[Path(file.src_uri).stem] = time.monotonic() - started
+        site_badges(executed)
         file.abs_src_path = str(executed)
+
+
+#: A lesson's "Open in Colab" badge, an image on colab.research.google.com.
+COLAB_BADGE = re.compile(
+    r"\[!\[Open in Colab\]\(https://colab\.research\.google\.com/assets/colab-badge\.svg\)\]"
+    r"\((https://colab\.research\.google\.com/[^)\s]+)\)"
+)
+
+
+def site_badges(path: Path) -> None:
+    """The published copy's Colab badge as a link in the site's own style: a page of the site
+    fetches nothing from elsewhere (``tests/docs/test_site.py``), and the badge's image is
+    Colab's. The committed lesson keeps the badge (GitHub, JupyterLab and Colab draw it)."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown":
+            cell.source = COLAB_BADGE.sub(
+                r'<a class="md-button" href="\1">Open in Colab</a>', cell.source
+            )
+    nbformat.write(notebook, path)
 
 
 def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess:

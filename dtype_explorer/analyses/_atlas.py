@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dtype_explorer.analyses._survey import axis_policies, quantize_axis, resolve, survey
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, received, received_path
 from dtype_explorer.records import (
     Atlas,
     AtlasCollector,
@@ -333,7 +333,7 @@ def query_atlas(sql: str, atlas: str | Path = "atlas") -> pd.DataFrame:
     path = path / STORE if path.is_dir() else path
     if path.suffix != ".parquet" or not path.is_file():
         raise InvalidSpecError(
-            f"no atlas store at {received(str(path))}: give the directory `dtype-explorer atlas "
+            f"no atlas store at {received_path(path)}: give the directory `dtype-explorer atlas "
             f"build` wrote, or its {STORE}"
         )
     connection = duckdb.connect()
@@ -354,11 +354,11 @@ def writable_directory(out: str | Path) -> Path:
     """``out`` checked before any work: a directory (made if missing) that can be written."""
     path = Path(out)
     if path.exists() and not path.is_dir():
-        raise InvalidSpecError(f"out must be a directory, not a file: {received(str(path))}")
+        raise InvalidSpecError(f"out must be a directory, not a file: {received_path(path)}")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InvalidSpecError(f"cannot make the directory {received(str(path))}: {exc}") from None
+        raise InvalidSpecError(f"cannot make the directory {received_path(path)}: {exc}") from None
     if not os.access(path, os.W_OK):
-        raise InvalidSpecError(f"cannot write into {received(str(path))}")
+        raise InvalidSpecError(f"cannot write into {received_path(path)}")
     return path

@@ -100,9 +100,10 @@ def progress_with(bars: Callable[..., Any]) -> Iterator[None]:
         _BARS.reset(token)
 
 
-def progress_bar(*, total: int, desc: str, enabled: bool = True) -> Any:
-    """A progress bar: the front end's (:func:`progress_with`), else notebook-aware tqdm."""
+def progress_bar(*, total: int, desc: str, enabled: bool = True, unit: str = "probe") -> Any:
+    """A progress bar: the front end's (:func:`progress_with`), else notebook-aware tqdm
+    counting in ``unit``."""
     bars = _BARS.get()
     if bars is not None and enabled:
         return bars(total=total, desc=desc)
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit="probe")
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=False, unit=unit)

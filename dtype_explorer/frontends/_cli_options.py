@@ -24,7 +24,7 @@ import typer
 import typer.core
 
 from dtype_explorer.backends import BACKENDS
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, received, received_path
 from dtype_explorer.keras_run import MAX_KWARGS_DEPTH
 from dtype_explorer.shapes import SHAPE_SYNTAX, parse_shapes
 
@@ -276,15 +276,15 @@ def out_path(out: Path, suffixes: tuple[str, ...]) -> Path:
     """``out`` checked before any work: a writable file in an existing folder, by suffix."""
     if out.suffix.lower() not in suffixes:
         raise InvalidSpecError(
-            f"--out must end in {' or '.join(suffixes)}; received: {received(str(out))}"
+            f"--out must end in {' or '.join(suffixes)}; received: {received_path(out)}"
         )
     if out.is_dir():
-        raise InvalidSpecError(f"--out is a folder, not a file: {received(str(out))}")
+        raise InvalidSpecError(f"--out is a folder, not a file: {received_path(out)}")
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
-        raise InvalidSpecError(f"--out: no such folder {received(str(folder))}")
+        raise InvalidSpecError(f"--out: no such folder {received_path(folder)}")
     if not os.access(folder, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise InvalidSpecError(f"--out: cannot write {received(str(out))}")
+        raise InvalidSpecError(f"--out: cannot write {received_path(out)}")
     return out
 
 
@@ -294,15 +294,15 @@ def model_file(path: Path) -> Path:
     try:
         mode = path.stat().st_mode
     except OSError:
-        raise InvalidSpecError(f"no such file: {received(str(path))}") from None
+        raise InvalidSpecError(f"no such file: {received_path(path)}") from None
     if not stat.S_ISREG(mode):
         raise InvalidSpecError(
-            f"not a regular file (a folder, FIFO or device): {received(str(path))}; "
+            f"not a regular file (a folder, FIFO or device): {received_path(path)}; "
             f"give a saved model ({', '.join(MODEL_SUFFIXES)})"
         )
     if path.suffix.lower() not in MODEL_SUFFIXES:
         raise InvalidSpecError(
-            f"{received(str(path))} is not a saved Keras model: expected "
+            f"{received_path(path)} is not a saved Keras model: expected "
             f"{', '.join(MODEL_SUFFIXES)}"
         )
     return path

@@ -2,7 +2,7 @@
 declared by name on :class:`ContractTraits` (so IDEs see them) and tagged from the contract.
 
 >>> sorted(TRAITS)[:3]
-['available_backends', 'catalog', 'comparison']
+['available_backends', 'catalog', 'code']
 >>> KERNEL_WRITES >= {"results", "request_id"} and "request" not in KERNEL_WRITES
 True
 >>> REQUEST_KEYS[:3], REQUEST_KEYS[-1]
@@ -71,4 +71,5 @@ class ContractTraits(traitlets.HasTraits):
     trace_divergence = _synced("trace_divergence", traitlets.Dict())
     comparison = _synced("comparison", traitlets.Dict())
     promotion = _synced("promotion", traitlets.Dict())
+    code = _synced("code", traitlets.Dict())
     error = _synced("error", traitlets.Unicode(""))

@@ -35,7 +35,7 @@ import typer
 
 from dtype_explorer import analyses, frontends, records, views
 from dtype_explorer.backends import BACKENDS
-from dtype_explorer.errors import InvalidSpecError, printable, received
+from dtype_explorer.errors import InvalidSpecError, printable, received_path
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
     BackendOption,
@@ -387,7 +387,7 @@ def check(
             if _state["debug"]:
                 raise
             raise InvalidSpecError(
-                f"could not load {received(str(model_path))} as a Keras model: "
+                f"could not load {received_path(model_path)} as a Keras model: "
                 f"{type(error).__name__}: {one_line(error)}"
             ) from None
         report = analyses.check_model(

@@ -71,6 +71,13 @@ class DtypeMagics(Magics):
         "the output and the loss)",
     )
     @argument(
+        "--steps",
+        metavar="N",
+        help="with --mode fit, how many training steps the copy runs (1 to 1000, default 1): "
+        "each step's loss, loss scale, skipped steps and inf/NaN gradients, drawn by "
+        "report.figure()",
+    )
+    @argument(
         "--engine",
         metavar="E",
         help="audit with another Keras release (keras==3.X.Y: the model rebuilt from its "
@@ -93,6 +100,7 @@ class DtypeMagics(Magics):
             %dtype_check model --backends all
             %dtype_check model --mode predict
             %dtype_check model --mode fit --sample x_batch --labels y_batch
+            %dtype_check model --mode fit --steps 50
             %dtype_check model --engine keras==3.11.3
             %dtype_check model --quantize int8
             %dtype_check model --mode save
@@ -119,6 +127,7 @@ class DtypeMagics(Magics):
                 labels=labels,
                 engine=args.engine,
                 quantize=args.quantize,
+                steps=_steps(args.steps),
             )
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None
@@ -208,6 +217,14 @@ class DtypeMagics(Magics):
                 f"%dtype_check: could not evaluate {what} {received(expression)}: "
                 f"{type(error).__name__}: {received(str(error))}"
             ) from None
+
+
+def _steps(text: str | None) -> Any:
+    """``--steps`` as check_model takes it: a number written in digits as that int, anything
+    else as written (refused there, saying what was received)."""
+    if text is None:
+        return 1
+    return int(text) if text.strip().isdigit() else text
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -23,6 +24,7 @@ from typing import Any
 
 import anywidget
 import traitlets
+from packaging.version import Version
 
 from dtype_explorer import dtypes
 from dtype_explorer.analyses import promotion_table
@@ -43,6 +45,7 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.runtime import engines, pool
 from dtype_explorer.timing import ms
+from dtype_explorer.versions import library_version
 
 _STATIC = pathlib.Path(__file__).parents[1] / "static"
 #: The keys of a request from the page (the contract's); anything else is refused.
@@ -50,6 +53,9 @@ REQUEST_KEYS = _contract.REQUEST_KEYS
 #: The input dtype a picker starts at for each input role of the catalog.
 ROLE_DTYPES = {"float": "float32", "index": "int32", "string": "string", "any": "float32"}
 PENDING: dict[str, str] = {"status": "pending"}
+#: The first marimo that sends a widget's updates made in another thread than a cell's: the
+#: explorer's answers arrive from its workers' threads (older ones drop them, unseen).
+MARIMO_SENDS_FROM_THREADS = "0.23.14"
 
 
 class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
@@ -93,6 +99,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         timeout: float | None = None,
         **widget_kwargs: Any,
     ) -> None:
+        _check_marimo()
         installed = pool.installed_backends()
         custom = [*custom_layers, *([] if isinstance(target, str) else [target])]
         self._custom = {make_spec(c, backend=installed[0]).target: c for c in custom}
@@ -188,7 +195,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 with self.hold_sync():
                     self.error = str(error)
                     self.results, self.timings, self.verdict, self.promotion = {}, {}, "", {}
-                    self.trace_divergence, self.comparison = {}, {}
+                    self.trace_divergence, self.comparison, self.code = {}, {}, {}
             return
         engine = parsed[0][0].engine
         if engine not in (choice["engine"] for choice in self.engines):
@@ -235,7 +242,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 self.request_id = nonce
                 self.results = dict(sorted(results.items(), key=lambda kv: _rank(order, kv[0])))
                 self.timings, self.verdict, self.promotion = {}, "", {}
-                self.trace_divergence = {}
+                self.trace_divergence, self.code = {}, {}
                 self.comparison = _comparison(self.results)
             self._promotion_thread = None
             started = time.perf_counter()
@@ -307,6 +314,7 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
                 part = both.first_divergence() if len(answered) > 1 else None
                 self.trace_divergence = part.to_dict() if part is not None else {}
                 self.comparison = _comparison(results)
+                self.code = ProbeSet(results=tuple(done)).as_code().to_dict()  # "Copy as code"
             if not pending and answered:
                 self._promotion_thread = threading.Thread(
                     target=self._promote, args=(generation, answered), daemon=True
@@ -341,6 +349,35 @@ class DtypeExplorer(_contract.ContractTraits, anywidget.AnyWidget):
         if thread is not None:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return {b: ProbeResult.from_dict(r) for b, r in self.results.items()}
+
+
+def marimo_refusal(version: str) -> str | None:
+    """Why the marimo of ``version`` cannot show the explorer's answers, or ``None``.
+
+    >>> marimo_refusal("0.25.2") is None
+    True
+    >>> print(marimo_refusal("0.23.13"))  # doctest: +ELLIPSIS
+    marimo 0.23.13 drops a widget's updates made outside a cell's thread, ...>=0.23.14'
+    """
+    if Version(version) >= Version(MARIMO_SENDS_FROM_THREADS):
+        return None
+    return (
+        f"marimo {version} drops a widget's updates made outside a cell's thread, and the "
+        "explorer's answers arrive from its workers' threads: it would stay 'probing' for "
+        f"ever. marimo {MARIMO_SENDS_FROM_THREADS} and later show them: "
+        f"pip install 'marimo>={MARIMO_SENDS_FROM_THREADS}'"
+    )
+
+
+def _check_marimo() -> None:
+    """Refuse, in the caller's cell, a marimo notebook whose marimo cannot show the answers."""
+    marimo = sys.modules.get("marimo")
+    running = getattr(marimo, "running_in_notebook", None)
+    if running is None or not running():
+        return
+    refusal = marimo_refusal(library_version("marimo"))
+    if refusal is not None:
+        raise RuntimeError(refusal)
 
 
 def _comparison(results: dict[str, Any]) -> dict[str, Any]:

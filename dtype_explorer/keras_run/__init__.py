@@ -114,7 +114,9 @@ _EXPORTS: dict[str, str] = {
     "predict_compiled_by": "dtype_explorer.keras_run.model._training",
     "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
+    "train_steps": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
+    "audit_question": "dtype_explorer.keras_run._as_code",
     "unimplemented": "dtype_explorer.keras_run._tool_error",
     "check_precision": "dtype_explorer.keras_run._environment",
     "precision_set": "dtype_explorer.keras_run._environment",
@@ -122,6 +124,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._as_code import audit_question
     from dtype_explorer.keras_run._compat import get_policy
     from dtype_explorer.keras_run._environment import check_precision, precision_set
     from dtype_explorer.keras_run._exactness import cast_loss
@@ -231,6 +234,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         global_seed_kept,
         predict_compiled_by,
         train_one_step,
+        train_steps,
     )
     from dtype_explorer.keras_run.probe._run import run as run_probe
     from dtype_explorer.keras_run.references._tf_reference import stop as tf_reference_stop

@@ -51,6 +51,12 @@ _EXPORTS: dict[str, str] = {
     "Severity": "dtype_explorer.records._audit",
     "TensorInfo": "dtype_explorer.records._audit",
     "Record": "dtype_explorer.records._base",
+    "AuditQuestion": "dtype_explorer.records._as_code",
+    "CodeArray": "dtype_explorer.records._as_code",
+    "CodeCopy": "dtype_explorer.records._as_code",
+    "KerasCall": "dtype_explorer.records._as_code",
+    "MAX_LITERAL_ELEMENTS": "dtype_explorer.records._as_code",
+    "MAX_WEIGHT_ELEMENTS": "dtype_explorer.records._as_code",
     "CastLoss": "dtype_explorer.records._exactness",
     "LayerDamage": "dtype_explorer.records._exactness",
     "where_precision_goes": "dtype_explorer.records._exactness",
@@ -102,7 +108,9 @@ _EXPORTS: dict[str, str] = {
     "ErrorInfo": "dtype_explorer.records._probe",
     "Expectation": "dtype_explorer.records._probe",
     "FitReport": "dtype_explorer.records._fit",
+    "FitStep": "dtype_explorer.records._fit",
     "GradientInfo": "dtype_explorer.records._fit",
+    "MAX_FIT_STEPS": "dtype_explorer.records._fit",
     "Mode": "dtype_explorer.records._probe",
     "Numerics": "dtype_explorer.records._numerics",
     "OutputValues": "dtype_explorer.records._numerics",
@@ -164,6 +172,14 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.records import display
+    from dtype_explorer.records._as_code import (
+        MAX_LITERAL_ELEMENTS,
+        MAX_WEIGHT_ELEMENTS,
+        AuditQuestion,
+        CodeArray,
+        CodeCopy,
+        KerasCall,
+    )
     from dtype_explorer.records._atlas import (
         CHANGE_KINDS,
         Atlas,
@@ -230,7 +246,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         LayerDamage,
         where_precision_goes,
     )
-    from dtype_explorer.records._fit import FitReport, GradientInfo
+    from dtype_explorer.records._fit import MAX_FIT_STEPS, FitReport, FitStep, GradientInfo
     from dtype_explorer.records._fix import FixHow, FixMeasure, FixProof
     from dtype_explorer.records._numerics import (
         HEAD,

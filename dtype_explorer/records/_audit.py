@@ -4,11 +4,13 @@ forward pass, and the findings (hazards, each with a fix) drawn from it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, JsonValue
 
 from dtype_explorer.errors import InvalidSpecError, printable
+from dtype_explorer.records._as_code import AuditQuestion, CodeCopy
+from dtype_explorer.records._as_code_audit import audit_code
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._exactness import CastLoss, LayerDamage, where_precision_goes
 from dtype_explorer.records._fit import FitReport
@@ -16,6 +18,9 @@ from dtype_explorer.records._fix import FixProof
 from dtype_explorer.records._probe import ErrorInfo, VariableDtypes
 from dtype_explorer.records._quantize import QuantizationReport, RoundTripReport
 from dtype_explorer.records._trace import TraceStep
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 Severity = Literal["error", "warning", "info"]
 FindingKind = Literal[
@@ -276,11 +281,42 @@ class AuditReport(Record):
     engine: str | None = None
     #: The Keras that ran it (``"3.11.3"``); empty when not recorded.
     keras: str = ""
+    #: What ``check_model`` was asked, as data, for "copy as code" (:meth:`as_code`): the
+    #: sample, the arguments, the model's config where a script can rebuild it.
+    question: AuditQuestion | None = None
+
+    def as_code(self) -> CodeCopy:
+        """This audit as code: the ``dx.check_model(model, ...)`` call that runs it again (on
+        your ``model``: the one name to fill in), and a raw-Keras script of the question,
+        ready for a bug report: the model made again from its recorded config (or loaded from
+        a path you fill in), run in the audit's mode, every layer's dtypes printed.
+
+        Returns:
+            A ``CodeCopy`` (``.dx``, ``.script``, ``.fill_in``).
+
+        >>> import keras, dtype_explorer as dx
+        >>> inputs = keras.Input((3,), dtype="float64")
+        >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+        >>> code = dx.check_model(model).as_code()
+        >>> code.fill_in[0], "keras.saving.deserialize_keras_object(config)" in code.script
+        ('model: your model', True)
+        """
+        return audit_code(self)
 
     def precision_goes(self) -> tuple[list[LayerDamage], str]:
         """:attr:`damage` sorted by error (largest first) and the first layer whose error
         jumps (``records.where_precision_goes``)."""
         return where_precision_goes(self.damage)
+
+    def figure(self) -> go.Figure:
+        """The training run of ``mode="fit", steps=N`` over its steps (``FitReport.figure``):
+        the loss and the loss scale, skipped steps marked, the first inf/NaN gradient named."""
+        if self.fit is None:
+            raise InvalidSpecError(
+                "figure() draws the training steps of check_model(model, x, mode='fit', "
+                f"steps=N); this audit ran mode={self.mode!r}"
+            )
+        return self.fit.figure()
 
     def by_kind(self, kind: str) -> list[Finding]:
         return [f for f in self.findings if f.kind == kind]

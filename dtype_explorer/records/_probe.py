@@ -19,6 +19,8 @@ from pydantic import Field, JsonValue, computed_field, field_validator, model_va
 
 from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import own_words, printable
+from dtype_explorer.records._as_code import CodeCopy, KerasCall
+from dtype_explorer.records._as_code_probe import probe_code
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._engine import answered_by, pinned_engine
 from dtype_explorer.records._fit import FitReport
@@ -368,6 +370,20 @@ class ProbeResult(Record):
     #: What quantization did to the probed layer (``spec.quantize``, or a quantized policy):
     #: its stored variables and its compute path read from the trace; ``None`` otherwise.
     quantization: LayerQuantization | None = None
+    #: What Keras was called with, for "copy as code" (``None``: the probe did not reach it).
+    called: KerasCall | None = None
+
+    def as_code(self) -> CodeCopy:
+        """This question as code, for a notebook or a bug report.
+
+        Returns:
+            A ``CodeCopy``: ``.dx`` (the ``dx.probe`` call), ``.script`` (raw Keras), ``.fill_in``.
+
+        >>> import dtype_explorer as dx
+        >>> "keras.layers.Dense(units=2)" in dx.probe("Dense", kwargs={"units": 2}).as_code().script
+        True
+        """
+        return probe_code([self])
 
     def supplied_text(self) -> str:
         """``"supplied by dtype-explorer: shape (2, 4); ..."``, or ``""`` when nothing was."""

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from dtype_explorer.dtypes import tolerance
+from dtype_explorer.records._as_code import CodeCopy
+from dtype_explorer.records._as_code_probe import probe_code
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._compare import Comparison, compare
 from dtype_explorer.records._engine import NIGHTLY_PACKAGE, answered_by, engine_spec
@@ -79,6 +81,12 @@ class ProbeSet(Record):
         if verdict == "as-documented" and any(r.shown_verdict == "values-wrong" for r in answered):
             return "values-wrong"
         return verdict
+
+    def as_code(self) -> CodeCopy:
+        """The question as code: one ``dx.probe(...)`` call asking it of every backend, mode
+        and engine of the set, and a raw-Keras script of it (a set across backends: run it
+        once per backend, ``python repro.py jax``). See ``ProbeResult.as_code``."""
+        return probe_code(self.results)
 
     @property
     def backends(self) -> tuple[str, ...]:

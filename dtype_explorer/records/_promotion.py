@@ -249,9 +249,10 @@ class PromotionTable(GroupedRecord):
         columns = ["lhs", "rhs", "documented", "kind", "who_says"]
         return pd.DataFrame(rows, columns=columns)
 
-    def figure(self) -> go.Figure:
-        """A dtype x dtype grid of the documented dtype, marked where anyone disagrees."""
-        return _display.figure(self)
+    def figure(self, *, theme: str | None = None) -> go.Figure:
+        """A dtype x dtype grid of the documented dtype, marked where anyone disagrees.
+        ``theme``: ``"light"`` or ``"dark"``; ``None`` follows plotly's default template."""
+        return _display.figure(self, theme=theme)
 
     def __repr__(self) -> str:
         return (

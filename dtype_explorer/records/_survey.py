@@ -491,12 +491,14 @@ class Survey(PlannedCells, GroupedRecord):
         columns = [*self.policies, OPS_COLUMN]
         return table.loc[order, [p for p in columns if p in table.columns]]
 
-    def figure(self, policy: str | None = None) -> go.Figure:
+    def figure(self, policy: str | None = None, *, theme: str | None = None) -> go.Figure:
         """A heatmap, targets x input dtypes, coloured by class; hover shows the cast path and
-        error on each backend. Several policies: a menu switches between them."""
+        error on each backend. Several policies: a menu switches between them. ``theme``:
+        ``"light"`` or ``"dark"`` (the page's colours from the palette); ``None`` follows
+        plotly's default template (dark where it is ``plotly_dark``)."""
         if policy is not None and policy not in self.policies:
             raise unknown("policy in this survey", policy, self.policies)
-        return _display.figure(self, policy=policy)
+        return _display.figure(self, policy=policy, theme=theme)
 
     def diff(self, other: Survey, *, outcomes_only: bool = False) -> pd.DataFrame:
         """What changed from ``self`` to ``other`` (two Keras releases, or two engines such as

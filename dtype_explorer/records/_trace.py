@@ -19,6 +19,7 @@ True
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Literal
 
 from pydantic import Field, computed_field
@@ -53,6 +54,11 @@ FLAG_TEXT: dict[str, str] = {
 }
 
 
+#: The files IPython compiles a notebook cell's code into (``ipykernel_<pid>/<hash>.py``; older
+#: IPython: ``<ipython-input-<n>-<hash>>``).
+_NOTEBOOK_CELL = re.compile(r"(^|/)ipykernel_\d+/\d+\.py$|^<ipython-input-\d+-[0-9a-f]+>$")
+
+
 class SourceLine(Record):
     """Where a step was called from: the first frame outside Keras's op and backend dispatch.
 
@@ -68,9 +74,17 @@ class SourceLine(Record):
 
     @property
     def short(self) -> str:
-        """``keras/src/layers/...py:348`` for Keras, the path as given for anything else."""
+        """``keras/src/layers/...py:348`` for Keras, ``notebook cell line 4`` for code a notebook
+        cell defined (IPython names its file after the kernel's pid and the cell's hash, which
+        change every run), the path as given for anything else.
+
+        >>> SourceLine(file="/tmp/ipykernel_3144/794808103.py", line=4, function="f").short
+        'notebook cell line 4'
+        """
         marker = "/keras/src/"
         path = self.file.replace("\\", "/")
+        if _NOTEBOOK_CELL.search(path):
+            return f"notebook cell line {self.line}"
         if marker in path:
             path = "keras/src/" + path.split(marker, 1)[1]
         return f"{path}:{self.line}"

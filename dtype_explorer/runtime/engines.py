@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import re
@@ -43,7 +44,7 @@ from pathlib import Path
 import filelock
 import pydantic
 
-from dtype_explorer import folders
+from dtype_explorer import folders, keras_release
 from dtype_explorer.records import (
     Engine,
     check_engine_backend,
@@ -212,18 +213,32 @@ def ensure(spec: str | None, *, progress: Progress = True) -> Engine | None:
 check_backend = check_engine_backend
 
 
+@functools.cache
+def _installed_keras() -> tuple[str | None, Path | None]:
+    """The installed Keras's label and backends folder (found once, without importing it)."""
+    found = keras_release.installed()
+    if found is None:
+        return None, None
+    return f"keras {found[0]}", Path(found[1]) / "src" / "backend"
+
+
 def missing_backend(spec: str | None, backend: str) -> str | None:
-    """Why the Keras of the created engine ``spec`` has no ``backend``, in words: a Keras 3
-    release or build without ``keras/src/backend/<backend>`` (openvino came with Keras 3.8;
-    keras-nightly has dropped it). ``None`` where it has it, for the installed Keras
-    (``None``), Keras 2 (:func:`check_backend` says where it runs) and an engine not created.
+    """Why the Keras of the created engine ``spec``, or the installed Keras (``None``), has no
+    ``backend``, in words: a Keras 3 release or build without ``keras/src/backend/<backend>``
+    (openvino came with Keras 3.8; keras-nightly has dropped it). ``None`` where it has it,
+    for Keras 2 (:func:`check_backend` says where it runs) and an engine not created.
     """
     name = engine_spec(spec)
-    engine = None if name is None or name.startswith("tf_keras") else _find(name)
-    if engine is None or (Path(engine.site) / "keras" / "src" / "backend" / backend).is_dir():
+    if name is None:
+        label, backends = _installed_keras()
+    elif name.startswith("tf_keras") or (engine := _find(name)) is None:
         return None
+    else:
+        label, backends = engine.label, Path(engine.site) / "keras" / "src" / "backend"
+    if backends is None or not backends.is_dir() or (backends / backend).is_dir():
+        return None  # Keras 2's layout has no src/backend: check_backend answers for it
     return (
-        f"this Keras ({engine.label}) has no {backend} backend: its release has no "
+        f"this Keras ({label}) has no {backend} backend: its release has no "
         f"keras/src/backend/{backend}"
     )
 

@@ -24,6 +24,8 @@ from dtype_explorer import lazy
 
 #: Public name -> the module that holds it, imported on first use (``dtype_explorer.lazy``).
 _EXPORTS: dict[str, str] = {
+    "code_html": "dtype_explorer.views._as_code",
+    "code_text": "dtype_explorer.views._as_code",
     "atlas_diff_html": "dtype_explorer.views._atlas",
     "atlas_site": "dtype_explorer.views._atlas",
     "target_data": "dtype_explorer.views._atlas",
@@ -35,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "comparison_html": "dtype_explorer.views._code",
     "comparison_text": "dtype_explorer.views._code",
     "code_trace_text": "dtype_explorer.views._code",
+    "fit_figure": "dtype_explorer.views._figures",
     "promotion_figure": "dtype_explorer.views._figures",
     "survey_figure": "dtype_explorer.views._figures",
     "audit_html": "dtype_explorer.views._html",
@@ -58,6 +61,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.views._as_code import code_html, code_text
     from dtype_explorer.views._atlas import (
         atlas_diff_html,
         atlas_site,
@@ -72,7 +76,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         comparison_html,
         comparison_text,
     )
-    from dtype_explorer.views._figures import promotion_figure, survey_figure
+    from dtype_explorer.views._figures import fit_figure, promotion_figure, survey_figure
     from dtype_explorer.views._html import (
         audit_html,
         probe_set_html,
@@ -99,6 +103,7 @@ VIEWS: dict[str, dict[str, str]] = {
         "BisectResult": "bisect_text",
         "TraceResult": "code_trace_text",
         "CodeComparison": "comparison_text",
+        "CodeCopy": "code_text",
     },
     "html": {
         "ProbeResult": "result_html",
@@ -109,9 +114,15 @@ VIEWS: dict[str, dict[str, str]] = {
         "BisectResult": "bisect_html",
         "TraceResult": "code_trace_html",
         "CodeComparison": "comparison_html",
+        "CodeCopy": "code_html",
     },
     "page": {"Survey": "survey_html", "Atlas": "atlas_site", "AtlasDiff": "atlas_diff_html"},
-    "figure": {"Survey": "survey_figure", "PromotionTable": "promotion_figure"},
+    "figure": {
+        "Survey": "survey_figure",
+        "PromotionTable": "promotion_figure",
+        "AuditReport": "fit_figure",
+        "FitReport": "fit_figure",
+    },
 }
 
 #: The public names: the table's.

@@ -1,5 +1,7 @@
 """plotly figures: the survey heatmap and the promotion grid, each cell coloured by its class
-or kind from the palette, with every backend's answer on hover."""
+or kind from the palette, with every backend's answer on hover; a training run's loss and
+loss scale over its steps (``fit_figure``); each drawn in the light or dark theme's colours
+(``views._theme.template``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from dtype_explorer.records import (
     ARRAYS_ONLY,
     CLASSIFICATIONS,
     KINDS,
+    AuditReport,
+    FitReport,
     PromotionCell,
     PromotionTable,
     Survey,
@@ -19,19 +23,24 @@ from dtype_explorer.records import (
 )
 from dtype_explorer.views._markup import clip, e, short
 from dtype_explorer.views._palette import PALETTE, mark
+from dtype_explorer.views._theme import chosen_theme, template
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
-def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
+def survey_figure(
+    survey: Survey, policy: str | None = None, *, theme: str | None = None
+) -> go.Figure:
     """Heatmap of a survey: targets x input dtypes coloured by class; a menu for policies. An
     op of a survey of layers and ops is coloured in its one policy's tab (``op_policy``); in
     the others its row says ``any`` (it reads no policy), with where its answer is. A layer's
     cells on the weak Python scalars there say ``arrays`` (:data:`records.ARRAYS_ONLY`: a
-    layer is not probed on one), uncoloured: no answer, no failure."""
+    layer is not probed on one), uncoloured: no answer, no failure. ``theme``: ``"light"``,
+    ``"dark"``, or ``None`` (plotly's default template decides: :func:`chosen_theme`)."""
     import plotly.graph_objects as go
 
+    theme = chosen_theme(theme)
     policies = [policy] if policy else list(survey.policies)
     classes, dtypes = list(CLASSIFICATIONS), survey.input_dtypes
     figure = go.Figure()
@@ -76,6 +85,7 @@ def survey_figure(survey: Survey, policy: str | None = None) -> go.Figure:
         xaxis={"side": "top", "type": "category", "title": f"input dtype  (backends: {backends})"},
         yaxis={"autorange": "reversed", "type": "category"},
         margin={"t": 170, "l": 10, "r": 10, "b": 20},
+        template=template(theme),
         **FITS,
     )
     if len(policies) > 1:
@@ -135,7 +145,6 @@ FITS: dict = {
     "autosize": True,
     "hoverlabel": {"align": "left", "namelength": -1, "font": {"size": 11}},
     "modebar": {"orientation": "v"},
-    "plot_bgcolor": "rgba(0,0,0,0)",
 }
 #: The plotly config that keeps a figure responsive when written to HTML.
 CONFIG = {"responsive": True, "displaylogo": False}
@@ -243,10 +252,12 @@ def _category_heatmap(
     )
 
 
-def promotion_figure(table: PromotionTable) -> go.Figure:
-    """A dtype x dtype grid of the documented dtype, coloured by who disagrees."""
+def promotion_figure(table: PromotionTable, *, theme: str | None = None) -> go.Figure:
+    """A dtype x dtype grid of the documented dtype, coloured by who disagrees, in ``theme``'s
+    colours (``None``: plotly's default template decides)."""
     import plotly.graph_objects as go
 
+    theme = chosen_theme(theme)
     kinds = list(KINDS)
     z, labels, hover = [], [], []
     for lhs in table.dtypes:
@@ -269,6 +280,7 @@ def promotion_figure(table: PromotionTable) -> go.Figure:
         xaxis={"side": "top", "type": "category", "title": "rhs"},
         yaxis={"autorange": "reversed", "type": "category", "title": "lhs"},
         margin={"t": 160, "l": 10, "r": 10, "b": 20},
+        template=template(theme),
         **FITS,
     )
     return figure
@@ -291,3 +303,71 @@ def _discrete_scale(colors: Sequence[str]) -> list[list[float | str]]:
     """A plotly colorscale giving each integer 0..n-1 its own flat colour."""
     n = len(colors)
     return [[bound / n, colour] for i, colour in enumerate(colors) for bound in (i, i + 1)]
+
+
+def fit_figure(record: AuditReport | FitReport) -> go.Figure:
+    """A training run of several steps (``check_model(..., mode="fit", steps=N)``): the loss
+    and the loss scale over the steps (two axes, the scale on a log2 axis), skipped steps
+    marked on the loss, the first step with inf/NaN gradients annotated with its variable."""
+    import plotly.graph_objects as go
+
+    fit = record.fit if isinstance(record, AuditReport) else record
+    if fit is None or not fit.steps:
+        raise ValueError("no training steps to draw: check_model(..., mode='fit', steps=N)")
+    colours = PALETTE["training"]
+    steps = [s.step for s in fit.steps]
+    figure = go.Figure()
+    figure.add_trace(
+        go.Scatter(
+            x=steps,
+            y=[s.loss for s in fit.steps],
+            name=f"loss ({fit.loss})",
+            mode="lines+markers",
+            line={"color": colours["loss"]},
+            hovertemplate="step %{x}<br>loss %{y:.4g}<extra></extra>",
+        )
+    )
+    if fit.loss_scaling:
+        figure.add_trace(
+            go.Scatter(
+                x=steps,
+                y=[s.loss_scale for s in fit.steps],
+                name="loss scale (after the step)",
+                mode="lines",
+                line={"color": colours["loss_scale"], "dash": "dash", "shape": "hv"},
+                yaxis="y2",
+                hovertemplate="step %{x}<br>loss scale %{y:g}<extra></extra>",
+            )
+        )
+    skipped = [s for s in fit.steps if s.skipped]
+    if skipped:
+        figure.add_trace(
+            go.Scatter(
+                x=[s.step for s in skipped],
+                y=[s.loss for s in skipped],
+                name="skipped (inf/NaN gradients)",
+                mode="markers",
+                marker={"color": colours["skipped"], "symbol": "x", "size": 10},
+                hovertemplate="step %{x}: skipped<extra></extra>",
+            )
+        )
+    first = fit.first_nonfinite()
+    if first is not None:
+        at = fit.steps[first[0] - 1]
+        figure.add_annotation(
+            x=first[0],
+            y=at.loss if at.loss is not None else 0,
+            text=e(f"first inf/NaN gradient: step {first[0]}, {first[1]}"),
+            font={"color": colours["nonfinite"]},
+            arrowcolor=colours["nonfinite"],
+        )
+    figure.update_layout(
+        title=_title(e(clip(f"{fit.optimizer} on {fit.loss}: {fit.steps_summary()}", 200))),
+        xaxis={"title": "step"},
+        yaxis={"title": "loss"},
+        yaxis2={"title": "loss scale", "overlaying": "y", "side": "right", "type": "log"},
+        legend={"orientation": "h", "y": -0.2},
+        height=420,
+        **FITS,
+    )
+    return figure

@@ -23,7 +23,9 @@ from dtype_explorer.records import (
     engine_label,
 )
 from dtype_explorer.views import _quantize
+from dtype_explorer.views._as_code import code_html
 from dtype_explorer.views._figures import survey_figure, what_was_surveyed
+from dtype_explorer.views._fit import fit_steps_html
 from dtype_explorer.views._markup import (
     ERROR,
     STYLE,
@@ -41,7 +43,8 @@ from dtype_explorer.views._text import PRECISION_SHOWN
 
 def result_html(result: ProbeResult) -> str:
     """The notebook card of one probe."""
-    return f"{STYLE}<div class='dx-card'>{_result_body(result)}</div>"
+    code = code_html(result.as_code())
+    return f"{STYLE}<div class='dx-card'>{_result_body(result)}{code}</div>"
 
 
 def _result_body(result: ProbeResult, *, header: bool = True) -> str:
@@ -293,7 +296,8 @@ def probe_set_html(probe_set: ProbeSet) -> str:
         f"{_result_body(r, header=False)}</details>"
         for r in results
     )
-    return f"{STYLE}<div class='dx-card'>{head}{banner}{table}{details}</div>"
+    code = code_html(probe_set.as_code())
+    return f"{STYLE}<div class='dx-card'>{head}{banner}{table}{details}{code}</div>"
 
 
 def _path_chips(result: ProbeResult) -> str:
@@ -414,13 +418,13 @@ def audit_html(report: AuditReport) -> str:
         )
         how = (
             f"<p>Training step ({e(report.fit.execution)}): {e(report.fit.text())}</p>"
-            f"<ul>{grads}</ul>"
+            f"<ul>{grads}</ul>{fit_steps_html(report.fit)}"
         )
     return (
         f'{STYLE}<div class="dx-card dx-audit"><h4>{e(report.summary())}</h4>'
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{how}"
         f"{_quantize.audit_extras_html(report)}{_precision_html(report)}"
-        f"<h4>Findings</h4>{findings}{notes}</div>"
+        f"<h4>Findings</h4>{findings}{notes}{code_html(report.as_code())}</div>"
     )
 
 

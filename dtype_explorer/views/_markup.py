@@ -12,13 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dtype_explorer.views._palette import PALETTE, color, dtype_color, mark, text_on
+from dtype_explorer.views._theme import theme_css
 
 if TYPE_CHECKING:
     from dtype_explorer.records import TraceStep
 
 #: The static cards' stylesheet, every rule scoped to ``.dx-card`` (the widget has its own,
-#: scoped to its root): a card never restyles the widget, nor the widget a card.
-CSS = Path(__file__).with_name("cards.css").read_text(encoding="utf-8")
+#: scoped to its root): a card never restyles the widget, nor the widget a card. The theme's
+#: ``--dx-*`` variables (light or dark, from the palette) come first.
+CSS = theme_css(".dx-card") + Path(__file__).with_name("cards.css").read_text(encoding="utf-8")
 STYLE = f"<style>{CSS}</style>"
 FG2 = PALETTE["ui"]["muted"]
 ACCENT = PALETTE["ui"]["changed"]

@@ -9,7 +9,7 @@ import textwrap
 from dtype_explorer.errors import first_line
 from dtype_explorer.records import STAGES, CastStep, ProbeResult
 from dtype_explorer.views._markup import ACCENT, ERROR, FG2, clip, e
-from dtype_explorer.views._palette import dtype_color
+from dtype_explorer.views._palette import color, dtype_color, text_on
 
 _COL_W, _CHIP_W, _CHIP_H, _NOTE_LINE, _NOTE_LINES, _TOP = 168, 124, 22, 12, 3, 22
 _ROW_H = _CHIP_H + _NOTE_LINE * _NOTE_LINES + 12
@@ -38,7 +38,7 @@ def cast_path_svg(result: ProbeResult) -> str:
         x = col * _COL_W + (_COL_W - _CHIP_W) / 2
         parts.append(
             f'<text x="{x + _CHIP_W / 2}" y="14" text-anchor="middle" font-size="11" '
-            f'fill="{FG2}">{stage}</text>'
+            f'style="fill:{FG2}">{stage}</text>'
         )
         for row, _step in enumerate(steps):
             places[(col, row)] = (x, _TOP + (first_row[stage] + row) * _ROW_H)
@@ -115,8 +115,9 @@ def _edge(
     shape = f"M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}" if curved else f"M{x1},{y1} L{x2},{y2}"
     dash = ' stroke-dasharray="4 3"' if dashed else ""
     return (
-        f'<path d="{shape}" fill="none" stroke="{colour}" stroke-width="{thick}"{dash}/>'
-        f'<polygon points="{x2 - 1},{y2 - 4} {x2 + 6},{y2} {x2 - 1},{y2 + 4}" fill="{colour}"/>'
+        f'<path d="{shape}" fill="none" style="stroke:{colour}" stroke-width="{thick}"{dash}/>'
+        f'<polygon points="{x2 - 1},{y2 - 4} {x2 + 6},{y2} {x2 - 1},{y2 + 4}" '
+        f'style="fill:{colour}"/>'
     )
 
 
@@ -125,23 +126,24 @@ def _node(step: CastStep | None, result: ProbeResult, x: float, y: float) -> str
         error = result.error
         label = error.type if error else result.status
         note = first_line(error.message) if error else result.status
-        fill, text = ERROR, label
+        fill, text = color("statuses", "error"), label  # a filled chip: one colour any theme
     else:
         prefix = f"{step.name.rsplit('/', 1)[-1]}: " if step.name else ""
         fill, text, note = dtype_color(step.dtype), f"{prefix}{step.dtype}", step.note
-    stroke = f' stroke="{ACCENT}" stroke-width="2"' if step is not None and step.changed else ""
+    stroke = f";stroke:{ACCENT};stroke-width:2" if step is not None and step.changed else ""
     title = e(note if step is None or not step.name else f"{step.name}: {note}")
     lines = textwrap.wrap(note, 26)[:_NOTE_LINES]
     if len(textwrap.wrap(note, 26)) > _NOTE_LINES:
         lines[-1] = lines[-1][:23] + "..."
     notes = "".join(
         f'<text x="{x + _CHIP_W / 2}" y="{y + _CHIP_H + 12 + i * _NOTE_LINE}" font-size="10" '
-        f'text-anchor="middle" fill="{FG2}">{e(line)}</text>'
+        f'text-anchor="middle" style="fill:{FG2}">{e(line)}</text>'
         for i, line in enumerate(lines)
     )
     return (
         f"<g><title>{title}</title>"
-        f'<rect x="{x}" y="{y}" width="{_CHIP_W}" height="{_CHIP_H}" rx="4" fill="{fill}"{stroke}/>'
+        f'<rect x="{x}" y="{y}" width="{_CHIP_W}" height="{_CHIP_H}" rx="4" '
+        f'style="fill:{fill}{stroke}"/>'
         f'<text x="{x + _CHIP_W / 2}" y="{y + 15}" font-size="12" text-anchor="middle" '
-        f'fill="#fff">{e(clip(text, 19))}</text>{notes}</g>'
+        f'style="fill:{text_on(fill)}">{e(clip(text, 19))}</text>{notes}</g>'
     )

@@ -12,6 +12,7 @@ from dtype_explorer.records import (
     engine_label,
 )
 from dtype_explorer.views import _quantize
+from dtype_explorer.views._fit import fit_steps_lines
 
 
 def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = False) -> str:
@@ -196,12 +197,14 @@ def audit_details(report: AuditReport) -> list[str]:
         lines += ["", report.predict.text()]
         lines += [f"  differs: {d.text()}" for d in report.predict.differences]
     if report.fit is not None:
-        lines += ["", f"training step ({report.fit.execution}): {report.fit.text()}"]
+        run = "training run" if report.fit.steps else "training step"
+        lines += ["", f"{run} ({report.fit.execution}): {report.fit.text()}"]
         lines += [
             f"  gradient {g.name}: {g.dtype} (variable {g.variable_dtype})"
             + (f", {g.nonfinite} inf/NaN" if g.nonfinite else "")
             for g in report.fit.gradients
         ]
+        lines += fit_steps_lines(report.fit)
     lines += _quantize.audit_extras(report)
     lines += precision_lines(report)
     if report.findings:

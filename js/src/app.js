@@ -4,8 +4,10 @@ import { renderCompact } from "./compact.js";
 import { renderComparison, renderDivergence } from "./compare.js";
 import { CONTROL_TRAITS } from "./contract.js";
 import { Controls } from "./controls.js";
+import { CopyCode } from "./copycode.js";
 import { h, replaceChildren } from "./dom.js";
 import { setDtypeFamilies } from "./dtype.js";
+import { themeProperties } from "./palette.js";
 import { renderPromotion } from "./promotion.js";
 import { renderResultCard } from "./result.js";
 import { renderTracePart } from "./trace.js";
@@ -21,8 +23,9 @@ function afterPaint(callback) {
 }
 
 export class App {
-  /** `send(request)` hands a request (with its nonce) to the Python side. */
-  constructor(el, { send, now = () => performance.now() }) {
+  /** `send(request)` hands a request (with its nonce) to the Python side; `clipboard`: where
+   *  "Copy as code" writes (default: the page's; `null`: none, a text area instead). */
+  constructor(el, { send, now = () => performance.now(), clipboard = undefined }) {
     this.send = send;
     this.now = now;
     this.nonce = 0;
@@ -47,17 +50,30 @@ export class App {
       ),
     );
     this.promotionEl = h("div");
+    this.copyCode = new CopyCode(clipboard === undefined ? {} : { clipboard });
     this.root = h(
       "div",
       { class: "dx-root", testid: "explorer" },
-      h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl, this.viewToggle),
+      h("header", { class: "dx-header" }, h("span", { class: "dx-title" }, "dtype explorer"), this.statusEl, this.viewToggle, this.copyCode.el),
       this.controls.el,
       this.errorEl,
+      this.copyCode.fallback,
       this.summaryEl,
       this.cardsEl,
       this.promotionEl,
     );
+    this.setTheme("light");
     el.append(this.root);
+  }
+
+  /** Draw in the page's theme: the palette's colours of `theme` ("light" or "dark") as the
+   *  root's --dx-* variables (the host's own, JupyterLab's or VS Code's, where it has them),
+   *  and the browser's form controls to match. */
+  setTheme(theme) {
+    this.theme = theme;
+    this.root.dataset.theme = theme;
+    this.root.style.colorScheme = theme;
+    for (const [name, value] of Object.entries(themeProperties(theme))) this.root.style.setProperty(name, value);
   }
 
   /** Send `content` (a request without its nonce) to the Python side, numbered.
@@ -78,6 +94,7 @@ export class App {
     if (!previous || CONTROL_TRAITS.some((k) => state[k] !== previous[k])) this.controls.update(state);
     this.renderError(state.error);
     this.renderResults(state);
+    this.copyCode.update(state.code);
   }
 
   /** Show the compact comparison or the stacked cards. @param {"compact" | "detail"} view */

@@ -6,7 +6,7 @@
 // the grid out and compares nothing. Each column's full card opens in place, under its column.
 import { h } from "./dom.js";
 import { chip } from "./dtype.js";
-import { kindColor, mark, markColor } from "./palette.js";
+import { kindColor, mark, statusTone } from "./palette.js";
 import { renderResultCard } from "./result.js";
 
 /** One cell: a dtype chip (amber-edged where this stage changed the dtype) or words. */
@@ -46,7 +46,7 @@ function columnHead(column, panel) {
     "div",
     {
       class: ["dx-col-head", `dx-col-${column.status}`],
-      style: { "--dx-mark": markColor(column.status) },
+      style: { "--dx-mark": statusTone(column.status) },
       testid: `column-${column.label}`,
       "data-status": column.status,
     },

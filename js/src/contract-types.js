@@ -41,6 +41,7 @@
  * @property {Object<string, *>} trace_divergence where the backends' op traces of the call first part (ProbeSet.first_divergence: op, steps by backend, outcomes), or {}
  * @property {Object<string, *>} comparison the answers side by side (records.Comparison, ProbeSet.comparison): columns [{label, backend, mode, status, headline}], rows [{key, group, label, cells: column -> {text, tone, dtype, note}, same}], differing (the labels of the rows that differ) and summary, a sentence; the page's compact view lays it out and compares nothing; {} before any answer
  * @property {Object<string, *>} promotion {tables: [...]}: the result_type tables behind the documented dtypes
+ * @property {Object<string, *>} code the question as code (records.CodeCopy of the answers so far, ProbeSet.as_code): {dx: the dx.probe call, script: a raw-Keras script of it, fill_in: what to supply first, clipboard: both as one text}; the page's 'Copy as code' button copies clipboard (navigator.clipboard, else a text area to copy from); {} before any answer
  * @property {string} error why the last request from the page was refused, or ''
  */
 

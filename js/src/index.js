@@ -2,6 +2,7 @@
 // anywidget entry point of dtype_explorer.DtypeExplorer.
 import { App } from "./app.js";
 import { TRAITS } from "./contract.js";
+import { watchTheme } from "./theme.js";
 import "./widget.css";
 
 /** @typedef {import("./contract-types.js").WidgetRequest} WidgetRequest */
@@ -26,7 +27,10 @@ function render({ model, el }) {
   };
   for (const key of TRAITS) model.on(`change:${key}`, redraw);
   redraw();
+  // light or dark as the page around it is (JupyterLab, VS Code, marimo, Colab), followed live
+  const stopTheme = watchTheme(el, (theme) => app.setTheme(theme));
   return () => {
+    stopTheme();
     for (const key of TRAITS) model.off(`change:${key}`, redraw);
   };
 }

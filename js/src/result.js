@@ -2,7 +2,7 @@
 import { renderCastPath, renderCastSteps } from "./castpath.js";
 import { h, s } from "./dom.js";
 import { chip } from "./dtype.js";
-import { kindColor, verdictColor } from "./palette.js";
+import { kindColor, verdictTone } from "./palette.js";
 import { renderQuantization } from "./quantization.js";
 import { renderTrace } from "./trace.js";
 
@@ -26,7 +26,7 @@ const VERDICT_TEXT = {
 export function verdictBadge(verdict, testid) {
   return h(
     "span",
-    { class: ["dx-badge", `dx-v-${verdict}`], style: { "--dx-tone": verdictColor(verdict) }, testid, title: verdict },
+    { class: ["dx-badge", `dx-v-${verdict}`], style: { "--dx-tone": verdictTone(verdict) }, testid, title: verdict },
     VERDICT_TEXT[verdict] ?? verdict,
   );
 }
@@ -320,7 +320,7 @@ export function renderResultCard(backend, result, { roundTripMs, part } = {}) {
     "article",
     {
       class: ["dx-answer", `dx-status-${status}`],
-      style: { "--dx-tone": status === "ok" ? verdictColor(result.shown_verdict ?? result.verdict) : kindColor("error") },
+      style: { "--dx-tone": status === "ok" ? verdictTone(result.shown_verdict ?? result.verdict) : kindColor("error") },
       testid: `result-${backend}`,
       "data-status": status,
       "data-verdict": result.shown_verdict ?? result.verdict,

@@ -6,7 +6,7 @@
 // where the traces part (the `trace_divergence` trait, from ProbeSet.first_divergence).
 import { h } from "./dom.js";
 import { chip } from "./dtype.js";
-import { verdictColor } from "./palette.js";
+import { verdictTone } from "./palette.js";
 
 const CHANGES = new Set(["promoted", "cast", "changed"]);
 
@@ -42,7 +42,7 @@ function stepItem(step, { parted, position }) {
     "li",
     {
       class: ["dx-trace-step", changed && "dx-changed", step.first_nonfinite && "dx-trace-first-nonfinite", parted && "dx-trace-part"],
-      style: parted ? { "--dx-part": verdictColor("diverges") } : null,
+      style: parted ? { "--dx-part": verdictTone("diverges") } : null,
       testid: "trace-step",
       "data-index": step.index,
       "data-op": step.op,
@@ -95,7 +95,7 @@ export function renderTracePart(part) {
   if (!part?.op) return null;
   return h(
     "div",
-    { class: "dx-banner dx-banner-trace", testid: "trace-divergence", style: { "--dx-part": verdictColor("diverges") } },
+    { class: "dx-banner dx-banner-trace", testid: "trace-divergence", style: { "--dx-part": verdictTone("diverges") } },
     // The sentence the Python side made (TraceDivergence.message); the op stays findable.
     h("span", { "data-op": part.op }, part.message ?? `The backends' op traces first differ at ${part.op}.`),
   );

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import keras
 import pytest
+from swept import SWEPT
 
 import dtype_explorer as dx
-from dtype_explorer import pool
 
 SCRIPT = Path(__file__).with_name("audit_values.py")
 
@@ -27,7 +27,7 @@ def _audit(backend: str) -> dict[str, list[dict]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("backend", pool.usable(None))
+@pytest.mark.parametrize("backend", SWEPT)  # openvino: tests/keras_run/test_openvino.py
 def test_the_audit_names_wrong_numbers_and_disagreeing_rules(backend: str) -> None:
     found = _audit(backend)
     [wrapped] = [f for f in found["add_uint8"] if f["kind"] == "wraparound"]

@@ -112,6 +112,9 @@ def test_lesson_widget_is_a_snapshot_that_answers_clicks(site, browser, artifact
     page = watched.page
     page.goto((site / "lessons" / "01_explorer.html").as_uri())
     page.wait_for_selector("html[data-widget-snapshots=rendered]", timeout=30_000)
+    # Colab's badge is a link in the site's style: its image would be fetched from Colab
+    colab = page.locator("a.md-button[href^='https://colab.research.google.com/github/']")
+    assert colab.inner_text() == "Open in Colab"
     explorer = page.locator(".dx-snapshot [data-testid=explorer]")
     assert explorer.count() == 1  # the explorer's own DOM, drawn by its `_esm` from the state
     note = page.locator(".dx-snapshot-note").inner_text()

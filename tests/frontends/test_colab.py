@@ -14,6 +14,7 @@ import types
 import pytest
 
 import dtype_explorer as dx
+from dtype_explorer.backends import BACKENDS
 from dtype_explorer.runtime.pool import ENV_BACKENDS, installed_backends
 
 
@@ -25,8 +26,10 @@ def on_colab(monkeypatch):
 
 
 def _here() -> list[str]:
-    found = [b for b in ("jax", "tensorflow", "torch") if importlib.util.find_spec(b)]
-    return [*found, "numpy"] if importlib.util.find_spec("jax") else found
+    """The backends whose framework this Python finds (each backend's import name is its own;
+    Keras's numpy backend imports jax), in Keras's order."""
+    jax = importlib.util.find_spec("jax") is not None
+    return [b for b in BACKENDS if (jax if b == "numpy" else importlib.util.find_spec(b))]
 
 
 def test_off_colab_it_does_nothing(monkeypatch, capsys):

@@ -50,7 +50,9 @@ def test_bundle_is_built_into_the_package():
     assert "export" in esm and "render" in esm
     assert "http://" not in esm.replace("http://www.w3.org/2000/svg", "")  # nothing from a CDN
     assert "https://" not in esm
-    assert "--jp-layout-color1" in css
+    # the theme's colours: the palette's (bundled into the script, with JupyterLab's variables
+    # first), set on the root as --dx-* variables the stylesheet draws with
+    assert "--jp-layout-color1" in esm and "theme_signals" in esm and "var(--dx-bg)" in css
 
 
 def test_the_synced_traits_are_the_contract():

@@ -34,6 +34,7 @@ def test_a_probe_fixture_reads_into_the_records_and_back(path: Path):
     assert (
         ProbeSet(results=tuple(results.values())).comparison().to_dict() == (fixture["comparison"])
     ), STALE
+    assert ProbeSet(results=tuple(results.values())).as_code().to_dict() == fixture["code"], STALE
     # a backend that cannot run the request (fit on numpy) has a card, not a say in the verdict
     ran = tuple(r for r in results.values() if not r.unsupported)
     answers = ProbeSet(results=ran)

@@ -50,7 +50,9 @@ def models(tmp_path_factory) -> dict[str, Path]:
     (folder / "model.txt").write_bytes(data)
     files["wrong_suffix"] = folder / "model.txt"
     files["missing"] = folder / "missing.keras"
-    fifo = folder / "fifo.keras"
+    deep = folder / "a folder whose name alone is longer than the sixty characters reprlib keeps"
+    deep.mkdir()  # the error repeats the path whole, however long the machine's tmp folder is
+    fifo = deep / "fifo.keras"
     os.mkfifo(fifo)
     files["fifo"] = fifo
     return files

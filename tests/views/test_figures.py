@@ -49,3 +49,34 @@ def test_the_title_names_what_was_surveyed():
     assert survey_figure(_survey(("Dense",))).layout.title.text.startswith("Layer survey")
     mixed = survey_figure(_survey(("Dense", "ops.add"))).layout.title.text
     assert mixed.startswith("Survey of layers and ops")
+
+
+def test_a_figure_draws_its_text_in_the_theme_it_is_given_with_aa_contrast():
+    import plotly.io as pio
+    import pytest
+
+    from dtype_explorer.errors import InvalidSpecError
+    from dtype_explorer.views import PALETTE
+    from tests.views.test_palette import contrast
+
+    survey = _survey(("ops.add", "Dense"))
+    for theme in ("light", "dark"):
+        colours = PALETTE["themes"][theme]
+        layout = survey_figure(survey, theme=theme).layout
+        # the figure's own background and text, both from the palette's theme
+        background, text = layout.template.layout.paper_bgcolor, layout.template.layout.font.color
+        assert (background, text) == (colours["bg"], colours["fg"])
+        assert layout.template.layout.hoverlabel.font.color == colours["fg"]
+        assert contrast(text, background) >= 4.5
+        assert contrast(layout.template.layout.title.font.color, background) >= 4.5
+    # no theme given: plotly's default template decides (a dark one: the dark theme)
+    assert survey_figure(survey).layout.template.layout.paper_bgcolor == "#ffffff"
+    default = pio.templates.default
+    try:
+        pio.templates.default = "plotly_dark"
+        dark = PALETTE["themes"]["dark"]["bg"]
+        assert survey.figure(theme=None).layout.template.layout.paper_bgcolor == dark
+    finally:
+        pio.templates.default = default
+    with pytest.raises(InvalidSpecError, match=r"unknown theme 'drak'.*did you mean 'dark'"):
+        survey_figure(survey, theme="drak")

@@ -45,7 +45,7 @@ def test_cast_path_svg_stages_chips_and_highlights() -> None:
     ]
     assert "float64" in labels and "float16" in labels
     # the dtype changes on the way (float64 -> float32 -> float16): accented edges
-    accented = [p for p in svg.iter(f"{SVG}path") if "warn-color1" in p.get("stroke", "")]
+    accented = [p for p in svg.iter(f"{SVG}path") if "--dx-warn" in p.get("style", "")]
     assert accented
     # each step's note is a hover title
     titles = " ".join(t.text or "" for t in svg.iter(f"{SVG}title"))
@@ -55,7 +55,8 @@ def test_cast_path_svg_stages_chips_and_highlights() -> None:
 def test_result_card(conv_uint8: ProbeSet) -> None:
     ok = result_html(conv_uint8["jax"])
     assert "<svg" in ok and "Conv1D" in ok and "documented" in ok and "observed" in ok
-    assert "var(--jp-layout-color1, #ffffff)" in ok  # JupyterLab variables, with fallbacks
+    # the theme's variables: JupyterLab's, else VS Code's, else the palette's light or dark
+    assert "--dx-bg: var(--jp-layout-color1, var(--vscode-editor-background, #ffffff))" in ok
     assert conv_uint8["jax"].verdict in ok
     for line in conv_uint8["jax"].basis:
         assert line.split(":")[0].replace("'", "&#x27;") in ok

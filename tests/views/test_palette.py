@@ -9,6 +9,7 @@ from pathlib import Path
 from dtype_explorer import dtypes
 from dtype_explorer.records import CLASSIFICATIONS, KINDS, SEVERITIES
 from dtype_explorer.views import PALETTE, dtype_color, dtype_kind
+from dtype_explorer.views._markup import CSS as CARDS_CSS
 
 ROOT = Path(__file__).resolve().parents[2]
 HEX = re.compile(r"#[0-9a-fA-F]{3,8}\b")
@@ -17,7 +18,19 @@ HEX = re.compile(r"#[0-9a-fA-F]{3,8}\b")
 def _selectors(css: str) -> list[str]:
     css = re.sub(r"/\*.*?\*/", "", css, flags=re.S)
     css = re.sub(r"@keyframes[^{]*\{(?:[^{}]*\{[^}]*\})*[^}]*\}", "", css)
-    return [s.strip() for block in re.findall(r"([^{}]+)\{[^}]*\}", css) for s in block.split(",")]
+    css = re.sub(r"@media[^{]*\{((?:[^{}]*\{[^}]*\})*)[^}]*\}", r"\1", css)  # its rules, kept
+    return [s.strip() for block in re.findall(r"([^{}]+)\{[^}]*\}", css) for s in _split(block)]
+
+
+def _split(selectors: str) -> list[str]:
+    """A selector list split at its top-level commas (not those inside ``:is(...)``)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(selectors):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(selectors[start:i])
+            start = i + 1
+    return [*parts, selectors[start:]]
 
 
 def test_the_palette_names_every_kind_the_records_know():
@@ -44,6 +57,9 @@ def test_the_widget_reads_the_same_palette_and_holds_no_colour_of_its_own():
     assert 'from "./palette.js"' in sources["atlas.js"]
     for name, text in sources.items():
         assert not HEX.search(text), f"{name} holds a colour literal"
+    # the widget's and the cards' stylesheets hold none either: their colours are the theme's
+    for css in (ROOT / "js" / "src" / "widget.css", ROOT / "dtype_explorer/views/cards.css"):
+        assert not HEX.search(css.read_text()), f"{css.name} holds a colour literal"
     # the package holds no script of its own beside the bundles js/ builds
     assert not list((ROOT / "dtype_explorer" / "views").glob("*.js"))
     for css in (ROOT / "js" / "src" / "widget.css", ROOT / "dtype_explorer/views/atlas.css"):
@@ -54,7 +70,8 @@ def test_the_widget_reads_the_same_palette_and_holds_no_colour_of_its_own():
 
 
 def test_each_stylesheet_is_scoped_to_its_own_root():
-    cards = (ROOT / "dtype_explorer" / "views" / "cards.css").read_text()
+    cards = CARDS_CSS  # the theme's variables (light, dark where the page says so), then the rules
+    assert "@media (prefers-color-scheme: dark)" in cards
     widget = (ROOT / "js" / "src" / "widget.css").read_text()
     assert all(s.startswith(".dx-card") for s in _selectors(cards)), _selectors(cards)
     assert all(s.startswith(".dx-root") for s in _selectors(widget)), [
@@ -150,3 +167,43 @@ def test_dtype_colours_are_for_dtypes_only_and_red_only_for_errors():
     # every verdict and class has a mark of its own beside its colour
     for section in ("verdicts", "survey_classes", "promotion_kinds"):
         assert set(PALETTE[section]) <= set(PALETTE["marks"]), section
+
+
+def test_each_theme_reads_at_aa_contrast_text_controls_and_tones_included():
+    """The light and the dark colours (palette.json "themes"), as the widget and the cards draw
+    them where the host has no colours of its own, and the verdicts and statuses the widget
+    writes as text (their "on_dark" colours on a dark background)."""
+    failing = []
+    for name, theme in PALETTE["themes"].items():
+        assert set(theme) == set(PALETTE["themes"]["light"]), name  # the same roles in each
+        for bg in (theme["bg"], theme["bg2"], theme["input-bg"]):
+            for role in ("fg", "fg0", "fg2", "accent", "error", "warn", "success", "info"):
+                failing += [(name, role, bg)] if contrast(theme[role], bg) < 4.5 else []
+        on_accent = contrast(theme["on-accent"], theme["accent"])  # a button's text
+        failing += [(name, "on-accent", theme["accent"])] if on_accent < 4.5 else []
+        # a dtype chip: the strongest text on the dtype's 16% tint of the background
+        for colour in PALETTE["dtype_kinds"].values():
+            tint = _tint(colour, 0.16, theme["bg"])
+            failing += [(name, "fg0", tint)] if contrast(theme["fg0"], tint) < 4.5 else []
+        tones = PALETTE["on_dark"] if name == "dark" else PALETTE
+        for section in ("verdicts", "statuses"):
+            assert set(tones[section]) == set(PALETTE[section]), (name, section)
+            for verdict, colour in tones[section].items():
+                for bg in (theme["bg"], _tint(colour, 0.10, theme["bg"])):
+                    failing += [(name, verdict, bg)] if contrast(colour, bg) < 4.5 else []
+    assert not failing, failing
+    # dark is dark and light is light
+    assert (
+        _luminance(PALETTE["themes"]["dark"]["bg"])
+        < 0.05
+        < _luminance(PALETTE["themes"]["light"]["bg"])
+    )
+
+
+def test_a_training_runs_colours_are_plain_and_not_a_dtypes():
+    colours = PALETTE["training"]
+    assert set(colours) == {"loss", "loss_scale", "skipped", "nonfinite"}
+    assert all(HEX.fullmatch(c) for c in colours.values())  # plotly draws them
+    assert not set(colours.values()) & set(PALETTE["dtype_kinds"].values())
+    for theme in PALETTE["themes"].values():  # a line reads on either theme's background
+        assert all(contrast(c, theme["bg"]) >= 3 for c in colours.values()), theme["bg"]

@@ -1,7 +1,7 @@
 """The audit of a model (``check_model``): its real forward pass, the findings drawn from it.
 
 ``_check`` is the entry point; it runs the pass through the engine and the runtime, re-probes
-layers on other backends (``_reprobe``), predicts (``_predict``), takes a fit step (``_fit``),
+layers on other backends (``_reprobe``), predicts (``_predict``), takes fit steps (``_fit``),
 quantizes (``_quantize``),
 saves and loads (``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_modes``,
 ``_tf_keras``, with the engine's defaults of ``_engine``). The findings are pure functions of

@@ -38,6 +38,7 @@ from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
 from dtype_explorer.errors import InvalidSpecError, as_sentence, unknown
 from dtype_explorer.keras_run import (
     ModelTracer,
+    audit_question,
     call_arguments,
     check_call_kwargs,
     compile_copy,
@@ -84,6 +85,7 @@ def check_model(
     labels: Any = None,
     engine: str | None = None,
     quantize: Any = None,
+    steps: int = 1,
 ) -> AuditReport:
     """Run ``model`` once on ``sample`` and report where dtypes change and which changes hurt.
 
@@ -97,8 +99,10 @@ def check_model(
     compiled function saw them (dtypes; values only at the outputs), beside the eager call;
     ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
     compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients
-    and loss scaling; ``"save"`` a save and load of a copy in each format, compared layer by
-    layer; ``"dataset"`` the real ``model.predict`` on a ``tf.data.Dataset`` of the sample
+    and loss scaling; ``steps=N`` runs N steps and records each (loss, loss scale, skipped
+    steps, inf/NaN gradients: ``report.fit.steps``, drawn by ``report.figure()``); ``"save"`` a
+    save and load of a copy in each format, compared layer by layer; ``"dataset"`` the real
+    ``model.predict`` on a ``tf.data.Dataset`` of the sample
     (``from_tensor_slices(sample).batch(n)``, one batch, as users feed one on every backend),
     its layers as the compiled function saw them, beside the eager call.
 
@@ -130,6 +134,9 @@ def check_model(
             With ``engine=``, the mode by name: the copy rebuilt there is quantized by that
             release, with its modes (one it lacks is refused in its words, naming the
             release that added it).
+        steps: with ``mode="fit"``, how many training steps the copy runs (1 to
+            ``records.MAX_FIT_STEPS``; default 1), each on the same batch, with a progress bar
+            for a long run.
 
     Returns:
         An ``AuditReport``: the dtype flow layer by layer (``.to_frame()``) and the findings,
@@ -145,11 +152,15 @@ def check_model(
     >>> fit = dx.check_model(model, mode="fit").fit  # one real step on a copy
     >>> fit.loss, [(g.name, g.dtype) for g in fit.gradients]
     ('mean_squared_error', [('dense/kernel', 'float32'), ('dense/bias', 'float32')])
+    >>> run = dx.check_model(model, mode="fit", steps=3).fit  # three steps on a copy
+    >>> [s.step for s in run.steps], run.skipped_steps
+    ([1, 2, 3], ())
     """
     import keras
 
     if is_keras2(model):  # a tf_keras model (the Keras 2 kernel): traced through Keras 2
         refused = {"policy": policy, "backends": backends, "engine": engine, "labels": labels}
+        refused["steps"] = None if steps == 1 else steps
         return _audit_keras2.check_keras2_model(model, sample, mode, call_kwargs, quantize, refused)
     if not isinstance(model, keras.layers.Layer):
         raise InvalidSpecError(
@@ -159,8 +170,13 @@ def check_model(
     started = time.perf_counter()
     # 1. Check the question: mode, labels, call kwargs, policy, backends and engine
     asked = _question(model, mode, labels, timeout, call_kwargs, policy, backends, engine)
+    asked = dataclasses.replace(
+        asked, steps=_audit_fit.check_steps(steps, asked.mode, asked.engine)
+    )
     if asked.engine is not None:  # 2. On another Keras release: rebuilt and audited there
         options = {"call_kwargs": call_kwargs, "mode": asked.mode, "labels": labels}
+        if asked.steps != 1:
+            options["steps"] = asked.steps
         if quantize is not None:  # the copy is quantized there, with that release's modes
             options["quantize"] = _audit_engine.quantize_by_name(quantize, asked.engine)
         there = _audit_engine.EngineQuestion(
@@ -182,7 +198,7 @@ def check_model(
         if asked.mode in ("predict", "dataset") and audit.outputs is not None:
             _predict_phase(audit, dataset=asked.mode == "dataset")
         if asked.mode == "fit" and audit.outputs is not None:
-            _fit_phase(audit, model, labels)
+            _fit_phase(audit, model, labels, asked.steps)
         if asked.mode == "save":
             audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
         if asked.mode == "call":
@@ -194,7 +210,12 @@ def check_model(
             audit.ran["quantization"], found = _audit_quantize.finish(audit.quantized, audit.calls)
             audit.findings += found
     audit.timings["total_ms"] = ms(started)
-    # 6. The report
+    # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
+    asked_for = {"call_kwargs": call_kwargs, "timeout": timeout, "quantize": quantize}
+    question = audit_question(
+        audit.target, model, audit.sample, sample_given=sample is not None, labels=labels,
+        steps=asked.steps, **asked_for,
+    )  # fmt: skip
     return AuditReport(
         model=model.name,
         model_class=type(model).__name__,
@@ -210,6 +231,7 @@ def check_model(
         mode=asked.mode,
         **audit.ran,
         keras=keras.__version__,
+        question=question,
     )
 
 
@@ -224,6 +246,7 @@ class _Question:
     timeout: float | None
     engine: str | None
     quantize: Any = None
+    steps: int = 1
 
 
 @dataclasses.dataclass
@@ -454,20 +477,23 @@ def _predict_phase(audit: _Audit, dataset: bool = False) -> None:
     audit.calls = predicted
 
 
-def _fit_phase(audit: _Audit, model: Any, labels: Any) -> None:
-    """One real ``model.fit`` step of the compiled copy: its gradients' findings, or the
+def _fit_phase(audit: _Audit, model: Any, labels: Any, steps: int) -> None:
+    """``steps`` real ``model.fit`` steps of the compiled copy: its gradients' findings, or the
     finding that it raised."""
     t0 = time.perf_counter()
-    fit, failed = _audit_fit.fit_step(audit.audited, audit.sample, audit.outputs, labels)
+    fit, failed = _audit_fit.fit_step(audit.audited, audit.sample, audit.outputs, labels, steps)
     audit.timings["fit_ms"] = ms(t0)
     compiled, how = compiled_by(audit.audited)
-    audit.ran.update(fit=fit, compiled=compiled, execution=f"model.fit: one training step, {how}")
+    said = "one training step" if steps == 1 else f"{steps} training steps"
+    audit.ran.update(fit=fit, compiled=compiled, execution=f"model.fit: {said}, {how}")
     if failed is not None:
         audit.findings.append(failed)
     elif fit is not None:
         audit.findings += _audit_rules_across.gradient_findings(fit, audit.audited.name)
+        audit.findings += _audit_rules_across.later_step_findings(fit, audit.audited.name)
     audit.notes.append(
-        "The training step ran on a copy of the model (weights copied, "
+        f"The training {'step' if steps == 1 else 'steps'} ran on a copy of the model (weights "
+        "copied, "
         + (
             "compiled from the model's compile config, with a fresh optimizer"
             if is_compiled(model)

@@ -1,5 +1,6 @@
-"""The fit mode's step: one real ``model.fit`` step of the compiled copy of the model on the
-sample (``keras_run.train_one_step``), with the labels the user gave or zeros that fit the
+"""The fit mode's run: real ``model.fit`` steps of the compiled copy of the model on the
+sample (``keras_run.train_steps``: one by default, ``steps=N`` for N, each recorded, with a
+progress bar from :data:`PROGRESS_STEPS`), with the labels the user gave or zeros that fit the
 model's outputs; where it raises, the finding says whose the error is (the labels', the
 model's, or a backend that does not train: Keras's own words). A step that raised compiled
 with XLA is run again on the copy compiled without it: ``jit_compile=False`` is the finding's
@@ -7,26 +8,63 @@ fix once that step ran (its proof says so either way)."""
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import Any
 
+from dtype_explorer.analyses._run import progress_bar
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
-from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
+from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, received
 from dtype_explorer.keras_run import (
     compiled_by,
     describe_model,
     fitting_labels,
     global_seed_kept,
     sample_text,
-    train_one_step,
+    train_steps,
     unimplemented,
 )
-from dtype_explorer.records import FitReport, FixMeasure, FixProof
+from dtype_explorer.records import MAX_FIT_STEPS, FitReport, FixMeasure, FixProof
+
+#: From how many steps a training run shows a progress bar (a shorter one ends in a second).
+PROGRESS_STEPS = 20
 
 
-def fit_step(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitReport | None, Any]:
-    """One real ``model.fit`` step of the compiled copy on ``sample``: its report, or the
-    finding that it raised where the eager ``training=True`` call ran. Labels the user gave
+def check_steps(steps: Any, mode: str, engine: str | None) -> int:
+    """``steps`` checked: a whole number from 1 to ``MAX_FIT_STEPS``, more than 1 only with
+    ``mode="fit"`` and a Keras 3 engine (the Keras 2 audit runs one ``train_on_batch``).
+
+    >>> check_steps(20, "fit", None)
+    20
+    >>> check_steps(0, "fit", None)
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: steps is how many training steps mode='fit' runs: ...
+    """
+    whole = isinstance(steps, numbers.Integral) and not isinstance(steps, bool)
+    if not whole or not 1 <= steps <= MAX_FIT_STEPS:
+        raise InvalidSpecError(
+            "steps is how many training steps mode='fit' runs: a whole number from 1 to "
+            f"{MAX_FIT_STEPS}. Received: steps={received(steps)}"
+        )
+    if steps != 1 and mode != "fit":
+        raise InvalidSpecError(
+            f"steps counts training steps: pass it with mode='fit'; got mode={mode!r}. "
+            f"Received: steps={steps}"
+        )
+    if steps != 1 and engine is not None and engine.startswith("tf_keras"):
+        raise InvalidSpecError(
+            "steps: the Keras 2 audit (engine='tf_keras') runs one training step "
+            f"(train_on_batch); leave steps out. Received: steps={steps}"
+        )
+    return int(steps)
+
+
+def fit_step(
+    copy: Any, sample: Any, outputs: Any, labels: Any, steps: int = 1
+) -> tuple[FitReport | None, Any]:
+    """``steps`` real ``model.fit`` steps of the compiled copy on ``sample``: its report, or
+    the finding that it raised where the eager ``training=True`` call ran. Labels the user gave
     that the step refuses are an ``InvalidSpecError``."""
     import keras
 
@@ -40,12 +78,25 @@ def fit_step(copy: Any, sample: Any, outputs: Any, labels: Any) -> tuple[FitRepo
     fitting = fitting_labels(copy, outputs)  # zeros, class indices for a sparse loss
     labels = fitting if labels is None else labels
 
-    def step(y: Any) -> FitReport:
-        with global_seed_kept():
-            return train_one_step(copy, sample, y, loss=str(name), prefix=f"{copy.name}/")
+    def step(y: Any, count: int = 1) -> FitReport:
+        with (
+            global_seed_kept(),
+            progress_bar(
+                total=count, desc=f"fit {copy.name}", enabled=count >= PROGRESS_STEPS, unit="step"
+            ) as bar,
+        ):
+            return train_steps(
+                copy,
+                sample,
+                y,
+                count,
+                loss=str(name),
+                prefix=f"{copy.name}/",
+                on_step=lambda _: bar.update(1),
+            )
 
     try:
-        return step(labels), None
+        return step(labels, steps), None
     except Exception as error:
         said = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=1000))}"
         if unimplemented(error) is not None:  # the openvino backend: Keras's trainer refuses

@@ -13,6 +13,7 @@ the eager call, and how the same layer call answered on other backends (its ``Pr
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from dtype_explorer.errors import as_sentence
 from dtype_explorer.records import (
@@ -241,6 +242,57 @@ def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
                 "does not clear them"
             )
         ),
+    )
+
+
+def later_step_findings(fit: FitReport, model: str) -> Iterator[Finding]:
+    """inf/NaN gradients that first appear after the first step of a run of several
+    (``steps=N``; the first step's are :func:`gradient_findings`'): the step and variable where
+    they appear, and what the optimizer did then (skipped, the loss scale lowered, or applied).
+
+    >>> from dtype_explorer.records import FitStep
+    >>> run = FitReport(loss="mse", optimizer="SGD", steps=(FitStep(step=1, loss=1.0),
+    ...     FitStep(step=2, loss=9.0, nonfinite={"dense/kernel": 3})))
+    >>> [(f.severity, f.details["step"]) for f in later_step_findings(run, "m")]
+    [('error', 2)]
+    """
+    where = fit.first_nonfinite()
+    if where is None or where[0] == 1:
+        return
+    step, variable = where
+    names = list(fit.steps[step - 1].nonfinite)
+    shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+    skipped = [s for s in fit.skipped_steps if s >= step]
+    details: dict[str, Any] = {"step": step, "variable": variable, "variables": names}
+    if fit.loss_scaling:
+        scales = [(s, a) for s, _, a in fit.scale_changes() if s >= step]
+        lowered = f" and lowered the loss scale to {scales[-1][1]:g}" if scales else ""
+        yield Finding(
+            kind="nonfinite-gradient",
+            severity="info",
+            path=model,
+            message=(
+                f"From step {step} of {len(fit.steps)}, the scaled gradients of {shown} held "
+                f"inf/NaN: LossScaleOptimizer skipped {len(skipped)} step(s){lowered}, as "
+                "designed. If it keeps happening, the gradients overflow float16 even unscaled."
+            ),
+            details={**details, "skipped": skipped},
+        )
+        return
+    yield Finding(
+        kind="nonfinite-gradient",
+        severity="error",
+        path=model,
+        message=(
+            f"Training step {step} of {len(fit.steps)} ({fit.optimizer} on {fit.loss}) gave "
+            f"inf/NaN gradients for {shown}, and no loss scaling guards the step: the weights "
+            "become NaN."
+        ),
+        fix=(
+            "# keep the loss and the last layer in float32, or scale the loss:\n"
+            "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)"
+        ),
+        details=details,
     )
 
 

@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "predict_compiled_by": "dtype_explorer.keras_run.model._training",
     "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
+    "train_steps": "dtype_explorer.keras_run.model._training",
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         global_seed_kept,
         predict_compiled_by,
         train_one_step,
+        train_steps,
     )
 
 

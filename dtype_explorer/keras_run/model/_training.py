@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from dtype_explorer.keras_run.trace import variable_dtypes
-from dtype_explorer.records import FitReport, GradientInfo
+from dtype_explorer.records import FitReport, FitStep, GradientInfo
 
 
 def compiled_by(model: Any) -> tuple[bool, str]:
@@ -161,16 +161,33 @@ class _GradientSink:
         else:
             raise RuntimeError(f"cannot read gradients inside a compiled step on {self.backend}")
 
-    def gradients(self) -> tuple[GradientInfo, ...]:
-        if self.backend == "tensorflow" and self.counts is None and self.unread is None:
+    def take(self) -> list[int] | None:
+        """The inf/NaN counts of the step that just ran (``None``: not read), cleared for the
+        next step."""
+        if self.unread is not None:
+            return None
+        if self.backend == "tensorflow" and self.counts is None:
+            import tensorflow as tf
+
             counts = [int(c) for c in self._variable.numpy()]
-            self.counts = None if any(c < 0 for c in counts) else counts[: len(self.names)]
+            self._variable.assign(tf.fill(tf.shape(self._variable), tf.constant(-1, tf.int64)))
+            return None if any(c < 0 for c in counts) else counts[: len(self.names)]
+        if self.backend == "jax":
+            import jax
+
+            jax.effects_barrier()  # the step's callback has run
+        counts, self.counts = self.counts, None
+        return counts
+
+    def gradients(self, counts: list[int] | None) -> tuple[GradientInfo, ...]:
+        """Each gradient's dtype (read while the step was traced) with its inf/NaN count in
+        the step whose ``counts`` are given."""
         found = []
         for i, (name, stored) in enumerate(zip(self.names, self.stored)):
             dtype = (self.dtypes or [None] * len(self.names))[i]
             if dtype is None:
                 continue
-            bad = None if self.counts is None else self.counts[i]
+            bad = None if counts is None else counts[i]
             found.append(GradientInfo(name=name, dtype=dtype, variable_dtype=stored, nonfinite=bad))
         return tuple(found)
 
@@ -207,37 +224,83 @@ def train_one_step(
     >>> train_one_step(model, np.ones((2, 2)), np.zeros((2, 1))).loss
     'mse'
     """
+    return train_steps(model, x, y, 1, loss=loss, prefix=prefix, variables_of=variables_of)
+
+
+def train_steps(
+    model: Any,
+    x: Any,
+    y: Any,
+    steps: int = 1,
+    *,
+    loss: str | None = None,
+    prefix: str = "",
+    variables_of: Any = None,
+    on_step: Callable[[FitStep], None] | None = None,
+) -> FitReport:
+    """Run ``steps`` real training steps on ``(x, y)`` (one batch, one step an epoch: one
+    ``model.fit`` of ``steps`` epochs) and report each.
+
+    Args:
+        model: a compiled Keras model; it is trained (pass a copy to keep the original).
+        x: the batch of inputs.
+        y: the batch of targets.
+        steps: how many steps (``1``: the report of one step, with no :attr:`FitReport.steps`).
+        loss: the loss's name for the report (default: the model's compiled loss, by name).
+        prefix: cut from the variables' paths in the report.
+        variables_of: the layer whose variables' dtypes after the run are reported
+            (default: the model).
+        on_step: called with each step's record as it ends (a progress bar).
+
+    Returns:
+        A ``FitReport`` of the first step (as :func:`train_one_step`), the variables' dtypes
+        after the last, and with ``steps > 1`` every step (``FitReport.steps``: loss, loss
+        scale, skipped, inf/NaN gradient counts).
+
+    >>> import keras, numpy as np
+    >>> inputs = keras.Input((2,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(1)(inputs))
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> run = train_steps(model, np.ones((2, 2)), np.zeros((2, 1)), 3)
+    >>> [s.step for s in run.steps], run.skipped_steps
+    ([1, 2, 3], ())
+    """
     import keras
 
-    # 1. Before the step: loss scaling and its scale, how the step is compiled.
+    # 1. Before the run: loss scaling and its scale, how the step is compiled.
     optimizer = model.optimizer
     scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     scale_before = _scale(optimizer) if scaling else None
     if scaling and scale_before is None:
         scale_before = float(optimizer.initial_scale)
     compiled, execution = compiled_by(model)
-    # 2. The step, model.fit on one batch, with the gradients read where the optimizer gets them.
+    # 2. The run, model.fit on one batch a step, with the gradients read where the optimizer
+    #    gets them and each step read as it ends.
     sink = _GradientSink(model, prefix)
+    watcher = _step_watcher(sink, optimizer, on_step)
     batch = len(keras.tree.flatten(x)[0])
     recorded = _gradients_to(optimizer, sink)
     with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
-        history = model.fit(x, y, batch_size=batch, epochs=1, verbose=0, shuffle=False)
-    # 3. The report.
-    losses = history.history.get("loss") or [None]
+        model.fit(
+            x, y, batch_size=batch, epochs=steps, verbose=0, shuffle=False, callbacks=[watcher]
+        )
+    # 3. The report: the first step's, every step's.
+    first = watcher.records[0] if watcher.records else None
     owner = model if variables_of is None else variables_of
     notes = []
     if sink.unread is not None:
         notes.append(f"the gradients' inf/NaN counts could not be read: {sink.unread}")
+    said = "one training step" if steps == 1 else f"{steps} training steps"
     return FitReport(
         loss=loss or _loss_name(model),
         optimizer=type(optimizer).__name__
         + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
-        loss_value=None if losses[-1] is None else float(losses[-1]),
+        loss_value=None if first is None else first.loss,
         loss_scaling=scaling,
         loss_scale=scale_before,
-        loss_scale_after=_scale(optimizer) if scaling else None,
-        gradients=sink.gradients(),
+        loss_scale_after=None if first is None else first.loss_scale,
+        gradients=sink.gradients(watcher.first_counts),
         warnings=tuple(
             dict.fromkeys([*(str(w.message) for w in caught if not _numpy_copy_notice(w)), *notes])
         ),
@@ -245,8 +308,63 @@ def train_one_step(
             v.path.removeprefix(prefix): variable_dtypes(v).stored for v in owner.variables
         },
         compiled=compiled,
-        execution=f"model.fit: one training step, {execution}",
+        execution=f"model.fit: {said}, {execution}",
+        steps=tuple(watcher.records) if steps > 1 else (),
     )
+
+
+def _step_watcher(
+    sink: _GradientSink, optimizer: Any, on_step: Callable[[FitStep], None] | None
+) -> Any:
+    """A ``keras.callbacks.Callback`` that reads each step as its epoch (one batch) ends: the
+    loss Keras logged, the loss scale, whether the optimizer's ``iterations`` advanced, the
+    gradients' inf/NaN counts (``records``; the first step's counts: ``first_counts``)."""
+    import keras
+
+    scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    applying = optimizer.inner_optimizer if scaling else optimizer
+
+    class StepWatcher(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.records: list[FitStep] = []
+            self.first_counts: list[int] | None = None
+            self.iterations = _iterations(applying)
+
+        def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            counts = sink.take()
+            if epoch == 0:
+                self.first_counts = counts
+            iterations = _iterations(applying)
+            value = (logs or {}).get("loss")
+            loss = None if value is None else float(value)
+            finite = loss is None or bool(np.isfinite(loss))
+            record = FitStep(
+                step=epoch + 1,
+                loss=loss if finite else None,
+                loss_nonfinite=not finite,
+                loss_scale=_scale(optimizer) if scaling else None,
+                skipped=bool(sink.names) and iterations == self.iterations,
+                nonfinite={
+                    name: count
+                    for name, count in zip(sink.names, counts or ())
+                    if count  # (the variables whose gradient held any, in the model's order)
+                },
+                counted=counts is not None,
+            )
+            self.iterations = iterations
+            self.records.append(record)
+            if on_step is not None:
+                on_step(record)
+
+    return StepWatcher()
+
+
+def _iterations(optimizer: Any) -> int:
+    """How many steps ``optimizer`` has applied (its ``iterations``)."""
+    import keras
+
+    return int(keras.ops.convert_to_numpy(optimizer.iterations))
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from dtype_explorer.records import (
     ErrorInfo,
     Expectation,
     FitReport,
+    KerasCall,
     LayerQuantization,
     Numerics,
     Supplied,
@@ -49,3 +50,4 @@ class ProbeFields(TypedDict, total=False):
     kernel: str | None
     supplied: tuple[Supplied, ...]
     quantization: LayerQuantization | None
+    called: KerasCall | None

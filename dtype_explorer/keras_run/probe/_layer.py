@@ -22,6 +22,7 @@ from dtype_explorer.keras_run.catalog import (
     safe_deserialization,
 )
 from dtype_explorer.keras_run.model import global_seed_kept
+from dtype_explorer.keras_run.probe._called import layer_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._layer_reference import layer_numerics
 from dtype_explorer.keras_run.probe._layer_target import InstanceMaker
@@ -93,7 +94,7 @@ def run_layer(
     quantizer = LayerQuantizer(spec.quantize) if spec.quantize else None
     if quantizer is not None:  # built, then quantized as Model.quantize does it
         build = _quantizing(build, quantizer, call, inputs)
-    with timed(timings, "construct_ms"):
+    with timed(timings, "construct_ms"), _recorded(spec, entry, cls, kwargs, inputs) as called_with:
         layer = build()
     if mode != "call":  # the built layer: a user's instance is rebuilt through a factory
         check_mode(mode, spec.target, layer, spec.backend)
@@ -136,7 +137,7 @@ def run_layer(
         autocast_rule,
         trace_steps,
     )
-    fields["quantization"] = quantization_of(layer, quantizer, trace_steps)
+    fields.update(quantization=quantization_of(layer, quantizer, trace_steps), called=called_with)
     # 6. Numerics (not of a compiled run: its weights are left as drawn; nor of a layer the
     # probe quantized: its reference would be quantized too), then the fit step.
     if called.outputs is not None and mode not in ("predict", "dataset") and not quantizer:
@@ -221,6 +222,21 @@ def _quantizing(
             raise Invalid(error, "build")
 
     return lambda: quantizer.quantized(build(), symbolic_build)
+
+
+@contextlib.contextmanager
+def _recorded(
+    spec: ProbeSpec, entry: LayerEntry, cls: Any, kwargs: dict[str, Any], inputs: LayerInputs
+) -> Iterator[Any]:
+    """The call the probe makes, recorded for "copy as code" (``_called.layer_called``); a
+    constructor Keras refuses (``Invalid`` at ``"construct"``) keeps it, so that the code
+    writes the constructor that raises."""
+    called = layer_called(spec, entry, cls, kwargs, inputs)
+    try:
+        yield called
+    except Invalid as invalid:
+        invalid.called = called if invalid.where == "construct" else None
+        raise
 
 
 def _built(cls: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

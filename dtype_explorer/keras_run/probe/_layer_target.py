@@ -100,6 +100,13 @@ class InstanceMaker:
     def __call__(self, **kwargs: Any) -> Any:
         return self._first.pop() if self._first else self._make()
 
+    def serialized(self) -> Any:
+        """The copy the probe is about to call, as ``keras.saving.serialize_keras_object``
+        writes it (for "copy as code"); ``None`` once it was taken."""
+        import keras
+
+        return keras.saving.serialize_keras_object(self._first[0]) if self._first else None
+
     def widened(self, dtype: str) -> Any:
         """A copy under the policy ``dtype``, for the numerics reference."""
         return self.packed.widened(dtype)

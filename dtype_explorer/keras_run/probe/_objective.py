@@ -15,6 +15,7 @@ from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._numerics import max_abs_integer, measure, precision_loss
 from dtype_explorer.keras_run._values import call_arguments
+from dtype_explorer.keras_run.probe._called import objective_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._observe import (
     Invalid,
@@ -57,6 +58,8 @@ def run_objective(
         fields = _objective_function(
             entry, target, values, shapes, input_dtypes, {**kwargs, **extra}, steps
         )
+        every = {**entry.kwargs, **kwargs, **extra}  # the function's keywords, as it got them
+        fields["called"] = objective_called(spec, entry, values, {}, every)
         return _with_precision_loss(fields, values)
     # 2. Build: with dtype=<policy> only where a policy is asked; the user's instance as it is.
     given = instance is not None
@@ -83,6 +86,8 @@ def run_objective(
             )
     note = "your instance, as it is" if given else _built_note(built)
     fields["basis"] = (*fields.get("basis", ()), note)
+    mine = instance if given else None  # the user's, not the one built here
+    fields["called"] = objective_called(spec, entry, values, built, extra, instance=mine)
     return _with_precision_loss(fields, values)
 
 

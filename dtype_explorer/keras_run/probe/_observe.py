@@ -27,12 +27,15 @@ MAX_MESSAGE = 2000
 
 
 class Invalid(Exception):
-    """The spec cannot make a valid call (Keras's own message is kept)."""
+    """The spec cannot make a valid call (Keras's own message is kept); ``called``: the call
+    the probe was making, when it was recorded (``records.KerasCall``: its constructor raised,
+    and "copy as code" writes the constructor that raises)."""
 
     def __init__(self, error: BaseException, where: str):
         super().__init__(str(error))
         self.error = error
         self.where = where
+        self.called: Any = None
 
 
 def traced(trace: bool, *, numerics: bool = True) -> contextlib.AbstractContextManager[Any]:

@@ -19,6 +19,7 @@ from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run.catalog import (
     OpEntry,
 )
+from dtype_explorer.keras_run.probe._called import op_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._observe import (
     Invalid,
@@ -69,6 +70,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     if entry.name.rsplit(".", 1)[-1] not in catalog.op_calls.CONTROL_FLOW:
         catalog.op_calls.bound(catalog.op_calls.resolve(entry.name), args, kwargs)
     steps = _input_steps(spec, inputs)
+    called_with = op_called(spec, entry, inputs, kwargs)  # for "copy as code"
     # 3. Declare: the same call on KerasTensors (Python scalars as they are).
     with timed(timings, "declared_ms"):
         declared = _declared_op(entry, inputs, kwargs)
@@ -88,6 +90,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
     )
     fields["trace"] = called.steps()
     fields["trace_dropped"] = called.dropped
+    fields["called"] = called_with
     # 6. Numerics: against the same op in a wider type, where its result is arithmetic.
     if called.outputs is not None:
         with timed(timings, "numerics_ms"):
@@ -173,6 +176,9 @@ class _OpInputs:
         self.samples: dict[int, Any] = {}
         self.tensors: dict[int, Any] = {}
         self.made: list[tuple[dict, int | None, Any]] = []
+        #: the dtype each made value was converted to a backend tensor of (``None``: passed
+        #: as it is), in the order of ``made``
+        self.asked: list[str | None] = []
         self._rng = np.random.default_rng(spec.seed)
         self.user = spec.user_values is not None
 
@@ -217,8 +223,11 @@ class _OpInputs:
         if i is not None:
             self.samples[i] = value
         if isinstance(value, (bool, int, float)) or (i is not None and self.user):
+            self.asked.append(None)
             return value
-        tensor = op_tensor(value, self.dtypes[i] if i is not None else leaf["dtype"])
+        dtype = self.dtypes[i] if i is not None else leaf["dtype"]
+        tensor = op_tensor(value, dtype)
+        self.asked.append(None if tensor is value else dtype)
         if i is not None:
             self.tensors[i] = tensor
         return tensor

@@ -127,6 +127,7 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
             "status": "invalid",
             "error": error_info(invalid.error, invalid.where),
             "verdict": "error",
+            "called": invalid.called,
         }
     except (InvalidSpecError, ValueError, TypeError) as error:
         fields = {"status": "invalid", "error": error_info(error, "spec"), "verdict": "error"}

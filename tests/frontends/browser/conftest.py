@@ -1,13 +1,14 @@
-"""A real JupyterLab server on localhost, for Debian's Chromium driven by Playwright (the
-``browser`` fixture of tests/conftest.py, shared with the docs site's tests).
+"""A real JupyterLab server and a real marimo server on localhost, for Debian's Chromium driven
+by Playwright (the ``browser`` fixture of tests/conftest.py, shared with the docs site's tests).
 
-The server runs from this virtual environment (so its kernels run this Python, with
-dtype_explorer importable), in a throwaway root, config, data and workspace directory. Screenshots
-and timings go to ``test-artifacts/`` at the repository root.
+The servers run from this virtual environment (so their kernels run this Python, with
+dtype_explorer importable), in throwaway directories. Screenshots and timings go to
+``test-artifacts/`` at the repository root.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import secrets
@@ -94,6 +95,69 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
                 ) from None
             time.sleep(0.5)
     yield Lab(url=url, token=token, root=root)
+    server.terminate()
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    log.close()
+
+
+@dataclass(frozen=True)
+class Marimo:
+    url: str
+    token: str
+
+    def open_url(self, query: str = "") -> str:
+        return f"{self.url}/?access_token={self.token}{query}"
+
+
+#: The marimo example notebook, as a user runs it.
+MARIMO_NOTEBOOK = ROOT / "notebooks" / "explorer_marimo.py"
+
+
+@pytest.fixture(scope="module")
+def marimo_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marimo]:
+    """``marimo run notebooks/explorer_marimo.py`` from this environment, headless, on a free
+    port with a random token, its probes on numpy only (``$DTYPE_EXPLORER_BACKENDS``). A
+    missing marimo fails the test (the ``test`` extra installs it), never skips it."""
+    assert importlib.util.find_spec("marimo") is not None, (
+        "marimo is missing: pip install -e '.[test]' installs it (the marimo extra)"
+    )
+    base = tmp_path_factory.mktemp("marimo")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(base / "config"),  # no user's marimo.toml: its defaults
+        "XDG_STATE_HOME": str(base / "state"),
+        "XDG_CACHE_HOME": str(base / "cache"),
+        "KERAS_BACKEND": "numpy",  # the kernel's own Keras; probes run in the workers
+        "DTYPE_EXPLORER_BACKENDS": "numpy",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    log = (base / "server.log").open("w")
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "marimo", "run", str(MARIMO_NOTEBOOK), "--headless",
+            f"--port={port}", "--host=127.0.0.1", "--token", f"--token-password={token}",
+            "--no-sandbox",
+        ],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=base,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2):
+                break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise RuntimeError(
+                    f"marimo did not start:\n{(base / 'server.log').read_text()[-3000:]}"
+                ) from None
+            time.sleep(0.5)
+    yield Marimo(url=url, token=token)
     server.terminate()
     try:
         server.wait(timeout=20)

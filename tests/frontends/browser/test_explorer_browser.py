@@ -18,6 +18,8 @@ import nbformat
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from tests.frontends.browser.page_contrast import below_aa
+
 pytestmark = pytest.mark.browser
 
 BACKENDS = ["jax", "torch"]
@@ -42,6 +44,8 @@ for dtype in ["float16", "float32"] * {BENCH_ROUNDS // 2}:
     dx.probe("Dense", dtype, backend="jax", kwargs={{"units": 4}}, shape=[[2, 4]], use_cache=False)
     times.append((time.perf_counter() - started) * 1000)
 json.dump(times, open("python-timing.json", "w"))"""
+# The widget's answer on the first backend, shown as a notebook shows a ProbeResult: its card.
+CARD = f"explorer.wait(timeout=300)[{BACKENDS[0]!r}]"
 
 FIRST_ANSWERS = """() => {
   const root = document.querySelector('[data-testid="explorer"]');
@@ -64,7 +68,7 @@ def _write_notebook(root: Path) -> None:
         "display_name": "Python 3",
         "language": "python",
     }
-    notebook.cells = [nbformat.v4.new_code_cell(SETUP), nbformat.v4.new_code_cell(PYTHON_TIMING)]
+    notebook.cells = [nbformat.v4.new_code_cell(c) for c in (SETUP, PYTHON_TIMING, CARD)]
     nbformat.write(notebook, root / NOTEBOOK)
 
 
@@ -286,20 +290,49 @@ def test_invalid_kwargs_show_a_clear_message(explorer, artifacts):
     assert page.locator('[data-testid="error"]').count() == 0
 
 
-def test_dark_theme(explorer, artifacts):
-    page = explorer
-    root = page.locator('[data-testid="explorer"]')
-    light = root.evaluate("el => getComputedStyle(el).backgroundColor")
+def _theme(page, name: str, light: bool) -> None:
+    """Choose JupyterLab's theme ``name`` in its Settings menu; wait until the explorer drew it."""
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-itemLabel", has_text="Theme").first.hover()
-    page.locator(".lm-Menu-itemLabel").get_by_text("JupyterLab Dark", exact=True).click()
-    page.wait_for_selector("body[data-jp-theme-light='false']", state="attached", timeout=30_000)
-    page.wait_for_function(
-        "([el, light]) => getComputedStyle(el).backgroundColor !== light",
-        arg=[root.element_handle(), light],
-        timeout=10_000,
-    )
-    root.screenshot(path=artifacts / "explorer-dark.png")
+    page.locator(".lm-Menu-itemLabel").get_by_text(name, exact=True).click()
+    flag = "true" if light else "false"
+    page.wait_for_selector(f"body[data-jp-theme-light='{flag}']", state="attached", timeout=30_000)
+
+
+THEMED = """([root, theme]) => {
+  if (root.dataset.theme !== theme) return false;
+  const bg = getComputedStyle(root).backgroundColor.match(/[\\d.]+/g).slice(0, 3).map(Number);
+  return (bg.reduce((a, b) => a + b, 0) / 3 < 128) === (theme === "dark");
+}"""
+
+
+def test_light_and_dark_themes_keep_every_text_at_aa_contrast(explorer, artifacts):
+    """JupyterLab Light, then Dark: the explorer (its controls and stacked cards) and a probe's
+    notebook card follow the theme, and every text in them reads at WCAG AA (4.5:1) against
+    the colour behind it, as measured in the page."""
+    page = explorer
+    _run_cell(page, 2)
+    card = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".dx-card")
+    card.wait_for(timeout=PROBE_TIMEOUT_MS)
+    root = page.locator('[data-testid="explorer"]')
+    backgrounds, failing = {}, []
+    try:
+        for name, theme in (("JupyterLab Light", "light"), ("JupyterLab Dark", "dark")):
+            if root.get_attribute("data-theme") != theme:
+                _theme(page, name, light=theme == "light")
+            page.wait_for_function(THEMED, arg=[root.element_handle(), theme], timeout=30_000)
+            root.screenshot(path=artifacts / f"explorer-theme-{theme}.png")
+            card.screenshot(path=artifacts / f"card-theme-{theme}.png")
+            for what, locator, least in (("explorer", root, 40), ("card", card, 10)):
+                low, measured = below_aa(locator)
+                assert measured >= least, (theme, what, measured)  # the texts were found
+                failing += [f"{theme} {what}: {t['what']} {t['text']!r} {t['ratio']}" for t in low]
+            backgrounds[theme] = card.evaluate("el => getComputedStyle(el).backgroundColor")
+        assert not failing, "\n".join(failing)
+        assert backgrounds["light"] != backgrounds["dark"]  # the card followed the theme too
+    finally:
+        if root.get_attribute("data-theme") != "light":  # the later tests' screenshots: light
+            _theme(page, "JupyterLab Light", light=True)
 
 
 def test_benchmark_control_change_to_rendered_result(explorer, lab, artifacts):

@@ -1,0 +1,206 @@
+"""``check_model(model, x, mode="fit", steps=N)``: N real training steps on a copy, each
+recorded (loss, loss scale, skipped, inf/NaN gradients). Ground truth: the same copy trained
+N steps by raw Keras in the test (same weights, same batch, the same compile), on tensorflow
+in this process and on jax in a fresh process."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+from on_backend import json_on
+
+import dtype_explorer as dx
+from dtype_explorer.analyses import progress_with
+from dtype_explorer.errors import InvalidSpecError
+
+
+def mixed_net() -> keras.Model:
+    """Dense layers under mixed_float16 (the model's own policy too: compile adds a
+    LossScaleOptimizer), the head in float32; fixed weights."""
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        inputs = keras.Input((4,), name="x")
+        hidden = keras.layers.Dense(8, name="hidden")(inputs)
+        outputs = keras.layers.Dense(3, name="head", dtype="float32")(hidden)
+        model = keras.Model(inputs, outputs, name="net")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    rng = np.random.default_rng(0)
+    model.set_weights(
+        [rng.uniform(-0.5, 0.5, w.shape).astype(w.dtype) for w in model.get_weights()]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(1e-4), loss="mse")
+    return model
+
+
+def raw_steps(model: keras.Model, x, y, steps: int) -> list[dict]:
+    """Raw Keras: a copy of ``model`` (its weights), compiled as it is, trained ``steps``
+    steps of one batch; after each, the loss, the LossScaleOptimizer's scale and whether its
+    inner optimizer's iterations advanced."""
+    copy = keras.models.clone_model(model)
+    copy.set_weights(model.get_weights())
+    # what compile made of SGD for the model (its policy mixed_float16): loss scaling
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1e-4))
+    copy.compile(optimizer=optimizer, loss="mse")
+    found, before = [], int(optimizer.inner_optimizer.iterations.numpy())
+    for _ in range(steps):
+        history = copy.fit(x, y, batch_size=len(x), epochs=1, verbose=0, shuffle=False)
+        now = int(optimizer.inner_optimizer.iterations.numpy())
+        found.append(
+            {
+                "loss": history.history["loss"][0],
+                "scale": float(optimizer.dynamic_scale.numpy()),
+                "skipped": now == before,
+            }
+        )
+        before = now
+    return found
+
+
+def test_steps_beside_raw_keras_the_scale_halves_at_each_skipped_step():
+    model = mixed_net()
+    x, y = np.full((2, 4), 30.0, "float32"), np.zeros((2, 3), "float32")  # overflows float16
+    weights = [w.copy() for w in model.get_weights()]
+    report = dx.check_model(model, x, mode="fit", steps=14)
+    raw = raw_steps(model, x, y, 14)
+    fit = report.fit
+    assert [s.step for s in fit.steps] == list(range(1, 15))
+    assert [s.loss_scale for s in fit.steps] == [r["scale"] for r in raw]
+    assert [s.skipped for s in fit.steps] == [r["skipped"] for r in raw]
+    np.testing.assert_allclose([s.loss for s in fit.steps], [r["loss"] for r in raw], rtol=1e-5)
+    # it really overflows: each skipped step held inf/NaN and halved the scale; then it trains
+    skipped = fit.skipped_steps
+    assert skipped and skipped == tuple(range(1, len(skipped) + 1)) and len(skipped) < 14
+    assert fit.loss_scale == 2.0**15
+    assert [s.loss_scale for s in fit.steps[: len(skipped)]] == [
+        2.0**15 / 2**k for k in range(1, len(skipped) + 1)
+    ]
+    assert all(s.nonfinite for s in fit.steps if s.skipped)
+    assert not any(s.nonfinite for s in fit.steps if not s.skipped)
+    assert fit.steps[-1].loss < fit.steps[0].loss  # trained once the scale fits
+    # the first step and variable: raw Keras's own gradient of the scaled loss at step 1
+    import tensorflow as tf  # this session's backend (conftest)
+
+    copy = keras.models.clone_model(model)
+    copy.set_weights(weights)
+    with tf.GradientTape() as tape:
+        loss = keras.ops.mean(keras.losses.mean_squared_error(y, copy(x)))
+        scaled = loss * 2.0**15
+    grads = tape.gradient(scaled, copy.trainable_variables)
+    bad = {
+        v.path.removeprefix("net/"): int(np.size(g) - np.isfinite(g.numpy()).sum())
+        for v, g in zip(copy.trainable_variables, grads)
+    }
+    assert set(fit.steps[0].nonfinite) == {k for k, n in bad.items() if n}
+    assert fit.first_nonfinite() == (1, "hidden/kernel")
+    # the first step is today's one-step report; the model itself was not trained
+    assert fit.loss_scale_after == fit.steps[0].loss_scale and fit.nonfinite_gradients
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(weights, model.get_weights()))
+    assert "14 training steps" in report.execution
+    text = str(report)
+    assert (
+        "14 steps: loss" in text
+        and "skipped" in text
+        and "first inf/NaN gradient at step 1" in text
+    )
+    assert "dx-fit-steps" in report._repr_html_()
+    figure = report.figure()
+    assert [t.name for t in figure.data][:2] == ["loss (mse)", "loss scale (after the step)"]
+    assert list(figure.data[2].x) == list(skipped)
+
+
+def test_one_step_is_todays_report_and_bad_steps_are_refused():
+    model = mixed_net()
+    one = dx.check_model(model, mode="fit").fit
+    assert one.steps == () and "one training step" in one.execution
+    with pytest.raises(InvalidSpecError, match="figure\\(\\) draws a training run of several"):
+        one.figure()
+    for bad in (0, -2, 1.5, True, "3", 10**6):
+        with pytest.raises(InvalidSpecError, match=r"a whole number from 1 to 1000\. Received: "):
+            dx.check_model(model, mode="fit", steps=bad)
+    with pytest.raises(InvalidSpecError, match="pass it with mode='fit'; got mode='call'"):
+        dx.check_model(model, steps=3)
+
+
+def test_a_long_run_shows_its_progress():
+    import contextlib
+
+    seen = []
+
+    @contextlib.contextmanager
+    def bars(total, desc):
+        updates = []
+        seen.append((total, desc, updates))
+
+        class Bar:
+            def update(self, n):
+                updates.append(n)
+
+            def set_postfix_str(self, text, refresh=False):
+                pass
+
+        yield Bar()
+
+    with progress_with(bars):
+        dx.check_model(mixed_net(), mode="fit", steps=25)
+        dx.check_model(mixed_net(), mode="fit", steps=3)  # a short run: no bar
+    assert [(total, desc, sum(u)) for total, desc, u in seen] == [(25, "fit net", 25)]
+
+
+def test_magic_steps(shell):
+    from IPython.core.error import UsageError
+
+    shell.user_ns["steps_net"] = mixed_net()
+    try:
+        report = shell.run_line_magic("dtype_check", "steps_net --mode fit --steps 3")
+        assert [s.step for s in report.fit.steps] == [1, 2, 3]
+        with pytest.raises(UsageError, match="Received: steps='three'"):
+            shell.run_line_magic("dtype_check", "steps_net --mode fit --steps three")
+    finally:
+        shell.user_ns.pop("steps_net", None)
+
+
+_JAX = """
+import json
+import keras, numpy as np
+import dtype_explorer as dx
+from dtype_explorer.analyses import progress_with
+
+keras.config.set_dtype_policy("mixed_float16")
+inputs = keras.Input((4,), name="x")
+hidden = keras.layers.Dense(8, name="hidden")(inputs)
+outputs = keras.layers.Dense(3, name="head", dtype="float32")(hidden)
+model = keras.Model(inputs, outputs, name="net")
+keras.config.set_dtype_policy("float32")
+rng = np.random.default_rng(0)
+model.set_weights([rng.uniform(-0.5, 0.5, w.shape).astype(w.dtype) for w in model.get_weights()])
+model.compile(optimizer=keras.optimizers.SGD(1e-4), loss="mse")
+x, y = np.full((2, 4), 30.0, "float32"), np.zeros((2, 3), "float32")
+fit = dx.check_model(model, x, mode="fit", steps=10).fit
+copy = keras.models.clone_model(model)
+copy.set_weights(model.get_weights())
+optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(1e-4))
+copy.compile(optimizer=optimizer, loss="mse")
+raw, before = [], int(copy.optimizer.inner_optimizer.iterations)
+for _ in range(10):
+    loss = copy.fit(x, y, batch_size=2, epochs=1, verbose=0, shuffle=False).history["loss"][0]
+    now = int(copy.optimizer.inner_optimizer.iterations)
+    raw.append([float(copy.optimizer.dynamic_scale), now == before, loss])
+    before = now
+print(json.dumps({
+    "tool": [[s.loss_scale, s.skipped, s.loss, bool(s.nonfinite), s.counted] for s in fit.steps],
+    "raw": raw, "execution": fit.execution,
+}))
+"""
+
+
+def test_steps_on_jax_beside_raw_keras():
+    got = json_on("jax", _JAX)
+    assert "10 training steps, compiled by jax.jit" in got["execution"]
+    tool, raw = got["tool"], got["raw"]
+    assert [t[:2] for t in tool] == [r[:2] for r in raw]
+    np.testing.assert_allclose([t[2] for t in tool], [r[2] for r in raw], rtol=1e-5)
+    assert any(t[1] for t in tool) and all(t[4] for t in tool)  # read inside jax.jit each step
+    assert [t[1] for t in tool] == [t[3] for t in tool]  # skipped exactly where inf/NaN
