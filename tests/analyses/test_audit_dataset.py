@@ -56,3 +56,24 @@ def test_dataset_mode_on_jax_in_its_worker():
 def test_a_layer_has_no_dataset_mode_and_says_where_to_go():
     with pytest.raises(InvalidSpecError, match=r"dx.probe\(layer, mode='dataset'\)"):
         check_model(keras.layers.Dense(2), mode="dataset")
+
+
+def test_the_dataset_audit_as_code_runs_raw_keras_predict_on_the_same_dataset():
+    """``report.as_code()``'s raw-Keras script feeds the model a ``tf.data.Dataset`` as the
+    audit did: run here, it gives raw Keras's own ``model.predict`` on that dataset."""
+    import numpy as np
+    import tensorflow as tf
+
+    pixels, ids = keras.Input((4,), dtype="uint8", name="pixels"), keras.Input((2,), name="ids")
+    scaled = keras.layers.Rescaling(1 / 255, name="rescale")(pixels)
+    embedded = keras.layers.Flatten()(keras.layers.Embedding(10, 2, name="emb")(ids))
+    joined = keras.layers.Concatenate()([scaled, embedded])
+    model = keras.Model({"pixels": pixels, "ids": ids}, keras.layers.Dense(3)(joined))
+    x = audit_dataset.sample()
+    script = check_model(model, x, mode="dataset").as_code().script
+    assert "tf.data.Dataset.from_tensor_slices(element).batch(2)" in script
+    scope: dict = {}
+    exec(compile(script, "as_code", "exec"), scope)
+    raw = model.predict(tf.data.Dataset.from_tensor_slices(x).batch(2), verbose=0)
+    assert scope["y"].dtype == raw.dtype
+    np.testing.assert_allclose(scope["y"], raw, rtol=1e-6)
