@@ -368,7 +368,7 @@ def check(
         typer.Option(
             help="How the model runs: call (its eager call), training, predict (the real "
             "model.predict), fit (one real training step on a copy), save (saved and loaded "
-            "back: .keras, .h5, SavedModel)."
+            "back: .keras, .h5, SavedModel), dataset (model.predict on a tf.data.Dataset)."
         ),
     ] = "call",
     engine: EngineOption = None,

@@ -56,7 +56,8 @@ class DtypeMagics(Magics):
         help="how the model runs: call (its eager call, the default), training "
         "(training=True), predict (the real model.predict: compiled on jax and tensorflow), "
         "fit (one real training step on a copy: gradients, loss scaling), save (saved and "
-        "loaded back: .keras, .h5, SavedModel; every difference a finding)",
+        "loaded back: .keras, .h5, SavedModel; every difference a finding), dataset (the "
+        "real model.predict on a tf.data.Dataset of the sample)",
     )
     @argument(
         "--quantize",

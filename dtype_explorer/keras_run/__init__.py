@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "model_copy": "dtype_explorer.keras_run.model._quantize",
     "quantization_modes": "dtype_explorer.keras_run.model._quantize",
     "quantize_layers": "dtype_explorer.keras_run.model._quantize",
+    "quantized_leaving_float": "dtype_explorer.keras_run.model._quantize",
     "keras_quantization_summary": "dtype_explorer.keras_run.model._quantize",
     "quantize_request": "dtype_explorer.keras_run.model._quantize",
     "uncalibrated_modes": "dtype_explorer.keras_run.model._quantize",
@@ -88,6 +89,7 @@ _EXPORTS: dict[str, str] = {
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._layer_values",
+    "values_after_cast": "dtype_explorer.keras_run._layer_values",
     "reference_dtype": "dtype_explorer.keras_run._numerics",
     "worth_value_check": "dtype_explorer.keras_run._numerics",
     "run_probe": "dtype_explorer.keras_run.probe._run:run",
@@ -141,7 +143,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         preserved_keras_state,
         restore_settings,
     )
-    from dtype_explorer.keras_run._layer_values import layer_values_wrong
+    from dtype_explorer.keras_run._layer_values import layer_values_wrong, values_after_cast
     from dtype_explorer.keras_run._mode_rules import modes_for
     from dtype_explorer.keras_run._numerics import (
         check_values,
@@ -213,6 +215,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         quantization_modes,
         quantize_layers,
         quantize_request,
+        quantized_leaving_float,
         uncalibrated_modes,
     )
     from dtype_explorer.keras_run.model._roundtrip import round_trips

@@ -1,7 +1,9 @@
 """A model's layer call checked by its numbers: the layer rebuilt in the wide dtype with the
 same weights, called on the call's own values, and the first output element that is wrong
 (``_numerics.check_values``). The audit runs it on each call that does arithmetic on integers
-(``_numerics.worth_value_check``)."""
+(``_numerics.worth_value_check``), and :func:`values_after_cast` runs the fix of a call found
+wrong: a copy of the layer (same config, policy and weights) given its inputs cast with
+``keras.ops.cast``, checked against the same reference."""
 
 from __future__ import annotations
 
@@ -45,6 +47,62 @@ def layer_values_wrong(
         if found is not None:
             return found
     return None
+
+
+def values_after_cast(
+    layer: Any,
+    values: tuple[Any, Any, Any],
+    compute_dtype: str,
+    wide: str,
+    dtype: str,
+) -> tuple[ValueFinding | None, tuple[str, ...], tuple[str, ...]]:
+    """The fix of a call whose numbers were wrong, run: a copy of ``layer`` (its config,
+    policy and weights) called on the call's own arguments, each number array cast to
+    ``dtype`` with ``keras.ops.cast`` (as ``x = keras.ops.cast(x, dtype)`` before the layer
+    does), its outputs checked against the layer rebuilt in ``wide`` on the same values.
+
+    Args:
+        layer: the audited layer (only read).
+        values: the call's arguments, keyword arguments and outputs as NumPy.
+        compute_dtype: the layer's compute dtype (the error allowed).
+        wide: the reference dtype.
+        dtype: what the inputs are cast to.
+
+    Returns:
+        The first wrong number left (``None``: the numbers hold), the dtypes the copy received
+        and those it returned.
+
+    Raises:
+        Exception: what Keras raised making, building or calling the copy or the reference.
+    """
+    import keras
+
+    args, kwargs, _ = values
+    refs = _numpy_leaves(_reference_call(layer, args, kwargs, wide))
+
+    def cast(x: Any) -> Any:
+        if isinstance(x, np.ndarray) and dtypes.family(x.dtype.name) in ("int", "uint", "float"):
+            return keras.ops.cast(x, dtype)
+        return x
+
+    args = keras.tree.map_structure(cast, args)
+    copy = type(layer).from_config(layer.get_config())
+    copy(*args, **kwargs)
+    copy.set_weights(layer.get_weights())
+    outs = _numpy_leaves(copy(*args, **kwargs))
+    received = tuple(dtypes.describe(x) for x in keras.tree.flatten(args) if hasattr(x, "dtype"))
+    for i, (out, ref) in enumerate(zip(outs, refs)):
+        found = check_values(
+            out.astype(np.float64),
+            dtypes.describe(out),
+            np.asarray(ref).astype(np.float64),
+            wide,
+            limit=error_limit(compute_dtype),
+            output=i,
+        )
+        if found is not None:
+            return found, received, tuple(dtypes.describe(o) for o in outs)
+    return None, received, tuple(dtypes.describe(o) for o in outs)
 
 
 def _reference_call(layer: Any, args: Any, kwargs: Any, wide: str) -> Any:

@@ -238,6 +238,15 @@ def _run_lines(report: AuditReport, question: AuditQuestion, names: list[str]) -
         return ["", "y = model(sample, training=True)"]
     if report.mode == "predict":
         return ["", f"y = model.predict(sample, batch_size={batch}, verbose=0)"]
+    if report.mode == "dataset":  # as check_model feeds it: a list of inputs is one x
+        return [
+            "",
+            "import tensorflow as tf",
+            "",
+            "element = (tuple(sample),) if isinstance(sample, (list, tuple)) else sample",
+            f"data = tf.data.Dataset.from_tensor_slices(element).batch({batch})",
+            "y = model.predict(data, verbose=0)",
+        ]
     if report.mode == "save":
         return [
             "",

@@ -60,9 +60,10 @@ FindingKind = Literal[
 #: How an audit runs the model (``check_model(..., mode=)``, ``%dtype_check --mode``): its
 #: eager call (``Model.__call__``, inference), the eager call with ``training=True``, the real
 #: ``model.predict`` (compiled on jax and tensorflow), one real ``model.fit`` step on a copy, a
-#: save and load of a copy (``.keras``, ``.h5``, SavedModel) compared layer by layer.
-AuditMode = Literal["call", "training", "predict", "fit", "save"]
-AUDIT_MODES: tuple[AuditMode, ...] = ("call", "training", "predict", "fit", "save")
+#: save and load of a copy (``.keras``, ``.h5``, SavedModel) compared layer by layer, the real
+#: ``model.predict`` on a ``tf.data.Dataset`` of the sample (``dataset``, every backend).
+AuditMode = Literal["call", "training", "predict", "fit", "save", "dataset"]
+AUDIT_MODES: tuple[AuditMode, ...] = ("call", "training", "predict", "fit", "save", "dataset")
 SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 
 
@@ -186,7 +187,8 @@ class Finding(Record):
 
 
 class LayerDifference(Record):
-    """A layer call whose dtypes differ between the eager call and ``model.predict``."""
+    """A layer call whose dtypes differ between the eager call and ``model.predict`` (``run``:
+    ``"predict"``, or ``"dataset"`` for ``model.predict`` on a ``tf.data.Dataset``)."""
 
     path: str
     layer_class: str
@@ -195,13 +197,14 @@ class LayerDifference(Record):
     where: str
     eager: tuple[str, ...] = ()
     predict: tuple[str, ...] = ()
+    run: Literal["predict", "dataset"] = "predict"
 
     def text(self) -> str:
         """``discretization output: eager int64, predict float32``."""
         name = self.path.rsplit("/", 1)[-1]
         return (
             f"{name} {self.where}: eager {', '.join(self.eager) or '-'}, "
-            f"predict {', '.join(self.predict) or '-'}"
+            f"{self.run} {', '.join(self.predict) or '-'}"
         )
 
 

@@ -131,6 +131,8 @@ class LayerDamage(Record):
     ``reference_input_amax``: ``max |x|`` of the finite values of this output and of the
     call's float inputs in the reference run (what the layer would hold and receive with no
     overflow upstream: the audit chooses the layers to keep in float32 from them).
+    ``nonfinite``: inf/NaN among the output's values; ``compared``: how many values are
+    finite in both, the ones the error is measured on (``None``: not counted).
 
     >>> d = LayerDamage(path="m/d", layer_class="Dense", dtype="float16", reference="float32",
     ...                 rel_rms=0.001, sqnr_db=60.0, max_abs_error=0.01, amax=8.0,
@@ -153,6 +155,7 @@ bits to the largest finite, 14.0 above the smallest normal'
     top_bits: float | None = None
     bottom_bits: float | None = None
     nonfinite: int = 0
+    compared: int | None = None
     reference_amax: float | None = None
     reference_input_amax: float | None = None
 
@@ -165,6 +168,10 @@ bits to the largest finite, 14.0 above the smallest normal'
         if self.bottom_bits is not None:
             room += f", {self.bottom_bits:.1f} above the smallest normal"
         bad = f", {self.nonfinite} inf/NaN" if self.nonfinite else ""
+        if self.nonfinite and self.compared == 0:  # nothing finite to measure an error on
+            return f"{self.path} ({self.layer_class}, {self.dtype}): {self.nonfinite} inf/NaN, " + (
+                "no value finite in both to measure the error on"
+            )
         return (
             f"{self.path} ({self.layer_class}, {self.dtype}): rel RMS {self.rel_rms:.3g}, "
             f"SQNR {sqnr}, max |err| {self.max_abs_error:.3g}"

@@ -32,9 +32,26 @@ from dtype_explorer.records._exactness import LayerDamage
 #: How a fix changes the copy: ``dtype="float32"`` on the named layers (the copy cloned with
 #: it), a ``keras.dtype_policies.DTypePolicyMap`` keyed by layer paths (the copy made again
 #: from its config with it), the dtype of a ``keras.Input``, every layer and Input under
-#: another policy (``model-dtype``: the model rebuilt under ``float64``), or the optimizer
-#: wrapped in a ``keras.optimizers.LossScaleOptimizer`` (``loss-scale``).
-FixHow = Literal["layer-dtype", "policy-map", "input-dtype", "model-dtype", "loss-scale"]
+#: another policy (``model-dtype``: the model rebuilt under ``float64``), the optimizer
+#: wrapped in a ``keras.optimizers.LossScaleOptimizer`` (``loss-scale``); a layer's input cast
+#: before it, on a copy of the layer (``input-cast``), or re-probed so on each backend
+#: (``backend-cast``); ``model.quantize(mode, filters=...)`` leaving layers float
+#: (``quantize-filters``), the model rebuilt under another policy and then quantized
+#: (``quantize-policy``); the training step compiled without XLA (``jit-off``); the model
+#: saved and loaded through another format (``save-format``).
+FixHow = Literal[
+    "layer-dtype",
+    "policy-map",
+    "input-dtype",
+    "model-dtype",
+    "loss-scale",
+    "input-cast",
+    "backend-cast",
+    "quantize-filters",
+    "quantize-policy",
+    "jit-off",
+    "save-format",
+]
 #: Each way in words (:meth:`FixProof.lines`).
 HOW_WORDS: dict[str, str] = {
     "layer-dtype": "dtype= on the named layers",
@@ -42,6 +59,12 @@ HOW_WORDS: dict[str, str] = {
     "input-dtype": "the keras.Input's dtype",
     "model-dtype": "every layer and float keras.Input made again in that dtype",
     "loss-scale": "the optimizer wrapped in a LossScaleOptimizer, one model.fit step",
+    "input-cast": "keras.ops.cast before it, the layer copied with its weights",
+    "backend-cast": "the layer re-probed so on each backend",
+    "quantize-filters": "model.quantize(..., filters=...)",
+    "quantize-policy": "the model rebuilt under that policy, then quantized",
+    "jit-off": "the copy compiled with jit_compile=False, one model.fit step",
+    "save-format": "saved and loaded through that format, compared layer by layer",
 }
 
 
@@ -58,8 +81,11 @@ class FixMeasure(Record):
     ``underflowed`` of ``gradient_values``: the gradient values of one training step that
     were zero where the same step of the model in float32 gave non-zero ones;
     ``nonfinite_gradients``: inf/NaN among them. ``findings``: how many of the findings a
-    combined fix covers are there. ``error``: what the run raised (the model, or its copy,
-    did not run).
+    combined fix covers are there. ``wrong``: the first wrong number of a layer's output
+    against its wide reference (a value finding's message). ``output_error`` against
+    ``threshold``: a quantized model's output error, relative to its largest value.
+    ``outcomes``: what each backend answered. ``error``: what the run raised (the model, or
+    its copy, did not run).
     """
 
     finding: bool
@@ -78,6 +104,10 @@ class FixMeasure(Record):
     underflowed: int | None = None
     nonfinite_gradients: int | None = None
     findings: int | None = None
+    wrong: str = ""
+    output_error: float | None = None
+    threshold: float | None = None
+    outcomes: dict[str, str] = Field(default_factory=dict)
     error: str = ""
 
     def text(self) -> str:
@@ -109,6 +139,13 @@ class FixMeasure(Record):
             )
         if self.raised:
             parts.append(f"{', '.join(self.readers)} raised {self.raised}")
+        if self.wrong:
+            parts.append(self.wrong)
+        if self.output_error is not None:
+            limit = "" if self.threshold is None else f" (threshold {self.threshold:g})"
+            parts.append(f"output error {self.output_error:.3g} of the largest float value{limit}")
+        if self.outcomes:
+            parts.append("; ".join(f"{b} {o}" for b, o in self.outcomes.items()))
         if self.nonfinite is not None:
             parts.append(f"{self.nonfinite} inf/NaN in the layers' outputs")
         if self.output is not None:
@@ -131,7 +168,9 @@ class FixProof(Record):
     the ``keras.Input`` changed (``input_dtype`` is also the dtype of ``model-dtype``).
     ``chosen_by``: why each layer of the set is in it, from the measured ranges (a combined
     float32 set); ``covers``: the findings (``"kind at path"``) the fix was run for.
-    ``tried``: every change run, in order, with what it left.
+    ``mode``: the quantization mode a ``quantize-*`` fix ran; ``format``: the format a
+    ``save-format`` fix went through. ``tried``: every change run, in order, with what it
+    left.
     """
 
     how: FixHow | None = None
@@ -143,6 +182,8 @@ class FixProof(Record):
     input_dtype: str = ""
     chosen_by: dict[str, str] = Field(default_factory=dict)
     covers: tuple[str, ...] = ()
+    mode: str = ""
+    format: str = ""
     proven: bool = False
     before: FixMeasure | None = None
     after: FixMeasure | None = None
@@ -183,6 +224,27 @@ class FixProof(Record):
             return f"input {self.input_index} as keras.Input(dtype={self.input_dtype!r})"
         if self.how == "model-dtype":
             return f"the model in {self.input_dtype} ({HOW_WORDS['model-dtype']})"
-        if self.how == "loss-scale":
-            return HOW_WORDS["loss-scale"]
+        if self.how in ("loss-scale", "jit-off"):
+            return HOW_WORDS[self.how]
+        layers = ", ".join(self.layers)
+        if self.how == "input-cast":
+            return (
+                f"{layers} with its inputs cast to {self.input_dtype} ({HOW_WORDS['input-cast']})"
+            )
+        if self.how == "backend-cast":
+            return (
+                f"{layers} with its inputs cast to {self.input_dtype} ({HOW_WORDS['backend-cast']})"
+            )
+        if self.how == "quantize-filters":
+            return (
+                f"quantize({self.mode!r}) with {layers} left float "
+                f"({HOW_WORDS['quantize-filters']})"
+            )
+        if self.how == "quantize-policy":
+            return (
+                f"quantize({self.mode!r}) under {self.default_policy} "
+                f"({HOW_WORDS['quantize-policy']})"
+            )
+        if self.how == "save-format":
+            return f"the {self.format} format ({HOW_WORDS['save-format']})"
         return f"{', '.join(self.layers)} in float32 ({HOW_WORDS.get(self.how or '', '')})"

@@ -14,7 +14,24 @@ import dtype_explorer as dx
 
 def findings(model, sample=None) -> list[dict]:
     report = dx.check_model(model, sample)
-    return [{"kind": f.kind, "message": f.message, "details": f.details} for f in report.findings]
+    return [
+        {
+            "kind": f.kind,
+            "message": f.message,
+            "details": f.details,
+            "fix": f.fix,
+            "proof": None if f.proof is None else f.proof.to_dict(),
+        }
+        for f in report.findings
+    ]
+
+
+def raw(outputs) -> dict:
+    """Raw Keras's answer: the dtype and the numbers."""
+    return {
+        "dtype": keras.backend.standardize_dtype(outputs.dtype),
+        "values": np.asarray(keras.ops.convert_to_numpy(outputs), "float64").ravel().tolist(),
+    }
 
 
 def main() -> None:
@@ -24,10 +41,15 @@ def main() -> None:
     added = keras.Model([pixels, more], keras.layers.Add()([pixels, more]))
     a, b = np.array([[200, 1, 2]], dtype="uint8"), np.array([[100, 1, 2]], dtype="uint8")
     found["add_uint8"] = findings(added, [a, b])
+    # raw Keras with the proven fix written as the user would: each input cast before Add
+    cast = [keras.ops.cast(x, "int32") for x in (a, b)]
+    found["raw_add_int32"] = raw(keras.layers.Add()(cast))
 
     ints = keras.Input((4,), dtype="int32")
     normed = keras.Model(ints, keras.layers.LayerNormalization()(ints))
     found["layernorm_int32"] = findings(normed, np.array([[1, 5, 9, 2]], dtype="int32"))
+    floats = keras.ops.cast(np.array([[1, 5, 9, 2]], dtype="int32"), "float32")
+    found["raw_layernorm_float32"] = raw(keras.layers.LayerNormalization()(floats))
 
     keras.config.set_dtype_policy("float64")
     try:

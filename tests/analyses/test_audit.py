@@ -407,6 +407,15 @@ def test_backend_divergence_through_the_pool():
     assert finding.details["jax"] == "returns float32"
     assert finding.details["tensorflow"].startswith("raises")
     assert report.backends == ("jax",)
+    # issue 38 item 3: the cast is shown once the layer, re-probed with its input cast on each
+    # backend, returned one dtype everywhere; raw Keras here, given the input cast, agrees
+    proof = finding.proof
+    assert proof.proven and proof.how == "backend-cast" and proof.input_dtype == "float32"
+    assert finding.fix == proof.change
+    assert finding.fix.startswith('x = keras.ops.cast(x, "float32")')
+    x = keras.ops.cast(np.ones((2, 8, 3), "uint8"), "float32")
+    raw = keras.backend.standardize_dtype(layers.Conv1D(2, 3)(x).dtype)
+    assert proof.after.outcomes == {"tensorflow": f"returns {raw}", "jax": f"returns {raw}"}
 
 
 def test_a_dict_sample_is_routed_by_input_name_as_keras_routes_it():

@@ -166,3 +166,17 @@ def test_an_overflowing_layer_is_measured_on_its_finite_values_and_its_float32_r
         o, r = out[finite].astype(np.float64), ref[finite].astype(np.float64)
         rel = np.sqrt(np.mean((o - r) ** 2)) / np.sqrt(np.mean(r**2))
         assert big.rel_rms == pytest.approx(rel, rel=1e-6, abs=1e-12)
+    # issue 38 item 4: the output's float16-output finding says what was measured: its inf/NaN
+    # (raw Keras's count), and an error only over values finite in both (it said "relative RMS
+    # error 0 (beyond float16's tolerance)" for an output of inf alone)
+    raw_out = keras.ops.convert_to_numpy(mixed(sample))
+    wide_out = keras.ops.convert_to_numpy(wide(sample))
+    both = np.isfinite(raw_out) & np.isfinite(wide_out)
+    (half,) = report.by_kind("float16-output")
+    assert half.path == "m/next" and half.severity == "warning"
+    assert f"{int((~np.isfinite(raw_out)).sum())} of its values are inf/NaN" in half.message
+    if both.any():
+        assert f"over the {int(both.sum())} values finite in both" in half.message
+    else:
+        assert "no error is measured" in half.message
+        assert "relative RMS error" not in half.message and "tolerance" not in half.message

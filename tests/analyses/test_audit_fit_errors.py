@@ -52,7 +52,13 @@ def test_the_models_own_error_is_a_finding_not_the_labels():
     (finding,) = report.by_kind("call-error")
     assert finding.path == model.name and finding.severity == "error"
     assert CAUSE in finding.message and "not the labels" in finding.message
-    assert "jit_compile=False" in finding.fix
+    # issue 38 item 3: the fix is shown once the step ran on the copy compiled without XLA;
+    # raw Keras, compiled so, trains
+    assert finding.proof.proven and finding.proof.how == "jit-off"
+    assert "jit_compile=False" in finding.fix and finding.fix == finding.proof.change
+    raw = _upsampling_model()
+    raw.compile(optimizer="adam", loss="mse", jit_compile=False)
+    assert np.isfinite(raw.fit(X, Y, verbose=0).history["loss"][0])
     assert all(np.array_equal(a, b) for a, b in zip(before, model.get_weights(), strict=True))
 
 
@@ -61,6 +67,7 @@ def test_without_labels_the_cause_is_shown_whole():
     execution error:."."""
     (finding,) = dx.check_model(_upsampling_model(), X, mode="fit").by_kind("mode-divergence")
     assert CAUSE in finding.message
+    assert finding.proof.proven and "jit_compile=False" in finding.fix  # run on the copy
 
 
 def test_labels_keras_refuses_are_still_blamed():

@@ -110,6 +110,17 @@ def test_int8_under_float16_is_keras_refusal_and_under_bfloat16_the_output_dtype
     report = check_model(model, SAMPLE, policy="mixed_float16", quantize="int8")
     (refused,) = report.by_kind("quantize-refused")
     assert str(raised.value).split(".")[0] in refused.message and "mixed_bfloat16" in refused.fix
+    # issue 38 item 3: the fix was run on a copy before it is shown; run as written on the
+    # float16 model by raw Keras, it quantizes every layer Keras quantizes
+    assert refused.proof.proven and refused.proof.how == "quantize-policy"
+    half = four_layer_model("mixed_float16")
+    scope = {"keras": keras, "model": half}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(refused.fix, scope)
+    fixed = scope["fixed"]
+    assert fixed.get_layer("head").dtype_policy.name == "int8_from_mixed_bfloat16"
+    assert [v.dtype for v in half.get_layer("head").weights] == ["float32", "float32"]
     # an int8 Embedding under int8_from_mixed_bfloat16: the dtype it returns is Keras's
     emb = keras.layers.Embedding(10, 8, dtype="mixed_bfloat16")
     emb.build((None, 4))
@@ -120,6 +131,50 @@ def test_int8_under_float16_is_keras_refusal_and_under_bfloat16_the_output_dtype
     assert row.policy == "int8_from_mixed_bfloat16" and row.output_dtypes == (returned,)
     assert bool(report.by_kind("quantized-output-dtype")) == (returned != "bfloat16")
     assert not [f for f in report.findings if f.kind == "float32-only-layer"]
+
+
+def _seeded_mlp(seed: int) -> keras.Model:
+    def init(s: int):
+        return keras.initializers.GlorotUniform(seed=s)
+
+    inputs = keras.Input((16,), name="x")
+    x = keras.layers.Dense(32, activation="relu", kernel_initializer=init(seed), name="d1")(inputs)
+    x = keras.layers.Dense(32, activation="relu", kernel_initializer=init(seed + 1), name="d2")(x)
+    out = keras.layers.Dense(4, kernel_initializer=init(seed + 2), name="head")(x)
+    return keras.Model(inputs, out, name="mlp")
+
+
+def _raw_error(model: keras.Model, quantized: keras.Model, x: np.ndarray) -> float:
+    """Raw Keras: the largest |quantized - float| over the largest |float|."""
+    a = keras.ops.convert_to_numpy(model(x)).astype("float64")
+    b = keras.ops.convert_to_numpy(quantized(x)).astype("float64")
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(a)))
+
+
+def test_a_quantization_error_fix_is_the_quantize_call_raw_keras_runs_within_the_threshold():
+    """Issue 38 item 3: the layers left float are found by quantizing copies again; the fix
+    is shown only where the error came within the threshold, and run as written (``exec``)
+    on a raw clone it gives the error the proof reports. A seed where leaving the worst
+    layers float does not clear it shows no fix, and what was tried."""
+    x = np.linspace(-1, 1, 32).reshape(2, 16).astype("float32")
+    model = _seeded_mlp(0)
+    report = check_model(model, x, quantize="int4")
+    (finding,) = report.by_kind("quantization-error")
+    proof = finding.proof
+    assert proof.proven and proof.how == "quantize-filters" and finding.fix == proof.change
+    assert proof.before.output_error == pytest.approx(report.quantization.output_error)
+    raw = keras.models.clone_model(model)
+    raw.set_weights(model.get_weights())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(finding.fix, {"keras": keras, "model": raw})
+    left = {layer.name for layer in raw.layers if layer.dtype_policy.name == "float32"}
+    assert {p.rsplit("/", 1)[-1] for p in proof.layers} <= left and "d2" not in left
+    error = _raw_error(model, raw, x)
+    assert error == pytest.approx(proof.after.output_error, rel=1e-5) and error <= 0.05
+    (unfixed,) = check_model(_seeded_mlp(2), x, quantize="int4").by_kind("quantization-error")
+    assert unfixed.fix == "" and not unfixed.proof.proven and unfixed.proof.tried
+    assert unfixed.proof.after.output_error > unfixed.proof.after.threshold
 
 
 def test_bad_quantize_asks_say_what_is_valid():

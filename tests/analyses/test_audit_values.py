@@ -35,9 +35,23 @@ def test_the_audit_names_wrong_numbers_and_disagreeing_rules(backend: str) -> No
     assert wrapped["details"]["value"] == 44 and wrapped["details"]["expected"] == 300
     assert "uint8 holds 0..255" in wrapped["message"]
 
+    # issue 38 item 3: the fix is shown once the cast ran on a copy of the layer; raw Keras,
+    # given the inputs cast as the fix writes it, returns the exact sum in that dtype
+    proof = wrapped["proof"]
+    assert proof["proven"] and proof["how"] == "input-cast" and proof["input_dtype"] == "int32"
+    assert wrapped["fix"].startswith('inputs = [keras.ops.cast(x, "int32") for x in inputs]')
+    assert proof["after"]["received"] == "int32, int32" and not proof["after"]["finding"]
+    added = found["raw_add_int32"]
+    assert added["values"][0] == 300 and f"it returns {added['dtype']}" in proof["after"]["wrong"]
+
     [cut] = [f for f in found["layernorm_int32"] if f["kind"] == "truncation"]
     assert cut["details"]["value"] == -1 and cut["details"]["element"] == [0, 0]
     assert -1.1 < cut["details"]["expected"] < -1.0
+    # truncated: a wider integer would truncate as well; the fix is the float compute dtype
+    assert cut["proof"]["proven"] and cut["proof"]["input_dtype"] == "float32"
+    assert cut["fix"].startswith('x = keras.ops.cast(x, "float32")')
+    normed = found["raw_layernorm_float32"]
+    assert normed["values"][0] == pytest.approx(cut["details"]["expected"], rel=1e-3)
 
     disagree = [f for f in found["dense_float64"] if f["kind"] == "rules-disagree"]
     # result_type('float64', 'float64') is float32 on torch and numpy; JAX (x64 off) hands the

@@ -13,7 +13,12 @@ runs each on a copy of the model (``_fixes_layers``: the model in float64, a lay
 an Input in another dtype; ``_fixes_training``: a loss scale over one training step; the
 float32 set of the overflows chosen from the measured ranges by ``_fix_choice``, and one
 combined set), the rules re-run on the copy, and shows it (written by ``_fix_code``) only
-once it works; a change no copy can run (a custom layer's own code) says why.
+once it works. The other fixes are run too: ``_fixes_values`` casts the inputs of a copy of a
+layer whose numbers were wrong, ``_fixes_quant`` quantizes copies again (the worst layers left
+float, or under bfloat16), ``_reprobe`` re-probes a layer whose backends part with its inputs
+cast, ``_fit`` runs a step that failed under XLA without it, and a round trip's fix is the
+other format measured beside it (``_rules_quant``). A change no copy can run (a custom
+layer's own code, a cast inside the model) shows no fix and says why (``FixProof.not_tried``).
 
 It may import the foundation, ``records``, the engine's and the runtime's public names; the
 rules import records only. Nothing else in ``analyses`` imports it.

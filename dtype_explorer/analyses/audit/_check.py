@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _engine as _audit_engine
 from dtype_explorer.analyses.audit import _fit as _audit_fit
 from dtype_explorer.analyses.audit import _fixes as _audit_fixes
+from dtype_explorer.analyses.audit import _fixes_values as _audit_fixes_values
 from dtype_explorer.analyses.audit import _keras2 as _audit_keras2
 from dtype_explorer.analyses.audit import _predict as _audit_predict
 from dtype_explorer.analyses.audit import _quantize as _audit_quantize
@@ -98,7 +100,11 @@ def check_model(
     ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
     compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients
     and loss scaling; ``steps=N`` runs N steps and records each (loss, loss scale, skipped
-    steps, inf/NaN gradients: ``report.fit.steps``, drawn by ``report.figure()``).
+    steps, inf/NaN gradients: ``report.fit.steps``, drawn by ``report.figure()``); ``"save"`` a
+    save and load of a copy in each format, compared layer by layer; ``"dataset"`` the real
+    ``model.predict`` on a ``tf.data.Dataset`` of the sample
+    (``from_tensor_slices(sample).batch(n)``, one batch, as users feed one on every backend),
+    its layers as the compiled function saw them, beside the eager call.
 
     Args:
         model: a Keras model or layer.
@@ -112,7 +118,8 @@ def check_model(
         call_kwargs: keyword arguments of the model's call, as JSON values (a list becomes
             a NumPy array): ``{"training": True}`` audits the training pass (dropout, batch
             statistics) instead of inference (``training=False``).
-        mode: ``"call"`` (default), ``"training"``, ``"predict"`` or ``"fit"``.
+        mode: ``"call"`` (default), ``"training"``, ``"predict"``, ``"fit"``, ``"save"`` or
+            ``"dataset"``.
         labels: the targets of the ``"fit"`` step (default: zeros fitting the output and the
             loss: class indices for a sparse loss).
         engine: audit with another Keras (``dx.probe``'s ``engine``: ``"keras==3.X.Y"``,
@@ -188,8 +195,8 @@ def check_model(
         # 4. The rules on the records: the calls, their numbers, other backends
         audit.findings += _call_findings(audit, asked)
         # 5. The mode's own run: the real model.predict, or one model.fit step on the copy
-        if asked.mode == "predict" and audit.outputs is not None:
-            _predict_phase(audit)
+        if asked.mode in ("predict", "dataset") and audit.outputs is not None:
+            _predict_phase(audit, dataset=asked.mode == "dataset")
         if asked.mode == "fit" and audit.outputs is not None:
             _fit_phase(audit, model, labels, asked.steps)
         if asked.mode == "save":
@@ -200,9 +207,7 @@ def check_model(
             _fix_phase(audit)  # each overflow's and lossy cast's fix run on a copy
         audit.findings = _audit_fixes.not_tried(audit.findings, _no_fix_run(asked.mode))
         if audit.quantized is not None:
-            audit.ran["quantization"], found = _audit_quantize.finish(
-                audit.quantized.report, audit.calls
-            )
+            audit.ran["quantization"], found = _audit_quantize.finish(audit.quantized, audit.calls)
             audit.findings += found
     audit.timings["total_ms"] = ms(started)
     # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
@@ -365,12 +370,13 @@ def _call_findings(audit: _Audit, asked: _Question) -> list[Finding]:
     checked = [
         (
             call,
+            event,
             layer_values_wrong(event.layer, event.values, call.outputs, call.compute_dtype, wide),
         )
         for call, event in zip(audit.calls, audit.tracer.calls)
         if event.values is not None and _audit_rules.computes_on_values(call)
     ]
-    findings += _audit_rules.wrong_numbers(checked)
+    findings += _audit_fixes_values.proven(checked, wide)  # each cast run on a layer copy
     if asked.backends:
         layers = {path: layer for layer, path, _ in audit.tracer.layers.values()}
         findings += _audit_reprobe.divergences(
@@ -454,13 +460,13 @@ def _no_fix_run(mode: str) -> str:
     )
 
 
-def _predict_phase(audit: _Audit) -> None:
-    """The real ``model.predict``, its layers as the compiled function saw them: the rules on
-    those records (a layer that raised only here is the mode divergence), and the divergences
-    from the eager call."""
+def _predict_phase(audit: _Audit, dataset: bool = False) -> None:
+    """The real ``model.predict`` (``dataset``: on a ``tf.data.Dataset`` of the sample), its
+    layers as the compiled function saw them: the rules on those records (a layer that raised
+    only here is the mode divergence), and the divergences from the eager call."""
     t0 = time.perf_counter()
     predict, predicted = _audit_predict.keras3_predicted(
-        audit.target, audit.sample, audit.calls, audit.outputs
+        audit.target, audit.sample, audit.calls, audit.outputs, dataset=dataset
     )
     audit.timings["predict_ms"] = ms(t0)
     model = _audited_model(audit.target, predicted)
@@ -530,17 +536,23 @@ _EXECUTION = {
 }
 
 
+#: The modes only a ``keras.Model`` has (its ``predict``, ``fit``, ``save``).
+_MODEL_ONLY = ("predict", "fit", "save", "dataset")
+
+
 def _audit_mode(mode: Any, model: Any) -> str:
     """``mode`` if an audit of ``model`` can run that way, else ``InvalidSpecError`` saying why
     and listing the modes that apply."""
     import keras
 
     is_model = isinstance(model, keras.Model)
+    has_tf = importlib.util.find_spec("tensorflow") is not None
     usable = [
         m
         for m in AUDIT_MODES
-        if is_model or m not in ("predict", "fit", "save")
+        if is_model or m not in _MODEL_ONLY
         if keras.backend.backend() != "numpy" or m != "fit"
+        if has_tf or m != "dataset"
     ]
     if not isinstance(mode, str) or (mode not in MODES and mode not in AUDIT_MODES):
         raise unknown("mode", mode, AUDIT_MODES)
@@ -548,16 +560,19 @@ def _audit_mode(mode: Any, model: Any) -> str:
         return mode
     if mode == "model":
         why = "an audit's 'call' already runs the model through Model.__call__"
-    elif mode == "dataset":
+    elif mode == "dataset" and not is_model:
         why = (
-            "it maps one layer over tf.data; probe a layer that way with "
+            f"{describe_model(model)} is a layer, not a keras.Model: it has no predict() to "
+            "feed a tf.data.Dataset to; probe a layer mapped over tf.data with "
             "dx.probe(layer, mode='dataset')"
         )
-    elif mode in ("predict", "fit", "save") and not is_model:
+    elif mode in _MODEL_ONLY and not is_model:
         why = (
             f"{describe_model(model)} is a layer, not a keras.Model: it has no {mode}(); "
             "wrap it in a keras.Model to audit it that way"
         )
+    elif mode == "dataset":
+        why = "a tf.data.Dataset needs TensorFlow, which is not installed here"
     else:
         why = "the numpy backend cannot train (model.fit is not implemented there)"
     raise InvalidSpecError(

@@ -2,7 +2,9 @@
 sample (``keras_run.train_steps``: one by default, ``steps=N`` for N, each recorded, with a
 progress bar from :data:`PROGRESS_STEPS`), with the labels the user gave or zeros that fit the
 model's outputs; where it raises, the finding says whose the error is (the labels', the
-model's, or a backend that does not train: Keras's own words)."""
+model's, or a backend that does not train: Keras's own words). A step that raised compiled
+with XLA is run again on the copy compiled without it: ``jit_compile=False`` is the finding's
+fix once that step ran (its proof says so either way)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from dtype_explorer.keras_run import (
     train_steps,
     unimplemented,
 )
-from dtype_explorer.records import MAX_FIT_STEPS, FitReport
+from dtype_explorer.records import MAX_FIT_STEPS, FitReport, FixMeasure, FixProof
 
 #: From how many steps a training run shows a progress bar (a shorter one ends in a second).
 PROGRESS_STEPS = 20
@@ -105,13 +107,50 @@ def fit_step(
             ) from None
         how, shown = compiled_by(copy)[1], sample_text(labels)
         if not given:
-            return None, _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
-        if _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
+            found = _audit_rules_across.step_failed(copy.name, said, how, str(name), shown)
+        elif _fits_with(step, fitting):  # Keras's error is about the labels: they are to blame
             raise InvalidSpecError(
                 f"one model.fit step of a copy of {describe_model(copy)} failed with the labels "
                 f"given ({shown}): {said}"
             ) from error
-        return None, _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
+        else:
+            found = _audit_rules_across.step_error(copy.name, said, how, str(name), shown)
+        if "XLA" not in how:
+            return None, found
+        proof = _without_xla(copy, step, labels, said)
+        fix = proof.change if proof.proven else ""
+        return None, found.model_copy(update={"fix": fix, "proof": proof})
+
+
+def _without_xla(copy: Any, step: Callable[[Any], Any], labels: Any, said: str) -> FixProof:
+    """The step that raised compiled with XLA run again on ``copy`` compiled without it
+    (``jit_compile=False``, its train function made again)."""
+    before = FixMeasure(finding=True, at=copy.name, error=said[:300])
+    copy.jit_compile = False
+    copy.train_function = None
+    proof = FixProof(how="jit-off", before=before)
+    try:
+        step(labels)
+    except Exception as error:
+        again = f"{type(error).__name__}: {as_sentence(keras_message(str(error), limit=300))}"
+        return proof.model_copy(
+            update={
+                "after": FixMeasure(finding=True, at=copy.name, error=again[:300]),
+                "tried": (f"jit_compile=False: the step raised {again[:200]}",),
+            }
+        )
+    code = (
+        "model.compile(optimizer=model.optimizer, loss=model.loss, jit_compile=False)"
+        "   # proven on a copy: one model.fit step ran (your other compile arguments as before)"
+    )
+    return proof.model_copy(
+        update={
+            "change": code,
+            "proven": True,
+            "after": FixMeasure(finding=False, at=copy.name),
+            "tried": ("jit_compile=False: one model.fit step ran",),
+        }
+    )
 
 
 def _fits_with(step: Callable[[Any], Any], labels: Any) -> bool:

@@ -163,3 +163,62 @@ def loss_scale_code(optimizer: str, recovered: int) -> str:
             "model.compile(optimizer=optimizer, loss=model.loss)",
         ]
     )
+
+
+def quantize_filters_code(mode: str, names: list[str], config: str, error: float) -> str:
+    """``model.quantize`` leaving the layers named ``names`` float, as the audit ran it.
+
+    >>> print(quantize_filters_code("int8", ["head"], "", 0.01))
+    # proven on a copy: the output error is 0.01 of its largest value, these layers float
+    model.quantize("int8", filters=lambda layer: layer.name not in ("head",))
+    """
+    quoted = ", ".join(f'"{n}"' for n in names) + ("," if len(names) == 1 else "")
+    return "\n".join(
+        [
+            f"# proven on a copy: the output error is {error:.2g} of its largest value, these "
+            "layers float",
+            f'model.quantize("{mode}"{config}, filters=lambda layer: layer.name not in ({quoted}))',
+        ]
+    )
+
+
+def quantize_policy_code(how: str, policy: str, mode: str, config: str, spelled: str) -> str:
+    """The model made again under ``policy`` (``how``: ``"cloned"`` or ``"reloaded"``, as
+    ``keras_run.policy_rebuild`` made it), then quantized, as the audit ran it.
+
+    >>> print(quantize_policy_code("reloaded", "mixed_bfloat16", "int8", "", "MyModel"))
+    # proven on a copy: quantize("int8") runs under mixed_bfloat16
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    fixed = MyModel.from_config({**model.get_config(), "dtype": "mixed_bfloat16"})
+    keras.config.set_dtype_policy(previous)
+    fixed.set_weights(model.get_weights())
+    fixed.quantize("int8")
+    """
+    head = f'# proven on a copy: quantize("{mode}") runs under {policy}'
+    tail = ["fixed.set_weights(model.get_weights())", f'fixed.quantize("{mode}"{config})']
+    if how == "reloaded":
+        return "\n".join(
+            [
+                head,
+                "previous = keras.config.dtype_policy()",
+                f'keras.config.set_dtype_policy("{policy}")',
+                f'fixed = {spelled}.from_config({{**model.get_config(), "dtype": "{policy}"}})',
+                "keras.config.set_dtype_policy(previous)",
+                *tail,
+            ]
+        )
+    name = "in_" + policy.replace("-", "_")
+    return "\n".join(
+        [
+            head,
+            f"def {name}(op):  # each layer under {policy}; Keras operations as they are",
+            "    config = op.get_config()",
+            "    if isinstance(op, keras.layers.Layer):",
+            f'        config = {{**config, "dtype": "{policy}"}}',
+            "    return type(op).from_config(config)",
+            "",
+            f"fixed = keras.models.clone_model(model, clone_function={name}, recursive=True)",
+            *tail,
+        ]
+    )

@@ -34,17 +34,21 @@ def predicted(
     flatten: Callable[[Any], list[Any]],
     compiled: bool,
     execution: str,
+    dataset: bool = False,
 ) -> tuple[PredictReport, list[LayerCall]]:
     """``tracer``'s (a ``ModelTracer`` or ``Keras2Tracer``, ``values=False``) real predict on
-    ``sample``, compared with the eager pass (its calls ``eager``, its output leaves
-    ``eager_leaves``); ``flatten`` makes the predicted outputs' leaves arrays.
+    ``sample`` (``dataset``: on a ``tf.data.Dataset`` of it, Keras 3's tracer), compared with
+    the eager pass (its calls ``eager``, its output leaves ``eager_leaves``); ``flatten``
+    makes the predicted outputs' leaves arrays.
 
     Returns:
         The report, and the layer calls as the compiled function traced them.
     """
     error = None
     try:
-        outputs, symbolic = tracer.run_predict(sample)
+        outputs, symbolic = (
+            tracer.run_predict(sample, dataset=True) if dataset else tracer.run_predict(sample)
+        )
     except Exception as exc:  # the eager call ran: that predict does not is the finding
         outputs = symbolic = None
         error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
@@ -57,7 +61,11 @@ def predicted(
         nonfinite=tuple(nonfinite_count(x) for x in leaves),
         eager_outputs=tuple(tensor_info(x) for x in eager_leaves),
         eager_nonfinite=tuple(nonfinite_count(x) for x in eager_leaves),
-        differences=tuple(_audit_rules_across.predict_differences(eager, calls)),
+        differences=tuple(
+            _audit_rules_across.predict_differences(
+                eager, calls, "dataset" if dataset else "predict"
+            )
+        ),
         error=error,
         failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
         cause=None if tracer.failed_at is None else tracer.failed_at.error,
@@ -66,13 +74,20 @@ def predicted(
 
 
 def keras3_predicted(
-    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any
+    model: Any, sample: Any, eager: list[LayerCall], eager_outputs: Any, dataset: bool = False
 ) -> tuple[PredictReport, list[LayerCall]]:
-    """The real ``model.predict`` on ``sample``, every layer call recorded as the compiled
+    """The real ``model.predict`` on ``sample`` (``dataset``: on a ``tf.data.Dataset`` of it,
+    one batch, as users feed one on every backend), every layer call recorded as the compiled
     function traced it, compared with the eager pass ``eager``."""
     import keras
 
     compiled, how = predict_compiled_by(model)
+    batch = int(keras.tree.flatten(sample)[0].shape[0])
+    run = (
+        f"model.predict on a tf.data.Dataset (from_tensor_slices(sample).batch({batch}))"
+        if dataset
+        else "model.predict"
+    )
     return predicted(
         ModelTracer(model, values=False),
         sample,
@@ -80,5 +95,6 @@ def keras3_predicted(
         keras_flatten(eager_outputs),
         flatten=lambda outputs: [np.asarray(x) for x in keras.tree.flatten(outputs)],
         compiled=compiled,
-        execution=f"model.predict, {how}",
+        execution=f"{run}, {how}",
+        dataset=dataset,
     )

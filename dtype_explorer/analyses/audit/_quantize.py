@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dtype_explorer.analyses.audit import _fixes_quant
 from dtype_explorer.analyses.audit import _rules_quant as rules
 from dtype_explorer.keras_run import (
     QuantizeRequest,
@@ -34,11 +35,16 @@ THRESHOLD = 0.05
 
 @dataclasses.dataclass
 class Quantized:
-    """A quantized copy under way: the copy (``None`` when Keras refused), its report so far,
-    and the float copy's and quantized copy's outputs for the error."""
+    """A quantized copy under way: the copy (``None`` when Keras refused), its report so far;
+    the model it was made from, the sample, the request and the call's arguments (what the
+    fixes run again, ``_fixes_quant``)."""
 
     copy: Any
     report: QuantizationReport
+    target: Any = None
+    sample: Any = None
+    request: Any = None
+    arguments: dict = dataclasses.field(default_factory=dict)
 
 
 def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments: dict) -> Quantized:
@@ -66,7 +72,14 @@ def quantize_copy(target: Any, sample: Any, request: QuantizeRequest, arguments:
         keras_summary=summary,  # Keras's own, beside the rows (keras-nightly has it)
         keras_warnings=(summary_raised,) if summary_raised else (),
     )
-    return Quantized(copy=None if refused is not None else copy, report=report)
+    return Quantized(
+        copy=None if refused is not None else copy,
+        report=report,
+        target=target,
+        sample=sample,
+        request=request,
+        arguments=arguments,
+    )
 
 
 def _with_error(row: QuantizedLayer, reference: dict, values: dict) -> QuantizedLayer:
@@ -84,10 +97,12 @@ def _with_error(row: QuantizedLayer, reference: dict, values: dict) -> Quantized
 
 
 def finish(
-    report: QuantizationReport, calls: list[LayerCall]
+    quantized: Quantized, calls: list[LayerCall]
 ) -> tuple[QuantizationReport, list[Finding]]:
     """The report completed from the audited copy's calls (each quantized layer's compute path
-    and output dtypes, as traced), and its findings."""
+    and output dtypes, as traced), and its findings, their fixes run on copies
+    (``_fixes_quant``)."""
+    report = quantized.report
     by_path: dict[str, LayerCall] = {}
     for call in calls:
         by_path.setdefault(call.path, call)  # the first call of each layer
@@ -107,4 +122,5 @@ def finish(
             )
         )
     report = report.model_copy(update={"layers": tuple(rows)})
-    return report, rules.quantization_findings(report, calls)
+    found = rules.quantization_findings(report, calls)
+    return report, _fixes_quant.proven(found, quantized, report)

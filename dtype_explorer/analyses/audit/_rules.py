@@ -150,7 +150,7 @@ def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
             outcome = (
                 f"here it returned {_names(call.outputs)}, but whether integer input is "
                 "accepted, cast or rejected differs between layers and backends "
-                "(check with --backends all)."
+                "(check_model(..., backends=...) re-runs it on each backend)."
             )
         yield Finding(
             kind="int-into-float-layer",
@@ -365,7 +365,9 @@ def _rules_disagree(calls: list[LayerCall], model: AuditedModel) -> Iterator[Fin
 def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> list[Finding]:
     """A finding for each leaf call whose numbers were wrong against its reference run
     (``keras_run.layer_values_wrong``: the first output element wrapped around, saturated,
-    truncated, or off beyond the dtype's error); ``None``: the numbers held."""
+    truncated, or off beyond the dtype's error); ``None``: the numbers held. No fix here: the
+    audit casts the inputs of a copy of the layer and shows the cast once the numbers hold
+    (``_fixes_values``)."""
     findings = []
     for call, found in checked:
         if found is None:
@@ -381,32 +383,17 @@ def wrong_numbers(checked: Iterable[tuple[LayerCall, ValueFinding | None]]) -> l
                     f"{_names(call.received)} input, but the numbers are wrong: at {where}, "
                     f"{found.message}."
                 ),
-                fix=(
-                    f'x = keras.ops.cast(x, "{_fix_dtype(call)}")   '
-                    f"# before {call.layer_class}: compute on floats (or a wider integer)"
-                ),
                 details={
                     "output": found.output,
                     "element": list(found.element),
                     "value": found.value,
                     "expected": found.expected,
                     "reference_dtype": found.reference_dtype,
+                    "call_index": call.call_index,
                 },
             )
         )
     return findings
-
-
-def _fix_dtype(call: LayerCall) -> str:
-    if dtypes.is_float(call.compute_dtype) and not all(
-        dtypes.is_integer(t.dtype) for t in call.outputs
-    ):
-        return call.compute_dtype
-    return (
-        "int32"
-        if any(t.dtype in ("int8", "uint8", "int16", "uint16") for t in call.outputs)
-        else "int64"
-    )
 
 
 # --------------------------------------------------------------------------- across backends

@@ -19,6 +19,7 @@ from dtype_explorer.errors import as_sentence
 from dtype_explorer.records import (
     Finding,
     FitReport,
+    FixProof,
     LayerCall,
     LayerDifference,
     PredictReport,
@@ -26,15 +27,22 @@ from dtype_explorer.records import (
     ProbeSet,
 )
 
+#: Why a failure of a compiled run shows no fix: its cause is code the audit cannot change.
+_IN_ITS_CODE = (
+    "what raised is {where}'s own code under a compiled function, which the audit cannot "
+    "rewrite and run on a copy"
+)
+
 # --------------------------------------------------------------------------- across modes
 
 
 def predict_differences(
-    eager: list[LayerCall], calls: list[LayerCall]
+    eager: list[LayerCall], calls: list[LayerCall], run: str = "predict"
 ) -> Iterator[LayerDifference]:
-    """Each layer call whose received or output dtypes under predict (``calls``) differ from
-    the eager pass's (``eager``; a call that raised there and was not re-run is skipped), for
-    Keras 3's and Keras 2's audits alike.
+    """Each layer call whose received or output dtypes under predict (``calls``; ``run``:
+    ``"dataset"`` for predict on a ``tf.data.Dataset``) differ from the eager pass's
+    (``eager``; a call that raised there and was not re-run is skipped), for Keras 3's and
+    Keras 2's audits alike.
 
     >>> from dtype_explorer.records import LayerCall, TensorInfo
     >>> def call(dtype):
@@ -60,6 +68,7 @@ def predict_differences(
                     where="received" if where == "received" else "output",
                     eager=was,
                     predict=now,
+                    run=run,
                 )
 
 
@@ -108,12 +117,8 @@ def _predict_raised(predict: PredictReport) -> Finding:
             f"Under {predict.execution}, {where} raised {cause.type} where the eager call "
             f"ran: {as_sentence(cause.message)}{also}"
         ),
-        fix=(
-            "# inside a compiled function tensors have no values: no float(x), x.numpy()\n"
-            "# or Python `if` on a tensor; use keras.ops (ops.where, ops.cond) instead.\n"
-            "model.compile(..., run_eagerly=True)   # to debug it eagerly"
-        ),
         details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
+        proof=FixProof(not_tried=_IN_ITS_CODE.format(where=where)),
     )
 
 
@@ -148,13 +153,14 @@ def _layer_differs(predict: PredictReport, diff: LayerDifference) -> Finding:
             f"{', '.join(diff.eager)} in the eager call: code tested with model(x) meets "
             "another dtype in model.predict."
         ),
-        fix=(
-            "# cast where the dtype must not depend on how the model runs:\n"
-            f"x = keras.ops.cast(x, {diff.eager[0]!r})"
-            if diff.eager
-            else ""
-        ),
         details={"where": diff.where, "eager": list(diff.eager), "predict": list(diff.predict)},
+        proof=FixProof(
+            not_tried=(
+                f"a cast {'after' if diff.where == 'output' else 'before'} {diff.layer_class} "
+                "goes in the model's own code, which the audit cannot change and run "
+                "compiled on a copy"
+            )
+        ),
     )
 
 
@@ -169,12 +175,8 @@ def step_failed(model: str, said: str, how: str, loss: str, labels: str) -> Find
             f"One model.fit step ({how}, loss {loss}, labels {labels}) raised where the eager "
             f"training=True call ran: {said}"
         ),
-        fix=(
-            "# inside a compiled step tensors have no values: no float(x), x.numpy() or a\n"
-            "# Python `if` on a tensor; use keras.ops. If the loss needs other targets:\n"
-            "check_model(model, x, mode='fit', labels=y)   # %dtype_check ... --labels y"
-        ),
         details={"error": said},
+        proof=FixProof(not_tried=_IN_ITS_CODE.format(where=model)),
     )
 
 
@@ -197,14 +199,9 @@ def step_error(model: str, said: str, how: str, loss: str, labels: str) -> Findi
             "raises with labels fitting the model's outputs too: the model's own error, not "
             "the labels'."
         ),
-        fix=(
-            "# the step fails only compiled with XLA? compile without it:\n"
-            "model.compile(optimizer, loss, jit_compile=False)"
-            if xla
-            else ""
-        ),
         details={"error": said},
-    )
+        proof=None if xla else FixProof(not_tried=_IN_ITS_CODE.format(where=model)),
+    )  # under XLA the audit runs the step compiled without it (_fit) and shows that once it runs
 
 
 def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
@@ -237,11 +234,14 @@ def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
             f"One training step ({fit.optimizer} on {fit.loss}) gave inf/NaN gradients for "
             f"{shown}, and no loss scaling guards the step: the weights become NaN."
         ),
-        fix=(
-            "# keep the loss and the last layer in float32, or scale the loss:\n"
-            "optimizer = keras.optimizers.LossScaleOptimizer(optimizer)"
-        ),
         details={"variables": bad},
+        proof=FixProof(
+            not_tried=(
+                "the compiled step's ops are not traced, so which layer makes the inf/NaN is "
+                "not known to change on a copy; a LossScaleOptimizer skips such steps, it "
+                "does not clear them"
+            )
+        ),
     )
 
 
@@ -319,12 +319,8 @@ def backend_divergence(call: LayerCall, outcomes: Mapping[str, ProbeResult]) -> 
             + "; ".join(f"{b} {o}" for b, o in shown.items())
             + "."
         ),
-        fix=(
-            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
-            f"# hand {call.layer_class} its compute dtype: every backend agrees"
-        ),
         details=shown,
-    )
+    )  # no fix here: the audit re-probes the layer with its inputs cast (_reprobe)
 
 
 def _value_divergence(call: LayerCall, results: list[ProbeResult]) -> Iterator[Finding]:
@@ -340,12 +336,8 @@ def _value_divergence(call: LayerCall, results: list[ProbeResult]) -> Iterator[F
             f"{call.layer_class} on {', '.join(results[0].spec.input_dtypes)} input under "
             f"{call.policy}: every backend returns {results[0].outcome}, but {parted.message}."
         ),
-        fix=(
-            f'x = keras.ops.cast(x, "{call.compute_dtype}")   '
-            f"# hand {call.layer_class} its compute dtype: every backend computes the same"
-        ),
         details={"values": parted.values, "element": list(parted.element)},
-    )
+    )  # no fix here: the audit re-probes the layer with its inputs cast (_reprobe)
 
 
 def _outcome(result: ProbeResult) -> str:

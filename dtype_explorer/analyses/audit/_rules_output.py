@@ -92,16 +92,29 @@ def measured(findings: list[Finding], damage: Iterable[LayerDamage]) -> list[Fin
 
 
 def _with_damage(finding: Finding, d: LayerDamage) -> Finding:
+    """The finding measured: with inf/NaN in the output, they say it, and the error is the
+    one over the values finite in both (none: no error is measured)."""
     limit = dtypes.tolerance(d.dtype)
     beyond = d.nonfinite > 0 or d.rel_rms > limit
     sqnr = "exact" if d.sqnr_db is None else f"SQNR {d.sqnr_db:.1f} dB"
-    said = (
-        f" Against the same model in {d.reference}: relative RMS error {d.rel_rms:.3g} "
-        f"({'beyond' if beyond else 'within'} {d.dtype}'s tolerance {limit:g}), {sqnr}, "
-        f"max |err| {d.max_abs_error:.3g}"
-        + (f", {d.nonfinite} inf/NaN" if d.nonfinite else "")
-        + "."
-    )
+    error = f"relative RMS error {d.rel_rms:.3g}"
+    numbers = f"{sqnr}, max |err| {d.max_abs_error:.3g}"
+    if not d.nonfinite:
+        said = (
+            f" Against the same model in {d.reference}: {error} ({'beyond' if beyond else 'within'}"
+            f" {d.dtype}'s tolerance {limit:g}), {numbers}."
+        )
+    elif d.compared == 0:
+        said = (
+            f" Against the same model in {d.reference}: {d.nonfinite} of its values are inf/NaN "
+            f"and none is finite in both, so no error is measured."
+        )
+    else:
+        over = "the values" if d.compared is None else f"the {d.compared} values"
+        said = (
+            f" Against the same model in {d.reference}: {d.nonfinite} of its values are inf/NaN; "
+            f"over {over} finite in both, {error} (tolerance {limit:g}), {numbers}."
+        )
     return finding.model_copy(
         update={
             "severity": "warning" if beyond else finding.severity,

@@ -2,6 +2,12 @@
 ``QuantizationReport`` and the quantized copy's ``LayerCall`` records; a ``RoundTripReport``),
 no Keras. The compute path of a quantized layer is read here from its op trace.
 
+The rules give no fix of their own. A quantization finding's fix is run by the audit on a
+copy (``_quantize``: quantize again leaving the worst layers float, or under bfloat16) and
+shown once it worked; a round trip's fix is the other round trip that was measured (a
+preset loaded with ``dtype=``, the ``.keras`` format), proven by its own measurement; every
+other finding says why no fix was run (its ``FixProof.not_tried``).
+
 >>> from dtype_explorer.records import QuantizationReport, QuantizedLayer
 >>> row = QuantizedLayer(path="m/conv", layer_class="Conv2D", status="skipped",
 ...     why="Layer Conv2D does not have a `quantize` method implemented.", has_weights=True,
@@ -20,6 +26,8 @@ import numpy as np
 
 from dtype_explorer.records import (
     Finding,
+    FixMeasure,
+    FixProof,
     LayerCall,
     QuantizationReport,
     QuantizedLayer,
@@ -74,17 +82,16 @@ def quantization_findings(report: QuantizationReport, calls: list[LayerCall]) ->
     return findings
 
 
+def refused_under_float16(report: QuantizationReport) -> bool:
+    """Whether Keras refused to quantize a layer computing in float16 (the audit then runs the
+    quantization again under bfloat16 on a copy)."""
+    at = next((r for r in report.layers if r.status == "refused"), None)
+    return at is not None and at.compute_dtype == "float16"
+
+
 def _refused(report: QuantizationReport) -> Finding:
     at = next((r for r in report.layers if r.status == "refused"), None)
-    half = at is not None and at.compute_dtype == "float16"
-    fix = (
-        "# int8 does not work with a float16 compute dtype: quantize under bfloat16 or float32\n"
-        'model = rebuild_under("mixed_bfloat16")   # e.g. dx.check_model(model, '
-        'policy="mixed_bfloat16", quantize="int8")\n'
-        f'model.quantize("{report.mode}")'
-        if half
-        else _structure_fix(report)
-    )
+    proof = None if refused_under_float16(report) else _structure_said(report)
     return Finding(
         kind="quantize-refused",
         severity="error",
@@ -94,23 +101,22 @@ def _refused(report: QuantizationReport) -> Finding:
             + (f" at {at.layer_class} ({at.policy})" if at else "")
             + f": {report.refused.type}: {report.refused.message} The audit ran the float model."
         ),
-        fix=fix,
         details={"mode": report.mode},
+        proof=proof,
     )
 
 
-def _structure_fix(report: QuantizationReport) -> str:
-    """For gptq/awq refused for want of blocks: the structure to give the config."""
+def _structure_said(report: QuantizationReport) -> FixProof | None:
+    """For gptq/awq refused for want of blocks: why no structure was tried."""
+    assert report.refused is not None
     if report.mode not in ("gptq", "awq") or "structure" not in report.refused.message:
-        return ""
-    return (
-        "# name the layers to run first and the blocks to calibrate one after another\n"
-        "# (keras-hub CausalLM/MaskedLM models name them: get_quantization_layer_structure)\n"
-        "config.quantization_layer_structure = {\n"
-        '    "pre_block_layers": [model.get_layer("embedding")],\n'
-        '    "sequential_blocks": [model.get_layer("block_0"), model.get_layer("block_1")],\n'
-        "}\n"
-        f'model.quantize("{report.mode}", config=config)'
+        return None
+    return FixProof(
+        not_tried=(
+            "which layers run first and which blocks to calibrate one after another is the "
+            "model's own structure (config.quantization_layer_structure, or the model's "
+            "get_quantization_layer_structure), which the audit cannot choose for it"
+        )
     )
 
 
@@ -126,10 +132,11 @@ def _not_quantized(rows: Iterable[QuantizedLayer]) -> Iterator[Finding]:
                 f"{row.layer_class} keeps its {row.policy} weights ({row.float_bytes} bytes): "
                 f"quantize() skipped it. Keras said: {row.why or 'nothing'}"
             ),
-            fix=(
-                "# nothing to change for the layers Keras can quantize; to save this one too,\n"
-                "# replace it by a layer Keras quantizes (Dense, EinsumDense, Embedding), or\n"
-                "# leave it float (it then costs float bytes and float compute)"
+            proof=FixProof(
+                not_tried=(
+                    "Keras has no quantized form of this layer: the change would be another "
+                    "layer in the model's code, which the audit cannot make on a copy"
+                )
             ),
         )
 
@@ -150,11 +157,13 @@ def _output_dtypes(rows: Iterable[QuantizedLayer]) -> Iterator[Finding]:
                 f"{row.compute_dtype}, yet returned {', '.join(off)}: the next layers get "
                 f"{', '.join(off)} and cast it themselves."
             ),
-            fix=(
-                f"# cast the quantized layer's output back to its compute dtype\n"
-                f'x = keras.ops.cast(x, "{row.compute_dtype}")   # after {row.path}'
-            ),
             details={"output": list(row.output_dtypes), "compute": row.compute_dtype},
+            proof=FixProof(
+                not_tried=(
+                    f"a cast after {row.path} goes in the model's own code, which the audit "
+                    "cannot change and run on a copy"
+                )
+            ),
         )
 
 
@@ -178,17 +187,11 @@ def _errors(report: QuantizationReport) -> Iterator[Finding]:
             f"value against the float model (same weights, same sample), above the threshold "
             f"{report.threshold:g}{where}."
         ),
-        fix=(
-            "# keep the most sensitive layers float, quantize the rest\n"
-            f'model.quantize("{report.mode}"{_with_config(report.mode)}, '
-            "filters=lambda layer: layer.name != "  # the audit's path ends with the name
-            f'"{worst.path.rsplit("/", 1)[-1] if worst else "..."}")'
-        ),
         details={"error": error, "threshold": report.threshold},
-    )
+    )  # no fix here: the audit quantizes a copy again, the worst layers left float (_quantize)
 
 
-def _with_config(mode: str) -> str:
+def with_config(mode: str) -> str:
     """The ``config=`` a calibrated mode's ``quantize`` call needs (its dataset and tokenizer)."""
     return ", config=config" if mode in ("gptq", "awq") else ""
 
@@ -206,11 +209,12 @@ def _containers(calls: Iterable[LayerCall]) -> Iterator[Finding]:
                 f"{call.policy}: a global quantized dtype policy reaches container layers, "
                 "and Keras raises when a Functional model calls its quantized entry point."
             ),
-            fix=(
-                "# keep the global policy float; quantize the model after building it\n"
-                'keras.config.set_dtype_policy("float32")   # or "mixed_bfloat16"\n'
-                "model = build_model()\n"
-                'model.quantize("int8")'
+            proof=FixProof(
+                not_tried=(
+                    "the container took the global policy when the model was built: building "
+                    "it again under a float policy is the user's own code, which the audit "
+                    "cannot run"
+                )
             ),
         )
         return
@@ -227,7 +231,7 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
     for trip in report.trips:
         if trip.outcome == "raised" and trip.error is not None:
             findings.append(_trip_error(trip, model, report))
-        findings += _dtype_changes(trip)
+        findings += _dtype_changes(trip, report)
         if trip.output_dtypes != trip.loaded_output_dtypes and trip.outcome == "compared":
             findings.append(
                 Finding(
@@ -238,8 +242,8 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
                         f"{trip.format}: the outputs were {', '.join(trip.output_dtypes)}, "
                         f"after loading {', '.join(trip.loaded_output_dtypes)}"
                     ),
-                    fix=_preset_fix(trip),
                     details={"format": trip.format},
+                    proof=_preset_proof(trip, report),
                 )
             )
         if trip.max_abs_difference:
@@ -255,34 +259,58 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
                     details={"format": trip.format, "max_abs": trip.max_abs_difference},
                 )
             )
-    return findings
+    return [_shown(f) for f in findings]
+
+
+def _shown(finding: Finding) -> Finding:
+    """``finding`` with its proof's change as its fix where the proof holds."""
+    proof = finding.proof
+    return finding.model_copy(update={"fix": proof.change if proof and proof.proven else ""})
 
 
 def _trip_error(trip: RoundTrip, model: str, report: RoundTripReport) -> Finding:
-    """Keras's message; the fix names the formats that did bring the model back unchanged."""
+    """Keras's message; the fix is the ``.keras`` round trip where it brought the model back
+    unchanged (measured beside it)."""
     assert trip.error is not None
-    clean = [
-        t.format
-        for t in report.trips
-        if t.outcome == "compared" and not t.dtype_changes and not t.max_abs_difference
-    ]
-    fix = (
-        f"# this model came back unchanged through {', '.join(clean)}\n"
-        'model.save("model.keras")\nmodel = keras.saving.load_model("model.keras")'
-        if ".keras" in clean
-        else ""
-    )
-    return Finding(
-        kind="roundtrip-error",
-        severity="error",
-        path=model,
-        message=f"{trip.format}: {trip.stage} raised {trip.error.type}: {trip.error.message}",
-        fix=fix,
-        details={"format": trip.format, "stage": trip.stage},
+    clean = [t.format for t in report.trips if _unchanged(t)]
+    proof = None
+    if ".keras" in clean:
+        proof = FixProof(
+            how="save-format",
+            format=".keras",
+            change=(
+                f"# proven: this model came back unchanged through {', '.join(clean)}\n"
+                'model.save("model.keras")\nmodel = keras.saving.load_model("model.keras")'
+            ),
+            proven=True,
+            before=FixMeasure(
+                finding=True, at=model, error=f"{trip.format} {trip.stage}: {trip.error.type}"
+            ),
+            after=FixMeasure(finding=False, at=model),
+        )
+    return _shown(
+        Finding(
+            kind="roundtrip-error",
+            severity="error",
+            path=model,
+            message=f"{trip.format}: {trip.stage} raised {trip.error.type}: {trip.error.message}",
+            details={"format": trip.format, "stage": trip.stage},
+            proof=proof,
+        )
     )
 
 
-def _dtype_changes(trip: RoundTrip) -> list[Finding]:
+def _unchanged(trip: RoundTrip) -> bool:
+    """Whether ``trip`` brought the model back as it left: same dtypes, same outputs."""
+    return (
+        trip.outcome == "compared"
+        and not trip.dtype_changes
+        and not trip.max_abs_difference
+        and trip.output_dtypes == trip.loaded_output_dtypes
+    )
+
+
+def _dtype_changes(trip: RoundTrip, report: RoundTripReport) -> list[Finding]:
     """``path: what → what`` changes grouped by what changed (counts of variables aside): a
     preset that loads every layer under another policy is one finding naming the layers."""
     groups: dict[str, list[str]] = {}
@@ -299,19 +327,41 @@ def _dtype_changes(trip: RoundTrip) -> list[Finding]:
                 severity="error",
                 path=paths[0],
                 message=f"{trip.format}: after save and load, {layers}: {what}",
-                fix=_preset_fix(trip),
                 details={"format": trip.format, "layers": list(paths)},
+                proof=_preset_proof(trip, report),
             )
         )
-    return findings
+    return [_shown(f) for f in findings]
 
 
-def _preset_fix(trip: RoundTrip) -> str:
+def _preset_proof(trip: RoundTrip, report: RoundTripReport) -> FixProof | None:
     """keras-hub's ``from_preset`` without ``dtype=`` loads a float preset under Keras's
-    global policy (``PresetLoader._resolve_dtype``): give the policy it was saved with."""
+    global policy (``PresetLoader._resolve_dtype``); the audit also loaded it with ``dtype=``
+    the model's policy (``"preset, dtype=<policy>"``): that round trip, measured, is the fix
+    where it came back unchanged."""
     if trip.format != "preset":
-        return ""
-    return (
-        "# from_preset loads a float preset under keras.config.dtype_policy() unless dtype= "
-        "is given\nmodel = type(model).from_preset(preset_dir, dtype=model.dtype_policy.name)"
+        return None
+    typed = next((t for t in report.trips if t.format.startswith("preset, dtype=")), None)
+    if typed is None:
+        return FixProof(not_tried="the preset was not loaded again with dtype=")
+    policy = typed.format.partition("dtype=")[2]
+    proven = _unchanged(typed)
+    return FixProof(
+        how="save-format",
+        format=typed.format,
+        change=(
+            f'model = type(model).from_preset(preset_dir, dtype="{policy}")   # proven: '
+            "saved and loaded back so, every dtype and output as before"
+        )
+        if proven
+        else "",
+        proven=proven,
+        before=FixMeasure(finding=True, at=trip.format),
+        after=FixMeasure(
+            finding=not proven, at=typed.format, error=typed.error.type if typed.error else ""
+        ),
+        tried=(
+            f"{typed.format}: "
+            + ("unchanged" if proven else f"{typed.outcome}, {len(typed.dtype_changes)} changes"),
+        ),
     )

@@ -193,6 +193,7 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
         top_bits=math.log2(big / amax) if amax else None,
         bottom_bits=math.log2(float(nonzero.min()) / tiny) if nonzero.size else None,
         nonfinite=o.size - seen.size,
+        compared=diff.size,
         reference_amax=_peak(wanted),
     )
 

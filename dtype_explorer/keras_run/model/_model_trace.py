@@ -38,6 +38,7 @@ from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._graph import GraphRecorder
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
 from dtype_explorer.keras_run.model._samples import (
+    as_dataset,
     describe_model,
     expected_inputs,
     functional_inputs,
@@ -280,11 +281,12 @@ class ModelTracer:
             finally:
                 self.forward_ms = ms(started)
 
-    def run_predict(self, sample: Any) -> tuple[Any, Any]:
-        """The real ``model.predict`` on ``sample`` as one batch: its outputs, and the root
-        call's outputs as the compiled function traced them. The model's predict function is
-        made afresh (one made before was traced without the recorders) and put back after,
-        so nothing compiled here stays on the model."""
+    def run_predict(self, sample: Any, dataset: bool = False) -> tuple[Any, Any]:
+        """The real ``model.predict`` on ``sample`` as one batch (``dataset``: on a
+        ``tf.data.Dataset`` of it, :func:`as_dataset`, as users feed one): its outputs, and
+        the root call's outputs as the compiled function traced them. The model's predict
+        function is made afresh (one made before was traced without the recorders) and put
+        back after, so nothing compiled here stays on the model."""
         import keras
 
         batch = int(keras.tree.flatten(sample)[0].shape[0])
@@ -293,7 +295,10 @@ class ModelTracer:
         self.model.predict_function = None
         try:
             with self.installed():
-                outputs = self.model.predict(sample, batch_size=batch, verbose=0)
+                if dataset:
+                    outputs = self.model.predict(as_dataset(sample, batch), verbose=0)
+                else:
+                    outputs = self.model.predict(sample, batch_size=batch, verbose=0)
         finally:
             self.model.predict_function = before
             if not had:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import copy as copy_module
 import dataclasses
+import inspect
 import re
 import warnings
 from collections.abc import Iterator
@@ -181,6 +182,24 @@ def model_copy(model: Any) -> Any:
     """A copy of ``model`` through Keras's format: a ``.keras`` archive in memory, loaded back
     (config, weights, policies, a quantized model's kernels and scales)."""
     return pack(model).load()
+
+
+def quantized_leaving_float(model: Any, request: QuantizeRequest, names: set[str]) -> Any:
+    """A copy of ``model`` (:func:`model_copy`) quantized as a user writes it, by Keras's own
+    ``Model.quantize(mode, config=..., filters=...)``, the layers named in ``names`` left
+    float (Keras's warnings for the layers it skips silenced); ``None`` where this Keras's
+    ``quantize`` takes no ``filters``."""
+    if "filters" not in inspect.signature(type(model).quantize).parameters:
+        return None
+    copy = model_copy(model)
+    config = request.config
+    if request.mode in _CALIBRATED:  # a structure given names the model's layers
+        config = _config_for_copy(config, model, copy)
+    kwargs = {} if config is None else {"config": config}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        copy.quantize(request.mode, filters=lambda layer: layer.name not in names, **kwargs)
+    return copy
 
 
 def stored_variables(layer: Any, packed: bool = False) -> tuple[StoredVariable, ...]:

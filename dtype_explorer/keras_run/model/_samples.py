@@ -234,6 +234,28 @@ def _fits(shape: tuple, expected: tuple) -> bool:
     )
 
 
+def as_dataset(sample: Any, batch: int) -> Any:
+    """``sample`` as a ``tf.data.Dataset`` of batches of ``batch``, each element as Keras's
+    ``predict`` and ``fit`` read one (``x``, or ``(x, y)``): one array as it is, a dict of named
+    inputs as a dict, a list of inputs as one tuple inside a 1-tuple (a bare 2-tuple would be
+    read as ``(x, y)``).
+
+    >>> import numpy as np
+    >>> data = as_dataset([np.ones((2, 3)), np.zeros((2, 1), "int32")], 2)
+    >>> [t.dtype.name for t in next(iter(data))[0]]
+    ['float64', 'int32']
+    """
+    import tensorflow as tf
+
+    if isinstance(sample, dict):
+        element = sample
+    elif isinstance(sample, (list, tuple)):
+        element = (tuple(sample),)
+    else:
+        element = sample
+    return tf.data.Dataset.from_tensor_slices(element).batch(batch)
+
+
 def describe_model(model: Any) -> str:
     """``Functional 'name'``: a model or layer as messages name it."""
     return f"{type(model).__name__} '{model.name}'"
