@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import importlib
 import os
 import pickle
@@ -58,6 +59,8 @@ KERAS_API = (
     "KerasTensor",
 )
 
+#: The key of a result dict that holds the ``ProbeResult`` (:func:`answer_of`).
+ANSWER = "answer"
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
 #: The key of a result dict that says a tainted worker answered: never stored (removed by the
@@ -107,6 +110,10 @@ def init(
                 _import_backend(backend)
     finally:
         faulthandler.cancel_dump_traceback_later()
+    # What the imports left (the backend's modules: ~400k objects with TensorFlow) lives as
+    # long as this process; frozen, a full collection no longer walks it again every few
+    # probes (an LSTM's answer allocates enough to start one: ~20 ms each on TensorFlow).
+    gc.freeze()
     with contextlib.suppress(OSError):
         os.write(2, worker_log.ready_line(backend))
 
@@ -245,7 +252,7 @@ def describe() -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
-    """Run one probe here and return the ``ProbeResult`` as a dict (cheap to send back)."""
+    """Run one probe here and return the ``ProbeResult`` as an answer (:func:`answer_of`)."""
     probe_spec = ProbeSpec.from_dict(spec)
     backend = _state["backend"]
     engine: Engine | None = _state["engine"]
@@ -291,7 +298,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     restored, lost = _restore_baseline(objects=payload is not None)
     if restored or lost:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
-    answer = _marked(result.to_dict())
+    answer = _marked(answer_of(result))
     if lost:
         answer[REPLACE_ME] = True
     return answer
@@ -310,7 +317,7 @@ def _run_keras2(spec: ProbeSpec, target: Any, user_code: bool, engine: Engine) -
             result = _raised(spec, exc)
     if said:
         result = result.model_copy(update={"warnings": tuple(said)})
-    answer = _marked(result.to_dict())
+    answer = _marked(answer_of(result))
     if user_code:
         answer[REPLACE_ME] = True
     return answer
@@ -331,6 +338,20 @@ def _clean_for_builtin() -> None:
     if not _state["tainted"] or _state["baseline"] is None:
         return
     _restore_baseline(objects=True)
+
+
+def answer_of(result: ProbeResult) -> dict[str, Any]:
+    """What a worker sends back for ``result``: its compact JSON (fields at their defaults
+    and computed facts left out: the front recomputes those), one string for the pipe, which
+    the front validates with pydantic's JSON reader (:func:`read_answer`). A dict of the
+    record's fields would be built here, pickled, rebuilt there and validated: two Python
+    objects per value, and as many for the garbage collector to visit on both sides."""
+    return {ANSWER: result.to_json(exclude_computed_fields=True)}
+
+
+def read_answer(answer: dict[str, Any]) -> ProbeResult:
+    """The ``ProbeResult`` of a worker's answer (:func:`answer_of`), validated."""
+    return ProbeResult.from_json(answer[ANSWER])
 
 
 def _marked(answer: dict[str, Any]) -> dict[str, Any]:
@@ -483,7 +504,7 @@ def unpack_target(payload: bytes) -> Any:
 
 def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
     engine: Engine | None = _state["engine"]
-    answer = ProbeResult(
+    result = ProbeResult(
         spec=spec,
         status="error",
         backend=_state["backend"],
@@ -491,7 +512,8 @@ def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
         verdict="error",
         error=error,
         versions={} if engine is None else engine.versions(),
-    ).to_dict()
+    )
+    answer = answer_of(result)
     if replace:
         answer[REPLACE_ME] = True
     return answer

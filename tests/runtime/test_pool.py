@@ -105,6 +105,23 @@ def test_each_backend_runs_in_its_own_process(warm_workers):
     assert keras.backend.backend() == os.environ["KERAS_BACKEND"]  # the kernel's is untouched
 
 
+def test_a_workers_answer_is_read_back_whole_with_its_trace():
+    """A worker sends its ProbeResult as compact JSON without the computed facts (one string
+    through the pipe, validated by pydantic's JSON reader): read back, it is the same record,
+    each trace step's flags and the headline recomputed. A traced LSTM run here (a loop of
+    steps), the worker's sending function beside the front's reading one."""
+    from dtype_explorer.runtime import _worker
+
+    result = dx.probe("LSTM", kwargs={"units": 2}, shape=[2, 3, 4])
+    assert result.ok and len(result.trace) > 20, result.summary()
+    answer = _worker.answer_of(result)
+    sent = json.loads(answer[_worker.ANSWER])
+    assert "headline" not in sent and all("flags" not in step for step in sent["trace"])
+    back = _worker.read_answer(answer)
+    assert back == result and json.loads(back.to_json()) == json.loads(result.to_json())
+    assert [s.flags for s in back.trace] == [s.flags for s in result.trace]
+
+
 def test_scenario_1_conv1d_uint8_diverges_across_backends():
     results = ProbeSet(
         results=tuple(pool.run_many([conv1d_uint8(b) for b in SWEPT], use_cache=False))
