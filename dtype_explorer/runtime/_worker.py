@@ -61,6 +61,8 @@ KERAS_API = (
 
 #: The key of a result dict that holds the ``ProbeResult`` (:func:`answer_of`).
 ANSWER = "answer"
+#: The key that holds its fields instead, when JSON cannot carry them (:func:`answer_of`).
+ANSWER_FIELDS = "answer_fields"
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
 #: The key of a result dict that says a tainted worker answered: never stored (removed by the
@@ -345,13 +347,30 @@ def answer_of(result: ProbeResult) -> dict[str, Any]:
     and computed facts left out: the front recomputes those), one string for the pipe, which
     the front validates with pydantic's JSON reader (:func:`read_answer`). A dict of the
     record's fields would be built here, pickled, rebuilt there and validated: two Python
-    objects per value, and as many for the garbage collector to visit on both sides."""
-    return {ANSWER: result.to_json(exclude_computed_fields=True)}
+    objects per value, and as many for the garbage collector to visit on both sides.
+
+    JSON cannot hold everything a record may: pydantic writes an inf or NaN (an overflow's
+    example in a ``CastLoss``, a diverged fit's loss) as ``null``, which reads back as
+    ``None`` or fails, and refuses a lone surrogate (a path decoded with ``surrogateescape``
+    in the user's error message). An answer whose JSON holds a ``null`` or could not be
+    written travels as its fields instead (``ANSWER_FIELDS``, as every answer did before):
+    it arrives as it was, never as a serialisation error of the tool's. A ``null`` that was
+    a ``None`` only costs that answer the faster path.
+    """
+    try:
+        text = result.to_json(exclude_computed_fields=True)
+    except ValueError:  # pydantic's PydanticSerializationError
+        text = None
+    if text is not None and "null" not in text:
+        return {ANSWER: text}
+    return {ANSWER_FIELDS: result.model_dump(mode="json", exclude_computed_fields=True)}
 
 
 def read_answer(answer: dict[str, Any]) -> ProbeResult:
     """The ``ProbeResult`` of a worker's answer (:func:`answer_of`), validated."""
-    return ProbeResult.from_json(answer[ANSWER])
+    if ANSWER in answer:
+        return ProbeResult.from_json(answer[ANSWER])
+    return ProbeResult.from_dict(answer[ANSWER_FIELDS])
 
 
 def _marked(answer: dict[str, Any]) -> dict[str, Any]:
