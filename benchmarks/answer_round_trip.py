@@ -3,7 +3,8 @@ item 2): the ``ProbeResult`` as the worker sends it and the front reads it back,
 as the pool's pipe does. The way every answer went before (its fields: ``to_dict`` there,
 ``from_dict`` here) against the way it goes now (its compact JSON without the computed
 facts: ``runtime._worker.answer_of`` there, ``read_answer`` here), alternating in one process,
-CPU time (the machine is shared: wall time would measure the others), min and median.
+CPU time (the machine is shared: wall time would measure the others), min and median; and
+the floor of the front's read, the same JSON only parsed (``pydantic_core.from_json``).
 
     python benchmarks/answer_round_trip.py                           # 4 backends, a table
     python benchmarks/answer_round_trip.py --backends numpy --repeats 50 --json
@@ -30,6 +31,7 @@ import time
 
 import _harness as harness  # benchmarks/, beside this script
 import probe_wait
+import pydantic_core
 
 BACKENDS = ("jax", "tensorflow", "torch", "numpy")
 
@@ -74,6 +76,13 @@ def measure_layer(name: str, repeats: int) -> dict:
         times["fields"].append(fields())
         times["json"].append(compact())
     totals = {k: [a + b for a, b in v] for k, v in times.items()}
+    parse = []  # the floor of the front's read: the JSON parsed, no record validated
+    if hasattr(_worker, "answer_of"):
+        text = result.to_json(exclude_computed_fields=True)
+        for _ in range(repeats):
+            t0 = time.process_time()
+            pydantic_core.from_json(text)
+            parse.append(time.process_time() - t0)
     ms = {
         f"{way}_{part}_ms": round(statistics.median(t[i] for t in v) * 1000, 3)
         for way, v in times.items()
@@ -88,6 +97,7 @@ def measure_layer(name: str, repeats: int) -> dict:
         "fields_ms": round(statistics.median(totals["fields"]) * 1000, 3),
         "json_ms": round(statistics.median(totals["json"]) * 1000, 3),
         "json_min_ms": round(min(totals["json"]) * 1000, 3),
+        "parse_ms": round(statistics.median(parse) * 1000, 3) if parse else math.nan,
         "fields_min_ms": round(min(totals["fields"]) * 1000, 3),
     }
 
@@ -120,13 +130,16 @@ def main() -> None:
         print(json.dumps(rows, indent=2))
         return
     print(f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}; CPU ms per answer, median")
-    print("| backend | layer | steps | JSON kB | fields: send + read | JSON: send + read | ratio |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| backend | layer | steps | JSON kB | fields: send + read | JSON: send + read "
+        "| JSON parse alone | ratio |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['backend']} | {r['layer']} | {r['steps']} | {r['json_kb']} "
             f"| {r['fields_send_ms']:.2f} + {r['fields_read_ms']:.2f} "
-            f"| {r['json_send_ms']:.2f} + {r['json_read_ms']:.2f} "
+            f"| {r['json_send_ms']:.2f} + {r['json_read_ms']:.2f} | {r['parse_ms']:.2f} "
             f"| {r['fields_ms'] / max(r['json_ms'], 1e-6):.1f}x |"
         )
 
