@@ -34,6 +34,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import email
 import functools
 import importlib.metadata
 import json
@@ -65,11 +66,20 @@ _SNAPSHOT_CODE = "from dtype_explorer.keras_run import write_facts_snapshot; wri
 
 
 def keras_version() -> str | None:
-    """The installed Keras's version, read from its metadata (Keras is not imported)."""
+    """The installed Keras's version, read from its metadata (Keras is not imported); asked
+    before every probe, so the metadata's text is parsed once (``importlib.metadata`` parses
+    it as an e-mail on each ``version()``)."""
     try:
-        return importlib.metadata.version("keras")
+        distribution = importlib.metadata.distribution("keras")
     except importlib.metadata.PackageNotFoundError:
         return None
+    text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO")
+    return _version_in(text) if text else distribution.version
+
+
+@functools.lru_cache(maxsize=4)
+def _version_in(metadata_text: str) -> str:
+    return email.message_from_string(metadata_text)["Version"]
 
 
 def snapshot_path(version: str | None = None) -> Path:

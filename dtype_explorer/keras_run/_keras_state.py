@@ -65,7 +65,11 @@ def global_settings() -> dict[str, Any]:
     """Every process-wide setting of Keras and of the backend libraries this process imported
     that can change a probe's answer, by name (``keras.floatx``, ``jax.jax_enable_x64``,
     ``torch.default_dtype``, ...). Compare two readings with :func:`changed_settings`."""
-    return {setting.name: setting.get() for setting in _settings()}
+    found = {setting.name: setting.get() for setting in _settings(jax_flags=False)}
+    if "jax" in sys.modules:  # every flag from one reading of jax's config (a dict per read)
+        with contextlib.suppress(Exception):
+            found.update(_jax_readings())
+    return found
 
 
 def describe_settings() -> dict[str, str]:
@@ -76,7 +80,20 @@ def describe_settings() -> dict[str, str]:
 def changed_settings(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     """The names of the settings whose value differs between two readings (a setting that only
     appeared, because a library was imported since, is not a change)."""
-    return sorted(n for n in before.keys() & after.keys() if _text(before[n]) != _text(after[n]))
+    return sorted(n for n in before.keys() & after.keys() if not _same(before[n], after[n]))
+
+
+#: Values whose equality is their text's (``_text``): compared without printing them.
+_PLAIN = (bool, int, str, type(None))
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether two readings of a setting are the same (as :func:`_text` compares them)."""
+    if before is after or (
+        type(before) in _PLAIN and type(after) is type(before) and before == after
+    ):
+        return True
+    return _text(before) == _text(after)
 
 
 def restore_settings(before: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -128,7 +145,9 @@ _KERAS_ATTRIBUTES = (
 )
 
 
-def _settings() -> list[_Setting]:
+def _settings(*, jax_flags: bool = True) -> list[_Setting]:
+    """Every setting, how to read and put it back; ``jax_flags=False``: without jax's flags
+    (:func:`global_settings` reads them all at once: :func:`_jax_readings`)."""
     import keras
     from keras.src.backend.common import global_state
 
@@ -151,7 +170,7 @@ def _settings() -> list[_Setting]:
         *(attribute(name) for name in _KERAS_ATTRIBUTES),
     ]
     for library, settings in (
-        ("jax", _jax_settings),
+        ("jax", _jax_settings if jax_flags else list),
         ("torch", _torch_settings),
         ("tensorflow", _tensorflow_settings),
     ):
@@ -173,6 +192,13 @@ def _jax_settings() -> list[_Setting]:
         )
 
     return [flag(name) for name in sorted(values)]
+
+
+def _jax_readings() -> dict[str, Any]:
+    """Every jax flag's value, named as :func:`_jax_settings` names them."""
+    import jax
+
+    return {f"jax.{name}": value for name, value in jax.config.values.items()}
 
 
 def _torch_settings() -> list[_Setting]:

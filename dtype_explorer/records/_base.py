@@ -24,13 +24,15 @@ class Record(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    @model_validator(mode="before")
     @classmethod
-    def _drop_computed(cls, data: Any) -> Any:
-        """A record read back: its computed facts are recomputed, not taken from the input."""
-        if isinstance(data, dict) and cls.model_computed_fields:
-            return {k: v for k, v in data.items() if k not in cls.model_computed_fields}
-        return data
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        if cls.__pydantic_computed_fields__ and not issubclass(cls, ComputedRecord):
+            raise TypeError(
+                f"{cls.__name__} declares computed fields "
+                f"({', '.join(cls.__pydantic_computed_fields__)}): make it a ComputedRecord, "
+                "which drops them when the record is read back"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -52,6 +54,22 @@ class Record(BaseModel):
 
     def _repr_html_(self) -> str | None:
         return _display.html(self)
+
+
+class ComputedRecord(Record):
+    """A record with derived facts (``computed_field``): they travel in its JSON and are
+    dropped when it is read back (recomputed). Only these records carry the check: a Python
+    validator on every record would be called for each of the thousands an answer nests (and,
+    reading JSON, make pydantic build a dict for each)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """A record read back: its computed facts are recomputed, not taken from the input."""
+        computed = cls.__pydantic_computed_fields__
+        if isinstance(data, dict) and not computed.keys().isdisjoint(data):
+            return {k: v for k, v in data.items() if k not in computed}
+        return data
 
 
 class GroupedRecord(Record):

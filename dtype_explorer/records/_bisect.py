@@ -39,11 +39,11 @@ import itertools
 
 from pydantic import computed_field, model_validator
 
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._probe import ProbeResult, ProbeSpec
 
 
-class BisectProbe(Record):
+class BisectProbe(ComputedRecord):
     """One release's answer: the release, the engine that gave it (``None``: the installed
     Keras) and the probe's result (its ``versions`` say which Keras really answered)."""
 
@@ -71,7 +71,7 @@ class AnswerChange(Record):
     unprobed: int = 0
 
 
-class BisectResult(Record):
+class BisectResult(ComputedRecord):
     """One question asked of a range of Keras releases, and where its answer changed.
 
     ``versions`` are the releases of the range, oldest first; ``probes`` the answers, in the

@@ -21,7 +21,7 @@ from dtype_explorer.backends import LIBRARIES
 from dtype_explorer.errors import own_words, printable
 from dtype_explorer.records._as_code import CodeCopy, KerasCall
 from dtype_explorer.records._as_code_probe import probe_code
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._engine import answered_by, pinned_engine
 from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._numerics import Numerics, ValueFinding
@@ -260,7 +260,7 @@ ExpectationSource = Literal[
 NO_COUNTERPART = "no counterpart"
 
 
-class Expectation(Record):
+class Expectation(ComputedRecord):
     """One independent statement of the output dtype, and who makes it.
 
     >>> Expectation(source="torch", no_counterpart="takes a Python function").shown
@@ -306,7 +306,7 @@ class Expectation(Record):
         return LIBRARIES.get(self.source, self.source)
 
 
-class ProbeResult(Record):
+class ProbeResult(ComputedRecord):
     """What one probe found: the cast path, the documented, declared and observed dtypes, the
     verdict, numerics and versions (each field is described in docs/architecture.md)."""
 

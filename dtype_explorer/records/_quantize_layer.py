@@ -33,7 +33,7 @@ from typing import Literal
 
 from pydantic import computed_field
 
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._trace import TraceStep
 
 #: The ops that do a quantized layer's core product.
@@ -61,7 +61,7 @@ class StoredVariable(Record):
         return f"{self.name}: {self.dtype}[{shape}], {self.bytes} bytes{extra}"
 
 
-class LayerQuantization(Record):
+class LayerQuantization(ComputedRecord):
     """What quantization did to the probed layer (``ProbeResult.quantization``).
 
     ``via``: ``"quantize"`` (the probe called ``layer.quantize(mode)`` as ``Model.quantize``

@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import Field, computed_field
 
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._exactness import CastLoss
 
 #: What a step did to the dtype: ``kept`` it, ``promoted`` its inputs (``result_type``),
@@ -119,7 +119,7 @@ class TraceFlag(Record):
     text: str
 
 
-class TraceStep(Record):
+class TraceStep(ComputedRecord):
     """One op of the call, as the calling code wrote it (``ops.cast``, ``backend.nn.conv``).
 
     ``change`` says what it did to the dtype and ``conversions`` how (bits lost, int to float,
@@ -231,7 +231,7 @@ class TraceStep(Record):
         return "; ".join(f.text for f in self.flags)
 
 
-class TraceDivergence(Record):
+class TraceDivergence(ComputedRecord):
     """Where several backends' traces of one call part: the first step that differs.
 
     ``op`` is the op there; ``steps`` gives, per backend, the index of its step at that point

@@ -67,7 +67,7 @@ def deliver_answer(
         if replace:
             spawn.retire(slot, task, replace if isinstance(replace, str) else "")
         tainted = bool(answer.pop(worker.TAINTED, False))
-        result = ProbeResult.from_dict(answer)
+        result = worker.read_answer(answer)
         spawn.devices[spawn.group_of(slot)] = result.device
     except concurrent.futures.CancelledError:
         if task not in spawn.shut_down:

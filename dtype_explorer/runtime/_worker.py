@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
+import gc
 import importlib
 import os
 import pickle
@@ -58,6 +59,10 @@ KERAS_API = (
     "KerasTensor",
 )
 
+#: The key of a result dict that holds the ``ProbeResult`` (:func:`answer_of`).
+ANSWER = "answer"
+#: The key that holds its fields instead, when JSON cannot carry them (:func:`answer_of`).
+ANSWER_FIELDS = "answer_fields"
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
 #: The key of a result dict that says a tainted worker answered: never stored (removed by the
@@ -107,6 +112,10 @@ def init(
                 _import_backend(backend)
     finally:
         faulthandler.cancel_dump_traceback_later()
+    # What the imports left (the backend's modules: ~400k objects with TensorFlow) lives as
+    # long as this process; frozen, a full collection no longer walks it again every few
+    # probes (an LSTM's answer allocates enough to start one: ~20 ms each on TensorFlow).
+    gc.freeze()
     with contextlib.suppress(OSError):
         os.write(2, worker_log.ready_line(backend))
 
@@ -245,7 +254,7 @@ def describe() -> dict[str, Any]:
 
 
 def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
-    """Run one probe here and return the ``ProbeResult`` as a dict (cheap to send back)."""
+    """Run one probe here and return the ``ProbeResult`` as an answer (:func:`answer_of`)."""
     probe_spec = ProbeSpec.from_dict(spec)
     backend = _state["backend"]
     engine: Engine | None = _state["engine"]
@@ -291,7 +300,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
     restored, lost = _restore_baseline(objects=payload is not None)
     if restored or lost:
         result = result.model_copy(update={"state_changed": tuple(sorted({*restored, *lost}))})
-    answer = _marked(result.to_dict())
+    answer = _marked(answer_of(result))
     if lost:
         answer[REPLACE_ME] = True
     return answer
@@ -310,7 +319,7 @@ def _run_keras2(spec: ProbeSpec, target: Any, user_code: bool, engine: Engine) -
             result = _raised(spec, exc)
     if said:
         result = result.model_copy(update={"warnings": tuple(said)})
-    answer = _marked(result.to_dict())
+    answer = _marked(answer_of(result))
     if user_code:
         answer[REPLACE_ME] = True
     return answer
@@ -331,6 +340,37 @@ def _clean_for_builtin() -> None:
     if not _state["tainted"] or _state["baseline"] is None:
         return
     _restore_baseline(objects=True)
+
+
+def answer_of(result: ProbeResult) -> dict[str, Any]:
+    """What a worker sends back for ``result``: its compact JSON (fields at their defaults
+    and computed facts left out: the front recomputes those), one string for the pipe, which
+    the front validates with pydantic's JSON reader (:func:`read_answer`). A dict of the
+    record's fields would be built here, pickled, rebuilt there and validated: two Python
+    objects per value, and as many for the garbage collector to visit on both sides.
+
+    JSON cannot hold everything a record may: pydantic writes an inf or NaN (an overflow's
+    example in a ``CastLoss``, a diverged fit's loss) as ``null``, which reads back as
+    ``None`` or fails, and refuses a lone surrogate (a path decoded with ``surrogateescape``
+    in the user's error message). An answer whose JSON holds a ``null`` or could not be
+    written travels as its fields instead (``ANSWER_FIELDS``, as every answer did before):
+    it arrives as it was, never as a serialisation error of the tool's. A ``null`` that was
+    a ``None`` only costs that answer the faster path.
+    """
+    try:
+        text = result.to_json(exclude_computed_fields=True)
+    except ValueError:  # pydantic's PydanticSerializationError
+        text = None
+    if text is not None and "null" not in text:
+        return {ANSWER: text}
+    return {ANSWER_FIELDS: result.model_dump(mode="json", exclude_computed_fields=True)}
+
+
+def read_answer(answer: dict[str, Any]) -> ProbeResult:
+    """The ``ProbeResult`` of a worker's answer (:func:`answer_of`), validated."""
+    if ANSWER in answer:
+        return ProbeResult.from_json(answer[ANSWER])
+    return ProbeResult.from_dict(answer[ANSWER_FIELDS])
 
 
 def _marked(answer: dict[str, Any]) -> dict[str, Any]:
@@ -483,7 +523,7 @@ def unpack_target(payload: bytes) -> Any:
 
 def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
     engine: Engine | None = _state["engine"]
-    answer = ProbeResult(
+    result = ProbeResult(
         spec=spec,
         status="error",
         backend=_state["backend"],
@@ -491,7 +531,8 @@ def _failure(spec: Any, error: Any, *, replace: bool = False) -> dict[str, Any]:
         verdict="error",
         error=error,
         versions={} if engine is None else engine.versions(),
-    ).to_dict()
+    )
+    answer = answer_of(result)
     if replace:
         answer[REPLACE_ME] = True
     return answer

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import computed_field
 
 from dtype_explorer.records import (
     CastStep,
@@ -18,6 +19,7 @@ from dtype_explorer.records import (
     Survey,
     display,
 )
+from dtype_explorer.records._base import ComputedRecord, Record
 
 
 def _result(status="ok", output="float32", error=None, backend="numpy") -> ProbeResult:
@@ -214,3 +216,33 @@ def test_a_record_builds_its_validator_at_first_use_not_at_import():
         "    raise AssertionError('an unknown field was accepted')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_only_a_computed_record_carries_computed_facts():
+    """The validator that drops computed facts read back is a ComputedRecord's alone (a
+    Python call per record otherwise, thousands per traced answer); a plain Record that
+    declares one is refused when its class is made, before any of its JSON fails to read."""
+    with pytest.raises(TypeError, match="Loose declares computed fields \\(twice\\)"):
+
+        class Loose(Record):
+            a: int = 1
+
+            @computed_field  # type: ignore[prop-decorator]
+            @property
+            def twice(self) -> int:
+                return 2 * self.a
+
+    class Kept(ComputedRecord):
+        a: int = 1
+
+        @computed_field  # type: ignore[prop-decorator]
+        @property
+        def twice(self) -> int:
+            return 2 * self.a
+
+    kept = Kept(a=3)
+    assert json.loads(kept.to_json())["twice"] == 6
+    assert Kept.from_json(kept.to_json()) == kept
+    assert Kept.from_dict({"a": 3, "twice": 7}).twice == 6  # recomputed, not taken over
+    assert "_drop_computed" not in ProbeSpec.__pydantic_decorators__.model_validators
+    assert "_drop_computed" in ProbeResult.__pydantic_decorators__.model_validators

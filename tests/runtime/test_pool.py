@@ -29,7 +29,7 @@ import dtype_explorer as dx
 from dtype_explorer import pool
 from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.records import ProbeSet, ProbeSpec
+from dtype_explorer.records import ProbeResult, ProbeSet, ProbeSpec
 
 CONV1D = {"filters": 2, "kernel_size": 3}
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,6 +103,65 @@ def test_each_backend_runs_in_its_own_process(warm_workers):
     assert len(pids) == len(warm_workers) and os.getpid() not in pids
     assert {d["backend"] for d in warm_workers.values()} == set(pool.installed_backends())
     assert keras.backend.backend() == os.environ["KERAS_BACKEND"]  # the kernel's is untouched
+
+
+ROUND_TRIP = {
+    "Dense": ProbeSpec(target="Dense", input_dtypes=("float32",), kwargs={"units": 4}),
+    "LSTM": ProbeSpec(target="LSTM", input_dtypes=("float32",), kwargs={"units": 2}),
+    "MultiHeadAttention": ProbeSpec(
+        target="MultiHeadAttention",
+        input_dtypes=("float32", "float32"),
+        kwargs={"num_heads": 2, "key_dim": 4},
+    ),
+    "Embedding": ProbeSpec(
+        target="Embedding", input_dtypes=("int32",), kwargs={"input_dim": 50, "output_dim": 4}
+    ),
+    # its autocast overflows float16: the trace's cast losses hold inf, which JSON cannot
+    "float16 overflow": ProbeSpec(
+        target="Dense",
+        input_dtypes=("float32",),
+        kwargs={"units": 3},
+        policy="mixed_float16",
+        values="large",
+    ),
+}
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+@pytest.mark.parametrize("name", list(ROUND_TRIP))
+def test_a_workers_answer_read_back_is_the_record_the_worker_made(backend, name):
+    """A worker sends its ProbeResult as compact JSON without the computed facts (or, when
+    JSON cannot hold it, as its fields): the record the front reads back is the one the
+    worker built, every field and every computed fact (headline, each trace step's flags).
+    The worker's own record comes back beside its answer, pickled whole by the pool."""
+    from dtype_explorer.runtime import _worker
+
+    def answer_and_record(spec: dict) -> tuple[dict, ProbeResult]:  # runs in the worker
+        from dtype_explorer.runtime import _worker as here
+
+        made = []
+        send = here.answer_of
+        here.answer_of = lambda result: made.append(result) or send(result)
+        try:
+            answer = here.run(spec)
+        finally:
+            here.answer_of = send
+        return answer, made[0]
+
+    spec = ROUND_TRIP[name].model_copy(update={"backend": backend})
+    answer, made = pool.call(backend, answer_and_record, spec.to_dict()).result(timeout=300)
+    assert made.ok and made.trace and made.backend == backend, made.summary()
+    back = _worker.read_answer(answer)
+    everything = [json.dumps(r.model_dump(mode="json"), sort_keys=True) for r in (back, made)]
+    assert back == made and everything[0] == everything[1]
+    assert back.headline == made.headline
+    assert [s.flags for s in back.trace] == [s.flags for s in made.trace]
+    if name == "float16 overflow":  # an inf JSON would have written as null
+        assert _worker.ANSWER_FIELDS in answer, sorted(answer)
+        losses = [x for s in back.trace for x in s.losses if x.overflowed]
+        assert losses and any(math.isinf(a) for x in losses for _, a in x.examples)
+    else:
+        assert _worker.ANSWER in answer, sorted(answer)
 
 
 def test_scenario_1_conv1d_uint8_diverges_across_backends():
