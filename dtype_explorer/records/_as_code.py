@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import Field, JsonValue, computed_field
 
 from dtype_explorer import dtypes
-from dtype_explorer.records._base import Record
+from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._values import InputValue
 
 #: The most elements an array may hold to be written out as a literal (and recorded with its
@@ -110,7 +110,7 @@ class AuditQuestion(Record):
     weights: tuple[CodeArray, ...] | None = None
 
 
-class CodeCopy(Record):
+class CodeCopy(ComputedRecord):
     """A question as code: ``dx`` asks it again with dtype-explorer, ``script`` asks it of
     raw Keras, runnable alone (``python script.py``); ``fill_in`` says what the user must
     supply first (their model, their layer class, a large array), empty when nothing.
