@@ -26,6 +26,7 @@ from dtype_explorer.records._as_code import (
     python_code,
     stand_in,
 )
+from dtype_explorer.records._as_code_script import DTYPE_OF
 
 if TYPE_CHECKING:
     from dtype_explorer.records._audit import AuditReport
@@ -299,11 +300,7 @@ def _print_lines() -> list[str]:
     return [
         "",
         "",
-        "def dtype_of(value):",
-        '    """A tensor\'s dtype as Keras names it; a Python number\'s kind (python_int)."""',
-        '    if hasattr(value, "dtype"):',
-        "        return keras.backend.standardize_dtype(value.dtype)",
-        '    return "python_" + type(value).__name__',
+        *DTYPE_OF,
         "",
         "",
         "def layers_of(layer):",

@@ -240,17 +240,23 @@ def _model_lines(
     ]
 
 
+#: The generated scripts' helper: a value's dtype as Keras names it.
+DTYPE_OF = (
+    "def dtype_of(value):",
+    '    """A tensor\'s dtype as Keras names it; a Python number\'s kind (python_int)."""',
+    '    if hasattr(value, "dtype"):',
+    "        return keras.backend.standardize_dtype(value.dtype)",
+    '    return "python_" + type(value).__name__',
+)
+
+
 def output_lines(call: KerasCall) -> list[str]:
     """The dtypes Keras exposes, printed: the layer's compute and variable dtypes, each
     variable's, and each output's (a Python number as ``python_int``, ...)."""
     lines = [
         "",
         "",
-        "def dtype_of(value):",
-        '    """A tensor\'s dtype as Keras names it; a Python number\'s kind (python_int)."""',
-        '    if hasattr(value, "dtype"):',
-        "        return keras.backend.standardize_dtype(value.dtype)",
-        '    return "python_" + type(value).__name__',
+        *DTYPE_OF,
         "",
         "",
         'print("keras", keras.__version__, "on", keras.backend.backend())',

@@ -34,7 +34,7 @@ import numpy as np
 from dtype_explorer.keras_run.model._copy import compile_copy, training_copy
 from dtype_explorer.keras_run.model._policy_rebuild import rebuild_under
 from dtype_explorer.keras_run.model._samples import keras_flatten
-from dtype_explorer.keras_run.model._training import global_seed_kept
+from dtype_explorer.keras_run.model._training import global_seed_kept, gradients_to
 from dtype_explorer.records import FixMeasure
 
 
@@ -122,31 +122,16 @@ def _read(optimizer: Any, into: list[np.ndarray]) -> Iterator[None]:
     first (on the instance; the first call only)."""
     import keras
 
-    apply, stateless = optimizer.apply, optimizer.stateless_apply
-
-    def keep(gradients: Any) -> list:
-        gradients = list(gradients)
+    def keep(gradients: list) -> None:
         if not into:
             into.extend(
                 np.asarray(keras.ops.convert_to_numpy(g), dtype=np.float32)
                 for g in gradients
                 if g is not None
             )
-        return gradients
 
-    def recorded(gradients: Any, *args: Any, **kw: Any) -> Any:
-        return apply(keep(gradients), *args, **kw)
-
-    def recorded_stateless(variables: Any, gradients: Any, *args: Any) -> Any:
-        return stateless(variables, keep(gradients), *args)
-
-    object.__setattr__(optimizer, "apply", recorded)
-    object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
-    try:
+    with gradients_to(optimizer, keep):
         yield
-    finally:
-        optimizer.__dict__.pop("apply", None)
-        optimizer.__dict__.pop("stateless_apply", None)
 
 
 def _measure(gradients: list[np.ndarray], reference: list[np.ndarray]) -> FixMeasure:

@@ -279,7 +279,7 @@ def train_steps(
     sink = _GradientSink(model, prefix)
     watcher = _step_watcher(sink, optimizer, on_step)
     batch = len(keras.tree.flatten(x)[0])
-    recorded = _gradients_to(optimizer, sink)
+    recorded = gradients_to(optimizer, sink.record)
     with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
         model.fit(
@@ -368,19 +368,24 @@ def _iterations(optimizer: Any) -> int:
 
 
 @contextlib.contextmanager
-def _gradients_to(optimizer: Any, sink: _GradientSink) -> Iterator[None]:
-    """The optimizer's ``apply`` and ``stateless_apply`` hand their gradients to ``sink``
-    first (on the instance: its class is never touched)."""
+def gradients_to(optimizer: Any, record: Callable[[list], None]) -> Iterator[None]:
+    """The optimizer's ``apply`` and ``stateless_apply`` hand their gradients (a list) to
+    ``record`` first (on the instance: its class is never touched; put back on exit).
+
+    Args:
+        optimizer: a built Keras optimizer.
+        record: called with each step's gradients before the optimizer applies them.
+    """
     apply, stateless_apply = optimizer.apply, optimizer.stateless_apply
 
     def recorded_apply(gradients: Any, *args: Any, **kwargs: Any) -> Any:
         gradients = list(gradients)
-        sink.record(gradients)
+        record(gradients)
         return apply(gradients, *args, **kwargs)
 
     def recorded_stateless(optimizer_variables: Any, gradients: Any, *args: Any) -> Any:
         gradients = list(gradients)
-        sink.record(gradients)
+        record(gradients)
         return stateless_apply(optimizer_variables, gradients, *args)
 
     object.__setattr__(optimizer, "apply", recorded_apply)
