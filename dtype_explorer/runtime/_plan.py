@@ -23,12 +23,16 @@ SHADOWABLE = ("setuptools",)
 
 def refuse_replacements(wanted: str, package: str, plan: list[tuple[str, str]]) -> None:
     """An engine only adds packages: one whose plan would replace an installed distribution
-    (another tensorflow, numpy, ...) cannot run with the installed backends."""
+    with another release (another tensorflow, numpy, ...) cannot run with the installed
+    backends. The same release installed already (tensorflow-hub, in the Keras 2 kernel that
+    runs on an engine) replaces nothing."""
     installed = {canon(d.metadata["Name"] or ""): d.version for d in metadata.distributions()}
     replaced = [
         f"{n}=={v} (installed: {installed[canon(n)]})"
         for n, v in plan
-        if canon(n) != canon(package) and canon(n) in installed and canon(n) not in SHADOWABLE
+        if canon(n) != canon(package)
+        and installed.get(canon(n), v) != v  # the same release installed already: no change
+        and canon(n) not in SHADOWABLE
     ]
     if replaced:
         raise EngineError(

@@ -193,6 +193,9 @@ def test_a_release_that_would_replace_an_installed_package_is_refused():
         plans.refuse_replacements("tf_keras==2.20.1", "tf_keras", plan)
     assert f"tensorflow==2.20.0 (installed: {installed})" in str(raised.value)
     assert "cannot run with the installed backends" in str(raised.value)
+    # the same release installed already replaces nothing (tensorflow-hub in the Keras 2
+    # kernel, where the engine's own site is installed)
+    plans.refuse_replacements("tf_keras==2.20.1", "tf_keras", [("tensorflow", installed)])
 
 
 def test_remove_deletes_the_engine_and_list_shows_disk_use(
