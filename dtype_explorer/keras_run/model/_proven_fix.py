@@ -345,11 +345,23 @@ def with_float32(model: Any, paths: tuple[str, ...], options: dict | None = None
         config = layer.get_config()
         if id(layer) in wanted:
             config = {**config, "dtype": "float32"}
-        return type(layer).from_config(config)
+        with remade_as_built():
+            return type(layer).from_config(config)
 
     names = [p.rsplit("/", 1)[-1] for p in paths]
     what = f"copy {describe_model(model)} with {names} in float32"
     return cloned_with_weights(model, clone, what, **(options or {}))
+
+
+def remade_as_built() -> Any:
+    """A scope in which layers the user made in this process are made again from their own
+    configs: outside Keras's safe mode, which refuses a ``TFSMLayer`` (its SavedModel) or a
+    ``Lambda``'s bytecode in a config *file*. These configs come from the user's live layers,
+    which already ran that code here (a model that arrives in a worker was loaded in safe mode:
+    ``model/_instance.py``), so the copy runs nothing the user's model did not."""
+    from keras.src.saving.serialization_lib import SafeModeScope
+
+    return SafeModeScope(False)
 
 
 def with_policy_map(model: Any, keys: dict[str, str], default: str) -> Any:
@@ -363,7 +375,8 @@ def with_policy_map(model: Any, keys: dict[str, str], default: str) -> Any:
     policy_map = keras.dtype_policies.DTypePolicyMap(default_policy=default)
     for key, policy in keys.items():
         policy_map[key] = policy
-    copy = type(model).from_config({**config, "dtype": policy_map})
+    with remade_as_built():
+        copy = type(model).from_config({**config, "dtype": policy_map})
     build = model.get_build_config() if hasattr(model, "get_build_config") else None
     if not copy.built and build:
         copy.build_from_config(build)
