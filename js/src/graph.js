@@ -135,10 +135,13 @@ function endNode(tree, collapsed, path, source) {
   return isOpen(tree, collapsed, path) ? (source ? TAIL : HEAD) + path : path;
 }
 
+/** Whether `path` is `block` or inside it. */
+const within = (path, block) => path === block || path.startsWith(`${block}/`);
+
 /** dagre's input: a compound graph of the drawn nodes sized to their text, each open block
- *  the parent of its nodes, its head and its tail (layout-only edges from the head to each of
- *  its nodes and from them to the tail keep those on top and at the bottom), the edges
- *  labelled with their dtypes. */
+ *  the parent of its nodes, its head and its tail (layout-only edges from the head to those of
+ *  its nodes that nothing inside it feeds, and to the tail from those that feed nothing
+ *  inside it, keep them on top and at the bottom), the edges labelled with their dtypes. */
 export function dagreGraph(tree, collapsed) {
   const g = new graphlib.Graph({ compound: true, multigraph: true });
   g.setGraph({ ...LAYOUT });
@@ -154,12 +157,16 @@ export function dagreGraph(tree, collapsed) {
     put(TAIL + path, { width: 0, height: 0 }, path);
     for (const child of tree.children.get(path)) {
       add(child, path);
-      g.setEdge(HEAD + path, endNode(tree, collapsed, child, false), { weight: 0, minlen: 1, layoutOnly: true }, HEAD + child);
-      g.setEdge(endNode(tree, collapsed, child, true), TAIL + path, { weight: 0, minlen: 1, layoutOnly: true }, TAIL + child);
+      const block = isOpen(tree, collapsed, child);
+      const fed = edges.some((e) => within(e.target, child) && within(e.source, path) && !within(e.source, child));
+      const feeds = edges.some((e) => within(e.source, child) && within(e.target, path) && !within(e.target, child));
+      if (block || !fed) g.setEdge(HEAD + path, endNode(tree, collapsed, child, false), { weight: 0, layoutOnly: true }, HEAD + child);
+      if (block || !feeds) g.setEdge(endNode(tree, collapsed, child, true), TAIL + path, { weight: 0, layoutOnly: true }, TAIL + child);
     }
   };
+  const edges = shownEdges(tree, collapsed);
   for (const path of tree.children.get("") ?? []) add(path, "");
-  shownEdges(tree, collapsed).forEach((edge, i) => {
+  edges.forEach((edge, i) => {
     const text = edge.dtypes.join(" | ");
     const source = endNode(tree, collapsed, edge.source, true);
     const target = endNode(tree, collapsed, edge.target, false);
