@@ -3,7 +3,14 @@
 // script, a classic script views/_atlas.py inlines into every page), and the docs site's widget
 // snapshots: ../docs/assets/snapshot/snapshot.{js,css} (html-manager and the anywidget loader,
 // docs/_hooks/examples.py adds them to a lesson page; never committed, nothing from a CDN).
+import { readFileSync } from "node:fs";
 import * as esbuild from "esbuild";
+
+// The licences of what the widget bundles (dagre, its graph layout, with graphlib inside it,
+// both MIT): their notice travels in the bundle itself, which is what the package ships.
+const bundled = ["@dagrejs/dagre", "@dagrejs/graphlib"];
+const notices = bundled.map((name) => `${name}:\n${readFileSync(`node_modules/${name}/LICENSE`, "utf8").trim()}`);
+const licences = `/*! Bundled third-party code and its licences.\n\n${notices.join("\n\n").replaceAll("*/", "* /")}\n*/`;
 
 const common = {
   bundle: true,
@@ -14,7 +21,7 @@ const common = {
   logLevel: "info",
 };
 const builds = [
-  { ...common, entryPoints: { widget: "src/index.js" }, format: "esm" },
+  { ...common, entryPoints: { widget: "src/index.js" }, format: "esm", legalComments: "none", footer: { js: licences } },
   { ...common, entryPoints: { atlas: "src/atlas-page.js" }, format: "iife" },
   {
     ...common,

@@ -1,7 +1,7 @@
 """The widget's model view of an audit: the ``audit`` trait (``widget_contract.json``), made
 once from the ``AuditReport``: its rows as the tables show them, its findings, its graph.
 
-The page lays the graph out (elkjs, bundled into the widget) and computes no dtype: every
+The page lays the graph out (dagre, bundled into the widget) and computes no dtype: every
 dtype it shows is here, from the record. Each row carries the layer's ``path`` and ``call``
 (its call index), which is how a node of the graph finds its rows.
 

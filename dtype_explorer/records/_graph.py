@@ -2,7 +2,7 @@
 went from one call's outputs into another call's inputs, with that tensor's dtype and shape.
 
 Made by the audit's traced pass (``keras_run.ModelTracer(graph=True)``), kept on
-``AuditReport.graph``; the widget's model view lays it out (elkjs, in the page). Nodes nest by
+``AuditReport.graph``; the widget's model view lays it out (dagre, in the page). Nodes nest by
 ``parent`` (a nested model's or a subclassed layer's sublayers under it); edges join the
 deepest calls that handed a tensor on, so a view that collapses a block draws its edges at the
 block.

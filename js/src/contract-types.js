@@ -43,7 +43,7 @@
  * @property {Object<string, *>} promotion {tables: [...]}: the result_type tables behind the documented dtypes
  * @property {Object<string, *>} code the question as code (records.CodeCopy of the answers so far, ProbeSet.as_code): {dx: the dx.probe call, script: a raw-Keras script of it, fill_in: what to supply first, clipboard: both as one text}; the page's 'Copy as code' button copies clipboard (navigator.clipboard, else a text area to copy from); {} before any answer
  * @property {string} error why the last request from the page was refused, or ''
- * @property {Object<string, *>} audit the model view of an audit (DtypeExplorer(audit=report), %dtype_check --widget; frontends/_model_view.py): {summary, model, backend, keras, columns, rows: [LayerCall.row() + path, call, depth], findings: [{severity, kind, path, message, fix}], graph: ModelGraph.to_dict() (nodes: path, name, kind, layer_class, parent, compute_dtype, variable_dtype, calls, output_dtypes; edges: source, target, source_call, target_call, dtype, shape) or null, notes}; the page lays the graph out (elkjs) and computes no dtype; {} when the explorer shows no audit
+ * @property {Object<string, *>} audit the model view of an audit (DtypeExplorer(audit=report), %dtype_check --widget; frontends/_model_view.py): {summary, model, backend, keras, columns, rows: [LayerCall.row() + path, call, depth], findings: [{severity, kind, path, message, fix}], graph: ModelGraph.to_dict() (nodes: path, name, kind, layer_class, parent, compute_dtype, variable_dtype, calls, output_dtypes; edges: source, target, source_call, target_call, dtype, shape) or null, notes}; the page lays the graph out (dagre) and computes no dtype; {} when the explorer shows no audit
  */
 
 export {};

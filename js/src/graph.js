@@ -1,12 +1,12 @@
 // @ts-check
-// The model view's graph: an audit's ModelGraph (the `audit` trait's `graph`) laid out by elkjs
-// (ELK's layered algorithm, bundled: nothing is fetched) and drawn as SVG. Layers are nodes
-// filled with their compute dtype's colour, edges are coloured and labelled with the dtype of
-// the tensor they carry, a finding marks its layer. A block (a nested model, a layer with
-// sublayers) holding more than COLLAPSE_ABOVE nodes starts collapsed: its edges are drawn at
-// the block, and a click on its ▸ opens it. A click on a node selects it (`onSelect(path)`).
-// Every dtype comes from the record; this module only lays it out.
-import ELK from "elkjs/lib/elk.bundled.js";
+// The model view's graph: an audit's ModelGraph (the `audit` trait's `graph`) laid out by dagre
+// (@dagrejs/dagre's layered layout of a compound graph, MIT, bundled: nothing is fetched) and
+// drawn as SVG. Layers are nodes filled with their compute dtype's colour, edges are coloured
+// and labelled with the dtype of the tensor they carry, a finding marks its layer. A block (a
+// nested model, a layer with sublayers) holding more than COLLAPSE_ABOVE nodes starts
+// collapsed: its edges are drawn at the block, and a click on its ▸ opens it. A click on a node
+// selects it (`onSelect(path)`). Every dtype comes from the record; this module only lays it out.
+import { graphlib, layout } from "@dagrejs/dagre";
 import { s } from "./dom.js";
 import { dtypeKind } from "./dtype.js";
 import { PALETTE, kindColor, textOn } from "./palette.js";
@@ -21,29 +21,14 @@ const SUB_W = 6.1;
 const PAD = 10;
 const BADGE_R = 8;
 const SEVERITIES = ["error", "warning", "info"];
-const ROOT_ID = "\u0000root";
 
-const LAYOUT = {
-  "elk.algorithm": "layered",
-  "elk.direction": "DOWN",
-  "elk.hierarchyHandling": "INCLUDE_CHILDREN",
-  "elk.json.shapeCoords": "ROOT",
-  "elk.json.edgeCoords": "ROOT",
-  "elk.edgeLabels.inline": "true",
-  "elk.spacing.nodeNode": "18",
-  "elk.spacing.edgeLabel": "2",
-  "elk.layered.spacing.nodeNodeBetweenLayers": "30",
-  "elk.layered.spacing.edgeNodeBetweenLayers": "12",
-  "elk.layered.nodePlacement.strategy": "NETWORK_SIMPLEX",
-  "elk.padding": "[top=8,left=8,bottom=8,right=8]",
-};
-
-let engine = null;
-/** One ELK for the page (it runs in this thread: anywidget loads one file, no worker). */
-function elk() {
-  engine ??= new ELK();
-  return engine;
-}
+/** dagre's options for the whole graph: top to bottom, room for the edges' dtype labels. */
+const LAYOUT = { rankdir: "TB", nodesep: 18, edgesep: 10, ranksep: 30, marginx: 8, marginy: 8 };
+/** Layout-only nodes of an open block: its head holds its title row, its tail closes it
+ *  (dagre takes no edge on a compound node: the edges into a block go to its head, those out
+ *  of it leave from its tail). */
+const HEAD = "\u0000head:";
+const TAIL = "\u0000tail:";
 
 /**
  * The graph as a tree: nodes by path, each parent's children in the model's order, and how
@@ -133,62 +118,119 @@ function nodeText(tree, collapsed, node) {
   return { title: node.name, sub: `${what} · ${dtype || "—"}${calls}${inside}` };
 }
 
-/** ELK's input: drawn nodes sized to their text, open blocks holding theirs, the edges
- *  labelled with their dtypes. */
-export function elkGraph(tree, collapsed) {
-  const build = (path) => {
-    const node = tree.nodes.get(path);
-    const { title, sub } = nodeText(tree, collapsed, node);
-    const width = Math.ceil(Math.max(title.length * TITLE_W, sub.length * SUB_W) + 2 * PAD + 2 * BADGE_R);
-    const kids = tree.children.get(path) ?? [];
-    if (!kids.length || collapsed.has(path)) return { id: path, width, height: NODE_H };
-    return {
-      id: path,
-      children: kids.map(build),
-      layoutOptions: {
-        "elk.padding": `[top=${HEADER_H + 8},left=10,bottom=10,right=10]`,
-        "elk.nodeSize.constraints": "MINIMUM_SIZE",
-        "elk.nodeSize.minimum": `(${width + 16}, ${HEADER_H + 20})`,
-      },
-    };
-  };
-  const edges = shownEdges(tree, collapsed).map((edge, i) => {
-    const text = edge.dtypes.join(" | ");
-    return {
-      id: `e${i}`,
-      sources: [edge.source],
-      targets: [edge.target],
-      labels: [{ text, width: Math.ceil(text.length * SUB_W) + 6, height: LABEL_H }],
-      dx: edge,
-    };
-  });
-  return { id: ROOT_ID, layoutOptions: LAYOUT, children: (tree.children.get("") ?? []).map(build), edges };
+/** The size of a drawn node: wide enough for its text and its badge. */
+function nodeSize(tree, collapsed, path) {
+  const { title, sub } = nodeText(tree, collapsed, tree.nodes.get(path));
+  return Math.ceil(Math.max(title.length * TITLE_W, sub.length * SUB_W) + 2 * PAD + 2 * BADGE_R);
 }
 
-/** The laid-out graph (positions from ELK, in the root's coordinates). */
-export async function layOut(tree, collapsed) {
-  const input = elkGraph(tree, collapsed);
-  const extra = new Map(input.edges.map((e) => [e.id, e.dx]));
-  for (const e of input.edges) delete e.dx;
-  const out = await elk().layout(input);
-  const boxes = [];
-  const walk = (n) => {
-    for (const child of n.children ?? []) {
-      boxes.push({ path: child.id, x: child.x, y: child.y, width: child.width, height: child.height, open: Boolean(child.children?.length) });
-      walk(child);
+/** Whether `path` is drawn as an open block (it holds nodes and is not collapsed). */
+function isOpen(tree, collapsed, path) {
+  return (tree.children.get(path) ?? []).length > 0 && !collapsed.has(path);
+}
+
+/** The node dagre lays an edge's end out at: the drawn node, or an open block's head (the
+ *  edge's target) or tail (its source). */
+function endNode(tree, collapsed, path, source) {
+  return isOpen(tree, collapsed, path) ? (source ? TAIL : HEAD) + path : path;
+}
+
+/** Whether `path` is `block` or inside it. */
+const within = (path, block) => path === block || path.startsWith(`${block}/`);
+
+/** dagre's input: a compound graph of the drawn nodes sized to their text, each open block
+ *  the parent of its nodes, its head and its tail (layout-only edges from the head to those of
+ *  its nodes that nothing inside it feeds, and to the tail from those that feed nothing
+ *  inside it, keep them on top and at the bottom), the edges labelled with their dtypes. */
+export function dagreGraph(tree, collapsed) {
+  const g = new graphlib.Graph({ compound: true, multigraph: true });
+  g.setGraph({ ...LAYOUT });
+  const put = (id, label, parent) => {
+    g.setNode(id, label);
+    if (parent) g.setParent(id, parent);
+  };
+  const add = (path, parent) => {
+    const width = nodeSize(tree, collapsed, path);
+    if (!isOpen(tree, collapsed, path)) return put(path, { width, height: NODE_H }, parent);
+    put(path, {}, parent);
+    put(HEAD + path, { width: width + 16, height: HEADER_H }, path);
+    put(TAIL + path, { width: 0, height: 0 }, path);
+    for (const child of tree.children.get(path)) {
+      add(child, path);
+      const block = isOpen(tree, collapsed, child);
+      const fed = edges.some((e) => within(e.target, child) && within(e.source, path) && !within(e.source, child));
+      const feeds = edges.some((e) => within(e.source, child) && within(e.target, path) && !within(e.target, child));
+      if (block || !fed) g.setEdge(HEAD + path, endNode(tree, collapsed, child, false), { weight: 0, layoutOnly: true }, HEAD + child);
+      if (block || !feeds) g.setEdge(endNode(tree, collapsed, child, true), TAIL + path, { weight: 0, layoutOnly: true }, TAIL + child);
     }
   };
-  walk(out);
-  const edges = (out.edges ?? []).map((e) => ({ ...extra.get(e.id), sections: e.sections ?? [], label: e.labels?.[0] }));
-  return { width: out.width ?? 0, height: out.height ?? 0, boxes, edges };
+  const edges = shownEdges(tree, collapsed);
+  for (const path of tree.children.get("") ?? []) add(path, "");
+  edges.forEach((edge, i) => {
+    const text = edge.dtypes.join(" | ");
+    const source = endNode(tree, collapsed, edge.source, true);
+    const target = endNode(tree, collapsed, edge.target, false);
+    g.setEdge(source, target, { width: Math.ceil(text.length * SUB_W) + 6, height: LABEL_H, labelpos: "c", text, dx: edge }, `e${i}`);
+  });
+  return g;
 }
 
-function points(section) {
-  return [section.startPoint, ...(section.bendPoints ?? []), section.endPoint];
+/** Whether point `p` lies inside `box`. */
+function inside(box, p) {
+  return p.x > box.x && p.x < box.x + box.width && p.y > box.y && p.y < box.y + box.height;
 }
 
-function arrow(section) {
-  const p = points(section);
+/** The point where the segment from `a` (outside `box`, or on its border) to `b` (inside)
+ *  enters it: the latest of where it enters its span on each axis. */
+function crossing(box, a, b) {
+  let t = 0;
+  for (const [from, to, lo, hi] of [
+    [a.x, b.x, box.x, box.x + box.width],
+    [a.y, b.y, box.y, box.y + box.height],
+  ]) {
+    if (from < lo) t = Math.max(t, (lo - from) / (to - from));
+    if (from > hi) t = Math.max(t, (from - hi) / (from - to));
+  }
+  return { x: a.x + t * (b.x - a.x), y: a.y + t * (b.y - a.y) };
+}
+
+/** An edge's points ended at the border of the open block it goes into (it was laid out to
+ *  the block's head), unless it starts inside that block. */
+function clipInto(box, pts) {
+  if (!box || inside(box, pts[0])) return pts;
+  const i = pts.findIndex((p) => inside(box, p));
+  return i > 0 ? [...pts.slice(0, i), crossing(box, pts[i - 1], pts[i])] : pts;
+}
+
+/** The laid-out graph: boxes by their top-left corner, each edge's points and the box of its
+ *  dtype label (dagre runs in this thread, synchronously). */
+export function layOut(tree, collapsed) {
+  const g = dagreGraph(tree, collapsed);
+  layout(g);
+  const boxes = g
+    .nodes()
+    .filter((id) => !id.startsWith(HEAD) && !id.startsWith(TAIL))
+    .map((id) => {
+      const n = g.node(id);
+      return { path: id, x: n.x - n.width / 2, y: n.y - n.height / 2, width: n.width, height: n.height, open: isOpen(tree, collapsed, id) };
+    });
+  const byPath = new Map(boxes.map((b) => [b.path, b]));
+  const open = (path) => (isOpen(tree, collapsed, path) ? byPath.get(path) : undefined);
+  const edges = g
+    .edges()
+    .map((e) => g.edge(e))
+    .filter((e) => !e.layoutOnly)
+    .map((e) => {
+      const { dx, points: laid, x, y, width, height, text } = e;
+      const points = clipInto(open(dx.target), clipInto(open(dx.source), [...laid].reverse()).reverse());
+      const label = x === undefined ? undefined : { text, x: x - width / 2, y: y - height / 2, width, height };
+      return { ...dx, points, label };
+    });
+  const { width, height } = g.graph();
+  return { width: width ?? 0, height: height ?? 0, boxes, edges };
+}
+
+function arrow(p) {
   const [a, b] = [p.at(-2), p.at(-1)];
   const angle = Math.atan2(b.y - a.y, b.x - a.x);
   const at = (r, t) => `${(b.x - r * Math.cos(angle + t)).toFixed(1)},${(b.y - r * Math.sin(angle + t)).toFixed(1)}`;
@@ -201,10 +243,8 @@ function drawEdge(edge) {
   return s(
     "g",
     { class: "dx-graph-edge", testid: "graph-edge", "data-source": edge.source, "data-target": edge.target, "data-dtype": edge.dtypes.join(" | "), style: { "--dx-line": colour } },
-    edge.sections.map((section) => [
-      s("polyline", { points: points(section).map((p) => `${p.x},${p.y}`).join(" ") }),
-      s("polygon", { points: arrow(section) }),
-    ]),
+    s("polyline", { points: edge.points.map((p) => `${p.x},${p.y}`).join(" ") }),
+    edge.points.length > 1 ? s("polygon", { points: arrow(edge.points) }) : null,
     label && label.x !== undefined
       ? [
           s("rect", { class: "dx-graph-label-bg", x: label.x - 1, y: label.y, width: label.width + 2, height: label.height, rx: 3 }),

@@ -58,7 +58,8 @@ export class ModelView {
       return (this.ready = Promise.resolve());
     }
     this.graphEl.dataset.state = "laying-out";
-    this.ready = layOut(this.tree, this.collapsed).then(
+    // dagre lays out synchronously; a promise keeps `ready` and a layout's failure one path
+    this.ready = Promise.resolve().then(() => layOut(this.tree, this.collapsed)).then(
       (laid) => {
         if (generation !== this.generation) return;
         const svg = drawGraph(this.tree, this.collapsed, laid, this.audit.findings, {

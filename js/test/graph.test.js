@@ -105,18 +105,40 @@ describe("the model graph", () => {
     expect(view.el.querySelectorAll(".dx-graph-selected")).toHaveLength(0);
   });
 
-  it("lays nodes out without overlap (elkjs)", async () => {
-    const view = await mount(towers);
-    const boxes = nodes(view)
-      .filter((n) => !n.getAttribute("data-block"))
-      .map((n) => n.querySelector("rect"))
-      .map((r) => ["x", "y", "width", "height"].map((k) => Number(r.getAttribute(k))));
-    for (let i = 0; i < boxes.length; i++)
-      for (let j = i + 1; j < boxes.length; j++) {
-        const [a, b] = [boxes[i], boxes[j]];
-        const apart = a[0] + a[2] <= b[0] || b[0] + b[2] <= a[0] || a[1] + a[3] <= b[1] || b[1] + b[3] <= a[1];
-        expect(apart).toBe(true);
+  it("lays nodes out without overlap, each open block around its nodes below its title (dagre)", async () => {
+    for (const audit of [towers, gpt2]) {
+      const view = await mount(audit);
+      // open every block: the nested model's, and a keras-hub backbone's transformer blocks
+      for (const block of [...view.collapsed]) {
+        byTestId(node(view, block), "graph-toggle").dispatchEvent(new MouseEvent("click", { bubbles: true }));
+        await view.ready;
       }
+      expect(nodes(view)).toHaveLength(audit.graph.nodes.length);
+      const rects = new Map(nodes(view).map((n) => [n.getAttribute("data-path"), n.querySelector("rect")]));
+      const box = (path) => ["x", "y", "width", "height"].map((k) => Number(rects.get(path).getAttribute(k)));
+      const leaves = nodes(view).filter((n) => !n.getAttribute("data-block")).map((n) => n.getAttribute("data-path"));
+      const apart = (a, b) => a[0] + a[2] <= b[0] || b[0] + b[2] <= a[0] || a[1] + a[3] <= b[1] || b[1] + b[3] <= a[1];
+      for (const path of leaves) expect(box(path).every(Number.isFinite)).toBe(true);
+      for (let i = 0; i < leaves.length; i++) for (let j = i + 1; j < leaves.length; j++) expect(apart(box(leaves[i]), box(leaves[j]))).toBe(true);
+      // a block's nodes lie inside it, under its title row
+      for (const record of audit.graph.nodes.filter((n) => n.parent && audit.graph.nodes.some((p) => p.path === n.parent))) {
+        const [outer, inner] = [box(record.parent), box(record.path)];
+        expect(inner[0] >= outer[0] && inner[0] + inner[2] <= outer[0] + outer[2]).toBe(true);
+        expect(inner[1] >= outer[1] + 24 && inner[1] + inner[3] <= outer[1] + outer[3]).toBe(true);
+      }
+      // an edge's dtype label is clear of every node; an edge into an open block ends on its border
+      for (const edge of allByTestId(view.el, "graph-edge")) {
+        const rect = edge.querySelector("rect");
+        const label = ["x", "y", "width", "height"].map((k) => Number(rect.getAttribute(k)));
+        for (const path of leaves) expect(apart(label, box(path)), `${edge.getAttribute("data-dtype")} over ${path}`).toBe(true);
+        const target = edge.getAttribute("data-target");
+        if (!view.tree.children.get(target)?.length || edge.getAttribute("data-source").startsWith(`${target}/`)) continue;
+        const end = edge.querySelector("polyline").getAttribute("points").split(" ").at(-1).split(",").map(Number);
+        const [x, y, w, h] = box(target);
+        const onBorder = [Math.abs(end[0] - x), Math.abs(end[0] - x - w), Math.abs(end[1] - y), Math.abs(end[1] - y - h)].some((d) => d < 0.5);
+        expect(onBorder, `${edge.getAttribute("data-source")} -> ${target} ends at ${end}`).toBe(true);
+      }
+    }
   });
 });
 
