@@ -116,7 +116,7 @@ def unknown(kind: str, name: object, valid: Iterable[str], *, limit: int = 12) -
     """An ``InvalidSpecError`` naming the bad value, a close match and (some of) what is valid."""
     valid = sorted(set(valid))
     match = closest(name, valid) if isinstance(name, str) else None
-    hint = f"; did you mean {match!r}?" if match else ""
+    hint = f"; did you mean {match!r}?" if match else "."
     shown = ", ".join(valid[:limit]) + (
         f", ... ({len(valid)} in all)" if len(valid) > limit else ""
     )

@@ -191,13 +191,19 @@ def test_the_dx_call_asks_the_same_question_again(probes):
 # ------------------------------------------------------------------------------ audits
 
 
+SEED = 7
+
+
 def small_model() -> keras.Model:
     """A small model under mixed_float16 (its head in float32), compiled: loss scaling."""
     keras.config.set_dtype_policy("mixed_float16")
     try:
         inputs = keras.Input((4,), name="x")
-        hidden = keras.layers.Dense(8, activation="relu", name="hidden")(inputs)
-        outputs = keras.layers.Dense(3, name="head", dtype="float32")(hidden)
+        # seeded: the same weights whatever ran before in this process (unseeded, all eight
+        # units could start dead on x = 30, the loss 0 and no step skipped)
+        seeded = {"kernel_initializer": keras.initializers.GlorotUniform(seed=SEED)}
+        hidden = keras.layers.Dense(8, activation="relu", name="hidden", **seeded)(inputs)
+        outputs = keras.layers.Dense(3, name="head", dtype="float32", **seeded)(hidden)
         model = keras.Model(inputs, outputs, name="small")
     finally:
         keras.config.set_dtype_policy("float32")

@@ -280,11 +280,15 @@ def test_float32_only_savedmodel_under_mixed_float16(float32_saved_model, restor
         and "TFSMLayer" in finding.message
         and "float16" in finding.message
     )
-    # issue 38 item 3: clone_model cannot copy a TFSMLayer in Keras's safe mode, so the audit
-    # could not run dtype="float32" on a copy, and shows no fix (the proof says why); the
-    # next test builds it that way with raw Keras
-    assert finding.fix == "" and not finding.proof.proven
-    assert "copy could not be made" in finding.proof.summary() + " ".join(finding.proof.tried)
+    # issue 38 item 3: the fix, the layer in float32, was run on a copy and cleared the finding
+    # (the copy remakes the user's own live TFSMLayer outside Keras's safe mode, which refuses
+    # its config); the next test builds it that way with raw Keras
+    proof = finding.proof
+    assert proof.proven and proof.layers == ("transfer/pretrained",)
+    assert proof.before.finding and not proof.after.finding
+    assert 'TFSMLayer(..., name="pretrained", dtype="float32")' in finding.fix
+    with pytest.raises(Exception):  # raw Keras: the model as built fails in the SavedModel
+        model(np.ones((2, 4), "float32"))
     assert row(report, "transfer/pretrained").outputs[0].dtype == "float32"
 
 

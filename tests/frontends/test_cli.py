@@ -95,9 +95,12 @@ def test_check_audits_a_saved_model(tmp_path):
     assert out.exit_code == 0, out.output
     assert "training step (model.fit: one training step, compiled by tf.function)" in out.output
     assert "gradient d/kernel: float32" in out.output
+    # --mode dataset: the real model.predict on a tf.data.Dataset of the sample (issue 39.14)
     out = runner.invoke(app, ["check", str(path), "--mode", "dataset"])
-    assert out.exit_code == 2
-    assert "modes that apply: call, training, predict, fit, save" in out.output
+    assert out.exit_code == 0, out.output
+    assert "model.predict on a tf.data.Dataset" in out.output and "silent-downcast" in out.output
+    out = runner.invoke(app, ["check", str(path), "--mode", "sideways"])
+    assert out.exit_code == 2 and "Valid: call, dataset, fit, predict, save, training" in out.output
 
 
 def test_probe_trace_shows_every_op_its_line_and_where_backends_part():
