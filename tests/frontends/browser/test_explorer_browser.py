@@ -7,6 +7,7 @@ reads what the widget drew. Screenshots land in ``test-artifacts/``; the benchma
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import statistics
@@ -526,3 +527,58 @@ def test_dataset_mode_on_jax_is_not_supported_as_fit_on_numpy_is(compare_page, a
     assert page.get_attribute('[data-testid="column-tensorflow"]', "data-status") == "ok"
     assert page.locator('[data-testid="divergence"]').count() == 0
     page.screenshot(path=artifacts / "compare-dataset-mode.png")
+
+
+MODEL_NOTEBOOK = "model_view.ipynb"
+MODEL_SETUP = """\
+import keras, numpy as np
+import dtype_explorer as dx
+keras.config.set_dtype_policy("mixed_float16")
+try:
+    x = keras.Input((4,), name="x")
+    shared = keras.layers.Dense(4, name="shared")
+    h = shared(keras.layers.Dense(4, name="pre")(shared(x)))
+    head = keras.layers.Dense(2, name="head", dtype="float32")(h)
+    model = keras.Model(x, head, name="m")
+finally:
+    keras.config.set_dtype_policy("float32")
+report = dx.check_model(model, np.ones((2, 4), "float32"))
+raw = {layer.name: layer.compute_dtype for layer in model.layers[1:]}
+dx.DtypeExplorer(audit=report)"""
+
+
+def test_the_model_view_draws_the_audits_graph_and_a_click_selects_the_row(lab, browser, artifacts):
+    """Issue 41 item 6, in JupyterLab: the audit's layers as nodes filled by their compute
+    dtype (as raw Keras reports it, printed by the kernel beside), a shared layer once, edges
+    labelled with dtypes, and a click on a node selecting its rows in the table."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    notebook.cells = [nbformat.v4.new_code_cell(MODEL_SETUP), nbformat.v4.new_code_cell("raw")]
+    nbformat.write(notebook, lab.root / MODEL_NOTEBOOK)
+    context = browser.new_context(viewport=SCREEN)
+    page = context.new_page()
+    try:
+        page.goto(f"{lab.url}/lab/workspaces/model/tree/{MODEL_NOTEBOOK}?token={lab.token}")
+        page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
+        _run_cell(page, 0)
+        page.wait_for_selector('[data-testid="graph-node"]', timeout=PROBE_TIMEOUT_MS)
+        _run_cell(page, 1)
+        out = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea")
+        out.locator("text=shared").wait_for(timeout=60_000)
+        raw = ast.literal_eval(out.inner_text().split("]:", 1)[-1].strip())  # the kernel's dict
+        nodes = page.locator('[data-testid="graph-node"]')
+        paths = nodes.evaluate_all("ns => ns.map(n => n.getAttribute('data-path'))")
+        assert sorted(paths) == sorted(["m/x", *(f"m/{name}" for name in raw)])  # shared once
+        for name, dtype in raw.items():
+            assert page.get_attribute(f'[data-path="m/{name}"]', "data-dtype") == dtype
+        dtypes = page.locator('[data-testid="graph-edge"]').evaluate_all(
+            "es => es.map(e => e.getAttribute('data-dtype'))"
+        )
+        assert "float16" in dtypes and len(dtypes) >= 4
+        page.click('[data-testid="graph-node"][data-path="m/shared"]')
+        selected = page.locator('[data-testid="model-row"].dx-row-selected')
+        assert selected.count() == 2  # a row per call of the shared layer
+        assert {r.get_attribute("data-path") for r in selected.all()} == {"m/shared"}
+        page.locator('[data-testid="model-view"]').screenshot(path=artifacts / "model-view.png")
+    finally:
+        context.close()
