@@ -3,6 +3,7 @@ float32 and the mixed model run directly by the test (raw Keras, untraced)."""
 
 import numpy as np
 import pytest
+from tiny_hub import tiny_gpt2
 
 import dtype_explorer as dx
 
@@ -57,27 +58,6 @@ def test_a_float32_model_runs_no_reference():
 # --------------------------------------------------------------------------- keras-hub
 
 
-def _tiny_gpt2(policy: str):
-    """A 2-layer GPT-2 backbone from a small config (no download), built under ``policy``."""
-    keras_hub = _keras_hub()
-    keras.config.set_dtype_policy(policy)
-    try:
-        return keras_hub.models.GPT2Backbone(
-            vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16,
-            intermediate_dim=32, max_sequence_length=16,
-        )  # fmt: skip
-    finally:
-        keras.config.set_dtype_policy("float32")
-
-
-def _keras_hub():
-    try:
-        import keras_hub
-    except ImportError as error:  # the hub extra is part of the test environment: no skip
-        pytest.fail(f"keras-hub is needed (pip install 'dtype-explorer[hub]'): {error}")
-    return keras_hub
-
-
 def _leaves(layer, path: str):
     """Every leaf layer below ``layer`` with its path (names joined by '/'), in build order."""
     for child in layer._flatten_layers(include_self=False, recursive=False):
@@ -106,7 +86,7 @@ def _first_outputs(model, pairs, sample):
 
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_a_keras_hub_backbones_error_per_layer_is_the_one_raw_keras_gives(policy):
-    mixed = _tiny_gpt2(policy)
+    mixed = tiny_gpt2(policy)
     sample = {
         "token_ids": np.arange(16).reshape(2, 8) % 50,
         "padding_mask": np.ones((2, 8), "int32"),
@@ -114,7 +94,7 @@ def test_a_keras_hub_backbones_error_per_layer_is_the_one_raw_keras_gives(policy
     report = dx.check_model(mixed, sample)
     # raw Keras: the same weights in the backbone built under float32, each leaf layer's
     # output read directly (both built from one config: their leaves line up in build order)
-    wide = _tiny_gpt2("float32")
+    wide = tiny_gpt2("float32")
     wide.set_weights(mixed.get_weights())
     leaves = list(_leaves(mixed, mixed.name))
     pairs = list(zip(leaves, [layer for _, layer in _leaves(wide, wide.name)], strict=True))

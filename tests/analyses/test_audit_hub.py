@@ -11,6 +11,7 @@ import tempfile
 import keras
 import numpy as np
 import pytest
+from tiny_hub import tiny_gpt2
 
 from dtype_explorer import check_model
 
@@ -30,23 +31,8 @@ def hub():
     return keras_hub
 
 
-def tiny_gpt2(hub, policy: str | None = None):
-    keras.config.set_dtype_policy(policy or "float32")
-    try:
-        return hub.models.GPT2Backbone(
-            vocabulary_size=50,
-            num_layers=2,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=32,
-            max_sequence_length=16,
-        )
-    finally:
-        keras.config.set_dtype_policy("float32")
-
-
 def test_gpt2_backbone_under_mixed_float16_names_each_float16_op_and_line(hub):
-    backbone = tiny_gpt2(hub, "mixed_float16")
+    backbone = tiny_gpt2("mixed_float16")
     before = [keras.ops.convert_to_numpy(v.value).tobytes() for v in backbone.variables]
     report = check_model(backbone, SAMPLE)
     assert [keras.ops.convert_to_numpy(v.value).tobytes() for v in backbone.variables] == before
@@ -66,7 +52,7 @@ def test_gpt2_backbone_under_mixed_float16_names_each_float16_op_and_line(hub):
 
 
 def test_gpt2_backbone_int8_round_trips_through_keras_format(hub):
-    backbone = tiny_gpt2(hub)
+    backbone = tiny_gpt2()
     report = check_model(backbone, SAMPLE, quantize="int8", mode="save")
     quantized = [r for r in report.quantization.layers if r.status == "quantized"]
     assert quantized and report.quantization.bytes < report.quantization.float_bytes
@@ -76,7 +62,7 @@ def test_gpt2_backbone_int8_round_trips_through_keras_format(hub):
 
 
 def test_fit_on_a_tiny_gpt2_causal_lm(hub):
-    lm = hub.models.GPT2CausalLM(backbone=tiny_gpt2(hub), preprocessor=None)
+    lm = hub.models.GPT2CausalLM(backbone=tiny_gpt2(), preprocessor=None)
     before = [w.copy() for w in lm.get_weights()]
     report = check_model(lm, SAMPLE, mode="fit", labels=np.zeros((2, 8), "int32"))
     assert report.fit is not None and report.fit.gradients
@@ -94,13 +80,13 @@ def raw_preset_load(hub, model, **kwargs):
 
 
 def test_a_quantized_backbone_reloads_from_keras_format_but_its_preset_is_an_error(hub):
-    backbone = tiny_gpt2(hub)
+    backbone = tiny_gpt2()
     report = check_model(backbone, SAMPLE, quantize="int8", mode="save")
     trips = {t.format: t for t in report.roundtrip.trips}
     assert trips[".keras"].outcome == "compared" and not trips[".keras"].dtype_changes
     assert {"preset", "preset, dtype=float32"} <= set(trips)
     # raw keras-hub 0.32.0 on the same quantized backbone: from_preset raises
-    quantized = tiny_gpt2(hub)
+    quantized = tiny_gpt2()
     quantized.quantize("int8")
     raw = raw_preset_load(hub, quantized)
     assert isinstance(raw, Exception)
@@ -115,7 +101,7 @@ def test_a_quantized_backbone_reloads_from_keras_format_but_its_preset_is_an_err
 
 
 def test_a_bfloat16_preset_loads_float32_without_dtype_and_bfloat16_with_it(hub):
-    backbone = tiny_gpt2(hub, "bfloat16")
+    backbone = tiny_gpt2("bfloat16")
     report = check_model(backbone, SAMPLE, mode="save")
     trips = {t.format: t for t in report.roundtrip.trips}
     # raw keras-hub: as saved only with dtype=; else Keras's global policy

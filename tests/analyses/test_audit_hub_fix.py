@@ -11,6 +11,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from tiny_hub import tiny_gpt2
 
 from dtype_explorer import check_model
 
@@ -30,19 +31,8 @@ def built():
     """The tiny backbone under mixed_float16 and its initial weights."""
     if keras_hub is None:
         pytest.fail(MISSING)
-    keras.config.set_dtype_policy("mixed_float16")
-    try:
-        backbone = keras_hub.models.GPT2Backbone(
-            vocabulary_size=50,
-            num_layers=2,
-            num_heads=2,
-            hidden_dim=16,
-            intermediate_dim=32,
-            max_sequence_length=16,
-            name="gpt2_backbone",  # the paths below, whatever other modules built first
-        )
-    finally:
-        keras.config.set_dtype_policy("float32")
+    # named: the paths below, whatever other modules built first
+    backbone = tiny_gpt2("mixed_float16", name="gpt2_backbone")
     return backbone, backbone.get_weights()
 
 

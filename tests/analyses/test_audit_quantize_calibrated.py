@@ -12,6 +12,7 @@ import warnings
 import keras
 import numpy as np
 import pytest
+from tiny_hub import tiny_gpt2
 
 from dtype_explorer import check_model
 from dtype_explorer.errors import InvalidSpecError
@@ -36,14 +37,7 @@ def hub():
 def tiny_causal_lm(hub):
     """The same tiny GPT-2 every time: seeded, 2 blocks, a byte-sized vocabulary."""
     keras.utils.set_random_seed(0)
-    backbone = hub.models.GPT2Backbone(
-        vocabulary_size=256,
-        num_layers=2,
-        num_heads=2,
-        hidden_dim=16,
-        intermediate_dim=32,
-        max_sequence_length=16,
-    )
+    backbone = tiny_gpt2(vocabulary_size=256)
     return hub.models.GPT2CausalLM(backbone=backbone, preprocessor=None)
 
 
