@@ -8,6 +8,7 @@ dtype_explorer importable), in throwaway directories. Screenshots and timings go
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -43,6 +44,39 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@contextlib.contextmanager
+def _served(
+    what: str, command: list[str], env: dict, base: Path, health: str, cwd: Path | None = None
+) -> Iterator[None]:
+    """``command`` run as a server (its output in ``base/server.log``) until ``health``
+    answers, or a ``RuntimeError`` with the log's end when it exits or takes longer than
+    :data:`STARTUP_S`; stopped on exit."""
+    log = (base / "server.log").open("w")
+    server = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=cwd)
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            with urllib.request.urlopen(health, timeout=2):
+                break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                log.close()
+                raise RuntimeError(
+                    f"{what} did not start:\n{(base / 'server.log').read_text()[-3000:]}"
+                ) from None
+            time.sleep(0.5)
+    try:
+        yield
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     path = ROOT / "test-artifacts"
@@ -71,36 +105,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         "KERAS_BACKEND": "jax",  # the kernel's own Keras; probes run in the workers
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    log = (base / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-            "--ServerApp.allow_root=True", "--LabApp.extension_manager=readonly",
-            f"--LabApp.workspaces_dir={base / 'workspaces'}",
-        ],
-        env=env, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--ServerApp.allow_root=True", "--LabApp.extension_manager=readonly",
+        f"--LabApp.workspaces_dir={base / 'workspaces'}",
+    ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
-                break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError(
-                    f"JupyterLab did not start:\n{(base / 'server.log').read_text()[-3000:]}"
-                ) from None
-            time.sleep(0.5)
-    yield Lab(url=url, token=token, root=root)
-    server.terminate()
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    with _served("JupyterLab", command, env, base, f"{url}/api/status?token={token}"):
+        yield Lab(url=url, token=token, root=root)
 
 
 @dataclass(frozen=True)
@@ -135,32 +148,11 @@ def marimo_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marimo]:
         "DTYPE_EXPLORER_BACKENDS": "numpy",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    log = (base / "server.log").open("w")
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "marimo", "run", str(MARIMO_NOTEBOOK), "--headless",
-            f"--port={port}", "--host=127.0.0.1", "--token", f"--token-password={token}",
-            "--no-sandbox",
-        ],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=base,
-    )  # fmt: skip
+    command = [
+        sys.executable, "-m", "marimo", "run", str(MARIMO_NOTEBOOK), "--headless",
+        f"--port={port}", "--host=127.0.0.1", "--token", f"--token-password={token}",
+        "--no-sandbox",
+    ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + STARTUP_S
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2):
-                break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise RuntimeError(
-                    f"marimo did not start:\n{(base / 'server.log').read_text()[-3000:]}"
-                ) from None
-            time.sleep(0.5)
-    yield Marimo(url=url, token=token)
-    server.terminate()
-    try:
-        server.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    with _served("marimo", command, env, base, f"{url}/health", cwd=base):
+        yield Marimo(url=url, token=token)
