@@ -39,6 +39,7 @@ import pebble
 from dtype_explorer.records import Engine
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime import _worker_log as worker_log
+from dtype_explorer.runtime import _zygote as zygote
 from dtype_explorer.runtime import cache, engines
 from dtype_explorer.versions import settings
 
@@ -167,7 +168,7 @@ def _start(slot: str, now: dict[str, Any], start_timeout: float) -> pebble.Proce
             start.deadline,
             None if engine is None else engine.to_dict(),
         ),
-        context=WORKER_CONTEXT,
+        context=context_for(backend_of(slot), engine, start.deadline),
     )
 
 
@@ -317,3 +318,47 @@ def _leave_main_out_of_workers() -> None:
 
 
 WORKER_CONTEXT = WorkerContext()
+
+
+class _ForkedWorkerProcess(_WorkerProcess):
+    """A worker process that starts from its backend's zygote when it can
+    (:meth:`ZygoteContext.popen`); ``_dx_start`` says which: ``(backend, deadline)``."""
+
+    _dx_start: tuple[str, float | None]
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        backend, deadline = process_obj._dx_start
+        log = cache.path() / "workers" / f"{backend}.zygote.log"
+        found = zygote.zygote_for(backend, log)
+        if found is not None and found.ready(deadline):
+            return type("ForkedWorker", (zygote.ZygotePopen,), {"zygote": found})(process_obj)
+        return _WorkerProcess._Popen(process_obj)
+
+
+class ZygoteContext(WorkerContext):
+    """:class:`WorkerContext` whose workers are forked from their backend's zygote
+    (:mod:`~dtype_explorer.runtime._zygote`) once it is ready, and spawned as before when
+    there is none, its imports failed or it is not ready within ``deadline`` seconds."""
+
+    def __init__(self, backend: str, deadline: float | None) -> None:
+        super().__init__()
+        self.start = (backend, deadline)
+
+    def Process(self, *args: Any, **kwargs: Any) -> _ForkedWorkerProcess:
+        process = _ForkedWorkerProcess(*args, **kwargs)
+        process._dx_start = self.start
+        return process
+
+
+def context_for(
+    backend: str, engine: Engine | None, deadline: float | None
+) -> multiprocessing.context.BaseContext:
+    """How a new worker of ``backend`` (and ``engine``) starts: from a zygote where
+    :func:`~dtype_explorer.runtime._zygote.available`, else spawned."""
+    return ZygoteContext(backend, deadline) if zygote.available(engine) else WORKER_CONTEXT
+
+
+def close_zygotes() -> None:
+    """End the zygotes (after the workers: ``pool.shutdown``)."""
+    zygote.close_all()

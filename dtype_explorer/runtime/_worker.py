@@ -70,6 +70,10 @@ REPLACE_ME = "_replace_worker"
 TAINTED = "_tainted"
 
 
+#: Set in a zygote (``runtime._zygote``) to its pid: read (and removed) by the workers forked
+#: from it, which watch the zygote instead of the kernel.
+ZYGOTE_VARIABLE = "DTYPE_EXPLORER_ZYGOTE_PID"
+
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
 #: never does: kept out while Keras imports, they save each worker ~33 MB.
 _NOT_FOR_WORKERS = ("pandas", "IPython")
@@ -103,11 +107,13 @@ def init(
         _enter_engine(Engine.from_dict(engine))
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(Path(log_path), backend)
-    _exit_with_parent(parent_pid)
+    # A worker forked from a zygote (runtime._zygote) watches the zygote, which watches the kernel.
+    zygote = os.environ.pop(ZYGOTE_VARIABLE, None)
+    _exit_with_parent(os.getppid() if zygote == str(os.getppid()) else parent_pid)
     if start_timeout is not None:
         faulthandler.dump_traceback_later(start_timeout, exit=True)
     try:
-        with _kept_out(_NOT_FOR_WORKERS):
+        with kept_out_of_workers():
             if _state["init_error"] is None:
                 _import_backend(backend)
     finally:
@@ -118,6 +124,12 @@ def init(
     gc.freeze()
     with contextlib.suppress(OSError):
         os.write(2, worker_log.ready_line(backend))
+
+
+def kept_out_of_workers() -> contextlib.AbstractContextManager[None]:
+    """The block in which a worker imports its backend (and a zygote, ``runtime._zygote``):
+    Keras's optional imports a worker never uses (pandas, IPython) fail there."""
+    return _kept_out(_NOT_FOR_WORKERS)
 
 
 @contextlib.contextmanager

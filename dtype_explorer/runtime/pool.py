@@ -534,6 +534,7 @@ def shutdown() -> None:
     """Stop every worker now (also run at interpreter exit), and this process's TensorFlow
     reference process (``keras_run.references._tf_reference``); later probes start new ones."""
     spawn.stop_slots(list(spawn.pools))
+    spawn.close_zygotes()
     if "dtype_explorer.keras_run.references._tf_reference" in sys.modules:  # started: stop it
         keras_run.tf_reference_stop(wait=True)
 

@@ -1,0 +1,256 @@
+"""Worker starts without importing a backend again: a *zygote* per backend, a process that
+imported Keras on that backend once and forks each new worker from there.
+
+A spawned worker spends its start importing its backend: 2-2.5 s of CPU for jax or numpy,
+4-5.5 s for torch or TensorFlow (``python -c "import keras"``), which a kernel pays again for
+every worker it replaces (the user's traced code, a changed setting, a memory budget) and
+every new group. A worker forked from a zygote starts in ~0.1 s: it inherits the imported
+modules and still runs ``_worker.init`` itself (its log, its device, its baseline of Keras's
+settings, its parent watch), so what it answers is what a spawned worker answers.
+
+What the zygote is and is not:
+
+- It imports (the worker's own imports: Keras on its backend, kept from pandas and IPython,
+  and dtype-explorer's ``keras_run``) and then only forks: it never runs a probe, user code,
+  a backend's device set-up or a first op (no backend runtime, no thread pools of its own).
+- One per *key*: the backend, the environment (all of it but ``PYTEST_CURRENT_TEST``), the
+  ``sys.path`` and the settings Keras reads at import (``versions.settings()``). A worker
+  asked under another key gets another zygote, so a fork starts under exactly what a spawn
+  would have started under.
+- It exits when the kernel does (it watches a pipe only the kernel holds), and on
+  ``pool.shutdown()`` once every worker is stopped; a worker watches its zygote (its parent)
+  and exits with it.
+- Linux only, where ``fork`` after these imports is what multiprocessing itself did by
+  default until Python 3.14; on macOS and Windows, under Python 3.14 and later (whose
+  forkserver protocol differs), for an engine's workers (their ``sys.path`` and
+  ``TF_USE_LEGACY_KERAS`` are set before any import), when the zygote's imports fail or do not
+  finish within the start deadline, and with ``DTYPE_EXPLORER_WORKER_START=spawn``, workers
+  are spawned as before (:data:`WORKER_START` names the choice).
+
+The protocol between the kernel and the zygote is the standard library's forkserver (its
+``main`` serves, a ``ForkServer``'s ``connect_to_new_process`` asks, ``popen_forkserver``
+reads the worker's pid and exit code), so the pickling of pebble's channels and the
+preparation data (``sys.path``, the working directory, the process name) are multiprocessing's
+own; only the zygote's launch is ours: its environment, its imports, and its ready signal.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import hashlib
+import io
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import weakref
+from multiprocessing import (
+    connection,
+    context,
+    forkserver,
+    popen_forkserver,
+    reduction,
+    resource_tracker,
+    spawn,
+    util,
+)
+from pathlib import Path
+from typing import Any
+
+from dtype_explorer.runtime import _worker as worker
+from dtype_explorer.runtime._gpu import share_gpu
+from dtype_explorer.versions import settings
+
+#: How workers start: ``"zygote"`` (forked from a zygote where that works) or ``"spawn"``.
+WORKER_START_VARIABLE = "DTYPE_EXPLORER_WORKER_START"
+#: The environment variables that differ between tests of one run and never reach Keras.
+_VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+#: At most this many zygotes at once; beyond it (and none of them idle), workers spawn.
+MAX_ZYGOTES = 6
+#: What a zygote says on its ready pipe once its imports are done, or failed (:func:`serve`).
+READY, FAILED = b"R", b"F"
+
+
+def available(engine: object | None) -> bool:
+    """Whether a worker of this kind can start from a zygote here (see the module docstring)."""
+    if engine is not None or sys.platform != "linux" or sys.version_info >= (3, 14):
+        return False
+    return os.environ.get(WORKER_START_VARIABLE, "zygote").strip().lower() != "spawn"
+
+
+# ------------------------------------------------------------------------ in the zygote
+
+
+def serve(listener_fd: int, alive_r: int, ready_w: int, backend: str, path: list[str]) -> None:
+    """A zygote's life (its ``python -c`` entry): import what a worker imports (from the
+    kernel's ``sys.path``, ``path``), say ready (or failed) on ``ready_w``, then fork workers
+    until the kernel's end of ``alive_r`` closes."""
+    sys.path[:] = path
+    os.environ[worker.ZYGOTE_VARIABLE] = str(os.getpid())
+    # 1. The imports a worker makes (``_worker.init``), no more: no device, no first op.
+    os.environ["KERAS_BACKEND"] = backend
+    share_gpu(backend)
+    try:
+        with worker.kept_out_of_workers():
+            import keras
+
+            if keras.backend.backend() != backend:
+                raise ImportError(f"Keras imported on {keras.backend.backend()}")
+    except BaseException:  # the worker's own start reports it: spawned, as before
+        os.write(ready_w, FAILED)
+        os._exit(1)
+    # 2. What the imports left is shared by every worker forked from here: frozen, so that
+    # neither this process's collections nor the workers' walk (and copy) it.
+    gc.freeze()
+    os.write(ready_w, READY)
+    os.close(ready_w)
+    # 3. Serve: the standard library's forkserver loop; it exits when ``alive_r`` reaches EOF.
+    forkserver.main(listener_fd, alive_r, [], main_path=None, sys_path=None)
+
+
+# ------------------------------------------------------------------------ in the kernel
+
+
+class Zygote:
+    """One running zygote: its process, its address, the kernel's end of its alive pipe."""
+
+    def __init__(self, key: str, backend: str, log: Path) -> None:
+        self.key = key
+        self.backend = backend
+        self.children: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._server = forkserver.ForkServer()
+        self._dummy_alive = os.open(os.devnull, os.O_RDONLY)
+        self._ready: bool | None = None
+        self._ready_lock = threading.Lock()
+        resource_tracker.ensure_running()
+        with socket.socket(socket.AF_UNIX) as listener:
+            address = connection.arbitrary_address("AF_UNIX")
+            listener.bind(address)
+            if not util.is_abstract_socket_namespace(address):
+                os.chmod(address, 0o600)
+            listener.listen()
+            alive_r, self._alive_w = os.pipe()
+            self._ready_r, ready_w = os.pipe()
+            fds = [listener.fileno(), alive_r, ready_w]
+            command = (
+                "from dtype_explorer.runtime._zygote import serve; "
+                f"serve({listener.fileno()}, {alive_r}, {ready_w}, "
+                f"{backend!r}, {sys.path!r})"
+            )
+            log.parent.mkdir(parents=True, exist_ok=True)
+            python = spawn.get_executable()
+            try:
+                with log.open("ab") as out:
+                    self.process = subprocess.Popen(
+                        [python, *util._args_from_interpreter_flags(), "-c", command],
+                        pass_fds=fds,
+                        stdin=subprocess.DEVNULL,
+                        stdout=out,
+                        stderr=out,
+                        env={**os.environ, "KERAS_BACKEND": backend},
+                    )
+            finally:
+                os.close(alive_r)
+                os.close(ready_w)
+        # What ``ForkServer.connect_to_new_process`` reads. The alive fd it hands every worker
+        # is a placeholder: the real one is the kernel's alone, so the zygote exits with it.
+        self._server._forkserver_address = address
+        self._server._forkserver_alive_fd = self._dummy_alive
+        self._server._forkserver_pid = self.process.pid
+
+    def ready(self, timeout: float | None) -> bool:
+        """Whether the zygote finished its imports (waits up to ``timeout`` seconds)."""
+        with self._ready_lock:
+            if self._ready is None:
+                readable, _, _ = select.select([self._ready_r], [], [], timeout)
+                said = os.read(self._ready_r, 1) if readable else b""
+                if not readable:  # still importing: give up on it, the worker spawns
+                    self.close()
+                self._ready = said == READY
+            return self._ready and self.process.poll() is None
+
+    def connect(self, fds: list[int]) -> tuple[int, int]:
+        return self._server.connect_to_new_process(fds)
+
+    def idle(self) -> bool:
+        return not any(child.poll() is None for child in list(self.children))
+
+    def close(self) -> None:
+        """End the zygote (its workers, if any are left, exit with it)."""
+        for fd in (self._alive_w, self._dummy_alive, self._ready_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+
+
+_lock = threading.Lock()
+_zygotes: dict[str, Zygote] = {}
+
+
+def key_of(backend: str) -> str:
+    """The key of the zygote a worker of ``backend`` started now would come from."""
+    environment = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
+    facts = [backend, sorted(environment.items()), sys.path, settings(), os.getcwd()]
+    return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()[:16]
+
+
+def zygote_for(backend: str, log: Path) -> Zygote | None:
+    """The zygote for a worker of ``backend`` started now: a running one of this key, a new one,
+    or ``None`` when :data:`MAX_ZYGOTES` run and none is idle (the worker spawns)."""
+    key = key_of(backend)
+    with _lock:
+        found = _zygotes.get(key)
+        if found is not None and found.process.poll() is None:
+            return found
+        if found is not None:
+            _zygotes.pop(key).close()
+        if len(_zygotes) >= MAX_ZYGOTES:
+            idle = [k for k, z in _zygotes.items() if z.idle()]
+            if not idle:
+                return None
+            _zygotes.pop(idle[0]).close()
+        made = _zygotes[key] = Zygote(key, backend, log)
+        return made
+
+
+def close_all() -> None:
+    """End every zygote (``pool.shutdown``, after stopping the workers; at exit)."""
+    with _lock:
+        doomed = list(_zygotes.values())
+        _zygotes.clear()
+    for zygote in doomed:
+        zygote.close()
+
+
+atexit.register(close_all)
+
+
+class ZygotePopen(popen_forkserver.Popen):
+    """A worker forked by ``zygote``: the standard forkserver launch, asking that zygote."""
+
+    zygote: Zygote
+
+    def _launch(self, process_obj: Any) -> None:
+        prep_data = spawn.get_preparation_data(process_obj._name)
+        buf = io.BytesIO()
+        context.set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, buf)
+            reduction.dump(process_obj, buf)
+        finally:
+            context.set_spawning_popen(None)
+        self.sentinel, w = self.zygote.connect(self._fds)
+        parent_w = os.dup(w)
+        self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+        with open(w, "wb", closefd=True) as f:
+            f.write(buf.getbuffer())
+        self.pid = forkserver.read_signed(self.sentinel)
+        self.zygote.children.add(self)

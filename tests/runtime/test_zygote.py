@@ -1,0 +1,106 @@
+"""Workers forked from a zygote (``runtime/_zygote.py``): they answer as spawned workers do,
+start without importing their backend again, and leave no process behind when the kernel
+goes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from dtype_explorer import pool
+from dtype_explorer.records import ProbeSpec
+from dtype_explorer.runtime import _spawn, _zygote
+
+
+def test_a_forked_worker_answers_as_a_spawned_one_and_its_parent_is_the_zygote(monkeypatch):
+    answers = {}
+    for start in ("spawn", "zygote"):
+        monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, start)
+        pool.shutdown()
+        for backend in ("numpy", "jax"):
+            spec = ProbeSpec(
+                target="Dense", input_dtypes=("float16",), backend=backend, kwargs={"units": 3}
+            )
+            result = pool.submit(spec, use_cache=False).result(timeout=300)
+            worker = psutil.Process(pool.call(backend, os.getpid).result(timeout=300))
+            zygotes = {z.process.pid for z in _zygote._zygotes.values()}
+            assert (worker.ppid() in zygotes) == (start == "zygote"), (start, worker.ppid())
+            assert (worker.ppid() == os.getpid()) == (start == "spawn")
+            answers[start, backend] = (
+                result.status,
+                result.output_dtype,
+                result.cast_path,
+                result.variables,
+                result.verdict,
+            )
+    pool.shutdown()
+    assert not _zygote._zygotes
+    for backend in ("numpy", "jax"):
+        assert answers["zygote", backend] == answers["spawn", backend]
+        assert answers["zygote", backend][0] == "ok"
+
+
+def test_a_replaced_worker_is_forked_again_and_imports_nothing_anew(monkeypatch):
+    """After a retire, the next worker comes from the same zygote (whose imports were done
+    before it said it was ready)."""
+    monkeypatch.delenv(_zygote.WORKER_START_VARIABLE, raising=False)
+    pool.shutdown()
+    first = pool.call("numpy", os.getpid).result(timeout=300)
+    (zygote,) = _zygote._zygotes.values()
+    for slot in list(_spawn.pools):
+        _spawn.retire(slot)
+    second = pool.call("numpy", os.getpid).result(timeout=300)
+    assert second != first
+    assert psutil.Process(second).ppid() == zygote.process.pid
+    pool.shutdown()
+
+
+KILLED_KERNEL = """
+import json, os, sys
+from dtype_explorer import pool
+from dtype_explorer.records import ProbeSpec
+from dtype_explorer.runtime import _zygote
+worker = pool.call("numpy", os.getpid).result(timeout=300)
+zygotes = [z.process.pid for z in _zygote._zygotes.values()]
+print(json.dumps({"worker": worker, "zygotes": zygotes}), flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_the_zygote_and_its_workers_go_when_the_kernel_is_killed(tmp_path):
+    env = {**os.environ, "DTYPE_EXPLORER_CACHE_DIR": str(tmp_path)}
+    env.pop(_zygote.WORKER_START_VARIABLE, None)
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_KERNEL], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
+    pids = json.loads(done.stdout.strip().splitlines()[-1])
+    assert pids["zygotes"], "no zygote was started"
+    left = [pids["worker"], *pids["zygotes"]]
+    deadline = time.monotonic() + 30  # the worker's parent watch polls once a second
+    while time.monotonic() < deadline and any(_alive(pid) for pid in left):
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in left), [p for p in left if _alive(p)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("value", ["spawn", "SPAWN "])
+def test_spawn_is_chosen_by_the_environment_and_for_engines(monkeypatch, value):
+    monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, value)
+    assert not _zygote.available(None)
+    monkeypatch.delenv(_zygote.WORKER_START_VARIABLE)
+    assert _zygote.available(None) == (sys.platform == "linux" and sys.version_info < (3, 14))
+    assert not _zygote.available(object())
