@@ -64,3 +64,22 @@ def test_a_tampered_snapshot_is_ignored_and_replaced(fresh):
     path.write_text("{not json")
     assert keras_facts.policy_accepted("mixed_float16")
     assert json.loads(path.read_text())["allowed_dtypes"] == list(keras_dtypes.ALLOWED_DTYPES)
+
+
+def test_the_keras_version_follows_what_is_installed(tmp_path, monkeypatch):
+    """The version asked before every probe is read once, and read again (as importlib.metadata
+    finds it) when another Keras comes first on sys.path, is reinstalled in place, or goes."""
+    import importlib.metadata
+
+    assert keras_facts.keras_version() == keras.__version__
+    info = tmp_path / "keras-9.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: keras\nVersion: 9.9.1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert keras_facts.keras_version() == importlib.metadata.version("keras") == "9.9.1"
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: keras\nVersion: 9.10.22\n")
+    assert keras_facts.keras_version() == importlib.metadata.version("keras") == "9.10.22"
+    (info / "METADATA").unlink()
+    info.rmdir()
+    importlib.invalidate_caches()
+    assert keras_facts.keras_version() == importlib.metadata.version("keras") == keras.__version__

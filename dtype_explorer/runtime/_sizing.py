@@ -80,7 +80,8 @@ def resident_bytes() -> int | None:
     ``psutil.Process().memory_info().rss`` reads there), or ``None`` where the system does not
     say (no worker is then replaced for its memory)."""
     with contextlib.suppress(OSError, ValueError, IndexError, AttributeError):
-        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        with open("/proc/self/statm", "rb") as statm:  # read after every probe: no pathlib
+            pages = int(statm.read().split()[1])
         return pages * os.sysconf("SC_PAGE_SIZE")
     return None
 

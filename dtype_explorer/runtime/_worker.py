@@ -401,10 +401,13 @@ def _marked(answer: dict[str, Any]) -> dict[str, Any]:
 
 def _over_budget() -> str | None:
     """Why this worker must be replaced for its memory, or ``None``: it holds more than a
-    worker of its backend may (``_sizing.memory_budget``), checked after each probe, between
+    worker of its backend may (``_sizing.memory_budget``, worked out once per worker: the
+    machine and the environment it started with), checked after each probe, between
     tasks (a user's layer kept arrays, a framework's caches grew)."""
     rss = sizing.resident_bytes()
-    budget = sizing.memory_budget(_state["backend"])
+    budget = _state.get("budget")
+    if budget is None:  # the machine and $DTYPE_EXPLORER_WORKER_MIB, as this worker started
+        budget = _state["budget"] = sizing.memory_budget(_state["backend"])
     if rss is None or rss <= budget:
         return None
     return (
