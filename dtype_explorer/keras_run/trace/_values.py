@@ -2,8 +2,10 @@
 the inf/NaN a step made from finite inputs, its float16 overflow, its largest magnitude, and
 what its dtype changes lost (``step.losses``, ``records.CastLoss``): a cast's input against
 its output, and each variable it read in another dtype against the value held (a float32
-kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each value is
-looked at, and each variable read measured, once per trace.
+kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each variable,
+and each of the last tensors (:class:`Seen`), is looked at once, and each variable read
+measured once per trace. On jax a step's values may be read a few steps after it ended
+(:func:`later`, :func:`settle`), always in the order the steps ended.
 """
 
 from __future__ import annotations
