@@ -33,6 +33,29 @@ def medians(works: dict[str, Callable[[], Any]], repeats: int, now: Callable[[],
     return {name: statistics.median(found) for name, found in times.items()}
 
 
+def paired(
+    bare: Callable[[], Any], measured: Callable[[], Any], repeats: int, now: Callable[[], float]
+) -> dict:
+    """``bare`` and ``measured`` run once to warm up, then ``repeats`` times one after the
+    other: the median milliseconds of each, and ``ratio``, the median of each pair's ratio
+    (robust to the load of a shared machine drifting between pairs)."""
+    bare()
+    measured()
+    pairs = []
+    for _ in range(repeats):
+        t0 = now()
+        bare()
+        t1 = now()
+        measured()
+        t2 = now()
+        pairs.append(((t1 - t0) * 1000, (t2 - t1) * 1000))
+    return {
+        "bare": statistics.median(b for b, _ in pairs),
+        "measured": statistics.median(m for _, m in pairs),
+        "ratio": statistics.median(m / b for b, m in pairs if b > 0),
+    }
+
+
 def in_backend(script: str, backend: str, *arguments: str) -> Any:
     """Run ``script --here ARGUMENTS`` with Keras on ``backend``; what it printed last, as
     JSON."""

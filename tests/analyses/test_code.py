@@ -124,6 +124,40 @@ def test_the_trace_leaves_keras_as_it_was():
     assert keras.config.dtype_policy().name == "float32"
 
 
+def test_every_binding_and_class_is_back_after_each_trace():
+    """What a trace replaces, found once and kept between traces (its module bindings, the
+    tensor classes' operators, Keras's layer, variable and optimizer methods), is every bit
+    Keras's own again after each trace, the second as the first."""
+    from keras.src.backend.common.variables import Variable
+    from keras.src.layers.layer import Layer
+
+    from dtype_explorer.keras_run.trace import _op_trace as op_trace
+    from dtype_explorer.keras_run.trace import _operators as operators
+
+    tensor = type(keras.ops.ones(()))
+    classes = (Layer, Variable, tensor, keras.optimizers.SGD, keras.optimizers.Optimizer)
+    names = (*operators.OPERATORS, "__call__", "__init__", "assign", "assign_add", "apply")
+
+    def snapshot() -> tuple:
+        own = {(c, n): vars(c).get(n) for c in classes for n in names}
+        return own, op_trace.wrapped_bindings()
+
+    before = snapshot()
+
+    def train() -> object:
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        optimizer = keras.optimizers.SGD()
+        optimizer.build(model.trainable_variables)
+        grads = [keras.ops.ones_like(v) for v in model.trainable_variables]
+        optimizer.apply(grads, model.trainable_variables)
+        return model(np.ones((1, 3), "float32")) * 2.0
+
+    for _ in range(2):
+        result = dx.trace(train)
+        assert {"Dense.__call__", "SGD.apply", "operator.mul"} <= {s.op for s in result.steps}
+        assert snapshot() == before
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "said"),
     [

@@ -26,6 +26,7 @@ when the last open trace closes (where someone patched one since, theirs is left
 from __future__ import annotations
 
 import inspect
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,7 +56,7 @@ def named_steps() -> Iterator[None]:
     """
     with _LOCK:
         if _OPEN["count"] == 0:
-            _OPEN["patches"] = [_install(*target) for target in _targets()]
+            _OPEN["patches"] = [_install(*target) for target in _TARGETS.get()]
         _OPEN["count"] += 1
     try:
         yield
@@ -66,6 +67,24 @@ def named_steps() -> Iterator[None]:
                 for patch in reversed(_OPEN["patches"]):
                     _remove(*patch)
                 _OPEN["patches"] = []
+
+
+class _Found:
+    """:func:`_targets`, found again only when Keras may have more classes: a module was
+    imported since (a user's optimizer subclass of a Keras one is no target)."""
+
+    def __init__(self) -> None:
+        self.modules = -1
+        self.targets: list[tuple[type, str, Callable[[Any, str], Any]]] = []
+
+    def get(self) -> list[tuple[type, str, Callable[[Any, str], Any]]]:
+        if len(sys.modules) != self.modules:
+            self.targets = _targets()
+            self.modules = len(sys.modules)
+        return self.targets
+
+
+_TARGETS = _Found()
 
 
 def _targets() -> list[tuple[type, str, Callable[[Any, str], Any]]]:
@@ -98,10 +117,19 @@ def _keras_subclasses(root: type) -> list[type]:
     return out
 
 
+#: The hooks made so far, by class, attribute and the original they call: a trace puts the
+#: same hook in place again while the original is the same.
+_HOOKS: dict[tuple[type, str, int], tuple[Any, Any]] = {}
+
+
 def _install(cls: type, name: str, make: Callable[[Any, str], Any]) -> tuple:
     own = cls.__dict__.get(name, _ABSENT)
     original = own if own is not _ABSENT else getattr(cls, name)
-    hook = make(original, name)
+    key = (cls, name, id(original))
+    hit = _HOOKS.get(key)
+    if hit is None or hit[0] is not original:
+        hit = _HOOKS[key] = (original, make(original, name))
+    hook = hit[1]
     setattr(cls, name, hook)
     return cls, name, own, hook
 

@@ -70,7 +70,7 @@ class TracedRun:
         with contextlib.ExitStack() as stack:
             stack.enter_context(named_steps())
             self.trace = stack.enter_context(
-                op_trace(user=True, limit=self.max_steps, own=self.own)
+                op_trace(user=True, limit=self.max_steps, own=self.own, lazy=True)
             )
             self._stack = stack.pop_all()
         return self

@@ -162,17 +162,23 @@ class Trace:
         self.busy = False
         self.first_nonfinite: Step | None = None
         self.dropped = 0
-        self._values: dict[int, tuple[Any, tuple | None]] = {}
+        self._values = values.Seen()
         #: Each variable read in another dtype, measured once (``_values``),
         #: and how many steps found a read that overflowed so far.
         self._reads: dict[tuple, tuple] = {}
         self.read_overflows = 0
+        #: Read the values of a step when the trace closes, not when the step ends
+        #: (``values.later``: jax, whose dispatch is asynchronous), and the steps waiting:
+        #: ``(step, top, inner)``, in the order they ended.
+        self.lazy = False
+        self.pending: list[tuple[Step, bool, bool]] = []
         #: What the recorder's own reads run inside: torch's function modes switched off, so
         #: that reading a step's tensors does not pass through the trace's own mode.
         self.quiet: Callable[[], Any] = contextlib.nullcontext
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
+        values.settle(self)
         return tuple(records.record(s, i) for i, s in enumerate(self.raw))
 
     def __len__(self) -> int:
@@ -187,6 +193,7 @@ def op_trace(
     own: bool = False,
     user: bool = False,
     limit: int = 0,
+    lazy: bool = False,
 ) -> Iterator[Trace]:
     """Record the ops of eager Keras calls made on this thread inside the ``with`` block.
 
@@ -197,6 +204,8 @@ def op_trace(
         user: name on each step the user's own line that caused it (``TraceStep.user``: the
             innermost frame of the user's code on the stack, ``dx.trace``'s).
         limit: the most steps kept (0: :data:`MAX_STEPS`).
+        lazy: on jax, read the steps' values when the trace closes (``_values.later``):
+            reading them as each step ends waits for it, where jax would go on dispatching.
 
     Returns:
         A context manager yielding a :class:`Trace`; the wrappers are removed when it closes,
@@ -213,14 +222,17 @@ def op_trace(
     previous = _TRACING.trace
     _install()
     mode = None
+    backend = _backend()
+    trace.lazy = lazy and backend == "jax"
     try:
-        if previous is None and _backend() == "torch":  # torch's modes are per thread
+        if previous is None and backend == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
             mode.__enter__()
             trace.quiet = operators.torch_quiet()
         _TRACING.trace = trace
         yield trace
     finally:
+        values.settle(trace)
         _TRACING.trace = previous
         if mode is not None:
             mode.__exit__(None, None, None)
@@ -569,13 +581,17 @@ def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
 
 def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
     records.read_outputs(out, step)
+    if trace.pending and step.op.startswith("Variable."):  # see ``values.later``
+        values.settle(trace)
     look = top or any(o["dtype"] == "float16" for o in step.outputs)
     if trace.numerics and step.phase == "call" and look:
         inner = trace.read_overflows > step.reads_before
-        values.look_at_values(trace._values, step, trace._reads, inner)
-        trace.read_overflows += any(x.step == "variable-read" and x.overflowed for x in step.losses)
-        if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
-            trace.first_nonfinite = step
-            step.first_nonfinite = True
+        if trace.lazy and values.later(trace._values, step):
+            trace.pending.append((step, top, inner))
+            if len(trace.pending) > values.WAITING:
+                values.settle(trace)
+            return
+        values.settle(trace)  # the values of the steps before it first, in order
+        values.look(trace, step, top, inner)
     else:
         step.objects = []

@@ -171,10 +171,25 @@ def _wrapper(original: Any, dunder: str, record: Callable[..., Any]) -> Callable
     return operator_method
 
 
+#: The patches made last on each backend, made again only where an original changed.
+_PLANS: dict[tuple[str, int], list[Patch]] = {}
+
+
 def patch(backend: str, record: Callable[..., Any]) -> list[Patch]:
     """Wrap the operators of ``backend``'s tensor type and of Keras's variables; each wrapper
     calls ``record(original, shown, form, args, kwargs)``. Returns what :func:`unpatch` puts
-    back."""
+    back. The classes and operators found are kept (``_PLANS``) while their originals stay
+    in place: a trace then costs one ``setattr`` an operator."""
+    key = (backend, id(record))
+    plan = _PLANS.get(key)
+    if plan is None or not all(vars(p.cls).get(p.dunder) is p.original for p in plan):
+        plan = _PLANS[key] = _plan(backend, record)
+    for p in plan:
+        setattr(p.cls, p.dunder, p.wrapper)
+    return list(plan)
+
+
+def _plan(backend: str, record: Callable[..., Any]) -> list[Patch]:
     patches = []
     for base in _classes(backend):
         for dunder in OPERATORS:
@@ -184,9 +199,9 @@ def patch(backend: str, record: Callable[..., Any]) -> list[Patch]:
             original = vars(owner)[dunder]
             if not callable(original):
                 continue
-            wrapper = _wrapper(original, dunder, record)
-            setattr(owner, dunder, wrapper)
-            patches.append(Patch(owner, dunder, original, wrapper))
+            if any(p.cls is owner and p.dunder == dunder for p in patches):
+                continue  # found again through another class
+            patches.append(Patch(owner, dunder, original, _wrapper(original, dunder, record)))
     return patches
 
 

@@ -2,12 +2,15 @@
 the inf/NaN a step made from finite inputs, its float16 overflow, its largest magnitude, and
 what its dtype changes lost (``step.losses``, ``records.CastLoss``): a cast's input against
 its output, and each variable it read in another dtype against the value held (a float32
-kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each value is
-looked at, and each variable read measured, once per trace.
+kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each variable,
+and each of the last tensors (:class:`Seen`), is looked at once, and each variable read
+measured once per trace. On jax a step's values may be read a few steps after it ended
+(:func:`later`, :func:`settle`), always in the order the steps ended.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 from typing import Any
 
@@ -72,19 +75,48 @@ def _finite_flags(value: Any) -> tuple | None:
     )
 
 
-def _flags(seen: dict[int, tuple[Any, tuple | None]], value: Any) -> tuple | None:
-    """``value``'s finite flags, each value looked at once per trace (``seen``)."""
+#: How many values a trace remembers having looked at (``_flags``), and how many steps may
+#: wait for their values to be read (a lazy trace, :func:`later`). Each is held alive
+#: meanwhile: holding every value of a trace makes jax allocate afresh for each op (a loop of
+#: 300 ops twice as slow), where the values of a few steps are enough to read each value once
+#: as one step's output and the next one's input.
+SEEN = 16
+WAITING = 8
+
+
+class Seen:
+    """The values a trace has looked at, by ``id``, each held alive (its id is not reused
+    meanwhile): every Keras variable (the model holds them anyway), and the last :data:`SEEN`
+    tensors."""
+
+    def __init__(self) -> None:
+        self.tensors: collections.OrderedDict[int, tuple[Any, tuple | None]] = (
+            collections.OrderedDict()
+        )
+        self.variables: dict[int, tuple[Any, tuple | None]] = {}
+
+    def clear(self) -> None:
+        self.tensors.clear()
+        self.variables.clear()
+
+
+def _flags(seen: Seen, value: Any) -> tuple | None:
+    """``value``'s finite flags, each value looked at once while ``seen`` remembers it."""
     key = id(value)
-    hit = seen.get(key)
+    variable = isinstance(value, classes()[0])
+    held = seen.variables if variable else seen.tensors
+    hit = held.get(key)
     if hit is not None and hit[0] is value:
         return hit[1]
     flags = _finite_flags(value)
-    seen[key] = (value, flags)  # kept alive: its id is not reused meanwhile
+    held[key] = (value, flags)
+    if not variable and len(held) > SEEN:
+        seen.tensors.popitem(last=False)
     return flags
 
 
 def look_at_values(
-    seen: dict[int, tuple[Any, tuple | None]],
+    seen: Seen,
     step: Step,
     reads: dict | None = None,
     inner: bool = False,
@@ -122,6 +154,61 @@ def look_at_values(
     float16_out = any(o["dtype"] == "float16" for o in step.outputs)
     step.nonfinite = (out_nan or out_inf) and not in_bad
     step.float16_overflow = out_inf and not in_bad and float16_out
+
+
+def look(trace: Any, step: Step, top: bool, inner: bool) -> None:
+    """Look at ``step``'s values now (``look_at_values``), as the trace ``trace`` does for
+    each step in the order the steps end: the variable reads that overflowed so far, and the
+    first top-level step that made inf/NaN. A value the trace cannot read leaves the step
+    its dtypes only."""
+    trace.busy = True
+    try:
+        with trace.quiet():
+            look_at_values(trace._values, step, trace._reads, inner)
+    except Exception:
+        step.objects = []
+        step.abstract = True
+    finally:
+        trace.busy = False
+    trace.read_overflows += any(x.step == "variable-read" and x.overflowed for x in step.losses)
+    if top and step.nonfinite and trace.first_nonfinite is None and not step.abstract:
+        trace.first_nonfinite = step
+        step.first_nonfinite = True
+
+
+def later(seen: Seen, step: Step) -> bool:
+    """Whether ``step``'s values can be looked at later, when the trace closes (a lazy trace:
+    jax's, whose arrays are immutable and whose dispatch is asynchronous: reading each step's
+    output as it ends would wait for it, where jax goes on dispatching the next op).
+
+    Not a step that reads a variable in another dtype (measured in the autocast scope the step
+    runs in) or a cast that may lose values (its loss is measured on them): those are looked
+    at now, after the steps waiting. The variables the step was given are looked at now
+    (their values are ready, and a variable's value may be handed to a jitted function that
+    donates it); a step that makes or assigns a variable first reads every step waiting (the
+    value it stores may be donated so: the trace's wrapper settles them)."""
+    if step.op.startswith("Variable.") or any("at" in entry for entry in step.inputs):
+        return False
+    if step.op.rsplit(".", 1)[-1] in CAST_OPS and len(step.inputs) == len(step.outputs) == 1:
+        source, target = step.inputs[0]["dtype"], step.outputs[0]["dtype"]
+        if source != target and dtype_conversions(source, target):
+            return False
+    variable, _ = classes()
+    for _side, value in step.objects:
+        if isinstance(value, variable):
+            _flags(seen, value)
+    return True
+
+
+def settle(trace: Any) -> None:
+    """Look at the values of every step of ``trace`` waiting (:func:`later`), in the order
+    they ended."""
+    pending = trace.pending
+    while pending:
+        waiting = list(pending)
+        pending.clear()
+        for step, top, inner in waiting:
+            look(trace, step, top, inner)
 
 
 def _read_losses(step: Step, objects: list[tuple[str, Any]], reads: dict) -> list:
