@@ -164,7 +164,9 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     """One output against its reference (``records.LayerDamage``), in float64."""
     dtype = dtypes.describe(out)
     o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-    finite_o, finite_r = _finite(o), _finite(r)
+    # each array's two ends read once: whether all is finite, and its amax where it is
+    ends_o, ends_r = _ends(o), _ends(r)
+    finite_o, finite_r = _finite(o, ends_o), _finite(r, ends_r)
     if finite_o is None and finite_r is None:  # every value finite (most outputs): no masks
         both, seen, wanted = (o, r), o, r
     else:
@@ -178,10 +180,10 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     noise = float(np.einsum("i,i->", diff, diff))
     n = max(diff.size, 1)
     rel = math.sqrt(noise / n) / max(math.sqrt(signal / n), 1e-300)
-    amax = _peak(seen)
+    amax = _peak(seen) if finite_o is not None else _span(ends_o)
     big, tiny = dtypes.float_limits(dtype)
     magnitude = np.abs(seen)
-    nonzero = magnitude[magnitude > 0]
+    smallest = float(np.min(magnitude, where=magnitude > 0, initial=np.inf)) if seen.size else 0.0
     return LayerDamage(
         **where,
         dtype=dtype,
@@ -191,16 +193,26 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
         max_abs_error=_peak(diff) or 0.0,
         amax=amax,
         top_bits=math.log2(big / amax) if amax else None,
-        bottom_bits=math.log2(float(nonzero.min()) / tiny) if nonzero.size else None,
+        bottom_bits=math.log2(smallest / tiny) if 0 < smallest < math.inf else None,
         nonfinite=o.size - seen.size,
         compared=diff.size,
-        reference_amax=_peak(wanted),
+        reference_amax=_peak(wanted) if finite_r is not None else _span(ends_r),
     )
 
 
-def _finite(values: np.ndarray) -> np.ndarray | None:
-    """``None`` where every value is finite (two reductions, no mask), else the mask."""
-    if not values.size or (np.isfinite(values.max()) and np.isfinite(values.min())):
+def _ends(values: np.ndarray) -> tuple[float, float] | None:
+    """``(max, min)`` of ``values`` (``None``: empty)."""
+    return (float(values.max()), float(values.min())) if values.size else None
+
+
+def _span(ends: tuple[float, float] | None) -> float | None:
+    """``max |x|`` from :func:`_ends` (``None``: empty)."""
+    return None if ends is None else max(ends[0], -ends[1])
+
+
+def _finite(values: np.ndarray, ends: tuple[float, float] | None) -> np.ndarray | None:
+    """``None`` where every value is finite (its two ends are), else the mask."""
+    if ends is None or (math.isfinite(ends[0]) and math.isfinite(ends[1])):
         return None
     return np.isfinite(values)
 
