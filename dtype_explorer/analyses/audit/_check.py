@@ -270,6 +270,8 @@ class _Audit:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     quantized: _audit_quantize.Quantized | None = None
     arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The user's model (``target`` is its rebuild under ``policy=``).
+    model: Any = None
 
 
 def _question(
@@ -356,6 +358,7 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
         ran={"execution": _EXECUTION.get(mode, ""), "graph": tracer.graph},
         quantized=quantized,
         arguments=asked.arguments,
+        model=model,
     )
 
 
@@ -420,7 +423,9 @@ def _damage_phase(audit: _Audit) -> None:
     # call raised and was re-run with a cast: the model then runs again here)
     outputs = audit.tracer.leaf_outputs() if audit.audited is audit.target else None
     try:
-        audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments, outputs)
+        # under policy=, the user's model (float32 throughout: the reference itself)
+        args = (audit.target, audit.sample, audit.arguments, outputs, audit.model)
+        audit.ran["damage"] = layer_damage(*args)
         audit.findings = _audit_rules_output.measured(audit.findings, audit.ran["damage"])
     except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
         audit.notes.append(

@@ -98,6 +98,7 @@ def layer_damage(
     sample: Any,
     kwargs: dict[str, Any] | None = None,
     outputs: dict | None = None,
+    original: Any = None,
 ) -> tuple[LayerDamage, ...]:
     """Each leaf layer output of ``model`` against the same model in float32.
 
@@ -107,11 +108,20 @@ def layer_damage(
         kwargs: the call's keyword arguments.
         outputs: ``model``'s leaf outputs on ``sample`` as :func:`layer_outputs` gives them,
             from a pass already run (the audit's traced one); ``None``: ``model`` runs here.
+        original: the model ``model`` was rebuilt from (``policy=``): the reference itself
+            where it is float32 throughout (:func:`float32_original`) and the call does not
+            train (it would move its statistics); else, or ``None``, ``policy_clone`` makes
+            the reference.
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
     """
-    reference = policy_clone(model, REFERENCE)
+    trains = bool((kwargs or {}).get("training"))
+    usable = original is not None and original is not model and not trains
+    if usable and float32_original(original, model):
+        reference = original
+    else:
+        reference = policy_clone(model, REFERENCE)
     got = layer_outputs(model, sample, kwargs) if outputs is None else outputs
     inputs: dict[tuple[str, int], float | None] = {}
     theirs = run_leaves(reference, sample, kwargs, inputs)[0]
@@ -127,6 +137,36 @@ def layer_damage(
                 given = taken.get((path, index), ("", None))[1]
                 damage.append(found.model_copy(update={"reference_input_amax": given}))
     return tuple(damage)
+
+
+def float32_original(model: Any, rebuilt: Any) -> bool:
+    """Whether ``model`` is itself the float32 reference of ``rebuilt`` (its rebuild under
+    another policy, holding its weights): it and every layer in it under ``float32``, and
+    ``rebuilt``'s weights of the same dtypes and shapes (so the same values: a mixed policy
+    keeps float32 variables). Its float32 clone would be the same model again.
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    >>> float32_original(model, policy_clone(model, "mixed_float16"))
+    True
+    >>> float32_original(model, policy_clone(model, "float16"))  # float16 weights
+    False
+    """
+    import keras
+
+    layers = model._flatten_layers(include_self=True, recursive=True)
+    if any(
+        getattr(getattr(layer, "dtype_policy", None), "name", REFERENCE) != REFERENCE
+        for layer in layers
+        if not isinstance(layer, keras.layers.InputLayer)
+    ):
+        return False
+    ours, theirs = model.weights, rebuilt.weights
+    return len(ours) == len(theirs) and all(
+        a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+        for a, b in zip(ours, theirs, strict=True)
+    )
 
 
 def _amax(structure: Any) -> float | None:
