@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run.model import config_text
 from dtype_explorer.records import (
     MAX_LITERAL_ELEMENTS,
     MAX_WEIGHT_ELEMENTS,
@@ -125,8 +126,6 @@ def model_config(model: Any) -> tuple[Any, str]:
     rebuild it from that alone (every layer Keras's own, JSON, at most
     :data:`MAX_CONFIG_CHARS`); else ``None`` and why not. Written by
     ``keras_run.model.config_text``: once per audit, once for good for the tool's own copy."""
-    from dtype_explorer.keras_run.model import config_text
-
     own = [
         layer
         for layer in _layers(model)
