@@ -55,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "arguments_given": "dtype_explorer.keras_run.model._copy",
     "init_parameters": "dtype_explorer.keras_run.model._copy",
     "compile_copy": "dtype_explorer.keras_run.model._copy",
+    "configs_written": "dtype_explorer.keras_run.model._copy",
     "is_compiled": "dtype_explorer.keras_run.model._copy",
     "policy_clone": "dtype_explorer.keras_run.model._copy",
     "policy_rebuild": "dtype_explorer.keras_run.model._copy",
@@ -179,6 +180,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.model._copy import (
         arguments_given,
         compile_copy,
+        configs_written,
         init_parameters,
         is_compiled,
         policy_clone,

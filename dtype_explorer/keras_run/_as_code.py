@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run.model import config_text
 from dtype_explorer.records import (
     MAX_LITERAL_ELEMENTS,
     MAX_WEIGHT_ELEMENTS,
@@ -123,9 +124,8 @@ def json_node(value: Any) -> Any:
 def model_config(model: Any) -> tuple[Any, str]:
     """The model as ``keras.saving.serialize_keras_object`` writes it, when a script can
     rebuild it from that alone (every layer Keras's own, JSON, at most
-    :data:`MAX_CONFIG_CHARS`); else ``None`` and why not."""
-    import keras
-
+    :data:`MAX_CONFIG_CHARS`); else ``None`` and why not. Written by
+    ``keras_run.model.config_text``: once per audit, once for good for the tool's own copy."""
     own = [
         layer
         for layer in _layers(model)
@@ -134,11 +134,9 @@ def model_config(model: Any) -> tuple[Any, str]:
     if own or not type(model).__module__.startswith("keras."):
         named = type(own[0] if own else model).__qualname__
         return None, f"it holds {named}, a class of yours: its config needs your code"
-    try:
-        config = keras.saving.serialize_keras_object(model)
-        text = json.dumps(config)
-    except Exception as error:
-        return None, f"Keras could not write its config as JSON ({type(error).__name__})"
+    text, error = config_text(model)
+    if text is None:
+        return None, f"Keras could not write its config as JSON ({error})"
     if len(text) > MAX_CONFIG_CHARS:
         return None, f"its config is {len(text)} characters (the most written out: 200000)"
     return json.loads(text), ""
@@ -206,8 +204,10 @@ def audit_question(
         except Unwritable:
             labels_node = None
     config, note = model_config(target)
-    weights = target.get_weights() if config is not None else []
-    few = 0 < sum(np.size(w) for w in weights) <= MAX_WEIGHT_ELEMENTS
+    # counted from the shapes first: a big model's weights are not read to be left out
+    count = sum(math.prod(w.shape) for w in target.weights) if config is not None else 0
+    few = 0 < count <= MAX_WEIGHT_ELEMENTS
+    weights = target.get_weights() if few else []
     return AuditQuestion(
         sample=sample_node,
         labels=labels_node,

@@ -49,6 +49,33 @@ def test_each_layers_error_is_the_one_raw_keras_gives(policy):
     assert "error vs float32" in report._repr_html_()
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "float16"])
+def test_under_policy_each_layers_error_is_the_one_raw_keras_gives(policy):
+    """policy= on a float32 model: under a mixed policy the model itself is the float32
+    reference (its clone holds the same float32 weights); under float16 the weights are
+    rounded, and the reference is the clone's float32 copy. Either way the error is raw
+    Keras's, and the model is left as it was."""
+    model = _mlp("float32")
+    sample = np.random.default_rng(1).normal(size=(4, 8)).astype("float32") * 3
+    weights = [w.copy() for w in model.get_weights()]
+    got = {d.path: d for d in dx.check_model(model, sample, policy=policy).damage}
+    twin = _mlp(policy)  # raw Keras: the model under the policy, its weights set
+    twin.set_weights(weights)
+    wide = _mlp("float32")  # the reference: float32, with the weights the twin holds
+    wide.set_weights(twin.get_weights())
+    assert set(got) == {"mlp/d1", "mlp/d2", "mlp/d3"}
+    for name in ("d1", "d2", "d3"):
+        out = keras.Model(twin.inputs, twin.get_layer(name).output)(sample)
+        ref = keras.Model(wide.inputs, wide.get_layer(name).output)(sample)
+        out = keras.ops.convert_to_numpy(out).astype(np.float64)
+        ref = keras.ops.convert_to_numpy(ref).astype(np.float64)
+        rel = np.sqrt(np.mean((out - ref) ** 2)) / np.sqrt(np.mean(ref**2))
+        assert got[f"mlp/{name}"].rel_rms == pytest.approx(rel, rel=1e-6)
+        assert got[f"mlp/{name}"].reference_amax == pytest.approx(np.max(np.abs(ref)))
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), weights, strict=True))
+    assert {layer.dtype_policy.name for layer in model.layers[1:]} == {"float32"}
+
+
 def test_a_float32_model_runs_no_reference():
     model = _mlp("float32")
     report = dx.check_model(model, np.ones((2, 8), "float32"))

@@ -2,6 +2,8 @@
 model's config and weights' layout stay the same (issue 44), the model's current weights
 copied in: its outputs are those of a clone raw Keras builds afresh beside it."""
 
+import json
+
 import keras
 import numpy as np
 
@@ -53,3 +55,25 @@ def test_a_model_whose_layout_changed_is_cloned_again():
     x = np.ones((2, 8), "float32")
     raw = keras.ops.convert_to_numpy(_fresh_clone(model)(x)).astype("float32")
     assert np.array_equal(keras.ops.convert_to_numpy(again(x)).astype("float32"), raw)
+
+
+def test_the_clones_own_float32_copy_is_reused_and_follows_its_weights():
+    """The float32 reference of a clone (the tool's own copy, its config not written out
+    again) is reused, holds the clone's current weights, and answers as raw Keras's float32
+    model does; the audit's question still carries the clone's config as Keras writes it."""
+    import dtype_explorer as dx
+
+    model = _model()
+    x = np.random.default_rng(1).uniform(-3, 3, (2, 8)).astype("float32")
+    clone = policy_clone(model, POLICY)
+    reference = policy_clone(clone, "float32")
+    assert policy_clone(clone, "float32") is reference
+    kernel = model.layers[1].kernel
+    kernel.assign(keras.ops.convert_to_numpy(kernel) - 0.5)
+    assert policy_clone(policy_clone(model, POLICY), "float32") is reference
+    raw = keras.ops.convert_to_numpy(model(x))  # the model is float32 in every layer
+    assert np.array_equal(keras.ops.convert_to_numpy(reference(x)), raw)
+    for _ in range(2):  # the second audit reads the config written by the first
+        question = dx.check_model(model, x, policy=POLICY).question
+        written = json.loads(json.dumps(keras.saving.serialize_keras_object(clone)))
+        assert question.config == written

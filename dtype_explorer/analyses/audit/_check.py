@@ -43,6 +43,7 @@ from dtype_explorer.keras_run import (
     check_call_kwargs,
     compile_copy,
     compiled_by,
+    configs_written,
     declared_inputs,
     describe_model,
     is_compiled,
@@ -187,7 +188,8 @@ def check_model(
         asked, quantize=None if quantize is None else quantize_request(quantize)
     )
     notes = [] if model.built else [f"{describe_model(model)} was not built; the audit built it."]
-    with preserved_keras_state():
+    # each config written once (the clone's fingerprint, the question's config)
+    with configs_written(), preserved_keras_state():
         # 3. The eager pass, every layer call recorded (on a copy for "fit"), under policy= on
         #    the model rebuilt under it (or, where Keras cannot rebuild it, as built: said)
         target, asked = _under_policy(model, asked, notes)
@@ -209,13 +211,13 @@ def check_model(
         if audit.quantized is not None:
             audit.ran["quantization"], found = _audit_quantize.finish(audit.quantized, audit.calls)
             audit.findings += found
-    audit.timings["total_ms"] = ms(started)
-    # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
-    asked_for = {"call_kwargs": call_kwargs, "timeout": timeout, "quantize": quantize}
-    question = audit_question(
-        audit.target, model, audit.sample, sample_given=sample is not None, labels=labels,
-        steps=asked.steps, **asked_for,
-    )  # fmt: skip
+        audit.timings["total_ms"] = ms(started)
+        # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
+        asked_for = {"call_kwargs": call_kwargs, "timeout": timeout, "quantize": quantize}
+        question = audit_question(
+            audit.target, model, audit.sample, sample_given=sample is not None, labels=labels,
+            steps=asked.steps, **asked_for,
+        )  # fmt: skip
     return AuditReport(
         model=model.name,
         model_class=type(model).__name__,
@@ -268,6 +270,8 @@ class _Audit:
     findings: list[Finding] = dataclasses.field(default_factory=list)
     quantized: _audit_quantize.Quantized | None = None
     arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: The user's model (``target`` is its rebuild under ``policy=``).
+    model: Any = None
 
 
 def _question(
@@ -354,6 +358,7 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
         ran={"execution": _EXECUTION.get(mode, ""), "graph": tracer.graph},
         quantized=quantized,
         arguments=asked.arguments,
+        model=model,
     )
 
 
@@ -418,7 +423,9 @@ def _damage_phase(audit: _Audit) -> None:
     # call raised and was re-run with a cast: the model then runs again here)
     outputs = audit.tracer.leaf_outputs() if audit.audited is audit.target else None
     try:
-        audit.ran["damage"] = layer_damage(audit.target, audit.sample, audit.arguments, outputs)
+        # under policy=, the user's model (float32 throughout: the reference itself)
+        args = (audit.target, audit.sample, audit.arguments, outputs, audit.model)
+        audit.ran["damage"] = layer_damage(*args)
         audit.findings = _audit_rules_output.measured(audit.findings, audit.ran["damage"])
     except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
         audit.notes.append(

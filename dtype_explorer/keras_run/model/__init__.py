@@ -29,6 +29,9 @@ _EXPORTS: dict[str, str] = {
     "autocast_events": "dtype_explorer.keras_run.model._layer_calls",
     "tensor_kwargs": "dtype_explorer.keras_run.model._layer_calls",
     "init_parameters": "dtype_explorer.keras_run.model._copy",
+    "own_copy": "dtype_explorer.keras_run.model._copy",
+    "config_text": "dtype_explorer.keras_run.model._copy",
+    "configs_written": "dtype_explorer.keras_run.model._copy",
     "pack": "dtype_explorer.keras_run.model._instance",
     "Packed": "dtype_explorer.keras_run.model._instance",
     "LayerEvent": "dtype_explorer.keras_run.model._model_trace",
@@ -46,7 +49,12 @@ _EXPORTS: dict[str, str] = {
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
-    from dtype_explorer.keras_run.model._copy import init_parameters
+    from dtype_explorer.keras_run.model._copy import (
+        config_text,
+        configs_written,
+        init_parameters,
+        own_copy,
+    )
     from dtype_explorer.keras_run.model._instance import Packed, pack
     from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
     from dtype_explorer.keras_run.model._model_trace import LayerEvent, ModelTracer

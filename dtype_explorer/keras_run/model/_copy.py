@@ -23,6 +23,7 @@ import inspect
 import io
 import json
 import random
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -148,15 +149,96 @@ def _softmax_output(model: Any) -> bool:
 _CLONES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
+#: The copies :func:`policy_rebuild` made: never handed to the user nor changed by the tool
+#: (each use runs them or copies them), so their config is not written out again to see
+#: whether it changed (issue 44: ``get_config`` of the clone was a third of the rebuild).
+_OWN: weakref.WeakSet = weakref.WeakSet()
+
+
+def own_copy(model: Any) -> bool:
+    """Whether ``model`` is a copy :func:`policy_rebuild` made (the tool's, not the user's).
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    >>> own_copy(model), own_copy(policy_clone(model, "mixed_float16"))
+    (False, True)
+    """
+    try:
+        return model in _OWN
+    except TypeError:  # a model that cannot be held weakly
+        return False
+
+
+#: The config texts written inside :func:`configs_written` (on this thread), by model id.
+_WRITTEN = threading.local()
+#: The config texts of the tool's own copies, written once each (they never change).
+_OWN_TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def configs_written() -> Iterator[None]:
+    """Inside, each model's config is written once (:func:`config_text`): for an audit, whose
+    model does not change while it runs (the clone's fingerprint and the question's config
+    were two writes of the same config, a third of a second on a ResNet50)."""
+    outer = getattr(_WRITTEN, "texts", None)
+    if outer is None:
+        _WRITTEN.texts = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _WRITTEN.texts = None
+
+
+def config_text(model: Any) -> tuple[str | None, str]:
+    """``keras.saving.serialize_keras_object(model)`` as JSON text, or ``None`` and the name
+    of the error that stopped it; written once per model inside :func:`configs_written`, and
+    once for good for the tool's own copy (:func:`own_copy`).
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    >>> with configs_written():
+    ...     config_text(model) is config_text(model)
+    True
+    """
+    import keras
+
+    own = own_copy(model)
+    texts = _OWN_TEXTS if own else getattr(_WRITTEN, "texts", None)
+    # an audit builds a model given unbuilt: its config then has a build config
+    key = model if own else (id(model), bool(getattr(model, "built", False)))
+    found = texts.get(key) if texts is not None else None
+    if found is not None and (own or found[0] is model):
+        return found[1]
+    try:
+        written: tuple[str | None, str] = (
+            json.dumps(keras.saving.serialize_keras_object(model)),
+            "",
+        )
+    except Exception as error:
+        written = (None, type(error).__name__)
+    if texts is not None:
+        texts[key] = (model, written)
+    return written
+
+
 def _fingerprint(model: Any) -> str:
     """What a clone is built from besides the weights: the model's config and, per weight, its
     layer, shape, dtype and trainability (a config Keras cannot write: a fresh text each time,
-    so no clone is reused)."""
-    try:
-        config = json.dumps(model.get_config(), sort_keys=True, default=_plain)
-    except Exception:
-        return repr(object())
+    so no clone is reused). For the tool's own copy (:func:`own_copy`), its layers and their
+    policies stand for its config."""
     weights = [(w.path, tuple(w.shape), str(w.dtype), w.trainable) for w in model.weights]
+    if own_copy(model):
+        layers = model._flatten_layers(include_self=False, recursive=True)
+        policies = [(id(la), getattr(la, "dtype_policy", None)) for la in layers]
+        return repr([(i, getattr(p, "name", p)) for i, p in policies]) + repr(weights)
+    config = config_text(model)[0]
+    if config is None:  # not JSON as Keras writes it: its config with the odd values spelled
+        try:
+            config = json.dumps(model.get_config(), sort_keys=True, default=_plain)
+        except Exception:
+            return repr(object())
     return config + repr(weights)
 
 
@@ -228,6 +310,8 @@ def policy_rebuild(model: Any, policy: str) -> Rebuilt:
     done = rebuild_under(model, policy)
     with contextlib.suppress(TypeError):
         _CLONES.setdefault(model, {})[policy] = (stamp, done)
+        if done.model is not None:
+            _OWN.add(done.model)
     return done
 
 

@@ -98,6 +98,7 @@ def layer_damage(
     sample: Any,
     kwargs: dict[str, Any] | None = None,
     outputs: dict | None = None,
+    original: Any = None,
 ) -> tuple[LayerDamage, ...]:
     """Each leaf layer output of ``model`` against the same model in float32.
 
@@ -107,11 +108,20 @@ def layer_damage(
         kwargs: the call's keyword arguments.
         outputs: ``model``'s leaf outputs on ``sample`` as :func:`layer_outputs` gives them,
             from a pass already run (the audit's traced one); ``None``: ``model`` runs here.
+        original: the model ``model`` was rebuilt from (``policy=``): the reference itself
+            where it is float32 throughout (:func:`float32_original`) and the call does not
+            train (it would move its statistics); else, or ``None``, ``policy_clone`` makes
+            the reference.
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
     """
-    reference = policy_clone(model, REFERENCE)
+    trains = bool((kwargs or {}).get("training"))
+    usable = original is not None and original is not model and not trains
+    if usable and float32_original(original, model):
+        reference = original
+    else:
+        reference = policy_clone(model, REFERENCE)
     got = layer_outputs(model, sample, kwargs) if outputs is None else outputs
     inputs: dict[tuple[str, int], float | None] = {}
     theirs = run_leaves(reference, sample, kwargs, inputs)[0]
@@ -127,6 +137,36 @@ def layer_damage(
                 given = taken.get((path, index), ("", None))[1]
                 damage.append(found.model_copy(update={"reference_input_amax": given}))
     return tuple(damage)
+
+
+def float32_original(model: Any, rebuilt: Any) -> bool:
+    """Whether ``model`` is itself the float32 reference of ``rebuilt`` (its rebuild under
+    another policy, holding its weights): it and every layer in it under ``float32``, and
+    ``rebuilt``'s weights of the same dtypes and shapes (so the same values: a mixed policy
+    keeps float32 variables). Its float32 clone would be the same model again.
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+    >>> float32_original(model, policy_clone(model, "mixed_float16"))
+    True
+    >>> float32_original(model, policy_clone(model, "float16"))  # float16 weights
+    False
+    """
+    import keras
+
+    layers = model._flatten_layers(include_self=True, recursive=True)
+    if any(
+        getattr(getattr(layer, "dtype_policy", None), "name", REFERENCE) != REFERENCE
+        for layer in layers
+        if not isinstance(layer, keras.layers.InputLayer)
+    ):
+        return False
+    ours, theirs = model.weights, rebuilt.weights
+    return len(ours) == len(theirs) and all(
+        a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape)
+        for a, b in zip(ours, theirs, strict=True)
+    )
 
 
 def _amax(structure: Any) -> float | None:
@@ -164,7 +204,9 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     """One output against its reference (``records.LayerDamage``), in float64."""
     dtype = dtypes.describe(out)
     o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
-    finite_o, finite_r = _finite(o), _finite(r)
+    # each array's two ends read once: whether all is finite, and its amax where it is
+    ends_o, ends_r = _ends(o), _ends(r)
+    finite_o, finite_r = _finite(o, ends_o), _finite(r, ends_r)
     if finite_o is None and finite_r is None:  # every value finite (most outputs): no masks
         both, seen, wanted = (o, r), o, r
     else:
@@ -178,10 +220,10 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     noise = float(np.einsum("i,i->", diff, diff))
     n = max(diff.size, 1)
     rel = math.sqrt(noise / n) / max(math.sqrt(signal / n), 1e-300)
-    amax = _peak(seen)
+    amax = _peak(seen) if finite_o is not None else _span(ends_o)
     big, tiny = dtypes.float_limits(dtype)
     magnitude = np.abs(seen)
-    nonzero = magnitude[magnitude > 0]
+    smallest = float(np.min(magnitude, where=magnitude > 0, initial=np.inf)) if seen.size else 0.0
     return LayerDamage(
         **where,
         dtype=dtype,
@@ -191,16 +233,26 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
         max_abs_error=_peak(diff) or 0.0,
         amax=amax,
         top_bits=math.log2(big / amax) if amax else None,
-        bottom_bits=math.log2(float(nonzero.min()) / tiny) if nonzero.size else None,
+        bottom_bits=math.log2(smallest / tiny) if 0 < smallest < math.inf else None,
         nonfinite=o.size - seen.size,
         compared=diff.size,
-        reference_amax=_peak(wanted),
+        reference_amax=_peak(wanted) if finite_r is not None else _span(ends_r),
     )
 
 
-def _finite(values: np.ndarray) -> np.ndarray | None:
-    """``None`` where every value is finite (two reductions, no mask), else the mask."""
-    if not values.size or (np.isfinite(values.max()) and np.isfinite(values.min())):
+def _ends(values: np.ndarray) -> tuple[float, float] | None:
+    """``(max, min)`` of ``values`` (``None``: empty)."""
+    return (float(values.max()), float(values.min())) if values.size else None
+
+
+def _span(ends: tuple[float, float] | None) -> float | None:
+    """``max |x|`` from :func:`_ends` (``None``: empty)."""
+    return None if ends is None else max(ends[0], -ends[1])
+
+
+def _finite(values: np.ndarray, ends: tuple[float, float] | None) -> np.ndarray | None:
+    """``None`` where every value is finite (its two ends are), else the mask."""
+    if ends is None or (math.isfinite(ends[0]) and math.isfinite(ends[1])):
         return None
     return np.isfinite(values)
 

@@ -100,9 +100,16 @@ def nonfinite_count(tensor: Any) -> int:
 
 
 def _finite(tensor: Any) -> bool | None:
-    """Whether every value is finite; ``None`` for non-float tensors."""
+    """Whether every value is finite; ``None`` for non-float tensors. Two reductions, no
+    temporary array, where both ends are finite (most tensors); a mask only otherwise."""
     array = _float_values(tensor)
-    return None if array is None else bool(np.isfinite(array).all())
+    if array is None:
+        return None
+    if not array.size:
+        return True
+    if array.dtype.kind == "f" and np.isfinite(array.max()) and np.isfinite(array.min()):
+        return True
+    return bool(np.isfinite(array).all())
 
 
 def _float_values(tensor: Any) -> np.ndarray | None:

@@ -67,7 +67,7 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
 
     try:
         with untraced():  # the tool's own read (its cast) is no step of the layer's
-            read: str | None = keras.backend.standardize_dtype(variable.value.dtype)
+            read: str | None = _read_dtype(variable)
     except Exception:  # an unbuilt or symbolic variable has no value to read
         read = None
     return VariableDtypes(
@@ -75,6 +75,31 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
         read=read,
         autocast=bool(getattr(variable, "_autocast", True)),
     )
+
+
+def _read_dtype(variable: Any) -> str:
+    """The dtype ``variable.value`` has here: Keras's own autocast of the variable
+    (``_maybe_autocast``, in this scope) applied to one value of its stored dtype rather than
+    to all of it (a cast of every weight on each audit, issue 44); the whole value read where
+    the read is not that plain one (no such method, a stateless scope's value, a read hook,
+    not initialized, a stored dtype NumPy lacks)."""
+    import keras
+    from keras.src.backend.common.stateless_scope import in_stateless_scope
+
+    autocast = getattr(variable, "_maybe_autocast", None)
+    hooked = "on_get_value" in (getattr(variable, "_var_metadata", None) or {})
+    if (
+        autocast is None
+        or hooked
+        or in_stateless_scope()
+        or getattr(variable, "_value", None) is None
+    ):
+        return keras.backend.standardize_dtype(variable.value.dtype)
+    try:
+        one = np.zeros((1,), dtype=np.dtype(keras.backend.standardize_dtype(variable._dtype)))
+    except TypeError:
+        return keras.backend.standardize_dtype(variable.value.dtype)
+    return keras.backend.standardize_dtype(autocast(one).dtype)
 
 
 class CallRecorder:
