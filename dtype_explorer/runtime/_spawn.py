@@ -167,6 +167,7 @@ def _start(slot: str, now: dict[str, Any], start_timeout: float) -> pebble.Proce
             str(log),
             start.deadline,
             None if engine is None else engine.to_dict(),
+            dict(os.environ),
         ),
         context=context_for(backend_of(slot), engine, start.deadline),
     )

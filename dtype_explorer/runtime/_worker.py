@@ -65,15 +65,10 @@ ANSWER = "answer"
 ANSWER_FIELDS = "answer_fields"
 #: The key of a result dict that asks the pool to replace this worker (removed by the pool).
 REPLACE_ME = "_replace_worker"
-#: The key of a result dict that says a tainted worker answered: never stored (removed by the
-#: pool).
+#: The key of a result dict that says a tainted worker answered: never stored (by the pool).
 TAINTED = "_tainted"
-
-
-#: Set in a zygote (``runtime._zygote``) to its pid: read (and removed) by the workers forked
-#: from it, which watch the zygote instead of the kernel.
+#: A zygote's pid, set there (``runtime._zygote``): its workers watch it, not the kernel.
 ZYGOTE_VARIABLE = "DTYPE_EXPLORER_ZYGOTE_PID"
-
 #: Keras's optional imports for fitting on DataFrames and for notebook display, which a worker
 #: never does: kept out while Keras imports, they save each worker ~33 MB.
 _NOT_FOR_WORKERS = ("pandas", "IPython")
@@ -85,8 +80,12 @@ def init(
     log_path: str,
     start_timeout: float | None,
     engine: dict[str, Any] | None = None,
+    environ: dict[str, str] | None = None,
 ) -> None:
     """Fix this process's Keras backend (pebble calls it once per worker start).
+
+    ``environ``: the kernel's environment when the worker was asked for, which a worker forked
+    from a zygote (``runtime._zygote``) takes instead of the zygote's.
 
     With ``engine`` (an ``Engine``'s dict), its directory goes first on ``sys.path`` before
     anything imports TensorFlow or Keras (TensorFlow imports Keras itself; spawn gives the
@@ -100,6 +99,10 @@ def init(
     log: faulthandler's watchdog needs no GIL, so it fires even while C code holds it. (The
     user's ``__main__`` is never imported here: see ``_spawn.WorkerContext``.)
     """
+    zygote = os.environ.pop(ZYGOTE_VARIABLE, None)  # forked from one: its parent
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
     os.environ["KERAS_BACKEND"] = backend
     share_gpu(backend)  # several workers share one GPU (runtime._gpu)
     _state["backend"] = backend
@@ -107,9 +110,7 @@ def init(
         _enter_engine(Engine.from_dict(engine))
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(Path(log_path), backend)
-    # A worker forked from a zygote (runtime._zygote) watches the zygote, which watches the kernel.
-    zygote = os.environ.pop(ZYGOTE_VARIABLE, None)
-    _exit_with_parent(os.getppid() if zygote == str(os.getppid()) else parent_pid)
+    _exit_with_parent(os.getppid() if zygote == str(os.getppid()) else parent_pid)  # or kernel
     if start_timeout is not None:
         faulthandler.dump_traceback_later(start_timeout, exit=True)
     try:
@@ -586,7 +587,8 @@ def _redirect_output(log_path: Path, backend: str) -> None:
 
 
 def _exit_with_parent(parent_pid: int) -> None:
-    """Leave no orphan: exit when the kernel is gone, even in the middle of a hung probe."""
+    """Leave no orphan: exit when the kernel (or the zygote, which exits with the kernel) is
+    gone, even in the middle of a hung probe."""
 
     def watch() -> None:
         while os.getppid() == parent_pid:

@@ -13,10 +13,12 @@ What the zygote is and is not:
 - It imports (the worker's own imports: Keras on its backend, kept from pandas and IPython,
   and dtype-explorer's ``keras_run``) and then only forks: it never runs a probe, user code,
   a backend's device set-up or a first op (no backend runtime, no thread pools of its own).
-- One per *key*: the backend, the environment (all of it but ``PYTEST_CURRENT_TEST``), the
-  ``sys.path`` and the settings Keras reads at import (``versions.settings()``). A worker
-  asked under another key gets another zygote, so a fork starts under exactly what a spawn
-  would have started under.
+- One per *key*: the backend, the environment (all of it but dtype-explorer's own
+  ``DTYPE_EXPLORER_*`` and pytest's ``PYTEST_*``, which no import reads), the ``sys.path``
+  and the settings Keras reads at import (``versions.settings()``). A worker asked under
+  another key gets another zygote, and each worker takes the kernel's environment as it was
+  when the worker was asked for (as a spawned one does), so a fork starts under exactly what
+  a spawn would have started under.
 - It exits when the kernel does (it watches a pipe only the kernel holds), and on
   ``pool.shutdown()`` once every worker is stopped; a worker watches its zygote (its parent)
   and exits with it.
@@ -68,8 +70,9 @@ from dtype_explorer.versions import settings
 
 #: How workers start: ``"zygote"`` (forked from a zygote where that works) or ``"spawn"``.
 WORKER_START_VARIABLE = "DTYPE_EXPLORER_WORKER_START"
-#: The environment variables that differ between tests of one run and never reach Keras.
-_VOLATILE = frozenset({"PYTEST_CURRENT_TEST"})
+#: The environment variables no import reads (dtype-explorer's own, read when used; pytest's):
+#: left out of a zygote's key, and the worker gets the kernel's own values (``_worker.init``).
+_NOT_READ_BY_KERAS = ("DTYPE_EXPLORER_", "PYTEST_")
 #: At most this many zygotes at once; beyond it (and none of them idle), workers spawn.
 MAX_ZYGOTES = 6
 #: What a zygote says on its ready pipe once its imports are done, or failed (:func:`serve`).
@@ -197,8 +200,8 @@ _zygotes: dict[str, Zygote] = {}
 
 def key_of(backend: str) -> str:
     """The key of the zygote a worker of ``backend`` started now would come from."""
-    environment = {k: v for k, v in os.environ.items() if k not in _VOLATILE}
-    facts = [backend, sorted(environment.items()), sys.path, settings(), os.getcwd()]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_READ_BY_KERAS)}
+    facts = [backend, sorted(environment.items()), sys.path, settings()]
     return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()[:16]
 
 

@@ -20,10 +20,14 @@ ANSWER_WITHIN = 240
 
 
 def worker_pids() -> set[int]:
+    """The workers running: spawned ones, and those forked from a zygote (not the zygotes)."""
     found = set()
+    zygote = "_zygote import serve"
     for child in psutil.Process().children(recursive=True):
         try:
-            if "spawn_main" in " ".join(child.cmdline()):
+            line = " ".join(child.cmdline())
+            forked = zygote in line and zygote in " ".join(child.parent().cmdline())
+            if "spawn_main" in line or forked:
                 found.add(child.pid)
         except psutil.NoSuchProcess:
             continue

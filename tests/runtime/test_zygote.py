@@ -104,3 +104,26 @@ def test_spawn_is_chosen_by_the_environment_and_for_engines(monkeypatch, value):
     monkeypatch.delenv(_zygote.WORKER_START_VARIABLE)
     assert _zygote.available(None) == (sys.platform == "linux" and sys.version_info < (3, 14))
     assert not _zygote.available(object())
+
+
+def test_a_forked_worker_takes_the_kernels_environment_of_when_it_was_asked_for(monkeypatch):
+    """dtype-explorer's own settings are left out of the zygote's key (no import reads them)
+    but reach the worker as the kernel has them now, as with spawn; a variable Keras may
+    read at import (``KERAS_*``) gets a zygote of its own."""
+    monkeypatch.delenv(_zygote.WORKER_START_VARIABLE, raising=False)
+    pool.shutdown()
+    pool.call("numpy", os.getpid).result(timeout=300)
+    (first,) = _zygote._zygotes.values()
+    monkeypatch.setenv("DTYPE_EXPLORER_TEST_SETTING", "seen")
+    monkeypatch.delenv("DTYPE_EXPLORER_WORKER_MIB", raising=False)
+    for slot in list(_spawn.pools):
+        _spawn.retire(slot)
+    got = pool.call("numpy", os.environ.get, "DTYPE_EXPLORER_TEST_SETTING").result(timeout=300)
+    assert got == "seen"
+    assert list(_zygote._zygotes.values()) == [first]
+    monkeypatch.setenv("KERAS_TEST_SETTING", "1")
+    for slot in list(_spawn.pools):
+        _spawn.retire(slot)
+    assert pool.call("numpy", os.environ.get, "KERAS_TEST_SETTING").result(timeout=300) == "1"
+    assert len(_zygote._zygotes) == 2
+    pool.shutdown()
