@@ -333,7 +333,7 @@ class _ForkedWorkerProcess(_WorkerProcess):
         log = cache.path() / "workers" / f"{backend}.zygote.log"
         found = zygote.zygote_for(backend, log)
         if found is not None and found.ready(deadline):
-            return type("ForkedWorker", (zygote.ZygotePopen,), {"zygote": found})(process_obj)
+            return zygote.ZygotePopen(process_obj, found)
         return _WorkerProcess._Popen(process_obj)
 
 

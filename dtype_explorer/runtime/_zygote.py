@@ -167,11 +167,15 @@ class Zygote:
         self._server._forkserver_pid = self.process.pid
 
     def ready(self, timeout: float | None) -> bool:
-        """Whether the zygote finished its imports (waits up to ``timeout`` seconds)."""
+        """Whether the zygote finished its imports (waits up to ``timeout`` seconds); ``False``
+        once it is closed."""
         with self._ready_lock:
             if self._ready is None:
-                readable, _, _ = select.select([self._ready_r], [], [], timeout)
-                said = os.read(self._ready_r, 1) if readable else b""
+                try:
+                    readable, _, _ = select.select([self._ready_r], [], [], timeout)
+                    said = os.read(self._ready_r, 1) if readable else b""
+                except (OSError, ValueError):  # closed meanwhile (pool.shutdown)
+                    readable, said = [], b""
                 if not readable:  # still importing: give up on it, the worker spawns
                     self.close()
                 self._ready = said == READY
@@ -181,7 +185,9 @@ class Zygote:
         return self._server.connect_to_new_process(fds)
 
     def idle(self) -> bool:
-        return not any(child.poll() is None for child in list(self.children))
+        """Whether every worker it forked is known to have ended (their exit codes, read by the
+        pool that owns them; reading them here could race that pool for the one message)."""
+        return all(child.returncode is not None for child in list(self.children))
 
     def close(self) -> None:
         """End the zygote (its workers, if any are left, exit with it)."""
@@ -239,7 +245,9 @@ atexit.register(close_all)
 class ZygotePopen(popen_forkserver.Popen):
     """A worker forked by ``zygote``: the standard forkserver launch, asking that zygote."""
 
-    zygote: Zygote
+    def __init__(self, process_obj: Any, zygote: Zygote) -> None:
+        self.zygote = zygote
+        super().__init__(process_obj)
 
     def _launch(self, process_obj: Any) -> None:
         prep_data = spawn.get_preparation_data(process_obj._name)
