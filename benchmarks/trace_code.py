@@ -12,18 +12,20 @@ on a (32, 64) float32 batch) and a 100-step loop of ops on a (128, 128) float32 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import _harness
 
 
-def measure_here(repeats: int, clock_name: str) -> list[dict]:
+def cases() -> dict[str, Callable[[], Any]]:
+    """The two pieces of user code measured (``trace_phases.py`` takes them apart too): a
+    built 3-Dense Sequential's forward pass on (32, 64), and a 100-step ops loop on (128, 128)."""
     import keras
     import numpy as np
-
-    import dtype_explorer as dx
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential(
@@ -33,17 +35,25 @@ def measure_here(repeats: int, clock_name: str) -> list[dict]:
     x0 = keras.ops.convert_to_tensor(np.eye(128, dtype="float32"))
     w = keras.ops.convert_to_tensor(np.full((128, 128), 0.01, "float32"))
 
-    def forward():
+    def forward() -> Any:
         return model(batch)
 
-    def loop():
+    def loop() -> Any:
         x = x0
         for _ in range(100):
             x = keras.ops.tanh(keras.ops.matmul(x, w) * 0.5)
         return keras.ops.convert_to_numpy(x)
 
+    return {"forward": forward, "100-step ops loop": loop}
+
+
+def measure_here(repeats: int, clock_name: str) -> list[dict]:
+    import keras
+
+    import dtype_explorer as dx
+
     rows = []
-    for mode, work in (("forward", forward), ("100-step ops loop", loop)):
+    for mode, work in cases().items():
         times = _harness.paired(
             work, lambda w=work: dx.trace(w), repeats, _harness.clock(clock_name)
         )

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import trace_code
 
 
 def _median_ms(work: Callable[[], Any], repeats: int) -> float:
@@ -28,29 +34,13 @@ def _median_ms(work: Callable[[], Any], repeats: int) -> float:
 
 def main(repeats: int) -> None:
     import keras
-    import numpy as np
 
     import dtype_explorer as dx
     from dtype_explorer.keras_run.code import TracedRun, describe_returned
     from dtype_explorer.keras_run.code._named import named_steps
     from dtype_explorer.keras_run.trace import op_trace
 
-    keras.utils.set_random_seed(0)
-    model = keras.Sequential(
-        [keras.Input((64,)), *(keras.layers.Dense(64) for _ in range(2)), keras.layers.Dense(1)]
-    )
-    batch = np.random.default_rng(0).normal(size=(32, 64)).astype("float32")
-    x0 = keras.ops.convert_to_tensor(np.eye(128, dtype="float32"))
-    w = keras.ops.convert_to_tensor(np.full((128, 128), 0.01, "float32"))
-
-    def forward() -> Any:
-        return model(batch)
-
-    def loop() -> Any:
-        x = x0
-        for _ in range(100):
-            x = keras.ops.tanh(keras.ops.matmul(x, w) * 0.5)
-        return keras.ops.convert_to_numpy(x)
+    forward, loop = trace_code.cases().values()
 
     def opened() -> None:
         with op_trace(user=True, own=True, lazy=True):
