@@ -29,11 +29,7 @@ def test_each_layers_error_is_the_one_raw_keras_gives(policy):
     got = {d.path: d for d in report.damage}
     assert set(got) == {"mlp/d1", "mlp/d2", "mlp/d3"}
     for name in ("d1", "d2", "d3"):
-        out = keras.Model(mixed.inputs, mixed.get_layer(name).output)(sample)
-        ref = keras.Model(wide.inputs, wide.get_layer(name).output)(sample)
-        out = keras.ops.convert_to_numpy(out).astype(np.float64)
-        ref = keras.ops.convert_to_numpy(ref).astype(np.float64)
-        rel = np.sqrt(np.mean((out - ref) ** 2)) / np.sqrt(np.mean(ref**2))
+        out, ref, rel = _raw_layer_error(mixed, wide, name, sample)
         d = got[f"mlp/{name}"]
         assert d.dtype == policy.removeprefix("mixed_") and d.reference == "float32"
         assert d.rel_rms == pytest.approx(rel, rel=1e-6)
@@ -47,6 +43,16 @@ def test_each_layers_error_is_the_one_raw_keras_gives(policy):
     text = str(report)
     assert "Where precision goes" in text and "mlp/d1" in text
     assert "error vs float32" in report._repr_html_()
+
+
+def _raw_layer_error(model, wide, name: str, sample):
+    """Raw Keras: layer ``name``'s output in ``model`` and in its float32 twin ``wide`` (as
+    float64), and their relative RMS error."""
+    out = keras.Model(model.inputs, model.get_layer(name).output)(sample)
+    ref = keras.Model(wide.inputs, wide.get_layer(name).output)(sample)
+    out = keras.ops.convert_to_numpy(out).astype(np.float64)
+    ref = keras.ops.convert_to_numpy(ref).astype(np.float64)
+    return out, ref, np.sqrt(np.mean((out - ref) ** 2)) / np.sqrt(np.mean(ref**2))
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "float16"])
@@ -65,11 +71,7 @@ def test_under_policy_each_layers_error_is_the_one_raw_keras_gives(policy):
     wide.set_weights(twin.get_weights())
     assert set(got) == {"mlp/d1", "mlp/d2", "mlp/d3"}
     for name in ("d1", "d2", "d3"):
-        out = keras.Model(twin.inputs, twin.get_layer(name).output)(sample)
-        ref = keras.Model(wide.inputs, wide.get_layer(name).output)(sample)
-        out = keras.ops.convert_to_numpy(out).astype(np.float64)
-        ref = keras.ops.convert_to_numpy(ref).astype(np.float64)
-        rel = np.sqrt(np.mean((out - ref) ** 2)) / np.sqrt(np.mean(ref**2))
+        _, ref, rel = _raw_layer_error(twin, wide, name, sample)
         assert got[f"mlp/{name}"].rel_rms == pytest.approx(rel, rel=1e-6)
         assert got[f"mlp/{name}"].reference_amax == pytest.approx(np.max(np.abs(ref)))
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), weights, strict=True))
