@@ -34,8 +34,11 @@ class Lab:
     token: str
     root: Path
 
-    def open_url(self, path: str) -> str:
-        return f"{self.url}/lab/tree/{path}?token={self.token}"
+    def open_url(self, path: str, workspace: str | None = None) -> str:
+        """The URL that opens notebook ``path`` in JupyterLab (in a workspace of its own, with
+        only that notebook's tab, when ``workspace`` is named)."""
+        lab = f"/lab/workspaces/{workspace}" if workspace else "/lab"
+        return f"{self.url}{lab}/tree/{path}?token={self.token}"
 
 
 def _free_port() -> int:

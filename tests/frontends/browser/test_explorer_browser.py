@@ -62,15 +62,16 @@ ANSWERED = """() => {
 }"""
 
 
-def _write_notebook(root: Path) -> None:
+def _write_notebook(path: Path, *sources: str) -> None:
+    """A notebook of code cells ``sources`` on this Python's kernel, written to ``path``."""
     notebook = nbformat.v4.new_notebook()
     notebook.metadata["kernelspec"] = {
         "name": "python3",
         "display_name": "Python 3",
         "language": "python",
     }
-    notebook.cells = [nbformat.v4.new_code_cell(c) for c in (SETUP, PYTHON_TIMING, CARD)]
-    nbformat.write(notebook, root / NOTEBOOK)
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    nbformat.write(notebook, path)
 
 
 def _run_cell(page, index: int) -> None:
@@ -125,7 +126,7 @@ def explorer(lab, browser, artifacts):
     The browser console goes to ``test-artifacts/browser-console.log``; a failure to show the
     explorer leaves ``test-artifacts/explorer-failed-to-show.png``.
     """
-    _write_notebook(lab.root)
+    _write_notebook(lab.root / NOTEBOOK, SETUP, PYTHON_TIMING, CARD)
     # Tall enough for the whole explorer to show in element screenshots.
     context = browser.new_context(viewport={"width": 1400, "height": 2400})
     page = context.new_page()
@@ -442,15 +443,12 @@ SCREEN = {"width": 1400, "height": 1000}
 @pytest.fixture(scope="module")
 def compare_page(lab, browser, artifacts):
     """A notebook showing the explorer for Dense on four backends, in a 1,400 x 1,000 window."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    notebook.cells = [nbformat.v4.new_code_cell(COMPARE_SETUP)]
-    nbformat.write(notebook, lab.root / COMPARE_NOTEBOOK)
+    _write_notebook(lab.root / COMPARE_NOTEBOOK, COMPARE_SETUP)
     context = browser.new_context(viewport=SCREEN)
     page = context.new_page()
     try:
         # a workspace of its own: the explorer's notebook (and its tab) stays out of this page
-        page.goto(f"{lab.url}/lab/workspaces/compare/tree/{COMPARE_NOTEBOOK}?token={lab.token}")
+        page.goto(lab.open_url(COMPARE_NOTEBOOK, workspace="compare"))
         page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
         tabs = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tabLabel").all_inner_texts()
         assert tabs == [COMPARE_NOTEBOOK], tabs
@@ -551,14 +549,11 @@ def test_the_model_view_draws_the_audits_graph_and_a_click_selects_the_row(lab, 
     """Issue 41 item 6, in JupyterLab: the audit's layers as nodes filled by their compute
     dtype (as raw Keras reports it, printed by the kernel beside), a shared layer once, edges
     labelled with dtypes, and a click on a node selecting its rows in the table."""
-    notebook = nbformat.v4.new_notebook()
-    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
-    notebook.cells = [nbformat.v4.new_code_cell(MODEL_SETUP), nbformat.v4.new_code_cell("raw")]
-    nbformat.write(notebook, lab.root / MODEL_NOTEBOOK)
+    _write_notebook(lab.root / MODEL_NOTEBOOK, MODEL_SETUP, "raw")
     context = browser.new_context(viewport=SCREEN)
     page = context.new_page()
     try:
-        page.goto(f"{lab.url}/lab/workspaces/model/tree/{MODEL_NOTEBOOK}?token={lab.token}")
+        page.goto(lab.open_url(MODEL_NOTEBOOK, workspace="model"))
         page.wait_for_selector(".jp-Notebook .jp-Cell .jp-InputArea-editor", timeout=60_000)
         _run_cell(page, 0)
         page.wait_for_selector('[data-testid="graph-node"]', timeout=PROBE_TIMEOUT_MS)
