@@ -38,7 +38,6 @@ own; only the zygote's launch is ours: its environment, its imports, and its rea
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import gc
 import hashlib
@@ -231,15 +230,13 @@ def zygote_for(backend: str, log: Path) -> Zygote | None:
 
 
 def close_all() -> None:
-    """End every zygote (``pool.shutdown``, after stopping the workers; at exit)."""
+    """End every zygote (``pool.shutdown``, also run at exit, after stopping the workers; a
+    zygote left running would still end with this process: its alive pipe closes)."""
     with _lock:
         doomed = list(_zygotes.values())
         _zygotes.clear()
     for zygote in doomed:
         zygote.close()
-
-
-atexit.register(close_all)
 
 
 class ZygotePopen(popen_forkserver.Popen):
