@@ -113,6 +113,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         "--ServerApp.allow_root=True", "--LabApp.extension_manager=readonly",
         f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        # ``window.jupyterapp``, in JupyterLab and in Notebook 7: a test waits on a notebook's
+        # kernel being connected, rather than guessing it from the status bar
+        "--LabApp.expose_app_in_browser=True", "--JupyterNotebookApp.expose_app_in_browser=True",
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     with _served("JupyterLab", command, env, base, f"{url}/api/status?token={token}"):

@@ -74,12 +74,60 @@ def _write_notebook(path: Path, *sources: str) -> None:
     nbformat.write(notebook, path)
 
 
+#: True once the open notebook's kernel is started, connected to this page and idle. The
+#: status bar's execution indicator is no such sign: it reads "idle" before any kernel exists,
+#: and a cell run then makes JupyterLab start one itself, or ask for one in a dialog.
+KERNEL_READY = """() => {
+  const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const session = widget && widget.sessionContext && widget.sessionContext.session;
+  const kernel = session && session.kernel;
+  return !!kernel && kernel.connectionStatus === "connected" && kernel.status === "idle";
+}"""
+#: What the page shows of the open notebook's kernel, for a failure's message.
+KERNEL_STATE = """() => {
+  const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const context = widget && widget.sessionContext;
+  const kernel = context && context.session && context.session.kernel;
+  const dialogs = [...document.querySelectorAll(".jp-Dialog")].map(d => d.innerText.trim());
+  return {
+    app: !!window.jupyterapp,
+    widget: widget ? widget.constructor.name : null,
+    kernel: context ? context.kernelDisplayName : null,
+    connection: kernel ? kernel.connectionStatus : null,
+    status: kernel ? kernel.status : null,
+    dialogs: dialogs,
+  };
+}"""
+
+
+def _wait_for_kernel(page) -> None:
+    """Wait until the notebook's kernel is connected and idle, or fail saying what the page
+    shows instead (its kernel's state, and the text of any dialog JupyterLab opened)."""
+    try:
+        page.wait_for_function(KERNEL_READY, timeout=120_000)
+    except PlaywrightTimeout:
+        raise AssertionError(
+            f"the notebook's kernel was not ready; the page shows {page.evaluate(KERNEL_STATE)}"
+        ) from None
+
+
+def _no_dialog(page, index: int) -> None:
+    """Fail with a dialog's own text when JupyterLab opened one over the notebook."""
+    dialogs = page.locator(".jp-Dialog")
+    if dialogs.count():
+        raise AssertionError(
+            f"cell {index}: JupyterLab opened a dialog: {page.evaluate(KERNEL_STATE)}"
+        )
+
+
 def _run_cell(page, index: int) -> None:
-    """Run a cell with Shift+Enter, once the kernel is idle; again if the kernel missed it."""
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=60_000)
+    """Run a cell with Shift+Enter, once the kernel is connected and idle; again if the
+    kernel missed it."""
+    _wait_for_kernel(page)
     cell = page.locator(".jp-Notebook .jp-Cell").nth(index)
     prompt = cell.locator(".jp-InputPrompt")
     for _ in range(6):  # a run asked for before the kernel connected is dropped, not queued
+        _no_dialog(page, index)
         cell.locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
         try:
