@@ -284,10 +284,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _children() -> set[int]:
     import psutil
 
+    from tests.on_backend import is_raw_server
+
     found = set()
     for child in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "resource_tracker" not in " ".join(child.cmdline()):
+            line = " ".join(child.cmdline())
+            if "resource_tracker" not in line and not is_raw_server(line):
                 found.add(child.pid)
     return found
 

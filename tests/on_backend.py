@@ -34,7 +34,7 @@ FORKED = frozenset({"jax", "numpy", "tensorflow", "torch"})
 # "err"}) forks a child that runs the script as `python -c` would, in that folder and
 # environment, and answers its pid, then its exit status. Requests come on stdin; answers go
 # out on the stdout it had at start (the children write to files of their own).
-SERVER = r"""
+SERVER = r"""# dtype-explorer's tests: a raw-Keras server
 import json, os, sys
 answers = os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_RDWR)
@@ -64,6 +64,16 @@ for line in sys.stdin:
     _, status = os.waitpid(pid, 0)
     answers.write(f"{os.waitstatus_to_exitcode(status)}\n"); answers.flush()
 """
+
+
+#: What the command line of a raw-Keras server (and of each child it forks) holds.
+SERVER_MARK = "# dtype-explorer's tests: a raw-Keras server"
+
+
+def is_raw_server(command_line: str) -> bool:
+    """Whether a process with ``command_line`` is a raw-Keras server of these tests (or its
+    child): a helper of the tests, never a process the tool started."""
+    return SERVER_MARK in command_line
 
 
 class _Server:

@@ -30,6 +30,7 @@ from dtype_explorer import pool
 from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeResult, ProbeSet, ProbeSpec
+from tests.on_backend import is_raw_server
 
 CONV1D = {"filters": 2, "kernel_size": 3}
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,11 +48,13 @@ def dense(backend: str, units: int = 3) -> ProbeSpec:
 
 def workers() -> list[psutil.Process]:
     """Child processes of this test process, except Python's multiprocessing resource tracker
-    (one per interpreter, ending with it; it is not a worker)."""
+    (one per interpreter, ending with it; it is not a worker) and the tests' own raw-Keras
+    servers (``tests/on_backend.py``)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
-            if "resource_tracker" not in " ".join(child.cmdline()):
+            line = " ".join(child.cmdline())
+            if "resource_tracker" not in line and not is_raw_server(line):
                 found.append(child)
         except psutil.NoSuchProcess:
             continue
