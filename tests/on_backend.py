@@ -160,8 +160,10 @@ _servers: dict[str, tuple[dict[str, str], _Server]] = {}
 
 
 def _import_env(env: dict[str, str]) -> dict[str, str]:
-    """What of ``env`` Keras's import may read: all but pytest's own per-test variables."""
-    return {k: v for k, v in env.items() if not k.startswith("PYTEST_")}
+    """What of ``env`` Keras's import may read: all but pytest's own per-test variables and
+    dtype-explorer's settings (a test's own cache folder, say), which raw Keras never reads.
+    The child gets the whole of ``env``."""
+    return {k: v for k, v in env.items() if not k.startswith(("PYTEST_", "DTYPE_EXPLORER_"))}
 
 
 def _server(backend: str, env: dict[str, str]) -> _Server:
