@@ -2,7 +2,6 @@
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
 Each session gets a fresh, empty result cache and cache key, removed at the end."""
 
-import contextlib
 import hashlib
 import json
 import os
@@ -282,17 +281,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _children() -> set[int]:
-    import psutil
+    from tests.on_backend import tool_children
 
-    from tests.on_backend import is_raw_server
-
-    found = set()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            line = " ".join(child.cmdline())
-            if "resource_tracker" not in line and not is_raw_server(line):
-                found.add(child.pid)
-    return found
+    return {child.pid for child in tool_children()}
 
 
 @pytest.fixture(autouse=True)

@@ -26,16 +26,22 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 ROOT = str(Path(__file__).resolve().parents[1])
 #: Backends whose raw-Keras server forks children; others start each script from nothing.
 FORKED = frozenset({"jax", "numpy", "tensorflow", "torch"})
 
+#: What the command line of a raw-Keras server (and of each child it forks) holds: its first
+#: line.
+SERVER_MARK = "# dtype-explorer's tests: a raw-Keras server"
 # The server: imports Keras, then for each request line ({"script", "cwd", "env", "out",
 # "err"}) forks a child that runs the script as `python -c` would, in that folder and
 # environment, and answers its pid, then its exit status. Requests come on stdin; answers go
 # out on the stdout it had at start (the children write to files of their own).
-SERVER = r"""# dtype-explorer's tests: a raw-Keras server
-import json, os, sys
+SERVER = (
+    f"{SERVER_MARK}\n"
+    + r"""import json, os, sys
 answers = os.fdopen(os.dup(1), "w")
 null = os.open(os.devnull, os.O_RDWR)
 os.dup2(null, 1)
@@ -64,16 +70,28 @@ for line in sys.stdin:
     _, status = os.waitpid(pid, 0)
     answers.write(f"{os.waitstatus_to_exitcode(status)}\n"); answers.flush()
 """
-
-
-#: What the command line of a raw-Keras server (and of each child it forks) holds.
-SERVER_MARK = "# dtype-explorer's tests: a raw-Keras server"
+)
 
 
 def is_raw_server(command_line: str) -> bool:
     """Whether a process with ``command_line`` is a raw-Keras server of these tests (or its
     child): a helper of the tests, never a process the tool started."""
     return SERVER_MARK in command_line
+
+
+def tool_children() -> list[psutil.Process]:
+    """Child processes of this process (at any depth) that the tool started: all but Python's
+    multiprocessing resource tracker (one per interpreter, ending with it; not a worker) and
+    the raw-Keras servers of these tests."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if "resource_tracker" not in line and not is_raw_server(line):
+            found.append(child)
+    return found
 
 
 class _Server:

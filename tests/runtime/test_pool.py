@@ -30,7 +30,7 @@ from dtype_explorer import pool
 from dtype_explorer.backends import BACKENDS
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.records import ProbeResult, ProbeSet, ProbeSpec
-from tests.on_backend import is_raw_server
+from tests.on_backend import tool_children
 
 CONV1D = {"filters": 2, "kernel_size": 3}
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,18 +47,8 @@ def dense(backend: str, units: int = 3) -> ProbeSpec:
 
 
 def workers() -> list[psutil.Process]:
-    """Child processes of this test process, except Python's multiprocessing resource tracker
-    (one per interpreter, ending with it; it is not a worker) and the tests' own raw-Keras
-    servers (``tests/on_backend.py``)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            line = " ".join(child.cmdline())
-            if "resource_tracker" not in line and not is_raw_server(line):
-                found.append(child)
-        except psutil.NoSuchProcess:
-            continue
-    return found
+    """The processes the tool started under this test process (``tool_children``)."""
+    return tool_children()
 
 
 def until(condition, seconds: float = 300) -> bool:

@@ -74,16 +74,7 @@ def _write_notebook(path: Path, *sources: str) -> None:
     nbformat.write(notebook, path)
 
 
-#: True once the open notebook's kernel is started, connected to this page and idle. The
-#: status bar's execution indicator is no such sign: it reads "idle" before any kernel exists,
-#: and a cell run then makes JupyterLab start one itself, or ask for one in a dialog.
-KERNEL_READY = """() => {
-  const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const session = widget && widget.sessionContext && widget.sessionContext.session;
-  const kernel = session && session.kernel;
-  return !!kernel && kernel.connectionStatus === "connected" && kernel.status === "idle";
-}"""
-#: What the page shows of the open notebook's kernel, for a failure's message.
+#: What the page shows of the open notebook's kernel (and any dialog JupyterLab opened).
 KERNEL_STATE = """() => {
   const widget = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const context = widget && widget.sessionContext;
@@ -98,6 +89,13 @@ KERNEL_STATE = """() => {
     dialogs: dialogs,
   };
 }"""
+#: True once the open notebook's kernel is started, connected to this page and idle. The
+#: status bar's execution indicator is no such sign: it reads "idle" before any kernel exists,
+#: and a cell run then makes JupyterLab start one itself, or ask for one in a dialog.
+KERNEL_READY = f"""() => {{
+  const state = ({KERNEL_STATE})();
+  return state.connection === "connected" && state.status === "idle";
+}}"""
 
 
 def _wait_for_kernel(page) -> None:
