@@ -29,6 +29,7 @@ from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _user_source as user_source
 from dtype_explorer.runtime import _worker_log as worker_log
 from dtype_explorer.runtime._gpu import share_gpu
+from dtype_explorer.runtime._kept_warnings import kept_warnings
 from dtype_explorer.versions import versions
 
 _state: dict[str, Any] = {
@@ -299,7 +300,7 @@ def run(spec: dict[str, Any], payload: bytes | None = None) -> dict[str, Any]:
         _clean_for_builtin()
     if _state["unrestorable"]:
         return _failure(probe_spec, _unrestorable_error(), replace=True)
-    with _kept_warnings() as said:
+    with kept_warnings() as said:
         try:
             result: ProbeResult = keras_run.run_probe(probe_spec, target=target)
         except BaseException as exc:  # a user layer's SystemExit, KeyboardInterrupt...
@@ -323,7 +324,7 @@ def _run_keras2(spec: ProbeSpec, target: Any, user_code: bool, engine: Engine) -
     """A probe in the Keras 2 engine's worker; one that ran the user's code (a tf.keras class)
     replaces the worker afterwards: Keras 2's global state is not snapshotted, so no later
     probe may meet what that code changed."""
-    with _kept_warnings() as said:
+    with kept_warnings() as said:
         try:
             result = keras_run.run_keras2(
                 spec, {**versions(_state["backend"]), **engine.versions()}, target=target
@@ -420,61 +421,23 @@ def _over_budget() -> str | None:
 def call(payload: bytes, trusted: bool) -> Any:
     """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; unless
     the payload holds a registered entry and plain data only (``_call_trust``: checked here,
-    whatever the caller said), it is user code and taints this worker first.
+    whatever the caller said), it is user code: it taints this worker, and the Keras settings
+    and objects it changed are put back once it has returned or raised.
 
     Raises:
         RuntimeError: this worker could not start as asked (its backend did not import, or
-            its engine's Keras could not be put first: it would answer with the installed
-            Keras), saying why; nothing runs.
+            its engine's Keras could not be put first), saying why; nothing runs.
     """
     if _state["init_error"] is not None:
         engine: Engine | None = _state["engine"]
         what = f"the {_state['backend']} backend" if engine is None else f"engine {engine.spec}"
         raise RuntimeError(f"this worker cannot run {what}: {_state['init_error']}")
-    function, args, _ = call_trust.load(payload, trusted=trusted, before_user_code=taint)
-    return function(*args)
-
-
-#: The most warnings kept with one answer, and the longest text of one.
-MAX_WARNINGS = 8
-MAX_WARNING_CHARS = 500
-
-
-_NUMPY_COPY_NOTICE = r"__array__ implementation doesn't accept a copy keyword"
-
-
-@contextlib.contextmanager
-def _kept_warnings() -> Iterator[list[str]]:
-    """Record the warnings raised inside the block (the probe's call of the target: a Keras
-    deprecation about the layer asked) as ``"Category: message"`` lines, each once, at most
-    ``MAX_WARNINGS``; they are written to the worker's log too. Deprecations raised inside the
-    frameworks' own internals (not Keras's) are not about the question and are dropped."""
-    said: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
-        warnings.filterwarnings("always", category=DeprecationWarning, module=r"keras\b")
-        # NumPy 2's migration notice when Keras converts a framework's array: about the
-        # libraries' versions, not about the question (it came with every jax probe).
-        warnings.filterwarnings("ignore", message=_NUMPY_COPY_NOTICE, category=DeprecationWarning)
-        try:
-            yield said
-        finally:
-            for item in caught:
-                text = f"{item.category.__name__}: {item.message}".strip()
-                text = text if len(text) <= MAX_WARNING_CHARS else text[:MAX_WARNING_CHARS] + " ..."
-                if text not in said and len(said) < MAX_WARNINGS:
-                    said.append(text)
-                with contextlib.suppress(Exception):
-                    print(
-                        warnings.formatwarning(
-                            item.message, item.category, item.filename, item.lineno
-                        ),
-                        file=sys.stderr,
-                        end="",
-                        flush=True,
-                    )
+    function, args, entry = call_trust.load(payload, trusted=trusted, before_user_code=taint)
+    try:
+        return function(*args)
+    finally:  # else the next probe here runs under it and names it in its state_changed
+        if not entry:
+            _restore_baseline(objects=True)
 
 
 def _raised(spec: ProbeSpec, exc: BaseException) -> ProbeResult:

@@ -1,7 +1,8 @@
 """Spurious ``state_changed`` entries (issue 39 item 18): Keras's own objects are fingerprinted
 before a user's code runs and compared after. Python's empty ``__annotations__`` on a class
 first read (TensorFlow's tracing reads them) is not a change, and a registry keyed by classes
-(``GLOBAL_CUSTOM_NAMES``) is named, not a ``TypeError`` that replaces the worker. Compared with
+(``GLOBAL_CUSTOM_NAMES``) is named, not a ``TypeError`` that replaces the worker, and what a
+user's ``pool.call`` changed is put back after it, never named by the next probe. Compared with
 raw Keras: the registry as Keras's own ``register_keras_serializable`` leaves it, and a plain
 LoRA Dense called by bare Keras on tensorflow."""
 
@@ -69,3 +70,34 @@ def test_a_plain_lora_dense_on_tensorflow_changes_nothing():
         "print(json.dumps([keras.backend.standardize_dtype(y.dtype), np.asarray(y).tolist()]))",
     )
     assert r.output_dtype == raw[0]
+
+
+def _leave_floatx_float16() -> str:
+    import keras
+
+    keras.config.set_floatx("float16")
+    return keras.config.floatx()
+
+
+def test_what_a_users_pool_call_changed_is_put_back_before_the_next_probe():
+    """A user's function run by ``pool.call`` sets floatx in the user-code worker; the next
+    probe of a user's layer there runs under the worker's own settings, and its
+    ``state_changed`` names nothing that call left (it used to name the call's change as the
+    probe's own: after a ``pool.call`` that built a layer, ``keras.dtype_policy``). Raw Keras
+    beside it: floatx is float32 in a fresh process."""
+    assert dx.pool.call("numpy", _leave_floatx_float16, timeout=120).result() == "float16"
+    dense = keras.layers.Dense(2)
+    dense.build((None, 3))
+    r = dx.probe(dense, values=[np.ones((1, 3), "float32")], backend="numpy")
+    assert r.status == "ok", r.error
+    assert r.state_changed == ()
+    floatx = dx.pool.call("numpy", _floatx, timeout=120).result()
+    assert floatx == json_on(
+        "numpy", "import json, keras\nprint(json.dumps(keras.config.floatx()))"
+    )
+
+
+def _floatx() -> str:
+    import keras
+
+    return keras.config.floatx()
