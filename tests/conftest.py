@@ -2,6 +2,7 @@
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
 Each session gets a fresh, empty result cache and cache key, removed at the end."""
 
+import gc
 import hashlib
 import json
 import os
@@ -191,9 +192,30 @@ def executed_lessons(tf_keras_engine, tmp_path_factory):
     them and the docs site is built from them."""
     import lesson_runs
 
+    _first_to_run_the_lessons(tmp_path_factory)
     return lesson_runs.run_every_lesson(
         tmp_path_factory.mktemp("lessons"), tf_keras_engine.kernel_name
     )
+
+
+def _first_to_run_the_lessons(tmp_path_factory) -> None:
+    """Fails if another pytest process of this run already executed the lessons: the
+    scheduler split their unit (tests/scheduling.py), and every lesson would run twice."""
+    shared = tmp_path_factory.getbasetemp()
+    process = os.environ.get("PYTEST_XDIST_WORKER")
+    if process is not None:  # popen-gw0, popen-gw1... share their parent
+        shared = shared.parent
+    mark = shared / "lessons-executed-by"
+    try:
+        descriptor = os.open(mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        pytest.fail(
+            f"the lessons already ran in this run, in pytest process "
+            f"{mark.read_text(encoding='utf-8')!r}; this is {process!r}: the scheduler split "
+            f"the lessons' unit (tests/scheduling.py) and every lesson would run twice"
+        )
+    with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        out.write(process or "main")
 
 
 # ------------------------------------------------------------------------------ the tiers
@@ -237,24 +259,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return None
 
 
-def _lessons_first(items: list[pytest.Item]) -> None:
-    """The collection's order, which the units go out in (``--no-loadscope-reorder``): the
-    lessons' unit first (the longest), then the files with the most tests. A test that reads
-    the lessons from a file the scheduler would not put in their unit is refused here."""
-    lessons = scheduling.lesson_files()
-    units = {}
+def _no_lesson_reader_outside_their_unit(items: list[pytest.Item], lessons: frozenset[str]) -> None:
+    """A test that reads the lessons from a file the scheduler would not put in their unit
+    (``tests/scheduling.py``) is refused: under ``./dev.sh test`` the lessons would run twice."""
     for item in items:
-        units[id(item)] = unit = scheduling.unit_of(item.nodeid, lessons)
         reads = scheduling.LESSONS_FIXTURE in getattr(item, "fixturenames", ())
-        if reads and unit != scheduling.LESSONS_UNIT:
+        if reads and scheduling.unit_of(item.nodeid, lessons) != scheduling.LESSONS_UNIT:
             raise pytest.UsageError(
                 f"{item.nodeid} reads {scheduling.LESSONS_FIXTURE} but its file does not name "
                 "it: name it there (tests/scheduling.py), or the lessons would run twice"
             )
-    counts: dict[str, int] = {}
-    for unit in units.values():
-        counts[unit] = counts.get(unit, 0) + 1
-    items.sort(key=lambda i: (units[id(i)] != scheduling.LESSONS_UNIT, -counts[units[id(i)]]))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -276,8 +290,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # the first to ask makes the Binder build and runs every lesson
         if "executed_lessons" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(LESSONS_TIMEOUT), append=False)
-    if config.getoption("dist", "no") == "loadfile":
-        _lessons_first(items)
+    lessons = scheduling.lesson_files()
+    _no_lesson_reader_outside_their_unit(items, lessons)
+    # In a pytest-xdist process (its ``--dist`` reads ``no`` there, whatever the run asked):
+    # the order the units go out in (tests/scheduling.py).
+    if hasattr(config, "workerinput"):
+        keys = scheduling.dispatch_key([item.nodeid for item in items], lessons)
+        order = sorted(range(len(items)), key=keys.__getitem__)
+        items[:] = [items[i] for i in order]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything the collection left in this process (the test files' imports: TensorFlow,
+    jax, torch, keras-hub, the package) goes out of the cycle collector's way, as the tool's
+    workers do (``runtime/_worker.py``). Keras runs a full collection itself where it deletes a
+    variable (``Layer.__delattr__``, on every layer a ``quantize`` replaces) and in
+    ``clear_session``; here that walked every object of those libraries, 0.33 s a collection,
+    over half of a GPTQ or AWQ audit's time. What the tests make afterwards is collected as
+    before, and Keras's answers do not change: only how many objects a collection walks."""
+    gc.collect()
+    gc.freeze()
 
 
 def _children() -> set[int]:
