@@ -418,11 +418,12 @@ def _over_budget() -> str | None:
     )
 
 
-def call(payload: bytes, trusted: bool) -> Any:
+def call(payload: bytes, trusted: bool, fresh: bool = False) -> Any:
     """Run ``pool.call``'s function, shipped by value (cloudpickle) with its arguments; unless
     the payload holds a registered entry and plain data only (``_call_trust``: checked here,
     whatever the caller said), it is user code: it taints this worker, and the Keras settings
-    and objects it changed are put back once it has returned or raised.
+    and objects it changed are put back once it has returned or raised (not for a ``fresh``
+    call: the pool replaces this worker after it).
 
     Raises:
         RuntimeError: this worker could not start as asked (its backend did not import, or
@@ -436,7 +437,7 @@ def call(payload: bytes, trusted: bool) -> Any:
     try:
         return function(*args)
     finally:  # else the next probe here runs under it and names it in its state_changed
-        if not entry:
+        if not entry and not fresh:
             _restore_baseline(objects=True)
 
 

@@ -401,7 +401,7 @@ def call(
             f"{backend} worker: they cannot be pickled ({type(exc).__name__}: {exc})"
         ) from None
     trusted = call_trust.is_entry(function)  # the worker decides again, on what it unpickles
-    call_args = (payload, trusted)
+    call_args = (payload, trusted, fresh)
     task, slot = _schedule(
         backend, worker.call, call_args, seconds, engine=pinned_engine(engine), user=not trusted
     )
