@@ -63,7 +63,7 @@ lint() {
 # the others: together, every test, each once. The rest runs in DX_TEST_PROCESSES pytest
 # processes (pytest-xdist, 2 by default: most of it waits on real workers, kernels and
 # browsers), a test file to a process (its module fixtures made once), the tests that read the
-# lessons' one execution together and first (tests/scheduling.py); DX_TEST_PROCESSES=0
+# lessons' one execution together (tests/scheduling.py); DX_TEST_PROCESSES=0
 # runs it in this one process. The 30 longest tests are listed at the end, so that a slow run
 # says where its time went.
 run_tests() {

@@ -290,14 +290,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:  # the first to ask makes the Binder build and runs every lesson
         if "executed_lessons" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(LESSONS_TIMEOUT), append=False)
-    lessons = scheduling.lesson_files()
-    _no_lesson_reader_outside_their_unit(items, lessons)
-    # In a pytest-xdist process (its ``--dist`` reads ``no`` there, whatever the run asked):
-    # the order the units go out in (tests/scheduling.py).
-    if hasattr(config, "workerinput"):
-        keys = scheduling.dispatch_key([item.nodeid for item in items], lessons)
-        order = sorted(range(len(items)), key=keys.__getitem__)
-        items[:] = [items[i] for i in order]
+    _no_lesson_reader_outside_their_unit(items, scheduling.lesson_files())
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

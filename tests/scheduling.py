@@ -13,7 +13,6 @@ and every lesson ran once in each.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 
 from xdist.scheduler import LoadScopeScheduling
@@ -48,27 +47,16 @@ def unit_of(nodeid: str, lessons: frozenset[str]) -> str:
     return LESSONS_UNIT if file in lessons else file
 
 
-def dispatch_key(nodeids: list[str], lessons: frozenset[str]) -> list[tuple[bool, int]]:
-    """The key, test by test, that puts the tests in the order their units go out: the
-    lessons' unit first (the longest by far: the Binder build, every lesson, the site), then
-    the units with the most tests (a stable sort keeps each unit's tests as collected).
-
-    >>> site = "tests/docs/test_site.py"
-    >>> ids = ["tests/a.py::x", "tests/b.py::y", "tests/b.py::z", f"{site}::s"]
-    >>> keys = dispatch_key(ids, frozenset({site}))
-    >>> [ids[i] for i in sorted(range(len(ids)), key=keys.__getitem__)]
-    ['tests/docs/test_site.py::s', 'tests/b.py::y', 'tests/b.py::z', 'tests/a.py::x']
-    """
-    units = [unit_of(nodeid, lessons) for nodeid in nodeids]
-    counts = Counter(units)
-    return [(unit != LESSONS_UNIT, -counts[unit]) for unit in units]
-
-
 class FilesAndLessons(LoadScopeScheduling):
-    """A file a unit, the lesson files one unit; units go out in the order the processes
-    collected them (``--no-loadscope-reorder``), which conftest sorts by :func:`dispatch_key`
-    in each process (the order cannot be changed here: the scheduler names each test to a
-    process by its index in that process's own collection), a unit to a free process."""
+    """A file a unit, the lesson files one unit; units go out in file order (as collected:
+    ``--no-loadscope-reorder``), a unit to a free process.
+
+    Not the longest first: a sort of the items in ``pytest_collection_modifyitems`` keyed on
+    ``--dist`` never ran (pytest-xdist resets ``--dist`` to ``no`` in its processes), and made
+    to run, the lessons' unit first and then the files with the most tests, two whole runs each
+    had one test stall ~55 s that takes under a second in file order, for no gain in time. The
+    order cannot be set here either: the scheduler names each test to a process by its index in
+    that process's own collection."""
 
     def __init__(self, config, log=None) -> None:
         super().__init__(config, log)
