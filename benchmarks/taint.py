@@ -10,6 +10,9 @@ user code from answering a built-in probe with a patched Keras, measured against
   when the worker first runs user code);
 - restart: the other way, replacing the worker: ``pool.shutdown()`` then ``pool.warm()`` of that
   backend, the seconds until a fresh worker answers;
+- user call: a ``pool.call`` of a one-line function of the user's (this script's) on a warm
+  user-code worker, as the user waits: it runs there, then the worker puts back what it
+  changed in Keras (``_worker.call``), so that the next probe there starts from the baseline;
 - site hash (``--engine``, default ``keras==3.11.3``, created when missing): hashing an engine's
   installed files, which every worker of that engine does at its start.
 
@@ -69,6 +72,23 @@ def restart_seconds(backend: str) -> float:
     return seconds
 
 
+def _plus_one(x: int) -> int:
+    return x + 1
+
+
+def user_call_ms(backend: str, repeats: int) -> float:
+    """Median ms of ``pool.call(backend, _plus_one, i)`` (user code) on a warm worker."""
+    from dtype_explorer import pool
+
+    pool.call(backend, _plus_one, 0, timeout=300).result()
+    times = []
+    for i in range(repeats):
+        started = time.perf_counter()
+        pool.call(backend, _plus_one, i, timeout=300).result()
+        times.append((time.perf_counter() - started) * 1000)
+    return sorted(times)[len(times) // 2]
+
+
 def site_hash(spec: str) -> dict:
     """Seconds to hash engine ``spec``'s installed files (median of 5), and their count."""
     from dtype_explorer import engines
@@ -96,6 +116,7 @@ def main() -> None:
     rows = []
     for backend in args.backends.split(","):
         row = in_backend(__file__, backend, "--repeat", str(args.repeat))
+        row["user_call_ms"] = user_call_ms(backend, args.repeat)
         row["restart_s"] = restart_seconds(backend)
         rows.append(row)
     hashed = site_hash(args.engine) if args.engine else None
@@ -103,13 +124,16 @@ def main() -> None:
         print(json.dumps({"rows": rows, "site_hash": hashed}))
         return
     print(f"load average {os.getloadavg()[0]:.1f}; wall time, median of {args.repeat}")
-    print("| backend | Dense probe ms | check ms | check / probe | snapshot ms | restart s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(
+        "| backend | Dense probe ms | check ms | check / probe | snapshot ms | user call ms "
+        "| restart s |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(
             f"| {r['backend']} | {r['probe_ms']:.2f} | {r['check_ms']:.2f} "
             f"| {r['check_ms'] / r['probe_ms']:.2f}x | {r['snapshot_ms']:.1f} "
-            f"| {r['restart_s']:.1f} |"
+            f"| {r['user_call_ms']:.2f} | {r['restart_s']:.1f} |"
         )
     if hashed:
         print(
