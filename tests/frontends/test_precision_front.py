@@ -75,4 +75,4 @@ def _request() -> dict:
 
 
 def teardown_module():
-    pool.shutdown()
+    pool.shutdown(zygotes=False)

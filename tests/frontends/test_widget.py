@@ -36,7 +36,7 @@ def recording_comms(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module", autouse=True)
 def _stop_workers():
     yield
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
 
 
 def explorer(**kwargs: Any) -> DtypeExplorer:

@@ -90,7 +90,7 @@ def test_a_module_imported_by_the_first_call_is_traced_the_same_later(tmp_path, 
 
 
 def test_a_workers_first_and_second_trace_of_a_question_record_the_same_steps():
-    pool.shutdown()  # a fresh worker: its first trace is the one that differed
+    pool.shutdown(zygotes=False)  # a fresh worker: its first trace is the one that differed
     for name, dtype, kwargs in QUESTIONS[:2]:
         first = dx.probe(name, dtype, backend="numpy", kwargs=kwargs, use_cache=False)
         second = dx.probe(name, dtype, backend="numpy", kwargs=kwargs, use_cache=False)

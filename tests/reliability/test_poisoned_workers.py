@@ -36,9 +36,9 @@ def custom(name: str, body: str) -> type:
 def own_cache(tmp_path, monkeypatch):
     """An empty cache of its own, and fresh numpy workers (none tainted by an earlier test)."""
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     yield
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
 
 
 def stored(result: ProbeResult) -> ProbeResult | None:
@@ -90,7 +90,7 @@ def test_a_layer_that_registers_a_dense_poisons_no_later_answer(own_cache):
     ``cached=True`` to every later session.
     """
     clean = dx.probe("TimeDistributed", backend="numpy", use_cache=False)
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     registrar = custom("RegistersDense", REGISTER_DENSE)
     assert dx.probe(registrar, backend="numpy").status == "ok"
     live = dx.probe("TimeDistributed", backend="numpy")
@@ -126,7 +126,7 @@ def _assert_dense_unpoisoned():
     assert (live.status, live.output_dtype) == ("ok", "float32"), live.summary()
     again = stored(live)
     assert again is None or again.output_dtype == "float32", again.summary()
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     served = dx.probe("Dense", backend="numpy", timeout=ANSWER_WITHIN)
     assert served.output_dtype == "float32", served.summary()
 

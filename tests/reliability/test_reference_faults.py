@@ -29,9 +29,9 @@ WITHIN = 300
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     yield
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
 
 
 def maximum():
@@ -90,7 +90,7 @@ def test_a_killed_reference_process_is_never_cached(own_cache):
     assert "reference process failed" in said.error and "BrokenProcessPool" in said.error
     assert not pool.storable(result)
     assert cache.get(result.spec) is None
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     again = maximum()
     assert again.cached is False, again.summary()
     answered = again.expectation("tensorflow")

@@ -126,12 +126,12 @@ def test_a_worker_past_its_memory_budget_is_replaced(tmp_path, monkeypatch):
     """On the old code a user layer's memory stayed with the worker for its life (487 ->
     1,511 MB). Now a worker that holds more than its budget after a probe is replaced."""
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     before = pool.warm(["numpy"])["numpy"]["pid"]
     import psutil
 
     held = psutil.Process(before).memory_info().rss >> 20
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     monkeypatch.setenv("DTYPE_EXPLORER_WORKER_MIB", str(held + 200))  # read at worker start
     first = pool.warm(["numpy"])["numpy"]["pid"]
     namespace: dict = {}
@@ -142,4 +142,4 @@ def test_a_worker_past_its_memory_budget_is_replaced(tmp_path, monkeypatch):
     assert pool.warm(["numpy"])["numpy"]["pid"] == first  # the built-in one never ran it
     assert dx.probe(namespace["KeepsMemory"], backend="numpy").ok  # a new user worker answers
     assert dx.probe("Dense", backend="numpy").ok
-    pool.shutdown()
+    pool.shutdown(zygotes=False)

@@ -35,7 +35,7 @@ def page_comms():
 @pytest.fixture(scope="module", autouse=True)
 def _stop_workers():
     yield
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
 
 
 @pytest.fixture(scope="module")

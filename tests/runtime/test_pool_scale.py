@@ -37,7 +37,7 @@ def worker_pids() -> set[int]:
 @pytest.fixture
 def two_numpy_workers(monkeypatch):
     monkeypatch.setitem(pool._config, "workers_per_backend", pool._config["workers_per_backend"])
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     pool.configure(workers_per_backend=2)
     yield
     pool.configure(workers_per_backend=1)

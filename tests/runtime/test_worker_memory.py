@@ -48,12 +48,12 @@ def small_budget(tmp_path, monkeypatch):
     """Fresh numpy workers whose budget is just under what one holds once started: the first
     answer puts it over."""
     monkeypatch.setenv(cache.ENV_DIR, str(tmp_path))
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     held = psutil.Process(pool.warm(["numpy"])["numpy"]["pid"]).memory_info().rss >> 20
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
     monkeypatch.setenv(sizing.ENV_WORKER_MIB, str(max(1, held - 20)))  # read by new workers
     yield
-    pool.shutdown()
+    pool.shutdown(zygotes=False)
 
 
 def test_a_worker_over_its_budget_is_replaced_and_no_task_is_lost_or_repeated(

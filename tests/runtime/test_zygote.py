@@ -62,6 +62,22 @@ def test_a_replaced_worker_is_forked_again_and_imports_nothing_anew(monkeypatch)
     pool.shutdown()
 
 
+def test_a_shutdown_that_keeps_the_zygotes_gives_new_workers_forked_from_them(monkeypatch):
+    """``shutdown(zygotes=False)`` ends every worker and keeps the zygote: the next worker is
+    a new process forked from it; a plain ``shutdown()`` ends the zygote too."""
+    monkeypatch.delenv(_zygote.WORKER_START_VARIABLE, raising=False)
+    pool.shutdown()
+    first = pool.call("numpy", os.getpid).result(timeout=300)
+    (zygote,) = _zygote._zygotes.values()
+    pool.shutdown(zygotes=False)
+    assert not _spawn.pools and not _alive(first)
+    assert list(_zygote._zygotes.values()) == [zygote] and _alive(zygote.process.pid)
+    second = pool.call("numpy", os.getpid).result(timeout=300)
+    assert second != first and psutil.Process(second).ppid() == zygote.process.pid
+    pool.shutdown()
+    assert not _zygote._zygotes and not _alive(zygote.process.pid) and not _alive(second)
+
+
 KILLED_KERNEL = """
 import json, os, sys
 from dtype_explorer import pool
