@@ -108,8 +108,11 @@ case "${1:-}" in
     ;;
   test)
     shift
+    # Debian's chromium (apt: network and dpkg, one core) installs beside the Python set-up.
+    need_chromium &
+    chromium=$!
     setup_if_needed
-    need_chromium
+    wait "$chromium"
     run_tests "$@"
     ;;
   docs)
