@@ -30,7 +30,7 @@ setup_inputs() {
 setup() {
   if [ ! -x "$PY" ]; then python3 -m venv "$VENV"; fi
   # The editable install builds js/ into dtype_explorer/static/ (hatch-jupyter-builder runs npm).
-  # uv installs it under pip's own settings, in parallel (tools/uv_install.py: ~48 s against
+  # uv installs it under pip's own settings, in parallel (tools/uv_install.py: 37-45 s against
   # pip's 116-148 s on 2 cores); pip does when uv cannot be installed, or cannot be told a
   # setting of pip's, or fails.
   local install=(-q -c constraints.txt -e ".[all,test]")

@@ -3,9 +3,10 @@
 ``./dev.sh setup`` installs the development environment (every backend, JupyterLab, the docs
 toolchain: about 215 packages, 5 GB) with this script when it can. uv resolves, downloads,
 unpacks and byte-compiles in parallel where pip does one package at a time: on this project's
-2-core machine the whole setup takes about 48 s with uv against 116-148 s with pip (the
-commands are in ``benchmarks/README.md``, "Setting up"). It installs the same releases: the
-project's pins (``constraints.txt``) and whatever the machine's pip is told.
+2-core machine the whole setup takes 37-45 s with uv against 116-148 s with pip (the
+commands are in ``benchmarks/README.md``, "Setting up, and the whole test run"). It installs
+the same releases: the project's pins (``constraints.txt``) and whatever the machine's pip is
+told.
 
 uv reads none of pip's configuration, so the settings pip would use (its configuration files
 and ``PIP_*`` variables, as ``pip config list`` gives them) are passed on as uv's options: the
@@ -58,8 +59,23 @@ HARMLESS = frozenset(
         "compile",
     }
 )
-#: pip's names for the options whose values are lists (several values, space-separated).
-LISTS = frozenset({"extra-index-url", "find-links", "constraint", "trusted-host"})
+#: pip settings given to uv as one option per value (pip separates several with spaces).
+REPEATED = {
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+    "trusted-host": "--allow-insecure-host",
+}
+#: pip settings given to uv as one option with the same value.
+SINGLE = {"index-url": "--index-url", "only-binary": "--only-binary", "no-binary": "--no-binary"}
+#: pip's switches, and uv's options when one is on.
+SWITCHES = {"no-index": ["--no-index"], "pre": ["--prerelease", "allow"]}
+#: pip settings uv reads from its environment instead.
+ENVIRONMENT = {
+    "cert": "SSL_CERT_FILE",
+    "timeout": "UV_HTTP_TIMEOUT",
+    "default-timeout": "UV_HTTP_TIMEOUT",
+}
 EXIT_UNTRANSLATED = 3
 
 
@@ -89,30 +105,17 @@ def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str], lis
     env: dict[str, str] = {}
     left: list[str] = []
     for key, value in settings.items():
-        values = value.split() if key in LISTS else [value]
-        if key == "index-url":
-            options += ["--index-url", value]
-        elif key == "extra-index-url":
-            options += [arg for url in values for arg in ("--extra-index-url", url)]
-        elif key == "find-links":
-            options += [arg for where in values for arg in ("--find-links", where)]
-        elif key == "constraint":
-            options += [arg for path in values for arg in ("--constraint", path)]
-        elif key == "no-index" and value.lower() in ("1", "true", "yes", "on"):
-            options.append("--no-index")
-        elif key == "trusted-host":
-            options += [arg for host in values for arg in ("--allow-insecure-host", host)]
-        elif key in ("only-binary", "no-binary"):
-            options += [f"--{key}", value]
-        elif key == "pre" and value.lower() in ("1", "true", "yes", "on"):
-            options += ["--prerelease", "allow"]
-        elif key == "cert":
-            env["SSL_CERT_FILE"] = value
+        if key in REPEATED:
+            options += [arg for one in value.split() for arg in (REPEATED[key], one)]
+        elif key in SINGLE:
+            options += [SINGLE[key], value]
+        elif key in SWITCHES and value.lower() in ("1", "true", "yes", "on"):
+            options += SWITCHES[key]
+        elif key in ENVIRONMENT:
+            env[ENVIRONMENT[key]] = value
         elif key == "proxy":
             env.setdefault("HTTPS_PROXY", value)
             env.setdefault("HTTP_PROXY", value)
-        elif key in ("timeout", "default-timeout"):
-            env["UV_HTTP_TIMEOUT"] = value
         elif key not in HARMLESS:
             left.append(f"{key}={value!r}")
     return options, env, left
