@@ -322,29 +322,30 @@ WORKER_CONTEXT = WorkerContext()
 
 
 class _ForkedWorkerProcess(_WorkerProcess):
-    """A worker process that starts from its backend's zygote when it can
-    (:meth:`ZygoteContext.popen`); ``_dx_start`` says which: ``(backend, deadline)``."""
+    """A worker process that starts from its backend's (or engine's) zygote when it can
+    (:meth:`ZygoteContext.popen`); ``_dx_start`` says which: ``(backend, engine, deadline)``."""
 
-    _dx_start: tuple[str, float | None]
+    _dx_start: tuple[str, Engine | None, float | None]
 
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
-        backend, deadline = process_obj._dx_start
-        log = cache.path() / "workers" / f"{backend}.zygote.log"
-        found = zygote.zygote_for(backend, log)
+        backend, engine, deadline = process_obj._dx_start
+        group = backend if engine is None else f"{backend}@{engine.name}"
+        log = cache.path() / "workers" / f"{group}.zygote.log"
+        found = zygote.zygote_for(backend, log, None if engine is None else engine.to_dict())
         if found is not None and found.ready(deadline):
             return zygote.ZygotePopen(process_obj, found)
         return _WorkerProcess._Popen(process_obj)
 
 
 class ZygoteContext(WorkerContext):
-    """:class:`WorkerContext` whose workers are forked from their backend's zygote
-    (:mod:`~dtype_explorer.runtime._zygote`) once it is ready, and spawned as before when
-    there is none, its imports failed or it is not ready within ``deadline`` seconds."""
+    """:class:`WorkerContext` whose workers are forked from their backend's (or engine's)
+    zygote (:mod:`~dtype_explorer.runtime._zygote`) once it is ready, and spawned as before
+    when there is none, its imports failed or it is not ready within ``deadline`` seconds."""
 
-    def __init__(self, backend: str, deadline: float | None) -> None:
+    def __init__(self, backend: str, engine: Engine | None, deadline: float | None) -> None:
         super().__init__()
-        self.start = (backend, deadline)
+        self.start = (backend, engine, deadline)
 
     def Process(self, *args: Any, **kwargs: Any) -> _ForkedWorkerProcess:
         process = _ForkedWorkerProcess(*args, **kwargs)
@@ -357,7 +358,7 @@ def context_for(
 ) -> multiprocessing.context.BaseContext:
     """How a new worker of ``backend`` (and ``engine``) starts: from a zygote where
     :func:`~dtype_explorer.runtime._zygote.available`, else spawned."""
-    return ZygoteContext(backend, deadline) if zygote.available(engine) else WORKER_CONTEXT
+    return ZygoteContext(backend, engine, deadline) if zygote.available() else WORKER_CONTEXT
 
 
 def close_zygotes() -> None:

@@ -108,7 +108,7 @@ def init(
     share_gpu(backend)  # several workers share one GPU (runtime._gpu)
     _state["backend"] = backend
     if engine is not None:
-        _enter_engine(Engine.from_dict(engine))
+        _enter_engine(Engine.from_dict(engine), forked=zygote == str(os.getppid()))
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(Path(log_path), backend)
     _exit_with_parent(os.getppid() if zygote == str(os.getppid()) else parent_pid)  # or kernel
@@ -148,17 +148,26 @@ def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def _enter_engine(engine: Engine) -> None:
+def _enter_engine(engine: Engine, *, forked: bool = False) -> None:
     """Put the engine's directory first on ``sys.path``, unless Keras or TensorFlow was
     imported already (then this worker would answer with the installed Keras: it refuses,
-    and says why). Never raises: a pool respawns a worker whose initializer raised."""
+    and says why). Never raises: a pool respawns a worker whose initializer raised.
+
+    ``forked``: this worker was forked from a zygote (``runtime._zygote``). When that zygote
+    entered this same engine before it imported anything (:func:`enter_engine_in_zygote`),
+    the modules it imported are the engine's (TensorFlow is the installed one, as in a
+    spawned engine worker); the engine's files are still checked here, at this worker's start.
+    """
     _state["engine"] = engine
+    entered = forked and _zygote_engine == engine.to_dict()
     early = [
         name
         for name in ("keras", "tensorflow", "tf_keras")
         if name in sys.modules
         and not str(getattr(sys.modules[name], "__file__", "") or "").startswith(engine.site)
     ]
+    if entered:  # imported by the zygote once it had entered this engine: not early
+        early = []
     if early:
         _state["init_error"] = (
             f"{', '.join(early)} was imported from the installed environment before the "
@@ -175,6 +184,38 @@ def _enter_engine(engine: Engine) -> None:
     importlib.invalidate_caches()
     if engine.package == "tf_keras":
         os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tensorflow then imports tf_keras, not keras
+
+
+def enter_engine_in_zygote(engine: dict[str, Any], backend: str) -> None:
+    """A zygote's imports for ``engine``'s workers (``runtime._zygote.serve``): the same entry
+    as a spawned engine worker's (nothing of Keras or TensorFlow imported before, the engine's
+    files checked, its directory first on ``sys.path``), then its Keras imported from there
+    (``tf_keras`` after TensorFlow for the Keras 2 engine) and checked to be the engine's; no
+    device and no first op. Raises ``ImportError`` on any failure: the zygote then says so,
+    and the worker spawns and reports it as before."""
+    global _zygote_engine
+    record = Engine.from_dict(engine)
+    _enter_engine(record)
+    if _state["init_error"] is not None:
+        raise ImportError(_state["init_error"])
+    if record.package == "tf_keras":
+        import tensorflow  # noqa: F401
+        import tf_keras
+
+        _check_from_engine(tf_keras)
+    else:
+        import keras
+
+        _check_from_engine(keras)
+        if keras.backend.backend() != backend:
+            raise ImportError(f"Keras imported on {keras.backend.backend()}")
+    _state["engine"] = None
+    _zygote_engine = record.to_dict()
+
+
+#: The engine a zygote entered before its imports (:func:`enter_engine_in_zygote`), inherited
+#: by the workers it forks (``None`` in a spawned worker, or under a backend's zygote).
+_zygote_engine: dict[str, Any] | None = None
 
 
 def _import_engine_keras2() -> None:

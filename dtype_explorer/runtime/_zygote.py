@@ -22,12 +22,22 @@ What the zygote is and is not:
 - It exits when the kernel does (it watches a pipe only the kernel holds), and on
   ``pool.shutdown()`` once every worker is stopped; a worker watches its zygote (its parent)
   and exits with it.
+- An engine's workers (a Keras release, ``tf_keras``) have their own zygote per engine and
+  backend (the engine is part of the key: a recreated engine gets a new one), made at the
+  second worker start of that key, the first being spawned: an engine's workers often start
+  once (a bisect asks each release once), and a zygote beside a worker that is never replaced
+  is memory spent for nothing (98-294 MiB PSS a backend, ``benchmarks/README.md``). It enters the
+  engine as a spawned engine worker does, before importing anything: nothing of Keras or
+  TensorFlow imported yet, the engine's files checked against its signed record, its
+  directory first on ``sys.path`` (``TF_USE_LEGACY_KERAS=1`` for ``tf_keras``); then imports
+  the engine's Keras and checks it came from there (``_worker.enter_engine_in_zygote``). Each
+  worker it forks checks the engine's files again at its own start, as a spawned one does.
 - Linux only, where ``fork`` after these imports is what multiprocessing itself did by
   default until Python 3.14; on macOS and Windows, under Python 3.14 and later (whose
-  forkserver protocol differs), for an engine's workers (their ``sys.path`` and
-  ``TF_USE_LEGACY_KERAS`` are set before any import), when the zygote's imports fail or do not
-  finish within the start deadline, and with ``DTYPE_EXPLORER_WORKER_START=spawn``, workers
-  are spawned as before (:data:`WORKER_START` names the choice).
+  forkserver protocol differs), when the zygote's imports fail or do not finish within the
+  start deadline (a changed engine file among them: the spawned worker then reports it), and
+  with ``DTYPE_EXPLORER_WORKER_START=spawn``, workers are spawned as before
+  (:data:`WORKER_START` names the choice).
 
 The protocol between the kernel and the zygote is the standard library's forkserver (its
 ``main`` serves, a ``ForkServer``'s ``connect_to_new_process`` asks, ``popen_forkserver``
@@ -78,9 +88,9 @@ MAX_ZYGOTES = 6
 READY, FAILED = b"R", b"F"
 
 
-def available(engine: object | None) -> bool:
-    """Whether a worker of this kind can start from a zygote here (see the module docstring)."""
-    if engine is not None or sys.platform != "linux" or sys.version_info >= (3, 14):
+def available() -> bool:
+    """Whether workers can start from a zygote here (see the module docstring)."""
+    if sys.platform != "linux" or sys.version_info >= (3, 14):
         return False
     return os.environ.get(WORKER_START_VARIABLE, "zygote").strip().lower() != "spawn"
 
@@ -88,10 +98,18 @@ def available(engine: object | None) -> bool:
 # ------------------------------------------------------------------------ in the zygote
 
 
-def serve(listener_fd: int, alive_r: int, ready_w: int, backend: str, path: list[str]) -> None:
+def serve(
+    listener_fd: int,
+    alive_r: int,
+    ready_w: int,
+    backend: str,
+    path: list[str],
+    engine: str | None = None,
+) -> None:
     """A zygote's life (its ``python -c`` entry): import what a worker imports (from the
-    kernel's ``sys.path``, ``path``), say ready (or failed) on ``ready_w``, then fork workers
-    until the kernel's end of ``alive_r`` closes."""
+    kernel's ``sys.path``, ``path``; an engine's Keras from its directory, ``engine``: its
+    ``Engine`` as JSON), say ready (or failed) on ``ready_w``, then fork workers until the
+    kernel's end of ``alive_r`` closes."""
     sys.path[:] = path
     os.environ[worker.ZYGOTE_VARIABLE] = str(os.getpid())
     # 1. The imports a worker makes (``_worker.init``), no more: no device, no first op.
@@ -99,10 +117,13 @@ def serve(listener_fd: int, alive_r: int, ready_w: int, backend: str, path: list
     share_gpu(backend)
     try:
         with worker.kept_out_of_workers():
-            import keras
+            if engine is not None:  # entered as a spawned engine worker enters it
+                worker.enter_engine_in_zygote(json.loads(engine), backend)
+            else:
+                import keras
 
-            if keras.backend.backend() != backend:
-                raise ImportError(f"Keras imported on {keras.backend.backend()}")
+                if keras.backend.backend() != backend:
+                    raise ImportError(f"Keras imported on {keras.backend.backend()}")
     except BaseException:  # the worker's own start reports it: spawned, as before
         os.write(ready_w, FAILED)
         os._exit(1)
@@ -121,7 +142,9 @@ def serve(listener_fd: int, alive_r: int, ready_w: int, backend: str, path: list
 class Zygote:
     """One running zygote: its process, its address, the kernel's end of its alive pipe."""
 
-    def __init__(self, key: str, backend: str, log: Path) -> None:
+    def __init__(
+        self, key: str, backend: str, log: Path, engine: dict[str, Any] | None = None
+    ) -> None:
         self.key = key
         self.backend = backend
         self.children: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -142,7 +165,8 @@ class Zygote:
             command = (
                 "from dtype_explorer.runtime._zygote import serve; "
                 f"serve({listener.fileno()}, {alive_r}, {ready_w}, "
-                f"{backend!r}, {sys.path!r})"
+                f"{backend!r}, {sys.path!r}, "
+                f"{None if engine is None else json.dumps(engine)!r})"
             )
             log.parent.mkdir(parents=True, exist_ok=True)
             python = spawn.get_executable()
@@ -201,23 +225,30 @@ class Zygote:
 
 _lock = threading.Lock()
 _zygotes: dict[str, Zygote] = {}
+#: The keys of the engines' workers started so far: the second start of one makes its zygote.
+_engine_keys_started: set[str] = set()
 
 
-def key_of(backend: str) -> str:
-    """The key of the zygote a worker of ``backend`` started now would come from."""
+def key_of(backend: str, engine: dict[str, Any] | None = None) -> str:
+    """The key of the zygote a worker of ``backend`` (and ``engine``, an ``Engine``'s dict)
+    started now would come from."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith(_NOT_READ_BY_KERAS)}
-    facts = [backend, sorted(environment.items()), sys.path, settings()]
+    facts = [backend, sorted(environment.items()), sys.path, settings(), engine]
     return hashlib.sha256(json.dumps(facts, default=str).encode()).hexdigest()[:16]
 
 
-def zygote_for(backend: str, log: Path) -> Zygote | None:
-    """The zygote for a worker of ``backend`` started now: a running one of this key, a new one,
-    or ``None`` when :data:`MAX_ZYGOTES` run and none is idle (the worker spawns)."""
-    key = key_of(backend)
+def zygote_for(backend: str, log: Path, engine: dict[str, Any] | None = None) -> Zygote | None:
+    """The zygote for a worker of ``backend`` (and ``engine``) started now: a running one of
+    this key, a new one, or ``None`` (the worker spawns) for the first worker of an engine's
+    key, and when :data:`MAX_ZYGOTES` run and none is idle."""
+    key = key_of(backend, engine)
     with _lock:
         found = _zygotes.get(key)
         if found is not None and found.process.poll() is None:
             return found
+        if engine is not None and key not in _engine_keys_started:
+            _engine_keys_started.add(key)
+            return None
         if found is not None:
             _zygotes.pop(key).close()
         if len(_zygotes) >= MAX_ZYGOTES:
@@ -225,7 +256,7 @@ def zygote_for(backend: str, log: Path) -> Zygote | None:
             if not idle:
                 return None
             _zygotes.pop(idle[0]).close()
-        made = _zygotes[key] = Zygote(key, backend, log)
+        made = _zygotes[key] = Zygote(key, backend, log, engine)
         return made
 
 

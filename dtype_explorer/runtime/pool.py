@@ -535,13 +535,13 @@ def shutdown(*, zygotes: bool = True) -> None:
     reference process (``keras_run.references._tf_reference``); later probes start new ones.
 
     Args:
-        zygotes: also end each backend's zygote (``runtime/_zygote.py``: the process that
-            imported Keras once and forks the workers), freeing the memory its imports hold:
-            the default, and always at exit. ``False`` keeps them, so that the next workers
-            are forked at once (0.2-0.6 s instead of a 2-4 s import); they are as fresh as
-            after a full shutdown, since a zygote never runs a probe or user code. Keep them
-            only when nothing a backend imports has changed since (a reinstalled Keras, an
-            edited module on ``sys.path``): a zygote keeps what it imported.
+        zygotes: also end each backend's and engine's zygote (``runtime/_zygote.py``: the
+            process that imported Keras once and forks the workers), freeing the memory its
+            imports hold: the default, and always at exit. ``False`` keeps them, so that the
+            next workers are forked at once (0.2-0.6 s instead of a 2-4 s import); they are
+            as fresh as after a full shutdown, since a zygote never runs a probe or user code.
+            Keep them only when nothing a backend imports has changed since (a reinstalled
+            Keras, an edited module on ``sys.path``): a zygote keeps what it imported.
 
     Returns:
         ``None``.

@@ -63,6 +63,27 @@ def test_an_engine_whose_file_changed_refuses_to_start_naming_it(engine_copy):
         engines.verify_site(engines.get(SPEC))
 
 
+def test_a_worker_forked_from_a_zygote_made_before_the_change_refuses_too(engine_copy):
+    """An engine's zygote (``runtime/_zygote.py``) imported the engine's code while it was
+    intact; a worker forked from it after a file changed checks the files at its own start and
+    refuses, as a spawned one does."""
+    from dtype_explorer.runtime import _zygote
+
+    assert probe_engine().ok  # the engine's first worker: spawned
+    pool.shutdown(zygotes=False)
+    assert dx.probe("Dense", backend="numpy", engine=SPEC, timeout=240, use_cache=False).ok
+    before = {z.process.pid for z in _zygote._zygotes.values()}  # the second: its zygote
+    init = engine_copy / "site" / "keras" / "__init__.py"
+    with init.open("a") as file:
+        file.write("\nimport os  # planted\n")
+    pool.shutdown(zygotes=False)  # new workers, the same zygotes
+    result = dx.probe("Dense", backend="numpy", engine=SPEC, timeout=240, use_cache=False)
+    assert (result.status, result.error.where) == ("error", "engine"), result.summary()
+    assert "site/keras/__init__.py (changed)" in result.error.message
+    if _zygote.available():
+        assert before and {z.process.pid for z in _zygote._zygotes.values()} == before
+
+
 def _keras_version():
     import keras
 

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from dtype_explorer import pool
+from dtype_explorer import engines, pool
 from dtype_explorer.records import ProbeSpec
 from dtype_explorer.runtime import _spawn, _zygote
 
@@ -80,7 +80,7 @@ def test_a_shutdown_that_keeps_the_zygotes_gives_new_workers_forked_from_them(mo
 
 KILLED_KERNEL = """
 import json, os, sys
-from dtype_explorer import pool
+from dtype_explorer import engines, pool
 from dtype_explorer.records import ProbeSpec
 from dtype_explorer.runtime import _zygote
 worker = pool.call("numpy", os.getpid).result(timeout=300)
@@ -114,12 +114,71 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("value", ["spawn", "SPAWN "])
-def test_spawn_is_chosen_by_the_environment_and_for_engines(monkeypatch, value):
+def test_spawn_is_chosen_by_the_environment(monkeypatch, value):
     monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, value)
-    assert not _zygote.available(None)
+    assert not _zygote.available()
     monkeypatch.delenv(_zygote.WORKER_START_VARIABLE)
-    assert _zygote.available(None) == (sys.platform == "linux" and sys.version_info < (3, 14))
-    assert not _zygote.available(object())
+    assert _zygote.available() == (sys.platform == "linux" and sys.version_info < (3, 14))
+
+
+def _engine_worker(spec: str, backend: str) -> dict:
+    """What an engine's worker is: its pid, its parent, and where its Keras came from."""
+    return pool.call(backend, _where_keras_is, engine=spec).result(timeout=300)
+
+
+def _where_keras_is() -> dict:
+    import os
+    import sys
+
+    names = ("keras", "tf_keras", "tensorflow")
+    files = {n: getattr(sys.modules.get(n), "__file__", None) for n in names}
+    legacy = os.environ.get("TF_USE_LEGACY_KERAS")
+    return {"pid": os.getpid(), "ppid": os.getppid(), "files": files, "legacy": legacy}
+
+
+@pytest.mark.parametrize("engine", ["keras_3_11_engine", "tf_keras_engine"])
+def test_an_engines_workers_fork_from_its_own_zygote_and_answer_as_spawned_ones(
+    monkeypatch, request, engine
+):
+    """An engine's first worker spawns; the second start makes the engine's zygote, which
+    enters the engine before it imports (its Keras, or tf_keras after the installed
+    TensorFlow, from the engine's folder); a forked worker answers a probe as a spawned one
+    does, and the next worker is forked from the same zygote."""
+    record = request.getfixturevalue(engine)
+    backend = "numpy" if record.package == "keras" else "tensorflow"
+    spec = ProbeSpec(
+        target="Dense",
+        input_dtypes=("float16",),
+        backend=backend,
+        kwargs={"units": 3},
+        engine=record.spec,
+    )
+    key = _zygote.key_of(backend, engines.require(record.spec).to_dict())
+    monkeypatch.setattr(_zygote, "_engine_keys_started", set())
+    answers = {}
+    monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, "spawn")
+    pool.shutdown()
+    answers["spawn"] = pool.submit(spec, use_cache=False).result(timeout=300)
+    spawned = _engine_worker(record.spec, backend)
+    assert spawned["ppid"] == os.getpid() and not _zygote._zygotes
+    monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, "zygote")
+    pool.shutdown()
+    first = _engine_worker(record.spec, backend)  # the key's first start: spawned
+    assert first["ppid"] == os.getpid() and not _zygote._zygotes
+    answers["zygote"] = pool.submit(spec, use_cache=False).result(timeout=300)
+    (zygote,) = _zygote._zygotes.values()  # made by the second start, the probe's worker
+    assert zygote.key == key and key != _zygote.key_of(backend)
+    pool.shutdown(zygotes=False)
+    forked = _engine_worker(record.spec, backend)
+    assert forked["ppid"] == zygote.process.pid and list(_zygote._zygotes.values()) == [zygote]
+    got = {
+        start: (r.status, r.output_dtype, r.cast_path, r.verdict) for start, r in answers.items()
+    }
+    assert got["zygote"] == got["spawn"] and got["zygote"][0] == "ok", got
+    assert forked["files"] == spawned["files"] and forked["legacy"] == spawned["legacy"]
+    assert forked["files"][record.package].startswith(record.site)
+    pool.shutdown()
+    assert not _zygote._zygotes
 
 
 def test_a_forked_worker_takes_the_kernels_environment_of_when_it_was_asked_for(monkeypatch):
