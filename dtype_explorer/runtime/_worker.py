@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import gc
-import importlib
 import os
 import pickle
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _call_trust as call_trust
-from dtype_explorer.runtime import _site as site_files
+from dtype_explorer.runtime import _engine_entry as engine_entry
 from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _user_source as user_source
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -46,19 +45,6 @@ _state: dict[str, Any] = {
     "tainted": False,
     "snapshot": None,
 }
-
-#: What dtype-explorer's probes use of ``keras`` in a worker (checked in an engine's worker,
-#: so an old release says what it lacks instead of failing probe by probe): 3.0.x lacks
-#: ``keras.tree`` (from 3.1.0).
-KERAS_API = (
-    "config.set_dtype_policy",
-    "config.set_floatx",
-    "backend.result_type",
-    "backend.standardize_dtype",
-    "ops.convert_to_tensor",
-    "tree.flatten",
-    "KerasTensor",
-)
 
 #: The key of a result dict that holds the ``ProbeResult`` (:func:`answer_of`).
 ANSWER = "answer"
@@ -151,71 +137,14 @@ def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
 def _enter_engine(engine: Engine, *, forked: bool = False) -> None:
     """Put the engine's directory first on ``sys.path``, unless Keras or TensorFlow was
     imported already (then this worker would answer with the installed Keras: it refuses,
-    and says why). Never raises: a pool respawns a worker whose initializer raised.
-
-    ``forked``: this worker was forked from a zygote (``runtime._zygote``). When that zygote
-    entered this same engine before it imported anything (:func:`enter_engine_in_zygote`),
-    the modules it imported are the engine's (TensorFlow is the installed one, as in a
-    spawned engine worker); the engine's files are still checked here, at this worker's start.
-    """
+    and says why) or its files changed (``runtime._engine_entry.enter``). Never raises: a
+    pool respawns a worker whose initializer raised. ``forked``: from a zygote, which may have
+    entered this engine itself before its imports (``_engine_entry.entered_by_zygote``)."""
     _state["engine"] = engine
-    entered = forked and _zygote_engine == engine.to_dict()
-    early = [
-        name
-        for name in ("keras", "tensorflow", "tf_keras")
-        if name in sys.modules
-        and not str(getattr(sys.modules[name], "__file__", "") or "").startswith(engine.site)
-    ]
-    if entered:  # imported by the zygote once it had entered this engine: not early
-        early = []
-    if early:
-        _state["init_error"] = (
-            f"{', '.join(early)} was imported from the installed environment before the "
-            f"engine {engine.spec} could be put first on sys.path (a __main__ or sitecustomize "
-            "that imports Keras, re-imported by multiprocessing's spawn?); this worker would "
-            "answer with the installed Keras, so it answers nothing"
-        )
-        return
-    _, changed = site_files.problem(Path(engine.path), engine.spec)
-    if changed is not None:  # its code is not what was installed: none of it runs
-        _state["init_error"], _state["init_where"] = changed, "engine"
-        return
-    sys.path.insert(0, engine.site)
-    importlib.invalidate_caches()
-    if engine.package == "tf_keras":
-        os.environ["TF_USE_LEGACY_KERAS"] = "1"  # tensorflow then imports tf_keras, not keras
-
-
-def enter_engine_in_zygote(engine: dict[str, Any], backend: str) -> None:
-    """A zygote's imports for ``engine``'s workers (``runtime._zygote.serve``): the same entry
-    as a spawned engine worker's (nothing of Keras or TensorFlow imported before, the engine's
-    files checked, its directory first on ``sys.path``), then its Keras imported from there
-    (``tf_keras`` after TensorFlow for the Keras 2 engine) and checked to be the engine's; no
-    device and no first op. Raises ``ImportError`` on any failure: the zygote then says so,
-    and the worker spawns and reports it as before."""
-    global _zygote_engine
-    record = Engine.from_dict(engine)
-    _enter_engine(record)
-    if _state["init_error"] is not None:
-        raise ImportError(_state["init_error"])
-    if record.package == "tf_keras":
-        import tensorflow  # noqa: F401
-        import tf_keras
-
-        _check_from_engine(tf_keras)
-    else:
-        import keras
-
-        _check_from_engine(keras)
-        if keras.backend.backend() != backend:
-            raise ImportError(f"Keras imported on {keras.backend.backend()}")
-    _state["engine"] = None
-    _zygote_engine = record.to_dict()
-
-
-#: The engine a zygote entered before its imports (:func:`enter_engine_in_zygote`), inherited
-#: by the workers it forks (``None`` in a spawned worker, or under a backend's zygote).
-_zygote_engine: dict[str, Any] | None = None
+    entered = forked and engine_entry.entered_by_zygote(engine)
+    error, where = engine_entry.enter(engine, entered=entered)
+    if error is not None:
+        _state["init_error"], _state["init_where"] = error, where
 
 
 def _import_engine_keras2() -> None:
@@ -231,29 +160,7 @@ def _import_engine_keras2() -> None:
 
 
 def _check_from_engine(module: Any) -> None:
-    engine: Engine = _state["engine"]
-    where = str(getattr(module, "__file__", ""))
-    if not where.startswith(engine.site) or module.__version__ != engine.version:
-        raise ImportError(
-            f"{module.__name__} {module.__version__} was imported from {where}, not from the "
-            f"engine {engine.spec} ({engine.site})"
-        )
-    if module.__name__ == "keras":
-        missing = [name for name in KERAS_API if not _has(module, name)]
-        if missing:
-            raise ImportError(
-                f"Keras {module.__version__} lacks {', '.join('keras.' + m for m in missing)}, "
-                "which dtype-explorer's probes use; engines from Keras 3.1.0 on can probe"
-            )
-
-
-def _has(module: Any, dotted: str) -> bool:
-    value = module
-    for part in dotted.split("."):
-        value = getattr(value, part, None)
-        if value is None:
-            return False
-    return True
+    engine_entry.check_from(module, _state["engine"])
 
 
 def _import_backend(backend: str) -> None:
