@@ -4,6 +4,7 @@ goes."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -140,10 +141,10 @@ def _where_keras_is() -> dict:
 def test_an_engines_workers_fork_from_its_own_zygote_and_answer_as_spawned_ones(
     monkeypatch, request, engine
 ):
-    """An engine's first worker spawns; the second start makes the engine's zygote, which
+    """An engine's first worker spawns; its second start makes the engine's zygote, which
     enters the engine before it imports (its Keras, or tf_keras after the installed
-    TensorFlow, from the engine's folder); a forked worker answers a probe as a spawned one
-    does, and the next worker is forked from the same zygote."""
+    TensorFlow, from the engine's folder); the forked worker answers a probe as the spawned one
+    did, and the next worker is forked from the same zygote."""
     record = request.getfixturevalue(engine)
     backend = "numpy" if record.package == "keras" else "tensorflow"
     spec = ProbeSpec(
@@ -155,28 +156,25 @@ def test_an_engines_workers_fork_from_its_own_zygote_and_answer_as_spawned_ones(
     )
     key = _zygote.key_of(backend, engines.require(record.spec).to_dict())
     monkeypatch.setattr(_zygote, "_engine_keys_started", set())
-    answers = {}
-    monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, "spawn")
+    monkeypatch.delenv(_zygote.WORKER_START_VARIABLE, raising=False)
     pool.shutdown()
-    answers["spawn"] = pool.submit(spec, use_cache=False).result(timeout=300)
-    spawned = _engine_worker(record.spec, backend)
-    assert spawned["ppid"] == os.getpid() and not _zygote._zygotes
-    monkeypatch.setenv(_zygote.WORKER_START_VARIABLE, "zygote")
-    pool.shutdown()
-    first = _engine_worker(record.spec, backend)  # the key's first start: spawned
-    assert first["ppid"] == os.getpid() and not _zygote._zygotes
-    answers["zygote"] = pool.submit(spec, use_cache=False).result(timeout=300)
-    (zygote,) = _zygote._zygotes.values()  # made by the second start, the probe's worker
-    assert zygote.key == key and key != _zygote.key_of(backend)
+    answers = [pool.submit(spec, use_cache=False).result(timeout=300)]  # spawned
+    assert not _zygote._zygotes
     pool.shutdown(zygotes=False)
-    forked = _engine_worker(record.spec, backend)
+    answers.append(pool.submit(spec, use_cache=False).result(timeout=300))  # the 2nd start
+    (zygote,) = _zygote._zygotes.values()
+    assert zygote.key == key and key != _zygote.key_of(backend)
+    forked = _engine_worker(record.spec, backend)  # its user-code worker: the 3rd start
     assert forked["ppid"] == zygote.process.pid and list(_zygote._zygotes.values()) == [zygote]
-    got = {
-        start: (r.status, r.output_dtype, r.cast_path, r.verdict) for start, r in answers.items()
-    }
-    assert got["zygote"] == got["spawn"] and got["zygote"][0] == "ok", got
-    assert forked["files"] == spawned["files"] and forked["legacy"] == spawned["legacy"]
-    assert forked["files"][record.package].startswith(record.site)
+    first, second = ((r.status, r.output_dtype, r.cast_path, r.verdict) for r in answers)
+    assert second == first and first[0] == "ok", answers
+    files = forked["files"]
+    assert files[record.package].startswith(record.site), files
+    if record.package == "tf_keras":  # the installed TensorFlow, told to import tf_keras
+        assert files["tensorflow"] == importlib.util.find_spec("tensorflow").origin
+        assert files["keras"] is None and forked["legacy"] == "1"
+    else:
+        assert files["tf_keras"] is None and forked["legacy"] is None
     pool.shutdown()
     assert not _zygote._zygotes
 
