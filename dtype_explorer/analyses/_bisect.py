@@ -63,7 +63,7 @@ __all__ = [
 #: The Keras major version engines layer over the installed backends.
 KERAS_MAJOR = 3
 #: The oldest release an engine can probe (3.0.x lacks ``keras.tree``, which the probes use;
-#: ``runtime/_engine_entry.KERAS_API``): the lowest the package runs on (``keras_release``).
+#: ``runtime/_site.KERAS_API``): the lowest the package runs on (``keras_release``).
 OLDEST = Version(keras_release.LOWEST)
 #: Where an error says the release was not asked at all (its worker could not import it, the
 #: question could not be sent, dtype-explorer's own code failed on it), rather than what Keras

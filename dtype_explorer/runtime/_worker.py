@@ -23,7 +23,7 @@ from typing import Any
 from dtype_explorer import keras_facts, keras_run
 from dtype_explorer.records import Engine, ErrorInfo, ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _call_trust as call_trust
-from dtype_explorer.runtime import _engine_entry as engine_entry
+from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _sizing as sizing
 from dtype_explorer.runtime import _user_source as user_source
 from dtype_explorer.runtime import _worker_log as worker_log
@@ -137,12 +137,12 @@ def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
 def _enter_engine(engine: Engine, *, forked: bool = False) -> None:
     """Put the engine's directory first on ``sys.path``, unless Keras or TensorFlow was
     imported already (then this worker would answer with the installed Keras: it refuses,
-    and says why) or its files changed (``runtime._engine_entry.enter``). Never raises: a
+    and says why) or its files changed (``runtime._site.enter``). Never raises: a
     pool respawns a worker whose initializer raised. ``forked``: from a zygote, which may have
-    entered this engine itself before its imports (``_engine_entry.entered_by_zygote``)."""
+    entered this engine itself before its imports (``_site.entered_by_zygote``)."""
     _state["engine"] = engine
-    entered = forked and engine_entry.entered_by_zygote(engine)
-    error, where = engine_entry.enter(engine, entered=entered)
+    entered = forked and site_files.entered_by_zygote(engine)
+    error, where = site_files.enter(engine, entered=entered)
     if error is not None:
         _state["init_error"], _state["init_where"] = error, where
 
@@ -160,7 +160,7 @@ def _import_engine_keras2() -> None:
 
 
 def _check_from_engine(module: Any) -> None:
-    engine_entry.check_from(module, _state["engine"])
+    site_files.check_from(module, _state["engine"])
 
 
 def _import_backend(backend: str) -> None:

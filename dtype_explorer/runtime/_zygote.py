@@ -30,7 +30,7 @@ What the zygote is and is not:
   engine as a spawned engine worker does, before importing anything: nothing of Keras or
   TensorFlow imported yet, the engine's files checked against its signed record, its
   directory first on ``sys.path`` (``TF_USE_LEGACY_KERAS=1`` for ``tf_keras``); then imports
-  the engine's Keras and checks it came from there (``_engine_entry.enter_in_zygote``). Each
+  the engine's Keras and checks it came from there (``_site.enter_in_zygote``). Each
   worker it forks checks the engine's files again at its own start, as a spawned one does.
 - Linux only, where ``fork`` after these imports is what multiprocessing itself did by
   default until Python 3.14; on macOS and Windows, under Python 3.14 and later (whose
@@ -73,7 +73,7 @@ from multiprocessing import (
 from pathlib import Path
 from typing import Any
 
-from dtype_explorer.runtime import _engine_entry as engine_entry
+from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._gpu import share_gpu
 from dtype_explorer.versions import settings
@@ -119,7 +119,7 @@ def serve(
     try:
         with worker.kept_out_of_workers():
             if engine is not None:  # entered as a spawned engine worker enters it
-                engine_entry.enter_in_zygote(json.loads(engine), backend)
+                site_files.enter_in_zygote(json.loads(engine), backend)
             else:
                 import keras
 
