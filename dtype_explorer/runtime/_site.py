@@ -1,5 +1,9 @@
 """An engine's installed files, hashed and signed when it is created and checked when a worker
-(or the Keras 2 kernel, or ``dtype-explorer run --engine``) starts, before any of it is imported.
+(or the Keras 2 kernel, or ``dtype-explorer run --engine``) starts, before that process imports
+any of it; a worker forked from an engine's zygote checks them at its own start too, its zygote
+having checked them before and after its imports. (A file swapped while a process imports it
+and put back before the next check goes unseen, by any of these checks: the hashes are of the
+files on disk, not of what was imported.)
 
 Code placed in an engine's ``site/`` runs in its workers, and the engines folder may be
 shared with a team, so ``engine.json`` records the SHA-256 of every file under ``site/``
@@ -309,8 +313,11 @@ def _has(module: Any, dotted: str) -> bool:
 def enter_in_zygote(engine: dict[str, Any], backend: str) -> None:
     """A zygote's imports for ``engine``'s workers (``runtime._zygote.serve``): :func:`enter`,
     then the engine's Keras imported (``tf_keras`` after TensorFlow for the Keras 2 engine)
-    and checked (:func:`check_from`); no device and no first op. Raises ``ImportError`` on
-    any failure: the zygote then says so, and the worker spawns and reports it as before."""
+    and checked (:func:`check_from`), then the site checked again (every worker it forks
+    would inherit what it imported: a file changed while it imported is refused here, not
+    only in the worker that happened to import it); no device and no first op. Raises
+    ``ImportError`` on any failure: the zygote then says so, and the worker spawns and
+    reports it as before."""
     global zygote_engine
     record = Engine.from_dict(engine)
     error, _ = enter(record)
@@ -327,4 +334,7 @@ def enter_in_zygote(engine: dict[str, Any], backend: str) -> None:
         check_from(keras, record)
         if keras.backend.backend() != backend:
             raise ImportError(f"Keras imported on {keras.backend.backend()}")
+    _, changed = problem(Path(record.path), record.spec)
+    if changed is not None:
+        raise ImportError(changed)
     zygote_engine = record.to_dict()

@@ -361,6 +361,7 @@ def context_for(
     return ZygoteContext(backend, engine, deadline) if zygote.available() else WORKER_CONTEXT
 
 
-def close_zygotes() -> None:
-    """End the zygotes (after the workers: ``pool.shutdown``)."""
-    zygote.close_all()
+def close_zygotes(engine: str | None = None) -> None:
+    """End the zygotes (after the workers: ``pool.shutdown``); with ``engine`` (a pinned
+    spec), that engine's only (``pool.stop_engine``, and before the engine is removed)."""
+    zygote.close_all(engine)

@@ -77,7 +77,9 @@ def init(
     With ``engine`` (an ``Engine``'s dict), its directory goes first on ``sys.path`` before
     anything imports TensorFlow or Keras (TensorFlow imports Keras itself; spawn gives the
     child the parent's ``sys.path``, so ``PYTHONPATH`` would not do), and the Keras 2 engine
-    sets ``TF_USE_LEGACY_KERAS=1``, so that ``tf.keras`` is ``tf_keras`` too.
+    sets ``TF_USE_LEGACY_KERAS=1``, so that ``tf.keras`` is ``tf_keras`` too. (A worker forked
+    from the engine's zygote finds them imported already: the zygote entered the engine the
+    same way before its imports; its files are checked again here.)
 
     The worker's output (backend chatter, a crash's traceback) goes to ``log_path``, not into
     the notebook. An import failure is kept and reported by :func:`run`, so the kernel sees it.

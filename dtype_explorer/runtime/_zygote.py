@@ -1,5 +1,5 @@
-"""Worker starts without importing a backend again: a *zygote* per backend, a process that
-imported Keras on that backend once and forks each new worker from there.
+"""Worker starts without importing a backend again: a *zygote* per backend (and per engine), a
+process that imported Keras on that backend once and forks each new worker from there.
 
 A spawned worker spends its start importing its backend: 2-2.5 s of CPU for jax or numpy,
 4-5.5 s for torch or TensorFlow (``python -c "import keras"``), which a kernel pays again for
@@ -13,9 +13,10 @@ What the zygote is and is not:
 - It imports (the worker's own imports: Keras on its backend, kept from pandas and IPython,
   and dtype-explorer's ``keras_run``) and then only forks: it never runs a probe, user code,
   a backend's device set-up or a first op (no backend runtime, no thread pools of its own).
-- One per *key*: the backend, the environment (all of it but dtype-explorer's own
-  ``DTYPE_EXPLORER_*`` and pytest's ``PYTEST_*``, which no import reads), the ``sys.path``
-  and the settings Keras reads at import (``versions.settings()``). A worker asked under
+- One per *key*: the backend, the engine (``None``: the installed Keras), the environment
+  (all of it but dtype-explorer's own ``DTYPE_EXPLORER_*`` and pytest's ``PYTEST_*``, which
+  no import reads), the ``sys.path`` and the settings Keras reads at import
+  (``versions.settings()``). A worker asked under
   another key gets another zygote, and each worker takes the kernel's environment as it was
   when the worker was asked for (as a spawned one does), so a fork starts under exactly what
   a spawn would have started under.
@@ -148,6 +149,9 @@ class Zygote:
     ) -> None:
         self.key = key
         self.backend = backend
+        self.engine = engine
+        #: It said its imports failed (:func:`serve`): its key's workers spawn from then on.
+        self.failed = False
         self.children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._server = forkserver.ForkServer()
         self._dummy_alive = os.open(os.devnull, os.O_RDONLY)
@@ -203,6 +207,7 @@ class Zygote:
                 if not readable:  # still importing: give up on it, the worker spawns
                     self.close()
                 self._ready = said == READY
+                self.failed = said == FAILED
             return self._ready and self.process.poll() is None
 
     def connect(self, fds: list[int]) -> tuple[int, int]:
@@ -226,8 +231,11 @@ class Zygote:
 
 _lock = threading.Lock()
 _zygotes: dict[str, Zygote] = {}
-#: The keys of the engines' workers started so far: the second start of one makes its zygote.
+#: The keys of the engines' workers started so far in this process (a shutdown keeps them):
+#: the second start of one makes its zygote.
 _engine_keys_started: set[str] = set()
+#: The keys whose zygote said its imports failed: their workers spawn (and report why).
+_failed_keys: set[str] = set()
 
 
 def key_of(backend: str, engine: dict[str, Any] | None = None) -> str:
@@ -240,10 +248,14 @@ def key_of(backend: str, engine: dict[str, Any] | None = None) -> str:
 
 def zygote_for(backend: str, log: Path, engine: dict[str, Any] | None = None) -> Zygote | None:
     """The zygote for a worker of ``backend`` (and ``engine``) started now: a running one of
-    this key, a new one, or ``None`` (the worker spawns) for the first worker of an engine's
-    key, and when :data:`MAX_ZYGOTES` run and none is idle."""
+    this key, a new one, or ``None`` (the worker spawns): for the first worker of an engine's
+    key in this process, for a key whose zygote said its imports failed (a changed engine
+    file, a backend that does not import: the spawned worker reports it, and no zygote is
+    made again for it), and when :data:`MAX_ZYGOTES` run and none is idle."""
     key = key_of(backend, engine)
     with _lock:
+        if key in _failed_keys:
+            return None
         found = _zygotes.get(key)
         if found is not None and found.process.poll() is None:
             return found
@@ -252,6 +264,9 @@ def zygote_for(backend: str, log: Path, engine: dict[str, Any] | None = None) ->
             return None
         if found is not None:
             _zygotes.pop(key).close()
+            if found.failed:
+                _failed_keys.add(key)
+                return None
         if len(_zygotes) >= MAX_ZYGOTES:
             idle = [k for k, z in _zygotes.items() if z.idle()]
             if not idle:
@@ -261,13 +276,22 @@ def zygote_for(backend: str, log: Path, engine: dict[str, Any] | None = None) ->
         return made
 
 
-def close_all() -> None:
+def close_all(engine: str | None = None) -> None:
     """End every zygote (``pool.shutdown``, also run at exit, after stopping the workers; a
-    zygote left running would still end with this process: its alive pipe closes)."""
+    zygote left running would still end with this process: its alive pipe closes); with
+    ``engine`` (a pinned spec), only that engine's (``pool.stop_engine``, and before the
+    engine is removed)."""
     with _lock:
-        doomed = list(_zygotes.values())
-        _zygotes.clear()
-    for zygote in doomed:
+        doomed = {
+            key: found
+            for key, found in _zygotes.items()
+            if engine is None or (found.engine or {}).get("spec") == engine
+        }
+        for key in doomed:
+            del _zygotes[key]
+        if engine is None:  # a full shutdown starts over: a failed key is tried again
+            _failed_keys.clear()
+    for zygote in doomed.values():
         zygote.close()
 
 

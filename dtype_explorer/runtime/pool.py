@@ -481,7 +481,8 @@ def start_for_facts(backends: Iterable[str]) -> Callable[[], None]:
 
 
 def _stop_engine(spec: str) -> None:
-    """Stop the workers of the engine ``spec`` (pinned), before it is removed."""
+    """Stop the workers of the engine ``spec`` (pinned) and end its zygotes, before it is
+    removed."""
     with spawn.lock:
         doomed = [
             name
@@ -489,14 +490,15 @@ def _stop_engine(spec: str) -> None:
             if start.engine is not None and start.engine.spec == spec
         ]
     spawn.stop_slots(doomed)
+    spawn.close_zygotes(engine=spec)
 
 
 engines.BEFORE_REMOVE.append(_stop_engine)
 
 
 def stop_engine(spec: str) -> None:
-    """Stop the workers of the engine ``spec`` now, to free their memory (``dx.bisect`` does,
-    after each release it asks); its next probe starts them again.
+    """Stop the workers of the engine ``spec`` now, and end its zygotes, to free their memory
+    (``dx.bisect`` does, after each release it asks); its next probe starts them again.
 
     >>> stop_engine("keras==3.11.3")   # no workers: nothing to do
     """

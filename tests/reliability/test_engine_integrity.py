@@ -84,6 +84,25 @@ def test_a_worker_forked_from_a_zygote_made_before_the_change_refuses_too(engine
         assert before and {z.process.pid for z in _zygote._zygotes.values()} == before
 
 
+def test_an_engine_changed_before_its_zygote_gets_no_zygote_and_runs_nothing(engine_copy):
+    """The zygote checks the engine's files before it imports anything: a changed engine's
+    zygote says its imports failed, the worker spawns and refuses (naming the file), and no
+    zygote is made again for that engine; the planted code never runs anywhere."""
+    from dtype_explorer.runtime import _zygote
+
+    marker = engine_copy.parent / "ran"
+    with (engine_copy / "site" / "keras" / "__init__.py").open("a") as file:
+        file.write("\n" + planted(marker))
+    for _ in range(3):  # the first spawned, the second asks a zygote, the third none
+        result = dx.probe("Dense", backend="numpy", engine=SPEC, timeout=240, use_cache=False)
+        assert_refused(result, "site/keras/__init__.py (changed)")
+        pool.shutdown(zygotes=False)
+    key = _zygote.key_of("numpy", engines.require(SPEC).to_dict())
+    if _zygote.available():
+        assert key in _zygote._failed_keys and key not in _zygote._zygotes
+    assert not marker.exists()
+
+
 def _keras_version():
     import keras
 

@@ -175,8 +175,8 @@ def test_an_engines_workers_fork_from_its_own_zygote_and_answer_as_spawned_ones(
         assert files["keras"] is None and forked["legacy"] == "1"
     else:
         assert files["tf_keras"] is None and forked["legacy"] is None
-    pool.shutdown()
-    assert not _zygote._zygotes
+    pool.stop_engine(record.spec)  # as a bisect does after each release: its zygote goes too
+    assert not _zygote._zygotes and not _alive(zygote.process.pid)
 
 
 def test_a_forked_worker_takes_the_kernels_environment_of_when_it_was_asked_for(monkeypatch):
