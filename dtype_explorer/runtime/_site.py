@@ -243,14 +243,14 @@ KERAS_API = (
 zygote_engine: dict[str, Any] | None = None
 
 
-def enter(engine: Engine, *, entered: bool = False) -> tuple[str | None, str]:
+def enter(engine: Engine) -> tuple[str | None, str]:
     """Enter ``engine`` before its Keras imports: ``(what is wrong, where)``, ``(None, ...)``
     once its folder is first on ``sys.path``; ``where`` is ``"engine"`` for its changed
     files, ``"worker"`` for Keras or TensorFlow imported before from the installed
-    environment (this process would answer with the installed Keras). ``entered``: this
-    process's zygote entered ``engine`` before its imports (:func:`entered_by_zygote`), so
+    environment (this process would answer with the installed Keras). In a worker forked
+    from a zygote that entered ``engine`` before its imports (:func:`entered_by_zygote`),
     what is imported already is the engine's. Never raises."""
-    early = [] if entered else _imported_early(engine)
+    early = [] if entered_by_zygote(engine) else _imported_early(engine)
     if early:
         return (
             f"{', '.join(early)} was imported from the installed environment before the "
@@ -279,7 +279,8 @@ def _imported_early(engine: Engine) -> list[str]:
 
 
 def entered_by_zygote(engine: Engine) -> bool:
-    """Whether this process was forked from a zygote that entered ``engine`` itself."""
+    """Whether this process was forked from a zygote that entered ``engine`` itself (only
+    such a zygote sets :data:`zygote_engine`, after its imports; a spawned process never)."""
     return zygote_engine == engine.to_dict()
 
 

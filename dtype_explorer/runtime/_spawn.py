@@ -330,9 +330,8 @@ class _ForkedWorkerProcess(_WorkerProcess):
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
         backend, engine, deadline = process_obj._dx_start
-        group = backend if engine is None else f"{backend}@{engine.name}"
-        log = cache.path() / "workers" / f"{group}.zygote.log"
-        found = zygote.zygote_for(backend, log, None if engine is None else engine.to_dict())
+        log = new_log_path(f"{group(backend, engine and engine.spec)}.zygote")
+        found = zygote.zygote_for(backend, log, engine and engine.to_dict())
         if found is not None and found.ready(deadline):
             return zygote.ZygotePopen(process_obj, found)
         return _WorkerProcess._Popen(process_obj)

@@ -96,7 +96,7 @@ def init(
     share_gpu(backend)  # several workers share one GPU (runtime._gpu)
     _state["backend"] = backend
     if engine is not None:
-        _enter_engine(Engine.from_dict(engine), forked=zygote == str(os.getppid()))
+        _enter_engine(Engine.from_dict(engine))
     with contextlib.suppress(OSError):  # else the output stays where it was
         _redirect_output(Path(log_path), backend)
     _exit_with_parent(os.getppid() if zygote == str(os.getppid()) else parent_pid)  # or kernel
@@ -136,15 +136,14 @@ def _kept_out(modules: tuple[str, ...]) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def _enter_engine(engine: Engine, *, forked: bool = False) -> None:
+def _enter_engine(engine: Engine) -> None:
     """Put the engine's directory first on ``sys.path``, unless Keras or TensorFlow was
     imported already (then this worker would answer with the installed Keras: it refuses,
-    and says why) or its files changed (``runtime._site.enter``). Never raises: a
-    pool respawns a worker whose initializer raised. ``forked``: from a zygote, which may have
-    entered this engine itself before its imports (``_site.entered_by_zygote``)."""
+    and says why; not where its zygote entered this engine before its imports) or its files
+    changed (``runtime._site.enter``). Never raises: a pool respawns a worker whose
+    initializer raised."""
     _state["engine"] = engine
-    entered = forked and site_files.entered_by_zygote(engine)
-    error, where = site_files.enter(engine, entered=entered)
+    error, where = site_files.enter(engine)
     if error is not None:
         _state["init_error"], _state["init_where"] = error, where
 
