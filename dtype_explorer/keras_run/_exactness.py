@@ -70,17 +70,75 @@ def cast_loss(
 
 
 def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> dict:
-    """The elements of each cause, in ``records.CastLoss``'s order of severity."""
-    b, a = _pair(before, after)
-    none = np.zeros(before.shape, bool)
-    masks = dict(
-        overflowed=none,
-        wrapped=none,
-        saturated=none,
-        rounded=none,
-        underflowed=none,
-        subnormal=none,
+    """The elements of each cause, in ``records.CastLoss``'s order of severity: from the
+    counts of a 16-bit float's bits where they settle it (:func:`_half_masks`), else element
+    by element (:func:`_element_masks`)."""
+    counts = dtypes.half_counts(after)
+    if counts is not None and before.dtype.kind == "f" and dtypes.family(source) == "float":
+        masks = _half_masks(before, after, source, counts)
+        if masks is not None:
+            return masks
+    return _element_masks(before, after, source, target)
+
+
+def _no_masks(shape: tuple[int, ...]) -> dict:
+    none = np.zeros(shape, bool)
+    return dict.fromkeys(
+        ("overflowed", "wrapped", "saturated", "rounded", "underflowed", "subnormal"), none
     )
+
+
+def _half_masks(
+    before: np.ndarray, after: np.ndarray, source: str, counts: tuple[int, int, int]
+) -> dict | None:
+    """The masks of a float narrowed to a 16-bit float (most casts of a mixed-precision model:
+    its activations and weights cast to float16 or bfloat16), found on ``after``'s bits where
+    the counts (``dtypes.half_counts``) allow, without comparing every element as floats:
+
+    - overflowed: none where no value is inf or NaN after the cast (``None`` otherwise: the
+      element-wise compare tells overflow from an inf given);
+    - underflowed: none where there are as many zeros after as before (a zero stays zero),
+      else the values that became zero;
+    - rounded: only the values beyond the last integer the target holds exactly can be
+      integers rounded, and only those are compared;
+    - subnormal: the values whose bits became subnormal, where there are any.
+
+    Returns ``None`` where it cannot decide: :func:`_element_masks` then counts them all."""
+    zeros, subnormals, not_finite = counts
+    exact = dtypes.exact_integers(dtypes.describe(after))
+    if not_finite or exact is None:
+        return None
+    masks = _no_masks(before.shape)
+    magnitude = after.view(np.uint16) & np.uint16(0x7FFF)
+    if zeros != np.count_nonzero(before == 0):
+        masks["underflowed"] = (magnitude == 0) & (before != 0)
+    if dtypes.finite_peak(before) > exact:
+        masks["rounded"] = _rounded_beyond(before, after, exact)
+    if subnormals:
+        _, source_tiny = dtypes.float_limits(source)
+        lowest_normal = dtypes.half_lowest_normal(dtypes.describe(after))
+        became = (magnitude != 0) & (magnitude < lowest_normal)
+        masks["subnormal"] = became & (np.abs(before) >= source_tiny)
+    return masks
+
+
+def _rounded_beyond(before: np.ndarray, after: np.ndarray, exact: int) -> np.ndarray:
+    """The integers beyond ``exact`` in ``before`` that the cast changed (compared on those
+    values only)."""
+    flat = before.reshape(-1)
+    beyond = np.flatnonzero(np.abs(flat) > exact)
+    rounded = np.zeros(flat.shape, bool)
+    if beyond.size:
+        b = _wide(flat[beyond])
+        a = _wide(after.reshape(-1)[beyond])
+        rounded[beyond[(b == np.round(b)) & (a != b)]] = True
+    return rounded.reshape(before.shape)
+
+
+def _element_masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> dict:
+    """The elements of each cause, compared element by element."""
+    b, a = _pair(before, after)
+    masks = _no_masks(before.shape)
     finite_b = np.isfinite(b)
     if dtypes.family(target) == "float":
         finite_a = np.isfinite(a)

@@ -170,8 +170,8 @@ def float32_original(model: Any, rebuilt: Any) -> bool:
 
 
 def _amax(structure: Any) -> float | None:
-    """The largest ``|x|`` of the float tensors in ``structure`` (``None``: none): two
-    reductions in NumPy (16-bit floats widened first: NumPy reduces them slowly)."""
+    """The largest ``|x|`` of the float tensors in ``structure`` (``None``: none; inf or NaN
+    where a tensor holds one): ``dtypes.finite_peak``, a 16-bit float read on its bits."""
     import keras
 
     found = None
@@ -179,11 +179,13 @@ def _amax(structure: Any) -> float | None:
         if dtypes.family(dtypes.describe(t)) != "float":
             continue
         values = np.asarray(keras.ops.convert_to_numpy(t))
-        if values.dtype.itemsize < 4 or values.dtype.kind != "f":
-            values = values.astype(np.float32)
-        if values.size:
-            peak = float(max(values.max(), -values.min()))
-            found = peak if found is None else max(found, peak)
+        if not values.size:
+            continue
+        peak = dtypes.finite_peak(values)
+        if peak is None:  # an inf or NaN: what the two reductions of the widened values say
+            wide = values.astype(np.float32) if values.dtype.itemsize < 4 else values
+            peak = float(max(wide.max(), -wide.min()))
+        found = peak if found is None else max(found, peak)
     return found
 
 

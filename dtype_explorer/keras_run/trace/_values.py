@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer import dtypes
 from dtype_explorer.keras_run._exactness import cast_loss
 from dtype_explorer.keras_run.trace._records import (
     CAST_OPS,
@@ -59,14 +60,14 @@ def _finite_flags(value: Any) -> tuple | None:
     kind = a.dtype.kind
     if not (kind in "fc" or "float" in a.dtype.name) or a.size == 0:
         return (False, False, None)
-    if kind not in "fc" or a.dtype.itemsize < 4:  # NumPy reduces 16-bit floats slowly
-        a = a.astype(np.float32)
-    if kind != "c":  # two reductions, no temporary: both finite means no inf and no NaN
-        high, low = a.max(), a.min()
-        if np.isfinite(high) and np.isfinite(low):
-            return (False, False, float(max(high, -low)))
+    if kind != "c":  # where every value is finite (most tensors): no temporary, no widening
+        peak = dtypes.finite_peak(a)
+        if peak is not None:
+            return (False, False, peak)
     elif np.isfinite(a).all():
         return (False, False, float(np.abs(a).max()))
+    if kind not in "fc" or a.dtype.itemsize < 4:  # NumPy reduces 16-bit floats slowly
+        a = a.astype(np.float32)
     finite = a[np.isfinite(a)]
     return (
         bool(np.isnan(a).any()),
@@ -260,12 +261,18 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
 
 def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
     """Whether reading ``wide`` as ``narrow`` made finite values inf or non-zero ones zero,
-    screened by counts (no full comparison): more inf/NaN, or more zeros, after than before."""
+    screened by counts (no full comparison): more inf/NaN, or more zeros, after than before
+    (a 16-bit ``narrow`` counted on its bits, ``dtypes.half_counts``)."""
     if wide.shape != narrow.shape or not wide.size:
         return False
-    if np.count_nonzero(narrow == 0) > np.count_nonzero(wide == 0):
+    counts = dtypes.half_counts(narrow)
+    if counts is None:
+        zeros, not_finite = np.count_nonzero(narrow == 0), np.count_nonzero(~np.isfinite(narrow))
+    else:
+        zeros, _, not_finite = counts
+    if zeros > np.count_nonzero(wide == 0):
         return True
-    return bool(np.count_nonzero(~np.isfinite(narrow)) > np.count_nonzero(~np.isfinite(wide)))
+    return bool(not_finite) and not_finite > np.count_nonzero(~np.isfinite(wide))
 
 
 @functools.cache

@@ -1,0 +1,143 @@
+"""The floor under ``dx.trace`` on issue 37's 100-step loop: the least an op tracer that wraps
+Keras's functions can cost, next to ``dx.trace`` itself, each against the same loop untraced,
+in the same run (``_harness.paired``), in a fresh process per backend.
+
+The floor is a wrapper around the loop's ops (``keras.ops.matmul``, ``keras.ops.tanh``) and the
+tensor class's ``*`` (jax, torch, tensorflow; NumPy's ``ndarray`` cannot be patched, and
+``dx.trace`` does not record NumPy's operators either) that keeps, for each call, what a dtype
+step needs at the least: the op, the caller's line, the input and output dtypes. Three floors:
+
+* ``floor, dtypes``: only that;
+* ``floor, values``: also each output's largest and smallest value as the op ends (NumPy's two
+  reductions: what finding the first inf/NaN needs at the least);
+* ``floor, values later``: the same values read eight ops after the op (the outputs held
+  meanwhile), so that jax's asynchronous dispatch is not made to wait for each op.
+
+Nothing else of ``dx.trace`` is in them: no children, no source text, no records, no cast
+losses. Issue 37's goal is ``dx.trace`` at most 1.5x the untraced loop.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/trace_floor.py --backend jax --repeats 15
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/trace_floor.py --backend jax --clock wall
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _harness
+import trace_code
+
+#: Read a step's values this many ops after it (``floor, values later``).
+LAG = 8
+
+
+class _Floor:
+    """The least tracer: the loop's ops and ``*`` wrapped while :meth:`run` runs ``work``."""
+
+    def __init__(self, values: str) -> None:
+        import keras
+
+        self.values = values
+        self.local = threading.local()
+        self.local.steps = None
+        self.ops = {name: getattr(keras.ops, name) for name in ("matmul", "tanh")}
+        tensor = type(keras.ops.ones((1,)))
+        self.owner = next((c for c in tensor.__mro__ if "__mul__" in vars(c)), None)
+        if self.owner is not None and self.owner.__module__.startswith("numpy"):
+            self.owner = None  # NumPy's types cannot be patched
+        self.mul = self.owner.__mul__ if self.owner is not None else None
+
+    def run(self, work: Callable[[], Any]) -> list:
+        import keras
+
+        for name, fn in self.ops.items():
+            setattr(keras.ops, name, self._wrapped(fn, f"ops.{name}"))
+        if self.owner is not None:
+            self.owner.__mul__ = self._wrapped(self.mul, "operator.mul")
+        self.local.steps = steps = []
+        try:
+            work()
+        finally:
+            self.local.steps = None
+            for name, fn in self.ops.items():
+                setattr(keras.ops, name, fn)
+            if self.owner is not None:
+                self.owner.__mul__ = self.mul
+            for step in steps[-LAG:]:  # the values still waiting
+                if len(step) == 6:
+                    step.append(_finite(step.pop()))
+        return steps
+
+    def _wrapped(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        local, values = self.local, self.values
+
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            steps = local.steps
+            if steps is None:
+                return fn(*args, **kwargs)
+            frame = sys._getframe(1)
+            local.steps = None  # what the op calls is not a step
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                local.steps = steps
+            ins = tuple(getattr(a, "dtype", type(a).__name__) for a in args)
+            step = [name, frame.f_code.co_filename, frame.f_lineno, ins, out.dtype]
+            steps.append(step)
+            if values == "now":
+                step.append(_finite(out))
+            elif values == "later":
+                step.append(out)
+                if len(steps) > LAG:
+                    waiting = steps[-LAG - 1]
+                    waiting.append(_finite(waiting.pop()))
+            return out
+
+        return traced
+
+
+def _finite(value: Any) -> bool:
+    import numpy as np
+
+    array = np.asarray(value)
+    return math.isfinite(float(array.max())) and math.isfinite(float(array.min()))
+
+
+def measure_here(repeats: int, clock_name: str) -> list[dict]:
+    import keras
+
+    import dtype_explorer as dx
+
+    loop = trace_code.cases()["100-step ops loop"]
+    now = _harness.clock(clock_name)
+    floors = {"dtypes": "none", "values": "now", "values later": "later"}
+    measured: dict[str, Callable[[], Any]] = {
+        f"floor, {name}": functools.partial(_Floor(values).run, loop)
+        for name, values in floors.items()
+    }
+    measured["dx.trace"] = lambda: dx.trace(loop)
+    rows = []
+    for mode, work in measured.items():
+        times = _harness.paired(loop, work, repeats, now)
+        rows.append(
+            {
+                "backend": keras.backend.backend(),
+                "mode": f"100-step ops loop, {mode}",
+                "bare_ms": times["bare"],
+                "traced_ms": times["measured"],
+                "ratio": times["ratio"],
+            }
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    _harness.main(__file__, __doc__.splitlines()[0], measure_here, "traced")

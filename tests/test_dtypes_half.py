@@ -1,0 +1,98 @@
+"""16-bit floats read through their bits (``dtypes.finite_peak``, ``dtypes.half_counts``), and
+the losses of a float cast to one counted from them (``keras_run._exactness._half_masks``),
+each against NumPy and ml_dtypes widening every value."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from dtype_explorer import dtypes
+from dtype_explorer.keras_run import _exactness, cast_loss
+
+HALF = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+#: The smallest normal of each, for counting subnormals from widened values.
+TINY = {"float16": 2.0**-14, "bfloat16": 2.0**-126}
+
+
+def every_value(name: str) -> np.ndarray:
+    """All 65,536 bit patterns of a 16-bit float, as that float."""
+    return np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(HALF[name])
+
+
+def widened_peak(array: np.ndarray) -> float | None:
+    wide = array.astype(np.float64)
+    return float(np.abs(wide).max()) if np.isfinite(wide).all() else None
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_every_bit_pattern_is_counted_as_widening_counts_it(name):
+    values = every_value(name)
+    with np.errstate(invalid="ignore"):
+        wide = values.astype(np.float64)
+    finite = np.isfinite(wide)
+    subnormal = finite & (wide != 0) & (np.abs(wide) < TINY[name])
+    expected = (int((wide == 0).sum()), int(subnormal.sum()), int((~finite).sum()))
+    assert dtypes.half_counts(values) == expected
+    assert dtypes.finite_peak(values) is None  # inf and NaN are among them
+    assert dtypes.finite_peak(values[finite]) == widened_peak(values[finite])
+    assert dtypes.finite_peak(values[finite]) == float(np.finfo(HALF[name]).max)
+
+
+@pytest.mark.parametrize("name", [*sorted(HALF), "float32", "float64", "float8_e5m2"])
+def test_the_peak_of_random_arrays_is_the_widened_one(name):
+    dtype = HALF.get(name) or getattr(np, name, None) or getattr(ml_dtypes, name)
+    rng = np.random.default_rng(0)
+    for trial in range(300):
+        scale = 10.0 ** rng.integers(-40, 8)
+        array = (rng.normal(size=(int(rng.integers(1, 40)), 3)) * scale).astype(np.float32)
+        if trial % 4 == 0:
+            array.flat[rng.integers(array.size)] = (np.inf, -np.inf, np.nan)[trial % 3]
+        with np.errstate(over="ignore"):
+            values = array.astype(dtype)[:, ::2]  # not contiguous
+        assert dtypes.finite_peak(values) == widened_peak(values), (name, values)
+    assert dtypes.finite_peak(np.zeros((0,), dtype)) == 0.0
+    assert dtypes.half_counts(np.ones(3, np.float32)) is None
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_the_counts_find_what_the_element_wise_compare_finds(name, monkeypatch):
+    """Random float32 arrays with overflow, underflow, subnormals, zeros and integers mixed in
+    (and clean ones): ``cast_loss`` from the bits' counts equals the one that compares every
+    element."""
+    rng = np.random.default_rng(1)
+    cases = []
+    for trial in range(400):
+        array = rng.normal(size=int(rng.integers(1, 30))).astype(np.float32)
+        array *= np.float32(10.0 ** rng.integers(-3, 4))
+        if trial % 3 == 0:
+            array = np.round(array)  # integers, some beyond what the target holds exactly
+        kind = trial % 8
+        if kind == 1:
+            array[0] = 7e4 if name == "float16" else 3e38  # overflow (float32's edge for bf16)
+        elif kind == 2:
+            array[-1] = 1e-9 if name == "float16" else 1e-45  # underflow to zero
+        elif kind == 3:
+            array[0] = 1e-6 if name == "float16" else 1e-39  # subnormal after the cast
+        elif kind == 4:
+            array[-1] = 2049.0 if name == "float16" else 257.0  # an integer rounded
+        elif kind == 5:
+            array[rng.random(array.size) < 0.5] = 0.0  # zeros that stay zero
+        elif kind == 6:
+            array[0] = np.inf  # not finite before: not a loss
+        cases.append(array)
+    with np.errstate(over="ignore"):
+        narrowed = [a.astype(HALF[name]) for a in cases]
+    settled = [
+        _exactness._half_masks(a, n, "float32", dtypes.half_counts(n)) is not None
+        for a, n in zip(cases, narrowed)
+    ]
+    screened = [cast_loss(a, n, step="autocast", where="x") for a, n in zip(cases, narrowed)]
+    monkeypatch.setattr(_exactness, "_half_masks", lambda *args: None)
+    counted = [cast_loss(a, n, step="autocast", where="x") for a, n in zip(cases, narrowed)]
+    assert screened == counted
+    assert sum(loss is not None for loss in counted) >= 150  # the losses were there to find
+    assert sum(settled) >= 300  # and the bits settled most casts without the full compare,
+    found = [loss for loss, ok in zip(counted, settled) if ok and loss is not None]
+    causes = ("rounded", "underflowed") + (("subnormal",) if name == "float16" else ())
+    for cause in causes:  # each cause among those (bfloat16 has float32's normal range)
+        assert sum(getattr(loss, cause) > 0 for loss in found) >= 10, cause
