@@ -49,11 +49,16 @@ class _Floor:
         self.local = threading.local()
         self.local.steps = None
         self.ops = {name: getattr(keras.ops, name) for name in ("matmul", "tanh")}
-        tensor = type(keras.ops.ones((1,)))
-        self.owner = next((c for c in tensor.__mro__ if "__mul__" in vars(c)), None)
-        if self.owner is not None and self.owner.__module__.startswith("numpy"):
-            self.owner = None  # NumPy's types cannot be patched
-        self.mul = self.owner.__mul__ if self.owner is not None else None
+        self.owner = self.mul = None  # the first class of the tensor's that takes a __mul__
+        for cls in type(keras.ops.ones((1,))).__mro__:
+            if cls is object or cls.__module__.startswith("numpy"):
+                break
+            try:
+                cls.__mul__ = cls.__mul__
+            except TypeError:  # a type of C's (torch's TensorBase): its subclass takes it
+                continue
+            self.owner, self.mul = cls, vars(cls)["__mul__"]
+            break
 
     def run(self, work: Callable[[], Any]) -> list:
         import keras
