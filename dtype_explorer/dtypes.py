@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -319,12 +320,19 @@ __all__ = [
     "PRESETS",
     "PYTHON_SCALARS",
     "TOLERANCE_ULPS",
+    "HalfCounts",
     "InvalidSpecError",
     "all_input_dtypes",
     "bits",
     "describe",
+    "exact_integers",
     "family",
+    "finite_peak",
+    "float_limits",
+    "half_counts",
     "half_floats",
+    "half_magnitude",
+    "half_subnormal",
     "int_range",
     "is_float",
     "is_integer",
@@ -397,27 +405,31 @@ def float_limits(name: str) -> tuple[float, float]:
     return float(info.max), float(info.smallest_normal)
 
 
-#: A 16-bit float's exponent bits: with the sign cleared, a value whose bits reach this is inf
-#: or NaN (the exponent all ones), and one below its lowest bit is zero or subnormal (the
-#: exponent all zeros). float16's exponent is bits 10-14, bfloat16's bits 7-14.
-_HALF_EXPONENT: dict[str, int] = {"float16": 0x7C00, "bfloat16": 0x7F80}
+class HalfCounts(NamedTuple):
+    """How many values of a 16-bit float array are zero, subnormal, and inf or NaN
+    (:func:`half_counts`)."""
+
+    zeros: int
+    subnormals: int
+    not_finite: int
 
 
 def finite_peak(array: np.ndarray) -> float | None:
     """The largest magnitude in a real float ``array`` when every value is finite, else
     ``None`` (one is inf or NaN). An empty array's peak is ``0.0``.
 
-    float16 and bfloat16 are read through their bits, not widened: a half float's magnitude
-    orders as its bits do with the sign bit cleared, and a value is inf or NaN exactly where
-    those bits reach the exponent's all-ones pattern, so one integer reduction answers both
-    (NumPy reduces float16 itself ~8x slower than float32, and widening a mixed-precision
-    model's tensors to float32 first cost an audit more than its forward pass). Other floats
-    take two reductions, their maximum and minimum, and no temporary array.
+    float16 and bfloat16 are read through their bits, not widened (:func:`half_magnitude`):
+    with the sign bit cleared, a half float's magnitude orders as its bits do, and it is inf
+    or NaN exactly where those bits reach the exponent's all-ones pattern, so one integer
+    reduction answers both (NumPy reduces float16 itself ~8x slower than float32, and
+    widening a mixed-precision model's tensors to float32 first cost an audit more than its
+    forward pass). Other floats take two reductions, their maximum and minimum, and no
+    temporary array.
 
     Args:
-        array: a NumPy array of float16, bfloat16 (``ml_dtypes``), float32 or float64 (a
-            float8 array is widened to float32 first: it has no inf, and its NaN patterns
-            differ).
+        array: a NumPy array of real floats: float16, bfloat16 (``ml_dtypes``), float32,
+            float64, or a float8 type (an ``ml_dtypes`` one NumPy does not call a float is
+            widened to float32 first).
 
     Returns:
         ``max |array|`` as a Python float, or ``None`` when a value is not finite.
@@ -426,14 +438,15 @@ def finite_peak(array: np.ndarray) -> float | None:
     70000.0
     >>> finite_peak(np.array([1.5, -65504.0], np.float16)), finite_peak(np.array([1.0, np.inf]))
     (65504.0, None)
-    >>> finite_peak(np.array([np.nan, 2.0], np.float16))
+    >>> finite_peak(np.array([np.nan, 2.0], np.float16)) is None
+    True
     """
     if not array.size:
         return 0.0
-    magnitude = _half_magnitude(array)
+    magnitude = half_magnitude(array)
     if magnitude is not None:
         top = int(magnitude.max())
-        if top >= _HALF_EXPONENT[array.dtype.name]:
+        if top >= _half_exponent(array.dtype.name):
             return None
         return float(np.array(top, np.uint16).view(array.dtype))
     if array.dtype.kind != "f":
@@ -442,43 +455,73 @@ def finite_peak(array: np.ndarray) -> float | None:
     return max(high, -low) if math.isfinite(high) and math.isfinite(low) else None
 
 
-def half_counts(array: np.ndarray) -> tuple[int, int, int] | None:
-    """How many values of a float16 or bfloat16 ``array`` are zero, subnormal and inf or NaN,
-    counted on their bits (see :func:`finite_peak`); ``None`` for any other dtype.
+def half_counts(array: np.ndarray) -> HalfCounts | None:
+    """How many values of a float16 or bfloat16 ``array`` are zero, subnormal, and inf or
+    NaN, counted on their bits (:func:`half_magnitude`); ``None`` for any other array.
 
     Args:
-        array: a NumPy array (float16, or ``ml_dtypes``' bfloat16).
+        array: a NumPy array (float16, or ``ml_dtypes``' bfloat16, in the machine's byte
+            order).
 
     Returns:
-        ``(zeros, subnormals, not finite)``, or ``None``.
+        A :class:`HalfCounts`, or ``None``.
 
     >>> half_counts(np.array([0.0, -0.0, 1e-6, 1.0, np.inf, np.nan], np.float16))
-    (2, 1, 2)
+    HalfCounts(zeros=2, subnormals=1, not_finite=2)
     >>> half_counts(np.ones(2, np.float32)) is None
     True
     """
-    magnitude = _half_magnitude(array)
+    magnitude = half_magnitude(array)
     if magnitude is None:
         return None
-    exponent = _HALF_EXPONENT[array.dtype.name]
+    exponent = _half_exponent(array.dtype.name)
     zeros = int(np.count_nonzero(magnitude == 0))
-    below_normal = int(np.count_nonzero(magnitude < half_lowest_normal(array.dtype.name)))
-    return zeros, below_normal - zeros, int(np.count_nonzero(magnitude >= exponent))
+    below_normal = int(np.count_nonzero(magnitude < exponent & -exponent))
+    return HalfCounts(zeros, below_normal - zeros, int(np.count_nonzero(magnitude >= exponent)))
 
 
-def half_lowest_normal(name: str) -> int:
-    """The bits of a 16-bit float's smallest normal magnitude (the exponent's lowest bit): a
-    non-zero value whose sign-cleared bits are below it is subnormal.
+def half_magnitude(array: np.ndarray) -> np.ndarray | None:
+    """The bits of a float16 or bfloat16 ``array`` with the sign cleared (``uint16``), or
+    ``None`` for any other array (a byte order not the machine's included: its bits would be
+    read swapped).
 
-    >>> hex(half_lowest_normal("float16")), hex(half_lowest_normal("bfloat16"))
-    ('0x400', '0x80')
+    Args:
+        array: a NumPy array.
+
+    Returns:
+        The magnitudes' bits, or ``None``.
+
+    >>> half_magnitude(np.array([-1.0, 65504.0], np.float16)).tolist()
+    [15360, 31743]
     """
-    exponent = _HALF_EXPONENT[name]
-    return exponent & -exponent
-
-
-def _half_magnitude(array: np.ndarray) -> np.ndarray | None:
-    """A 16-bit float array's bits with the sign cleared (``None`` for other dtypes)."""
-    if array.dtype.itemsize != 2 or array.dtype.name not in _HALF_EXPONENT:
+    dtype = array.dtype
+    if dtype.itemsize != 2 or not dtype.isnative or dtype.name not in FAMILIES["float"]:
         return None
     return array.view(np.uint16) & np.uint16(0x7FFF)
+
+
+def half_subnormal(magnitude: np.ndarray, name: str) -> np.ndarray:
+    """Where :func:`half_magnitude`'s bits ``magnitude`` of the 16-bit float ``name`` hold a
+    subnormal (not zero, the exponent all zeros).
+
+    Args:
+        magnitude: what :func:`half_magnitude` returned.
+        name: the array's dtype name (``float16`` or ``bfloat16``).
+
+    Returns:
+        A bool array of ``magnitude``'s shape.
+
+    >>> half_subnormal(half_magnitude(np.array([0.0, 1e-6, 1.0], np.float16)), "float16")
+    array([False,  True, False])
+    """
+    exponent = _half_exponent(name)
+    return (magnitude != 0) & (magnitude < exponent & -exponent)
+
+
+@functools.cache
+def _half_exponent(name: str) -> int:
+    """A 16-bit float's exponent bits (float16's 10-14, ``0x7C00``; bfloat16's 7-14,
+    ``0x7F80``), from its ``finfo``: with the sign cleared, bits at or above them are inf or
+    NaN (the exponent all ones), and a non-zero value below their lowest bit is subnormal."""
+    info = _info(name)
+    return ((1 << info.nexp) - 1) << info.nmant

@@ -54,16 +54,37 @@ def test_the_peak_of_random_arrays_is_the_widened_one(name):
     assert dtypes.half_counts(np.ones(3, np.float32)) is None
 
 
-@pytest.mark.parametrize("name", sorted(HALF))
-def test_the_counts_find_what_the_element_wise_compare_finds(name, monkeypatch):
+def test_a_byte_order_not_the_machines_is_widened_not_misread():
+    swapped = np.array([np.inf, 1.0, 2.0], np.float16).astype(np.dtype("float16").newbyteorder())
+    assert dtypes.half_magnitude(swapped) is None and dtypes.half_counts(swapped) is None
+    assert dtypes.finite_peak(swapped) is None
+    assert dtypes.finite_peak(swapped[1:]) == 2.0
+    before = np.array([1.0, 2049.0, 1e-9, 3.0], np.float32)
+    loss = cast_loss(before, before.astype(swapped.dtype), step="autocast", where="x")
+    assert (loss.rounded, loss.underflowed, loss.subnormal) == (1, 1, 0)
+
+
+def test_a_saturating_cast_of_an_inf_is_compared_element_by_element():
+    """A cast that clamps inf to the largest finite value (OpenVINO's Convert does): after it
+    every value is finite, before it one was not."""
+    before = np.array([np.inf, 1.0], np.float32)
+    after = np.array([65504.0, 1.0], np.float16)
+    assert _exactness._half_masks(before, after, "float32", dtypes.half_counts(after)) is None
+    assert cast_loss(before, after, step="cast", where="x") is None  # an inf given: no loss
+
+
+@pytest.mark.parametrize(
+    ("name", "source"),
+    [(n, s) for n in sorted(HALF) for s in ("float16", "float32", "float64") if s != n],
+)
+def test_the_counts_find_what_the_element_wise_compare_finds(name, source, monkeypatch):
     """Random float32 arrays with overflow, underflow, subnormals, zeros and integers mixed in
     (and clean ones): ``cast_loss`` from the bits' counts equals the one that compares every
     element."""
     rng = np.random.default_rng(1)
     cases = []
     for trial in range(400):
-        array = rng.normal(size=int(rng.integers(1, 30))).astype(np.float32)
-        array *= np.float32(10.0 ** rng.integers(-3, 4))
+        array = rng.normal(size=int(rng.integers(1, 30))) * 10.0 ** rng.integers(-3, 4)
         if trial % 3 == 0:
             array = np.round(array)  # integers, some beyond what the target holds exactly
         kind = trial % 8
@@ -78,21 +99,33 @@ def test_the_counts_find_what_the_element_wise_compare_finds(name, monkeypatch):
         elif kind == 5:
             array[rng.random(array.size) < 0.5] = 0.0  # zeros that stay zero
         elif kind == 6:
-            array[0] = np.inf  # not finite before: not a loss
+            array = array[::-1].reshape(-1, 1)[:, 0]  # not contiguous
+        elif kind == 7 and trial % 16 == 7:
+            array = np.asarray(array[0])  # one value, no dimension
         cases.append(array)
     with np.errstate(over="ignore"):
+        cases = [a.astype(source) for a in cases]
         narrowed = [a.astype(HALF[name]) for a in cases]
     settled = [
-        _exactness._half_masks(a, n, "float32", dtypes.half_counts(n)) is not None
+        _exactness._half_masks(a, n, source, dtypes.half_counts(n)) is not None
         for a, n in zip(cases, narrowed)
     ]
-    screened = [cast_loss(a, n, step="autocast", where="x") for a, n in zip(cases, narrowed)]
+
+    def losses() -> list:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return [cast_loss(a, n, step="autocast", where="x") for a, n in zip(cases, narrowed)]
+
+    screened = losses()
     monkeypatch.setattr(_exactness, "_half_masks", lambda *args: None)
-    counted = [cast_loss(a, n, step="autocast", where="x") for a, n in zip(cases, narrowed)]
+    counted = losses()
     assert screened == counted
-    assert sum(loss is not None for loss in counted) >= 150  # the losses were there to find
-    assert sum(settled) >= 300  # and the bits settled most casts without the full compare,
+    assert sum(loss is not None for loss in counted) >= 80  # the losses were there to find
+    assert sum(settled) >= 250  # and the bits settled most casts without the full compare,
     found = [loss for loss, ok in zip(counted, settled) if ok and loss is not None]
-    causes = ("rounded", "underflowed") + (("subnormal",) if name == "float16" else ())
-    for cause in causes:  # each cause among those (bfloat16 has float32's normal range)
+    # each cause among those (bfloat16 has float32's normal range: nothing becomes subnormal;
+    # from float16, nothing underflows to bfloat16's zero)
+    causes = ["rounded"]
+    causes += ["underflowed"] if source != "float16" else []
+    causes += ["subnormal"] if name == "float16" else []
+    for cause in causes:
         assert sum(getattr(loss, cause) > 0 for loss in found) >= 10, cause

@@ -82,21 +82,25 @@ def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> d
 
 
 def _no_masks(shape: tuple[int, ...]) -> dict:
+    """Every cause's mask, empty: one read-only array shared (a mask is replaced, never
+    changed in place)."""
     none = np.zeros(shape, bool)
+    none.flags.writeable = False
     return dict.fromkeys(
         ("overflowed", "wrapped", "saturated", "rounded", "underflowed", "subnormal"), none
     )
 
 
 def _half_masks(
-    before: np.ndarray, after: np.ndarray, source: str, counts: tuple[int, int, int]
+    before: np.ndarray, after: np.ndarray, source: str, counts: dtypes.HalfCounts
 ) -> dict | None:
     """The masks of a float narrowed to a 16-bit float (most casts of a mixed-precision model:
     its activations and weights cast to float16 or bfloat16), found on ``after``'s bits where
     the counts (``dtypes.half_counts``) allow, without comparing every element as floats:
 
     - overflowed: none where no value is inf or NaN after the cast (``None`` otherwise: the
-      element-wise compare tells overflow from an inf given);
+      element-wise compare tells overflow from an inf given, and a saturating cast's
+      finite values from the inf it was given);
     - underflowed: none where there are as many zeros after as before (a zero stays zero),
       else the values that became zero;
     - rounded: only the values beyond the last integer the target holds exactly can be
@@ -104,20 +108,19 @@ def _half_masks(
     - subnormal: the values whose bits became subnormal, where there are any.
 
     Returns ``None`` where it cannot decide: :func:`_element_masks` then counts them all."""
-    zeros, subnormals, not_finite = counts
     exact = dtypes.exact_integers(dtypes.describe(after))
-    if not_finite or exact is None:
-        return None
+    peak = dtypes.finite_peak(before)
+    magnitude = dtypes.half_magnitude(after)
+    if counts.not_finite or exact is None or peak is None or magnitude is None:
+        return None  # an inf or NaN on either side (a saturating cast too): compare them all
     masks = _no_masks(before.shape)
-    magnitude = after.view(np.uint16) & np.uint16(0x7FFF)
-    if zeros != np.count_nonzero(before == 0):
+    if counts.zeros != np.count_nonzero(before == 0):
         masks["underflowed"] = (magnitude == 0) & (before != 0)
-    if dtypes.finite_peak(before) > exact:
+    if peak > exact:
         masks["rounded"] = _rounded_beyond(before, after, exact)
-    if subnormals:
+    if counts.subnormals:
         _, source_tiny = dtypes.float_limits(source)
-        lowest_normal = dtypes.half_lowest_normal(dtypes.describe(after))
-        became = (magnitude != 0) & (magnitude < lowest_normal)
+        became = dtypes.half_subnormal(magnitude, dtypes.describe(after))
         masks["subnormal"] = became & (np.abs(before) >= source_tiny)
     return masks
 

@@ -28,9 +28,10 @@ from dtype_explorer.keras_run.trace._records import (
 
 
 def to_numpy(value: Any) -> np.ndarray | None:
-    """Concrete values as NumPy (16-bit and 8-bit floats widened), or ``None`` if abstract or
-    not read (``VALUE_LIMITS``: an OpenVINO tensor, whose read compiles its graph: each
-    step's read made RandAugment's call take 230 s on openvino)."""
+    """Concrete values as NumPy, in their own dtype where NumPy or ``ml_dtypes`` has it
+    (torch's bfloat16 read as its bits; its 8-bit floats widened to float32), or ``None`` if
+    abstract or not read (``VALUE_LIMITS``: an OpenVINO tensor, whose read compiles its
+    graph: each step's read made RandAugment's call take 230 s on openvino)."""
     try:
         variable, _ = classes()
         if isinstance(value, variable):
@@ -42,14 +43,24 @@ def to_numpy(value: Any) -> np.ndarray | None:
             t = value.detach()
             if t.device.type == "meta":
                 return None
-            if t.dtype.is_floating_point and t.dtype.itemsize <= 2:
-                t = t.float()
-            return t.cpu().numpy()
+            return _torch_numpy(t.cpu())
         if module.startswith("tensorflow"):
             return value.numpy()
         return np.asarray(value)
     except Exception:
         return None
+
+
+def _torch_numpy(t: Any) -> np.ndarray:
+    """A CPU torch tensor as NumPy: float16 as it is, bfloat16 through its bits (NumPy has
+    no bfloat16; ``ml_dtypes`` does), 8-bit floats widened to float32."""
+    import torch
+
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(dtypes.ml_type("bfloat16"))
+    if t.dtype.is_floating_point and t.dtype.itemsize < 2:
+        return t.float().numpy()
+    return t.numpy()
 
 
 def _finite_flags(value: Any) -> tuple | None:
@@ -269,7 +280,7 @@ def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
     if counts is None:
         zeros, not_finite = np.count_nonzero(narrow == 0), np.count_nonzero(~np.isfinite(narrow))
     else:
-        zeros, _, not_finite = counts
+        zeros, not_finite = counts.zeros, counts.not_finite
     if zeros > np.count_nonzero(wide == 0):
         return True
     return bool(not_finite) and not_finite > np.count_nonzero(~np.isfinite(wide))
