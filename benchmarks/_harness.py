@@ -56,6 +56,18 @@ def paired(
     }
 
 
+def paired_row(backend: str, mode: str, times: dict, measured: str) -> dict:
+    """One row of :func:`print_table` (``measured`` names its column) from :func:`paired`'s
+    ``times``."""
+    return {
+        "backend": backend,
+        "mode": mode,
+        "bare_ms": times["bare"],
+        f"{measured}_ms": times["measured"],
+        "ratio": times["ratio"],
+    }
+
+
 def in_backend(script: str, backend: str, *arguments: str) -> Any:
     """Run ``script --here ARGUMENTS`` with Keras on ``backend``; what it printed last, as
     JSON."""

@@ -59,13 +59,7 @@ def measure_here(repeats: int, clock_name: str) -> list[dict]:
         )
         steps = len(dx.trace(work).steps)
         rows.append(
-            {
-                "backend": keras.backend.backend(),
-                "mode": f"{mode} ({steps} steps)",
-                "bare_ms": times["bare"],
-                "traced_ms": times["measured"],
-                "ratio": times["ratio"],
-            }
+            _harness.paired_row(keras.backend.backend(), f"{mode} ({steps} steps)", times, "traced")
         )
     return rows
 

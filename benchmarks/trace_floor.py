@@ -129,19 +129,16 @@ def measure_here(repeats: int, clock_name: str) -> list[dict]:
         for name, values in floors.items()
     }
     measured["dx.trace"] = lambda: dx.trace(loop)
-    rows = []
-    for mode, work in measured.items():
-        times = _harness.paired(loop, work, repeats, now)
-        rows.append(
-            {
-                "backend": keras.backend.backend(),
-                "mode": f"100-step ops loop, {mode}",
-                "bare_ms": times["bare"],
-                "traced_ms": times["measured"],
-                "ratio": times["ratio"],
-            }
+    backend = keras.backend.backend()
+    return [
+        _harness.paired_row(
+            backend,
+            f"100-step ops loop, {mode}",
+            _harness.paired(loop, work, repeats, now),
+            "traced",
         )
-    return rows
+        for mode, work in measured.items()
+    ]
 
 
 if __name__ == "__main__":
