@@ -4,7 +4,7 @@ forward pass, and the findings (hazards, each with a fix) drawn from it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, JsonValue
 
@@ -248,6 +248,10 @@ class PredictReport(Record):
 class AuditReport(Record):
     """What ``check_model`` / ``%dtype_check`` found: the per-layer dtype flow and the findings."""
 
+    #: The dtype-flow table's columns (:data:`ROW_COLUMNS`), read from the report by a view
+    #: that does not import the audit's records at its own import (the text view: a cached
+    #: probe's answer draws no audit).
+    row_columns: ClassVar[tuple[str, ...]] = ROW_COLUMNS
     model: str
     model_class: str
     backend: str

@@ -12,9 +12,13 @@ whether it was skipped, its inf/NaN gradients, where they first appear) are the 
 
 from __future__ import annotations
 
-from dtype_explorer.records import FitReport
+from typing import TYPE_CHECKING
+
 from dtype_explorer.views._markup import e
 from dtype_explorer.views._palette import PALETTE
+
+if TYPE_CHECKING:  # annotations only: a probe's text imports no audit record
+    from dtype_explorer.records import FitReport
 
 #: How many steps a text table shows at its head and at its tail (the rest: ``fit.steps``).
 HEAD_ROWS, TAIL_ROWS = 10, 5

@@ -12,13 +12,17 @@ quantize('int8'): 1 layers quantized, 0 skipped; 0 bytes stored (float: 0, 0 sav
 
 from __future__ import annotations
 
-from dtype_explorer.records import (
-    AuditReport,
-    LayerQuantization,
-    QuantizationReport,
-    RoundTripReport,
-)
+from typing import TYPE_CHECKING
+
 from dtype_explorer.views._markup import e
+
+if TYPE_CHECKING:  # annotations only: a probe's text imports no audit record
+    from dtype_explorer.records import (
+        AuditReport,
+        LayerQuantization,
+        QuantizationReport,
+        RoundTripReport,
+    )
 
 _COLUMNS = ("path", "layer", "status", "policy", "stored", "bytes", "output", "error")
 

@@ -3,16 +3,14 @@ audit's dtype-flow table with its findings."""
 
 from __future__ import annotations
 
-from dtype_explorer.records import (
-    ROW_COLUMNS,
-    AuditReport,
-    Numerics,
-    ProbeResult,
-    TraceStep,
-    engine_label,
-)
+from typing import TYPE_CHECKING
+
+from dtype_explorer.records import engine_label
 from dtype_explorer.views import _quantize
 from dtype_explorer.views._fit import fit_steps_lines
+
+if TYPE_CHECKING:  # annotations only: a cached probe's text imports no audit record
+    from dtype_explorer.records import AuditReport, Numerics, ProbeResult, TraceStep
 
 
 def format_result(result: ProbeResult, *, trace: bool = True, detail: bool = False) -> str:
@@ -169,20 +167,22 @@ def _where(step: TraceStep, detail: bool, indent: str) -> list[str]:
 def audit_text(report: AuditReport) -> str:
     """A terminal rendering: the summary, the dtype-flow table, then the findings. A cell
     longer than its column (44 characters at most) ends in ``…``, never cut silently."""
+    columns = report.row_columns
     lines = [report.summary()]
     if report.sample:
         lines.append("sample: " + ", ".join(f"{t.shape} {t.dtype}" for t in report.sample))
     rows = audit_rows(report)
-    widths = {c: min(44, max([len(c), *(len(r[c]) for r in rows)])) for c in ROW_COLUMNS}
+    widths = {c: min(44, max([len(c), *(len(r[c]) for r in rows)])) for c in columns}
     lines.append("")
-    for cells in [{c: c for c in ROW_COLUMNS}, *rows]:
-        lines.append("  ".join(_fit(cells[c], widths[c]) for c in ROW_COLUMNS).rstrip())
+    for cells in [{c: c for c in columns}, *rows]:
+        lines.append("  ".join(_fit(cells[c], widths[c]) for c in columns).rstrip())
     lines += audit_details(report)
     return "\n".join(lines)
 
 
 def audit_rows(report: AuditReport) -> list[dict[str, str]]:
-    """The dtype-flow rows as text (keys: ``ROW_COLUMNS``), each path indented by its depth."""
+    """The dtype-flow rows as text (keys: ``AuditReport.row_columns``), each path indented by
+    its depth."""
     rows = [{c: str(v) for c, v in call.row().items()} for call in report.layers]
     for row, call in zip(rows, report.layers, strict=True):
         row["path"] = "  " * call.depth + call.path.rsplit("/", 1)[-1]
@@ -267,6 +267,7 @@ def _fit(text: str, width: int) -> str:
 def numerics_sentence(n: Numerics) -> str:
     """The numerics of a result in plain words.
 
+    >>> from dtype_explorer.records import Numerics
     >>> numerics_sentence(Numerics(output_count=8, max_rel_error=0.0004, reference_dtype="float64"))
     'all 8 output values finite; largest relative error against the float64 run 0.0004'
     >>> numerics_sentence(Numerics(output_count=0))
