@@ -345,6 +345,7 @@ __all__ = [
     "standardize",
     "tolerance",
     "validate",
+    "widened",
 ]
 
 
@@ -449,19 +450,40 @@ def finite_peak(array: np.ndarray) -> float | None:
         if top >= _half_exponent(array.dtype.name):
             return None
         return float(np.array(top, np.uint16).view(array.dtype))
-    if array.dtype.kind != "f":
-        array = array.astype(np.float32)
+    array = widened(array)
     high, low = float(array.max()), float(array.min())
     return max(high, -low) if math.isfinite(high) and math.isfinite(low) else None
 
 
-def half_counts(array: np.ndarray) -> HalfCounts | None:
+def widened(array: np.ndarray) -> np.ndarray:
+    """A real or complex float ``array`` as NumPy reduces it quickly and exactly: floats of
+    fewer than 32 bits (float16, and ``ml_dtypes``' bfloat16 and float8 types, which NumPy
+    reduces ~8x slower or not at all) as float32, which holds each of their values; any
+    other array as it is.
+
+    Args:
+        array: a NumPy array.
+
+    Returns:
+        ``array`` itself, or a float32 copy of it.
+
+    >>> widened(np.array([1.5], np.float16)).dtype, widened(np.array([1.5])).dtype
+    (dtype('float32'), dtype('float64'))
+    """
+    if array.dtype.itemsize < 4 or array.dtype.kind not in "fc":
+        return array.astype(np.float32)
+    return array
+
+
+def half_counts(array: np.ndarray, magnitude: np.ndarray | None = None) -> HalfCounts | None:
     """How many values of a float16 or bfloat16 ``array`` are zero, subnormal, and inf or
     NaN, counted on their bits (:func:`half_magnitude`); ``None`` for any other array.
 
     Args:
         array: a NumPy array (float16, or ``ml_dtypes``' bfloat16, in the machine's byte
             order).
+        magnitude: ``half_magnitude(array)``, where the caller has it already (one pass
+            over the array fewer).
 
     Returns:
         A :class:`HalfCounts`, or ``None``.
@@ -471,7 +493,8 @@ def half_counts(array: np.ndarray) -> HalfCounts | None:
     >>> half_counts(np.ones(2, np.float32)) is None
     True
     """
-    magnitude = half_magnitude(array)
+    if magnitude is None:
+        magnitude = half_magnitude(array)
     if magnitude is None:
         return None
     exponent = _half_exponent(array.dtype.name)

@@ -73,9 +73,8 @@ def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> d
     """The elements of each cause, in ``records.CastLoss``'s order of severity: from the
     counts of a 16-bit float's bits where they settle it (:func:`_half_masks`), else element
     by element (:func:`_element_masks`)."""
-    counts = dtypes.half_counts(after)
-    if counts is not None and before.dtype.kind == "f" and dtypes.family(source) == "float":
-        masks = _half_masks(before, after, source, counts)
+    if before.dtype.kind == "f" and dtypes.family(source) == "float":
+        masks = _half_masks(before, after, source)
         if masks is not None:
             return masks
     return _element_masks(before, after, source, target)
@@ -91,9 +90,7 @@ def _no_masks(shape: tuple[int, ...]) -> dict:
     )
 
 
-def _half_masks(
-    before: np.ndarray, after: np.ndarray, source: str, counts: dtypes.HalfCounts
-) -> dict | None:
+def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | None:
     """The masks of a float narrowed to a 16-bit float (most casts of a mixed-precision model:
     its activations and weights cast to float16 or bfloat16), found on ``after``'s bits where
     the counts (``dtypes.half_counts``) allow, without comparing every element as floats:
@@ -107,11 +104,16 @@ def _half_masks(
       integers rounded, and only those are compared;
     - subnormal: the values whose bits became subnormal, where there are any.
 
-    Returns ``None`` where it cannot decide: :func:`_element_masks` then counts them all."""
-    exact = dtypes.exact_integers(dtypes.describe(after))
-    peak = dtypes.finite_peak(before)
+    Returns ``None`` where it cannot decide (``after`` no 16-bit float in this machine's
+    byte order, too): :func:`_element_masks` then counts them all."""
     magnitude = dtypes.half_magnitude(after)
-    if counts.not_finite or exact is None or peak is None or magnitude is None:
+    if magnitude is None:
+        return None
+    target = after.dtype.name  # float16 or bfloat16: half_magnitude says so
+    counts = dtypes.half_counts(after, magnitude)
+    exact = dtypes.exact_integers(target)
+    peak = dtypes.finite_peak(before)
+    if counts.not_finite or exact is None or peak is None:
         return None  # an inf or NaN on either side (a saturating cast too): compare them all
     masks = _no_masks(before.shape)
     if counts.zeros != np.count_nonzero(before == 0):
@@ -120,7 +122,7 @@ def _half_masks(
         masks["rounded"] = _rounded_beyond(before, after, exact)
     if counts.subnormals:
         _, source_tiny = dtypes.float_limits(source)
-        became = dtypes.half_subnormal(magnitude, dtypes.describe(after))
+        became = dtypes.half_subnormal(magnitude, target)
         masks["subnormal"] = became & (np.abs(before) >= source_tiny)
     return masks
 

@@ -183,7 +183,7 @@ def _amax(structure: Any) -> float | None:
             continue
         peak = dtypes.finite_peak(values)
         if peak is None:  # an inf or NaN: what the two reductions of the widened values say
-            wide = values.astype(np.float32) if values.dtype.itemsize < 4 else values
+            wide = dtypes.widened(values)
             peak = float(max(wide.max(), -wide.min()))
         found = peak if found is None else max(found, peak)
     return found

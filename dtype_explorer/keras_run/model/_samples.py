@@ -103,30 +103,31 @@ def _finite(tensor: Any) -> bool | None:
     """Whether every value is finite; ``None`` for non-float tensors. Read as Keras holds it
     (``dtypes.finite_peak``: a 16-bit float through its bits, not widened; no temporary where
     every value is finite, most tensors); a mask only otherwise."""
-    import keras
-
-    name = dtypes.describe(tensor)
-    if not (dtypes.is_float(name) or name.startswith("complex")):
+    array = _float_array(tensor)
+    if array is None:
         return None
-    array = np.asarray(keras.ops.convert_to_numpy(tensor))
     if array.dtype.kind == "c":
         return bool(np.isfinite(array).all())
     return dtypes.finite_peak(array) is not None
 
 
 def _float_values(tensor: Any) -> np.ndarray | None:
-    """A float or complex tensor's values as NumPy can test them (a 16-bit float, bfloat16
-    included, widened to float32; float64 kept, so that no value overflows on the way), or
-    ``None`` for other dtypes."""
+    """A float or complex tensor's values as NumPy can test them (``dtypes.widened``: a
+    16-bit float, bfloat16 included, as float32; float64 kept, so that no value overflows on
+    the way), or ``None`` for other dtypes."""
+    array = _float_array(tensor)
+    return None if array is None else dtypes.widened(array)
+
+
+def _float_array(tensor: Any) -> np.ndarray | None:
+    """A float or complex tensor's values as NumPy, in its own dtype; ``None`` for other
+    dtypes."""
     import keras
 
     name = dtypes.describe(tensor)
     if not (dtypes.is_float(name) or name.startswith("complex")):
         return None
-    array = np.asarray(keras.ops.convert_to_numpy(tensor))
-    if array.dtype.itemsize < 4 or array.dtype.kind not in "fc":
-        array = array.astype(np.float32)
-    return array
+    return np.asarray(keras.ops.convert_to_numpy(tensor))
 
 
 def declared_inputs(model: Any) -> Any:

@@ -77,8 +77,7 @@ def _finite_flags(value: Any) -> tuple | None:
             return (False, False, peak)
     elif np.isfinite(a).all():
         return (False, False, float(np.abs(a).max()))
-    if kind not in "fc" or a.dtype.itemsize < 4:  # NumPy reduces 16-bit floats slowly
-        a = a.astype(np.float32)
+    a = dtypes.widened(a)
     finite = a[np.isfinite(a)]
     return (
         bool(np.isnan(a).any()),
