@@ -12,7 +12,9 @@ there. A figure is flagged ``OFF`` when now's median is more than 25 % off the r
 the exit status is 1 if any is. Figures (each measured by the script named, in one run):
 
 * ``cached``: a cached ``dtype-explorer probe Dense --backend numpy`` / ``python -c "import
-  numpy, pydantic"`` (``cli_front.py``, alternating fresh processes).
+  numpy, pydantic"`` (``cli_front.py``, alternating fresh processes): the same command line
+  asked again, its printed answer kept (``cli_front.py`` also times the first ask after
+  another front stored the answer, ``cli stored``).
 * ``first``: the CLI's first run ever (fresh cache directory) / a bare ``import keras`` +
   ``Dense`` call on numpy (``cli.py --first``).
 * ``probe:<backend>``: the worst of ``probe_wait.py``'s five layers on that backend,

@@ -1,18 +1,23 @@
-"""The ``dtype-explorer`` command's entry point: ``probe`` answered from the result cache
-without the command line's machinery, else the full command (:mod:`.cli`).
+"""The ``dtype-explorer`` command's entry point: ``probe`` answered from the cache without the
+command line's machinery, else the full command (:mod:`.cli`). Three lanes, the first that
+answers prints:
 
-A cached answer needs the question parsed, the spec checked, one signed row read and the text
-view, and nothing else: this module parses ``probe TARGET`` with the options that shape one
-question on one named backend (``--input-dtype``, ``--policy``, ``--backend``, ``--kwargs``,
-``--shape``, ``--values``, ``--floatx``, ``--mode``, ``--call-kwargs``, ``--precision``,
-``--trace``, ``--json``), builds the spec with ``make_spec`` as ``dx.probe`` does, and prints
-the stored answer (:mod:`dtype_explorer.runtime.cache_read`: read-only SQLite, the row's HMAC
-checked) as ``cli probe`` prints it. Anything else (another command, ``--help``, ``--no-cache``,
-``--engine``, several backends or modes, a question the spec check refuses, no signed row, no
-Keras snapshot yet: the first run, whose check waits for the starting worker's snapshot)
-goes to the full command, which imports ``typer``, the worker pool and ``diskcache``, answers
-live and explains errors. What the fast path prints is what the full command prints for the
-same cached answer (``tests/frontends/test_cli_front.py``).
+1. **The printed answer** kept for this very command line (:mod:`dtype_explorer.runtime.printed`,
+   signed): read with the standard library alone, no NumPy, pydantic, spec check or view.
+2. **The stored answer** to the question's spec, validated and laid out
+   (``frontends._cached_answer``: the spec checked as ``dx.probe`` checks it, the signed row
+   read by :mod:`dtype_explorer.runtime.cache_read`, the text view); what it printed is then
+   kept as the printed answer.
+3. **The full command**, which imports ``typer``, the worker pool and ``diskcache``, answers
+   live and explains errors; once its answer is stored, what lane 2 prints for it is kept too.
+
+Only ``probe TARGET`` with the options that shape one question on one named backend
+(``--input-dtype``, ``--policy``, ``--backend``, ``--kwargs``, ``--shape``, ``--values``,
+``--floatx``, ``--mode``, ``--call-kwargs``, ``--precision``, ``--trace``, ``--json``) takes
+lanes 1 and 2. Anything else (another command, ``--help``, ``--no-cache``, ``--engine``,
+several backends or modes, a question the spec check refuses, no stored answer, no Keras
+snapshot yet) goes to the full command. What lanes 1 and 2 print is what the full command
+prints for the same stored answer (``tests/frontends/test_cli_front.py``).
 
 >>> question(["probe", "Dense", "--backend", "numpy", "--kwargs", '{"units": 2}', "--trace"])
 {'target': 'Dense', 'backend': 'numpy', 'kwargs': '{"units": 2}', 'trace': True}
@@ -23,15 +28,15 @@ same cached answer (``tests/frontends/test_cli_front.py``).
 from __future__ import annotations
 
 import importlib
-import json
+import sqlite3
 import sys
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
-from dtype_explorer import keras_facts, views
+from dtype_explorer import frontends, runtime
 from dtype_explorer.errors import printable
-from dtype_explorer.keras_run import make_spec
-from dtype_explorer.runtime import cache_read
-from dtype_explorer.shapes import parse_shapes
+from dtype_explorer.runtime import printed
 
 #: ``probe``'s options that take a value, and the question's part each fills.
 VALUED = {
@@ -52,12 +57,26 @@ FLAGS = {"--trace": "trace", "--json": "as_json"}
 
 def main() -> None:
     """``dtype-explorer``: a cached ``probe`` answer printed here, else the full command."""
-    text = cached_text(sys.argv[1:])
+    argv = sys.argv[1:]
+    asked = question(argv)
+    # 1. The printed answer kept for this command line: the standard library alone.
+    text = printed.read(asked) if asked is not None else None
     if text is not None:
-        sys.stdout.write(printable(text))
-        sys.stdout.flush()
+        _write(text)
         return
-    importlib.import_module("dtype_explorer.frontends.cli").app(prog_name="dtype-explorer")
+    # 2. The stored answer, validated and laid out; kept as printed for the next time.
+    text = frontends._cached_answer.text(asked) if asked is not None else None
+    if text is not None:
+        _write(text)
+        _keep(asked, text)
+        return
+    # 3. The full command, live; once its answer is stored, what lane 2 prints for it is kept.
+    try:
+        importlib.import_module("dtype_explorer.frontends.cli").app(prog_name="dtype-explorer")
+    except SystemExit as done:
+        if asked is not None and done.code in (0, None):
+            _keep(asked, frontends._cached_answer.text(asked))
+        raise
 
 
 def question(argv: list[str]) -> dict[str, Any] | None:
@@ -83,50 +102,32 @@ def question(argv: list[str]) -> dict[str, Any] | None:
 
 
 def cached_text(argv: list[str]) -> str | None:
-    """What ``dtype-explorer probe ...`` prints for ``argv`` when its answer is cached, else
-    ``None`` (the full command then runs)."""
+    """What ``dtype-explorer probe ...`` prints for ``argv`` from the cache (lane 1, else lane
+    2), else ``None`` (the full command then runs)."""
     asked = question(argv)
-    if asked is None or not keras_facts.has_snapshot():
-        return None  # no Keras snapshot: the first run, checked by the worker that answers
-    try:
-        spec = make_spec(**_spec_arguments(asked))
-    except Exception:  # the full command says what is wrong
+    if asked is None:
         return None
-    result = cache_read.answer(spec)
-    if result is None or result.status in ("invalid", "timeout", "crashed"):
-        return None
-    if asked.get("as_json"):
-        return json.dumps([result.to_dict()], indent=2) + "\n"
-    trace = bool(asked.get("trace"))
-    return views.format_result(result, trace=trace, detail=trace) + "\n\n"
+    return printed.read(asked) or frontends._cached_answer.text(asked)
 
 
-def _spec_arguments(asked: dict[str, Any]) -> dict[str, Any]:
-    """``make_spec``'s arguments from the option texts, parsed as ``cli probe`` parses them;
-    raises ``ValueError`` for what the fast path leaves to the full command."""
-    backend = asked.get("backend", "all")
-    mode = asked.get("mode", "call")
-    if "," in backend or backend.strip() == "all" or "," in mode:
-        raise ValueError("several backends or modes: a ProbeSet, the full command's")
-    values = asked.get("values", "default")
-    dtypes = asked.get("input_dtype")
-    names = [d.strip() for d in dtypes.split(",") if d.strip()] if dtypes is not None else None
-    if names == []:
-        raise ValueError("--input-dtype names nothing")
-    shape = asked.get("shape")
-    shapes = parse_shapes(shape) if shape is not None else None
-    if shape is not None and shapes is None:
-        raise ValueError("--shape names nothing")
-    return {
-        "target": asked["target"],
-        "input_dtype": tuple(names) if names is not None else None,
-        "policy": asked.get("policy", "float32"),
-        "backend": backend.strip(),
-        "kwargs": json.loads(asked.get("kwargs", "{}")),
-        "shape": None if shapes is None else shapes[0] if len(shapes) == 1 else shapes,
-        "values": json.loads(values) if values.lstrip().startswith("[") else values,
-        "floatx": asked.get("floatx"),
-        "mode": mode,
-        "call_kwargs": json.loads(asked.get("call_kwargs", "{}")),
-        "precision": asked.get("precision"),
-    }
+def _write(text: str) -> None:
+    sys.stdout.write(printable(text))
+    sys.stdout.flush()
+
+
+#: What keeping a printed answer may meet and shrug off: the answer is printed already.
+_KEEP_FAULTS = (OSError, sqlite3.Error, TimeoutError)
+
+
+def _keep(asked: Mapping[str, Any], text: str | None) -> None:
+    """Keep ``text`` (lane 2's, from a signed stored answer) as the printed answer to
+    ``asked``. A cache that cannot be written keeps nothing, quietly: the answer is out."""
+    found = printed.key(asked)
+    if text is None or found is None:
+        return
+    with warnings.catch_warnings():  # a read-only cache folder: lane 2 answers next time too
+        warnings.simplefilter("ignore")
+        try:
+            runtime.cache.put_printed(found, text)
+        except _KEEP_FAULTS:
+            return

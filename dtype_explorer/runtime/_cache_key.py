@@ -1,7 +1,8 @@
 """The result cache's key for the installed Keras (``cache.key`` adds an engine's stamp): the
 full spec, the versions that answer it, where it runs and the settings a worker starts with,
-read without importing a backend. Its own module so that a cached read
-(:mod:`dtype_explorer.runtime.cache_read`) computes it without the cache's storage stack.
+read without importing a backend. Its own module, with no record imported, so that a cached
+read (:mod:`dtype_explorer.runtime.cache_read`, :mod:`dtype_explorer.runtime.printed`)
+computes it without the cache's storage stack.
 
 >>> from dtype_explorer.records import ProbeSpec
 >>> spec = ProbeSpec(target="Dense", input_dtypes=("float32",), policy="float32",
@@ -14,15 +15,23 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dtype_explorer.records import ProbeSpec
 from dtype_explorer.versions import placement, settings, versions
+
+if TYPE_CHECKING:
+    from dtype_explorer.records import ProbeSpec
 
 
 def installed_key(spec: ProbeSpec) -> str:
     """The cache key of ``spec`` answered by the installed Keras (no engine's stamp)."""
-    return f"{spec.cache_key()}|{_stamp(spec.backend)}|{compact(placement())}|{compact(settings())}"
+    return f"{spec.cache_key()}|{answered_by(spec.backend)}"
+
+
+def answered_by(backend: str) -> str:
+    """The part of every key that says what answers on ``backend``: the versions, where it
+    runs and the settings a worker starts with (a stored answer's key and a printed one's)."""
+    return f"{_stamp(backend)}|{compact(placement())}|{compact(settings())}"
 
 
 @functools.cache

@@ -43,7 +43,7 @@ SQLite is named as such: each warned about once (:mod:`dtype_explorer.runtime._s
 
 >>> import dtype_explorer as dx
 >>> dx.cache.info()          # doctest: +SKIP
-{'path': '/home/me/.cache/dtype-explorer', 'entries': 12, 'size_bytes': 98304}
+{'path': '/home/me/.cache/dtype-explorer', 'entries': 12, 'printed': 3, 'size_bytes': 98304}
 >>> dx.cache.stats()         # doctest: +SKIP
 {'hits': 3, 'misses': 9, 'stored': 9, 'rejected': {'mac': 1, 'unsigned': 0, ...}}
 >>> dx.cache.clear()         # doctest: +SKIP
@@ -63,11 +63,11 @@ import pydantic
 
 from dtype_explorer import folders
 from dtype_explorer.records import ProbeResult, ProbeSpec
-from dtype_explorer.runtime import _mac, _rows, engines
+from dtype_explorer.runtime import _mac, _rows, engines, printed
 from dtype_explorer.runtime import _store as _store_module
 from dtype_explorer.runtime._cache_key import installed_key
 
-__all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "results"]
+__all__ = ["ENV_DIR", "clear", "get", "info", "key", "path", "put", "put_printed", "results"]
 
 ENV_DIR = folders.ENV_CACHE_DIR
 _lock = threading.Lock()
@@ -207,10 +207,36 @@ def put(result: ProbeResult) -> None:
         _counts["stored"] += 1
 
 
+def put_printed(found: str, text: str) -> None:
+    """Store what the ``dtype-explorer`` command printed, signed, under ``found``
+    (:mod:`~dtype_explorer.runtime.printed`): the command calls it with the text it laid out
+    from a stored answer read back signed, never from a live one.
+
+    Args:
+        found: the printed answer's key, ``printed.key(question)``.
+        text: what the command printed.
+
+    Raises:
+        ValueError: ``found`` is not a printed answer's key (a stored answer's key, say).
+
+    >>> from dtype_explorer.runtime import printed
+    >>> put_printed(printed.key({"target": "Dense", "backend": "numpy"}), "...")  # doctest: +SKIP
+    """
+    if not found.startswith(printed.PREFIX):
+        raise ValueError(
+            f"a printed answer's key starts with {printed.PREFIX!r}; received: {found[:40]!r}"
+        )
+    row = _mac.sign(_mac.secret(create=True), found, _rows.encode(text))
+    _store().run(lambda db: db.set(found, row))
+
+
 def results() -> Iterator[ProbeResult]:
-    """Every stored answer signed with this user's key, for inspection."""
+    """Every stored answer signed with this user's key, for inspection (not the command's
+    printed answers)."""
     store = _store()
     for k in store.run(list):
+        if type(k) is str and k.startswith(printed.PREFIX):
+            continue
         row = store.run(lambda db, k=k: db.get(k)) if type(k) is str else None
         result = None if row is None else _authentic(k, row, None)
         if result is not None:
@@ -239,9 +265,16 @@ def stats() -> dict[str, Any]:
 
 
 def info() -> dict[str, Any]:
-    """Where the cache lives, how many rows it holds and its size on disk."""
+    """Where the cache lives, how many answers it holds (``entries``), how many of the
+    command's printed answers (``printed``), and its size on disk."""
     store = _store()
-    return {"path": str(path()), "entries": store.run(len), "size_bytes": store.run(_volume)}
+    kept = sum(1 for k in store.run(list) if type(k) is str and k.startswith(printed.PREFIX))
+    return {
+        "path": str(path()),
+        "entries": store.run(len) - kept,
+        "printed": kept,
+        "size_bytes": store.run(_volume),
+    }
 
 
 def _volume(db: Any) -> int:

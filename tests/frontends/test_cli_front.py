@@ -8,10 +8,11 @@ module it imported): nothing in the product is patched or mocked.
 """
 
 import json
+import sqlite3
 from pathlib import Path
 
 from dtype_explorer.frontends import command
-from dtype_explorer.runtime import _store, cache_read, pool
+from dtype_explorer.runtime import _store, cache_read, pool, printed
 from tests.cache_rows import forge_rows
 from tests.front_process import run_front
 
@@ -204,35 +205,75 @@ NOT_FOR_A_CACHED_ANSWER = {
 }
 
 
-def test_a_cached_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):
+#: What the printed lane (the command line asked again) never imports: all of the above, and
+#: what lane 2 needs (NumPy, pydantic, the records, the spec check, the views, Keras's facts).
+NOT_FOR_A_PRINTED_ANSWER = {
+    *NOT_FOR_A_CACHED_ANSWER,
+    "numpy",
+    "pydantic",
+    "dtype_explorer.records",
+    "dtype_explorer.views",
+    "dtype_explorer.keras_run",
+    "dtype_explorer.keras_facts",
+    "dtype_explorer.runtime.cache_read",
+    "dtype_explorer.frontends._cached_answer",
+}
+
+
+def _printed_rows(cache_dir, drop=False):
+    """How many printed answers the cache holds (removed first when ``drop``)."""
+    db = sqlite3.connect(cache_dir / "cache.db", isolation_level=None)
+    try:
+        if drop:
+            db.execute("DELETE FROM Cache WHERE key LIKE ?", (printed.PREFIX + "%",))
+        where = "SELECT COUNT(*) FROM Cache WHERE key LIKE ?"
+        return db.execute(where, (printed.PREFIX + "%",)).fetchone()[0]
+    finally:
+        db.close()
+
+
+def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library_alone(tmp_path):
     cache_dir = tmp_path / "cache"
     args = [*DENSE, "--backend", "numpy"]
     live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
     assert live.returncode == 0, live.stderr
+    assert _printed_rows(cache_dir) == 1  # kept once the live answer was stored
+    again, frameworks = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert again.returncode == 0 and again.stdout == live.stdout, again.stderr
+    assert again.stderr == ""
+    modules = _modules(tmp_path)
+    assert frameworks == []
+    assert {"dtype_explorer.runtime.printed", "dtype_explorer.runtime._mac"} <= modules
+    assert sorted(modules & NOT_FOR_A_PRINTED_ANSWER) == []
+    ours = {m for m in modules if m.startswith("dtype_explorer")}
+    # lane 1: the command's entry, the printed row's key (versions, settings) and signed read
+    assert len(ours) <= 20, "\n".join(sorted(ours))
+    as_json, _ = _cli(*args, "--json", cache_dir=cache_dir, tmp_path=tmp_path)
+    (first,) = json.loads(as_json.stdout)  # another command line: lane 2, then kept
+    assert first["cached"] is True and _printed_rows(cache_dir) == 2
+    kept, _ = _cli(*args, "--json", cache_dir=cache_dir, tmp_path=tmp_path)
+    assert kept.stdout == as_json.stdout and "numpy" not in _modules(tmp_path)
+
+
+def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):
+    cache_dir = tmp_path / "cache"
+    args = [*DENSE, "--backend", "numpy"]
+    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert live.returncode == 0, live.stderr
+    assert _printed_rows(cache_dir, drop=True) == 0  # as after dx.probe: an answer, no text
     cached, frameworks = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
     assert cached.returncode == 0 and cached.stdout == live.stdout, cached.stderr
+    assert cached.stderr == ""
     modules = _modules(tmp_path)
     assert frameworks == []
     # what it does need is there: the spec check, the cache read and the text view
     needed = {"dtype_explorer.keras_run._spec", "dtype_explorer.runtime.cache_read"}
     assert needed | {"dtype_explorer.views._text", "dtype_explorer.runtime._mac"} <= modules
-    assert sorted(modules & NOT_FOR_A_CACHED_ANSWER) == []
-    ours = {m for m in modules if m.startswith("dtype_explorer")}
-    # 80 before the packages' names were made lazy, 45 right after, 62 as the package split;
-    # 44 since the entry point answers a cached probe itself (frontends.command: no typer,
-    # pool, diskcache or engines). The cap catches a heavy module coming back; the list above
-    # (NOT_FOR_A_CACHED_ANSWER) names the heavy ones. 48 since two facts got one owner each
-    # (issue 36): the folders (dtype_explorer.folders) and $DTYPE_EXPLORER_BACKENDS
-    # (runtime._allowed), both small and imported by the cache read; 49 since a cast's lost
-    # values are a record of their own (records._exactness, part of a cached ProbeResult); 50
-    # since a finding's fix carries its proof (records._fix: the audit records, which the text
-    # view registers with, import it); 51 since the Keras range is checked at import (issue 41:
-    # keras_release, small, reads no Keras); 58 since issue 41: "copy as code" (records._as_code,
-    # _as_code_probe, _as_code_script, _as_code_audit: what a probe called is a field of the
-    # cached ProbeResult, its code written by pure functions of it), the model graph
-    # (records._graph, a field of AuditReport), a training run's steps (records._fit and the
-    # text view's views._fit) and the page's theme (views._theme); each small, none reads Keras.
-    assert len(ours) <= 58, "\n".join(sorted(ours))
+    # the storage stack comes in only after the answer is printed, to keep what it printed
+    keeping = {"dtype_explorer.runtime.cache", "dtype_explorer.runtime.engines"}
+    keeping |= {"diskcache", "filelock", "tqdm"}
+    assert sorted(modules & (NOT_FOR_A_CACHED_ANSWER - keeping)) == []
+    assert _printed_rows(cache_dir) == 1
 
 
 def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(

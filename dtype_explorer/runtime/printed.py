@@ -1,0 +1,75 @@
+"""The command's printed answers: what ``dtype-explorer probe ...`` printed for a stored
+answer, kept under its own command line, so that the same command asked again prints it with
+the standard library alone (no NumPy, pydantic, record, spec check or view imported).
+
+A printed row is written only from a stored answer that was read back signed and validated as
+the answer to the command's spec, and laid out by the text view exactly as the command prints
+it (``frontends.command``: after the full command answered live, or after such a stored answer
+was printed); it is never written from a live result, a failure or anything the cache does not
+keep. Its key is the command's question (the options as typed, :func:`key`) followed by what
+every stored answer's key ends with (``_cache_key.answered_by``: the versions of
+dtype-explorer, Keras, NumPy, Python and the backend's package, where it runs, ``keras.json``
+and the ``KERAS_*``/``JAX_*`` variables). What can change the answer to the same command line
+is in that key, so a printed row answers exactly when the stored answer it came from would; an
+upgrade, another ``keras.json`` or ``JAX_ENABLE_X64`` asks again.
+
+It is signed like every row (:mod:`._mac`, over its key and body: a row moved to another
+command line or edited is refused), stored in the same database (``cache.put_printed``),
+removed with the rest by ``dx.cache.clear()``, and never read inside the Keras 2 kernel, for
+a backend not installed or not allowed by ``$DTYPE_EXPLORER_BACKENDS``, or for a question on
+several backends.
+
+>>> key({"target": "Dense", "backend": "numpy"}).startswith(PREFIX + '{"backend":"numpy"')
+True
+>>> key({"target": "Dense", "backend": "numpy,jax"}) is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from dtype_explorer import backends
+from dtype_explorer.runtime import _row_read
+from dtype_explorer.runtime._cache_key import answered_by
+from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
+
+#: Where a printed row's key starts: never the start of a stored answer's (a spec's JSON).
+PREFIX = "printed|"
+
+
+def key(asked: Mapping[str, Any]) -> str | None:
+    """The key of the printed answer to ``asked``, or ``None`` when it names no one backend.
+
+    Args:
+        asked: the command's question as option texts (``frontends.command.question``).
+
+    Returns:
+        ``printed|`` + the question as sorted JSON + what answers on its backend, or ``None``.
+    """
+    backend = str(asked.get("backend", "")).strip()
+    if backend not in backends.BACKENDS:
+        return None
+    question = json.dumps(dict(asked), sort_keys=True, separators=(",", ":"))
+    return f"{PREFIX}{question}|{answered_by(backend)}"
+
+
+def read(asked: Mapping[str, Any]) -> str | None:
+    """The text the command printed for ``asked`` when it is kept and signed with this
+    user's key, else ``None`` (the command then reads the stored answer, or asks live).
+
+    Args:
+        asked: the command's question as option texts.
+
+    Returns:
+        The printed text, or ``None``.
+    """
+    found = key(asked)
+    if found is None or os.environ.get(KERNEL_ENGINE):
+        return None
+    if not _row_read.usable(str(asked["backend"]).strip()):
+        return None
+    return _row_read.signed_text(found)
