@@ -23,6 +23,9 @@ the exit status is 1 if any is. Figures (each measured by the script named, in o
 * ``audit:float32``, ``audit:mixed_bfloat16``: ``check_model`` / ``model(x)`` on jax
   (``audit_policy.py``); ``audit:mixed_bfloat16/own``: the policy's audit / a call of the same
   model built under that policy.
+* ``audit:all``: ``check_model(model, x, backends="all")`` on a warm pool, its re-probes not
+  cached, / ``model(x)`` / the backends re-probed on, a BERT-base-sized keras-hub backbone on
+  tensorflow (``audit_backends.py``).
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-import audit_policy  # benchmarks/, beside this script
+import audit_backends  # benchmarks/, beside this script
+import audit_policy
 import cli
 import cli_front
 import probe_wait
@@ -53,8 +58,19 @@ FIGURES = (
     "audit:float32",
     f"audit:{audit_policy.POLICY}",
     f"audit:{audit_policy.POLICY}/own",
+    "audit:all",
 )
-PACKAGES = ("keras", "jax", "tensorflow", "torch", "numpy", "openvino", "ml_dtypes", "pydantic")
+PACKAGES = (
+    "keras",
+    "keras_hub",
+    "jax",
+    "tensorflow",
+    "torch",
+    "numpy",
+    "openvino",
+    "ml_dtypes",
+    "pydantic",
+)
 
 
 def claims(readme: Path = README) -> dict[str, dict]:
@@ -116,9 +132,12 @@ def measure(only: set[str], repeats: int) -> dict[str, dict]:
                 "worst": worst["layer"],
                 "cells": mine,
             }
-    if any(name.startswith("audit:") for name in only):
+    if only & {"audit:float32", f"audit:{audit_policy.POLICY}", f"audit:{audit_policy.POLICY}/own"}:
         for row in audit_policy.in_backend("jax", repeats):
             now[f"audit:{row['audit']}"] = {"min": row["ratio_min"], "median": row["ratio_median"]}
+    if "audit:all" in only:
+        per = audit_backends.in_backend("tensorflow", max(3, repeats // 2))["per_backend"]
+        now["audit:all"] = {"min": min(per), "median": statistics.median(per)}
     return now
 
 
