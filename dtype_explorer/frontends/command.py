@@ -28,7 +28,6 @@ prints for the same stored answer (``tests/frontends/test_cli_front.py``).
 from __future__ import annotations
 
 import importlib
-import sqlite3
 import sys
 import warnings
 from collections.abc import Mapping
@@ -75,7 +74,7 @@ def main() -> None:
         importlib.import_module("dtype_explorer.frontends.cli").app(prog_name="dtype-explorer")
     except SystemExit as done:
         if asked is not None and done.code in (0, None):
-            _keep(asked, frontends._cached_answer.text(asked))
+            _keep(asked)
         raise
 
 
@@ -115,19 +114,25 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
-#: What keeping a printed answer may meet and shrug off: the answer is printed already.
-_KEEP_FAULTS = (OSError, sqlite3.Error, TimeoutError)
+#: The store's warnings that keeping a printed answer passes over: a folder that cannot be
+#: written or a path SQLite cannot take (lane 2 answers next time too). A damaged file moved
+#: aside is still said.
+_QUIET = r"dtype-explorer's result cache: .*(is read-only|too long for SQLite)"
 
 
-def _keep(asked: Mapping[str, Any], text: str | None) -> None:
-    """Keep ``text`` (lane 2's, from a signed stored answer) as the printed answer to
-    ``asked``. A cache that cannot be written keeps nothing, quietly: the answer is out."""
+def _keep(asked: Mapping[str, Any], text: str | None = None) -> None:
+    """Keep what lane 2 prints for ``asked`` (``text``, or read now: from a signed stored
+    answer) as its printed answer. The answer is out already: a busy or unwritable cache, or
+    any fault on the way, keeps nothing and changes neither the output nor the exit status."""
     found = printed.key(asked)
-    if text is None or found is None:
+    if found is None or printed.busy():  # another writer: no waiting after the answer
         return
-    with warnings.catch_warnings():  # a read-only cache folder: lane 2 answers next time too
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_QUIET)
         try:
-            runtime.cache.put_printed(found, text)
-        except _KEEP_FAULTS:
+            if text is None:
+                text = frontends._cached_answer.text(asked)
+            if text is not None:
+                runtime.cache.put_printed(found, text)
+        except Exception:  # optional, after the answer: never its failure
             return

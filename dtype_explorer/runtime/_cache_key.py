@@ -17,7 +17,7 @@ import functools
 import json
 from typing import TYPE_CHECKING, Any
 
-from dtype_explorer.versions import placement, settings, versions
+from dtype_explorer.versions import library_version, placement, settings, versions
 
 if TYPE_CHECKING:
     from dtype_explorer.records import ProbeSpec
@@ -25,18 +25,23 @@ if TYPE_CHECKING:
 
 def installed_key(spec: ProbeSpec) -> str:
     """The cache key of ``spec`` answered by the installed Keras (no engine's stamp)."""
-    return f"{spec.cache_key()}|{answered_by(spec.backend)}"
+    return f"{spec.cache_key()}|{answered_by(spec.backend, spec.mode)}"
 
 
-def answered_by(backend: str) -> str:
-    """The part of every key that says what answers on ``backend``: the versions, where it
-    runs and the settings a worker starts with (a stored answer's key and a printed one's)."""
-    return f"{_stamp(backend)}|{compact(placement())}|{compact(settings())}"
+def answered_by(backend: str, mode: str = "call") -> str:
+    """The part of every key that says what answers on ``backend`` in ``mode``: the versions,
+    where it runs and the settings a worker starts with (a stored answer's key and a printed
+    one's). A ``dataset`` probe runs inside ``tf.data`` on any backend: TensorFlow's version
+    (``"missing"`` when it is not installed) is in its key too."""
+    return f"{_stamp(backend, mode == 'dataset')}|{compact(placement())}|{compact(settings())}"
 
 
 @functools.cache
-def _stamp(backend: str) -> str:
-    return compact(versions(backend))
+def _stamp(backend: str, with_tensorflow: bool) -> str:
+    found = versions(backend)
+    if with_tensorflow:
+        found.setdefault("tensorflow", library_version("tensorflow"))
+    return compact(found)
 
 
 def compact(values: dict[str, Any]) -> str:

@@ -27,18 +27,32 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from dtype_explorer import backends
+import dtype_explorer
+from dtype_explorer import backends, folders
 from dtype_explorer.runtime import _row_read
 from dtype_explorer.runtime._cache_key import answered_by
 from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 
 #: Where a printed row's key starts: never the start of a stored answer's (a spec's JSON).
 PREFIX = "printed|"
+_PACKAGE = Path(dtype_explorer.__file__).parent
+#: The code that turns a stored answer into the printed text (:func:`layout_stamp`).
+_LAYOUT = (
+    _PACKAGE / "records",
+    _PACKAGE / "views",
+    _PACKAGE / "errors.py",
+    _PACKAGE / "frontends" / "_cached_answer.py",
+)
+#: How long the command waits to keep a printed answer while another process writes.
+_BUSY_WAIT = 0.2
 
 
 def key(asked: Mapping[str, Any]) -> str | None:
@@ -48,13 +62,62 @@ def key(asked: Mapping[str, Any]) -> str | None:
         asked: the command's question as option texts (``frontends.command.question``).
 
     Returns:
-        ``printed|`` + the question as sorted JSON + what answers on its backend, or ``None``.
+        ``printed|`` + the question as sorted JSON + the code that lays it out
+        (:func:`layout_stamp`) + what answers on its backend in its mode, or ``None``.
     """
     backend = str(asked.get("backend", "")).strip()
     if backend not in backends.BACKENDS:
         return None
+    mode = str(asked.get("mode", "call")).strip()
     question = json.dumps(dict(asked), sort_keys=True, separators=(",", ":"))
-    return f"{PREFIX}{question}|{answered_by(backend)}"
+    return f"{PREFIX}{question}|{layout_stamp()}|{answered_by(backend, mode)}"
+
+
+def layout_stamp() -> str:
+    """What the printed text was laid out by, read without importing it: the newest change
+    time and the number of the modules that read an answer and write its text (the records,
+    the views, the errors' escaping, the stored answer's lane). A checkout edited or a package
+    reinstalled under the same version lays out anew.
+
+    >>> layout_stamp().count(":")
+    1
+    """
+    newest, count = 0, 0
+    for where in _LAYOUT:
+        with contextlib.suppress(OSError):
+            found = (
+                [where]
+                if where.suffix
+                else [e for e in os.scandir(where) if e.name.endswith(".py")]
+            )
+            for entry in found:
+                newest = max(newest, os.stat(entry).st_mtime_ns)
+                count += 1
+    return f"{newest}:{count}"
+
+
+def busy() -> bool:
+    """Whether another process is writing the cache's database now (a write would wait):
+    the command then keeps nothing rather than hold its exit for it. No database: not busy.
+
+    >>> busy()
+    False
+    """
+    where = folders.cache_dir() / _row_read.DB_FILE
+    if not where.is_file():
+        return False
+    try:
+        db = sqlite3.connect(where, timeout=_BUSY_WAIT, isolation_level=None)
+    except sqlite3.Error:
+        return True
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("ROLLBACK")
+    except sqlite3.Error:
+        return True
+    finally:
+        db.close()
+    return False
 
 
 def read(asked: Mapping[str, Any]) -> str | None:

@@ -7,11 +7,14 @@ command: tests/frontends/test_cli_front.py)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from importlib import metadata
 
 import pytest
 
 from dtype_explorer import cache
+from dtype_explorer.frontends import command
 from dtype_explorer.runtime import _mac, printed
 from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 from tests.cache_rows import forge_rows
@@ -105,3 +108,39 @@ def test_a_printed_answer_is_not_a_stored_one_and_is_cleared_with_them():
     assert (info["entries"], info["printed"]) == (0, 1)
     assert cache.clear() == 1
     assert printed.read(ASKED) is None
+
+
+def test_a_dataset_probe_keys_tensorflow_s_version_on_any_backend():
+    dataset = printed.key({**ASKED, "mode": "dataset"})
+    assert '"tensorflow":' in dataset and '"tensorflow":' not in printed.key(ASKED)
+    assert f'"tensorflow":"{metadata.version("tensorflow")}"' in dataset
+
+
+def test_an_edited_layout_is_laid_out_anew(tmp_path, monkeypatch):
+    view = tmp_path / "views" / "_text.py"
+    view.parent.mkdir()
+    view.write_text("# a view\n")
+    monkeypatch.setattr(printed, "_LAYOUT", (view.parent, tmp_path / "errors.py"))
+    keep()
+    assert printed.read(ASKED) == TEXT
+    os.utime(view, ns=(view.stat().st_atime_ns, view.stat().st_mtime_ns + 10**9))
+    assert printed.read(ASKED) is None  # the text view changed: the stored answer's lane
+    keep()
+    (view.parent / "_more.py").write_text("")
+    assert printed.read(ASKED) is None  # a module more
+
+
+def test_while_another_process_writes_the_command_keeps_nothing_and_does_not_wait():
+    keep({**ASKED, "target": "ReLU"})  # the database exists
+    writer = sqlite3.connect(cache.path() / "cache.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        assert printed.busy()  # found in 0.2 s: the keep is skipped, not left to wait
+        command._keep(ASKED, TEXT)  # raises nothing
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert not printed.busy()
+    assert printed.read(ASKED) is None
+    command._keep(ASKED, TEXT)
+    assert printed.read(ASKED) == TEXT
