@@ -39,18 +39,27 @@ import trace_code
 LAG = 8
 
 
-class _Floor:
-    """The least tracer: the loop's ops and ``*`` wrapped while :meth:`run` runs ``work``."""
+class Floor:
+    """The least tracer: ``names`` of ``namespace`` (the loop's ops of ``keras.ops`` by
+    default) and, with ``operators``, the tensor's ``*`` wrapped while :meth:`run` runs
+    ``work``. ``values``: ``"none"``, ``"now"`` or ``"later"`` (see the module's docstring)."""
 
-    def __init__(self, values: str) -> None:
+    def __init__(
+        self,
+        values: str,
+        namespace: Any = None,
+        names: tuple[str, ...] = ("matmul", "tanh"),
+        operators: bool = True,
+    ) -> None:
         import keras
 
         self.values = values
         self.local = threading.local()
         self.local.steps = None
-        self.ops = {name: getattr(keras.ops, name) for name in ("matmul", "tanh")}
+        self.namespace = keras.ops if namespace is None else namespace
+        self.ops = {name: getattr(self.namespace, name) for name in names}
         self.owner = self.mul = None  # the first class of the tensor's that takes a __mul__
-        for cls in type(keras.ops.ones((1,))).__mro__:
+        for cls in type(keras.ops.ones((1,))).__mro__ if operators else ():
             if cls is object or cls.__module__.startswith("numpy"):
                 break
             try:
@@ -61,10 +70,8 @@ class _Floor:
             break
 
     def run(self, work: Callable[[], Any]) -> list:
-        import keras
-
         for name, fn in self.ops.items():
-            setattr(keras.ops, name, self._wrapped(fn, f"ops.{name}"))
+            setattr(self.namespace, name, self._wrapped(fn, f"ops.{name}"))
         if self.owner is not None:
             self.owner.__mul__ = self._wrapped(self.mul, "operator.mul")
         self.local.steps = steps = []
@@ -73,7 +80,7 @@ class _Floor:
         finally:
             self.local.steps = None
             for name, fn in self.ops.items():
-                setattr(keras.ops, name, fn)
+                setattr(self.namespace, name, fn)
             if self.owner is not None:
                 self.owner.__mul__ = self.mul
             for step in steps[-LAG:]:  # the values still waiting
@@ -95,7 +102,7 @@ class _Floor:
             finally:
                 local.steps = steps
             ins = tuple(getattr(a, "dtype", type(a).__name__) for a in args)
-            step = [name, frame.f_code.co_filename, frame.f_lineno, ins, out.dtype]
+            step = [name, frame.f_code.co_filename, frame.f_lineno, ins, _dtype(out)]
             steps.append(step)
             if values == "now":
                 step.append(_finite(out))
@@ -109,10 +116,28 @@ class _Floor:
         return traced
 
 
+def _dtype(value: Any) -> Any:
+    """An op's output dtype (a tuple of them for several outputs, a type's name otherwise)."""
+    if isinstance(value, tuple | list):
+        return tuple(_dtype(v) for v in value)
+    return getattr(value, "dtype", type(value).__name__)
+
+
 def _finite(value: Any) -> bool:
+    """Whether ``value`` (an op's output: a tensor, several, or none) holds no inf or NaN."""
     import numpy as np
 
+    if isinstance(value, tuple | list):
+        return all(_finite(v) for v in value)
+    if not hasattr(value, "dtype"):
+        return True
+    from dtype_explorer import dtypes
+
     array = np.asarray(value)
+    if array.size == 0 or array.dtype.kind in "biu":
+        return True
+    if array.dtype.itemsize == 2:  # float16, bfloat16: on their bits, as the trace reads them
+        return dtypes.finite_peak(array) is not None
     return math.isfinite(float(array.max())) and math.isfinite(float(array.min()))
 
 
@@ -125,7 +150,7 @@ def measure_here(repeats: int, clock_name: str) -> list[dict]:
     now = _harness.clock(clock_name)
     floors = {"dtypes": "none", "values": "now", "values later": "later"}
     measured: dict[str, Callable[[], Any]] = {
-        f"floor, {name}": functools.partial(_Floor(values).run, loop)
+        f"floor, {name}": functools.partial(Floor(values).run, loop)
         for name, values in floors.items()
     }
     measured["dx.trace"] = lambda: dx.trace(loop)
