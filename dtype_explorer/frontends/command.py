@@ -28,6 +28,7 @@ prints for the same stored answer (``tests/frontends/test_cli_front.py``).
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Mapping
@@ -110,8 +111,14 @@ def cached_text(argv: list[str]) -> str | None:
 
 
 def _write(text: str) -> None:
-    sys.stdout.write(printable(text))
-    sys.stdout.flush()
+    """Print ``text``; a reader that went away (``| head``) ends the command quietly with
+    status 1, as the full command (click) does, not with a traceback."""
+    try:
+        sys.stdout.write(printable(text))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush
+        sys.exit(1)
 
 
 #: The store's warnings that keeping a printed answer passes over: a folder that cannot be

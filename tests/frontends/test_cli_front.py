@@ -8,7 +8,10 @@ module it imported): nothing in the product is patched or mocked.
 """
 
 import json
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 from dtype_explorer.frontends import command
@@ -253,6 +256,32 @@ def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library
     assert first["cached"] is True and _printed_rows(cache_dir) == 2
     kept, _ = _cli(*args, "--json", cache_dir=cache_dir, tmp_path=tmp_path)
     assert kept.stdout == as_json.stdout and "numpy" not in _modules(tmp_path)
+
+
+def test_a_reader_that_went_away_ends_a_cached_answer_quietly(tmp_path):
+    """``dtype-explorer probe ... | head``: stdout's reader is gone before the answer is
+    written (a pipe whose read end is closed): status 1 and nothing on stderr, as click does."""
+    cache_dir = tmp_path / "cache"
+    args = [*DENSE, "--backend", "numpy"]
+    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert live.returncode == 0, live.stderr
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    environ = {**os.environ, "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
+    code = "from dtype_explorer.frontends.command import main; main()"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=environ,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):
