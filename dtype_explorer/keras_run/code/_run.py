@@ -3,21 +3,18 @@ any code) and ``traced_run`` (a function called with its arguments), each giving
 ``TraceResult``.
 
 While the block runs, and while its records are built, the objects the process held before
-are frozen (``gc.freeze``, then ``gc.unfreeze``): a trace keeps every step until it ends, so the
-collector's full passes came due during it and walked the whole heap of a process that has
-imported Keras and its backends (435,000-655,000 objects, a tenth of a second each), about one
-in thirty traces of issue 37's loop: 20 % of its mean time on jax. Nothing is frozen where the
-process froze objects itself (a worker does, after its imports) or turned the collector off.
+are out of the collector's passes (``keras_run._heap``): a trace keeps every step until it
+ends, so the collector's full passes came due during it, about one in thirty traces of issue
+37's loop (20 % of its mean time on jax).
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
 import sys
-from collections.abc import Iterator
 from typing import Any
 
+from dtype_explorer.keras_run._heap import heap_frozen
 from dtype_explorer.keras_run.code._named import named_steps
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
@@ -78,7 +75,7 @@ class TracedRun:
     def __enter__(self) -> TracedRun:
         self.environment = code_environment(self.where)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(_heap_frozen())
+            stack.enter_context(heap_frozen())
             stack.enter_context(named_steps())
             self.trace = stack.enter_context(
                 op_trace(user=True, limit=self.max_steps, own=self.own, lazy=True)
@@ -95,7 +92,7 @@ class TracedRun:
     ) -> TraceResult:
         """The run's record: its steps, ``value`` described (not kept in the JSON), or the
         ``error`` the code raised with the user's own traceback."""
-        with _heap_frozen():
+        with heap_frozen():
             steps = self.trace.steps() if self.trace is not None else ()
         said = status or ("ok" if error is None else "raised")
         problem = None
@@ -121,28 +118,6 @@ class TracedRun:
             note=operator_limit(env.backend),
         )
         return result.with_value(None if value is _NOTHING else value)
-
-
-@contextlib.contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """The objects alive now left out of the collector's passes for the block (see the
-    module's docstring); nothing done where the process froze some itself or collects none.
-
-    >>> before = gc.get_freeze_count()
-    >>> with _heap_frozen():
-    ...     gc.get_freeze_count() > 0
-    True
-    >>> gc.get_freeze_count() <= before   # as before (frozen objects may have been freed)
-    True
-    """
-    if gc.get_freeze_count() or not gc.isenabled():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _status(said: str) -> CodeStatus:
