@@ -94,8 +94,9 @@ def test_int8_per_layer_against_raw_keras_and_the_model_untouched():
 
 def test_keras_s_own_collections_during_a_quantized_audit_skip_the_user_s_heap():
     """Keras collects whenever a layer drops a variable (each layer a quantization replaces):
-    in the user's process those passes walked every object of Keras and its backends (0.45 s
-    of a 0.06 s audit). The audit keeps what was alive before out of them, and puts it back;
+    in the user's process those passes walked every object of Keras and its backends (an
+    audit of 0.45 s, 0.06 s without them). The audit keeps what was alive before out of them,
+    and puts it back;
     the answer is the same (the test session froze its heap after collection: undone here,
     as a user's process is, and redone after)."""
     import gc
