@@ -93,22 +93,51 @@ def print_table(rows: list[dict], measured: str, clock_name: str, repeats: int) 
         )
 
 
-def main(script: str, description: str, measure_here: Callable[[int, str], list], measured: str):
-    """The command line both scripts have: ``--backend``, ``--repeats``, ``--clock``,
-    ``--json``; the measurement runs in a fresh process on that backend (``--here``)."""
+def command_line(
+    description: str,
+    *,
+    backend: str = "jax",
+    repeats: int = 5,
+    clock: str | None = None,
+    options: tuple[tuple[str, dict[str, Any]], ...] = (),
+) -> Any:
+    """The parsed command line of a benchmark measured in a fresh process on one backend:
+    ``--backend``, ``--repeats``, ``--json``, the hidden ``--here`` (the measuring process),
+    ``--clock`` where ``clock`` gives its default, and ``options`` (each its flag and
+    ``add_argument``'s keywords). :func:`forwarded` says what the measuring process is
+    given."""
     import argparse
 
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--backend", default="jax")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
+    parser.add_argument("--backend", default=backend)
+    parser.add_argument("--repeats", type=int, default=repeats)
+    if clock is not None:
+        parser.add_argument("--clock", choices=("cpu", "wall"), default=clock)
+    for flag, settings in options:
+        parser.add_argument(flag, **settings)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def forwarded(args: Any) -> list[str]:
+    """What :func:`command_line`'s ``args`` hand the measuring process (all but
+    ``--backend``, ``--json`` and ``--here``)."""
+    found = []
+    for name, value in vars(args).items():
+        if name not in ("backend", "json", "here"):
+            found += [f"--{name.replace('_', '-')}", str(value)]
+    return found
+
+
+def main(script: str, description: str, measure_here: Callable[[int, str], list], measured: str):
+    """The command line both scripts have: ``--backend``, ``--repeats``, ``--clock``,
+    ``--json``; the measurement runs in a fresh process on that backend (``--here``)."""
+    args = command_line(description, clock="cpu")
     if args.here:
         print(json.dumps(measure_here(args.repeats, args.clock)))
         return
-    rows = in_backend(script, args.backend, "--repeats", str(args.repeats), "--clock", args.clock)
+    rows = in_backend(script, args.backend, *forwarded(args))
     if args.json:
         print(json.dumps(rows, indent=2))
         return

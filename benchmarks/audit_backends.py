@@ -23,7 +23,6 @@ Issue 44's goal: ``backends="all"`` on a warm pool <= 3x per backend.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -118,12 +117,7 @@ def in_backend(backend: str, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="tensorflow")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.command_line(__doc__.splitlines()[0], backend="tensorflow", repeats=3)
     if args.here:
         print(json.dumps(measure_here(args.repeats)))
         return

@@ -26,7 +26,6 @@ Models: ``dense`` (``audit_policy.py``'s 3-Dense model, (32, 128), ``mixed_bfloa
 
 from __future__ import annotations
 
-import argparse
 import functools
 import inspect
 import json
@@ -128,28 +127,13 @@ def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> li
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="jax")
-    parser.add_argument("--model", default="dense", choices=("dense", "resnet50"))
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--clock", choices=("cpu", "wall"), default="wall")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    model = ("--model", {"default": "dense", "choices": ("dense", "resnet50")})
+    args = _harness.command_line(__doc__.splitlines()[0], repeats=7, clock="wall", options=(model,))
     if args.here:
         print(json.dumps(measure_here(args.repeats, args.clock, args.model)))
         return
     load = os.getloadavg()[0]
-    rows = _harness.in_backend(
-        __file__,
-        args.backend,
-        "--repeats",
-        str(args.repeats),
-        "--clock",
-        args.clock,
-        "--model",
-        args.model,
-    )
+    rows = _harness.in_backend(__file__, args.backend, *_harness.forwarded(args))
     if args.json:
         print(json.dumps(rows, indent=2))
         return

@@ -12,7 +12,6 @@ raw Keras (its autocasts are the forward pass the audit needs). Issue 44's goal:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -79,12 +78,7 @@ def in_backend(backend: str, repeats: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="jax")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = harness.command_line(__doc__.splitlines()[0], repeats=7)
     if args.here:
         print(json.dumps(measure_here(args.repeats)))
         return

@@ -12,7 +12,6 @@ whole, then ``repeats`` traces timed whole (wall time).
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import os
@@ -54,17 +53,12 @@ def measure_here(repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="jax")
-    parser.add_argument("--repeats", type=int, default=90)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = _harness.command_line(__doc__.splitlines()[0], repeats=90)
     if args.here:
         print(json.dumps(measure_here(args.repeats)))
         return
     load = os.getloadavg()[0]
-    row = _harness.in_backend(__file__, args.backend, "--repeats", str(args.repeats))
+    row = _harness.in_backend(__file__, args.backend, *_harness.forwarded(args))
     if args.json:
         print(json.dumps(row))
         return
