@@ -75,52 +75,69 @@ def _models(name: str) -> tuple[Any, Any, Any, str]:
 
 
 def _synced(model: Any, x: Any) -> Callable:
-    """``model(x)`` with its output read (jax dispatches asynchronously)."""
-    import numpy as np
+    """``model(x)`` with its output read (jax dispatches asynchronously), through the
+    backend's own ``convert_to_numpy`` (not a step of the floor; torch's bfloat16 widened)."""
+    from keras.src import backend
 
     def call() -> None:
-        np.asarray(model(x))
+        backend.convert_to_numpy(model(x))
 
     return call
 
 
-def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> list[dict]:
+def _targets() -> list[tuple[Any, tuple[str, ...]]]:
+    """What Keras's layers call: every public function of ``keras.src.ops``, of the backend's
+    ``nn`` and ``numpy`` (activations and some layers call those directly), and the backend's
+    ``cast`` and ``convert_to_tensor`` (the autocasts of inputs and variables)."""
+    from keras.src import backend
     from keras.src import ops as keras_ops
 
+    def functions(space: Any) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, fn in vars(space).items()
+            if not name.startswith("_") and inspect.isfunction(fn)
+        )
+
+    spaces = [(space, functions(space)) for space in (keras_ops, backend.nn, backend.numpy)]
+    return [*spaces, (backend, ("cast", "convert_to_tensor"))]
+
+
+def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> list[dict]:
     from dtype_explorer import check_model
 
-    names = tuple(
-        name
-        for name, fn in vars(keras_ops).items()
-        if not name.startswith("_") and inspect.isfunction(fn)
-    )
-
-    def floor(values: str) -> Callable:
-        return trace_floor.Floor(values, keras_ops, names, operators=False).run
+    targets = _targets()
+    floors = {
+        values: trace_floor.Floor(values, targets, operators=False) for values in ("none", "now")
+    }
 
     plain, mixed, x, policy = _models(model_name)
     bare, bare_mixed = _synced(plain, x), _synced(mixed, x)
 
-    def with_reference(model: Any) -> Callable:
-        def run() -> None:
-            floor("now")(_synced(model, x))
-            bare()
+    traced_mixed = functools.partial(floors["now"].run, bare_mixed)
 
-        return run
+    def with_reference() -> None:
+        traced_mixed()
+        bare()
 
+    steps = {"float32": len(floors["now"].run(bare)), policy: len(traced_mixed())}
     cases = [
-        ("float32", "floor, dtypes", bare, functools.partial(floor("none"), bare)),
-        ("float32", "floor, values", bare, functools.partial(floor("now"), bare)),
+        ("float32", "floor, dtypes", bare, functools.partial(floors["none"].run, bare)),
+        ("float32", "floor, values", bare, functools.partial(floors["now"].run, bare)),
         ("float32", "check_model", bare, lambda: check_model(plain, x)),
-        (f"policy={policy}", "floor, values + float32 reference", bare, with_reference(mixed)),
+        (f"policy={policy}", "floor, values + float32 reference", bare, with_reference),
         (f"policy={policy}", "check_model", bare, lambda: check_model(plain, x, policy=policy)),
-        (f"built {policy}", "floor, values + float32 reference", bare_mixed, with_reference(mixed)),
+        (f"built {policy}", "floor, values + float32 reference", bare_mixed, with_reference),
         (f"built {policy}", "check_model", bare_mixed, lambda: check_model(mixed, x)),
     ]
     now = _harness.clock(clock_name)
     return [
         _harness.paired_row(
-            f"{model_name}, {audit}", what, _harness.paired(base, work, repeats, now), "measured"
+            f"{model_name} ({steps[policy if 'float32' not in audit else 'float32']} steps), "
+            f"{audit}",
+            what,
+            _harness.paired(base, work, repeats, now),
+            "measured",
         )
         for audit, what, base, work in cases
     ]

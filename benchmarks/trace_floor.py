@@ -40,15 +40,16 @@ LAG = 8
 
 
 class Floor:
-    """The least tracer: ``names`` of ``namespace`` (the loop's ops of ``keras.ops`` by
-    default) and, with ``operators``, the tensor's ``*`` wrapped while :meth:`run` runs
-    ``work``. ``values``: ``"none"``, ``"now"`` or ``"later"`` (see the module's docstring)."""
+    """The least tracer: the functions ``targets`` names (``(namespace, names)`` pairs; the
+    loop's ``keras.ops.matmul`` and ``tanh`` by default) and, with ``operators``, the tensor's
+    ``*``, wrapped while :meth:`run` runs ``work``; a function called inside a wrapped one is
+    not a step. The wrappers are made once; a run swaps them in and out. ``values``:
+    ``"none"``, ``"now"`` or ``"later"`` (see the module's docstring)."""
 
     def __init__(
         self,
         values: str,
-        namespace: Any = None,
-        names: tuple[str, ...] = ("matmul", "tanh"),
+        targets: list[tuple[Any, tuple[str, ...]]] | None = None,
         operators: bool = True,
     ) -> None:
         import keras
@@ -56,8 +57,13 @@ class Floor:
         self.values = values
         self.local = threading.local()
         self.local.steps = None
-        self.namespace = keras.ops if namespace is None else namespace
-        self.ops = {name: getattr(self.namespace, name) for name in names}
+        targets = [(keras.ops, ("matmul", "tanh"))] if targets is None else targets
+        #: (namespace, name, the original, its wrapper)
+        self.swaps = [
+            (space, name, getattr(space, name), self._wrapped(getattr(space, name), name))
+            for space, names in targets
+            for name in names
+        ]
         self.owner = self.mul = None  # the first class of the tensor's that takes a __mul__
         for cls in type(keras.ops.ones((1,))).__mro__ if operators else ():
             if cls is object or cls.__module__.startswith("numpy"):
@@ -67,20 +73,21 @@ class Floor:
             except TypeError:  # a type of C's (torch's TensorBase): its subclass takes it
                 continue
             self.owner, self.mul = cls, vars(cls)["__mul__"]
+            self.mul_wrapper = self._wrapped(self.mul, "operator.mul")
             break
 
     def run(self, work: Callable[[], Any]) -> list:
-        for name, fn in self.ops.items():
-            setattr(self.namespace, name, self._wrapped(fn, f"ops.{name}"))
+        for space, name, _, wrapper in self.swaps:
+            setattr(space, name, wrapper)
         if self.owner is not None:
-            self.owner.__mul__ = self._wrapped(self.mul, "operator.mul")
+            self.owner.__mul__ = self.mul_wrapper
         self.local.steps = steps = []
         try:
             work()
         finally:
             self.local.steps = None
-            for name, fn in self.ops.items():
-                setattr(self.namespace, name, fn)
+            for space, name, original, _ in self.swaps:
+                setattr(space, name, original)
             if self.owner is not None:
                 self.owner.__mul__ = self.mul
             for step in steps[-LAG:]:  # the values still waiting
@@ -133,6 +140,16 @@ def _finite(value: Any) -> bool:
         return True
     from dtype_explorer import dtypes
 
+    if type(value).__module__.startswith("torch"):  # NumPy cannot take torch's bfloat16
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":
+            import ml_dtypes
+            import torch
+
+            return (
+                dtypes.finite_peak(value.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+                is not None
+            )
     array = np.asarray(value)
     if array.size == 0 or array.dtype.kind in "biu":
         return True

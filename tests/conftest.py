@@ -300,9 +300,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     variable (``Layer.__delattr__``, on every layer a ``quantize`` replaces) and in
     ``clear_session``; here that walked every object of those libraries, 0.33 s a collection,
     over half of a GPTQ or AWQ audit's time. What the tests make afterwards is collected as
-    before, and Keras's answers do not change: only how many objects a collection walks."""
+    before, and Keras's answers do not change: only how many objects a collection walks.
+    Frozen for good (``keras_run.freeze_for_good``), so that an audit's ``heap_frozen`` does
+    not count them each time."""
+    from dtype_explorer.keras_run import freeze_for_good
+
     gc.collect()
-    gc.freeze()
+    freeze_for_good()
 
 
 def _children() -> set[int]:

@@ -120,6 +120,7 @@ _EXPORTS: dict[str, str] = {
     "audit_question": "dtype_explorer.keras_run._as_code",
     "unimplemented": "dtype_explorer.keras_run._tool_error",
     "check_precision": "dtype_explorer.keras_run._environment",
+    "freeze_for_good": "dtype_explorer.keras_run._heap",
     "heap_frozen": "dtype_explorer.keras_run._heap",
     "precision_set": "dtype_explorer.keras_run._environment",
 }
@@ -132,7 +133,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run._exactness import cast_loss
     from dtype_explorer.keras_run._expect import array_library, resolve_function
     from dtype_explorer.keras_run._facts import read_facts, write_facts_snapshot
-    from dtype_explorer.keras_run._heap import heap_frozen
+    from dtype_explorer.keras_run._heap import freeze_for_good, heap_frozen
     from dtype_explorer.keras_run._instance_kind import instance_kind
     from dtype_explorer.keras_run._integrity import Snapshot as KerasSnapshot
     from dtype_explorer.keras_run._integrity import changes as keras_changes

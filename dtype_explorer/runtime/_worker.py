@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import faulthandler
-import gc
 import os
 import pickle
 import sys
@@ -111,7 +110,7 @@ def init(
     # What the imports left (the backend's modules: ~400k objects with TensorFlow) lives as
     # long as this process; frozen, a full collection no longer walks it again every few
     # probes (an LSTM's answer allocates enough to start one: ~20 ms each on TensorFlow).
-    gc.freeze()
+    keras_run.freeze_for_good()
     with contextlib.suppress(OSError):
         os.write(2, worker_log.ready_line(backend))
 

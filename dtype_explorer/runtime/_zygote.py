@@ -50,7 +50,6 @@ own; only the zygote's launch is ours: its environment, its imports, and its rea
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import io
 import json
@@ -74,6 +73,7 @@ from multiprocessing import (
 from pathlib import Path
 from typing import Any
 
+from dtype_explorer import keras_run
 from dtype_explorer.runtime import _site as site_files
 from dtype_explorer.runtime import _worker as worker
 from dtype_explorer.runtime._gpu import share_gpu
@@ -131,7 +131,7 @@ def serve(
         os._exit(1)
     # 2. What the imports left is shared by every worker forked from here: frozen, so that
     # neither this process's collections nor the workers' walk (and copy) it.
-    gc.freeze()
+    keras_run.freeze_for_good()
     os.write(ready_w, READY)
     os.close(ready_w)
     # 3. Serve: the standard library's forkserver loop; it exits when ``alive_r`` reaches EOF.

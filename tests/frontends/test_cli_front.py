@@ -267,11 +267,16 @@ def test_a_reader_that_went_away_ends_a_cached_answer_quietly(tmp_path):
     assert live.returncode == 0, live.stderr
     read_end, write_end = os.pipe()
     os.close(read_end)
-    environ = {**os.environ, "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
-    code = "from dtype_explorer.frontends.command import main; main()"
+    report = tmp_path / "front-modules.json"
+    environ = {
+        **os.environ,
+        "DTYPE_EXPLORER_CACHE_DIR": str(cache_dir),
+        "PYTHONPATH": str(ROOT),
+        "DX_FRONT_REPORT": str(report),
+    }
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code, *args],
+            [sys.executable, "-c", WRAPPER, *args],
             stdout=write_end,
             stderr=subprocess.PIPE,
             env=environ,
@@ -282,6 +287,7 @@ def test_a_reader_that_went_away_ends_a_cached_answer_quietly(tmp_path):
     finally:
         os.close(write_end)
     assert (done.returncode, done.stderr) == (1, "")
+    assert "dtype_explorer.frontends.cli" not in _modules(tmp_path)  # the printed answer's lane
 
 
 def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):

@@ -1,11 +1,7 @@
 """One run of the user's code with the op trace on: ``TracedRun`` (a context manager around
 any code) and ``traced_run`` (a function called with its arguments), each giving a
-``TraceResult``.
-
-While the block runs, and while its records are built, the objects the process held before
-are out of the collector's passes (``keras_run._heap``): a trace keeps every step until it
-ends, so the collector's full passes came due during it, about one in thirty traces of issue
-37's loop (20 % of its mean time on jax).
+``TraceResult``. The collector is left as it is while the user's code runs: a
+``gc.collect()`` in it frees what it frees untraced (``keras_run._heap`` is the audit's).
 """
 
 from __future__ import annotations
@@ -14,7 +10,6 @@ import contextlib
 import sys
 from typing import Any
 
-from dtype_explorer.keras_run._heap import heap_frozen
 from dtype_explorer.keras_run.code._named import named_steps
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
@@ -75,7 +70,6 @@ class TracedRun:
     def __enter__(self) -> TracedRun:
         self.environment = code_environment(self.where)
         with contextlib.ExitStack() as stack:
-            stack.enter_context(heap_frozen())
             stack.enter_context(named_steps())
             self.trace = stack.enter_context(
                 op_trace(user=True, limit=self.max_steps, own=self.own, lazy=True)
@@ -92,8 +86,7 @@ class TracedRun:
     ) -> TraceResult:
         """The run's record: its steps, ``value`` described (not kept in the JSON), or the
         ``error`` the code raised with the user's own traceback."""
-        with heap_frozen():
-            steps = self.trace.steps() if self.trace is not None else ()
+        steps = self.trace.steps() if self.trace is not None else ()
         said = status or ("ok" if error is None else "raised")
         problem = None
         if error is not None:
