@@ -9,10 +9,13 @@ module it imported): nothing in the product is patched or mocked.
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from dtype_explorer.frontends import command
 from dtype_explorer.runtime import _store, cache_read, pool, printed
@@ -71,6 +74,23 @@ def _noise(stderr):
     return [line for line in stderr.splitlines() if any(n in line for n in NOISE)]
 
 
+@pytest.fixture(scope="module")
+def answered(tmp_path_factory):
+    """A cache holding the live answer to ``DENSE`` on numpy and its printed text, asked once
+    through the real command (a worker started once for the tests below, not each time)."""
+    where = tmp_path_factory.mktemp("answered")
+    live, _ = _cli(*DENSE, "--backend", "numpy", cache_dir=where / "cache", tmp_path=where)
+    assert live.returncode == 0, live.stderr
+    return where / "cache", live
+
+
+def _copy_of(answered, tmp_path):
+    """This test's own copy of the ``answered`` cache, and the live run's output."""
+    source, live = answered
+    shutil.copytree(source, tmp_path / "cache")
+    return tmp_path / "cache", live
+
+
 def test_a_worker_probe_imports_no_framework_in_the_front_and_json_is_one_document(tmp_path):
     cache_dir = tmp_path / "cache"  # empty: no Keras snapshot, no cached answer yet
     live, frameworks = _cli(
@@ -93,9 +113,10 @@ def test_a_worker_probe_imports_no_framework_in_the_front_and_json_is_one_docume
     assert {**again, "cached": False} == result  # the cached answer is the live one
 
 
-def test_one_backend_has_no_across_backends_line_and_a_cached_text_answer_matches(tmp_path):
-    cache_dir = tmp_path / "cache"
-    live, _ = _cli(*DENSE, "--backend", "numpy", cache_dir=cache_dir, tmp_path=tmp_path)
+def test_one_backend_has_no_across_backends_line_and_a_cached_text_answer_matches(
+    answered, tmp_path
+):
+    cache_dir, live = _copy_of(answered, tmp_path)
     cached, frameworks = _cli(*DENSE, "--backend", "numpy", cache_dir=cache_dir, tmp_path=tmp_path)
     assert live.returncode == cached.returncode == 0, live.stderr + cached.stderr
     assert frameworks == []
@@ -235,11 +256,11 @@ def _printed_rows(cache_dir, drop=False):
         db.close()
 
 
-def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library_alone(tmp_path):
-    cache_dir = tmp_path / "cache"
+def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library_alone(
+    answered, tmp_path
+):
+    cache_dir, live = _copy_of(answered, tmp_path)
     args = [*DENSE, "--backend", "numpy"]
-    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
-    assert live.returncode == 0, live.stderr
     assert _printed_rows(cache_dir) == 1  # kept once the live answer was stored
     again, frameworks = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
     assert again.returncode == 0 and again.stdout == live.stdout, again.stderr
@@ -258,13 +279,11 @@ def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library
     assert kept.stdout == as_json.stdout and "numpy" not in _modules(tmp_path)
 
 
-def test_a_reader_that_went_away_ends_a_cached_answer_quietly(tmp_path):
+def test_a_reader_that_went_away_ends_a_cached_answer_quietly(answered, tmp_path):
     """``dtype-explorer probe ... | head``: stdout's reader is gone before the answer is
     written (a pipe whose read end is closed): status 1 and nothing on stderr, as click does."""
-    cache_dir = tmp_path / "cache"
+    cache_dir, _ = _copy_of(answered, tmp_path)
     args = [*DENSE, "--backend", "numpy"]
-    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
-    assert live.returncode == 0, live.stderr
     read_end, write_end = os.pipe()
     os.close(read_end)
     report = tmp_path / "front-modules.json"
@@ -290,11 +309,11 @@ def test_a_reader_that_went_away_ends_a_cached_answer_quietly(tmp_path):
     assert "dtype_explorer.frontends.cli" not in _modules(tmp_path)  # the printed answer's lane
 
 
-def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view(tmp_path):
-    cache_dir = tmp_path / "cache"
+def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view(
+    answered, tmp_path
+):
+    cache_dir, live = _copy_of(answered, tmp_path)
     args = [*DENSE, "--backend", "numpy"]
-    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
-    assert live.returncode == 0, live.stderr
     assert _printed_rows(cache_dir, drop=True) == 0  # as after dx.probe: an answer, no text
     cached, frameworks = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
     assert cached.returncode == 0 and cached.stdout == live.stdout, cached.stderr
@@ -312,12 +331,10 @@ def test_a_stored_answer_imports_only_the_spec_check_the_cache_and_the_text_view
 
 
 def test_a_tampered_row_is_not_served_by_the_fast_path_and_the_live_answer_replaces_it(
-    tmp_path, monkeypatch
+    answered, tmp_path, monkeypatch
 ):
-    cache_dir = tmp_path / "cache"
+    cache_dir, live = _copy_of(answered, tmp_path)
     args = [*DENSE, "--backend", "numpy"]
-    live, _ = _cli(*args, cache_dir=cache_dir, tmp_path=tmp_path)
-    assert live.returncode == 0, live.stderr
     monkeypatch.setenv("DTYPE_EXPLORER_CACHE_DIR", str(cache_dir))
     assert command.cached_text(args) == live.stdout  # signed: served, as the full command
     assert forge_rows(cache_dir / "cache.db", "float32", "float64")  # a lie, same MAC
