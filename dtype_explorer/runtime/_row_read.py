@@ -11,18 +11,21 @@ is never an error: the caller then takes the full path, which says what went wro
 
 >>> signed_text("no such key") is None
 True
->>> usable("numpy"), usable("tensorflw")
+>>> readable("numpy"), readable("tensorflw")
 (True, False)
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from pathlib import Path
 
 from dtype_explorer import backends, folders
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.runtime import _allowed, _mac, _rows
+from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 
 #: The cache's database file in its directory (``_store.FILE``; a test pins them equal).
 DB_FILE = "cache.db"
@@ -56,9 +59,11 @@ def signed_text(found: str) -> str | None:
     return _rows.decode(body) if verdict == "ok" and body is not None else None
 
 
-def usable(backend: str | None) -> bool:
-    """Whether the pool would run ``backend`` (installed, and allowed by the environment)."""
-    if backend not in backends.BACKENDS:
+def readable(backend: str | None) -> bool:
+    """Whether a cached answer on ``backend`` may be read here: not in the Keras 2 kernel
+    (its questions are its engine's), and a backend the pool would run (installed, and
+    allowed by the environment)."""
+    if os.environ.get(KERNEL_ENGINE) or backend not in backends.BACKENDS:
         return False
     try:
         allowed = _allowed.env_backends()
@@ -67,9 +72,14 @@ def usable(backend: str | None) -> bool:
     return (allowed is None or backend in allowed) and _allowed.installed(backend)
 
 
+def database() -> Path:
+    """The cache's database file (it may not exist yet)."""
+    return folders.cache_dir() / DB_FILE
+
+
 def _row(found: str) -> str | None:
     """The text stored under ``found``, or ``None`` (no row, no database, any SQLite error)."""
-    where = folders.cache_dir() / DB_FILE
+    where = database()
     if not where.is_file():
         return None
     try:

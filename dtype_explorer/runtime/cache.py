@@ -199,10 +199,7 @@ def _valid(text: Any) -> ProbeResult | None:
 
 def put(result: ProbeResult) -> None:
     """Store ``result`` under its spec, signed (the caller decides whether it may be cached)."""
-    found = key(result.spec)
-    body = _rows.encode(result.model_copy(update={"cached": False}).to_json())
-    row = _mac.sign(_mac.secret(create=True), found, body)  # the MAC over what is stored
-    _store().run(lambda db: db.set(found, row))
+    _put_signed(key(result.spec), result.model_copy(update={"cached": False}).to_json())
     with _lock:
         _counts["stored"] += 1
 
@@ -222,10 +219,15 @@ def put_printed(found: str, text: str) -> None:
     >>> from dtype_explorer.runtime import printed
     >>> put_printed(printed.key({"target": "Dense", "backend": "numpy"}), "...")  # doctest: +SKIP
     """
-    if not found.startswith(printed.PREFIX):
+    if not printed.is_key(found):
         raise ValueError(
             f"a printed answer's key starts with {printed.PREFIX!r}; received: {found[:40]!r}"
         )
+    _put_signed(found, text)
+
+
+def _put_signed(found: str, text: str) -> None:
+    """``text`` stored under ``found``, compressed and signed (the MAC over what is stored)."""
     row = _mac.sign(_mac.secret(create=True), found, _rows.encode(text))
     _store().run(lambda db: db.set(found, row))
 
@@ -235,7 +237,7 @@ def results() -> Iterator[ProbeResult]:
     printed answers)."""
     store = _store()
     for k in store.run(list):
-        if type(k) is str and k.startswith(printed.PREFIX):
+        if printed.is_key(k):
             continue
         row = store.run(lambda db, k=k: db.get(k)) if type(k) is str else None
         result = None if row is None else _authentic(k, row, None)
@@ -268,7 +270,7 @@ def info() -> dict[str, Any]:
     """Where the cache lives, how many answers it holds (``entries``), how many of the
     command's printed answers (``printed``), and its size on disk."""
     store = _store()
-    kept = sum(1 for k in store.run(list) if type(k) is str and k.startswith(printed.PREFIX))
+    kept = sum(1 for k in store.run(list) if printed.is_key(k))
     return {
         "path": str(path()),
         "entries": store.run(len) - kept,

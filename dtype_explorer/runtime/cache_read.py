@@ -19,14 +19,11 @@ True
 
 from __future__ import annotations
 
-import os
-
 import pydantic
 
 from dtype_explorer.records import ProbeResult, ProbeSpec
 from dtype_explorer.runtime import _allowed, _row_read
 from dtype_explorer.runtime._cache_key import installed_key
-from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
 
 #: The cache's database file in its directory (``_store.FILE``; a test pins them equal).
 DB_FILE = _row_read.DB_FILE
@@ -44,11 +41,7 @@ def answer(spec: ProbeSpec) -> ProbeResult | None:
     Returns:
         The answer, marked cached, or ``None``.
     """
-    if (
-        spec.engine is not None
-        or os.environ.get(KERNEL_ENGINE)
-        or not _row_read.usable(spec.backend)
-    ):
+    if spec.engine is not None or not _row_read.readable(spec.backend):
         return None
     text = _row_read.signed_text(installed_key(spec))
     if text is None:

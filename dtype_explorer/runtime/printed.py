@@ -28,7 +28,6 @@ True
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 from collections.abc import Mapping
@@ -36,10 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import dtype_explorer
-from dtype_explorer import backends, folders
+from dtype_explorer import backends
 from dtype_explorer.runtime import _row_read
-from dtype_explorer.runtime._cache_key import answered_by
-from dtype_explorer.runtime._kernelspec import KERNEL_ENGINE
+from dtype_explorer.runtime._cache_key import answered_by, compact
 
 #: Where a printed row's key starts: never the start of a stored answer's (a spec's JSON).
 PREFIX = "printed|"
@@ -69,8 +67,16 @@ def key(asked: Mapping[str, Any]) -> str | None:
     if backend not in backends.BACKENDS:
         return None
     mode = str(asked.get("mode", "call")).strip()
-    question = json.dumps(dict(asked), sort_keys=True, separators=(",", ":"))
-    return f"{PREFIX}{question}|{layout_stamp()}|{answered_by(backend, mode)}"
+    return f"{PREFIX}{compact(dict(asked))}|{layout_stamp()}|{answered_by(backend, mode)}"
+
+
+def is_key(found: object) -> bool:
+    """Whether ``found`` (a key of the cache's table) is a printed answer's.
+
+    >>> is_key(PREFIX + "{}"), is_key('{"target":"Dense"}|...')
+    (True, False)
+    """
+    return type(found) is str and found.startswith(PREFIX)
 
 
 def layout_stamp() -> str:
@@ -103,7 +109,7 @@ def busy() -> bool:
     >>> busy()
     False
     """
-    where = folders.cache_dir() / _row_read.DB_FILE
+    where = _row_read.database()
     if not where.is_file():
         return False
     try:
@@ -131,8 +137,6 @@ def read(asked: Mapping[str, Any]) -> str | None:
         The printed text, or ``None``.
     """
     found = key(asked)
-    if found is None or os.environ.get(KERNEL_ENGINE):
-        return None
-    if not _row_read.usable(str(asked["backend"]).strip()):
+    if found is None or not _row_read.readable(str(asked["backend"]).strip()):
         return None
     return _row_read.signed_text(found)
