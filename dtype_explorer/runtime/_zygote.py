@@ -157,6 +157,11 @@ class Zygote:
         self._dummy_alive = os.open(os.devnull, os.O_RDONLY)
         self._ready: bool | None = None
         self._ready_lock = threading.Lock()
+        #: The kernel's descriptors of it still open (:meth:`_close_fds`), and whether
+        #: :meth:`ready` is reading ``_ready_r`` now (closed by it, then).
+        self._open: set[int] = {self._dummy_alive}
+        self._fds_lock = threading.Lock()
+        self._reading = self._closed = False
         resource_tracker.ensure_running()
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
@@ -166,6 +171,7 @@ class Zygote:
             listener.listen()
             alive_r, self._alive_w = os.pipe()
             self._ready_r, ready_w = os.pipe()
+            self._open |= {self._alive_w, self._ready_r}
             fds = [listener.fileno(), alive_r, ready_w]
             command = (
                 "from dtype_explorer.runtime._zygote import serve; "
@@ -199,13 +205,20 @@ class Zygote:
         once it is closed."""
         with self._ready_lock:
             if self._ready is None:
+                with self._fds_lock:  # not once closed: its number may be another pipe's
+                    self._reading = self._ready_r in self._open
+                readable, said = [], b""
                 try:
-                    readable, _, _ = select.select([self._ready_r], [], [], timeout)
-                    said = os.read(self._ready_r, 1) if readable else b""
-                except (OSError, ValueError):  # closed meanwhile (pool.shutdown)
+                    if self._reading:  # a close meanwhile kills it: this read ends at EOF
+                        readable, _, _ = select.select([self._ready_r], [], [], timeout)
+                        said = os.read(self._ready_r, 1) if readable else b""
+                except (OSError, ValueError):
                     readable, said = [], b""
-                if not readable:  # still importing: give up on it, the worker spawns
-                    self.close()
+                finally:
+                    with self._fds_lock:
+                        self._reading = False
+                    if self._closed or not readable:
+                        self.close()  # closed meanwhile: its pipe now; still importing: given up
                 self._ready = said == READY
                 self.failed = said == FAILED
             return self._ready and self.process.poll() is None
@@ -213,16 +226,28 @@ class Zygote:
     def connect(self, fds: list[int]) -> tuple[int, int]:
         return self._server.connect_to_new_process(fds)
 
+    def _close_fds(self) -> None:
+        """Close the kernel's descriptors of the zygote that are still open, each once; the
+        ready pipe is left to :meth:`ready` while it reads it."""
+        with self._fds_lock:
+            self._closed = True
+            closing = {fd for fd in self._open if not (self._reading and fd == self._ready_r)}
+            self._open -= closing
+        for fd in closing:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def idle(self) -> bool:
         """Whether every worker it forked is known to have ended (their exit codes, read by the
         pool that owns them; reading them here could race that pool for the one message)."""
         return all(child.returncode is not None for child in list(self.children))
 
     def close(self) -> None:
-        """End the zygote (its workers, if any are left, exit with it)."""
-        for fd in (self._alive_w, self._dummy_alive, self._ready_r):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """End the zygote (its workers, if any are left, exit with it). Called again (a zygote
+        given up on while importing, then replaced, then shut down), it closes no descriptor:
+        their numbers may be other pipes' by then (a pool's channels: closed twice, that pool
+        broke and the next worker "died before answering")."""
+        self._close_fds()
         with contextlib.suppress(OSError):
             self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):

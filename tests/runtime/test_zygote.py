@@ -4,6 +4,7 @@ goes."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -200,3 +201,27 @@ def test_a_forked_worker_takes_the_kernels_environment_of_when_it_was_asked_for(
     assert pool.call("numpy", os.environ.get, "KERAS_TEST_SETTING").result(timeout=300) == "1"
     assert len(_zygote._zygotes) == 2
     pool.shutdown()
+
+
+def test_a_zygote_closed_twice_closes_no_descriptor_another_pipe_took_since(tmp_path):
+    """A zygote given up on while importing is closed, then closed again when it is replaced
+    or shut down. The second close closed its descriptors' numbers again: by then the next
+    pipes made had them (a pool's channels), so that pool broke ("Bad file descriptor") and
+    the next worker "died before answering" (test_pool's worker that hangs while starting,
+    now and then)."""
+    zygote = _zygote.Zygote("test-close-twice", "numpy", tmp_path / "zygote.log")
+    held = {zygote._alive_w, zygote._dummy_alive, zygote._ready_r}
+    zygote.close()
+    taken = []  # open files until every number the zygote held is another file's
+    while not held <= set(taken) and len(taken) < 256:
+        taken.append(os.open(os.devnull, os.O_RDONLY))
+    try:
+        assert held <= set(taken)
+        zygote.close()  # replaced, or shut down
+        assert not zygote.ready(timeout=1)  # closed: no read of another pipe's number
+        for fd in taken:
+            os.fstat(fd)  # still open: OSError (EBADF) where the zygote closed it again
+    finally:
+        for fd in taken:
+            with contextlib.suppress(OSError):
+                os.close(fd)
