@@ -31,15 +31,16 @@ ENV_FILE = "DX_TEST_TIMELINE"
 
 
 def pytest_runtest_logreport(report) -> None:
-    """One line a report, in the controller (``report.node``: the process that ran it)."""
+    """One line a report, in the process that runs pytest: pytest-xdist's controller
+    (``report.node``: the process that ran the test), or pytest itself (``--processes 0``)."""
     out = os.environ.get(ENV_FILE)
-    node = getattr(report, "node", None)
-    if not out or node is None:  # a pytest-xdist process's own report: the controller writes it
+    if not out or os.environ.get("PYTEST_XDIST_WORKER"):  # the controller writes a worker's
         return
+    node = getattr(report, "node", None)
     line = {
         "id": report.nodeid,
         "when": report.when,
-        "process": getattr(getattr(node, "gateway", None), "id", "?"),
+        "process": getattr(getattr(node, "gateway", None), "id", "main"),
         "start": report.start,
         "stop": report.stop,
         "seconds": report.duration,
