@@ -9,9 +9,12 @@ copy of the checkout as a clone holds it (tracked files and untracked ones git d
 so the widget's front end is built from ``js/`` as on Binder), the Python of
 ``binder/runtime.txt``, ``pip install -r binder/requirements.txt``, then ``binder/postBuild``
 from the copy's root with the environment's python first on PATH. Nothing is added for the
-test: the executor's nbclient comes with Binder's JupyterLab. Each Keras 3 lesson then runs as
-``binder/start python docs/_hooks/lesson_execution.py``, with a cold result cache, its kernel
-and the workers it starts measured (``notebook_memory``).
+test: the executor's nbclient comes with Binder's JupyterLab. One difference, in time only:
+pip is told ``--no-compile``, so the lessons' processes compile the modules they import when
+they first import them (the first lesson, about 7 CPU-s) instead of pip compiling every module
+of TensorFlow, jax and the rest (20 CPU-s more on the 2-core machine: 34 s against 53 s).
+Each Keras 3 lesson then runs as ``binder/start python docs/_hooks/lesson_execution.py``, with
+a cold result cache, its kernel and the workers it starts measured (``notebook_memory``).
 
 The tests that use these runs are one unit of work under pytest-xdist (``tests/scheduling.py``),
 so that one process makes them and the site reads them.
@@ -52,7 +55,16 @@ KERAS2_NOTEBOOKS = ("07b_keras2_kernel.ipynb",)
 TIME_LIMIT = 300.0  # seconds per notebook, cold workers and cache included
 BUILD_TIMEOUT = 1800.0
 #: Settings of the test session that must not leak into the demo's environment.
-LEAKS = ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "KERAS_BACKEND", "DTYPE_EXPLORER_CACHE_DIR")
+#: (``PYTHONDONTWRITEBYTECODE``: Binder's image writes byte-code, and with ``--no-compile`` every
+#: lesson's processes would compile TensorFlow again.)
+LEAKS = (
+    "VIRTUAL_ENV",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONDONTWRITEBYTECODE",
+    "KERAS_BACKEND",
+    "DTYPE_EXPLORER_CACHE_DIR",
+)
 
 
 class BinderBuildError(RuntimeError):
@@ -148,7 +160,8 @@ def build_binder(base: Path) -> Binder:
     subprocess.run([runtime_python(), "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     env = binder_env(venv)
-    requirements = [str(python), "-m", "pip", "install", "-r", "binder/requirements.txt"]
+    pip = [str(python), "-m", "pip", "install", "--no-compile"]
+    requirements = [*pip, "-r", "binder/requirements.txt"]
     step(requirements, cwd=root, env=env, log=log)
     step([str(root / "binder" / "postBuild")], cwd=root, env=env, log=log)
     print(f"\nBinder build: {time.monotonic() - started:.0f} s (log: {log})")

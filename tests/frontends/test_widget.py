@@ -7,6 +7,7 @@ The comm records what the kernel sends; the page's messages are handed to it as
 from __future__ import annotations
 
 import json
+import random
 import re
 import shutil
 import subprocess
@@ -315,14 +316,21 @@ def test_user_layers_join_the_catalog_and_probe_on_the_workers():
 
 
 def test_front_end_unit_tests_pass():
-    """The vitest suite in js/ (rendering from fixed results) runs with the Python tests."""
+    """The vitest suite in js/ (rendering from fixed results) runs with the Python tests, its
+    files and tests in an order drawn for this run: they share one jsdom (``isolate: false`` in
+    ``js/vitest.config.mjs``), so a test that passes only after another would fail some day,
+    naming the seed that reproduces it."""
     npm = shutil.which("npm")
     assert npm, "npm is needed to run the front-end tests"
     assert (ROOT / "js" / "node_modules").is_dir(), "run `npm ci` in js/ (pip install -e . does it)"
+    seed = random.SystemRandom().randrange(1, 2**31)
+    shuffled = ["--sequence.shuffle", f"--sequence.seed={seed}"]
     done = subprocess.run(
-        [npm, "test", "--silent"], cwd=ROOT / "js", capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        [npm, "test", "--silent", "--", *shuffled],
+        cwd=ROOT / "js", capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    rerun = f"cd js && npm test -- {' '.join(shuffled)}"
+    assert done.returncode == 0, f"{rerun}\n{done.stdout[-4000:]}{done.stderr[-4000:]}"
 
 
 def test_a_mode_one_backend_cannot_run_gives_it_its_own_card_and_the_others_run():
