@@ -4,6 +4,7 @@ process per backend (issue 38's and issue 44's goal: an audit at most 3x a bare 
 
     python benchmarks/audit_floor.py --backend jax                      # the 3-Dense model
     python benchmarks/audit_floor.py --backend jax --model resnet50 --repeats 3
+    python benchmarks/audit_floor.py --backend tensorflow --model resnet50 --rows parts
 
 The floor is ``trace_floor.Floor`` around every public function of ``keras.src.ops`` (what
 Keras's layers call): per op, the op, its caller's line and the input and output dtypes
@@ -12,7 +13,25 @@ Keras's layers call): per op, the op, its caller's line and the input and output
 audit under a mixed policy, the floor is that traced pass of the mixed model plus one bare
 pass of the float32 model, the per-layer reference (``floor, values + float32 reference``).
 Nothing else of the audit is in it: no layer records, casts' losses, rules, graph, question or
-fixes. Rows, each the median of paired runs (``_harness.paired``) against its bare call:
+fixes.
+
+``floor, + what issue 38 measures`` adds to that floor, for an audit under a mixed policy, the
+measurements issue 38 asks of every audit and nothing else, each by the product's own function:
+what each cast step that changes a dtype lost (``keras_run.cast_loss`` on its input and output,
+the floor's ``cast`` and ``convert_to_tensor`` steps: the inputs' autocasts, Keras's explicit
+casts), each autocast variable read in its layer's compute dtype screened for overflow and
+underflow (Keras's own read, counted on its bits: ``dtypes.half_counts``, as the audit screens
+a read before measuring it), the mixed pass's leaf outputs kept, and the per-layer float32
+reference: the float32 model itself run with its leaf outputs kept and each compared
+(``keras_run.layer_damage``, no clone made). It is what an audit that keeps issue 38's findings
+costs at the least, with no record, rule, graph or question.
+
+``--rows parts`` times that floor's parts one by one against the bare call of the model built
+under the policy: the mixed pass with every op's values read and its leaf outputs kept, the
+same with the casts' losses measured, the variable reads screened, the float32 reference's
+pass alone, and that pass with every comparison (``layer_damage``).
+
+Rows, each the median of paired runs (``_harness.paired``) against its bare call:
 
 * ``float32``: the float32 model; its floors and ``check_model(model, x)``;
 * ``policy=P``: the float32 model audited under ``P`` (the clone's pass and the reference)
@@ -103,6 +122,111 @@ def _targets() -> list[tuple[Any, tuple[str, ...]]]:
     return [*spaces, (backend, ("cast", "convert_to_tensor"))]
 
 
+class MeasuredCasts(trace_floor.Floor):
+    """``Floor("now")`` that also measures, for each ``cast`` or ``convert_to_tensor`` step that
+    changes a dtype, what it lost (``keras_run.cast_loss``), as the audit measures each such
+    step (a cast called inside another step is not one, as in the floor)."""
+
+    CASTS = ("cast", "convert_to_tensor")
+
+    def __init__(self, targets: list[tuple[Any, tuple[str, ...]]]) -> None:
+        super().__init__("now", targets, operators=False)
+
+    def _wrapped(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        traced = super()._wrapped(fn, name)
+        if name not in self.CASTS:
+            return traced
+        local = self.local
+
+        def measured(*args: Any, **kwargs: Any) -> Any:
+            top = local.steps is not None
+            out = traced(*args, **kwargs)
+            if top and args:
+                _cast_measured(args[0], out)
+            return out
+
+        return measured
+
+
+def _cast_measured(before: Any, after: Any) -> None:
+    """What a cast step lost, measured as the audit measures it (tensorflow and jax arrays:
+    NumPy reads them as they are)."""
+    import numpy as np
+    from keras.src import backend
+
+    from dtype_explorer import keras_run
+
+    if not (hasattr(before, "dtype") and hasattr(after, "dtype")):
+        return
+    source = backend.standardize_dtype(before.dtype)
+    target = backend.standardize_dtype(after.dtype)
+    if source != target:
+        keras_run.cast_loss(
+            np.asarray(before), np.asarray(after), step="autocast", where="input 0",
+            source=source, target=target,
+        )  # fmt: skip
+
+
+def _reads_screened(model: Any) -> None:
+    """Each autocast float variable of each layer computing in another dtype, read as Keras
+    reads it there, screened for overflow and underflow on its bits (more inf/NaN or zeros
+    after than before), as the audit screens each variable read once per pass."""
+    import numpy as np
+    from keras.src import backend
+
+    from dtype_explorer import dtypes
+
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        compute = getattr(getattr(layer, "dtype_policy", None), "compute_dtype", None)
+        for variable in layer._trainable_variables + layer._non_trainable_variables:
+            stored = backend.standardize_dtype(variable.dtype)
+            if not compute or compute == stored or not getattr(variable, "_autocast", True):
+                continue
+            if dtypes.family(stored) != "float":
+                continue
+            wide = np.asarray(variable.value)
+            narrow = np.asarray(backend.cast(variable.value, compute))
+            counts = dtypes.half_counts(narrow)
+            if counts is not None:
+                _ = counts.zeros > np.count_nonzero(wide == 0) or counts.not_finite
+
+
+def measure_parts(repeats: int, clock_name: str, model_name: str) -> list[dict]:
+    """Each part of ``floor, + what issue 38 measures``, alone, against the bare call of the
+    model built under the policy."""
+    from dtype_explorer import keras_run
+    from dtype_explorer.keras_run.model._layer_damage import run_leaves
+
+    targets = _targets()
+    plain, mixed, x, policy = _models(model_name)
+    values, measured = trace_floor.Floor("now", targets, operators=False), MeasuredCasts(targets)
+    kept: dict[str, Any] = {}
+
+    def keep() -> None:
+        kept["outputs"] = run_leaves(mixed, x)[0]
+
+    parts = {
+        "mixed pass, every op's values read, leaf outputs kept": lambda: values.run(keep),
+        "the same, the casts' losses measured": lambda: measured.run(keep),
+        "variable reads screened": lambda: _reads_screened(mixed),
+        "float32 reference's pass, leaf outputs kept": lambda: run_leaves(plain, x),
+        "float32 reference's pass and every comparison": lambda: keras_run.layer_damage(
+            mixed, x, outputs=kept["outputs"], original=plain
+        ),
+    }
+    keep()
+    bare, now = _synced(mixed, x), _harness.clock(clock_name)
+    return [
+        _harness.paired_row(
+            f"{model_name}, built {policy}",
+            part,
+            _harness.paired(bare, work, repeats, now),
+            "measured",
+        )
+        for part, work in parts.items()
+    ]
+
+
 def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> list[dict]:
     from dtype_explorer import check_model
 
@@ -120,14 +244,27 @@ def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> li
         traced_mixed()
         bare()
 
+    from dtype_explorer import keras_run
+    from dtype_explorer.keras_run.model._layer_damage import run_leaves
+
+    measured = MeasuredCasts(targets)
+
+    def what_issue_38_measures() -> None:
+        kept: list[dict] = []
+        measured.run(lambda: kept.append(run_leaves(mixed, x)[0]))
+        _reads_screened(mixed)
+        keras_run.layer_damage(mixed, x, outputs=kept[0], original=plain)
+
     steps = {"float32": len(floors["now"].run(bare)), policy: len(traced_mixed())}
     cases = [
         ("float32", "floor, dtypes", bare, functools.partial(floors["none"].run, bare)),
         ("float32", "floor, values", bare, functools.partial(floors["now"].run, bare)),
         ("float32", "check_model", bare, lambda: check_model(plain, x)),
         (f"policy={policy}", "floor, values + float32 reference", bare, with_reference),
+        (f"policy={policy}", "floor, + what issue 38 measures", bare, what_issue_38_measures),
         (f"policy={policy}", "check_model", bare, lambda: check_model(plain, x, policy=policy)),
         (f"built {policy}", "floor, values + float32 reference", bare_mixed, with_reference),
+        (f"built {policy}", "floor, + what issue 38 measures", bare_mixed, what_issue_38_measures),
         (f"built {policy}", "check_model", bare_mixed, lambda: check_model(mixed, x)),
     ]
     now = _harness.clock(clock_name)
@@ -145,9 +282,13 @@ def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> li
 
 def main() -> None:
     model = ("--model", {"default": "dense", "choices": ("dense", "resnet50")})
-    args = _harness.command_line(__doc__.splitlines()[0], repeats=7, clock="wall", options=(model,))
+    rows = ("--rows", {"default": "audits", "choices": ("audits", "parts")})
+    args = _harness.command_line(
+        __doc__.splitlines()[0], repeats=7, clock="wall", options=(model, rows)
+    )
     if args.here:
-        print(json.dumps(measure_here(args.repeats, args.clock, args.model)))
+        measure = measure_parts if args.rows == "parts" else measure_here
+        print(json.dumps(measure(args.repeats, args.clock, args.model)))
         return
     load = os.getloadavg()[0]
     rows = _harness.in_backend(__file__, args.backend, *_harness.forwarded(args))

@@ -110,9 +110,15 @@ class GraphRecorder:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Each functional model's input conversion and op nodes watched; put back after."""
+        """Each functional model's input conversion and op nodes watched; put back after.
+        ``Operation.__call__`` is patched only where there are op nodes to watch: setting an
+        attribute of a class with 1,300 subclasses costs tens of microseconds each way."""
         from keras.src.ops.operation import Operation
 
+        if not self.ops:
+            with self._inputs_all_watched():
+                yield
+            return
         original = Operation.__dict__["__call__"]
         recorder = self
 
@@ -128,12 +134,17 @@ class GraphRecorder:
 
         Operation.__call__ = op_call
         try:
-            with contextlib.ExitStack() as stack:
-                for functional, owner in self.functionals:
-                    stack.enter_context(self._inputs_watched(functional, owner))
+            with self._inputs_all_watched():
                 yield
         finally:
             Operation.__call__ = original
+
+    @contextlib.contextmanager
+    def _inputs_all_watched(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for functional, owner in self.functionals:
+                stack.enter_context(self._inputs_watched(functional, owner))
+            yield
 
     def _open(self, kind: str, path: str, given: list[Any]) -> Visit:
         index = self._counts.get(path, 0)

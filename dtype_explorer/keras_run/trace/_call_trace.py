@@ -63,7 +63,6 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
     """The dtype ``variable`` is stored in and the one it reads as *here*: called inside an
     entry point, the read dtype is the one ``call`` computes with (float16 under
     ``mixed_float16`` for an autocast variable)."""
-    import keras
 
     try:
         with untraced():  # the tool's own read (its cast) is no step of the layer's
@@ -71,7 +70,7 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
     except Exception:  # an unbuilt or symbolic variable has no value to read
         read = None
     return VariableDtypes(
-        stored=keras.backend.standardize_dtype(variable._dtype),
+        stored=dtypes.keras_name(variable._dtype),
         read=read,
         autocast=bool(getattr(variable, "_autocast", True)),
     )
@@ -83,7 +82,6 @@ def _read_dtype(variable: Any) -> str:
     to all of it (a cast of every weight on each audit, issue 44); the whole value read where
     the read is not that plain one (no such method, a stateless scope's value, a read hook,
     not initialized, a stored dtype NumPy lacks)."""
-    import keras
     from keras.src.backend.common.stateless_scope import in_stateless_scope
 
     autocast = getattr(variable, "_maybe_autocast", None)
@@ -94,12 +92,12 @@ def _read_dtype(variable: Any) -> str:
         or in_stateless_scope()
         or getattr(variable, "_value", None) is None
     ):
-        return keras.backend.standardize_dtype(variable.value.dtype)
+        return dtypes.keras_name(variable.value.dtype)
     try:
-        one = np.zeros((1,), dtype=np.dtype(keras.backend.standardize_dtype(variable._dtype)))
+        one = np.zeros((1,), dtype=np.dtype(dtypes.keras_name(variable._dtype)))
     except TypeError:
-        return keras.backend.standardize_dtype(variable.value.dtype)
-    return keras.backend.standardize_dtype(autocast(one).dtype)
+        return dtypes.keras_name(variable.value.dtype)
+    return dtypes.keras_name(autocast(one).dtype)
 
 
 class CallRecorder:

@@ -45,23 +45,10 @@ RECORDS_CACHED = 20000
 
 
 def dtype_name(dtype: Any) -> str:
-    """Keras's name of ``dtype`` (cached; an unhashable dtype is named every time)."""
+    """Keras's name of ``dtype`` (``dtypes.keras_name``: remembered per dtype), or its text
+    where Keras names none."""
     try:
-        return _cached_name(dtype)
-    except TypeError:  # unhashable
-        return _standardized(dtype)
-
-
-@functools.cache
-def _cached_name(dtype: Any) -> str:
-    return _standardized(dtype)
-
-
-def _standardized(dtype: Any) -> str:
-    from keras.src.backend.common.variables import standardize_dtype
-
-    try:
-        return standardize_dtype(dtype)
+        return dtypes.keras_name(dtype)
     except Exception:
         return str(dtype)
 
