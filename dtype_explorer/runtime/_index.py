@@ -153,12 +153,15 @@ def install(
     pins: Sequence[str], target: Path, wanted: str, line: Lines, cancel: threading.Event | None
 ) -> None:
     """Install exactly ``pins`` (``name==version``, wheels only, no dependencies) into the
-    directory ``target``; pip's failure raises :class:`EngineError` about ``wanted``."""
+    directory ``target``; pip's failure raises :class:`EngineError` about ``wanted``. Not
+    byte-compiled: the engine compiles its files itself, named where they will be
+    (``_engine_build.compiled_and_hashed``), so pip's pass was done twice."""
     code, tail = run(
         [
             *pip(),
             "install",
             "--no-deps",
+            "--no-compile",
             "--only-binary=:all:",
             "--progress-bar",
             "off",
