@@ -149,18 +149,21 @@ class MeasuredCasts(trace_floor.Floor):
 
 
 def _cast_measured(before: Any, after: Any) -> None:
-    """What a cast step lost, measured as the audit measures it (tensorflow and jax arrays:
-    NumPy reads them as they are)."""
+    """What a cast step lost, measured where the audit measures it: a cast whose dtype change
+    can lose values (``dtype_conversions``: a narrowing, int to float, float to int; not the
+    float16 -> float32 a BatchNormalization makes); tensorflow and jax arrays, read by NumPy
+    as they are."""
     import numpy as np
     from keras.src import backend
 
     from dtype_explorer import keras_run
+    from dtype_explorer.keras_run.trace._records import dtype_conversions
 
     if not (hasattr(before, "dtype") and hasattr(after, "dtype")):
         return
     source = backend.standardize_dtype(before.dtype)
     target = backend.standardize_dtype(after.dtype)
-    if source != target:
+    if source != target and dtype_conversions(source, target):
         keras_run.cast_loss(
             np.asarray(before), np.asarray(after), step="autocast", where="input 0",
             source=source, target=target,
@@ -168,9 +171,10 @@ def _cast_measured(before: Any, after: Any) -> None:
 
 
 def _reads_screened(model: Any) -> None:
-    """Each autocast float variable of each layer computing in another dtype, read as Keras
-    reads it there, screened for overflow and underflow on its bits (more inf/NaN or zeros
-    after than before), as the audit screens each variable read once per pass."""
+    """Each autocast float variable of each layer computing in another dtype, cast to that
+    dtype (the cast Keras's autocast makes of it there, made here outside the scope) and
+    screened for overflow and underflow on its bits (more inf/NaN or zeros after than before),
+    as the audit screens each variable read once per pass."""
     import numpy as np
     from keras.src import backend
 
@@ -228,7 +232,8 @@ def measure_parts(repeats: int, clock_name: str, model_name: str) -> list[dict]:
 
 
 def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> list[dict]:
-    from dtype_explorer import check_model
+    from dtype_explorer import check_model, keras_run
+    from dtype_explorer.keras_run.model._layer_damage import run_leaves
 
     targets = _targets()
     floors = {
@@ -243,9 +248,6 @@ def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> li
     def with_reference() -> None:
         traced_mixed()
         bare()
-
-    from dtype_explorer import keras_run
-    from dtype_explorer.keras_run.model._layer_damage import run_leaves
 
     measured = MeasuredCasts(targets)
 
@@ -282,9 +284,9 @@ def measure_here(repeats: int, clock_name: str, model_name: str = "dense") -> li
 
 def main() -> None:
     model = ("--model", {"default": "dense", "choices": ("dense", "resnet50")})
-    rows = ("--rows", {"default": "audits", "choices": ("audits", "parts")})
+    which = ("--rows", {"default": "audits", "choices": ("audits", "parts")})
     args = _harness.command_line(
-        __doc__.splitlines()[0], repeats=7, clock="wall", options=(model, rows)
+        __doc__.splitlines()[0], repeats=7, clock="wall", options=(model, which)
     )
     if args.here:
         measure = measure_parts if args.rows == "parts" else measure_here

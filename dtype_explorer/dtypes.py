@@ -277,19 +277,23 @@ def describe(value: object) -> str:
 
 def keras_name(dtype: object) -> str:
     """``keras.backend.standardize_dtype(dtype)``, remembered per dtype object (a NumPy, jax,
-    TensorFlow or torch dtype, or a name): Keras names one in Python at each call (8-9 us,
-    through NumPy's ``dtype.name``), and an audit names the same few dtypes thousands of
-    times. An unhashable ``dtype`` is named each time; whatever Keras raises is raised.
+    TensorFlow or torch dtype): Keras names one in Python at each call (8-9 us, through NumPy's
+    ``dtype.name``), and an audit names the same few dtypes thousands of times. Named each time:
+    ``None``, a name and a type (``int``, ``np.float32``), whose answer may follow the process's
+    Keras settings (``None`` is ``floatx``), and an unhashable ``dtype``. Whatever Keras raises
+    is raised.
 
     >>> keras_name(np.dtype("float16")), keras_name("float32")
     ('float16', 'float32')
     """
-    try:
-        return _keras_names(dtype)
-    except TypeError:  # unhashable (or Keras's own TypeError: raised again below)
-        from keras import backend
+    if dtype is not None and not isinstance(dtype, str | type):
+        try:
+            return _keras_names(dtype)
+        except TypeError:  # unhashable (or Keras's own TypeError: raised again below)
+            pass
+    from keras import backend
 
-        return backend.standardize_dtype(dtype)
+    return backend.standardize_dtype(dtype)
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: float == np.dtype('float64')

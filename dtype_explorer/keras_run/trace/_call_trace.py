@@ -63,7 +63,6 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
     """The dtype ``variable`` is stored in and the one it reads as *here*: called inside an
     entry point, the read dtype is the one ``call`` computes with (float16 under
     ``mixed_float16`` for an autocast variable)."""
-
     try:
         with untraced():  # the tool's own read (its cast) is no step of the layer's
             read: str | None = _read_dtype(variable)

@@ -46,7 +46,8 @@ RECORDS_CACHED = 20000
 
 def dtype_name(dtype: Any) -> str:
     """Keras's name of ``dtype`` (``dtypes.keras_name``: remembered per dtype), or its text
-    where Keras names none."""
+    where Keras names none (asked again each time: a string or object array, a jax key, seldom
+    met in a pass)."""
     try:
         return dtypes.keras_name(dtype)
     except Exception:
