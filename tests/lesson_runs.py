@@ -11,10 +11,10 @@ so the widget's front end is built from ``js/`` as on Binder), the Python of
 from the copy's root with the environment's python first on PATH. Nothing is added for the
 test: the executor's nbclient comes with Binder's JupyterLab. One difference, in time only:
 pip is told ``--no-compile``, and one last step imports what the lessons' kernels and workers
-import (:data:`IMPORTED`), which compiles those modules (about 7 CPU-s) instead of pip
-compiling every module of TensorFlow, jax and the rest (34 s against 53 s of pip on the 2-core
-machine): the lessons then start from compiled modules, as on Binder, and none of them is
-timed or measured compiling.
+import (:data:`IMPORTED`), which compiles just those modules (13 s, 7 of them compiling),
+instead of pip compiling every module of TensorFlow, jax and the rest (pip took 34 s against
+53 s on the 2-core machine): the lessons then start from compiled modules, as on Binder, and
+none of them is timed or measured compiling.
 Each Keras 3 lesson then runs as ``binder/start python docs/_hooks/lesson_execution.py``, with
 a cold result cache, its kernel and the workers it starts measured (``notebook_memory``).
 
