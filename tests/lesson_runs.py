@@ -9,14 +9,9 @@ copy of the checkout as a clone holds it (tracked files and untracked ones git d
 so the widget's front end is built from ``js/`` as on Binder), the Python of
 ``binder/runtime.txt``, ``pip install -r binder/requirements.txt``, then ``binder/postBuild``
 from the copy's root with the environment's python first on PATH. Nothing is added for the
-test: the executor's nbclient comes with Binder's JupyterLab. One difference, in time only:
-pip is told ``--no-compile``, and one last step imports what the lessons' kernels and workers
-import (:data:`IMPORTED`), which compiles just those modules (13 s, 7 of them compiling),
-instead of pip compiling every module of TensorFlow, jax and the rest (pip took 34 s against
-53 s on the 2-core machine): the lessons then start from compiled modules, as on Binder, and
-none of them is timed or measured compiling.
-Each Keras 3 lesson then runs as ``binder/start python docs/_hooks/lesson_execution.py``, with
-a cold result cache, its kernel and the workers it starts measured (``notebook_memory``).
+test: the executor's nbclient comes with Binder's JupyterLab. Each Keras 3 lesson then runs as
+``binder/start python docs/_hooks/lesson_execution.py``, with a cold result cache, its kernel
+and the workers it starts measured (``notebook_memory``).
 
 The tests that use these runs are one unit of work under pytest-xdist (``tests/scheduling.py``),
 so that one process makes them and the site reads them.
@@ -54,14 +49,11 @@ NOTEBOOKS = (
 )
 #: Lessons on the Keras 2 kernel: not on Binder (Keras 3 there), run on this machine's engine.
 KERAS2_NOTEBOOKS = ("07b_keras2_kernel.ipynb",)
-#: What the lessons' kernels and workers import, imported once at the end of the build to
-#: compile it (pip is told ``--no-compile``).
-IMPORTED = "import ipykernel, nbclient, jax, keras, keras_hub, tensorflow, dtype_explorer"
 TIME_LIMIT = 300.0  # seconds per notebook, cold workers and cache included
 BUILD_TIMEOUT = 1800.0
 #: Settings of the test session that must not leak into the demo's environment.
-#: (``PYTHONDONTWRITEBYTECODE``: Binder's image writes byte-code, and with ``--no-compile`` every
-#: lesson's processes would compile TensorFlow again.)
+#: (``PYTHONDONTWRITEBYTECODE``: Binder's image sets none, so its processes write byte-code for
+#: what pip did not compile: the checkout's own scripts.)
 LEAKS = (
     "VIRTUAL_ENV",
     "PYTHONPATH",
@@ -165,11 +157,9 @@ def build_binder(base: Path) -> Binder:
     subprocess.run([runtime_python(), "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
     env = binder_env(venv)
-    pip = [str(python), "-m", "pip", "install", "--no-compile"]
-    requirements = [*pip, "-r", "binder/requirements.txt"]
+    requirements = [str(python), "-m", "pip", "install", "-r", "binder/requirements.txt"]
     step(requirements, cwd=root, env=env, log=log)
     step([str(root / "binder" / "postBuild")], cwd=root, env=env, log=log)
-    step([str(python), "-c", IMPORTED], cwd=root, env=env, log=log)
     print(f"\nBinder build: {time.monotonic() - started:.0f} s (log: {log})")
     return Binder(root=root, python=python, env=env)
 
