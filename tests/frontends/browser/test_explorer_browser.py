@@ -553,7 +553,9 @@ def test_fit_draws_the_training_step_and_numpy_says_it_cannot_train(compare_page
     assert page.locator('[data-testid^="row-fit:"]').count() >= 4  # loss ... warnings
     page.click('[data-testid="toggle-torch"]')
     fit = page.locator('[data-testid="detail-torch"] [data-testid="fit"]')
-    assert fit.is_visible()
+    # waited for: is_visible() reads the page at once, and on a loaded machine read it before
+    # the detail was drawn (the run of 2026-12-06 04:42); the limit only stops a hang
+    fit.wait_for(state="visible", timeout=PROBE_TIMEOUT_MS)
     assert page.inner_text('[data-testid="detail-torch"] [data-testid="fit-optimizer"]')
     assert fit.locator('[data-testid^="gradient-"]').count() >= 2  # kernel and bias
     fit.scroll_into_view_if_needed()
