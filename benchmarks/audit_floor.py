@@ -173,12 +173,14 @@ def _cast_measured(before: Any, after: Any) -> None:
 def _reads_screened(model: Any) -> None:
     """Each autocast float variable of each layer computing in another dtype, cast to that
     dtype (the cast Keras's autocast makes of it there, made here outside the scope) and
-    screened for overflow and underflow on its bits (more inf/NaN or zeros after than before),
-    as the audit screens each variable read once per pass."""
+    screened for overflow and underflow by the audit's own screen (``_overflow_or_underflow``:
+    more inf/NaN or zeros after than before), as the audit screens each variable read once per
+    pass."""
     import numpy as np
     from keras.src import backend
 
     from dtype_explorer import dtypes
+    from dtype_explorer.keras_run.trace._values import _overflow_or_underflow
 
     for layer in model._flatten_layers(include_self=False, recursive=True):
         compute = getattr(getattr(layer, "dtype_policy", None), "compute_dtype", None)
@@ -189,10 +191,7 @@ def _reads_screened(model: Any) -> None:
             if dtypes.family(stored) != "float":
                 continue
             wide = np.asarray(variable.value)
-            narrow = np.asarray(backend.cast(variable.value, compute))
-            counts = dtypes.half_counts(narrow)
-            if counts is not None:
-                _ = counts.zeros > np.count_nonzero(wide == 0) or counts.not_finite
+            _overflow_or_underflow(wide, np.asarray(backend.cast(variable.value, compute)))
 
 
 def measure_parts(repeats: int, clock_name: str, model_name: str) -> list[dict]:

@@ -110,16 +110,21 @@ class GraphRecorder:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Each functional model's input conversion and op nodes watched; put back after.
-        ``Operation.__call__`` is patched only where there are op nodes to watch: setting an
-        attribute of a class with 1,300 subclasses (keras-hub imported) costs tens of microseconds
-        each way."""
+        """Each functional model's input conversion and op nodes watched; put back after."""
+        with contextlib.ExitStack() as stack:
+            if self.ops:
+                stack.enter_context(self._ops_watched())
+            for functional, owner in self.functionals:
+                stack.enter_context(self._inputs_watched(functional, owner))
+            yield
+
+    @contextlib.contextmanager
+    def _ops_watched(self) -> Iterator[None]:
+        """``Operation.__call__`` patched to open a visit for each op node (only where a model
+        has some: setting an attribute of a class with 1,300 subclasses, keras-hub imported,
+        costs tens of microseconds each way)."""
         from keras.src.ops.operation import Operation
 
-        if not self.ops:
-            with self._inputs_all_watched():
-                yield
-            return
         original = Operation.__dict__["__call__"]
         recorder = self
 
@@ -135,17 +140,9 @@ class GraphRecorder:
 
         Operation.__call__ = op_call
         try:
-            with self._inputs_all_watched():
-                yield
+            yield
         finally:
             Operation.__call__ = original
-
-    @contextlib.contextmanager
-    def _inputs_all_watched(self) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for functional, owner in self.functionals:
-                stack.enter_context(self._inputs_watched(functional, owner))
-            yield
 
     def _open(self, kind: str, path: str, given: list[Any]) -> Visit:
         index = self._counts.get(path, 0)
