@@ -63,9 +63,16 @@ def versions(backend: str) -> dict[str, str]:
 SETTING_PREFIXES = ("KERAS_", "JAX_")
 _NOT_SETTINGS = frozenset({"KERAS_BACKEND", "KERAS_HOME", "JAX_PLATFORMS"})
 #: Other variables a worker's backend reads at start that change its numbers: TensorFlow's XLA
-#: auto-jit (``TF_XLA_FLAGS=--tf_xla_auto_jit=2``) and the overrides of TF32 (NVIDIA's, for
-#: every library on cuBLAS; torch's own). ``jax_default_matmul_precision`` is a ``JAX_`` one.
-NUMERIC_VARIABLES = ("TF_XLA_FLAGS", "NVIDIA_TF32_OVERRIDE", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
+#: auto-jit (``TF_XLA_FLAGS=--tf_xla_auto_jit=2``), XLA's own flags for jax and TensorFlow
+#: (``XLA_FLAGS=--xla_cpu_enable_fast_math=true``; the optimisation level moves a last bit)
+#: and the overrides of TF32 (NVIDIA's, for every library on cuBLAS; torch's own).
+#: ``jax_default_matmul_precision`` is a ``JAX_`` one.
+NUMERIC_VARIABLES = (
+    "TF_XLA_FLAGS",
+    "XLA_FLAGS",
+    "NVIDIA_TF32_OVERRIDE",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+)
 #: What Keras uses when ``keras.json`` does not say (keras/src/backend/config.py).
 KERAS_DEFAULTS = {"floatx": "float32", "epsilon": 1e-07, "image_data_format": "channels_last"}
 

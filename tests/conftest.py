@@ -21,6 +21,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # One worker per backend unless a test asks for more (tests/runtime/test_pool_scale.py): the
 # fault tests name the one worker's log, whatever the machine's cores.
 os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
+# XLA (jax's compiler, and TensorFlow's where Keras compiles a step with it) builds every
+# program of the session with its cheapest code generation (no LLVM optimisation, the older
+# elemental emitters for fusions): the tests ask which dtypes and values come out, never how
+# fast the compiled code runs, and most of a jax test's time was compiling (the catalog's jax
+# smoke: 71-74 -> 32-34 CPU-s; benchmarks/README.md, "Where a whole run's time goes"). Dtypes
+# are the same; a value may differ from a default build in its last bits (68 of the catalog's
+# 486 outputs on jax, by a few units in the last place), the same in the test's process, its
+# workers and its engines, which inherit the variable. It is
+# part of their answers' environment and cache key (``versions.NUMERIC_VARIABLES``). The
+# lessons' Binder runs leave it out (``lesson_runs.LEAKS``): they are timed as users run them.
+TEST_XLA_FLAGS = (
+    "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+    " --xla_cpu_use_fusion_emitters=false"
+)
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 _CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
 os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
 # The Keras 2 engine registers a Jupyter kernel (user=True): into a temporary data dir, never

@@ -53,12 +53,14 @@ TIME_LIMIT = 300.0  # seconds per notebook, cold workers and cache included
 BUILD_TIMEOUT = 1800.0
 #: Settings of the test session that must not leak into the demo's environment.
 #: (``PYTHONDONTWRITEBYTECODE``: Binder's image sets none, so its processes write byte-code for
-#: what pip did not compile: the checkout's own scripts.)
+#: what pip did not compile: the checkout's own scripts. ``XLA_FLAGS``: the session compiles
+#: without LLVM's optimisations, ``tests/conftest.py``; Binder's users do not.)
 LEAKS = (
     "VIRTUAL_ENV",
     "PYTHONPATH",
     "PYTHONHOME",
     "PYTHONDONTWRITEBYTECODE",
+    "XLA_FLAGS",
     "KERAS_BACKEND",
     "DTYPE_EXPLORER_CACHE_DIR",
 )

@@ -1,8 +1,9 @@
 """The settings that change a probe's numbers without changing Keras's dtype rules: the float32
-matmul precision in effect (TF32 or full float32), TensorFlow's XLA auto-jit, and the kind of
-device. They are read once the backend is imported, for the active backend only
-(:func:`read_environment`, into ``ProbeResult.environment``), and ``precision=`` sets them for
-one probe and puts them back (:func:`precision_set`).
+matmul precision in effect (TF32 or full float32), TensorFlow's XLA auto-jit, XLA's own flags
+where jax or TensorFlow compile with XLA (``XLA_FLAGS``: fast math, the code generator's
+optimisation level), and the kind of device. They are read once the backend is imported, for
+the active backend only (:func:`read_environment`, into ``ProbeResult.environment``), and
+``precision=`` sets them for one probe and puts them back (:func:`precision_set`).
 
 On a GPU these are what part answers: jax and TensorFlow multiply float32 matrices in TF32 on
 Ampere and later by default, torch does not; TensorFlow compiles with XLA where auto-jit is on.
@@ -57,6 +58,8 @@ def read_environment(backend: str) -> dict[str, str]:
         found[name] = _guarded(read)
     if backend == "tensorflow" and "TF_XLA_FLAGS" in os.environ:
         found["TF_XLA_FLAGS"] = os.environ["TF_XLA_FLAGS"]
+    if backend in ("jax", "tensorflow") and os.environ.get("XLA_FLAGS"):
+        found["XLA_FLAGS"] = os.environ["XLA_FLAGS"]
     return found
 
 

@@ -4,12 +4,15 @@ backend tells. Real Keras on real backends: the in-process one (tensorflow) and 
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import dtype_explorer as dx
 from dtype_explorer import cache, pool
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import describe_settings, global_settings, restore_settings
+from dtype_explorer.keras_run._environment import read_environment
 from dtype_explorer.keras_run.trace._placement import placed, torch_int8_kernel
 from dtype_explorer.records import ProbeSpec, TraceStep, TraceTensor
 
@@ -43,6 +46,24 @@ def test_the_tf_variables_that_change_numbers_key_a_workers_answers(monkeypatch)
     assert cache.key(dense("tensorflow")) != before
 
 
+def test_xla_flags_key_and_are_said_where_xla_compiles(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=0")
+    before = {b: cache.key(dense(b)) for b in ("jax", "tensorflow")}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+    assert all(cache.key(dense(b)) != key for b, key in before.items())
+    said = read_environment("jax")
+    assert said["XLA_FLAGS"] == "--xla_cpu_enable_fast_math=true"
+    assert "XLA_FLAGS" not in read_environment("torch")  # torch compiles nothing with XLA
+    monkeypatch.delenv("XLA_FLAGS")
+    assert "XLA_FLAGS" not in read_environment("jax")
+
+
+def test_a_jax_workers_answer_says_the_xla_flags_it_ran_under():
+    result = pool.submit(dense("jax"), use_cache=False).result(ANSWER_WITHIN)
+    assert result.ok, result.summary()
+    assert result.environment["XLA_FLAGS"] == os.environ["XLA_FLAGS"]  # tests/conftest.py's
+
+
 def test_a_precision_keras_does_not_know_is_refused_with_the_valid_ones():
     with pytest.raises(InvalidSpecError, match=r"unknown precision 'fp32'; did you mean 'tf32'"):
         dx.probe("Dense", kwargs={"units": 2}, precision="fp32")
@@ -65,7 +86,8 @@ def test_an_answer_says_its_device_and_precision_and_precision_is_put_back():
     assert off.spec.precision == "highest"
     assert off.environment["tf.tensor_float_32_execution"] == "False"  # during the probe
     assert tf.config.experimental.tensor_float_32_execution_enabled()  # and back after
-    assert off.environment_text.startswith("CPU · tf.tensor_float_32_execution False")
+    assert off.environment_text.startswith("CPU · ")
+    assert " · tf.tensor_float_32_execution False · " in off.environment_text
 
 
 def test_the_worker_watch_reads_and_puts_back_tf32_and_xla_auto_jit():
