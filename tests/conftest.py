@@ -28,9 +28,9 @@ os.environ.setdefault("DTYPE_EXPLORER_WORKERS_PER_BACKEND", "1")
 # smoke: 71-74 -> 32-34 CPU-s; benchmarks/README.md, "Where a whole run's time goes"). Dtypes
 # are the same; a value may differ from a default build in its last bits (68 of the catalog's
 # 486 outputs on jax, by a few units in the last place), the same in the test's process, its
-# workers and its engines, which inherit the variable. It is
-# part of their answers' environment and cache key (``versions.NUMERIC_VARIABLES``). The
-# lessons' Binder runs leave it out (``lesson_runs.LEAKS``): they are timed as users run them.
+# workers and its engines, which inherit the variable. It is part of their answers'
+# environment and cache key (``versions.NUMERIC_VARIABLES``). The lessons' Binder runs leave
+# it out (``lesson_runs.LEAKS``): they are timed as users run them.
 TEST_XLA_FLAGS = (
     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     " --xla_cpu_use_fusion_emitters=false"

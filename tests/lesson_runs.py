@@ -54,7 +54,7 @@ BUILD_TIMEOUT = 1800.0
 #: Settings of the test session that must not leak into the demo's environment.
 #: (``PYTHONDONTWRITEBYTECODE``: Binder's image sets none, so its processes write byte-code for
 #: what pip did not compile: the checkout's own scripts. ``XLA_FLAGS``: the session compiles
-#: without LLVM's optimisations, ``tests/conftest.py``; Binder's users do not.)
+#: with XLA's cheapest code generation, ``tests/conftest.py``; Binder's users do not.)
 LEAKS = (
     "VIRTUAL_ENV",
     "PYTHONPATH",
