@@ -82,12 +82,14 @@ def keras_site(release: str) -> Path:
     return _kept(base() / f"keras-{release}", make)
 
 
-#: What a made environment chooses itself, never pinned to this environment's.
-_CHOSEN = {"keras", "keras-nightly", "dtype-explorer"}
+#: What a made environment chooses itself, never pinned to this environment's. ml_dtypes: this
+#: environment pins an older one for its imports' speed (constraints.txt), so the Colab-like
+#: runtime takes the newest, as pip gives it to a user.
+_CHOSEN = {"keras", "keras-nightly", "dtype-explorer", "ml-dtypes"}
 
 
 def _constraints() -> str:
-    """This environment's versions as pip constraints (but Keras and this package): a fresh
+    """This environment's versions as pip constraints (but :data:`_CHOSEN`): a fresh
     environment gets the same releases (from pip's cache once downloaded), so it is made the
     same way each time."""
     found = {}
