@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import MAX_EXAMPLES, CastLoss
 
 
@@ -245,6 +246,4 @@ def _is_tensor(x: Any) -> bool:
 
 
 def _numpy(x: Any) -> np.ndarray:
-    import keras
-
-    return np.asarray(keras.ops.convert_to_numpy(x))
+    return numpy_values(x)

@@ -32,6 +32,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
@@ -424,7 +425,6 @@ class ModelTracer:
         gives them (by path below the model and call index), read once and let go; ``None``
         where they were not kept (``keep_leaves``) or a call raised (the pass re-ran it with
         a cast: its values are not the model's)."""
-        import keras
 
         if not self._leaves:
             return None
@@ -432,11 +432,7 @@ class ModelTracer:
         return {
             key: (
                 layer_class,
-                [
-                    np.asarray(keras.ops.convert_to_numpy(t))
-                    for t in tensors
-                    if dtypes.family(dtypes.describe(t)) == "float"
-                ],
+                [numpy_values(t) for t in tensors if dtypes.family(dtypes.describe(t)) == "float"],
             )
             for key, (layer_class, tensors) in kept.items()
         }

@@ -19,6 +19,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import TensorInfo
 
 #: Size given to dimensions a model leaves open (other than the batch, which is 2).
@@ -66,9 +67,8 @@ def readable(tensor: Any) -> bool:
 
 def _max_abs_integer(tensor: Any) -> float | None:
     """An integer tensor's largest magnitude (``precision-loss``); ``None`` when empty."""
-    import keras
 
-    array = np.asarray(keras.ops.convert_to_numpy(tensor))
+    array = numpy_values(tensor)
     return float(np.max(np.abs(array.astype(np.float64)))) if array.size else None
 
 
@@ -122,12 +122,11 @@ def _float_values(tensor: Any) -> np.ndarray | None:
 def _float_array(tensor: Any) -> np.ndarray | None:
     """A float or complex tensor's values as NumPy, in its own dtype; ``None`` for other
     dtypes."""
-    import keras
 
     name = dtypes.describe(tensor)
     if not (dtypes.is_float(name) or name.startswith("complex")):
         return None
-    return np.asarray(keras.ops.convert_to_numpy(tensor))
+    return numpy_values(tensor)
 
 
 def declared_inputs(model: Any) -> Any:

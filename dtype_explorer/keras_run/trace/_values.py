@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._exactness import cast_loss
 from dtype_explorer.keras_run.trace._records import (
     CAST_OPS,
@@ -45,7 +46,9 @@ def to_numpy(value: Any) -> np.ndarray | None:
                 return None
             return _torch_numpy(t.cpu())
         if module.startswith("tensorflow"):
-            return value.numpy()
+            if hasattr(value, "read_value"):  # a tf.Variable: its value now, read uncopied
+                value = value.value()  # (read_value() adds an identity op: 2 ops a variable)
+            return numpy_values(value)
         return np.asarray(value)
     except Exception:
         return None

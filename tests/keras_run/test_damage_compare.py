@@ -1,0 +1,89 @@
+"""The per-layer damage comparison (``keras_run.model._layer_damage.compare``) against the same
+statistics written out in float64 NumPy, on hand-built outputs of every float width: its fast
+path (every value finite: peaks on the bits, the difference made in place) and its masked one
+(an inf or NaN on either side) must say the same as the formulas; and ``numpy_values`` gives
+what ``keras.ops.convert_to_numpy`` gives, read-only where it is lent."""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run.model._layer_damage import _smallest_nonzero, compare
+
+WIDTHS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+def _expected(out: np.ndarray, ref: np.ndarray) -> dict:
+    o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()
+    keep = np.isfinite(o) & np.isfinite(r)
+    seen = o[np.isfinite(o)]
+    diff = o[keep] - r[keep]
+    signal, noise = float(np.sum(r[keep] ** 2)), float(np.sum(diff**2))
+    nonzero = np.abs(seen[seen != 0])
+    big, tiny = dtypes.float_limits(dtypes.describe(out))
+    amax = float(np.abs(seen).max())
+    return {
+        "rel_rms": math.sqrt(noise / diff.size) / math.sqrt(signal / diff.size),
+        "max_abs_error": float(np.abs(diff).max()),
+        "amax": amax,
+        "reference_amax": float(np.abs(r[np.isfinite(r)]).max()),
+        "top_bits": math.log2(big / amax),
+        "bottom_bits": math.log2(float(nonzero.min()) / tiny),
+        "nonfinite": int(o.size - seen.size),
+        "compared": int(diff.size),
+    }
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=lambda w: np.dtype(w).name)
+@pytest.mark.parametrize("inf", [False, True], ids=["finite", "with-inf"])
+def test_compare_says_what_the_formulas_say(width, inf):
+    rng = np.random.default_rng(3)
+    ref = (rng.standard_normal((3, 5, 7)) * 50).astype(np.float32)
+    ref[0, 0, :3] = 0.0  # zeros kept: not the smallest nonzero
+    ref[1, 1, 1] = -2e-3
+    out = ref.astype(width)
+    if inf:
+        out[2, 2, 2] = np.inf
+        ref[2, 3, 3] = np.nan
+    got = compare(out, ref, path="m/x", layer_class="Dense", call_index=0, output=0)
+    want = _expected(out, ref)
+    for name, value in want.items():
+        assert getattr(got, name) == pytest.approx(value, rel=1e-9, abs=1e-300), name
+    assert got.dtype == dtypes.describe(out) and got.reference == "float32"
+    if np.dtype(width).itemsize < 4:  # a narrower copy is not exact
+        assert got.rel_rms > 0 and got.sqnr_db is not None
+
+
+def test_compare_of_an_exact_copy_has_no_noise():
+    ref = np.linspace(-3, 3, 40, dtype=np.float32)
+    got = compare(ref.copy(), ref, path="m/x", layer_class="Dense", call_index=0, output=0)
+    assert got.rel_rms == 0 and got.sqnr_db is None and got.max_abs_error == 0
+
+
+@pytest.mark.parametrize(
+    "width", [*WIDTHS, ml_dtypes.float8_e4m3fn], ids=lambda w: np.dtype(w).name
+)
+def test_smallest_nonzero_on_the_bits(width):
+    values = np.array([0.0, -0.0, 3.5, -0.015625, 7.0, 0.0]).astype(width)
+    wide = np.abs(values.astype(np.float64))
+    assert _smallest_nonzero(values) == float(wide[wide > 0].min())
+    assert _smallest_nonzero(np.zeros(4, width)) == math.inf
+    assert values.astype(np.float64)[3] == -0.015625  # the input is left as it was
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "int32", "bool"])
+def test_numpy_values_is_keras_conversion(dtype):
+    import keras
+
+    x = keras.ops.cast(keras.ops.reshape(keras.ops.arange(6), (2, 3)), dtype)
+    got, want = numpy_values(x), np.asarray(keras.ops.convert_to_numpy(x))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    if got.base is not None and not got.flags.owndata:  # lent: nothing may write into it
+        assert not got.flags.writeable
