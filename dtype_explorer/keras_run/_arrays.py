@@ -11,8 +11,10 @@ read-only here, so that nothing written into it can reach the tensor.
 >>> import keras, numpy as np
 >>> x = keras.ops.ones((2, 3), "float16")
 >>> a = numpy_values(x)
->>> a.dtype, a.shape, bool(a.flags.writeable), a.tolist() == keras.ops.convert_to_numpy(x).tolist()
-(dtype('float16'), (2, 3), False, True)
+>>> a.dtype, a.shape, a.tolist() == keras.ops.convert_to_numpy(x).tolist()
+(dtype('float16'), (2, 3), True)
+>>> numpy_values(keras.ops.convert_to_tensor(3.0, "float16")).shape  # a 0-d tensor: a 0-d array
+()
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ def numpy_values(tensor: Any) -> np.ndarray:
     lent = _lent(tensor)
     if lent is None:
         return np.asarray(keras.ops.convert_to_numpy(tensor))
+    lent = np.asarray(lent)  # a 0-d tensor's buffer comes as a NumPy scalar: a 0-d array
     lent.flags.writeable = False
     return lent
 

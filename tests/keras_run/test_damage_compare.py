@@ -81,9 +81,15 @@ def test_smallest_nonzero_on_the_bits(width):
 def test_numpy_values_is_keras_conversion(dtype):
     import keras
 
-    x = keras.ops.cast(keras.ops.reshape(keras.ops.arange(6), (2, 3)), dtype)
-    got, want = numpy_values(x), np.asarray(keras.ops.convert_to_numpy(x))
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
-    if got.base is not None and not got.flags.owndata:  # lent: nothing may write into it
-        assert not got.flags.writeable
+    for shape in [(2, 3), ()]:  # a 0-d tensor too (TensorFlow lends it as a NumPy scalar)
+        x = keras.ops.cast(keras.ops.reshape(keras.ops.arange(6)[: max(math.prod(shape), 1)],
+                                             shape), dtype)  # fmt: skip
+        # (Keras's own conversion of a 0-d bfloat16 TensorFlow tensor raises: "object __array__
+        # method not producing an array"; its 1-element reshape is converted instead)
+        flat = keras.ops.reshape(x, (-1,))
+        got, want = numpy_values(x), np.asarray(keras.ops.convert_to_numpy(flat)).reshape(shape)
+        assert isinstance(got, np.ndarray)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+        if got.base is not None and not got.flags.owndata:  # lent: nothing may write into it
+            assert not got.flags.writeable
