@@ -5,8 +5,11 @@ code may change in place; a NumPy array; a variable; a sparse or symbolic tensor
 ``keras.ops.convert_to_numpy``, copied as Keras copies it.
 
 An audit reads every leaf output, and each op's values, of the model and of its float32
-reference: on a ResNet50, Keras's copies were a tenth of a second an audit. What is lent is
-read-only here, so that nothing written into it can reach the tensor.
+reference: on a ResNet50, Keras's copies were tens of milliseconds an audit. A 0-d bfloat16
+TensorFlow tensor (a loss, a sum), which Keras's conversion refuses ("object __array__ method
+not producing an array"), is read through its buffer too. What is lent is
+read-only here, so that nothing written into it can reach the tensor. Where values cannot be
+read at all, :func:`unread_values` words the numerics' note: this tool's failure, said as one.
 
 >>> import keras, numpy as np
 >>> x = keras.ops.ones((2, 3), "float16")
@@ -64,3 +67,15 @@ def _lent(tensor: Any) -> np.ndarray | None:
     except Exception:  # an odd tensor: Keras's own conversion says what it holds
         return None
     return None
+
+
+def unread_values(error: BaseException) -> str:
+    """The numerics note where this tool could not read a call's output values as NumPy: its
+    own failure, said as one (never as the call's), with the error's class.
+
+    >>> unread_values(ValueError("object __array__ method not producing an array"))
+    'values not read: dtype-explorer could not convert them to NumPy (ValueError)'
+    """
+    return (
+        f"values not read: dtype-explorer could not convert them to NumPy ({type(error).__name__})"
+    )

@@ -14,6 +14,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.keras_run import trace
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import HEAD, CastStep, Numerics, OutputValues, ValueFinding
 
 #: Relative error (to the values' scale) against the reference run beyond which the numbers
@@ -384,7 +385,8 @@ def _arrays(outputs: Any) -> list[tuple[str, np.ndarray]]:
         dtype = keras.backend.standardize_dtype(tensor.dtype)
         if dtype == "string":
             continue
-        array = np.asarray(keras.ops.convert_to_numpy(tensor))
+        # (Keras's own conversion raises on TensorFlow's 0-d bfloat16 tensors: a loss, a sum)
+        array = numpy_values(tensor)
         if dtypes.family(dtype) == "complex":
             array = array.real
         found.append((dtype, array.astype(np.float64)))

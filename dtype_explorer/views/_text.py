@@ -272,9 +272,11 @@ def numerics_sentence(n: Numerics) -> str:
     'all 8 output values finite; largest relative error against the float64 run 0.0004'
     >>> numerics_sentence(Numerics(output_count=0))
     'no output values (the call raised)'
+    >>> numerics_sentence(Numerics(output_count=0, note="no number output"))
+    'no output values (no number output)'
     """
     if not n.output_count:
-        return "no output values (the call raised)"
+        return f"no output values ({n.note or 'the call raised'})"
     said = (
         f"{n.nonfinite_from_finite} of {n.output_count} output values became inf/NaN from "
         "finite inputs"

@@ -13,7 +13,12 @@ from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
-from dtype_explorer.keras_run._numerics import max_abs_integer, measure, precision_loss
+from dtype_explorer.keras_run._arrays import numpy_values, unread_values
+from dtype_explorer.keras_run._numerics import (
+    max_abs_integer,
+    measure,
+    precision_loss,
+)
 from dtype_explorer.keras_run._values import call_arguments
 from dtype_explorer.keras_run.probe._called import objective_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
@@ -94,10 +99,9 @@ def run_objective(
 def _with_precision_loss(fields: ProbeFields, values: list[Any]) -> ProbeFields:
     """Integer labels cast to a 16-bit float that rounds them (``precision-loss``), added to
     the answer's numerics."""
-    import keras
 
     try:
-        arrays = [np.asarray(keras.ops.convert_to_numpy(v)) for v in values]
+        arrays = [numpy_values(v) for v in values]
     except Exception:
         return fields
     peak = max_abs_integer(arrays)
@@ -210,9 +214,8 @@ def _objective_numerics(
     """inf/NaN from finite input, and the value against the same class built in the widest
     float on the same values in it (what layers get: ``_numerics.measure``); ``target=None``
     (a metric instance): inf/NaN only."""
-    import keras
 
-    arrays = [np.asarray(keras.ops.convert_to_numpy(v)) for v in values]
+    arrays = [numpy_values(v) for v in values]
 
     def reference(wide: str) -> Any:
         widened = [
@@ -228,7 +231,7 @@ def _objective_numerics(
     try:
         return measure([outputs], arrays, steps, reference=None if target is None else reference)
     except Exception as error:
-        return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
+        return Numerics(note=unread_values(error))
 
 
 def _objective_function(entry, fn, tensors, shapes, input_dtypes, kwargs, steps) -> ProbeFields:

@@ -15,6 +15,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
+from dtype_explorer.keras_run._arrays import unread_values
 from dtype_explorer.keras_run._numerics import measure
 from dtype_explorer.keras_run.catalog import (
     OpEntry,
@@ -392,13 +393,12 @@ def _declared_op(entry: OpEntry, inputs: _OpInputs, kwargs: dict[str, Any]) -> t
 def _op_numerics(
     outputs: Any, arrays: list[np.ndarray], steps: list[CastStep], reference: Any
 ) -> Numerics:
-    """inf/NaN from finite input, values against ``reference``; a value that cannot be read
-    back (TensorFlow's 0-d bfloat16 tensors have no NumPy view) is said, not raised: the
-    dtypes are the answer."""
+    """inf/NaN from finite input, values against ``reference``; values this tool cannot
+    read back as NumPy are said to be its own failure, not raised: the dtypes are the answer."""
     try:
         return measure(_op_tensors(outputs), arrays, steps, reference=reference)
     except Exception as error:
-        return Numerics(note=f"values not readable as NumPy: {type(error).__name__}")
+        return Numerics(note=unread_values(error))
 
 
 def gives_every_array(spec: ProbeSpec, entry: OpEntry) -> bool:

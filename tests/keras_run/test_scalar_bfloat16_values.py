@@ -1,0 +1,64 @@
+"""A 0-d bfloat16 output on tensorflow (a reduction, a loss, a metric's result): Keras's own
+``convert_to_numpy`` raises on one ("object __array__ method not producing an array"), and the
+probe used to answer with no numerics and the words "no output values (the call raised)" for a
+call that had not raised. Its values are now read through the tensor's own buffer: the probe's
+output value must equal raw Keras's, run beside it on tensorflow (read there through a
+1-element reshape, which Keras converts)."""
+
+from __future__ import annotations
+
+import pytest
+
+import dtype_explorer as dx
+from tests.on_backend import json_on
+
+RAW = """
+import json, keras, numpy as np
+x = np.array([[1.5, -2.25, 0.375], [3.0, 0.125, -0.5]], "float32")
+cases = {
+    "ops.sum": keras.ops.sum(keras.ops.cast(x, "bfloat16")),
+    "ops.mean": keras.ops.mean(keras.ops.cast(x, "bfloat16")),
+    "losses.MeanSquaredError": keras.losses.MeanSquaredError(dtype="bfloat16")(
+        keras.ops.cast(x, "bfloat16"), keras.ops.cast(x[::-1], "bfloat16")),
+}
+out = {}
+for name, value in cases.items():
+    try:
+        keras.ops.convert_to_numpy(value)
+        raises = False
+    except ValueError:
+        raises = True
+    flat = keras.ops.convert_to_numpy(keras.ops.reshape(value, (1,)))
+    out[name] = {"dtype": keras.backend.standardize_dtype(value.dtype),
+                 "value": float(flat.astype("float64")[0]), "keras_raises": raises}
+print(json.dumps(out))
+"""
+
+X = [[1.5, -2.25, 0.375], [3.0, 0.125, -0.5]]
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return json_on("tensorflow", RAW)
+
+
+@pytest.mark.parametrize("target", ["ops.sum", "ops.mean", "losses.MeanSquaredError"])
+def test_a_scalar_bfloat16_output_has_its_value_as_raw_keras_gives_it(raw, target):
+    want = raw[target]
+    assert want["dtype"] == "bfloat16"
+    assert want["keras_raises"], "Keras converts 0-d bfloat16 now: the note above is stale"
+    import numpy as np
+
+    x = np.asarray(X, "float32")
+    if target.startswith("losses."):
+        values = [x.astype("float32"), x[::-1].astype("float32")]
+        r = dx.probe(target, values=values, kwargs={"dtype": "bfloat16"},
+                     backend="tensorflow", use_cache=False)  # fmt: skip
+    else:
+        r = dx.probe(target, "bfloat16", values=[x], backend="tensorflow", use_cache=False)
+    assert r.status == "ok", r.error
+    assert r.output_dtype == "bfloat16"
+    (out,) = r.numerics.outputs
+    assert out.shape == () and list(out.head) == [want["value"]]
+    assert r.numerics.output_count == 1
+    assert "the call raised" not in str(r) and "could not convert" not in str(r)
