@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._numerics import check_values, error_limit
 from dtype_explorer.records import ValueFinding
 
@@ -132,8 +133,4 @@ def _reference_call(layer: Any, args: Any, kwargs: Any, wide: str) -> Any:
 def _numpy_leaves(structure: Any) -> list[np.ndarray]:
     import keras
 
-    return [
-        np.asarray(keras.ops.convert_to_numpy(x))
-        for x in keras.tree.flatten(structure)
-        if hasattr(x, "shape")
-    ]
+    return [numpy_values(x) for x in keras.tree.flatten(structure) if hasattr(x, "shape")]
