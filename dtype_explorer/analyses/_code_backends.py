@@ -33,7 +33,13 @@ import numpy as np
 
 from dtype_explorer.analyses._code import trace_called, trace_compiled
 from dtype_explorer.errors import InvalidSpecError
-from dtype_explorer.keras_run import instance_kind, keras_snapshot, pack, restore_keras
+from dtype_explorer.keras_run import (
+    instance_kind,
+    keras_snapshot,
+    numpy_values,
+    pack,
+    restore_keras,
+)
 from dtype_explorer.records import CodeComparison, CodeEnvironment, CodeError, TraceResult
 from dtype_explorer.runtime import engines, pool
 
@@ -104,9 +110,7 @@ def _as_travelling(value: Any) -> tuple[str, Any]:
     if instance_kind(value) is not None:
         return ("keras", pack(value))
     if hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, type):
-        import keras
-
-        return ("tensor", np.asarray(keras.ops.convert_to_numpy(value)))
+        return ("tensor", np.array(numpy_values(value)))  # its own copy: it travels
     raise TypeError(type(value).__name__)
 
 

@@ -117,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "train_one_step": "dtype_explorer.keras_run.model._training",
     "train_steps": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
+    "numpy_values": "dtype_explorer.keras_run._arrays",
     "audit_question": "dtype_explorer.keras_run._as_code",
     "unimplemented": "dtype_explorer.keras_run._tool_error",
     "check_precision": "dtype_explorer.keras_run._environment",
@@ -127,6 +128,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run import catalog
+    from dtype_explorer.keras_run._arrays import numpy_values
     from dtype_explorer.keras_run._as_code import audit_question
     from dtype_explorer.keras_run._compat import get_policy
     from dtype_explorer.keras_run._environment import check_precision, precision_set

@@ -3,10 +3,13 @@
 probe used to answer with no numerics and the words "no output values (the call raised)" for a
 call that had not raised. Its values are now read through the tensor's own buffer: the probe's
 output value must equal raw Keras's, run beside it on tensorflow (read there through a
-1-element reshape, which Keras converts)."""
+1-element reshape, which Keras converts). ``dx.trace`` of user code returning one raised
+ValueError out of the tool: it now describes it with its value."""
 
 from __future__ import annotations
 
+import keras
+import numpy as np
 import pytest
 
 import dtype_explorer as dx
@@ -47,8 +50,6 @@ def test_a_scalar_bfloat16_output_has_its_value_as_raw_keras_gives_it(raw, targe
     want = raw[target]
     assert want["dtype"] == "bfloat16"
     assert want["keras_raises"], "Keras converts 0-d bfloat16 now: the note above is stale"
-    import numpy as np
-
     x = np.asarray(X, "float32")
     if target.startswith("losses."):
         values = [x.astype("float32"), x[::-1].astype("float32")]
@@ -62,3 +63,25 @@ def test_a_scalar_bfloat16_output_has_its_value_as_raw_keras_gives_it(raw, targe
     assert out.shape == () and list(out.head) == [want["value"]]
     assert r.numerics.output_count == 1
     assert "the call raised" not in str(r) and "could not convert" not in str(r)
+
+
+def total(x):  # the user's own code: a bfloat16 sum, returned as a 0-d tensor
+    return keras.ops.sum(keras.ops.cast(x, "bfloat16") * 2)
+
+
+def total_raw(x):
+    """What raw Keras returns there, read through a 1-element reshape."""
+    out = total(x)
+    flat = keras.ops.convert_to_numpy(keras.ops.reshape(out, (1,)))
+    return keras.backend.standardize_dtype(out.dtype), float(flat.astype("float64")[0])
+
+
+def test_user_code_returning_a_scalar_bfloat16_is_traced_with_its_value():
+    """``dx.trace`` of user code that returns a 0-d bfloat16 tensor on tensorflow described
+    what it returned through Keras's conversion, and raised ValueError out of dx.trace."""
+    x = np.array([1.5, 2.25, 3.0], "float32")
+    dtype, value = dx.pool.call("tensorflow", total_raw, x).result(timeout=600)
+    r = dx.trace(backend="tensorflow")(total, x)
+    (returned,) = r.returned
+    assert (returned.dtype, returned.shape) == (dtype, ()) == ("bfloat16", ())
+    assert returned.sample == (value,) and returned.digest is not None

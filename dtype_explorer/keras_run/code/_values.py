@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import TracedValue
 
 #: The most leaves of a returned structure described.
@@ -66,14 +67,25 @@ def _describe(name: str, value: Any) -> TracedValue:
 
     dtype = keras.backend.standardize_dtype(value.dtype)
     shape = tuple(None if d is None else int(d) for d in value.shape)
-    try:
-        arr = np.asarray(keras.ops.convert_to_numpy(value))
-    except Exception:  # a tensor of another framework than the backend's
-        arr = np.asarray(value)
+    arr = _values_of(value)
+    if arr is None:  # nothing can read it: described by its type, dtype and shape alone
+        return TracedValue(name=name, type=type_name, dtype=dtype, shape=shape)
     return TracedValue(
         name=name, type=type_name, dtype=dtype, shape=shape, digest=_digest(dtype, arr),
         text=_short(arr), sample=_sample(arr),
     )  # fmt: skip
+
+
+def _values_of(value: Any) -> np.ndarray | None:
+    """A returned tensor's values: as Keras converts them (``numpy_values``: a 0-d bfloat16
+    TensorFlow tensor too, which Keras's conversion refuses), else as NumPy reads a tensor of
+    another framework than the backend's; ``None`` where neither can."""
+    for read in (numpy_values, np.asarray):
+        try:
+            return np.asarray(read(value))
+        except Exception:
+            continue
+    return None
 
 
 def _sample(arr: np.ndarray) -> tuple[float, ...] | None:
