@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model import config_text
 from dtype_explorer.records import (
     MAX_LITERAL_ELEMENTS,
@@ -98,7 +99,7 @@ def value_node(value: Any, arrays: list[CodeArray], depth: int = 0) -> Any:
     if hasattr(value, "dtype") and hasattr(value, "shape"):  # a backend tensor
         import keras
 
-        array = keras.ops.convert_to_numpy(value)
+        array = numpy_values(value)  # a 0-d bfloat16 TensorFlow tensor too
         arrays.append(code_array(array, tensor=keras.backend.standardize_dtype(value.dtype)))
         return {"array": len(arrays) - 1}
     raise Unwritable(f"a {type(value).__module__}.{type(value).__qualname__}")
