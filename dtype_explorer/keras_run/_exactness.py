@@ -50,9 +50,10 @@ def cast_loss(
     if before.shape != after.shape or not before.size or source == target:
         return None
     masks = _masks(before, after, source, target)
-    if not any(m.any() for m in masks.values()):
+    counts = {name: 0 if m is None else int(np.count_nonzero(m)) for name, m in masks.items()}
+    if not any(counts.values()):
         return None
-    worst = next(m for m in masks.values() if m.any())
+    worst = next(masks[name] for name, count in counts.items() if count)
     flat = np.flatnonzero(worst.reshape(-1))
     first = tuple(int(i) for i in np.unravel_index(int(flat[0]), worst.shape))
     shown = flat[:MAX_EXAMPLES]  # only these are widened (not the whole arrays)
@@ -66,14 +67,14 @@ def cast_loss(
         count=int(before.size),
         first_index=first,
         examples=examples,
-        **{name: int(m.sum()) for name, m in masks.items()},
+        **counts,
     )
 
 
 def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> dict:
-    """The elements of each cause, in ``records.CastLoss``'s order of severity: from the
-    counts of a 16-bit float's bits where they settle it (:func:`_half_masks`), else element
-    by element (:func:`_element_masks`)."""
+    """The elements of each cause (``None``: none), in ``records.CastLoss``'s order of
+    severity: from the counts of a 16-bit float's bits where they settle it
+    (:func:`_half_masks`), else element by element (:func:`_element_masks`)."""
     if before.dtype.kind == "f" and dtypes.family(source) == "float":
         masks = _half_masks(before, after, source)
         if masks is not None:
@@ -81,13 +82,11 @@ def _masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> d
     return _element_masks(before, after, source, target)
 
 
-def _no_masks(shape: tuple[int, ...]) -> dict:
-    """Every cause's mask, empty: one read-only array shared (a mask is replaced, never
-    changed in place)."""
-    none = np.zeros(shape, bool)
-    none.flags.writeable = False
+def _no_masks() -> dict:
+    """Every cause with no element (``None``, never counted), in ``records.CastLoss``'s order of
+    severity: a cause found is given its mask."""
     return dict.fromkeys(
-        ("overflowed", "wrapped", "saturated", "rounded", "underflowed", "subnormal"), none
+        ("overflowed", "wrapped", "saturated", "rounded", "underflowed", "subnormal")
     )
 
 
@@ -116,7 +115,7 @@ def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | No
     peak = dtypes.finite_peak(before)
     if counts.not_finite or exact is None or peak is None:
         return None  # an inf or NaN on either side (a saturating cast too): compare them all
-    masks = _no_masks(before.shape)
+    masks = _no_masks()
     if counts.zeros != np.count_nonzero(before == 0):
         masks["underflowed"] = (magnitude == 0) & (before != 0)
     if peak > exact:
@@ -144,7 +143,7 @@ def _rounded_beyond(before: np.ndarray, after: np.ndarray, exact: int) -> np.nda
 def _element_masks(before: np.ndarray, after: np.ndarray, source: str, target: str) -> dict:
     """The elements of each cause, compared element by element."""
     b, a = _pair(before, after)
-    masks = _no_masks(before.shape)
+    masks = _no_masks()
     finite_b = np.isfinite(b)
     if dtypes.family(target) == "float":
         finite_a = np.isfinite(a)
