@@ -1,6 +1,7 @@
 """A tensor's values as NumPy, as ``keras.ops.convert_to_numpy`` gives them, without its copy
 where the backend lends an immutable buffer: a TensorFlow eager tensor (its own buffer, as
-``np.asarray`` reads it) and a jax array (on the host). Every other value (a torch tensor, which
+``np.asarray`` reads it) and a jax array on the CPU (its buffer, which jax then does not let a
+jitted function take over: a donation copies instead). Every other value (a torch tensor, which
 code may change in place; a NumPy array; a variable; a sparse or symbolic tensor) goes through
 ``keras.ops.convert_to_numpy``, copied as Keras copies it.
 
@@ -9,7 +10,7 @@ reference: on a ResNet50, Keras's copies were tens of milliseconds an audit. A 0
 TensorFlow tensor (a loss, a sum), which Keras's conversion refuses ("object __array__ method
 not producing an array"), is read through its buffer too. What is lent is
 read-only here, so that nothing written into it can reach the tensor. Where values cannot be
-read at all, :func:`unread_values` words the numerics' note: this tool's failure, said as one.
+read or checked, :func:`unread_values` words the numerics' note: this tool's failure, said as one.
 
 >>> import keras, numpy as np
 >>> x = keras.ops.ones((2, 3), "float16")
@@ -53,7 +54,8 @@ def _lent(tensor: Any) -> np.ndarray | None:
     kind = type(tensor)
     try:
         if kind.__name__ == "EagerTensor" and kind.__module__.startswith("tensorflow"):
-            if tensor.dtype.is_numeric or tensor.dtype.is_bool:
+            kind = tensor.dtype  # numbers and bools (float8 and int4 included), not strings
+            if kind.is_floating or kind.is_integer or kind.is_complex or kind.is_bool:
                 return tensor._numpy()  # what np.asarray(tensor) reads: the tensor's buffer
             return None
         jax = kind.__name__ == "ArrayImpl" and kind.__module__.startswith("jax")
@@ -61,7 +63,7 @@ def _lent(tensor: Any) -> np.ndarray | None:
             jax
             and tensor.is_fully_addressable
             and all(d.platform == "cpu" for d in tensor.devices())
-        ):  # jax's own host copy, cached on the array (np.array would copy it again)
+        ):  # the CPU buffer itself, pinned while lent (a donation then copies instead)
             view = np.asarray(tensor)
             return None if view.dtype == object else view
     except Exception:  # an odd tensor: Keras's own conversion says what it holds
@@ -70,12 +72,17 @@ def _lent(tensor: Any) -> np.ndarray | None:
 
 
 def unread_values(error: BaseException) -> str:
-    """The numerics note where this tool could not read a call's output values as NumPy: its
-    own failure, said as one (never as the call's), with the error's class.
+    """The numerics note where this tool failed to read or check a call's output values (the
+    call itself returned): its own failure, said as one, never as the call's.
+
+    Args:
+        error: what the tool's reading or checking raised.
+
+    Returns:
+        The note, naming the error's class.
 
     >>> unread_values(ValueError("object __array__ method not producing an array"))
-    'values not read: dtype-explorer could not convert them to NumPy (ValueError)'
+    'values not measured: dtype-explorer failed reading or checking them (ValueError)'
     """
-    return (
-        f"values not read: dtype-explorer could not convert them to NumPy ({type(error).__name__})"
-    )
+    failed = type(error).__name__
+    return f"values not measured: dtype-explorer failed reading or checking them ({failed})"

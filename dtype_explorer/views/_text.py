@@ -276,6 +276,8 @@ def numerics_sentence(n: Numerics) -> str:
     'no output values (no number output)'
     """
     if not n.output_count:
+        if n.outputs:  # outputs there, of no element
+            return "no output values (the outputs are empty)"
         return f"no output values ({n.note or 'the call raised'})"
     said = (
         f"{n.nonfinite_from_finite} of {n.output_count} output values became inf/NaN from "

@@ -189,3 +189,34 @@ def test_an_overflowing_layer_is_measured_on_its_finite_values_and_its_float32_r
     else:
         assert "no error is measured" in half.message
         assert "relative RMS error" not in half.message and "tolerance" not in half.message
+
+
+def test_an_audit_compares_a_layer_that_returns_a_scalar():
+    """A mixed_float16 model whose last layer returns a 0-d mean: every layer keeps its damage
+    row (a scalar output lost the whole per-layer reference once), and the scalar's error is
+    raw Keras's: the model against the same model rebuilt in float32 with its weights."""
+    import keras
+
+    @keras.saving.register_keras_serializable("dx_tests")
+    class Mean(keras.layers.Layer):
+        def call(self, x):
+            return keras.ops.mean(x)
+
+    def build(policy: str) -> keras.Model:
+        keras.config.set_dtype_policy(policy)
+        try:
+            inputs = keras.Input((4,))
+            out = Mean(name="t")(keras.layers.Dense(3, name="d")(inputs))
+            return keras.Model(inputs, out, name="m")
+        finally:
+            keras.config.set_dtype_policy("float32")
+
+    model, wide = build("mixed_float16"), build("float32")
+    wide.set_weights(model.get_weights())
+    x = np.linspace(-2, 2, 8, dtype="float32").reshape(2, 4)
+    report = dx.check_model(model, x)
+    got = {d.path: d for d in report.damage}
+    assert set(got) == {"m/d", "m/t"}, report.notes
+    out = float(keras.ops.convert_to_numpy(model(x)))
+    ref = float(keras.ops.convert_to_numpy(wide(x)))
+    assert got["m/t"].rel_rms == pytest.approx(abs(out - ref) / abs(ref), rel=1e-6)

@@ -93,3 +93,30 @@ def test_numpy_values_is_keras_conversion(dtype):
         np.testing.assert_array_equal(got, want)
         if got.base is not None and not got.flags.owndata:  # lent: nothing may write into it
             assert not got.flags.writeable
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=lambda w: np.dtype(w).name)
+def test_compare_of_a_scalar_output(width):
+    """A model's 0-d output (a mean) is compared too: its bits come back as a NumPy scalar
+    unless raveled first."""
+    ref = np.array(-1.2345678, np.float32)
+    out = ref.astype(width)
+    got = compare(out, ref, path="m/mean", layer_class="Lambda", call_index=0, output=0)
+    want = _expected(out.reshape(1), ref.reshape(1))
+    for name, value in want.items():
+        assert getattr(got, name) == pytest.approx(value, rel=1e-9, abs=1e-300), name
+
+
+def test_the_op_trace_leaves_sparse_and_ragged_tensors_unread():
+    """Only eager tensors and variables are read by the op trace on tensorflow: a sparse
+    tensor is not made dense (its dense shape could be huge), a ragged one not padded."""
+    import tensorflow as tf
+
+    from dtype_explorer.keras_run.trace._values import to_numpy
+
+    sparse = tf.sparse.SparseTensor([[0, 0]], [1.0], [100_000, 100_000])
+    assert to_numpy(sparse) is None
+    ragged = to_numpy(tf.ragged.constant([[1.0], [2.0, 3.0]]))
+    assert ragged is None or ragged.dtype == object
+    assert to_numpy(tf.constant([1.5], tf.bfloat16)).tolist() == [1.5]
+    assert to_numpy(tf.Variable([2.0, 3.0])).tolist() == [2.0, 3.0]

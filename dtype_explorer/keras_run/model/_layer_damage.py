@@ -58,7 +58,6 @@ def run_leaves(
 ) -> tuple[dict, Any]:
     """:func:`layer_outputs`, and what the model's call returned; ``input_amax``, where
     given, is filled with each leaf call's largest finite ``|x|`` of its float inputs."""
-
     found: dict[tuple[str, int], tuple[str, list[np.ndarray]]] = {}
     counts: dict[int, int] = {}
     paths = layer_paths(model)
@@ -172,7 +171,6 @@ def float32_original(model: Any, rebuilt: Any) -> bool:
 def _amax(structure: Any) -> float | None:
     """The largest ``|x|`` of the float tensors in ``structure`` (``None``: none; inf or NaN
     where a tensor holds one): ``dtypes.finite_peak``, a 16-bit float read on its bits."""
-
     found = None
     for t in keras_flatten(structure):
         if dtypes.family(dtypes.describe(t)) != "float":
@@ -290,7 +288,10 @@ def _smallest_nonzero(values: np.ndarray) -> float:
     True
     >>> _smallest_nonzero(np.zeros(3, np.float32))
     inf
+    >>> _smallest_nonzero(np.array(-0.5, np.float16))  # 0-d: a model's scalar output
+    0.5
     """
+    values = values.reshape(-1)  # a 0-d array's bits would come back as a NumPy scalar
     magnitude = dtypes.half_magnitude(values)
     if magnitude is None and values.dtype.kind == "f" and values.dtype.isnative:
         unsigned = _BITS.get(values.dtype.itemsize)

@@ -425,7 +425,6 @@ class ModelTracer:
         gives them (by path below the model and call index), read once and let go; ``None``
         where they were not kept (``keep_leaves``) or a call raised (the pass re-ran it with
         a cast: its values are not the model's)."""
-
         if not self._leaves:
             return None
         kept, self._leaves = self._leaves, {}
@@ -452,8 +451,7 @@ def _as_numpy(structure: Any) -> Any:
     if sum(int(np.prod(t.shape)) for t in keras_flatten(structure)) > MAX_CHECKED:
         return None
     return keras.tree.map_structure(
-        lambda x: np.asarray(keras.ops.convert_to_numpy(x)) if hasattr(x, "shape") else x,
-        structure,
+        lambda x: numpy_values(x) if hasattr(x, "shape") else x, structure
     )
 
 

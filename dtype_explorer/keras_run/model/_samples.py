@@ -67,7 +67,6 @@ def readable(tensor: Any) -> bool:
 
 def _max_abs_integer(tensor: Any) -> float | None:
     """An integer tensor's largest magnitude (``precision-loss``); ``None`` when empty."""
-
     array = numpy_values(tensor)
     return float(np.max(np.abs(array.astype(np.float64)))) if array.size else None
 
@@ -122,7 +121,6 @@ def _float_values(tensor: Any) -> np.ndarray | None:
 def _float_array(tensor: Any) -> np.ndarray | None:
     """A float or complex tensor's values as NumPy, in its own dtype; ``None`` for other
     dtypes."""
-
     name = dtypes.describe(tensor)
     if not (dtypes.is_float(name) or name.startswith("complex")):
         return None

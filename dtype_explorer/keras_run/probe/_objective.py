@@ -99,7 +99,6 @@ def run_objective(
 def _with_precision_loss(fields: ProbeFields, values: list[Any]) -> ProbeFields:
     """Integer labels cast to a 16-bit float that rounds them (``precision-loss``), added to
     the answer's numerics."""
-
     try:
         arrays = [numpy_values(v) for v in values]
     except Exception:
@@ -214,7 +213,6 @@ def _objective_numerics(
     """inf/NaN from finite input, and the value against the same class built in the widest
     float on the same values in it (what layers get: ``_numerics.measure``); ``target=None``
     (a metric instance): inf/NaN only."""
-
     arrays = [numpy_values(v) for v in values]
 
     def reference(wide: str) -> Any:

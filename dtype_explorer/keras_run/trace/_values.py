@@ -48,7 +48,9 @@ def to_numpy(value: Any) -> np.ndarray | None:
         if module.startswith("tensorflow"):
             if hasattr(value, "read_value"):  # a tf.Variable: its value now, read uncopied
                 value = value.value()  # (read_value() adds an identity op: 2 ops a variable)
-            return numpy_values(value)
+            if type(value).__name__ == "EagerTensor":
+                return numpy_values(value)
+            return value.numpy()  # (a sparse or ragged tensor is not made dense here)
         return np.asarray(value)
     except Exception:
         return None
