@@ -151,8 +151,14 @@ def _unsupported(result: ProbeResult) -> bool:
 def _absent(result: ProbeResult) -> CompareCell:
     if _unsupported(result):
         return CompareCell(text=UNSUPPORTED, tone="unsupported")
-    if not result.ok:
-        return CompareCell(text="not reached: the call raised", tone="absent")
+    if not result.ok:  # why the stage has no dtype: the call, the tool, or the worker
+        if result.tool_failed:
+            why = "dtype-explorer failed"
+        elif result.status in ("timeout", "crashed"):
+            why = "the probe timed out" if result.status == "timeout" else "the worker crashed"
+        else:
+            why = "the call raised"
+        return CompareCell(text=f"not reached: {why}", tone="absent")
     return CompareCell(text="no such stage here", tone="absent")
 
 

@@ -420,6 +420,9 @@ class ProbeResult(ComputedRecord):
         ...     message="in user code:\\n  File x\\n  NotImplementedError: Cannot convert"))
         >>> r.headline
         'raises NotImplementedError: Cannot convert'
+        >>> r.model_copy(update={"error": ErrorInfo(type="KeyError", message="'x'",
+        ...     where="tool")}).headline  # dtype-explorer's own failure: never "raises"
+        "dtype-explorer failed (no answer of Keras): KeyError: 'x'"
         """
         if self.ok:
             said = f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
@@ -431,6 +434,10 @@ class ProbeResult(ComputedRecord):
             return f"raises ({self.status})"
         if self.unsupported:
             return f"{UNSUPPORTED}: {self.error.message}"
+        if self.tool_failed:
+            first = self.error.message.strip().splitlines()[:1]
+            said = f"{self.error.type}: {first[0]}" if first else self.error.type
+            return f"dtype-explorer failed (no answer of Keras): {said}"
         return f"raises {self.error.type}: {own_words(self.error.message, self.error.type)}"
 
     @property

@@ -166,3 +166,29 @@ def test_a_dataset_run_keras_cannot_map_off_tensorflow_is_unsupported_not_an_err
     grid = compare([limit, dense("tensorflow")])
     assert grid.columns[0].status == "unsupported"
     assert ProbeSet(results=(limit, dense("tensorflow"))).verdict == "as-documented"
+
+
+def test_a_failure_of_the_tool_or_the_worker_is_never_said_to_be_the_calls():
+    """A column whose answer is dtype-explorer's own failure, a timeout or a crash: its
+    headline and its missing stages name that, never "raises" or "the call raised"."""
+    base = dict(spec=SPEC.model_copy(update={"backend": "torch"}), backend="torch",
+                cast_path=(CastStep(stage="input", dtype="float64"),))  # fmt: skip
+    tool = ProbeResult(
+        status="invalid",
+        error=ErrorInfo(type="AttributeError", message="'NoneType' object\nmore", where="tool"),
+        **base,
+    )
+    timeout = ProbeResult(status="timeout", **base)
+    crashed = ProbeResult(status="crashed", **base)
+    assert tool.headline == (
+        "dtype-explorer failed (no answer of Keras): AttributeError: 'NoneType' object"
+    )
+    for result, why in [
+        (tool, "dtype-explorer failed"),
+        (timeout, "the probe timed out"),
+        (crashed, "the worker crashed"),
+    ]:
+        grid = compare([dense("jax"), result])
+        column = next(c for c in grid.columns if c.label == "torch")
+        assert not column.headline.startswith("raises")
+        assert rows(grid)["in0:autocast"].cells["torch"].text == f"not reached: {why}"
