@@ -27,7 +27,7 @@ from dtype_explorer.records._fit import FitReport
 from dtype_explorer.records._numerics import Numerics, ValueFinding
 from dtype_explorer.records._quantize_layer import LayerQuantization
 from dtype_explorer.records._trace import TraceStep, call_steps
-from dtype_explorer.records._values import InputValue, values_digest
+from dtype_explorer.records._values import InputValue, structure_leaves, values_digest
 
 Status = Literal["ok", "error", "invalid", "crashed", "timeout"]
 Verdict = Literal[
@@ -172,34 +172,6 @@ class ProbeSpec(Record):
         if self.user_values:
             data["user_values"] = values_digest(self.user_values)
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-def structure_leaves(structure: object, depth: int = 0) -> list[int]:
-    """The leaf numbers of a values ``structure`` in order (``ProbeSpec.structure``: a list of
-    nodes, a node a leaf's number, ``{"tuple": [...]}``, ``{"list": [...]}`` or ``{"dict":
-    [[key, node], ...]}``); ``ValueError`` for anything else.
-
-    >>> structure_leaves([0, {"dict": [["a", 1], ["b", {"tuple": [2]}]]}])
-    [0, 1, 2]
-    """
-    if depth > 16:
-        raise ValueError("structure nests more than 16 deep")
-    if depth == 0:
-        if not isinstance(structure, list):
-            raise ValueError(f"structure is a list of nodes, one per input. Received: {structure}")
-        return [leaf for node in structure for leaf in structure_leaves(node, 1)]
-    if isinstance(structure, int) and not isinstance(structure, bool) and structure >= 0:
-        return [structure]
-    if isinstance(structure, dict) and len(structure) == 1:
-        ((kind, items),) = structure.items()
-        if kind in ("tuple", "list") and isinstance(items, list):
-            return [leaf for item in items for leaf in structure_leaves(item, depth + 1)]
-        pairs = isinstance(items, list) and all(
-            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in items
-        )
-        if kind == "dict" and pairs:
-            return [leaf for _, item in items for leaf in structure_leaves(item, depth + 1)]
-    raise ValueError(f"not a structure node: {str(structure)[:80]}")
 
 
 class CastStep(Record):
@@ -413,16 +385,14 @@ class ProbeResult(ComputedRecord):
     def headline(self) -> str:
         """What this answer came to, in a sentence, Keras's own words first: ``float32, as
         documented``; ``raises ValueError: ...`` (the last line of a ``tf.function``'s "in user
-        code:" traceback, not its first); ``not supported here: ...`` (:attr:`unsupported`).
+        code:" traceback, not its first); ``not supported here: ...`` (:attr:`unsupported`);
+        ``dtype-explorer failed (no answer of Keras): ...`` (:attr:`tool_failed`, never "raises").
 
         >>> r = ProbeResult(spec=ProbeSpec(target="Dense", backend="jax", mode="dataset"),
         ...     status="error", backend="jax", error=ErrorInfo(type="NotImplementedError",
         ...     message="in user code:\\n  File x\\n  NotImplementedError: Cannot convert"))
         >>> r.headline
         'raises NotImplementedError: Cannot convert'
-        >>> r.model_copy(update={"error": ErrorInfo(type="KeyError", message="'x'",
-        ...     where="tool")}).headline  # dtype-explorer's own failure: never "raises"
-        "dtype-explorer failed (no answer of Keras): KeyError: 'x'"
         """
         if self.ok:
             said = f"{self.output_dtype}, {VERDICT_WORDS.get(self.verdict, self.verdict)}"
@@ -434,11 +404,8 @@ class ProbeResult(ComputedRecord):
             return f"raises ({self.status})"
         if self.unsupported:
             return f"{UNSUPPORTED}: {self.error.message}"
-        if self.tool_failed:
-            first = self.error.message.strip().splitlines()[:1]
-            said = f"{self.error.type}: {first[0]}" if first else self.error.type
-            return f"dtype-explorer failed (no answer of Keras): {said}"
-        return f"raises {self.error.type}: {own_words(self.error.message, self.error.type)}"
+        head = "dtype-explorer failed (no answer of Keras):" if self.tool_failed else "raises"
+        return f"{head} {self.error.type}: {own_words(self.error.message, self.error.type)}"
 
     @property
     def unsupported(self) -> bool:

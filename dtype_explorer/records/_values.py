@@ -1,6 +1,7 @@
 """A user's own input value, as data: an array's dtype, shape and bytes (base64), a string
 array's items (JSON), or a Python number's exact text. Never code: decoding reads numbers,
 never unpickles or evaluates anything, and refuses bytes that do not fit the dtype and shape.
+How values nest (``ProbeSpec.structure``) is read here too (:func:`structure_leaves`).
 
 >>> import numpy as np
 >>> value = InputValue.of_array(np.array([[2, 3]], dtype=np.int32))
@@ -170,3 +171,31 @@ def values_digest(values: tuple[InputValue, ...]) -> str:
         if v.given_dtype is not None:  # (absent before: the digests stored then still hold)
             digest.update(f"given {v.given_dtype}".encode("ascii", "backslashreplace") + b"\0")
     return digest.hexdigest()
+
+
+def structure_leaves(structure: object, depth: int = 0) -> list[int]:
+    """The leaf numbers of a values ``structure`` in order (``ProbeSpec.structure``: a list of
+    nodes, a node a leaf's number, ``{"tuple": [...]}``, ``{"list": [...]}`` or ``{"dict":
+    [[key, node], ...]}``); ``ValueError`` for anything else.
+
+    >>> structure_leaves([0, {"dict": [["a", 1], ["b", {"tuple": [2]}]]}])
+    [0, 1, 2]
+    """
+    if depth > 16:
+        raise ValueError("structure nests more than 16 deep")
+    if depth == 0:
+        if not isinstance(structure, list):
+            raise ValueError(f"structure is a list of nodes, one per input. Received: {structure}")
+        return [leaf for node in structure for leaf in structure_leaves(node, 1)]
+    if isinstance(structure, int) and not isinstance(structure, bool) and structure >= 0:
+        return [structure]
+    if isinstance(structure, dict) and len(structure) == 1:
+        ((kind, items),) = structure.items()
+        if kind in ("tuple", "list") and isinstance(items, list):
+            return [leaf for item in items for leaf in structure_leaves(item, depth + 1)]
+        pairs = isinstance(items, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in items
+        )
+        if kind == "dict" and pairs:
+            return [leaf for _, item in items for leaf in structure_leaves(item, depth + 1)]
+    raise ValueError(f"not a structure node: {str(structure)[:80]}")
