@@ -232,7 +232,7 @@ export function renderExpectations(result) {
         odd.size
           ? ` · ${odd.size} of ${expectations.length} name another dtype`
           : result.status !== "ok"
-            ? ` · what ${expectations.length} rules expected (the call raised, so nothing to compare)`
+            ? ` · what ${expectations.length} rules expected (no answer to compare with: ${result.outcome ?? result.status})`
             : ` · all ${expectations.length} name the same dtype`,
       ),
     ),

@@ -133,10 +133,19 @@ describe("expectations table", () => {
     expect(byTestId(table, "rules-disagree")?.textContent ?? null).toBe(result.rules_disagreement);
     // open where something disagrees, closed (all agree) otherwise
     expect(table.open).toBe(result.disagreeing.length > 0 || result.rules_disagreement != null);
-    const said = result.disagreeing.length ? "name another dtype" : result.status === "ok" ? "name the same dtype" : "the call raised";
+    const said = result.disagreeing.length ? "name another dtype" : result.status === "ok" ? "name the same dtype" : `no answer to compare with: ${result.outcome}`;
     expect(table.querySelector("summary").textContent).toContain(said);
     // a card that raised never says its expectations "agree": there is nothing to agree with
     if (result.status !== "ok") expect(table.querySelector("summary").textContent).not.toContain("same dtype");
+  });
+
+  it("says what stood in for an answer where there is none: the call's error, the tool's failure, a timeout", () => {
+    const base = ALL.map(([, r]) => r).find((r) => r.expectations?.length);
+    for (const [status, outcome] of [["error", "raises ValueError"], ["invalid", "tool failure (KeyError)"], ["timeout", "timeout"]]) {
+      const said = renderExpectations({ ...base, status, outcome, disagreeing: [] }).querySelector("summary").textContent;
+      expect(said).toContain(`no answer to compare with: ${outcome}`);
+      if (status !== "error") expect(said).not.toContain("raise");
+    }
   });
 
   it("says 'no counterpart' with its reason where a library has no comparable call, never '—' or 'raises'", () => {
