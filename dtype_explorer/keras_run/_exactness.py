@@ -205,7 +205,9 @@ def call_losses(given: list[Any] | None, received: list[Any], entry: tuple[str, 
     if given is not None and len(given) == len(received):
         for i, (g, r) in enumerate(zip(given, received, strict=True)):
             if _is_tensor(g) and _is_tensor(r) and dtypes.describe(g) != dtypes.describe(r):
-                found.append(cast_loss(_numpy(g), _numpy(r), step="autocast", where=f"input {i}"))
+                found.append(
+                    cast_loss(numpy_values(g), numpy_values(r), step="autocast", where=f"input {i}")
+                )
     if entry and len(entry) == len(received):
         for i, (r, dtype) in enumerate(zip(received, entry, strict=True)):
             if _is_tensor(r) and dtypes.describe(r) != dtype:
@@ -214,7 +216,9 @@ def call_losses(given: list[Any] | None, received: list[Any], entry: tuple[str, 
                 except Exception:  # Keras refuses the conversion: the call itself says so
                     continue
                 found.append(
-                    cast_loss(_numpy(r), _numpy(after), step="keras-input", where=f"input {i}")
+                    cast_loss(
+                        numpy_values(r), numpy_values(after), step="keras-input", where=f"input {i}"
+                    )
                 )
     return [f for f in found if f is not None]
 
@@ -242,7 +246,3 @@ def read_losses(steps: Iterable[Any]) -> list:
 
 def _is_tensor(x: Any) -> bool:
     return hasattr(x, "dtype") and hasattr(x, "shape")
-
-
-def _numpy(x: Any) -> np.ndarray:
-    return numpy_values(x)

@@ -14,11 +14,7 @@ from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._arrays import numpy_values, unread_values
-from dtype_explorer.keras_run._numerics import (
-    max_abs_integer,
-    measure,
-    precision_loss,
-)
+from dtype_explorer.keras_run._numerics import max_abs_integer, measure, precision_loss
 from dtype_explorer.keras_run._values import call_arguments
 from dtype_explorer.keras_run.probe._called import objective_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
