@@ -43,6 +43,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import MAX_VALUE_ELEMENTS, MAX_VALUES_BYTES, InputValue
 
 #: The most leaves a probe's values may hold, and how deeply they may nest.
@@ -210,6 +211,18 @@ def _python(value: bool | int | float, asked: str, where: str) -> bool | int | f
     return value
 
 
+def _tensor_values(value: Any) -> np.ndarray | None:
+    """A tensor NumPy's own reading refuses, read through its buffer (``numpy_values``): a 0-d
+    bfloat16 TensorFlow tensor, whose ``__array__`` hands NumPy a scalar; ``None`` for
+    anything else (a ragged list, an object NumPy cannot read)."""
+    if not (hasattr(value, "dtype") and hasattr(value, "shape")):
+        return None
+    try:
+        return np.array(numpy_values(value))
+    except Exception:
+        return None
+
+
 def _array(value: Any, where: str) -> np.ndarray:
     """``value`` as a NumPy array of numbers, bools or strings, or a clear error."""
     if isinstance(value, np.ndarray):
@@ -219,12 +232,14 @@ def _array(value: Any, where: str) -> np.ndarray:
         try:
             array = np.asarray(value)
         except Exception as error:  # ragged lists, tensors NumPy cannot read
-            raise InvalidSpecError(
-                f"values{where}: not an array of numbers: {type(error).__name__}: "
-                f"{received(str(error))}; a value is an array, a rectangular nested list of "
-                f"numbers, bools or strings, or a Python number; received: {received(value)} "
-                f"({type(value).__name__})"
-            ) from None
+            array = _tensor_values(value)
+            if array is None:
+                raise InvalidSpecError(
+                    f"values{where}: not an array of numbers: {type(error).__name__}: "
+                    f"{received(str(error))}; a value is an array, a rectangular nested list of "
+                    f"numbers, bools or strings, or a Python number; received: "
+                    f"{received(value)} ({type(value).__name__})"
+                ) from None
     if (array.dtype.kind not in "biufcUS" and not _ml_dtype(array.dtype)) or array.dtype.names:
         raise InvalidSpecError(
             f"values{where}: a value travels as data (numbers, bools or strings), and this one "

@@ -4,7 +4,9 @@ probe used to answer with no numerics and the words "no output values (the call 
 call that had not raised. Its values are now read through the tensor's own buffer: the probe's
 output value must equal raw Keras's, run beside it on tensorflow (read there through a
 1-element reshape, which Keras converts). ``dx.trace`` of user code returning one raised
-ValueError out of the tool: it now describes it with its value."""
+ValueError out of the tool: it now describes it with its value. So did ``check_model(...,
+mode="save")`` of a model returning one; and such a tensor given as a probe's value was refused
+as "not an array of numbers"."""
 
 from __future__ import annotations
 
@@ -113,3 +115,81 @@ def test_numpy_values_agree_with_keras_in_each_backend(backend):
     assert [row for row in found if not row[2]] == []
     lent = backend in ("jax", "tensorflow")
     assert {row[3] for row in found} == {not lent}
+
+
+RAW_SQRT = """
+import json, keras
+x = keras.ops.convert_to_tensor(2.0, "bfloat16")
+out = keras.ops.sqrt(x)
+flat = keras.ops.convert_to_numpy(keras.ops.reshape(out, (1,)))
+print(json.dumps({"dtype": keras.backend.standardize_dtype(out.dtype),
+                  "value": float(flat.astype("float64")[0])}))
+"""
+
+
+def test_a_scalar_bfloat16_tensor_given_as_a_value_is_taken_as_raw_keras_takes_it():
+    """A 0-d bfloat16 TensorFlow tensor given as a probe's value was refused as "not an array
+    of numbers" (NumPy's reading of it raises); raw Keras takes it."""
+    import tensorflow as tf
+
+    want = json_on("tensorflow", RAW_SQRT)
+    x = tf.constant(2.0, tf.bfloat16)
+    with pytest.raises(ValueError):
+        np.asarray(x)  # what the tool used to read it with
+    r = dx.probe("ops.sqrt", values=[x], backend="tensorflow", use_cache=False)
+    assert r.status == "ok", r.error
+    assert r.spec.input_dtypes == ("bfloat16",) and r.output_dtype == want["dtype"] == "bfloat16"
+    (out,) = r.numerics.outputs
+    assert list(out.head) == [want["value"]]
+
+
+def scalar_model_saved():
+    """In a tensorflow worker: ``check_model(..., mode="save")`` of a bfloat16 model that returns
+    a 0-d mean, each format's trip; and raw Keras's own trips of the same model (a SavedModel
+    read back through ``TFSMLayer``, a ``.keras`` file loaded): the loaded output's dtype, or
+    the error Keras raised."""
+    import os
+    import tempfile
+
+    @keras.saving.register_keras_serializable("dx_test_scalar")  # in the worker, where it runs
+    class Mean(keras.layers.Layer):
+        """A 0-d mean (a bfloat16 one under a bfloat16 policy)."""
+
+        def call(self, x):
+            return keras.ops.mean(x)
+
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, Mean(dtype="bfloat16")(keras.layers.Dense(3)(inputs)))
+    x = np.linspace(-1, 1, 8, dtype="float32").reshape(2, 4)
+    trips = {t.format: t for t in dx.check_model(model, x, mode="save").roundtrip.trips}
+    raw = {}
+    folder = tempfile.mkdtemp()
+    try:
+        model.export(os.path.join(folder, "sm"), format="tf_saved_model", verbose=False)
+        out = keras.layers.TFSMLayer(os.path.join(folder, "sm"), call_endpoint="serve")(x)
+        raw["SavedModel"] = keras.backend.standardize_dtype(out.dtype)
+    except Exception as error:
+        raw["SavedModel"] = type(error).__name__
+    model.save(os.path.join(folder, "m.keras"))
+    out = keras.saving.load_model(os.path.join(folder, "m.keras"), compile=False)(x)
+    raw[".keras"] = keras.backend.standardize_dtype(out.dtype)
+    return {
+        name: {
+            "outcome": t.outcome,
+            "error": None if t.error is None else f"{t.error.type}: {t.error.message}",
+            "loaded": list(t.loaded_output_dtypes),
+        }
+        for name, t in trips.items()
+    }, raw
+
+
+def test_a_model_returning_a_scalar_bfloat16_round_trips_as_raw_keras_reads_it():
+    """Keras's conversion of the model's 0-d bfloat16 output raised ValueError out of
+    ``check_model`` (the user's model was fine), and the SavedModel trip, which read the loaded
+    model's outputs inside the step it reports for Keras, would have said "call raised
+    ValueError" of a call that had run. Each trip now compares, with the output dtype raw
+    Keras's own trip gives."""
+    trips, raw = dx.pool.call("tensorflow", scalar_model_saved).result(timeout=600)
+    for name in ("SavedModel", ".keras"):
+        assert trips[name]["outcome"] == "compared", trips[name]
+        assert trips[name]["loaded"] == [raw[name]] == ["bfloat16"], (trips[name], raw)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import cloned_with_weights
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model
@@ -148,7 +149,7 @@ def ids_received(
     def wrap(path: str, original: Any) -> Any:
         def call(*args: Any, **kw: Any) -> Any:
             if args and path not in seen:
-                seen[path] = np.asarray(keras.ops.convert_to_numpy(args[0]))
+                seen[path] = numpy_values(args[0])
             return original(*args, **kw)
 
         return call

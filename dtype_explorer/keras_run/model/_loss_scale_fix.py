@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import compile_copy, training_copy
 from dtype_explorer.keras_run.model._policy_rebuild import rebuild_under
 from dtype_explorer.keras_run.model._samples import keras_flatten
@@ -120,14 +121,11 @@ def _step_gradients(copy: Any, sample: Any, labels: Any) -> list[np.ndarray]:
 def _read(optimizer: Any, into: list[np.ndarray]) -> Iterator[None]:
     """The optimizer's ``apply`` and ``stateless_apply`` copy their gradients into ``into``
     first (on the instance; the first call only)."""
-    import keras
 
     def keep(gradients: list) -> None:
         if not into:
             into.extend(
-                np.asarray(keras.ops.convert_to_numpy(g), dtype=np.float32)
-                for g in gradients
-                if g is not None
+                np.asarray(numpy_values(g), dtype=np.float32) for g in gradients if g is not None
             )
 
     with gradients_to(optimizer, keep):

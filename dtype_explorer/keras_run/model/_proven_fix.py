@@ -38,6 +38,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import cloned_with_weights
 from dtype_explorer.keras_run.model._layer_damage import compare, run_leaves
 from dtype_explorer.keras_run.model._model_trace import layer_paths
@@ -482,10 +483,8 @@ def overflow_measures(
 
 
 def _floats(returned: Any) -> list[np.ndarray]:
-    import keras
-
     return [
-        np.asarray(keras.ops.convert_to_numpy(t))
+        numpy_values(t)
         for t in keras_flatten(returned)
         if dtypes.family(dtypes.describe(t)) == "float"
     ]

@@ -44,6 +44,7 @@ import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
 from dtype_explorer.keras_run import _facts as facts
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
 from dtype_explorer.keras_run.model._instance import pack
 from dtype_explorer.keras_run.model._model_trace import layer_paths
@@ -446,7 +447,7 @@ def leaf_outputs(model: Any, sample: Any, arguments: dict[str, Any]) -> tuple[di
                     active.discard(id(layer))
                 index = counts.get(path, 0)
                 counts[path] = index + 1
-                seen[(path, index)] = [_numpy(x) for x in keras_flatten(out)]
+                seen[(path, index)] = [numpy_values(x) for x in keras_flatten(out)]
                 return out
 
             return call
@@ -457,10 +458,4 @@ def leaf_outputs(model: Any, sample: Any, arguments: dict[str, Any]) -> tuple[di
         for layer, path in _leaf_paths(model):
             stack.enter_context(wrapped_entry_points(layer, wrap_for(layer, path)))
         outputs = model(sample, **arguments)
-    return seen, [_numpy(x) for x in keras_flatten(outputs)]
-
-
-def _numpy(x: Any) -> np.ndarray:
-    import keras
-
-    return np.asarray(keras.ops.convert_to_numpy(x))
+    return seen, [numpy_values(x) for x in keras_flatten(outputs)]

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.errors import keras_message
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._compat import export_saved_model, layer_quantization_mode
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._roundtrip_preset import (
@@ -84,7 +85,7 @@ def _trip(
             stage = "load"
             loaded = keras.layers.TFSMLayer(base, call_endpoint="serve")
             stage = "call"
-            after = [np.asarray(x) for x in keras_flatten(loaded(_as_declared(model, sample)))]
+            returned = loaded(_as_declared(model, sample))
             changes: tuple[str, ...] = ()
             compared = 0
         else:
@@ -99,10 +100,12 @@ def _trip(
                 loaded = keras.saving.load_model(path, compile=False)
             changes, compared = _changes(model, loaded)
             stage = "call"
-            after = _outputs(loaded, sample, arguments)
+            returned = loaded(sample, **arguments)
     except Exception as error:
         info = ErrorInfo(type=type(error).__name__, message=keras_message(str(error), limit=600))
         return RoundTrip(format=fmt, outcome="raised", stage=stage, error=info)
+    # Read outside the try: a failure of this tool's reading is never Keras's "call raised".
+    after = [numpy_values(x) for x in keras_flatten(returned)]
     return RoundTrip(
         format=fmt,
         dtype_changes=changes,
@@ -193,11 +196,7 @@ def _policy(layer: Any) -> str:
 
 
 def _outputs(model: Any, sample: Any, arguments: dict) -> list[np.ndarray]:
-    import keras
-
-    return [
-        np.asarray(keras.ops.convert_to_numpy(x)) for x in keras_flatten(model(sample, **arguments))
-    ]
+    return [numpy_values(x) for x in keras_flatten(model(sample, **arguments))]
 
 
 def _max_abs(before: list[np.ndarray], after: list[np.ndarray]) -> float | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.trace import variable_dtypes
 from dtype_explorer.records import FitReport, FitStep, GradientInfo
 
@@ -129,11 +130,10 @@ class _GradientSink:
 
     @staticmethod
     def _count_now(g: Any) -> int:
-        import keras
 
         if g is None:
             return 0
-        values = np.asarray(keras.ops.convert_to_numpy(g)).astype("float32")
+        values = numpy_values(g).astype("float32")
         return int(np.size(values) - np.isfinite(values).sum())
 
     @staticmethod
