@@ -35,7 +35,8 @@ TEST_XLA_FLAGS = (
     "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
     " --xla_cpu_use_fusion_emitters=false"
 )
-os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
+if TEST_XLA_FLAGS not in os.environ.get("XLA_FLAGS", ""):  # (an xdist process inherits them)
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 _CACHE_DIR = tempfile.mkdtemp(prefix="dx-test-cache-")
 os.environ["DTYPE_EXPLORER_CACHE_DIR"] = _CACHE_DIR
 # The Keras 2 engine registers a Jupyter kernel (user=True): into a temporary data dir, never
@@ -113,6 +114,21 @@ def _fresh_cache_and_workers():
     pool.shutdown()
     shutil.rmtree(_CACHE_DIR, ignore_errors=True)
     shutil.rmtree(_JUPYTER_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _environment_kept():
+    """Each test file starts from the environment the one before it started from, whatever ran
+    first: what a file leaves in ``os.environ`` would reach every later file's workers,
+    zygotes (another key) and scripts in the same pytest process. Dask's ``LocalCluster``
+    leaves its workers' settings for good (``OMP_NUM_THREADS=1``, ``MKL_NUM_THREADS=1``,
+    ``OPENBLAS_NUM_THREADS=1``, ``PYTHONHASHSEED``...), and importing TensorFlow sets
+    ``TF2_BEHAVIOR`` and the ``TPU_*`` variables."""
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
 
 
 @pytest.fixture(scope="module")
