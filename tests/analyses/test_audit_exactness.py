@@ -121,6 +121,32 @@ def _id_model(floatx: str, rows: int, dim: int):
         keras.config.set_dtype_policy(policy)
 
 
+def _jax_id_audit():
+    """In a jax worker: the float16 id case, raw (does jax's take fill NaN for the id rounded
+    out of range?) and audited (the findings' kinds and paths, the output's message)."""
+    inputs = keras.Input((3,), dtype="float16")  # what floatx="float16" gives a float Input
+    model = keras.Model(inputs, keras.layers.Embedding(20000, 4, dtype="float16")(inputs), name="m")
+    ids = np.array([[19999, 2049, 5]])
+    raw = keras.ops.convert_to_numpy(model(ids)).astype(np.float64)
+    report = dx.check_model(model, ids)
+    return {
+        "raw_nan_rows": [int(j) for j in np.flatnonzero(np.isnan(raw[0]).any(axis=-1))],
+        "findings": sorted((f.kind, f.path) for f in report.findings),
+        "output": next(f.message for f in report.findings if f.kind == "float16-output"),
+    }
+
+
+def test_on_jax_the_nan_of_an_id_rounded_out_of_range_is_no_overflow():
+    """jax's take fills NaN for 19999 rounded to 20000 (the other backends raise). Old code
+    named an overflow "by computing in float16" at the model around the Embedding: the wrong
+    cause. The rounding step is the finding; the output's note says what a lookup's NaN is."""
+    got = dx.pool.call("jax", _jax_id_audit).result(timeout=600)
+    assert got["raw_nan_rows"] == [0]  # raw Keras on jax: the rounded id's row is NaN
+    assert ("lossy-cast", "m") in got["findings"]
+    assert not [kind for kind, _ in got["findings"] if kind == "overflow"], got
+    assert "an id beyond its table" in got["output"]
+
+
 @pytest.mark.parametrize(
     "floatx, rows, dim, ids",
     [

@@ -394,6 +394,30 @@ def test_overflow_is_credited_to_the_innermost_layer():
     assert [f.path for f in overflows] == ["m/block/dense"]
 
 
+def test_nan_out_of_a_lookup_is_no_overflow_of_the_model_around_it():
+    """jax's ``take`` fills NaN for an id rounded out of range (19999 -> 20000 in float16):
+    the Embedding was never flagged, but the model around it was, as an overflow "by
+    computing in float16" (the wrong cause, issue 38); the rounding step says what happened
+    (``lossy-cast``)."""
+    hot = {
+        "compute_dtype": "float16",
+        "policy": "float16",
+        "given": (t("int64", True),),
+        "received": (t("float16", True),),
+        "outputs": (t("float16", False),),
+    }
+    model = call(path="m", layer_class="Functional", leaf=False, depth=0, **hot)
+    lookup = call(path="m/embedding", layer_class="Embedding", **hot)
+    assert "overflow" not in found([model, lookup], policy="float16")
+    out = found([model, lookup.model_copy(update={"final_output": True})], policy="float16")
+    assert "an id beyond its table" in out["float16-output"].message
+    # a layer that computes beside the lookup and overflows is still named, and only it
+    dense = call(path="m/dense", **hot)
+    overflows = [f for f in rules.find([model, lookup, dense], model=MODEL, policy="float16")
+                 if f.kind == "overflow"]  # fmt: skip
+    assert [f.path for f in overflows] == ["m/dense"]
+
+
 def test_no_loss_scaling_for_a_float16_model_compiled_without_it():
     half = call(compute_dtype="float16", policy="mixed_float16")
     compiled = AuditedModel(name="m", policy="float32", optimizer="Adam")

@@ -230,12 +230,15 @@ def _custom_dtypes(calls: list[LayerCall]) -> Iterator[Finding]:
 
 def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
     # inf/NaN out of a lookup is an id out of its range (jax fills NaN), not an overflow:
-    # the step that rounded the ids says so (``lossy-cast``)
-    flagged = [c for c in calls if _overflowed(c) and computes_on_values(c)]
-    for call in flagged:
+    # the step that rounded the ids says so (``lossy-cast``); nor is it one of the model or
+    # block around that lookup, whose output merely carries it
+    overflowed = [c for c in calls if _overflowed(c)]
+    for call in overflowed:
+        if not computes_on_values(call):
+            continue
         read = _read_overflow(call)
-        if read is None and any(o.path.startswith(call.path + "/") for o in flagged):
-            continue  # an inner layer is where it happened
+        if read is None and any(o.path.startswith(call.path + "/") for o in overflowed):
+            continue  # an inner layer is where it happened (an overflow, or a lookup's fill)
         finite_given = all(t.finite is not False for t in call.given or ())
         at_entry = finite_given and any(t.finite is False for t in call.received)
         counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), read)

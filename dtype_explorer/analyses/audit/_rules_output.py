@@ -28,10 +28,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from dtype_explorer import dtypes
+from dtype_explorer.analyses.audit._rules_exact import computes_on_values
 from dtype_explorer.records import Finding, LayerCall, LayerDamage, TraceStep
 
 #: The 16-bit floats (one owner: dtypes).
 HALF = dtypes.HALF
+#: Why a lookup's output holds inf/NaN from finite ids: it computes nothing that overflows.
+LOOKUP_NAN = (
+    "A lookup computes nothing that could overflow: an id beyond its table (jax's take fills "
+    "NaN where the other backends raise) or a row of the table that holds inf/NaN."
+)
 
 
 def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
@@ -49,6 +55,8 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             step = overflow_step(call)
             given = all(t.finite is not False for t in (call.given or call.received))
             said = f"it holds inf/NaN{' from finite input' if given else ''}.{first_at(step)}"
+            if given and not computes_on_values(call):
+                said += f" {LOOKUP_NAN}"
         else:
             step, narrowed = half_step(call, dtype)
             said = ("its values are finite." if read else "its values were not read.") + (
