@@ -133,6 +133,7 @@ def _jax_id_audit():
         "raw_nan_rows": [int(j) for j in np.flatnonzero(np.isnan(raw[0]).any(axis=-1))],
         "findings": sorted((f.kind, f.path) for f in report.findings),
         "output": next(f.message for f in report.findings if f.kind == "float16-output"),
+        "lossy": next(f.message for f in report.findings if f.kind == "lossy-cast"),
     }
 
 
@@ -145,6 +146,7 @@ def test_on_jax_the_nan_of_an_id_rounded_out_of_range_is_no_overflow():
     assert ("lossy-cast", "m") in got["findings"]
     assert not [kind for kind, _ in got["findings"] if kind == "overflow"], got
     assert "an id beyond its table" in got["output"]
+    assert "or NaN where an id is beyond its table" in got["lossy"]
 
 
 @pytest.mark.parametrize(

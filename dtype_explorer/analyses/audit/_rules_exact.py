@@ -72,9 +72,15 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
     if readers:
         names = ", ".join(f"{r.layer_class} '{r.path}'" for r in readers)
         raised = [r for r in readers if r.error is not None and r.retried is None]
+        filled = [
+            r for r in readers if r.error is None and any(t.finite is False for t in r.outputs)
+        ]
+        read = "silently reads other rows" + (
+            ", or NaN where an id is beyond its table (jax's take fills it)" if filled else ""
+        )
         message += (
             f" The ids are rounded here, before {names} takes them as indices: it "
-            + ("raised on an id out of its range" if raised else "silently reads other rows")
+            + ("raised on an id out of its range" if raised else read)
             + f" (the cause is rounding of integers in {loss.target}, not an overflow)."
         )
     return Finding(
