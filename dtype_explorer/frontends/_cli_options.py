@@ -146,6 +146,15 @@ AtlasStoreOption = Annotated[
     ),
 ]
 #: ``probe``'s own options.
+#: ``probe``'s second argument: the input dtype, as ``dx.probe``'s (:func:`input_dtype_given`).
+DtypeArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help="The input dtype, as --input-dtype takes it (as dx.probe's second argument): "
+        "probe Dense float16.",
+        show_default=False,
+    ),
+]
 InputDtypeOption = Annotated[
     str | None,
     typer.Option(
@@ -225,6 +234,21 @@ def engine_list(value: str | None) -> str | list[str | None] | None:
         return value
     found = names("--engine", value) or []
     return [None if name.lower() == "installed" else name for name in found]
+
+
+def input_dtype_given(positional: str | None, option: str | None) -> str | None:
+    """The input dtype ``probe`` was given: as its second argument (``probe Dense float16``,
+    as ``dx.probe``'s) or as ``--input-dtype``; both, only where they say the same.
+
+    >>> input_dtype_given("float16", None), input_dtype_given(None, "uint8")
+    ('float16', 'uint8')
+    """
+    if positional is not None and option is not None and positional != option:
+        raise InvalidSpecError(
+            f"the input dtype is given twice, as {received(positional)} and as --input-dtype "
+            f"{received(option)}: give it once"
+        )
+    return option if option is not None else positional
 
 
 def names(option: str, value: str | None) -> list[str] | None:

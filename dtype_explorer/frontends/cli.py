@@ -21,15 +21,14 @@ with one line on stderr before any work. ``--debug`` (before the command) shows 
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -40,6 +39,7 @@ from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
     BackendOption,
     CallKwargsOption,
+    DtypeArgument,
     EngineOption,
     FloatxOption,
     InputDtypeOption,
@@ -61,7 +61,7 @@ from dtype_explorer.frontends._cli_options import (
     ValuesOption,
     cluster_client,
     engine_list,
-    file_size,
+    input_dtype_given,
     json_option,
     model_file,
     names,
@@ -72,7 +72,7 @@ from dtype_explorer.frontends._cli_options import (
     timeout_option,
 )
 from dtype_explorer.records import ProbeResult, ProbeSet
-from dtype_explorer.runtime import cache, engines, pool
+from dtype_explorer.runtime import engines, pool
 from dtype_explorer.runtime.engines import keras2_display
 
 app = Typer(
@@ -98,67 +98,6 @@ def main(
     """See what dtype Keras layers and ops really produce, on every backend."""
     _state["debug"] = debug
     _state["verbose"] = verbose
-
-
-@contextlib.contextmanager
-def _worker_output(backends: str | list[str]) -> Iterator[None]:
-    """With ``--verbose``: what the workers of ``backends`` wrote to their logs inside the
-    block (framework start-up lines, warnings), copied to stderr afterwards. Without it the
-    logs keep it (``pool.log_path``) and the terminal stays quiet."""
-    if not _state["verbose"]:
-        yield
-        return
-    logs = {s: pool.log_path(s) for b in pool.usable(backends) for s in pool.slots(b)}
-    start = {s: file_size(path) for s, path in logs.items()}
-    try:
-        yield
-    finally:
-        for backend, path in logs.items():  # each worker's (numpy, numpy-1, ...)
-            path = pool.log_path(backend)  # a worker started in the block may have moved it
-            since = start[backend] if path == logs[backend] else 0
-            with contextlib.suppress(OSError):
-                with path.open("rb") as file:
-                    file.seek(since if file_size(path) >= since else 0)
-                    text = file.read().decode(errors="replace").rstrip()
-                if text:
-                    typer.echo(f"--- {backend} worker log ({path}):\n{text}", err=True)
-
-
-#: The log of what frameworks imported by the CLI's own process print (``workers/cli.log``);
-#: started afresh past this size.
-FRONT_LOG_BYTES = 1 << 20
-
-
-@contextlib.contextmanager
-def _framework_output_to_log() -> Iterator[IO[str]]:
-    """Inside the block, what is written to this process's stderr (fd 2: TensorFlow's absl,
-    oneDNN and CUDA lines when a command imports Keras here, as ``check`` and ``table`` do) goes
-    to ``workers/cli.log`` in the cache directory; with ``--verbose`` it stays on stderr. An
-    error is reported after the block, on the terminal. Yields the terminal's stderr (for
-    progress bars), whichever way fd 2 goes."""
-    if _state["verbose"]:
-        yield sys.stderr
-        return
-    path = cache.path() / "workers" / "cli.log"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        log = path.open("wb" if file_size(path) > FRONT_LOG_BYTES else "ab")
-    except OSError:
-        yield sys.stderr
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    os.dup2(log.fileno(), 2)
-    terminal = open(saved, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    try:
-        yield terminal
-    finally:
-        terminal.flush()
-        terminal.close()
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        log.close()
 
 
 def _fail(error: BaseException | str, code: int = 2) -> None:
@@ -194,6 +133,7 @@ def probe(
     target: Annotated[
         str, typer.Argument(help="Layer class name (Dense) or ops.<name> (ops.add).")
     ],
+    dtype: DtypeArgument = None,
     input_dtype: InputDtypeOption = None,
     policy: PolicyOption = "float32",
     backend: BackendOption = "all",
@@ -213,9 +153,10 @@ def probe(
 ) -> None:
     """Probe one layer or op and print its cast path and the documented/declared/observed dtypes."""
     # 1. Parse: every option's text, checked before any work.
+    input_dtype = input_dtype_given(dtype, input_dtype)
     question = _probe_question(input_dtype, backend, kwargs, shape, values, mode, call_kwargs)
     # 2. Run: every backend (and mode) asked, their workers' output shown with --verbose.
-    with _worker_output(question["backend"]):
+    with frontends._cli_terminal.worker_output(question["backend"], verbose=_state["verbose"]):
         outcome = analyses.probe(
             target,
             **question,
@@ -301,7 +242,7 @@ def survey(
     """Sweep layers x dtypes x policies x backends and save the map."""
     out_path(out, (".html", ".htm", ".json"))  # before the work, not after it
     with (
-        _framework_output_to_log() as terminal,
+        frontends._cli_terminal.framework_output_to_log(verbose=_state["verbose"]) as terminal,
         frontends._cli_terminal.progress_on(terminal) as bars,
     ):
         result = analyses.survey(
@@ -338,7 +279,7 @@ def table(
 ) -> None:
     """Print the promotion table of an op: the lhs x rhs grid of Keras's result_type, each
     cell where a backend or reference library disagrees marked."""
-    with _framework_output_to_log():
+    with frontends._cli_terminal.framework_output_to_log(verbose=_state["verbose"]):
         result = analyses.promotion_table(
             op=op,
             dtypes=names("--dtypes", dtypes),
@@ -378,7 +319,7 @@ def check(
     model_file(model_path)
     requested = names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    with _framework_output_to_log():
+    with frontends._cli_terminal.framework_output_to_log(verbose=_state["verbose"]):
         import keras
 
         try:
@@ -431,7 +372,7 @@ def bisect(
 ) -> None:
     """Find the first Keras release where a probe's answer changed (bisecting the releases)."""
     parsed_kwargs = json_option("--kwargs", kwargs)
-    with _worker_output(backend):
+    with frontends._cli_terminal.worker_output(backend, verbose=_state["verbose"]):
         result = analyses.bisect(
             target,
             tuple(names("--input-dtype", input_dtype) or ()),
@@ -520,7 +461,7 @@ def atlas_build(
     client = cluster_client(cluster) if cluster else None
     try:
         with (
-            _framework_output_to_log() as terminal,
+            frontends._cli_terminal.framework_output_to_log(verbose=_state["verbose"]) as terminal,
             frontends._cli_terminal.progress_on(terminal, enabled=progress) as bars,
         ):
             written = analyses.write_atlas(

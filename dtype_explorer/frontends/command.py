@@ -21,6 +21,8 @@ prints for the same stored answer (``tests/frontends/test_cli_front.py``).
 
 >>> question(["probe", "Dense", "--backend", "numpy", "--kwargs", '{"units": 2}', "--trace"])
 {'target': 'Dense', 'backend': 'numpy', 'kwargs': '{"units": 2}', 'trace': True}
+>>> question(["probe", "Dense", "float16", "--backend", "numpy"])
+{'target': 'Dense', 'input_dtype': 'float16', 'backend': 'numpy'}
 >>> question(["probe", "Dense", "--no-cache"]) is None, question(["survey"]) is None
 (True, True)
 """
@@ -86,12 +88,14 @@ def question(argv: list[str]) -> dict[str, Any] | None:
         return None
     found: dict[str, Any] = {"target": argv[1]}
     rest = iter(argv[2:])
+    if len(argv) > 2 and not argv[2].startswith("-"):  # probe Dense float16: the input dtype
+        found["input_dtype"] = next(rest)
     for word in rest:
         name, eq, value = word.partition("=")
         if name in FLAGS and not eq:
             found[FLAGS[name]] = True
             continue
-        if name not in VALUED:
+        if name not in VALUED or VALUED[name] in found:  # twice: the full command says why
             return None
         if not eq:
             value = next(rest, None)

@@ -279,6 +279,21 @@ def test_the_same_command_again_prints_its_kept_answer_with_the_standard_library
     assert kept.stdout == as_json.stdout and "numpy" not in _modules(tmp_path)
 
 
+def test_the_input_dtype_as_probes_second_argument_is_the_same_question(answered, tmp_path):
+    """``probe Dense uint8`` (as ``dx.probe("Dense", "uint8")``) was refused: "Got unexpected
+    extra argument(s)". It asks what ``--input-dtype uint8`` asks: the stored answer, printed
+    by the fast path, as the live run printed it; given both ways and differently, refused."""
+    cache_dir, live = _copy_of(answered, tmp_path)
+    positional = ["probe", "Dense", "uint8", *DENSE[4:], "--backend", "numpy"]
+    assert command.question(positional)["input_dtype"] == "uint8"
+    again, frameworks = _cli(*positional, cache_dir=cache_dir, tmp_path=tmp_path)
+    assert again.returncode == 0 and again.stdout == live.stdout, again.stderr
+    assert frameworks == []
+    both, _ = _cli(*positional, "--input-dtype", "int8", cache_dir=cache_dir, tmp_path=tmp_path)
+    assert both.returncode == 2 and both.stdout == ""
+    assert "the input dtype is given twice, as 'uint8' and as --input-dtype 'int8'" in both.stderr
+
+
 def test_a_reader_that_went_away_ends_a_cached_answer_quietly(answered, tmp_path):
     """``dtype-explorer probe ... | head``: stdout's reader is gone before the answer is
     written (a pipe whose read end is closed): status 1 and nothing on stderr, as click does."""
