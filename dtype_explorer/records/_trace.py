@@ -54,6 +54,11 @@ FLAG_TEXT: dict[str, str] = {
 }
 
 
+#: The ops that only gather values by index: inf/NaN out of one made from finite inputs (its
+#: table and its indices) is no overflow (``TraceStep.flags``).
+LOOKUP_OPS = frozenset({"ops.take", "ops.take_along_axis"})
+
+
 #: The files IPython compiles a notebook cell's code into (``ipykernel_<pid>/<hash>.py``; older
 #: IPython: ``<ipython-input-<n>-<hash>>``).
 _NOTEBOOK_CELL = re.compile(r"(^|/)ipykernel_\d+/\d+\.py$|^<ipython-input-\d+-[0-9a-f]+>$")
@@ -214,11 +219,19 @@ class TraceStep(ComputedRecord):
             kinds.append("float16-overflow")
         if self.hidden_overflow():
             kinds.append("hidden-overflow")
-        flags = [TraceFlag(kind=k, text=FLAG_TEXT[k]) for k in kinds]
+        flags = [TraceFlag(kind=k, text=FLAG_TEXT[k] + self._why(k)) for k in kinds]
         for loss in self.losses:
             read = f"{loss.where}: " if loss.step == "variable-read" else ""
             flags.append(TraceFlag(kind="lost-values", text=f"lost values: {read}{loss.text()}"))
         return tuple(flags)
+
+    def _why(self, kind: FlagKind) -> str:
+        """What a flag's measurement implies of its cause, where the op alone says it: inf/NaN
+        from finite inputs out of a lookup (``ops.take``), which computes nothing that could
+        overflow, is an index beyond the axis, filled with NaN (jax's take does)."""
+        if kind in ("first-nonfinite", "nonfinite") and self.op in LOOKUP_OPS:
+            return ": a lookup computes nothing, so an index beyond the axis (filled with NaN)"
+        return ""
 
     def read_overflow(self) -> CastLoss | None:
         """The first variable the step read in another dtype whose read overflowed (weights

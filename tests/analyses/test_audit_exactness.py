@@ -149,6 +149,19 @@ def test_on_jax_the_nan_of_an_id_rounded_out_of_range_is_no_overflow():
     assert "or NaN where an id is beyond its table" in got["lossy"]
 
 
+def test_on_jax_a_probe_says_the_lookups_nan_is_an_index_beyond_the_axis():
+    """The probe of that Embedding on jax, fed the ids already rounded (20000 of 20000 rows):
+    its trace flagged ``ops.take`` "first inf/NaN from finite inputs" only."""
+    ids = np.array([[19999, 2049, 5]]).astype("float16")  # 20000, 2048, 5
+    r = dx.probe("Embedding", values=[ids], kwargs={"input_dim": 20000, "output_dim": 2},
+                 policy="float16", backend="jax", use_cache=False)  # fmt: skip
+    assert r.status == "ok", r.error
+    assert r.numerics.nonfinite_from_finite > 0  # raw Keras gives it: the audit test above
+    take = r.first_nonfinite_step()
+    assert take.op == "ops.take"
+    assert "a lookup computes nothing, so an index beyond the axis" in take.flag_text()
+
+
 @pytest.mark.parametrize(
     "floatx, rows, dim, ids",
     [

@@ -153,6 +153,24 @@ def test_trace_facts_and_json_round_trip():
     assert ProbeResult.from_dict(r.to_dict()) == r
 
 
+def test_nan_out_of_a_lookup_is_flagged_as_an_index_beyond_the_axis():
+    """jax's ``take`` fills NaN for an index beyond the axis (an Embedding fed an id rounded
+    out of range): the flag said only "first inf/NaN from finite inputs" of a step that
+    computes nothing that could overflow."""
+    from dtype_explorer.records import TraceStep
+
+    take = TraceStep(index=4, op="ops.take", nonfinite=True, first_nonfinite=True)
+    assert take.flags[0].kind == "first-nonfinite"
+    assert take.flag_text() == (
+        "first inf/NaN from finite inputs: a lookup computes nothing, so an index beyond the "
+        "axis (filled with NaN)"
+    )
+    later = TraceStep(index=5, op="ops.take_along_axis", nonfinite=True)
+    assert "an index beyond the axis" in later.flag_text()
+    exp = TraceStep(index=3, op="ops.exp", nonfinite=True, first_nonfinite=True)
+    assert exp.flag_text() == "first inf/NaN from finite inputs"
+
+
 def test_first_divergence_names_the_first_step_where_traces_part():
     jax = _traced(
         "jax",

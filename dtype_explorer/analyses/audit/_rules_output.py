@@ -36,7 +36,7 @@ HALF = dtypes.HALF
 #: Why a lookup's output holds inf/NaN from finite ids: it computes nothing that overflows.
 LOOKUP_NAN = (
     "A lookup computes nothing that could overflow: an id beyond its table (jax's take fills "
-    "NaN where the other backends raise) or a row of the table that holds inf/NaN."
+    "it with NaN) or a row of the table that holds inf/NaN."
 )
 
 
