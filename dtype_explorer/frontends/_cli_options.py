@@ -145,7 +145,7 @@ AtlasStoreOption = Annotated[
         "--atlas", help="The atlas.parquet to query, or the directory `atlas build` wrote."
     ),
 ]
-#: ``probe``'s own options.
+# ``probe``'s own argument and options.
 #: ``probe``'s second argument: the input dtype, as ``dx.probe``'s (:func:`input_dtype_given`).
 DtypeArgument = Annotated[
     str | None,

@@ -95,7 +95,7 @@ def question(argv: list[str]) -> dict[str, Any] | None:
         if name in FLAGS and not eq:
             found[FLAGS[name]] = True
             continue
-        if name not in VALUED or VALUED[name] in found:  # twice: the full command says why
+        if name not in VALUED or VALUED[name] in found:  # given twice: the full command's
             return None
         if not eq:
             value = next(rest, None)

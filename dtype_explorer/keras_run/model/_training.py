@@ -130,7 +130,6 @@ class _GradientSink:
 
     @staticmethod
     def _count_now(g: Any) -> int:
-
         if g is None:
             return 0
         values = numpy_values(g).astype("float32")
