@@ -18,6 +18,14 @@ an ``ops.cast``. Each count is of values that step lost, never of what a later s
 >>> loss.cause, loss.text()
 ('rounding', 'int64 -> float16: 2 of 3 integers rounded (19999 -> 20000, 2049 -> 2048; \
 float16 holds integers exactly only up to 2048), first at [0, 0]')
+
+Every cause the values met is said, the worst with its examples:
+
+>>> CastLoss(step="keras-input", where="input 0", source="int64", target="float16", count=3,
+...          overflowed=1, rounded=1, first_index=(0, 0), examples=((70000, float("inf")),)).text()
+'int64 -> float16: 1 of 3 finite values overflowed to inf (70000 -> inf; float16 holds at \
+most 65504), first at [0, 0]; also 1 of 3 integers rounded (float16 holds integers exactly only \
+up to 2048)'
 """
 
 from __future__ import annotations
@@ -41,6 +49,15 @@ _CAUSES: tuple[tuple[str, Cause], ...] = (
     ("underflowed", "underflow"),
     ("subnormal", "subnormal"),
 )
+#: What each cause did to the values, in a count's words (:meth:`CastLoss.text`).
+_CAUSE_WORDS: dict[Cause, str] = {
+    "rounding": "integers rounded",
+    "overflow": "finite values overflowed to inf",
+    "underflow": "non-zero values underflowed to zero",
+    "subnormal": "values became subnormal",
+    "wrap": "integers wrapped around",
+    "saturation": "integers saturated at the bounds",
+}
 #: How many value pairs a record keeps (``examples``).
 MAX_EXAMPLES = 4
 
@@ -74,28 +91,34 @@ class CastLoss(Record):
     @property
     def cause(self) -> Cause | None:
         """The worst thing the step did (overflow before rounding); ``None``: nothing."""
-        return next((cause for field, cause in _CAUSES if getattr(self, field)), None)
+        return next(iter(self.causes), None)
+
+    @property
+    def causes(self) -> tuple[Cause, ...]:
+        """Every cause the step's values met, the worst first (:attr:`cause` is the first)."""
+        return tuple(cause for field, cause in _CAUSES if getattr(self, field))
 
     def text(self) -> str:
-        """One line: the step's dtypes, the counts of its cause, examples, the first index."""
+        """One line: the step's dtypes, the counts of its worst cause with examples and the
+        first index, then the count of each other cause (``19999 -> 20000`` beside
+        ``70000 -> inf``: ids that overflowed and ids that rounded are both said)."""
         head = f"{self.source} -> {self.target}: "
-        cause = self.cause
-        if cause is None:
+        causes = self.causes
+        if not causes:
             return head + f"all {self.count} values kept"
-        n = getattr(self, dict((c, f) for f, c in _CAUSES)[cause])
-        what = {
-            "rounding": "integers rounded",
-            "overflow": "finite values overflowed to inf",
-            "underflow": "non-zero values underflowed to zero",
-            "subnormal": "values became subnormal",
-            "wrap": "integers wrapped around",
-            "saturation": "integers saturated at the bounds",
-        }[cause]
         shown = ", ".join(f"{_num(b)} -> {_num(a)}" for b, a in self.examples)
-        why = _why(cause, self.target)
-        inner = "; ".join(p for p in (shown, why) if p)
+        inner = "; ".join(p for p in (shown, _why(causes[0], self.target)) if p)
         at = f", first at [{', '.join(map(str, self.first_index))}]" if self.first_index else ""
-        return head + f"{n} of {self.count} {what}" + (f" ({inner})" if inner else "") + at
+        text = head + self._counted(causes[0]) + (f" ({inner})" if inner else "") + at
+        for cause in causes[1:]:
+            why = _why(cause, self.target)
+            text += f"; also {self._counted(cause)}" + (f" ({why})" if why else "")
+        return text
+
+    def _counted(self, cause: Cause) -> str:
+        """``2 of 3 integers rounded``: how many values ``cause`` took, of those compared."""
+        n = getattr(self, dict((c, f) for f, c in _CAUSES)[cause])
+        return f"{n} of {self.count} {_CAUSE_WORDS[cause]}"
 
 
 def _why(cause: str, target: str) -> str:

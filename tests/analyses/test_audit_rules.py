@@ -418,6 +418,60 @@ def test_nan_out_of_a_lookup_is_no_overflow_of_the_model_around_it():
     assert [f.path for f in overflows] == ["m/dense"]
 
 
+def test_ids_made_inf_by_the_input_conversion_are_its_lossy_cast_not_an_overflow():
+    """Ids above 65504 through a float16 ``keras.Input`` (``Embedding(100000, 4)`` fed
+    ``[[70000, 2049, 5]]``): the conversion makes 70000 inf and 2049 2048. The audit said
+    only the overflow (not the rounded id), named no reader, and added an ``overflow`` at the
+    model "by computing in float16" (jax) or "a later op hid it: the output looks finite"
+    (tensorflow, whose Embedding raised): the same cast, named twice, the second time wrongly
+    (issue 38)."""
+    loss = CastLoss(step="keras-input", where="input 0", source="int64", target="float16",
+                    count=3, overflowed=1, rounded=1, first_index=(0, 0),
+                    examples=((70000.0, float("inf")),))  # fmt: skip
+    convert = _step(0, "ops.convert_to_tensor", "int64", "float16", change="cast",
+                    conversions=("int->float",), nonfinite=True, first_nonfinite=True,
+                    losses=(loss.model_copy(update={"step": "cast", "where": "x"}),))  # fmt: skip
+    hot = {"compute_dtype": "float16", "policy": "float16"}
+    for raised in (False, True):  # jax fills NaN; the other backends raise
+        ended = {"error": ErrorInfo(type="IndexError", message="index out of range")}
+        model = call(path="m", layer_class="Functional", leaf=False, depth=0,
+                     given=(t("int64", True),), received=(t("int64", True),), entry=("float16",),
+                     losses=(loss,), trace=(convert,),
+                     outputs=() if raised else (t("float16", False),), **hot)  # fmt: skip
+        lookup = call(path="m/embedding", layer_class="Embedding", given=(t("float16", False),),
+                      received=(t("float16", False),),
+                      outputs=() if raised else (t("float16", False),),
+                      **(ended if raised else {}), **hot)  # fmt: skip
+        kinds = found([model, lookup], policy="float16")
+        assert "overflow" not in kinds, kinds["overflow"].message
+        lossy = kinds["lossy-cast"]
+        assert lossy.path == "m" and lossy.severity == "error"
+        assert "70000 -> inf" in lossy.message and "also 1 of 3 integers rounded" in lossy.message
+        assert (
+            "made inf above 65504" in lossy.message and "Embedding 'm/embedding'" in lossy.message
+        )
+        said = "raised on an id out of its range" if raised else "silently reads other rows"
+        assert said in lossy.message, lossy.message
+
+
+def test_an_overflow_in_a_call_that_raised_is_not_said_to_be_hidden():
+    """A call that raised has no output: its overflow is not one "a later op hid"."""
+    hot = {"policy": "mixed_float16", "compute_dtype": "float16",
+           "given": (t("float32", True),), "received": (t("float16", True),)}  # fmt: skip
+    exp = _step(
+        0,
+        "ops.exp",
+        "float16",
+        "float16",
+        nonfinite=True,
+        first_nonfinite=True,
+        float16_overflow=True,
+    )
+    raised = call(outputs=(), trace=(exp,), error=ErrorInfo(type="ValueError", message="x"), **hot)
+    message = found([raised], policy="mixed_float16")["overflow"].message
+    assert "hid it" not in message and "computing in float16" in message
+
+
 def test_no_loss_scaling_for_a_float16_model_compiled_without_it():
     half = call(compute_dtype="float16", policy="mixed_float16")
     compiled = AuditedModel(name="m", policy="float32", optimizer="Adam")

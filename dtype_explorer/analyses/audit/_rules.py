@@ -243,6 +243,8 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
         at_entry = finite_given and any(t.finite is False for t in call.received)
         counted = next((x for x in call.losses if at_entry and x.cause == "overflow"), read)
         step = overflow_step(call)
+        if read is None and _input_conversion_overflowed(call, step):
+            continue  # the keras.Input conversion made the inf: its ``lossy-cast`` says so
         yield Finding(
             kind="overflow",
             severity="error",
@@ -256,10 +258,23 @@ def _overflows(calls: list[LayerCall]) -> Iterator[Finding]:
         )  # no fix here: the audit runs one on a copy and shows it once it works (_fixes)
 
 
+def _input_conversion_overflowed(call: LayerCall, step: TraceStep | None) -> bool:
+    """Whether the call's first inf came out of its own ``keras.Input`` conversion (a
+    functional model's ``ops.convert_to_tensor`` of an input to the Input's dtype): a cast
+    that overflowed, measured at that step and in the call's ``keras-input`` loss."""
+    converted = any(x.step == "keras-input" and x.overflowed for x in call.losses)
+    return (
+        converted
+        and step is not None
+        and any(x.step == "cast" and x.overflowed for x in step.losses)
+    )
+
+
 def _overflow_said(call: LayerCall, at_entry: bool, counted: CastLoss | None) -> str:
     """What made the inf: the autocast on entry, a variable read in the compute dtype, or an
-    op computing in it (a later op hiding it, where the output looks finite)."""
-    hidden = all(t.finite is not False for t in call.outputs)
+    op computing in it (a later op hiding it, where the output looks finite; a call that
+    raised has no output to look at)."""
+    hidden = bool(call.outputs) and all(t.finite is not False for t in call.outputs)
     if counted is not None and counted.step == "variable-read" and not at_entry:
         name = counted.where.removeprefix("variable ")
         read = (

@@ -60,7 +60,8 @@ def lossy_casts(calls: list[LayerCall]) -> Iterator[Finding]:
             if loss.step == "variable-read" and not loss.overflowed:
                 continue  # tiny weights read as zero: in the call's events, and its error
 
-            readers = _index_readers(calls[i + 1 :], loss) if loss.cause == "rounding" else []
+            ids_lost = loss.rounded or loss.overflowed  # ids rounded to others, or made inf
+            readers = _index_readers(calls[i + 1 :], loss) if ids_lost else []
             yield _finding(call, loss, readers)
 
 
@@ -79,9 +80,9 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
             ", or NaN where an id is beyond its table (jax's take fills it)" if filled else ""
         )
         message += (
-            f" The ids are rounded here, before {names} takes them as indices: it "
+            f" The ids are {_ids_lost(loss)} here, before {names} takes them as indices: it "
             + ("raised on an id out of its range" if raised else read)
-            + f" (the cause is rounding of integers in {loss.target}, not an overflow)."
+            + f" ({_ids_cause(loss)})."
         )
     return Finding(
         kind="lossy-cast",
@@ -96,6 +97,24 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
             "readers": [r.path for r in readers],
         },
         loss=loss,
+    )
+
+
+def _ids_lost(loss: CastLoss) -> str:
+    """What the step did to ids: ``rounded``, ``made inf above 65504``, or both."""
+    done = ["rounded"] if loss.rounded else []
+    if loss.overflowed and dtypes.family(loss.target) == "float":
+        done.append(f"made inf above {dtypes.float_limits(loss.target)[0]:g}")
+    return " and ".join(done) or loss.cause or "changed"
+
+
+def _ids_cause(loss: CastLoss) -> str:
+    """The cause, in the words of the step: rounding of integers, or ids beyond the float's
+    range, in the conversion itself (never a layer's overflow)."""
+    if not loss.overflowed:
+        return f"the cause is rounding of integers in {loss.target}, not an overflow"
+    return (
+        f"the cause is this conversion to {loss.target}, not an overflow in a layer's computation"
     )
 
 
