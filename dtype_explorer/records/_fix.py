@@ -135,7 +135,8 @@ class FixMeasure(Record):
             parts.append(
                 f"{readers} received {self.ids_changed} of {self.ids} ids changed"
                 if self.ids_changed
-                else f"{readers} received all {self.ids} ids as given (their own rows)"
+                else f"{readers} received all {self.ids} ids as given"
+                + ("" if self.raised else " (their own rows)")
             )
         if self.raised:
             parts.append(f"{', '.join(self.readers)} raised {self.raised}")
@@ -201,6 +202,11 @@ class FixProof(Record):
             return (
                 f"no fix shown: the audit ran {what} on a copy, and no gradient underflowed "
                 "without it on this sample: it was not seen to work"
+            )
+        if self.after is not None and not self.after.finding:
+            return (
+                f"no fix shown: the audit ran {what} on a copy; the finding went, but the copy "
+                "did not run right either (after, below)"
             )
         return f"no fix shown: the audit ran {what} on a copy, and it did not clear the finding"
 

@@ -196,6 +196,50 @@ def test_ids_made_inf_by_a_float16_input_are_one_lossy_cast_with_every_cause(bac
     assert got["proven"]  # keras.Input(dtype="int32"), run on a copy
 
 
+def _wrapped_id_audit():
+    """Hashed int64 ids through an ``int32`` Input, in this process's backend: raw Keras's
+    conversion and the row it reads, and what the audit says and tried."""
+    inputs = keras.Input((2,), dtype="int32")
+    model = keras.Model(inputs, keras.layers.Embedding(1000, 4, name="emb")(inputs), name="m")
+    ids = np.array([[2**32 + 5, 7]], dtype="int64")
+    converted = keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(ids, "int32"))
+    table = keras.ops.convert_to_numpy(model.get_layer("emb").embeddings)
+    row_5 = bool(np.array_equal(keras.ops.convert_to_numpy(model(ids))[0, 0], table[5]))
+    report = dx.check_model(model, ids)
+    lossy = next(f for f in report.findings if f.kind == "lossy-cast")
+    proof = lossy.proof
+    return {
+        "converted": converted[0].tolist(),
+        "raw_read_row_5": row_5,
+        "lossy": lossy.message,
+        "fix": lossy.fix,
+        "proof": (proof.input_dtype, proof.proven, proof.after.raised, proof.after.ids_changed),
+        "summary": proof.summary(),
+    }
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_int64_ids_wrapped_by_an_int32_input_are_no_fix_of_int32_again(backend):
+    """Old code named no reader for wrapped ids, and "tried" ``keras.Input(dtype='int32')``,
+    the dtype the Input had already. The fix tried now keeps the ids as they came (int64): on
+    tensorflow the Embedding then raises (the id is beyond its 1000 rows), on jax (no int64
+    without x64) the ids still wrap: no fix is shown on either, and why is said."""
+    got = _wrapped_id_audit() if backend == "tensorflow" else (
+        dx.pool.call("jax", _wrapped_id_audit).result(timeout=600)
+    )  # fmt: skip
+    assert got["converted"] == [5, 7] and got["raw_read_row_5"]  # raw Keras: row 5, silently
+    assert "4294967301 -> 5" in got["lossy"]
+    assert "The ids are wrapped around here, before Embedding 'm/emb'" in got["lossy"]
+    assert "silently reads other rows" in got["lossy"]
+    dtype, proven, raised, changed = got["proof"]
+    assert dtype == "int64" and not proven and got["fix"] == ""
+    if backend == "tensorflow":
+        assert raised == "InvalidArgumentError" and changed == 0
+    else:
+        assert changed == 1 and not raised
+    assert "the finding went, but the copy did not run right either" in got["summary"]
+
+
 def test_on_jax_a_probe_says_the_lookups_nan_is_an_index_beyond_the_axis():
     """The probe of that Embedding on jax, fed the ids already rounded (20000 of 20000 rows):
     its trace flagged ``ops.take`` "first inf/NaN from finite inputs" only."""

@@ -454,6 +454,23 @@ def test_ids_made_inf_by_the_input_conversion_are_its_lossy_cast_not_an_overflow
         assert said in lossy.message, lossy.message
 
 
+def test_int64_ids_wrapped_by_an_int32_input_name_the_embedding_that_reads_them():
+    """Hashed int64 ids through an ``int32`` Input wrap (4294967301 -> 5) and the Embedding
+    silently reads row 5: old code gave the lossy-cast but named no reader (only rounding
+    did)."""
+    loss = CastLoss(step="keras-input", where="input 0", source="int64", target="int32",
+                    count=2, wrapped=1, first_index=(0, 0),
+                    examples=((4294967301.0, 5.0),))  # fmt: skip
+    model = call(path="m", layer_class="Functional", leaf=False, depth=0,
+                 given=(t("int64", True),), received=(t("int64", True),), entry=("int32",),
+                 losses=(loss,))  # fmt: skip
+    lookup = call(path="m/emb", layer_class="Embedding", received=(t("int32", True),))
+    lossy = found([model, lookup])["lossy-cast"]
+    assert lossy.severity == "error" and lossy.details["readers"] == ["m/emb"]
+    assert "The ids are wrapped around here, before Embedding 'm/emb'" in lossy.message
+    assert "silently reads other rows" in lossy.message
+
+
 def test_an_overflow_in_a_call_that_raised_is_not_said_to_be_hidden():
     """A call that raised has no output: its overflow is not one "a later op hid"."""
     hot = {"policy": "mixed_float16", "compute_dtype": "float16",

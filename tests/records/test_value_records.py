@@ -97,3 +97,27 @@ def test_the_odd_expectations_travel_in_the_json_for_the_page():
     assert [x["name"] for x in sent["expectations"]] == ["policy", "np"]
     assert sent["rules_disagreement"] == r.rules_disagree()
     assert ProbeResult.from_dict(sent) == r  # computed facts are recomputed on the way back
+
+
+def test_a_fix_that_clears_the_finding_but_raises_is_no_fix_and_says_so():
+    """``keras.Input(dtype="int64")`` for int64 ids an int32 Input wrapped: the lossy cast is
+    gone, but the Embedding raises on the id (beyond its table): no fix, and no "did not clear
+    the finding" (it did), nor "their own rows" for ids the table has none for."""
+    from dtype_explorer.records import FixMeasure, FixProof
+
+    before = FixMeasure(finding=True, readers=("m/emb",), ids=2, ids_changed=1)
+    after = FixMeasure(finding=False, readers=("m/emb",), ids=2, ids_changed=0,
+                       raised="InvalidArgumentError")  # fmt: skip
+    proof = FixProof(how="input-dtype", input_index=0, input_dtype="int64", before=before,
+                     after=after)  # fmt: skip
+    assert proof.summary() == (
+        "no fix shown: the audit ran input 0 as keras.Input(dtype='int64') on a copy; the "
+        "finding went, but the copy did not run right either (after, below)"
+    )
+    assert after.text() == (
+        "the finding is gone; m/emb received all 2 ids as given; m/emb raised InvalidArgumentError"
+    )
+    kept = after.model_copy(update={"raised": ""})
+    assert kept.text().endswith("received all 2 ids as given (their own rows)")
+    still = after.model_copy(update={"finding": True, "raised": ""})
+    assert proof.model_copy(update={"after": still}).summary().endswith("did not clear the finding")

@@ -316,7 +316,8 @@ def _input_proof(
     rules_on: RulesOn,
 ) -> FixProof:
     """A lossy ``keras.Input`` conversion: that Input made again in int32 (ids read as
-    indices) or in the dtype the values came in, run and confirmed (phases 2 and 3)."""
+    indices; the dtype the ids came in where the Input is int32 already) or in the dtype the
+    values came in, run and confirmed (phases 2 and 3)."""
     loss = finding.loss
     if loss is None or loss.step != "keras-input":  # a layer's step: ``_fixes_layers``
         step = "this step" if loss is None else loss.step
@@ -324,6 +325,8 @@ def _input_proof(
     readers = tuple(str(r) for r in finding.details.get("readers") or ())  # type: ignore[union-attr]
     index = int(loss.where.split()[-1])
     dtype = "int32" if readers or dtypes.is_integer(loss.source) else loss.source
+    if dtype == loss.target:  # int64 ids wrapped in an int32 Input: keep them as they came
+        dtype = loss.source
     proof = FixProof(how="input-dtype", input_index=index, input_dtype=dtype)
     try:
         before = ids_received(model, sample, readers, index, arguments)
@@ -338,9 +341,13 @@ def _input_proof(
         for g in again
     )  # fmt: skip
     harms = new_harms(again, findings, kinds=())
-    proven = not still and not harms and not after.raised
+    changed = after.ids_changed or 0  # jax without x64 still makes int64 ids int32
+    proven = not still and not harms and not after.raised and not changed
+    left = [_left(still, harms, after.raised)] if still or harms or after.raised else []
+    if changed:
+        left.append(f"{changed} of {after.ids} ids still changed on the way to {readers[0]}")
     tried = f"input {index} as keras.Input(dtype={dtype!r}): " + (
-        "the finding is gone" if proven else _left(still, harms, after.raised)
+        "the finding is gone" if proven else "; ".join(left)
     )
     shape = tuple(copy.inputs[index].shape[1:])
     return proof.model_copy(

@@ -60,7 +60,8 @@ def lossy_casts(calls: list[LayerCall]) -> Iterator[Finding]:
             if loss.step == "variable-read" and not loss.overflowed:
                 continue  # tiny weights read as zero: in the call's events, and its error
 
-            ids_lost = loss.rounded or loss.overflowed  # ids rounded to others, or made inf
+            # ids rounded to others, made inf, wrapped or clipped: an index reader reads others
+            ids_lost = loss.rounded or loss.overflowed or loss.wrapped or loss.saturated
             readers = _index_readers(calls[i + 1 :], loss) if ids_lost else []
             yield _finding(call, loss, readers)
 
@@ -101,17 +102,20 @@ def _finding(call: LayerCall, loss: CastLoss, readers: list[LayerCall]) -> Findi
 
 
 def _ids_lost(loss: CastLoss) -> str:
-    """What the step did to ids: ``rounded``, ``made inf above 65504``, or both."""
+    """What the step did to ids: ``rounded``, ``made inf above 65504``, ``wrapped around``,
+    ``clipped to the bounds``."""
     done = ["rounded"] if loss.rounded else []
     if loss.overflowed and dtypes.family(loss.target) == "float":
         done.append(f"made inf above {dtypes.float_limits(loss.target)[0]:g}")
+    done += ["wrapped around"] if loss.wrapped else []
+    done += ["clipped to the bounds"] if loss.saturated else []
     return " and ".join(done) or loss.cause or "changed"
 
 
 def _ids_cause(loss: CastLoss) -> str:
-    """The cause, in the words of the step: rounding of integers, or ids beyond the float's
+    """The cause, in the words of the step: rounding of integers, or ids beyond the target's
     range, in the conversion itself (never a layer's overflow)."""
-    if not loss.overflowed:
+    if not (loss.overflowed or loss.wrapped or loss.saturated):
         return f"the cause is rounding of integers in {loss.target}, not an overflow"
     return (
         f"the cause is this conversion to {loss.target}, not an overflow in a layer's computation"
