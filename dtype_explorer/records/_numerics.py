@@ -60,8 +60,10 @@ class ValueFinding(Record):
     message: str = ""
 
     def text(self) -> str:
-        """``wraparound at output 0 [0]: 44 where 300 (uint8 holds 0..255)``."""
-        where = f"output {self.output} [{', '.join(map(str, self.element))}]"
+        """``wraparound at output 0 [0]: 44 where 300 (uint8 holds 0..255)`` (a scalar
+        output has no ``[...]``)."""
+        at = f" [{', '.join(map(str, self.element))}]" if self.element else ""
+        where = f"output {self.output}{at}"
         return f"{self.kind} at {where}: {self.message}"
 
 

@@ -53,6 +53,9 @@ VERDICT_WORDS: dict[str, str] = {
     "error": "raised",
     "diverges": "backends diverge",
 }
+#: The verdicts a summary gives way to ``values-wrong`` where the values were found wrong: a
+#: dtype as documented, or one Keras documents no rule for (``ProbeResult.shown_verdict``).
+VALUES_OUTRANK = ("as-documented", "undocumented")
 #: The error ``where`` of a backend that cannot run a request the others can (fit on numpy).
 UNSUPPORTED = "not supported here"
 #: How a probe runs its target (``ProbeSpec.mode``): the eager call, the eager call with
@@ -535,10 +538,12 @@ class ProbeResult(ComputedRecord):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def shown_verdict(self) -> str:
-        """The verdict every view shows (in the JSON for the widget): ``values-wrong`` where the
-        dtype is as documented but ``value_findings`` found the values wrong (no ✓ next to
-        wrong numbers); ``unsupported`` where this backend cannot run the question."""
-        wrong = self.ok and self.value_findings() and self.verdict == "as-documented"
+        """The verdict every view shows (in the JSON for the widget): ``values-wrong`` where
+        ``value_findings`` found the values wrong and the dtype is as documented, or Keras
+        documents no rule for it (no ✓, and no mere "no documented rule", next to wrong
+        numbers: ``ops.sum`` of float16 tens making inf); ``unsupported`` where this backend
+        cannot run the question. A dtype found against the docs keeps its verdict."""
+        wrong = self.ok and self.value_findings() and self.verdict in VALUES_OUTRANK
         return "unsupported" if self.unsupported else "values-wrong" if wrong else self.verdict
 
     def error_text(self) -> str:

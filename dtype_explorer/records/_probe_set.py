@@ -24,7 +24,7 @@ from dtype_explorer.records._base import Record
 from dtype_explorer.records._compare import Comparison, compare
 from dtype_explorer.records._engine import NIGHTLY_PACKAGE, answered_by, engine_spec
 from dtype_explorer.records._numerics import HEAD, OutputValues, ValueDivergence
-from dtype_explorer.records._probe import ProbeResult, Verdict
+from dtype_explorer.records._probe import VALUES_OUTRANK, ProbeResult, Verdict
 from dtype_explorer.records._trace import TraceDivergence, first_divergence
 
 
@@ -63,8 +63,8 @@ class ProbeSet(Record):
     @property
     def shown_verdict(self) -> str:
         """:attr:`verdict` as a summary shows it: ``values-wrong`` where the backends agree the
-        dtype is as documented but one found the values wrong (``ProbeResult.shown_verdict``):
-        no ✓ across them next to wrong numbers.
+        dtype is as documented (or undocumented) but one found the values wrong
+        (``ProbeResult.shown_verdict``): no ✓ across them next to wrong numbers.
 
         >>> from dtype_explorer.records import Numerics, ProbeResult, ProbeSpec, ValueFinding
         >>> spec = ProbeSpec(target="ops.power", input_dtypes=("int8", "int8"))
@@ -78,7 +78,8 @@ class ProbeSet(Record):
         """
         verdict = self.verdict
         answered = [r for r in self.results if not r.unsupported]
-        if verdict == "as-documented" and any(r.shown_verdict == "values-wrong" for r in answered):
+        wrong = any(r.shown_verdict == "values-wrong" for r in answered)
+        if verdict in VALUES_OUTRANK and wrong:
             return "values-wrong"
         return verdict
 

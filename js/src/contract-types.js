@@ -35,7 +35,7 @@
  * @property {Array<*>} engines the engines (which Keras answers) a request may name, the installed Keras first: [{engine: null | 'keras==3.X.Y' | 'tf_keras==2.X.Y', keras: its release, label, backends: null (every one) | ['tensorflow']}]; only created engines (dx.engines.create makes one)
  * @property {WidgetRequest} request the question the page asks (validated before use): an object of the 'request' keys below
  * @property {number} request_id the nonce of the request that results answer
- * @property {Object<string, *>} results backend -> ProbeResult.to_dict() (with its computed facts: outcome, shown_verdict, the verdict a badge shows: values-wrong where the dtype is as documented but the values were found wrong), or {status: pending} until it answers
+ * @property {Object<string, *>} results backend -> ProbeResult.to_dict() (with its computed facts: outcome, shown_verdict, the verdict a badge shows: values-wrong where the dtype is as documented, or undocumented, but the values were found wrong), or {status: pending} until it answers
  * @property {Object<string, *>} timings backend -> milliseconds from submitting its probe to its answer
  * @property {string} verdict the verdict across the backends that answered, as a summary shows it (ProbeSet.shown_verdict: 'diverges', 'values-wrong', ...), or ''
  * @property {Object<string, *>} trace_divergence where the backends' op traces of the call first part (ProbeSet.first_divergence: op, steps by backend, outcomes), or {}

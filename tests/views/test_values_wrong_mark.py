@@ -55,3 +55,22 @@ def test_across_backends_no_medium_shows_a_check_next_to_wrong_values():
     said = rs.results[0].to_dict()
     assert said["shown_verdict"] == "values-wrong" and said["verdict"] == "as-documented"
     assert ProbeResult.from_dict(said) == rs.results[0]
+
+
+def test_an_undocumented_op_whose_values_overflow_says_values_wrong_in_its_summary():
+    """``ops.sum`` of ten thousand float16 tens is inf (float16 holds at most 65504). Keras
+    documents no dtype rule for it, and old code's summary said only "(undocumented)": the
+    inf was in the details alone, as "nonfinite at output 0 []"."""
+    tens = np.full((10000,), 10.0, "float16")
+    raw = keras.ops.convert_to_numpy(keras.ops.sum(tens))  # raw Keras, untraced
+    assert np.isinf(raw)  # the case is real
+    r = dx.probe("ops.sum", values=[tens], backend=None, use_cache=False)
+    assert r.verdict == "undocumented" and r.shown_verdict == "values-wrong"
+    assert r.summary().endswith("(values-wrong)")
+    [finding] = r.value_findings()
+    assert finding.text() == "nonfinite at output 0: inf in float16 from finite input"
+    rs = ProbeSet(results=(r,))
+    assert rs.verdict == "undocumented" and rs.shown_verdict == "values-wrong"
+    # a dtype against the docs keeps its verdict: the summary's word is the dtype's
+    deviates = r.model_copy(update={"verdict": "deviates"})
+    assert deviates.shown_verdict == "deviates"
