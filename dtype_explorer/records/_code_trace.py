@@ -162,7 +162,8 @@ class TraceResult(Record):
         )
 
     def lossy_steps(self) -> list[TraceStep]:
-        """The steps that lost bits: a float downcast, a float to int, an int narrowing."""
+        """The narrowing steps, by dtype: a float downcast, a float to int, an int narrowing
+        (each could lose values; what the values lost is :meth:`lost_steps`)."""
         return [s for s in self.steps if s.lossy]
 
     def lost_steps(self) -> list[TraceStep]:
@@ -196,8 +197,8 @@ class TraceResult(Record):
         out = self.returned_dtype
         changes = len(self.dtype_changes())
         said = f", {changes} dtype change(s)" if changes else ", no dtype change"
-        lossy = len(self.lossy_steps())
-        said += f", {lossy} lossy" if lossy else ""
+        narrowing = len(self.lossy_steps())  # by dtype; what was lost, measured, follows
+        said += f", {narrowing} narrowing" if narrowing else ""
         lost = self.lost_steps()
         if lost:
             first, cause = lost[0], lost[0].losses[0].cause

@@ -1,7 +1,8 @@
 """The user's own code traced (``TraceResult``), drawn as text and as a notebook card: each step
-with its dtypes and the user's line that caused it, the first inf/NaN, the lossy steps, what
-the code returned, and the user's own traceback where it raised. Laid out like the probe's
-trace (``views/_html.trace_html``); every fact is the record's."""
+with its dtypes and the user's line that caused it, the first inf/NaN, the narrowing steps (by
+dtype) and those that lost values (measured), what the code returned, and the user's own
+traceback where it raised. Laid out like the probe's trace (``views/_html.trace_html``); every
+fact is the record's."""
 
 from __future__ import annotations
 
@@ -66,7 +67,12 @@ def _summary_lines(result: TraceResult) -> list[str]:
         lines.append(f"  first dtype change: #{first.index} {first.op}: {first.change_text()}")
     lossy = result.lossy_steps()
     if lossy:
-        lines.append("  lossy steps: " + ", ".join(f"#{s.index} {s.op}" for s in lossy))
+        lines.append(
+            "  narrowing steps (by dtype): " + ", ".join(f"#{s.index} {s.op}" for s in lossy)
+        )
+    lost = result.lost_steps()
+    if lost:
+        lines.append("  values lost: " + ", ".join(f"#{s.index} {s.op}" for s in lost))
     bad = result.first_nonfinite_step()
     if bad is not None:
         lines.append(f"  first inf/NaN from finite values: #{bad.index} {bad.op}")

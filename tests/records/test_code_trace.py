@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dtype_explorer.records import (
+    CastLoss,
     CodeComparison,
     CodeEnvironment,
     CodeError,
@@ -48,7 +49,7 @@ def test_lossy_changes_nonfinite_and_lines():
     assert r.first_nonfinite_step().index == 2
     assert r.line_of(steps[2]) == "cell line 3"
     assert r.returned_dtype == "float16"
-    assert "1 lossy" in r.headline()
+    assert "1 narrowing" in r.headline() and "lost" not in r.headline()
     back = TraceResult.from_json(r.to_json())
     assert back.to_dict() == r.to_dict()
 
@@ -101,7 +102,12 @@ def test_text_and_card_lay_out_the_records_facts():
     r = _result("jax", steps)
     text = str(r)
     assert "#0  *ops.cast(float32[2]) -> float16[2]" in text and "at cell line 1" in text
-    assert "lossy steps: #0 ops.cast" in text
+    assert "narrowing steps (by dtype): #0 ops.cast" in text and "values lost" not in text
+    loss = CastLoss(step="cast", where="x", source="float32", target="float16", count=2,
+                    overflowed=1, first_index=(0,), examples=((7e4, float("inf")),))  # fmt: skip
+    lost = _result("jax", [steps[0].model_copy(update={"losses": (loss,)})])
+    assert "values lost: #0 ops.cast" in str(lost)
+    assert "values lost at 1 step(s) (first: ops.cast, overflow)" in lost.headline()
     card = r._repr_html_()
     assert "dx-card" in card and "cell line 1" in card
     c = CodeComparison(source="", results={"jax": r, "torch": _result("torch", steps)})
