@@ -38,6 +38,11 @@ LOOKUP_NAN = (
     "A lookup computes nothing that could overflow: an id beyond its table (jax's take fills "
     "it with NaN) or a row of the table that holds inf/NaN."
 )
+#: Why a lookup given inf/NaN ids returns inf/NaN: such an id has no row.
+LOOKUP_GIVEN_NAN = (
+    "It was given inf/NaN ids, which have no row (jax's take fills NaN): the step that made "
+    "them is where the values were lost."
+)
 
 
 def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
@@ -55,8 +60,8 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
             step = overflow_step(call)
             given = all(t.finite is not False for t in (call.given or call.received))
             said = f"it holds inf/NaN{' from finite input' if given else ''}.{first_at(step)}"
-            if given and not computes_on_values(call):
-                said += f" {LOOKUP_NAN}"
+            if not computes_on_values(call):
+                said += f" {LOOKUP_NAN if given else LOOKUP_GIVEN_NAN}"
         else:
             step, narrowed = half_step(call, dtype)
             said = ("its values are finite." if read else "its values were not read.") + (
