@@ -432,6 +432,15 @@ def float_limits(name: str) -> tuple[float, float]:
     return float(info.max), float(info.smallest_normal)
 
 
+def smallest_subnormal(name: str) -> float:
+    """A float dtype's smallest non-zero magnitude: below half of it a value rounds to zero.
+
+    >>> smallest_subnormal("float16")
+    5.960464477539063e-08
+    """
+    return float(_info(name).smallest_subnormal)
+
+
 class HalfCounts(NamedTuple):
     """How many values of a 16-bit float array are zero, subnormal, and inf or NaN
     (:func:`half_counts`)."""

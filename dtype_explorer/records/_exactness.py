@@ -128,11 +128,13 @@ def _why(cause: str, target: str) -> str:
         return f"{target} holds integers exactly only up to {limit}" if limit else ""
     if cause in ("overflow", "underflow", "subnormal") and dtypes.family(target) == "float":
         big, tiny = dtypes.float_limits(target)
-        return (
-            f"{target} holds at most {_num(big)}"
-            if cause == "overflow"
-            else f"{target}'s smallest normal is {tiny:.3g}"
-        )
+        if cause == "overflow":
+            return f"{target} holds at most {_num(big)}"
+        if cause == "underflow":  # zero below half the smallest subnormal (or, where a
+            # backend flushes subnormals, below the smallest normal)
+            sub = dtypes.smallest_subnormal(target)
+            return f"{target}'s smallest normal is {tiny:.3g}, its smallest subnormal {sub:.3g}"
+        return f"{target}'s smallest normal is {tiny:.3g}"
     bounds = dtypes.int_range(target)
     return f"{target} holds {bounds[0]}..{bounds[1]}" if bounds else ""
 

@@ -136,7 +136,9 @@ def test_a_kernel_beyond_float16_is_lost_at_its_read_as_raw_keras_reads_it(backe
         [
             "ops.matmul",
             "lost values: variable kernel: float32 -> float16: 1 of 6 finite values "
-            "overflowed to inf (100000 -> inf; float16 holds at most 65504), first at [0, 0]",
+            "overflowed to inf (100000 -> inf; float16 holds at most 65504), first at [0, 0]; "
+            "also 1 of 6 non-zero values underflowed to zero (float16's smallest normal is "
+            "6.1e-05, its smallest subnormal 5.96e-08)",
         ]
     ]
     assert "values lost at 1 step(s) (first: ops.matmul, overflow)" in out["headline"]
