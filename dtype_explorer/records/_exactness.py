@@ -164,7 +164,7 @@ class LayerDamage(Record):
     ...                 top_bits=12.9, bottom_bits=14.0)
     >>> d.text()
     'm/d (Dense, float16): rel RMS 0.001, SQNR 60.0 dB, max |err| 0.01, amax 8, headroom 12.9 \
-bits to the largest finite, 14.0 above the smallest normal'
+bits to the largest finite, its smallest non-zero value 14.0 bits above the smallest normal'
     """
 
     path: str
@@ -190,8 +190,11 @@ bits to the largest finite, 14.0 above the smallest normal'
         room = ""
         if self.top_bits is not None:
             room = f", headroom {self.top_bits:.1f} bits to the largest finite"
-        if self.bottom_bits is not None:
-            room += f", {self.bottom_bits:.1f} above the smallest normal"
+        if self.bottom_bits is not None:  # of the smallest non-zero value, not of amax
+            b = self.bottom_bits
+            room += f", its smallest non-zero value {abs(b):.1f} bits " + (
+                "above the smallest normal" if b >= 0 else "below the smallest normal (subnormal)"
+            )
         bad = f", {self.nonfinite} inf/NaN" if self.nonfinite else ""
         if self.nonfinite and self.compared == 0:  # nothing finite to measure an error on
             return f"{self.path} ({self.layer_class}, {self.dtype}): {self.nonfinite} inf/NaN, " + (

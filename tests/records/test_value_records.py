@@ -121,3 +121,18 @@ def test_a_fix_that_clears_the_finding_but_raises_is_no_fix_and_says_so():
     assert kept.text().endswith("received all 2 ids as given (their own rows)")
     still = after.model_copy(update={"finding": True, "raised": ""})
     assert proof.model_copy(update={"after": still}).summary().endswith("did not clear the finding")
+
+
+def test_a_layers_headroom_names_which_value_sits_below_the_smallest_normal():
+    """Old code: "amax 0.0095, headroom 22.7 bits to the largest finite, -3.6 above the
+    smallest normal", as if 0.0095 were below float16's 6.1e-05; the bits are of the smallest
+    non-zero value, which had become subnormal."""
+    from dtype_explorer.records import LayerDamage
+
+    d = LayerDamage(path="m/d", layer_class="Dense", dtype="float16", reference="float32",
+                    rel_rms=0.0008, max_abs_error=9e-6, amax=0.0095, top_bits=22.7,
+                    bottom_bits=-3.6)  # fmt: skip
+    assert d.text().endswith(
+        "headroom 22.7 bits to the largest finite, its smallest non-zero value 3.6 bits below "
+        "the smallest normal (subnormal)"
+    )
