@@ -2,6 +2,7 @@
 KERAS_BACKEND says otherwise; the other backends are reached through real worker processes.
 Each session gets a fresh, empty result cache and cache key, removed at the end."""
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -14,7 +15,17 @@ from pathlib import Path
 import pytest
 import scheduling
 from _pytest.doctest import DoctestItem
-from tiers import FAST_FILES, PURE, TESTS, USES, in_fast_tier, item_text, module_uses, uses_of
+from tiers import (
+    FAST_FILES,
+    PURE,
+    TESTS,
+    USES,
+    NoProcess,
+    in_fast_tier,
+    item_text,
+    module_uses,
+    uses_of,
+)
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -322,6 +333,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "executed_lessons" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.timeout(LESSONS_TIMEOUT), append=False)
     _no_lesson_reader_outside_their_unit(items, scheduling.lesson_files())
+
+
+def _guarded(item: pytest.Item):
+    """The fast tier's guard around a test's phase (``tiers.NoProcess``), or nothing."""
+    fast = item.config.getoption("tier") == "fast" and item.path.name not in FAST_FILES
+    return NoProcess(item) if fast else contextlib.nullcontext()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    """In the fast tier, a test's fixtures start no process (``tiers.NoProcess``)."""
+    with _guarded(item):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """In the fast tier, a test starts no process (``tiers.NoProcess``)."""
+    with _guarded(item):
+        return (yield)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

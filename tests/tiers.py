@@ -4,7 +4,13 @@ the module's path, or what the module imports or calls. ``pure`` marks the tests
 of them: no Keras call in a worker, no engine, no browser, no notebook, no other process.
 ``./dev.sh check`` runs the fast tier (the pure tests and the architecture checks,
 ``--tier=fast``); ``./dev.sh test`` runs it first, then the rest (``--tier=rest``). The hooks
-are in conftest.py; the markers are registered in pyproject.toml (``--strict-markers``)."""
+are in conftest.py; the markers are registered in pyproject.toml (``--strict-markers``).
+
+The table reads text, so it can be wrong both ways. A record built by hand with
+``backend="torch"`` is no worker (the table no longer reads a bare ``backend=``); a helper that
+hides a worker or a process from the text is caught by :class:`NoProcess`: in the fast tier, a
+test that starts a process fails, saying to mark it (``pytestmark = pytest.mark.subprocess``
+or ``workers``), so that the fast tier stays the one without other processes."""
 
 from __future__ import annotations
 
@@ -36,7 +42,7 @@ USES = {
         fixtures=("warm_workers", "two_numpy_workers"),
         source=r"\bpool\.|\bdx\.(probe|survey|bisect|trace|check|compare|audit|atlas|explore)"
         r"|\b(probe|survey|run_many|check_model|build_atlas|write_atlas|bisect)\(|dtype_check"
-        r"|DtypeExplorer|runner\.invoke|run_front|\bbackend=|\"--backend\"",
+        r"|DtypeExplorer|runner\.invoke|run_front|\"--backend\"",
     ),
     "engine": Uses(
         "creates or runs a Keras engine (another Keras 3 release, or Keras 2)",
@@ -132,6 +138,44 @@ def module_uses(path: Path) -> set[str]:
 
 #: Test files of the fast tier whatever they use: the checks of the code's layout.
 FAST_FILES = ("test_architecture.py",)
+
+
+class NoProcess:
+    """While a fast-tier test's setup or call runs, starting a process (``multiprocessing`` or
+    ``subprocess``) raises, naming the test's tier (:data:`FAST_FILES` excepted); put back
+    after. A context manager: ``with NoProcess(item): ...``."""
+
+    def __init__(self, item: pytest.Item) -> None:
+        self.item = item
+
+    def __enter__(self) -> NoProcess:
+        import multiprocessing.process
+        import subprocess
+
+        name = self.item.nodeid
+
+        def refused(*args, **kwargs):
+            raise AssertionError(
+                f"{name} is in the fast tier (tests/tiers.py read nothing it uses) but started "
+                "a process: mark its module with what it uses (pytestmark = "
+                "pytest.mark.subprocess, or workers)"
+            )
+
+        self._saved = [
+            (
+                multiprocessing.process.BaseProcess,
+                "start",
+                multiprocessing.process.BaseProcess.start,
+            ),
+            (subprocess.Popen, "__init__", subprocess.Popen.__init__),
+        ]
+        for owner, attribute, _ in self._saved:
+            setattr(owner, attribute, refused)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for owner, attribute, original in self._saved:
+            setattr(owner, attribute, original)
 
 
 def in_fast_tier(item: pytest.Item) -> bool:

@@ -4,6 +4,7 @@ metric's variables through update_state/result/reset_state (real Keras, this pro
 from __future__ import annotations
 
 import keras
+import pytest
 
 from dtype_explorer.keras_run import make_spec, run_probe
 
@@ -60,6 +61,7 @@ def test_confusion_metrics_keep_float32_state_whatever_the_dtype():
     assert auc.verdict == "deviates"
 
 
+@pytest.mark.subprocess  # a string op's tensorflow reference (tnp) runs in a process of its own
 def test_text_inputs_get_keras_own_answer_not_a_tool_failure():
     # the whole map found 2,876 of these made `invalid` by dtype-explorer's own sample (NumPy
     # has no 'string' dtype): text is now made as a user holds it, and Keras answers

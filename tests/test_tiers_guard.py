@@ -1,0 +1,22 @@
+"""The fast tier's guard (``tests/tiers.NoProcess``): a test the table reads as pure but
+that starts a process fails, saying what to mark. Here, not in test_tiers.py: this test starts
+a process itself, so it belongs to the rest tier."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from tiers import NoProcess
+
+
+def test_in_the_fast_tier_a_test_that_starts_a_process_fails_saying_what_to_mark():
+    said = r"fast tier .* pytest\.mark\.subprocess"
+    with (
+        NoProcess(SimpleNamespace(nodeid="tests/x.py::test_y")),
+        pytest.raises(AssertionError, match=said),
+    ):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    assert subprocess.run([sys.executable, "-c", "pass"], check=True).returncode == 0
