@@ -140,10 +140,19 @@ def module_uses(path: Path) -> set[str]:
 FAST_FILES = ("test_architecture.py",)
 
 
+#: Programs a library runs to look at the machine (``platform.processor()`` runs ``uname``,
+#: ``ctypes.util.find_library`` ``ldconfig``, a font cache ``fc-list``), sometimes only on a
+#: fresh machine: no test's own process, so :class:`NoProcess` lets them run.
+MACHINE_PROBES = frozenset(
+    {"uname", "ldconfig", "gcc", "cc", "ld", "objdump", "fc-list", "fc-match", "lscpu", "getconf"}
+)
+
+
 class NoProcess:
-    """While a fast-tier test's setup or call runs, starting a process (``multiprocessing`` or
-    ``subprocess``) raises, naming the test's tier (:data:`FAST_FILES` excepted); put back
-    after. A context manager: ``with NoProcess(item): ...``."""
+    """While a fast-tier test's setup or call runs, starting a process (``multiprocessing``, or
+    ``subprocess`` but for :data:`MACHINE_PROBES`) raises, naming the test's tier
+    (:data:`FAST_FILES` excepted); put back after. A context manager: ``with NoProcess(item):``.
+    """
 
     def __init__(self, item: pytest.Item) -> None:
         self.item = item
@@ -153,24 +162,31 @@ class NoProcess:
         import subprocess
 
         name = self.item.nodeid
+        start, popen = multiprocessing.process.BaseProcess.start, subprocess.Popen.__init__
 
-        def refused(*args, **kwargs):
+        def refuse() -> None:
             raise AssertionError(
                 f"{name} is in the fast tier (tests/tiers.py read nothing it uses) but started "
                 "a process: mark its module with what it uses (pytestmark = "
                 "pytest.mark.subprocess, or workers)"
             )
 
+        def refused_start(process, *args, **kwargs):
+            refuse()
+
+        def refused_popen(process, args, *rest, **kwargs):
+            program = args if isinstance(args, (str, bytes, Path)) else next(iter(args), "")
+            program = str(program).split()[0] if str(program).strip() else ""
+            if Path(program).name not in MACHINE_PROBES:
+                refuse()
+            return popen(process, args, *rest, **kwargs)
+
         self._saved = [
-            (
-                multiprocessing.process.BaseProcess,
-                "start",
-                multiprocessing.process.BaseProcess.start,
-            ),
-            (subprocess.Popen, "__init__", subprocess.Popen.__init__),
+            (multiprocessing.process.BaseProcess, "start", start),
+            (subprocess.Popen, "__init__", popen),
         ]
-        for owner, attribute, _ in self._saved:
-            setattr(owner, attribute, refused)
+        multiprocessing.process.BaseProcess.start = refused_start
+        subprocess.Popen.__init__ = refused_popen
         return self
 
     def __exit__(self, *exc: object) -> None:
