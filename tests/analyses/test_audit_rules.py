@@ -249,7 +249,11 @@ def test_float16_output_names_the_op_that_made_it_from_the_measurement():
     assert warning.step.op == "ops.exp" and "First at ops.exp (softmax.py:81" in warning.message
     cast = _step(0, "backend.cast", "float32", "float16", change="cast", conversions=("downcast",))
     narrowed = call(outputs=(t("float16", True),), trace=(cast, where, last), **fields)
-    assert found([narrowed], policy="mixed_float16")["float16-output"].step.op == "backend.cast"
+    note = found([narrowed], policy="mixed_float16")["float16-output"]
+    assert note.step.op == "backend.cast"
+    assert "its values are finite. Narrowed to float16 at backend.cast (softmax.py:80" in (
+        note.message
+    )  # not "First at", which names where inf/NaN first appeared
 
 
 def test_float16_output_severity_comes_from_the_error_against_float32():

@@ -65,7 +65,7 @@ def float16_outputs(calls: list[LayerCall]) -> Iterator[Finding]:
         else:
             step, narrowed = half_step(call, dtype)
             said = ("its values are finite." if read else "its values were not read.") + (
-                first_at(step) if narrowed else _made_at(step)
+                _narrowed_at(step, dtype) if narrowed else _made_at(step)
             )
         yield Finding(
             kind="float16-output",
@@ -182,6 +182,12 @@ def kept_wide_on_purpose(call: LayerCall, step: TraceStep) -> Finding:
 def first_at(step: TraceStep | None) -> str:
     """`` First at ops.exp (model.py:12: y = ops.exp(x)).`` from the call's op trace."""
     return "" if step is None else f" First at {_where(step)}."
+
+
+def _narrowed_at(step: TraceStep | None, dtype: str) -> str:
+    """`` Narrowed to float16 at backend.cast (...).``: the op that cast wider data down (not
+    "First at", which names where inf/NaN first appeared)."""
+    return "" if step is None else f" Narrowed to {dtype} at {_where(step)}."
 
 
 def _made_at(step: TraceStep | None) -> str:
