@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import doctest
 import inspect
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -175,9 +176,9 @@ class NoProcess:
             refuse()
 
         def refused_popen(process, args, *rest, **kwargs):
-            program = args if isinstance(args, (str, bytes, Path)) else next(iter(args), "")
-            program = str(program).split()[0] if str(program).strip() else ""
-            if Path(program).name not in MACHINE_PROBES:
+            first = args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), "")
+            words = os.fsdecode(first).split()  # a shell line's program is its first word
+            if not words or Path(words[0]).name not in MACHINE_PROBES:
                 refuse()
             return popen(process, args, *rest, **kwargs)
 

@@ -49,6 +49,8 @@ _CAUSES: tuple[tuple[str, Cause], ...] = (
     ("underflowed", "underflow"),
     ("subnormal", "subnormal"),
 )
+#: The count field of each cause (:data:`_CAUSES` read the other way).
+_FIELDS: dict[Cause, str] = {cause: field for field, cause in _CAUSES}
 #: What each cause did to the values, in a count's words (:meth:`CastLoss.text`).
 _CAUSE_WORDS: dict[Cause, str] = {
     "rounding": "integers rounded",
@@ -117,7 +119,7 @@ class CastLoss(Record):
 
     def _counted(self, cause: Cause) -> str:
         """``2 of 3 integers rounded``: how many values ``cause`` took, of those compared."""
-        n = getattr(self, dict((c, f) for f, c in _CAUSES)[cause])
+        n = getattr(self, _FIELDS[cause])
         return f"{n} of {self.count} {_CAUSE_WORDS[cause]}"
 
 

@@ -340,15 +340,9 @@ def _input_proof(
         and g.loss.where == loss.where and g.path == finding.path
         for g in again
     )  # fmt: skip
-    harms = new_harms(again, findings, kinds=())
-    changed = after.ids_changed or 0  # jax without x64 still makes int64 ids int32
-    proven = not still and not harms and not after.raised and not changed
-    left = [_left(still, harms, after.raised)] if still or harms or after.raised else []
-    if changed:
-        left.append(f"{changed} of {after.ids} ids still changed on the way to {readers[0]}")
-    tried = f"input {index} as keras.Input(dtype={dtype!r}): " + (
-        "the finding is gone" if proven else "; ".join(left)
-    )
+    left = _left(still, new_harms(again, findings, kinds=()), after, readers)
+    proven = not left
+    tried = f"input {index} as keras.Input(dtype={dtype!r}): " + (left or "the finding is gone")
     shape = tuple(copy.inputs[index].shape[1:])
     return proof.model_copy(
         update={
@@ -362,10 +356,18 @@ def _input_proof(
     )
 
 
-def _left(still: bool, harms: list[Finding], raised: str) -> str:
+def _left(still: bool, harms: list[Finding], after: FixMeasure, readers: tuple[str, ...]) -> str:
+    """What the input fix left wrong (``""``: nothing, the fix is proven): the finding, a new
+    harm, a reader that raised, or ids still changed on their way (jax without x64 makes
+    int64 ids int32 whatever the Input says)."""
     said = ["the finding is still there"] if still else []
     said += [f"new {g.kind} at {g.path}" for g in harms[:3]]
-    said += [f"raised {raised}"] if raised else []
+    said += [f"raised {after.raised}"] if after.raised else []
+    if after.ids_changed:
+        said.append(
+            f"{after.ids_changed} of {after.ids} ids still changed on the way to "
+            + ", ".join(readers)
+        )
     return "; ".join(said)
 
 
