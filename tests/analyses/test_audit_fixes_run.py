@@ -13,6 +13,7 @@ import pytest
 from keras import layers
 
 import dtype_explorer as dx
+from tests.on_backend import json_on
 
 
 def _clone(model, change):
@@ -58,6 +59,46 @@ def test_float64_data_gets_the_model_in_float64_and_raw_keras_keeps_every_digit(
     got, was = _numpy(fixed(x)), _numpy(model(x))
     assert got.dtype == np.float64 and np.abs(got - exact).max() < 1e-12
     assert was.dtype == np.float32 and np.abs(was - exact).max() > 1e-9
+
+
+JAX_FLOAT64 = """
+import json, warnings
+import numpy as np, keras
+import dtype_explorer as dx
+warnings.simplefilter("ignore")  # jax says it truncates float64: what is measured here
+inputs = keras.Input((1,))
+model = keras.Model(inputs, keras.layers.Normalization(mean=1733500000.0, variance=1.0,
+                                                       name="norm")(inputs), name="m")
+t = np.array([[1733500000.123], [1733500001.456]])  # unix times: float32 keeps 128 s steps
+fixed = keras.models.clone_model(  # the fix the audit would show, run with raw Keras
+    model,
+    input_tensors=keras.Input(shape=(1,), dtype="float64"),
+    clone_function=lambda la: type(la).from_config({**la.get_config(), "dtype": "float64"}),
+)
+fixed.set_weights(model.get_weights())
+[finding] = dx.check_model(model, t).by_kind("silent-downcast")
+proof = finding.proof
+print(json.dumps({
+    "x64": bool(__import__("jax").config.jax_enable_x64),
+    "raw_fixed": keras.ops.convert_to_numpy(fixed(t)).ravel().tolist(),
+    "raw_model": keras.ops.convert_to_numpy(model(t)).ravel().tolist(),
+    "fix": finding.fix, "proven": proof.proven, "how": proof.how,
+    "after": [proof.after.finding, proof.after.received, proof.after.computes],
+    "lines": proof.lines(),
+}))
+"""
+
+
+def test_float64_data_on_jax_without_x64_gets_no_float64_fix_that_raw_keras_shows_fails():
+    out = json_on("jax", JAX_FLOAT64)
+    # raw Keras on jax (x64 off, its default): the model "in float64" still gets float32 data
+    assert not out["x64"] and out["raw_fixed"] == out["raw_model"] == [0.0, 0.0]
+    assert out["how"] == "model-dtype" and not out["proven"] and not out["fix"]
+    assert out["after"] == [True, "float32", "float64"]  # measured: still narrowed
+    summary, *rest = out["lines"]
+    assert summary.endswith("and it did not clear the finding")
+    assert any("m/norm still receives float32: the backend did not keep float64" in line
+               for line in rest)  # fmt: skip
 
 
 # ------------------------------------------------------------------ uint8 into a float layer

@@ -206,9 +206,14 @@ class _Run:
     def _proof(self, proof: FixProof, finding: Finding, again: list[Finding], their: dict,
                harms: list[Finding]) -> FixProof:  # fmt: skip
         still = any(same(g, finding) for g in again)
-        proven = not still and not harms
+        after = _at(their.get(finding.path), finding.path, still, list(their.values()))
         left = ["the finding is still there"] if still else []
         left += [f"new {g.kind} at {g.path}" for g in harms[:3]]
+        narrowed = _still_narrowed(proof, after)
+        if narrowed:  # the data narrowed as before: the finding's fact, out of the rule's sight
+            after = after.model_copy(update={"finding": True})
+        left += narrowed
+        proven = not left
         ours: dict[str, LayerCall] = {}
         for call in self.calls:
             ours.setdefault(call.path, call)
@@ -217,7 +222,7 @@ class _Run:
             update={
                 "proven": proven,
                 "before": _at(ours.get(finding.path), finding.path, True, self.calls),
-                "after": _at(their.get(finding.path), finding.path, still, list(their.values())),
+                "after": after,
                 "tried": tuple(f"{t}; {what}" for t in proof.tried) or (what,),
             }
         )
@@ -245,6 +250,31 @@ def _at(
     path = call.path
     received = ", ".join(t.dtype for t in call.received)
     return FixMeasure(finding=finding, at=path, received=received, computes=call.compute_dtype)
+
+
+def _still_narrowed(proof: FixProof, after: FixMeasure) -> list[str]:
+    """What a model made again in a wider dtype (``model-dtype``) left narrowed: its first
+    layer still receives a float narrower than that dtype (jax without ``jax_enable_x64``
+    converts float64 data to float32 whatever the ``keras.Input`` says), so the data is
+    narrowed as before and the finding only went from the rule's sight.
+
+    >>> proof = FixProof(how="model-dtype", input_dtype="float64")
+    >>> _still_narrowed(proof, FixMeasure(finding=False, at="m/d", received="float32"))
+    ['m/d still receives float32: the backend did not keep float64']
+    >>> _still_narrowed(proof, FixMeasure(finding=False, at="m/d", received="float64"))
+    []
+    """
+    if proof.how != "model-dtype" or not after.received:
+        return []
+    wide = proof.input_dtype
+    narrow = [
+        d
+        for d in dict.fromkeys(after.received.split(", "))
+        if dtypes.is_float(d) and dtypes.narrows(wide, d)
+    ]
+    if not narrow:
+        return []
+    return [f"{after.at} still receives {', '.join(narrow)}: the backend did not keep {wide}"]
 
 
 def _compute(calls: list[LayerCall], path: str) -> str:
