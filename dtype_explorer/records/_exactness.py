@@ -36,8 +36,10 @@ from dtype_explorer import dtypes
 from dtype_explorer.records._base import Record
 
 #: The steps that change a dtype: a model input converted to its ``keras.Input`` dtype, an
-#: autocast on entry to a layer, a variable read in another dtype, an ``ops.cast``.
-CastStepKind = Literal["keras-input", "autocast", "variable-read", "cast"]
+#: autocast on entry to a layer, a variable read in another dtype, an ``ops.cast``, a Python
+#: number an op converted to a tensor before computing (``operand``: torch's backend makes a
+#: Python float a ``floatx`` tensor, also for an op on float64).
+CastStepKind = Literal["keras-input", "autocast", "variable-read", "cast", "operand"]
 #: What a step lost, the worst first (:attr:`CastLoss.cause`).
 Cause = Literal["overflow", "wrap", "saturation", "rounding", "underflow", "subnormal"]
 #: Which counts name which cause, in :data:`Cause`'s order.

@@ -221,7 +221,10 @@ class TraceStep(ComputedRecord):
             kinds.append("hidden-overflow")
         flags = [TraceFlag(kind=k, text=FLAG_TEXT[k] + self._why(k)) for k in kinds]
         for loss in self.losses:
-            read = f"{loss.where}: " if loss.step == "variable-read" else ""
+            read = {
+                "variable-read": f"{loss.where}: ",
+                "operand": f"{loss.where} converted inside the op: ",
+            }.get(loss.step, "")
             flags.append(TraceFlag(kind="lost-values", text=f"lost values: {read}{loss.text()}"))
         return tuple(flags)
 

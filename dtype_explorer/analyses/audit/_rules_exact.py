@@ -43,6 +43,7 @@ _STEP_NAMES = {
     "autocast": "the autocast on entry",
     "variable-read": "the variable read",
     "cast": "an ops.cast",
+    "operand": "the conversion of a Python number",
 }
 
 

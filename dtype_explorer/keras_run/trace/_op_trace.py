@@ -432,6 +432,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     getframe = sys._getframe
     classify = frames.classify
     local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
+    converts = shown.rsplit(".", 1)[-1] in records.CAST_OPS  # a Python number measured
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -448,22 +449,27 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         top = trace.level == 0 or kind == frames.CALLER or (kind == frames.OWN and trace.own)
         # 2. Below a step (or a child): nested in what runs it, not recorded.
         if not top and (trace.level != 1 or not trace.children or trace.top is None):
-            return _below(trace, trace.level + 1, fn, args, kwargs)
+            out = _below(trace, trace.level + 1, fn, args, kwargs)
+            if converts:
+                values.operand_loss(trace, trace.top, args, out)
+            return out
         full = top and len(trace.raw) >= trace.limit and kind != frames.OWN
         if full:
             trace.dropped += 1
         own = kind == frames.OWN and not trace.own
         if top and (full or own or records.symbolic(args, kwargs)):
-            return _below(trace, trace.level + 2, fn, args, kwargs)  # nothing below recorded
+            return _unrecorded(trace, fn, args, kwargs)  # nothing below recorded
         # 3. The step: its inputs and where it was called from.
         step = _begin(trace, fn, shown, args, kwargs, frame, top)
         if step is None:
-            return _below(trace, trace.level + 2, fn, args, kwargs)
+            return _unrecorded(trace, fn, args, kwargs)
         # 4. The call itself, with this step as the one that runs what it calls.
         (trace.raw if top else trace.top.children).append(step)
         out = _called(trace, step, top, fn, args, kwargs)
         # 5. Its outputs and, where they matter, their values.
         _finish(trace, step, out, top)
+        if converts:
+            values.operand_loss(trace, step if top else trace.top, args, out)
         return out
 
     setattr(traced, WRAPPER_MARK, shown)
@@ -505,13 +511,13 @@ def call_operator(fn: Any, shown: str, form: str, args: tuple, kwargs: dict) -> 
     full = len(trace.raw) >= trace.limit
     if full or records.symbolic(args, kwargs):
         trace.dropped += full
-        return _below(trace, trace.level + 2, fn, args, kwargs)
+        return _unrecorded(trace, fn, args, kwargs)
     # 2. The step: the operands as the user wrote them, and the user's line.
     step = _begin(
         trace, operators.SIGNATURES[form], shown, operators.as_written(form, args), {}, frame, True
     )
     if step is None:
-        return _below(trace, trace.level + 2, fn, args, kwargs)
+        return _unrecorded(trace, fn, args, kwargs)
     # 3. The call, with this step as the one that runs the ops it calls.
     trace.raw.append(step)
     out = _called(trace, step, True, fn, args, kwargs)
@@ -531,6 +537,17 @@ def _below(trace: Trace, level: int, fn: Any, args: tuple, kwargs: dict) -> Any:
         return fn(*args, **kwargs)
     finally:
         trace.level = saved
+
+
+def _unrecorded(trace: Trace, fn: Any, args: tuple, kwargs: dict) -> Any:
+    """A top-level call that is no step: nothing below it is recorded, and no step runs it
+    (``trace.top`` is none meanwhile: what it converts is no earlier step's)."""
+    saved = trace.top
+    trace.top = None
+    try:
+        return _below(trace, trace.level + 2, fn, args, kwargs)
+    finally:
+        trace.top = saved
 
 
 def _begin(
@@ -571,27 +588,9 @@ def _finish(trace: Trace, step: Step, out: Any, top: bool) -> None:
     trace.busy = True
     try:
         with trace.quiet():
-            _read_outputs(trace, step, out, top)
+            values.read_step(trace, step, out, top)
     except Exception:  # a value the trace cannot read: the step keeps its dtypes only
         step.objects = []
         step.abstract = True
     finally:
         trace.busy = False
-
-
-def _read_outputs(trace: Trace, step: Step, out: Any, top: bool) -> None:
-    records.read_outputs(out, step)
-    if trace.pending and step.op.startswith("Variable."):  # see ``values.later``
-        values.settle(trace)
-    look = top or any(o["dtype"] == "float16" for o in step.outputs)
-    if trace.numerics and step.phase == "call" and look:
-        inner = trace.read_overflows > step.reads_before
-        if trace.lazy and values.later(trace._values, step):
-            trace.pending.append((step, top, inner))
-            if len(trace.pending) > values.WAITING:
-                values.settle(trace)
-            return
-        values.settle(trace)  # the values of the steps before it first, in order
-        values.look(trace, step, top, inner)
-    else:
-        step.objects = []

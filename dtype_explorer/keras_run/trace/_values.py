@@ -25,6 +25,7 @@ from dtype_explorer.keras_run.trace._records import (
     classes,
     dtype_conversions,
     dtype_name,
+    read_outputs,
 )
 
 
@@ -163,13 +164,66 @@ def look_at_values(
     read = _read_losses(step, objects, {} if reads is None else reads)
     in_bad |= any(r.overflowed for r in read)  # the read made the inf, not this op
     cast = _cast_loss(step, objects)
-    step.losses = [cast, *read] if cast is not None else read
+    # after the Python numbers its op converted (``operand_loss``, measured as it ran)
+    step.losses = [*step.losses, *([cast] if cast is not None else []), *read]
     for child in step.children:  # the op the step ran read the same variable: said once
         child.losses = [x for x in child.losses if not any(x is r for r in read)]
     step.max_abs = max_abs
     float16_out = any(o["dtype"] == "float16" for o in step.outputs)
     step.nonfinite = (out_nan or out_inf) and not in_bad
     step.float16_overflow = out_inf and not in_bad and float16_out
+
+
+#: The Python numbers whose conversion inside an op is measured (``bool`` is not one: the
+#: wrapper compares types exactly).
+NUMBERS = (int, float)
+
+
+def operand_loss(trace: Any, step: Step | None, args: tuple, out: Any) -> None:
+    """What converting a Python number (``args[0]`` of a conversion: ``convert_to_tensor``,
+    ``cast``) to the tensor ``out`` lost, kept on ``step``
+    (the top-level step that ran the conversion, or the conversion itself where the user
+    called it): torch's ``add(x, 1733500000.0)`` makes the float a float32 tensor first
+    (``floatx``), so a float64 ``x`` gets ``1733500032.0`` added. Measured on the values
+    (``keras_run.cast_loss``, step ``operand``); an abstract or unread ``out`` says nothing."""
+    if step is None or not args or type(args[0]) not in NUMBERS or not trace.numerics:
+        return
+    number = args[0]
+    trace.busy = True
+    try:
+        with trace.quiet():
+            after = to_numpy(out)
+            loss = None
+            if after is not None and after.shape == ():
+                where = f"a Python {type(number).__name__}"
+                loss = cast_loss(np.asarray(number), after, step="operand", where=where)
+    except Exception:  # a value the trace cannot read: the step keeps what it has
+        loss = None
+    finally:
+        trace.busy = False
+    if loss is not None and loss not in step.losses:
+        step.losses.append(loss)
+
+
+def read_step(trace: Any, step: Step, out: Any, top: bool) -> None:
+    """The step's outputs (``_records.read_outputs``), and its values looked at now or, on a
+    lazy trace, queued (:func:`later`): a top-level step's, or a child's float16 output (it
+    may leave float16's range inside its op)."""
+    read_outputs(out, step)
+    if trace.pending and step.op.startswith("Variable."):  # see ``later``
+        settle(trace)
+    look_now = top or any(o["dtype"] == "float16" for o in step.outputs)
+    if trace.numerics and step.phase == "call" and look_now:
+        inner = trace.read_overflows > step.reads_before
+        if trace.lazy and later(trace._values, step):
+            trace.pending.append((step, top, inner))
+            if len(trace.pending) > WAITING:
+                settle(trace)
+            return
+        settle(trace)  # the values of the steps before it first, in order
+        look(trace, step, top, inner)
+    else:
+        step.objects = []
 
 
 def look(trace: Any, step: Step, top: bool, inner: bool) -> None:
