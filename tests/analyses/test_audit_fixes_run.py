@@ -101,6 +101,46 @@ def test_float64_data_on_jax_without_x64_gets_no_float64_fix_that_raw_keras_show
                for line in rest)  # fmt: skip
 
 
+FLOAT64_MODEL = """
+import json, warnings
+import numpy as np, keras
+import dtype_explorer as dx
+warnings.simplefilter("ignore")
+keras.config.set_floatx("float64")  # the model built in float64, as a user would on jax too
+inputs = keras.Input((1,))
+dense = keras.layers.Dense(1, kernel_initializer="ones", bias_initializer="zeros", name="d")
+model = keras.Model(inputs, dense(inputs), name="m")
+keras.config.set_floatx("float32")
+t = np.array([[1733500000.123], [1733500001.456]])
+out = model(t)
+report = dx.check_model(model, t)
+print(json.dumps({
+    "declared": dense.kernel.dtype,
+    "held": keras.backend.standardize_dtype(dense.kernel.value.dtype),
+    "out": keras.backend.standardize_dtype(out.dtype),
+    "found": [[f.kind, f.path, f.message, f.fix, f.proof.proven if f.proof else None]
+              for f in report.findings],
+}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "tensorflow"])
+def test_a_float64_model_that_computes_in_float32_is_said_where_raw_keras_holds_float32(backend):
+    out = json_on(backend, FLOAT64_MODEL)
+    assert out["declared"] == "float64"  # what Keras says of the variable, on both
+    if backend == "tensorflow":  # float64 kept: nothing to say
+        assert (out["held"], out["out"], out["found"]) == ("float64", "float64", [])
+        return
+    # raw Keras on jax (x64 off): the kernel holds float32, the output is float32
+    assert (out["held"], out["out"]) == ("float32", "float32")
+    [[kind, path, message, fix, proven]] = out["found"]
+    assert (kind, path, fix, proven) == ("silent-downcast", "m/d", "", False)
+    assert message.startswith(
+        "Dense computes in float64 by its policy, yet it received float32 and returned float32: "
+        "jax did not keep float64 (it holds float64 only with jax_enable_x64 set)"
+    )
+
+
 # ------------------------------------------------------------------ uint8 into a float layer
 
 

@@ -82,6 +82,24 @@ def test_silent_downcast_of_float64_data():
     assert finding.fix == ""  # the audit runs the model in float64 on a copy first (_fixes)
 
 
+def test_a_float64_layer_that_received_and_returned_float32_is_one_downcast_per_model():
+    f32, f64 = (t("float32"),), (t("float64"),)
+    narrowed = dict(policy="float64", compute_dtype="float64", variable_dtype="float64",
+                    given=f32, received=f32, outputs=f32)  # fmt: skip
+    calls = [call(path="m/a", **narrowed), call(path="m/b", **narrowed)]
+    jax = AuditedModel(name="m", policy="float64", backend="jax")
+    finding = found(calls, jax, "float64")["silent-downcast"]
+    assert (finding.path, finding.severity) == ("m/a", "warning")
+    assert finding.details == {"from": "float64", "to": "float32", "kept": False}
+    assert "returned float32 (1 more layer alike): jax did not keep float64" in finding.message
+    elsewhere = found(calls[:1], MODEL, "float64")["silent-downcast"].message
+    assert "float64 was not kept on its way in" in elsewhere and "jax" not in elsewhere
+    # float64 kept, or a layer computing in float32 by its own policy: nothing
+    kept = dict(narrowed, received=f64, outputs=f64)
+    assert "silent-downcast" not in found([call(path="m/a", **kept)], jax, "float64")
+    assert "silent-downcast" not in found([call(path="m/a", given=f32, received=f32, outputs=f32)])
+
+
 def test_a_cast_the_models_own_mixed_policy_asked_for_is_not_a_downcast():
     mixed = call(
         policy="mixed_float16",

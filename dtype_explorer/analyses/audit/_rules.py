@@ -74,7 +74,7 @@ def find(calls: list[LayerCall], *, model: AuditedModel, policy: str) -> list[Fi
     under (its own, or the one it was cloned under)."""
     rules: tuple[Callable[[list[LayerCall]], Iterable[Finding]], ...] = (
         _call_errors,
-        lambda c: _silent_downcasts(c, policy),
+        lambda c: _silent_downcasts(c, policy, model.backend),
         _int_into_float,
         _rules_exact.precision_loss,
         _rules_exact.lossy_casts,
@@ -111,7 +111,10 @@ def _call_errors(calls: list[LayerCall]) -> Iterator[Finding]:
             )
 
 
-def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Finding]:
+def _silent_downcasts(
+    calls: list[LayerCall], model_policy: str, backend: str = ""
+) -> Iterator[Finding]:
+    yield from _float64_not_kept(calls, backend)
     for call in calls:
         for source, target, why in _casts(call):
             if not dtypes.narrows(source, target):
@@ -130,6 +133,58 @@ def _silent_downcasts(calls: list[LayerCall], model_policy: str) -> Iterator[Fin
                 details={"from": source, "to": target},
                 step=step,
             )
+
+
+def _float64_not_kept(calls: list[LayerCall], backend: str = "") -> Iterator[Finding]:
+    """Layers whose policy computes in float64 that received and returned float32: float64
+    was not kept (on jax without ``jax_enable_x64`` every float64 array is made float32,
+    the Keras variables' declared dtype staying ``float64``). One finding, at the first such
+    call, counting the others.
+
+    >>> from dtype_explorer.records import TensorInfo
+    >>> f32 = (TensorInfo(dtype="float32", shape=(2, 1)),)
+    >>> call = LayerCall(path="m/d", layer_class="Dense", depth=1, policy="float64",
+    ...                  compute_dtype="float64", variable_dtype="float64", given=f32,
+    ...                  received=f32, outputs=f32)
+    >>> message = next(_float64_not_kept([call], "jax")).message
+    >>> message.split(": ")[1].split(", and")[0]
+    'jax did not keep float64 (it holds float64 only with jax_enable_x64 set)'
+    """
+    narrowed = [
+        call
+        for call in calls
+        if call.leaf
+        and call.error is None
+        and call.compute_dtype == "float64"
+        and any(
+            dtypes.narrows("float64", t.dtype) for t in call.received if dtypes.is_float(t.dtype)
+        )
+        and any(
+            dtypes.narrows("float64", t.dtype) for t in call.outputs if dtypes.is_float(t.dtype)
+        )
+    ]
+    if not narrowed:
+        return
+    first = narrowed[0]
+    got = next(t.dtype for t in first.outputs if dtypes.is_float(t.dtype))
+    others = len({c.path for c in narrowed} - {first.path})
+    more = f" ({others} more layer{'s' if others != 1 else ''} alike)" if others else ""
+    why = (
+        "jax did not keep float64 (it holds float64 only with jax_enable_x64 set)"
+        if backend == "jax"
+        else "float64 was not kept on its way in"
+    )
+    yield Finding(
+        kind="silent-downcast",
+        severity="warning",
+        path=first.path,
+        message=(
+            f"{first.layer_class} computes in float64 by its policy, yet it received "
+            f"{_names(first.received)} and returned {got}{more}: {why}, and Keras said nothing "
+            f"(the variables still say float64): {_precision_lost(got)}."
+        ),
+        details={"from": "float64", "to": got, "kept": False},
+    )
 
 
 def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
