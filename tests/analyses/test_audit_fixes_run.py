@@ -61,6 +61,43 @@ def test_float64_data_gets_the_model_in_float64_and_raw_keras_keeps_every_digit(
     assert was.dtype == np.float32 and np.abs(was - exact).max() > 1e-9
 
 
+@pytest.mark.parametrize("times", [False, True], ids=["features", "unix-times"])
+def test_float64_data_narrowed_is_measured_against_the_model_in_float64_as_raw_keras_runs_it(
+    times,
+):
+    inputs = keras.Input((1,) if times else (4,))
+    if times:
+        out = layers.Normalization(mean=1733500000.0, variance=1.0, name="last")(inputs)
+        x = np.array([[1733500000.123], [1733500001.456]])
+    else:
+        out = layers.Dense(3, name="last")(layers.Dense(8, activation="relu")(inputs))
+        x = np.random.default_rng(0).random((4, 4))  # float64, as NumPy makes it
+    model = keras.Model(inputs, out, name="m")
+    report = dx.check_model(model, x)
+    [finding] = report.by_kind("silent-downcast")
+    last = report.damage[-1]
+    assert (last.path, last.dtype, last.reference) == ("m/last", "float32", "float64")
+    # raw Keras: the same model made again in float64 (its Input too, same weights)
+    wide = keras.models.clone_model(
+        model,
+        input_tensors=keras.Input(shape=x.shape[1:], dtype="float64"),
+        clone_function=lambda la: type(la).from_config({**la.get_config(), "dtype": "float64"}),
+    )
+    wide.set_weights(model.get_weights())
+    ref, got = _numpy(wide(x)).ravel(), _numpy(model(x)).astype("float64").ravel()
+    assert ref.dtype == np.float64
+    rel = np.sqrt(np.mean((got - ref) ** 2)) / np.sqrt(np.mean(ref**2))
+    assert last.rel_rms == pytest.approx(rel, rel=1e-6)
+    assert last.max_abs_error == pytest.approx(np.abs(got - ref).max(), rel=1e-6)
+    said = "Against the same model in float64, at its last layer's output (m/last): relative RMS"
+    assert said in finding.message
+    if times:  # the narrowing erased the times' differences: all of the output is error
+        assert rel > 0.99 and "beyond float32's tolerance" in finding.message
+    else:  # float32's rounding of features: within its tolerance, and said so
+        assert rel < 1e-6 and "within float32's tolerance" in finding.message
+    assert finding.proof.proven  # float64 end to end is still the fix, run on a copy
+
+
 JAX_FLOAT64 = """
 import json, warnings
 import numpy as np, keras
@@ -76,9 +113,11 @@ fixed = keras.models.clone_model(  # the fix the audit would show, run with raw 
     clone_function=lambda la: type(la).from_config({**la.get_config(), "dtype": "float64"}),
 )
 fixed.set_weights(model.get_weights())
-[finding] = dx.check_model(model, t).by_kind("silent-downcast")
+report = dx.check_model(model, t)
+[finding] = report.by_kind("silent-downcast")
 proof = finding.proof
 print(json.dumps({
+    "damage": len(report.damage), "notes": report.notes,
     "x64": bool(__import__("jax").config.jax_enable_x64),
     "raw_fixed": keras.ops.convert_to_numpy(fixed(t)).ravel().tolist(),
     "raw_model": keras.ops.convert_to_numpy(model(t)).ravel().tolist(),
@@ -99,6 +138,11 @@ def test_float64_data_on_jax_without_x64_gets_no_float64_fix_that_raw_keras_show
     assert summary.endswith("and it did not clear the finding")
     assert any("m/norm still receives float32: the backend did not keep float64" in line
                for line in rest)  # fmt: skip
+    # no float64 reference to measure the cost against: said, never a float32 one shown
+    assert out["damage"] == 0 and any(
+        n.startswith("No per-layer float64 reference: ValueError: its float64 copy computed in "
+                     "float32 on this backend") for n in out["notes"]
+    )  # fmt: skip
 
 
 FLOAT64_MODEL = """

@@ -100,6 +100,26 @@ def test_a_float64_layer_that_received_and_returned_float32_is_one_downcast_per_
     assert "silent-downcast" not in found([call(path="m/a", given=f32, received=f32, outputs=f32)])
 
 
+def test_float64_data_narrowed_is_given_its_cost_at_the_last_layer_against_float64():
+    finding = found([call(given=(t("float64"),))])["silent-downcast"]
+
+    def damage(path: str, rel: float, reference: str = "float64") -> LayerDamage:
+        return LayerDamage(path=path, layer_class="Dense", dtype="float32",
+                           reference=reference, rel_rms=rel, max_abs_error=rel)  # fmt: skip
+
+    rows = [damage("m/first", 0.5), damage("m/last", 1e-8)]
+    measured = output_rules.measured([finding], rows)[0]
+    assert measured.message.startswith(finding.message) and measured.message.endswith(
+        " Against the same model in float64, at its last layer's output (m/last): relative RMS "
+        "error 1e-08 (within float32's tolerance 1.90735e-06), exact, max |err| 1e-08."
+    )
+    assert measured.severity == "warning" and measured.details["within_tolerance"] is True
+    beyond = output_rules.measured([finding], [damage("m/last", 1.0)])[0]
+    assert "relative RMS error 1 (beyond float32's tolerance" in beyond.message
+    # a float32 reference (a 16-bit model's) says nothing of float64 data's narrowing
+    assert output_rules.measured([finding], [damage("m/last", 1.0, "float32")]) == [finding]
+
+
 def test_a_cast_the_models_own_mixed_policy_asked_for_is_not_a_downcast():
     mixed = call(
         policy="mixed_float16",

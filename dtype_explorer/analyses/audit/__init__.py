@@ -1,9 +1,10 @@
 """The audit of a model (``check_model``): its real forward pass, the findings drawn from it.
 
 ``_check`` is the entry point; it runs the pass through the engine and the runtime, re-probes
-layers on other backends (``_reprobe``), predicts (``_predict``), takes fit steps (``_fit``),
-quantizes (``_quantize``),
-saves and loads (``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_modes``,
+layers on other backends (``_reprobe``), measures each layer against a wider reference
+(``_reference``: float32 for a 16-bit model, float64 for float64 data narrowed), predicts
+(``_predict``), takes fit steps (``_fit``), quantizes (``_quantize``), saves and loads
+(``_save``), and audits Keras 2 models (``_keras2``, ``_keras2_modes``,
 ``_tf_keras``, with the engine's defaults of ``_engine``). The findings are pure functions of
 records: ``_rules`` (one pass), ``_rules_across`` (backends compared), ``_rules_exact`` (what
 a dtype-changing step lost), ``_rules_output`` (16-bit outputs, worded from what was

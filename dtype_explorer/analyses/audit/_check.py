@@ -20,7 +20,6 @@ import importlib.util
 import time
 from typing import Any
 
-from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _engine as _audit_engine
 from dtype_explorer.analyses.audit import _fit as _audit_fit
 from dtype_explorer.analyses.audit import _fixes as _audit_fixes
@@ -32,10 +31,11 @@ from dtype_explorer.analyses.audit import _reprobe as _audit_reprobe
 from dtype_explorer.analyses.audit import _rules as _audit_rules
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.analyses.audit import _rules_facts as _audit_rules_facts
-from dtype_explorer.analyses.audit import _rules_output as _audit_rules_output
 from dtype_explorer.analyses.audit import _save as _audit_save
 from dtype_explorer.analyses.audit import _tf_keras as _audit_tf_keras
-from dtype_explorer.errors import InvalidSpecError, as_sentence, unknown
+from dtype_explorer.analyses.audit._reference import damage_phase as _damage_phase
+from dtype_explorer.analyses.audit._reference import reference_dtype as _reference_dtype
+from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.keras_run import (
     ModelTracer,
     audit_question,
@@ -49,7 +49,6 @@ from dtype_explorer.keras_run import (
     heap_frozen,
     is_compiled,
     is_keras2,
-    layer_damage,
     layer_values_wrong,
     policy_rebuild,
     preserved_keras_state,
@@ -206,8 +205,9 @@ def check_model(
         if asked.mode == "save":
             audit.ran["roundtrip"] = _audit_save.round_trip_phase(audit, model.name)
         if asked.mode == "call":
-            if audit.outputs is not None and _computes_in_half(audit.calls):
-                _damage_phase(audit)
+            wide = _reference_dtype(audit.calls, audit.findings)
+            if audit.outputs is not None and wide is not None:
+                _damage_phase(audit, wide)
             _fix_phase(audit)  # each overflow's and lossy cast's fix run on a copy
         audit.findings = _audit_fixes.not_tried(audit.findings, _no_fix_run(asked.mode))
         if audit.quantized is not None:
@@ -410,30 +410,6 @@ def _audited_model(model: Any, calls: list[LayerCall]) -> _audit_rules.AuditedMo
         loss_scaled=isinstance(optimizer, keras.optimizers.LossScaleOptimizer),
         result_types={q: keras.backend.result_type(*q) for q in questions},
     )
-
-
-def _computes_in_half(calls: list[LayerCall]) -> bool:
-    """A leaf layer computes in a 16-bit float: the per-layer reference is worth running."""
-    return any(c.leaf and dtypes.bits(c.compute_dtype) == 16 for c in calls)
-
-
-def _damage_phase(audit: _Audit) -> None:
-    """Each leaf layer output against the same model in float32 (``keras_run.layer_damage``),
-    measuring the float16-output findings; a model its clone cannot run is said in a note."""
-    t0 = time.perf_counter()
-    # the traced pass's own leaf outputs: the same model, weights and sample (None where a
-    # call raised and was re-run with a cast: the model then runs again here)
-    outputs = audit.tracer.leaf_outputs() if audit.audited is audit.target else None
-    try:
-        # under policy=, the user's model (float32 throughout: the reference itself)
-        args = (audit.target, audit.sample, audit.arguments, outputs, audit.model)
-        audit.ran["damage"] = layer_damage(*args)
-        audit.findings = _audit_rules_output.measured(audit.findings, audit.ran["damage"])
-    except Exception as error:  # a model its clone cannot rebuild or run: said, not raised
-        audit.notes.append(
-            f"No per-layer float32 reference: {type(error).__name__}: {as_sentence(str(error))}"
-        )
-    audit.timings["reference_ms"] = ms(t0)
 
 
 def _fix_phase(audit: _Audit) -> None:

@@ -85,7 +85,9 @@ def measured(findings: list[Finding], damage: Iterable[LayerDamage]) -> list[Fin
     """``findings`` with each ``float16-output`` finding given its layer's error against the
     same model run in float32 (``check_model``'s per-layer reference): a warning where the
     output holds inf/NaN or its relative RMS error is beyond the dtype's tolerance, a note
-    otherwise; the numbers in its message and details.
+    otherwise; the numbers in its message and details. Against a float64 reference (float64
+    data narrowed to a float32 model), each ``silent-downcast`` from float64 is given the
+    error of the model's last layer: what the narrowing cost at the output.
 
     Args:
         findings: the audit's findings so far.
@@ -94,39 +96,49 @@ def measured(findings: list[Finding], damage: Iterable[LayerDamage]) -> list[Fin
     Returns:
         The findings, the ``float16-output`` ones measured where their layer was compared.
     """
+    damage = tuple(damage)
     first = {}
     for d in damage:
         first.setdefault(d.path, d)  # the layer's first call, its first output
+    last = damage[-1] if damage and damage[-1].reference == "float64" else None
     out = []
     for f in findings:
-        d = first.get(f.path) if f.kind == "float16-output" else None
-        out.append(f if d is None else _with_damage(f, d))
+        if f.kind == "float16-output" and f.path in first:
+            f = _with_damage(f, first[f.path])
+        elif (
+            last is not None and f.kind == "silent-downcast" and f.details.get("from") == "float64"
+        ):
+            f = _with_damage(f, last, f", at its last layer's output ({last.path})")
+        out.append(f)
     return out
 
 
-def _with_damage(finding: Finding, d: LayerDamage) -> Finding:
+def _with_damage(finding: Finding, d: LayerDamage, where: str = "") -> Finding:
     """The finding measured: with inf/NaN in the output, they say it, and the error is the
-    one over the values finite in both (none: no error is measured)."""
+    one over the values finite in both (none: no error is measured). ``where``: which output
+    was compared, where it is not the finding's layer's (float64 data narrowed: the model's
+    last layer, against the model made again in float64)."""
     limit = dtypes.tolerance(d.dtype)
     beyond = d.nonfinite > 0 or d.rel_rms > limit
     sqnr = "exact" if d.sqnr_db is None else f"SQNR {d.sqnr_db:.1f} dB"
     error = f"relative RMS error {d.rel_rms:.3g}"
     numbers = f"{sqnr}, max |err| {d.max_abs_error:.3g}"
+    against = f" Against the same model in {d.reference}{where}:"
     if not d.nonfinite:
         said = (
-            f" Against the same model in {d.reference}: {error} ({'beyond' if beyond else 'within'}"
-            f" {d.dtype}'s tolerance {limit:g}), {numbers}."
+            f"{against} {error} ({'beyond' if beyond else 'within'} {d.dtype}'s tolerance "
+            f"{limit:g}), {numbers}."
         )
     elif d.compared == 0:
         said = (
-            f" Against the same model in {d.reference}: {d.nonfinite} of its values are inf/NaN "
-            f"and none is finite in both, so no error is measured."
+            f"{against} {d.nonfinite} of its values are inf/NaN and none is finite in both, so "
+            "no error is measured."
         )
     else:
         over = "the values" if d.compared is None else f"the {d.compared} values"
         said = (
-            f" Against the same model in {d.reference}: {d.nonfinite} of its values are inf/NaN; "
-            f"over {over} finite in both, {error} (tolerance {limit:g}), {numbers}."
+            f"{against} {d.nonfinite} of its values are inf/NaN; over {over} finite in both, "
+            f"{error} (tolerance {limit:g}), {numbers}."
         )
     return finding.model_copy(
         update={

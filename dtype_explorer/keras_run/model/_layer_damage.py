@@ -25,6 +25,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import policy_clone
+from dtype_explorer.keras_run.model._input_fix import with_dtype
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._samples import keras_flatten
 from dtype_explorer.keras_run.trace import wrapped_entry_points
@@ -98,8 +99,11 @@ def layer_damage(
     kwargs: dict[str, Any] | None = None,
     outputs: dict | None = None,
     original: Any = None,
+    reference: str = REFERENCE,
 ) -> tuple[LayerDamage, ...]:
-    """Each leaf layer output of ``model`` against the same model in float32.
+    """Each leaf layer output of ``model`` against the same model in float32 (or, with
+    ``reference="float64"``, against it made again in float64, its float Inputs too: what
+    float64 data narrowed to a float32 model cost).
 
     Args:
         model: a Sequential or Functional Keras model (``policy_clone`` rebuilds it).
@@ -111,19 +115,32 @@ def layer_damage(
             where it is float32 throughout (:func:`float32_original`) and the call does not
             train (it would move its statistics); else, or ``None``, ``policy_clone`` makes
             the reference.
+        reference: its dtype, ``"float32"`` or ``"float64"`` (``with_dtype`` makes that one).
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
+
+    Raises:
+        ValueError: the float64 copy did not compute in float64 (jax without
+            ``jax_enable_x64``): no reference to measure against.
     """
     trains = bool((kwargs or {}).get("training"))
     usable = original is not None and original is not model and not trains
-    if usable and float32_original(original, model):
-        reference = original
+    if reference == "float64":
+        wide = with_dtype(model, "float64")
+    elif usable and float32_original(original, model):
+        wide = original
     else:
-        reference = policy_clone(model, REFERENCE)
+        wide = policy_clone(model, REFERENCE)
     got = layer_outputs(model, sample, kwargs) if outputs is None else outputs
     inputs: dict[tuple[str, int], float | None] = {}
-    theirs = run_leaves(reference, sample, kwargs, inputs)[0]
+    theirs = run_leaves(wide, sample, kwargs, inputs)[0]
+    held = {dtypes.describe(a) for _, arrays in theirs.values() for a in arrays}
+    if reference == "float64" and held - {"float64"}:
+        raise ValueError(
+            f"its float64 copy computed in {', '.join(sorted(held - {'float64'}))} on this "
+            "backend (jax holds float64 only with jax_enable_x64 set)"
+        )
     want = _aligned(got, theirs)
     taken = _aligned(got, {key: ("", value) for key, value in inputs.items()}, theirs)
     damage = []
