@@ -382,10 +382,11 @@ def test_the_trace_state_is_one_object_and_its_caches_are_bounded_lru_caches():
     from dtype_explorer.keras_run.trace import _op_trace as _trace
     from dtype_explorer.keras_run.trace import _records as _trace_records
 
-    with op_trace():
+    with op_trace() as trace:
         assert _trace._TRACING.installed >= 1 and _trace._TRACING.trace is not None
-        keras.ops.add(keras.ops.ones((2,)), 1.0)
+        keras.ops.add(keras.ops.ones((2,), dtype="int8"), 1.5)  # a promotion: result_type's
     assert _trace._TRACING.trace is None
+    trace.steps()  # the records built here, not by a test that happened to run before
     assert _trace._TRACING.groups, "no binding was found to wrap"
     for cached in (
         _trace_frames.classify,
