@@ -171,6 +171,11 @@ class TraceResult(Record):
         integers rounded, overflow, wrap ...), not only bits by dtype."""
         return [s for s in self.steps if s.losses]
 
+    def wrong_steps(self) -> list[TraceStep]:
+        """The steps computed in a 16-bit float whose numbers were wrong against the same op
+        run again in float32 (``TraceStep.wrong``): damage that raised nothing."""
+        return [s for s in self.steps if s.wrong is not None]
+
     def dtype_changes(self) -> list[TraceStep]:
         """The steps whose output dtype is not their input's (promotions, casts, changes)."""
         return [s for s in self.steps if s.changes_dtype]
@@ -203,6 +208,9 @@ class TraceResult(Record):
         if lost:
             first, cause = lost[0], lost[0].losses[0].cause
             said += f", values lost at {len(lost)} step(s) (first: {first.op}, {cause})"
+        wrong = self.wrong_steps()
+        if wrong:
+            said += f", values wrong at {len(wrong)} step(s) (first: {wrong[0].op})"
         return f"{ran}{said}; returned {out}" if out else f"{ran}{said}"
 
 

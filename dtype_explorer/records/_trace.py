@@ -26,6 +26,7 @@ from pydantic import Field, computed_field
 
 from dtype_explorer.records._base import ComputedRecord, Record
 from dtype_explorer.records._exactness import CastLoss
+from dtype_explorer.records._numerics import ValueFinding
 
 #: What a step did to the dtype: ``kept`` it, ``promoted`` its inputs (``result_type``),
 #: ``cast`` explicitly (``noop-cast`` when source and target agree), ``created`` a tensor from
@@ -41,7 +42,12 @@ Phase = Literal["build", "call"]
 #: read lost (its ``losses``: integers rounded, overflow, wrap ...; worded by
 #: :meth:`CastLoss.text`).
 FlagKind = Literal[
-    "first-nonfinite", "nonfinite", "float16-overflow", "hidden-overflow", "lost-values"
+    "first-nonfinite",
+    "nonfinite",
+    "float16-overflow",
+    "hidden-overflow",
+    "lost-values",
+    "values-wrong",
 ]
 #: Each flag's words, the same in the text, the cards and the widget's page (``lost-values``
 #: adds the step's own counts).
@@ -51,6 +57,7 @@ FLAG_TEXT: dict[str, str] = {
     "float16-overflow": "left float16's range",
     "hidden-overflow": "float16 overflow inside, hidden by this op",
     "lost-values": "lost values",
+    "values-wrong": "values wrong against the same op in float32",
 }
 
 
@@ -173,6 +180,9 @@ class TraceStep(ComputedRecord):
     #: round-trip, values that overflowed, wrapped ... Empty: it kept them, or its values were
     #: not read (symbolic, numerics off).
     losses: tuple[CastLoss, ...] = ()
+    #: The first wrong number of a step computed in a 16-bit float, against its op run again
+    #: on its inputs widened to float32 (``dx.trace`` only; ``None``: right, or not run).
+    wrong: ValueFinding | None = None
 
     @property
     def changes_dtype(self) -> bool:
@@ -220,6 +230,9 @@ class TraceStep(ComputedRecord):
         if self.hidden_overflow():
             kinds.append("hidden-overflow")
         flags = [TraceFlag(kind=k, text=FLAG_TEXT[k] + self._why(k)) for k in kinds]
+        if self.wrong is not None:
+            text = f"{FLAG_TEXT['values-wrong']}: {self.wrong.text()}"
+            flags.append(TraceFlag(kind="values-wrong", text=text))
         for loss in self.losses:
             read = {
                 "variable-read": f"{loss.where}: ",

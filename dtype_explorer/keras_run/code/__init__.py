@@ -5,9 +5,11 @@ Keras op, its hooks of the user's Python operators, its records) with the user's
 every step, makes Keras's own entry points steps of their own for as long as it is open
 (``_named``: each layer's ``__call__``, variables made and assigned, the optimizer's
 ``apply`` and loss scaling, wrapped on their classes by the trace's own wrapper and put back
-afterwards), and reads the environment and what the code returned. Nothing here changes
-what the code computes: the wrappers call the function as given, and values are read only
-after the code is done.
+afterwards), and reads the environment and what the code returned. Each step computed in a
+16-bit float is measured against its op run again on its inputs widened to float32
+(``_reference``, ``TraceStep.wrong``). Nothing here changes what the code computes: the
+wrappers call the function as given, the op run again gets copies, and the other values are
+read after the code is done.
 
 User code runs as the user: in the user's process it may change the user's state exactly as it
 would untraced (a policy it sets stays set: only the tool's own ``--policy``/``--floatx`` are

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from dtype_explorer.keras_run.code._named import named_steps
+from dtype_explorer.keras_run.code._reference import float32_reference
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
 from dtype_explorer.keras_run.trace import op_trace, operator_limit, unwrapped
 from dtype_explorer.records import CodeEnvironment, CodeError, CodeStatus, TraceResult
@@ -74,6 +75,7 @@ class TracedRun:
             self.trace = stack.enter_context(
                 op_trace(user=True, limit=self.max_steps, own=self.own, lazy=True)
             )
+            self.trace.reference = float32_reference  # each 16-bit step against float32
             self._stack = stack.pop_all()
         return self
 

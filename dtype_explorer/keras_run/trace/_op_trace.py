@@ -175,6 +175,9 @@ class Trace:
         #: What the recorder's own reads run inside: torch's function modes switched off, so
         #: that reading a step's tensors does not pass through the trace's own mode.
         self.quiet: Callable[[], Any] = contextlib.nullcontext
+        #: Each top step's op run again on wider inputs (``values.against_reference``; set by
+        #: ``dx.trace``'s runner): ``reference(op, fn, args, kwargs, out) -> ValueFinding``.
+        self.reference: Callable[..., Any] | None = None
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
@@ -576,6 +579,7 @@ def _new_step(
         step.source, step.via, step.phase = frames.locate(frame)
         if trace.user:
             step.user = frames.user_source(frame)
+        step.rerun = (fn, args, kwargs) if trace.reference is not None else None
     else:
         step.source = frames.source(frame)
         step.phase = trace.top.phase

@@ -189,10 +189,12 @@ class Step:
         "outputs",
         "phase",
         "reads_before",
+        "rerun",
         "source",
         "user",
         "via",
         "weak",
+        "wrong",
     )  # fmt: skip
 
     def __init__(self, op: str):
@@ -211,6 +213,10 @@ class Step:
         self.max_abs: float | None = None
         self.losses: list[Any] = []
         self.weak = False
+        #: ``(fn, args, kwargs)`` to run the op again on wider inputs (``dx.trace``), and the
+        #: first wrong number that found (``records.ValueFinding``).
+        self.rerun: tuple | None = None
+        self.wrong: Any = None
         self.device: str | None = None
         #: How many variable reads of the trace had overflowed when the step began: one more
         #: at its end means a read inside it made the inf (``look_at_values``'s ``inner``).
@@ -308,6 +314,7 @@ def record(step: Step, index: int) -> TraceStep:
         device=step.device,
         kernel=None,
         losses=tuple(step.losses),
+        wrong=step.wrong,
         **fields,
     )
 

@@ -210,6 +210,8 @@ def read_step(trace: Any, step: Step, out: Any, top: bool) -> None:
     lazy trace, queued (:func:`later`): a top-level step's, or a child's float16 output (it
     may leave float16's range inside its op)."""
     read_outputs(out, step)
+    if top and step.rerun is not None:
+        against_reference(trace, step, out)
     if trace.pending and step.op.startswith("Variable."):  # see ``later``
         settle(trace)
     look_now = top or any(o["dtype"] == "float16" for o in step.outputs)
@@ -224,6 +226,21 @@ def read_step(trace: Any, step: Step, out: Any, top: bool) -> None:
         look(trace, step, top, inner)
     else:
         step.objects = []
+
+
+def against_reference(trace: Any, step: Step, out: Any) -> None:
+    """The step's op run again by ``trace.reference`` (``dx.trace``'s: on its 16-bit float
+    inputs widened, ``keras_run.code``), where the step computed in a 16-bit float: the first
+    wrong number it finds kept as ``step.wrong``. A step that raised, or a reference that
+    cannot run, says nothing."""
+    fn_args, step.rerun = step.rerun, None
+    halves = any(e.get("dtype") in dtypes.HALF for e in (*step.inputs, *step.outputs))
+    if not halves or step.error is not None or step.phase != "call" or fn_args is None:
+        return
+    try:
+        step.wrong = trace.reference(step.op, *fn_args, out)
+    except Exception:  # the op would not run again: no reference, nothing said
+        step.wrong = None
 
 
 def look(trace: Any, step: Step, top: bool, inner: bool) -> None:
