@@ -77,10 +77,11 @@ def variable_dtypes(variable: Any) -> VariableDtypes:
 
 def _read_dtype(variable: Any) -> str:
     """The dtype ``variable.value`` has here: Keras's own autocast of the variable
-    (``_maybe_autocast``, in this scope) applied to one value of its stored dtype rather than
+    (``_maybe_autocast``, in this scope) applied to one value of the dtype it holds rather than
     to all of it (a cast of every weight on each audit, issue 44); the whole value read where
     the read is not that plain one (no such method, a stateless scope's value, a read hook,
-    not initialized, a stored dtype NumPy lacks)."""
+    not initialized, a dtype NumPy lacks). The dtype held is its value's, not the one Keras
+    declares: on jax without ``jax_enable_x64`` a ``float64`` variable holds float32."""
     from keras.src.backend.common.stateless_scope import in_stateless_scope
 
     autocast = getattr(variable, "_maybe_autocast", None)
@@ -93,7 +94,7 @@ def _read_dtype(variable: Any) -> str:
     ):
         return dtypes.keras_name(variable.value.dtype)
     try:
-        one = np.zeros((1,), dtype=np.dtype(dtypes.keras_name(variable._dtype)))
+        one = np.zeros((1,), dtype=np.dtype(dtypes.keras_name(variable._value.dtype)))
     except TypeError:
         return dtypes.keras_name(variable.value.dtype)
     return dtypes.keras_name(autocast(one).dtype)
