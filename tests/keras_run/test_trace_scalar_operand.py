@@ -7,8 +7,10 @@ beside raw Keras on the same values."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import dtype_explorer as dx
 from tests.on_backend import json_on
 
 SCRIPT = """
@@ -64,3 +66,32 @@ def test_a_python_float_an_op_rounds_is_lost_values_where_raw_keras_rounds_it(ba
     )
     assert "values lost at 1 step(s) (first: ops.subtract, rounding)" in out["headline"]
     assert out["kept"] == []  # a float float32 holds: nothing lost, nothing said
+
+
+RAW_SUBTRACT = """
+import json, warnings
+import numpy as np, keras
+warnings.simplefilter("ignore")
+t = np.array([[1733500000.123], [1733500001.456]])
+out = keras.ops.subtract(t, 1733500000.0)  # as the probe calls it: the user's values as given
+print(json.dumps({"out": keras.ops.convert_to_numpy(out).ravel().tolist()}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["tensorflow", "torch"])
+def test_the_op_probe_says_what_the_op_made_of_a_python_float_as_raw_keras_computes(backend):
+    raw = json_on(backend, RAW_SUBTRACT)["out"]
+    t = np.array([[1733500000.123], [1733500001.456]])
+    result = dx.probe("ops.subtract", values=[t, 1733500000.0], backend=backend, use_cache=False)
+    [scalar] = [s for s in result.cast_path if s.stage == "converted" and s.index == 1]
+    assert scalar.dtype == "python_float"  # as given: what the rules and verdicts read
+    if backend == "tensorflow":  # converted to the result's float64: exact
+        assert abs(raw[0] - 0.123) < 1e-6
+        assert scalar.note.startswith("weak Python scalar: Keras's rules give it")
+        return
+    assert abs(raw[0] - (1733500000.123 - 1733500032.0)) < 1e-6  # torch: the float as float32
+    assert scalar.note == (
+        "weak by Keras's rules, yet the op converted it itself: float64 -> float32: 1 of 1 "
+        "integers rounded (1733500000 -> 1733500032; float32 holds integers exactly only up to "
+        "16777216)"
+    )

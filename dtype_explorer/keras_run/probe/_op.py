@@ -80,6 +80,7 @@ def run_op(spec: ProbeSpec, entry: OpEntry, timings: dict[str, float], trace: bo
         called = recorded_call(
             lambda: _quiet(catalog.op_calls.call, entry.name, args, named, kwargs), trace=trace
         )
+    steps = _scalars_measured(steps, inputs, called.recorded)
     # 5. Expectations: result_type, the array libraries, the declared spec.
     documented = rules.for_op(entry, inputs.rule_dtypes(steps), kwargs=kwargs)
     with timed(timings, "expect_ms"):
@@ -331,8 +332,27 @@ def _input_steps(spec: ProbeSpec, inputs: _OpInputs) -> list[CastStep]:
 
 
 def _weak_step(given: str, i: int) -> CastStep:
-    note = "weak Python scalar: it takes the other operand's type where it can"
+    note = "weak Python scalar: Keras's rules give it the other operand's type where they can"
     return CastStep(stage="converted", dtype=given, index=i, note=note)
+
+
+def _scalars_measured(steps: list[CastStep], inputs: _OpInputs, recorded: Any) -> list[CastStep]:
+    """Each Python scalar's ``converted`` step worded from what the op did with it, where the
+    op trace measured its conversion inside the op losing its value (``trace.unowned``:
+    torch's backend makes a Python float ``floatx`` whatever the other operand's dtype)."""
+    lost = list(getattr(recorded, "unowned", ()))
+    if not lost:
+        return steps
+    out = []
+    for step in steps:
+        value = inputs.samples.get(step.index) if step.dtype in dtypes.PYTHON_SCALARS else None
+        if step.stage == "converted" and isinstance(value, (int, float)):
+            match = next((x for x in lost if x.examples and x.examples[0][0] == value), None)
+            if match is not None:
+                note = f"weak by Keras's rules, yet the op converted it itself: {match.text()}"
+                step = step.model_copy(update={"note": note})
+        out.append(step)
+    return out
 
 
 def _given_steps(i: int, value: InputValue, inputs: _OpInputs) -> list[CastStep]:

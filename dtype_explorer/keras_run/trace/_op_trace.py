@@ -175,9 +175,9 @@ class Trace:
         #: What the recorder's own reads run inside: torch's function modes switched off, so
         #: that reading a step's tensors does not pass through the trace's own mode.
         self.quiet: Callable[[], Any] = contextlib.nullcontext
-        #: Each top step's op run again on wider inputs (``values.against_reference``; set by
-        #: ``dx.trace``'s runner): ``reference(op, fn, args, kwargs, out) -> ValueFinding``.
+        #: ``dx.trace``'s ``reference(op, fn, args, kwargs, out)`` (``values.against_reference``)
         self.reference: Callable[..., Any] | None = None
+        self.unowned: list[Any] = []  # what Python numbers lost under no step (an op probe's)
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""

@@ -181,12 +181,13 @@ NUMBERS = (int, float)
 
 def operand_loss(trace: Any, step: Step | None, args: tuple, out: Any) -> None:
     """What converting a Python number (``args[0]`` of a conversion: ``convert_to_tensor``,
-    ``cast``) to the tensor ``out`` lost, kept on ``step``
-    (the top-level step that ran the conversion, or the conversion itself where the user
-    called it): torch's ``add(x, 1733500000.0)`` makes the float a float32 tensor first
-    (``floatx``), so a float64 ``x`` gets ``1733500032.0`` added. Measured on the values
+    ``cast``) to the tensor ``out`` lost, kept on ``step`` (the top-level step that ran the
+    conversion, or the conversion itself where the user called it; ``None``: a call that is
+    no step, an op probe's own, kept in ``trace.unowned``): torch's ``add(x, 1733500000.0)``
+    makes the float a float32 tensor first (``floatx``), so a float64 ``x`` gets
+    ``1733500032.0`` added. Measured on the values
     (``keras_run.cast_loss``, step ``operand``); an abstract or unread ``out`` says nothing."""
-    if step is None or not args or type(args[0]) not in NUMBERS or not trace.numerics:
+    if not args or type(args[0]) not in NUMBERS or not trace.numerics:
         return
     number = args[0]
     trace.busy = True
@@ -201,8 +202,9 @@ def operand_loss(trace: Any, step: Step | None, args: tuple, out: Any) -> None:
         loss = None
     finally:
         trace.busy = False
-    if loss is not None and loss not in step.losses:
-        step.losses.append(loss)
+    kept = trace.unowned if step is None else step.losses
+    if loss is not None and loss not in kept:
+        kept.append(loss)
 
 
 def read_step(trace: Any, step: Step, out: Any, top: bool) -> None:
