@@ -37,6 +37,7 @@ from dtype_explorer.records import (
     Finding,
     FixProof,
     LayerCall,
+    TensorInfo,
     TraceStep,
     ValueFinding,
 )
@@ -156,12 +157,8 @@ def _float64_not_kept(calls: list[LayerCall], backend: str = "") -> Iterator[Fin
         if call.leaf
         and call.error is None
         and call.compute_dtype == "float64"
-        and any(
-            dtypes.narrows("float64", t.dtype) for t in call.received if dtypes.is_float(t.dtype)
-        )
-        and any(
-            dtypes.narrows("float64", t.dtype) for t in call.outputs if dtypes.is_float(t.dtype)
-        )
+        and _below_float64(call.received)
+        and _below_float64(call.outputs)
     ]
     if not narrowed:
         return
@@ -185,6 +182,11 @@ def _float64_not_kept(calls: list[LayerCall], backend: str = "") -> Iterator[Fin
         ),
         details={"from": "float64", "to": got, "kept": False},
     )
+
+
+def _below_float64(tensors: Iterable[TensorInfo]) -> bool:
+    """Whether a float among ``tensors`` is narrower than float64."""
+    return any(dtypes.narrows("float64", t.dtype) for t in tensors if dtypes.is_float(t.dtype))
 
 
 def _int_into_float(calls: list[LayerCall]) -> Iterator[Finding]:
