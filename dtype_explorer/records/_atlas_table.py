@@ -50,6 +50,8 @@ COLUMNS: dict[str, str] = {
     "trace_flags": "list",
 }
 
+_JSON_COLUMNS = frozenset(name for name, kind in COLUMNS.items() if kind == "json")
+
 
 def _schema(header: dict[str, Any]) -> Any:
     import pyarrow as pa
@@ -131,6 +133,15 @@ def cells(path: Path) -> int:
 
 
 def _rows(file: Any) -> Iterator[dict[str, Any]]:
+    # A JSON column's text is decoded once per distinct text: the whole map's 96,012 cast
+    # paths are 10,086 texts (2.4 of the 11 s it took to read back). Rows share the decoded
+    # value, which the records validate into objects of their own.
+    decoded: dict[str, Any] = {}
     for group in range(file.num_row_groups):
         for row in file.read_row_group(group).to_pylist():
-            yield {k: json.loads(v) if COLUMNS[k] == "json" else v for k, v in row.items()}
+            for name in _JSON_COLUMNS.intersection(row):
+                text = row[name]
+                if text not in decoded:
+                    decoded[text] = json.loads(text)
+                row[name] = decoded[text]
+            yield row
