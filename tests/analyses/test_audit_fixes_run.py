@@ -145,6 +145,40 @@ def test_float64_data_on_jax_without_x64_gets_no_float64_fix_that_raw_keras_show
     )  # fmt: skip
 
 
+FLOAT32_INSIDE = """
+import json, warnings
+import numpy as np, keras
+import dtype_explorer as dx
+warnings.simplefilter("ignore")
+
+
+@keras.saving.register_keras_serializable("t")
+class Float32Inside(keras.layers.Layer):
+    def call(self, x):  # float32 whatever its policy: no float64 copy computes in float64
+        return keras.ops.cast(x, "float32") * 2.0
+
+
+inputs = keras.Input((1,))
+model = keras.Model(inputs, Float32Inside(name="f")(inputs), name="m")
+t = np.array([[1733500000.123], [1733500001.456]])
+wide = Float32Inside(dtype="float64")  # raw Keras: the layer in float64 still returns float32
+report = dx.check_model(model, t)
+print(json.dumps({
+    "raw": keras.backend.standardize_dtype(wide(t).dtype),
+    "damage": len(report.damage), "notes": report.notes,
+}))
+"""
+
+
+def test_a_float64_copy_that_computes_in_float32_off_jax_names_no_jax_setting():
+    out = json_on("tensorflow", FLOAT32_INSIDE)
+    assert out["raw"] == "float32"  # raw Keras: this layer computes float32 in float64 too
+    assert out["damage"] == 0 and out["notes"] == [
+        "No per-layer float64 reference: ValueError: its float64 copy computed in float32 on "
+        "this backend."
+    ]  # the cause is the layer's, not a jax setting: none is named
+
+
 FLOAT64_MODEL = """
 import json, warnings
 import numpy as np, keras

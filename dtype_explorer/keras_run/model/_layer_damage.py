@@ -122,7 +122,8 @@ def layer_damage(
 
     Raises:
         ValueError: the float64 copy did not compute in float64 (jax without
-            ``jax_enable_x64``): no reference to measure against.
+            ``jax_enable_x64``, said as the cause there only): no reference to measure
+            against.
     """
     trains = bool((kwargs or {}).get("training"))
     usable = original is not None and original is not model and not trains
@@ -137,9 +138,12 @@ def layer_damage(
     theirs = run_leaves(wide, sample, kwargs, inputs)[0]
     held = {dtypes.describe(a) for _, arrays in theirs.values() for a in arrays}
     if reference == "float64" and held - {"float64"}:
+        import keras
+
+        why = " (jax holds float64 only with jax_enable_x64 set)"
         raise ValueError(
             f"its float64 copy computed in {', '.join(sorted(held - {'float64'}))} on this "
-            "backend (jax holds float64 only with jax_enable_x64 set)"
+            f"backend{why if keras.backend.backend() == 'jax' else ''}"
         )
     want = _aligned(got, theirs)
     taken = _aligned(got, {key: ("", value) for key, value in inputs.items()}, theirs)
