@@ -227,7 +227,9 @@ def read_losses(steps: Iterable[Any]) -> list:
     """The variable reads a layer call's ops made in another dtype that lost values (a
     float32 kernel read as float16 under a mixed policy: weights beyond 65504 became inf),
     as the op trace measured them at the op that read each one (``TraceStep.losses``, a
-    step ``variable-read``); each variable once, the first read of it.
+    step ``variable-read``); each variable once, the first read of it. Also each creation op
+    of the call that made a 16-bit array from numbers it cannot hold (step ``creation``:
+    ``ops.arange(n, dtype=self.compute_dtype)`` under ``mixed_float16``).
 
     Args:
         steps: the call's op trace (``TraceStep`` records; their children are looked at too).
@@ -235,12 +237,14 @@ def read_losses(steps: Iterable[Any]) -> list:
     Returns:
         A list of ``CastLoss`` records, one per variable whose read lost values.
     """
-    found: dict[tuple[str, str, str], Any] = {}
+    found: dict[tuple[str, ...], Any] = {}
     for step in steps:
         for s in (step, *step.children):
             for loss in s.losses:
                 if loss.step == "variable-read":
                     found.setdefault((loss.where, loss.source, loss.target), loss)
+                elif loss.step == "creation":  # each op's own (``ops.arange`` in float16)
+                    found.setdefault((s.op, str(s.source), loss.text()), loss)
     return list(found.values())
 
 

@@ -38,8 +38,9 @@ from dtype_explorer.records._base import Record
 #: The steps that change a dtype: a model input converted to its ``keras.Input`` dtype, an
 #: autocast on entry to a layer, a variable read in another dtype, an ``ops.cast``, a Python
 #: number an op converted to a tensor before computing (``operand``: torch's backend makes a
-#: Python float a ``floatx`` tensor, also for an op on float64).
-CastStepKind = Literal["keras-input", "autocast", "variable-read", "cast", "operand"]
+#: Python float a ``floatx`` tensor, also for an op on float64), an array a creation op made
+#: in its ``dtype=`` from the numbers asked (``creation``: ``arange(3000, dtype="float16")``).
+CastStepKind = Literal["keras-input", "autocast", "variable-read", "cast", "operand", "creation"]
 #: What a step lost, the worst first (:attr:`CastLoss.cause`).
 Cause = Literal["overflow", "wrap", "saturation", "rounding", "underflow", "subnormal"]
 #: Which counts name which cause, in :data:`Cause`'s order.

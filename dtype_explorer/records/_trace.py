@@ -237,6 +237,8 @@ class TraceStep(ComputedRecord):
             read = {
                 "variable-read": f"{loss.where}: ",
                 "operand": f"{loss.where} converted inside the op: ",
+                "creation": f"the values {loss.where} was asked for (made again in "
+                f"{loss.source}): ",
             }.get(loss.step, "")
             flags.append(TraceFlag(kind="lost-values", text=f"lost values: {read}{loss.text()}"))
         return tuple(flags)

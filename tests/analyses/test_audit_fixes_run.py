@@ -383,3 +383,54 @@ def test_a_custom_layers_own_code_is_no_fix_the_audit_can_run():
     [finding] = dx.check_model(model, np.ones((2, 4), "float32")).by_kind("custom-variable-dtype")
     assert finding.fix == "" and not finding.proof.proven
     assert "own code" in finding.proof.not_tried and "build()" in finding.proof.not_tried
+
+
+# ------------------------------------------------------- positions a layer makes in float16
+
+POSITIONS = """
+import json, warnings
+import numpy as np, keras
+import dtype_explorer as dx
+warnings.simplefilter("ignore")
+
+
+class AddPositions(keras.layers.Layer):  # as a hand-written positional layer makes them
+    def call(self, x):
+        pos = keras.ops.arange(keras.ops.shape(x)[1], dtype=self.compute_dtype)
+        return x + pos[None, :, None]
+
+
+inputs = keras.Input((3000, 1))
+model = keras.Model(inputs, AddPositions(dtype="mixed_float16", name="pos")(inputs), name="m")
+x = np.zeros((1, 3000, 1), "float32")
+[f] = dx.check_model(model, x).by_kind("lossy-cast")
+fixed = keras.models.clone_model(  # the change the audit shows, run with raw Keras
+    model, clone_function=lambda la: type(la).from_config({**la.get_config(), "dtype": "float32"})
+)
+print(json.dumps({
+    "raw": keras.ops.convert_to_numpy(model(x)).astype("float64").ravel().tolist(),
+    "fixed": keras.ops.convert_to_numpy(fixed(x)).astype("float64").ravel().tolist(),
+    "found": [f.path, f.severity, f.loss.step, f.loss.where, f.loss.rounded,
+              list(f.loss.first_index), f.message],
+    "fix": f.fix, "proven": f.proof.proven,
+}))
+"""
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_positions_a_float16_layer_makes_get_the_layer_in_float32_as_raw_keras_agrees(backend):
+    out = json_on(backend, POSITIONS)
+    # raw Keras: the layer adds 2048 at position 2049, and 476 positions are off
+    raw = np.array(out["raw"])
+    assert raw[2049] == 2048 and np.count_nonzero(raw != np.arange(3000)) == 476
+    path, severity, step, where, rounded, first, message = out["found"]
+    assert (path, severity, step, where, rounded, first) == (
+        "m/pos", "warning", "creation", "ops.arange", 476, [2049],
+    )  # fmt: skip
+    assert message.startswith(
+        "An array made from the numbers asked (ops.arange of AddPositions 'm/pos') lost values: "
+        "float32 -> float16: 476 of 3000 integers rounded (2049 -> 2048"
+    )
+    # the fix shown was run on a copy; raw Keras with that change keeps every position
+    assert out["proven"] and 'dtype="float32"' in out["fix"]
+    assert out["fixed"] == list(range(3000))

@@ -68,7 +68,7 @@ def plan(finding: Finding, model: Any, calls: list[LayerCall]) -> Plan | str:
         return _input_plan(model, str(details.get("input")), wide, finding)
     if kind == "lossy-cast" and (finding.loss is None or finding.loss.step == "keras-input"):
         return "the keras.Input's own fix is run in its phase"  # never here (``_fixes``)
-    if kind == "lossy-cast" and finding.loss.step not in ("autocast", "variable-read"):
+    if kind == "lossy-cast" and finding.loss.step not in ("autocast", "variable-read", "creation"):
         return (
             f"the values are lost at {finding.loss.step} in the layer's own code, which the "
             "audit cannot change on a copy"

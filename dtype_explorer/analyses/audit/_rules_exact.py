@@ -44,6 +44,7 @@ _STEP_NAMES = {
     "variable-read": "the variable read",
     "cast": "an ops.cast",
     "operand": "the conversion of a Python number",
+    "creation": "an array made from the numbers asked",
 }
 
 

@@ -435,7 +435,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     getframe = sys._getframe
     classify = frames.classify
     local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
-    converts = shown.rsplit(".", 1)[-1] in records.CAST_OPS  # a Python number measured
+    measured = values.loss_kind(shown.rsplit(".", 1)[-1])  # what a conversion, a creation lost
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
@@ -453,7 +453,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         # 2. Below a step (or a child): nested in what runs it, not recorded.
         if not top and (trace.level != 1 or not trace.children or trace.top is None):
             out = _below(trace, trace.level + 1, fn, args, kwargs)
-            if converts:
+            if measured == "operand":
                 values.operand_loss(trace, trace.top, args, out)
             return out
         full = top and len(trace.raw) >= trace.limit and kind != frames.OWN
@@ -471,8 +471,8 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
         out = _called(trace, step, top, fn, args, kwargs)
         # 5. Its outputs and, where they matter, their values.
         _finish(trace, step, out, top)
-        if converts:
-            values.operand_loss(trace, step if top else trace.top, args, out)
+        if measured:
+            values.measure_loss(measured, trace, step, top, (fn, args, kwargs), out)
         return out
 
     setattr(traced, WRAPPER_MARK, shown)

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.errors import InvalidSpecError
+from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._exactness import cast_loss
 from dtype_explorer.keras_run.trace._records import (
@@ -205,6 +207,71 @@ def operand_loss(trace: Any, step: Step | None, args: tuple, out: Any) -> None:
     kept = trace.unowned if step is None else step.losses
     if loss is not None and loss not in kept:
         kept.append(loss)
+
+
+#: The dtype a creation op is asked again in (:func:`creation_loss`): it holds every integer
+#: up to 2**24 and float16's and bfloat16's range.
+ASKED_IN = "float32"
+
+
+@functools.cache
+def creates(name: str) -> bool:
+    """Whether the op ``name`` (``arange``) makes an array from Python numbers in the dtype
+    its ``dtype=`` asks: the catalog's creation ops, less ``empty`` (whatever the memory held:
+    no value was asked)."""
+    try:
+        return name != "empty" and catalog.entry(f"ops.{name}").probe == "dtype_kwarg"
+    except InvalidSpecError:  # no op of Keras's
+        return False
+
+
+def creation_loss(
+    trace: Any, step: Step | None, fn: Any, args: tuple, kwargs: dict, out: Any
+) -> None:
+    """What a creation op (:func:`creates`) that made a 16-bit float array lost of the values
+    it was asked for, kept on ``step`` (a top-level step only: the user's own call):
+    ``ops.arange(3000, dtype="float16")`` holds 2048 where 2049 was asked, and every odd
+    number above it is rounded. The op is run again with ``dtype=`` float32 (untraced; a
+    ``dtype`` given by position, or an op that will not run again, says nothing) and its
+    values measured against the step's (``keras_run.cast_loss``, step ``creation``)."""
+    if step is None or not trace.numerics or step.error is not None or step.losses:
+        return  # (a number the op converted already said what it lost: full's on tensorflow)
+    if not any(o.get("dtype") in dtypes.HALF for o in step.outputs):
+        return
+    trace.busy = True
+    try:
+        with trace.quiet():
+            asked = to_numpy(fn(*args, **{**kwargs, "dtype": ASKED_IN}))
+            made = to_numpy(out)
+            loss = None
+            if asked is not None and made is not None:
+                loss = cast_loss(asked, made, step="creation", where=step.op)
+    except Exception:  # it would not run again, or its values cannot be read: nothing said
+        loss = None
+    finally:
+        trace.busy = False
+    if loss is not None and loss not in step.losses:
+        step.losses.append(loss)
+
+
+def loss_kind(name: str) -> str | None:
+    """What the trace measures after the op ``name`` ran: ``operand`` (a conversion: the
+    Python number it converted), ``creation`` (:func:`creates`: the values asked), or
+    ``None``."""
+    return "operand" if name in CAST_OPS else "creation" if creates(name) else None
+
+
+def measure_loss(
+    kind: str, trace: Any, step: Step, top: bool, call: tuple[Any, tuple, dict], out: Any
+) -> None:
+    """:func:`operand_loss` or :func:`creation_loss` (``kind``, :func:`loss_kind`) of the step
+    ``step`` that ran ``call`` (``fn, args, kwargs``) and returned ``out``; a conversion below
+    a top-level step is kept on that step, a creation is measured on a top-level step only."""
+    fn, args, kwargs = call
+    if kind == "operand":
+        operand_loss(trace, step if top else trace.top, args, out)
+    elif top:
+        creation_loss(trace, step, fn, args, kwargs, out)
 
 
 def read_step(trace: Any, step: Step, out: Any, top: bool) -> None:
