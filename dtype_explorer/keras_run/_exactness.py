@@ -235,7 +235,8 @@ def read_losses(steps: Iterable[Any]) -> list:
         steps: the call's op trace (``TraceStep`` records; their children are looked at too).
 
     Returns:
-        A list of ``CastLoss`` records, one per variable whose read lost values.
+        A list of ``CastLoss`` records: one per variable whose read lost values, one per
+        creation op that lost some.
     """
     found: dict[tuple[str, ...], Any] = {}
     for step in steps:

@@ -2,7 +2,8 @@
 run again on its inputs widened to float32 (``TraceStep.wrong``): the damage that raises
 nothing, a float16 ``cumsum`` that stops at 2048 on tensorflow while jax and torch sum in
 float32 inside it. The op is run again only where its result is arithmetic on its inputs'
-values (the catalog's ``computes_on_values``: not a cast, a creation, an index, a random draw),
+values (the catalog's ``computes_on_values``: not a cast, a creation, an index, a random draw; what
+a 16-bit creation lost of the numbers asked, the trace measures itself, step ``creation``),
 on copies: what the user's code computed is never touched. A difference beyond
 ``_numerics.error_limit`` of the 16-bit dtype (64 ulps, at least 1e-3 of the values' scale) is
 the first wrong number, worded as the probe words it (``_numerics.check_values``).

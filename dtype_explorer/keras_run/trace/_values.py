@@ -1,8 +1,10 @@
 """What the op trace reads of a step's values (eager steps only: a traced step is abstract):
 the inf/NaN a step made from finite inputs, its float16 overflow, its largest magnitude, and
 what its dtype changes lost (``step.losses``, ``records.CastLoss``): a cast's input against
-its output, and each variable it read in another dtype against the value held (a float32
-kernel read as float16 under a mixed policy: weights beyond 65504 become inf). Each variable,
+its output, each variable it read in another dtype against the value held (a float32
+kernel read as float16 under a mixed policy: weights beyond 65504 become inf), a Python
+number an op converted, and the numbers a creation op was asked for against the 16-bit array
+it made (``arange(3000, dtype="float16")`` holds 2048 where 2049 was asked). Each variable,
 and each of the last tensors (:class:`Seen`), is looked at once, and each variable read
 measured once per trace. On jax a step's values may be read a few steps after it ended
 (:func:`later`, :func:`settle`), always in the order the steps ended.
