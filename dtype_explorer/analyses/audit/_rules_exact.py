@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.records import CastLoss, Finding, LayerCall
 
@@ -207,8 +206,5 @@ def _takes_indices(layer_class: str, builtin: bool) -> bool:
 
 def _layer_entry(name: str) -> Any:
     """The catalog's entry of a layer class (``None``: not a catalogued layer)."""
-    try:
-        found = catalog.entry(name)
-    except InvalidSpecError:
-        return None
-    return found if found.kind == "layer" else None
+    found = catalog.find(name)
+    return found if found is not None and found.kind == "layer" else None

@@ -58,10 +58,21 @@ def entry(name: str) -> Entry:
 
     Raises ``InvalidSpecError`` naming the closest valid target.
     """
-    table = _index()
-    if isinstance(name, str) and name in table:
-        return table[name]
-    raise unknown("target", name, table)
+    found = find(name)
+    if found is None:
+        raise unknown("target", name, _index())
+    return found
+
+
+def find(name: str) -> Entry | None:
+    """The catalog entry :func:`entry` gives for ``name``, or ``None``: no error is made and no
+    close match looked for, for a caller that asks of many names, most of them no target (the
+    op trace, of every function it wraps).
+
+    >>> find("Dense").name, find("ops.arange").probe, find("Layer.__call__")
+    ('Dense', 'dtype_kwarg', None)
+    """
+    return _index().get(name) if isinstance(name, str) else None
 
 
 def custom_entry(target_name: str, call: Any = None, inputs: int = 1) -> LayerEntry:
@@ -142,6 +153,7 @@ __all__ = [
     "build_kwargs",
     "custom_entry",
     "entry",
+    "find",
     "groups",
     "layers",
     "names",

@@ -2,9 +2,9 @@
 run again on its inputs widened to float32 (``TraceStep.wrong``): the damage that raises
 nothing, a float16 ``cumsum`` that stops at 2048 on tensorflow while jax and torch sum in
 float32 inside it. The op is run again only where its result is arithmetic on its inputs'
-values (the catalog's ``computes_on_values``: not a cast, a creation, an index, a random draw; what
-a 16-bit creation lost of the numbers asked, the trace measures itself, step ``creation``),
-on copies: what the user's code computed is never touched. A difference beyond
+values (the catalog's ``computes_on_values``: not a cast, a creation, an index, a random
+draw; what a 16-bit creation lost of the numbers asked, the trace measures itself, step
+``creation``), on copies: what the user's code computed is never touched. A difference beyond
 ``_numerics.error_limit`` of the 16-bit dtype (64 ulps, at least 1e-3 of the values' scale) is
 the first wrong number, worded as the probe words it (``_numerics.check_values``).
 
@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._numerics import check_values, error_limit
@@ -37,10 +36,8 @@ WIDE = "float32"
 @functools.cache
 def _computes(op: str) -> bool:
     """Whether the catalog's op named ``op`` (as a trace step names it) computes on values."""
-    try:
-        return catalog.entry(op).computes_on_values
-    except InvalidSpecError:  # a backend function, a layer's entry point: not run again
-        return False
+    found = catalog.find(op)  # None: a backend function, a layer's entry point
+    return found is not None and found.computes_on_values
 
 
 def float32_reference(op: str, fn: Any, args: tuple, kwargs: dict, out: Any) -> ValueFinding | None:

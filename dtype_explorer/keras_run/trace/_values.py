@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import collections
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dtype_explorer import dtypes
-from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._exactness import cast_loss
@@ -31,6 +31,7 @@ from dtype_explorer.keras_run.trace._records import (
     dtype_name,
     read_outputs,
 )
+from dtype_explorer.records import CastLoss
 
 
 def to_numpy(value: Any) -> np.ndarray | None:
@@ -194,18 +195,15 @@ def operand_loss(trace: Any, step: Step | None, args: tuple, out: Any) -> None:
     if not args or type(args[0]) not in NUMBERS or not trace.numerics:
         return
     number = args[0]
-    trace.busy = True
-    try:
-        with trace.quiet():
-            after = to_numpy(out)
-            loss = None
-            if after is not None and after.shape == ():
-                where = f"a Python {type(number).__name__}"
-                loss = cast_loss(np.asarray(number), after, step="operand", where=where)
-    except Exception:  # a value the trace cannot read: the step keeps what it has
-        loss = None
-    finally:
-        trace.busy = False
+
+    def measure() -> CastLoss | None:
+        after = to_numpy(out)
+        if after is None or after.shape != ():
+            return None
+        where = f"a Python {type(number).__name__}"
+        return cast_loss(np.asarray(number), after, step="operand", where=where)
+
+    loss = _measured(trace, measure)
     kept = trace.unowned if step is None else step.losses
     if loss is not None and loss not in kept:
         kept.append(loss)
@@ -221,39 +219,46 @@ def creates(name: str) -> bool:
     """Whether the op ``name`` (``arange``) makes an array from Python numbers in the dtype
     its ``dtype=`` asks: the catalog's creation ops, less ``empty`` (whatever the memory held:
     no value was asked)."""
-    try:
-        return name != "empty" and catalog.entry(f"ops.{name}").probe == "dtype_kwarg"
-    except InvalidSpecError:  # no op of Keras's
-        return False
+    found = catalog.find(f"ops.{name}")  # most names are no op of Keras's: no error made
+    return name != "empty" and getattr(found, "probe", None) == "dtype_kwarg"
 
 
-def creation_loss(
-    trace: Any, step: Step | None, fn: Any, args: tuple, kwargs: dict, out: Any
-) -> None:
+def creation_loss(trace: Any, step: Step, fn: Any, args: tuple, kwargs: dict, out: Any) -> None:
     """What a creation op (:func:`creates`) that made a 16-bit float array lost of the values
-    it was asked for, kept on ``step`` (a top-level step only: the user's own call):
-    ``ops.arange(3000, dtype="float16")`` holds 2048 where 2049 was asked, and every odd
-    number above it is rounded. The op is run again with ``dtype=`` float32 (untraced; a
-    ``dtype`` given by position, or an op that will not run again, says nothing) and its
-    values measured against the step's (``keras_run.cast_loss``, step ``creation``)."""
-    if step is None or not trace.numerics or step.error is not None or step.losses:
+    it was asked for, kept on ``step`` (a top-level step only: a call the user's line, or a
+    layer's ``call()`` in an audit, made): ``ops.arange(3000, dtype="float16")`` holds 2048
+    where 2049 was asked, and every odd number above it is rounded. The op is run again with
+    ``dtype=`` float32 (untraced; a ``dtype`` given by position, or an op that will not run
+    again, says nothing) and its values measured against the step's (``keras_run.cast_loss``,
+    step ``creation``)."""
+    if not trace.numerics or step.error is not None or step.losses:
         return  # (a number the op converted already said what it lost: full's on tensorflow)
     if not any(o.get("dtype") in dtypes.HALF for o in step.outputs):
         return
+
+    def measure() -> CastLoss | None:
+        asked, made = to_numpy(fn(*args, **{**kwargs, "dtype": ASKED_IN})), to_numpy(out)
+        if asked is None or made is None:
+            return None
+        return cast_loss(asked, made, step="creation", where=step.op)
+
+    loss = _measured(trace, measure)
+    if loss is not None and loss not in step.losses:
+        step.losses.append(loss)
+
+
+def _measured(trace: Any, measure: Callable[[], CastLoss | None]) -> CastLoss | None:
+    """``measure()`` run as one of the recorder's own reads (the trace busy, its quiet mode
+    on: nothing it calls is recorded); ``None`` where it raised (a value the trace cannot
+    read, an op that will not run again): the step keeps what it has."""
     trace.busy = True
     try:
         with trace.quiet():
-            asked = to_numpy(fn(*args, **{**kwargs, "dtype": ASKED_IN}))
-            made = to_numpy(out)
-            loss = None
-            if asked is not None and made is not None:
-                loss = cast_loss(asked, made, step="creation", where=step.op)
-    except Exception:  # it would not run again, or its values cannot be read: nothing said
-        loss = None
+            return measure()
+    except Exception:
+        return None
     finally:
         trace.busy = False
-    if loss is not None and loss not in step.losses:
-        step.losses.append(loss)
 
 
 def loss_kind(name: str) -> str | None:
