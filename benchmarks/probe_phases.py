@@ -7,7 +7,8 @@ layer (issue 44 item 2): the cells of ``probe_wait.py``, each taken apart.
 Each backend runs in its own process (Keras imported there for the bare call). Per cell, the
 medians of ``--repeats`` alternating runs (wall, milliseconds):
 
-* ``bare``: ``cls(**kwargs)(*samples)`` in this process.
+* ``bare``: ``cls(**kwargs)(*samples)`` in this process, its output read
+  (``_harness.computed``).
 * ``probe``: ``dx.probe(..., backend=<this one>, use_cache=False)`` + ``str(result)``, as the
   user waits (``probe_wait.py``'s measure).
 * ``keras``: the worker's own run of the probe (``result.timings["total_ms"]``: construct,
@@ -75,7 +76,7 @@ def measure_layer(name: str, repeats: int) -> dict:
     for _ in range(repeats):
         c0 = time.process_time()
         t0 = time.perf_counter()
-        cls(**kwargs)(*samples)
+        harness.computed(cls(**kwargs)(*samples))
         t1 = time.perf_counter()
         c1, w1 = time.process_time(), _thread_cpu(worker)
         result = probe()

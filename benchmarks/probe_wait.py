@@ -7,7 +7,8 @@ backend, alternating in one run: issue 44's 20 cells.
 
 Each backend runs in its own process (Keras fixes its backend at import): it imports Keras
 (the user's session), makes the backend's worker answer once (the warm-up: the worker started,
-its caches filled), then alternates a bare ``cls(**kwargs)(*samples)`` with ``dx.probe(...,
+its caches filled), then alternates a bare ``cls(**kwargs)(*samples)``, its output read as NumPy
+(``_harness.computed``: computed, as the probe computes it), with ``dx.probe(...,
 backend=<this one>, use_cache=False)`` and, beside it, the answer's text (``str(result)``:
 what a script prints). Wall time (the user waits for the worker too); min and median.
 """
@@ -58,7 +59,7 @@ def measure_layer(name: str, repeats: int) -> dict:
         return result
 
     def bare() -> None:
-        cls(**kwargs)(*samples)
+        harness.computed(cls(**kwargs)(*samples))
 
     times: dict[str, list[float]] = {"bare": [], "probe": [], "text": []}
     bare(), str(probe())  # warm-up

@@ -11,6 +11,8 @@ TensorFlow tensor (a loss, a sum), which Keras's conversion refuses ("object __a
 not producing an array"), is read through its buffer too. What is lent is
 read-only here, so that nothing written into it can reach the tensor. Where values cannot be
 read or checked, :func:`unread_values` words the numerics' note: this tool's failure, said as one.
+:func:`one_value_fill` says, without computing it, that an OpenVINO tensor holds one value
+throughout (a zero bias), which reading would have compiled.
 
 >>> import keras, numpy as np
 >>> x = keras.ops.ones((2, 3), "float16")
@@ -23,6 +25,7 @@ read or checked, :func:`unread_values` words the numerics' note: this tool's fai
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -69,6 +72,38 @@ def _lent(tensor: Any) -> np.ndarray | None:
     except Exception:  # an odd tensor: Keras's own conversion says what it holds
         return None
     return None
+
+
+def one_value_fill(tensor: Any) -> bool:
+    """Whether every value of ``tensor`` is known to be one and the same without computing
+    it: an OpenVINO graph node that only fills a shape with one constant (``Broadcast``, in
+    NumPy's mode, of a one-element ``Constant``: what Keras's ``ops.zeros``, ``ones`` and
+    ``full`` make there, so a zero bias or a unit scale). Reading such a node's values makes
+    Keras compile and infer a model with OpenVINO (10-20 ms each on the CPU plugin), and that
+    plugin may change the value it reads back (a float32 subnormal flushed to zero, a 64-bit
+    integer saturated to int32's range) but not its being one value. ``False`` for any other
+    tensor, and wherever it is not known.
+
+    Args:
+        tensor: a backend tensor (a Keras variable's ``value``).
+
+    Returns:
+        Whether it is such a fill.
+
+    >>> import keras
+    >>> one_value_fill(keras.ops.zeros((2, 3)))  # not an OpenVINO node: not known here
+    False
+    """
+    if type(tensor).__name__ != "OpenVINOKerasTensor":
+        return False
+    try:
+        node = tensor.output.get_node()
+        if node.get_type_name() != "Broadcast" or node.get_attributes().get("mode") != "numpy":
+            return False
+        value = node.input(0).get_source_output().get_node()
+        return value.get_type_name() == "Constant" and math.prod(value.get_output_shape(0)) == 1
+    except Exception:  # an odd node: not known
+        return False
 
 
 def unread_values(error: BaseException) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run._arrays import one_value_fill
 from dtype_explorer.keras_run._compat import flatten_with_path
 from dtype_explorer.keras_run.trace._op_trace import untraced
 from dtype_explorer.records import VariableDtypes
@@ -177,6 +178,8 @@ def same_weights(layer: Any, seed: int) -> None:
         for place, variable in enumerate(layer.trainable_variables):
             dtype = dtypes.describe(variable)
             if dtypes.family(dtype) != "float":
+                continue
+            if one_value_fill(variable.value):  # kept, known without computing it
                 continue
             drawn = np.asarray(keras.ops.convert_to_numpy(variable))
             if drawn.size < 2 or np.all(drawn == drawn.flat[0]):
