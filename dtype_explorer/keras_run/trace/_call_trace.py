@@ -167,7 +167,9 @@ def same_weights(layer: Any, seed: int) -> None:
     every backend, before ``call()`` computes, so that backends can be compared on numbers:
     uniform in -0.5..0.5 from ``seed`` and the variable's place among the layer's trainable
     variables (not its path, which holds a per-process name counter). Constant weights (zero
-    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept."""
+    biases, unit scales) and non-trainable state (moving statistics, lookup tables) are kept.
+    An OpenVINO fill is known to be constant without reading it (``_arrays.one_value_fill``:
+    the read would compile a model); every other weight is read to tell."""
     import keras
     from keras.src.backend.common.variables import AutocastScope
 
