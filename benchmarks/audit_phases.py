@@ -18,7 +18,9 @@ of the same repeat (wall time: the machine is shared, the ratios are the result)
 Models: ``dense`` (``benchmarks/audit_policy.py``'s 3-Dense model, (32, 128), audited as built
 and under ``mixed_bfloat16``) and ``resnet50`` (``keras.applications.ResNet50(weights=None)``,
 input 2x96x96x3, built under ``mixed_float16`` and audited as built, as
-``benchmarks/audit_reference.py`` does, and a float32 one audited under ``mixed_float16``).
+``benchmarks/audit_reference.py`` does, and a float32 one audited under ``mixed_float16``);
+``resnet50-float64``, a float32 ResNet50 (seeded) audited on float64 data: the float64
+reference and the float64 fix, which share one float64 copy of the model.
 """
 
 from __future__ import annotations
@@ -86,6 +88,11 @@ def models(name: str) -> list[tuple[str, Any, Any, str | None]]:
         h = keras.layers.Dense(64, activation="relu")(h)
         model = keras.Model(inputs, keras.layers.Dense(10, activation="softmax")(h))
         return [("float32", model, x, None), ("mixed_bfloat16", model, x, "mixed_bfloat16")]
+    if name == "resnet50-float64":  # float64 data into a float32 model: a float64 reference
+        keras.utils.set_random_seed(0)
+        model = keras.applications.ResNet50(weights=None, input_shape=(96, 96, 3))
+        x = np.random.default_rng(0).uniform(0, 255, (2, 96, 96, 3))
+        return [("float32, float64 data", model, x, None)]
     x = np.random.default_rng(0).uniform(0, 1, (2, 96, 96, 3)).astype("float32")
     keras.config.set_dtype_policy("mixed_float16")
     built = keras.applications.ResNet50(weights=None, input_shape=(96, 96, 3))
@@ -140,7 +147,9 @@ def measure_here(name: str, repeats: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="jax")
-    parser.add_argument("--model", default="dense", choices=("dense", "resnet50"))
+    parser.add_argument(
+        "--model", default="dense", choices=("dense", "resnet50", "resnet50-float64")
+    )
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)

@@ -87,6 +87,7 @@ _EXPORTS: dict[str, str] = {
     "ids_received": "dtype_explorer.keras_run.model._input_fix",
     "with_input_dtype": "dtype_explorer.keras_run.model._input_fix",
     "with_dtype": "dtype_explorer.keras_run.model._input_fix",
+    "DtypeCopies": "dtype_explorer.keras_run.model._input_fix",
     "check_values": "dtype_explorer.keras_run._numerics",
     "error_limit": "dtype_explorer.keras_run._numerics",
     "layer_values_wrong": "dtype_explorer.keras_run._layer_values",
@@ -194,6 +195,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         variables_kept,
     )
     from dtype_explorer.keras_run.model._input_fix import (
+        DtypeCopies,
         ids_received,
         with_dtype,
         with_input_dtype,

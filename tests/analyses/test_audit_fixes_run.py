@@ -98,6 +98,34 @@ def test_float64_data_narrowed_is_measured_against_the_model_in_float64_as_raw_k
     assert finding.proof.proven  # float64 end to end is still the fix, run on a copy
 
 
+@pytest.mark.parametrize("training", [False, True], ids=["call", "training-call"])
+def test_a_float64_audit_makes_the_model_in_float64_once_for_its_reference_and_its_fix(
+    monkeypatch, training
+):
+    """The per-layer float64 reference and the float64 fix run the same copy (on a ResNet50
+    each copy is most of a second); a call that trains gets two, since the reference's call
+    moves the copy's BatchNormalization statistics."""
+    from dtype_explorer.keras_run.model import _input_fix
+
+    made = []
+    real = _input_fix.cloned_with_weights
+
+    def counted(model, clone, what, **kwargs):
+        made.append(what)
+        return real(model, clone, what, **kwargs)
+
+    monkeypatch.setattr(_input_fix, "cloned_with_weights", counted)
+    inputs = keras.Input((4,))
+    hidden = layers.BatchNormalization(name="bn")(layers.Dense(8, name="d")(inputs))
+    model = keras.Model(inputs, layers.Dense(3, name="last")(hidden), name="m")
+    x = np.random.default_rng(0).random((4, 4))  # float64, as NumPy makes it
+    report = dx.check_model(model, x, call_kwargs={"training": True} if training else None)
+    [finding] = report.by_kind("silent-downcast")
+    assert report.damage[-1].reference == "float64" and finding.proof.proven
+    in_float64 = [w for w in made if w.endswith("in float64")]
+    assert len(in_float64) == (2 if training else 1), made
+
+
 JAX_FLOAT64 = """
 import json, warnings
 import numpy as np, keras

@@ -37,6 +37,7 @@ from dtype_explorer.analyses.audit._reference import damage_phase as _damage_pha
 from dtype_explorer.analyses.audit._reference import reference_dtype as _reference_dtype
 from dtype_explorer.errors import InvalidSpecError, unknown
 from dtype_explorer.keras_run import (
+    DtypeCopies,
     ModelTracer,
     audit_question,
     call_arguments,
@@ -274,6 +275,10 @@ class _Audit:
     arguments: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: The user's model (``target`` is its rebuild under ``policy=``).
     model: Any = None
+    #: ``target``'s copies in another dtype, each made once for this audit (the float64
+    #: reference's copy is the float64 fix's); ``None`` where the call trains (it would move
+    #: a shared copy's statistics between the two).
+    copies: DtypeCopies | None = None
 
 
 def _question(
@@ -361,6 +366,7 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
         quantized=quantized,
         arguments=asked.arguments,
         model=model,
+        copies=None if asked.arguments.get("training") else DtypeCopies(target),
     )
 
 
@@ -433,6 +439,7 @@ def _fix_phase(audit: _Audit) -> None:
         audit.calls,
         rules_on,
         audit.ran.get("damage", ()),
+        audit.copies,
     )
     audit.timings["fixes_ms"] = ms(t0)
 

@@ -45,6 +45,7 @@ from dtype_explorer.analyses.audit._fixes_layers import (
 from dtype_explorer.analyses.audit._fixes_training import loss_scale_proof
 from dtype_explorer.errors import as_sentence
 from dtype_explorer.keras_run import (
+    DtypeCopies,
     declared_inputs,
     float32_copy,
     float32_fix,
@@ -87,6 +88,7 @@ def prove(
     calls: list[LayerCall],
     rules_on: RulesOn,
     damage: tuple[LayerDamage, ...] = (),
+    copies: DtypeCopies | None = None,
 ) -> tuple[list[Finding], FixProof | None]:
     """``findings`` with each one of :data:`PROVEN_KINDS` given its proof, and the combined
     float32 set (see the module).
@@ -99,6 +101,8 @@ def prove(
         calls: the audited layer calls (how user code names each class).
         rules_on: the audit's rules on a copy, traced on ``sample``: its findings and calls.
         damage: the per-layer reference (the measured ranges the float32 set is chosen from).
+        copies: ``model``'s copies in another dtype made for the audit (the reference's
+            float64 copy is the float64 fix's); ``None``: each fix makes its own.
 
     Returns:
         The findings, each of those kinds with its proof and a fix only where it is proven;
@@ -113,7 +117,7 @@ def prove(
         for f in findings:
             if f.kind == "lossy-cast" and f.loss is not None and f.loss.step == "keras-input":
                 proofs[id(f)] = _input_proof(f, findings, model, sample, arguments, rules_on)
-        proofs.update(layer_proofs(findings, model, sample, arguments, calls, rules_on))
+        proofs.update(layer_proofs(findings, model, sample, arguments, calls, rules_on, copies))
         scaled = [f for f in findings if f.kind == "no-loss-scaling" and f.proof is None]
         if scaled:
             proofs[id(scaled[0])] = loss_scale_proof(model, sample, arguments)

@@ -31,7 +31,13 @@ from typing import Any
 from dtype_explorer import dtypes
 from dtype_explorer.analyses.audit import _fix_code
 from dtype_explorer.errors import as_sentence
-from dtype_explorer.keras_run import declared_inputs, float32_copy, with_dtype, with_input_dtype
+from dtype_explorer.keras_run import (
+    DtypeCopies,
+    declared_inputs,
+    float32_copy,
+    with_dtype,
+    with_input_dtype,
+)
 from dtype_explorer.records import Finding, FixMeasure, FixProof, LayerCall
 
 #: The findings whose fix this module runs on a copy before it is shown.
@@ -102,6 +108,7 @@ def layer_proofs(
     arguments: dict,
     calls: list[LayerCall],
     rules_on: RulesOn,
+    dtype_copies: DtypeCopies | None = None,
 ) -> dict[int, FixProof]:
     """A proof for each finding of :data:`LAYER_KINDS` (a ``keras.Input``'s lossy cast
     aside), by ``id`` of the finding: one copy per change, findings sharing a change sharing
@@ -114,6 +121,8 @@ def layer_proofs(
         arguments: the call's keyword arguments.
         calls: the audited layer calls.
         rules_on: the audit's rules on a copy.
+        dtype_copies: ``model``'s copies in another dtype made for the audit (the model in
+            float64 is then the reference's copy); ``None``: made here.
 
     Returns:
         ``{id(finding): FixProof}``.
@@ -140,7 +149,7 @@ def layer_proofs(
             proofs.update({id(f): FixProof(not_tried=why) for f in group})
             continue
         copies += chosen[0] == "float32"
-        run = _Run(model, sample, arguments, calls, rules_on, findings)
+        run = _Run(model, sample, arguments, calls, rules_on, findings, dtype_copies)
         proofs.update({id(f): p for f, p in zip(group, run.prove(chosen, group), strict=True)})
     return proofs
 
@@ -149,9 +158,10 @@ class _Run:
     """One change made on a copy and confirmed by the rules, for the findings it is for."""
 
     def __init__(self, model: Any, sample: Any, arguments: dict, calls: list, rules_on: RulesOn,
-                 findings: list[Finding]):  # fmt: skip
+                 findings: list[Finding], copies: DtypeCopies | None = None):  # fmt: skip
         self.model, self.sample, self.arguments = model, sample, arguments
         self.calls, self.rules_on, self.findings = calls, rules_on, findings
+        self.copies = copies if copies is not None and copies.model is model else None
 
     def prove(self, chosen: Plan, group: list[Finding]) -> list[FixProof]:
         try:
@@ -174,7 +184,8 @@ class _Run:
         root = self.calls[0] if self.calls else None
         spelled = root.spelled if root is not None else type(self.model).__name__
         if chosen[0] == "model":
-            copy = with_dtype(self.model, chosen[1])
+            shared = self.copies
+            copy = with_dtype(self.model, chosen[1]) if shared is None else shared.get(chosen[1])
             shapes = [(tuple(t.shape[1:]), str(t.dtype)) for t in copy.inputs]
             code = _fix_code.model_dtype_code(chosen[1], shapes)
             return copy, FixProof(how="model-dtype", input_dtype=chosen[1], change=code)

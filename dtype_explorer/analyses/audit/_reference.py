@@ -65,7 +65,7 @@ def damage_phase(audit: Any, reference: str = "float32") -> None:
     try:
         # under policy=, the user's model (float32 throughout: the reference itself)
         args = (audit.target, audit.sample, audit.arguments, outputs, audit.model)
-        audit.ran["damage"] = layer_damage(*args, reference=reference)
+        audit.ran["damage"] = layer_damage(*args, reference=reference, copies=audit.copies)
         audit.findings = _rules_output.measured(audit.findings, audit.ran["damage"])
     except Exception as error:  # a model its copy cannot rebuild or run: said, not raised
         said = as_sentence(str(error))

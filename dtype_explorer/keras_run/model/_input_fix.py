@@ -118,6 +118,41 @@ def with_dtype(model: Any, dtype: str) -> Any:
     return cloned_with_weights(model, clone, what, input_tensors=tensors, recursive=True)
 
 
+class DtypeCopies:
+    """The copies :func:`with_dtype` makes of one model, each dtype's made once and shared:
+    an audit's float64 reference and its float64 fix call the same copy on the same sample,
+    and neither changes it (a call that trains would move its statistics: such an audit
+    makes none of these, ``analyses/audit/_check.py``). A copy Keras cannot make raises each
+    time it is asked for, as :func:`with_dtype` does.
+
+    Args:
+        model: the model copied (never changed).
+
+    >>> import keras
+    >>> inputs = keras.Input((3,))
+    >>> copies = DtypeCopies(keras.Model(inputs, keras.layers.Dense(2)(inputs)))
+    >>> copies.get("float64") is copies.get("float64")
+    True
+    """
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self._made: dict[str, Any] = {}
+
+    def get(self, dtype: str) -> Any:
+        """The model with every layer and float Input in ``dtype`` (:func:`with_dtype`).
+
+        Args:
+            dtype: the copy's dtype.
+
+        Returns:
+            The copy, made at the first ask.
+        """
+        if dtype not in self._made:
+            self._made[dtype] = with_dtype(self.model, dtype)
+        return self._made[dtype]
+
+
 def _as_is(layer: Any) -> Any:
     return type(layer).from_config(layer.get_config())
 

@@ -25,7 +25,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import policy_clone
-from dtype_explorer.keras_run.model._input_fix import with_dtype
+from dtype_explorer.keras_run.model._input_fix import DtypeCopies, with_dtype
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._samples import keras_flatten
 from dtype_explorer.keras_run.trace import wrapped_entry_points
@@ -100,6 +100,7 @@ def layer_damage(
     outputs: dict | None = None,
     original: Any = None,
     reference: str = REFERENCE,
+    copies: DtypeCopies | None = None,
 ) -> tuple[LayerDamage, ...]:
     """Each leaf layer output of ``model`` against the same model in float32 (or, with
     ``reference="float64"``, against it made again in float64, its float Inputs too: what
@@ -116,6 +117,8 @@ def layer_damage(
             train (it would move its statistics); else, or ``None``, ``policy_clone`` makes
             the reference.
         reference: its dtype, ``"float32"`` or ``"float64"`` (``with_dtype`` makes that one).
+        copies: ``model``'s copies in another dtype made for its audit (the float64 one is
+            then made once for the reference and the fix); ``None``: made here.
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
@@ -128,7 +131,8 @@ def layer_damage(
     trains = bool((kwargs or {}).get("training"))
     usable = original is not None and original is not model and not trains
     if reference == "float64":
-        wide = with_dtype(model, "float64")
+        shared = copies is not None and copies.model is model
+        wide = copies.get("float64") if shared else with_dtype(model, "float64")
     elif usable and float32_original(original, model):
         wide = original
     else:
