@@ -1,0 +1,61 @@
+"""A clone's weights started at zero instead of drawn: every copy this package makes of a
+model (``clone_model`` with a clone function) sets all its weights from the model's right
+after, so Keras's initializers' draws would be thrown away. :func:`weights_started_at_zero`
+wraps the clone function for the length of the clone.
+
+>>> import keras, numpy as np
+>>> inputs = keras.Input((3,))
+>>> model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
+>>> with weights_started_at_zero(lambda la: type(la).from_config(la.get_config())) as clone:
+...     copy = keras.models.clone_model(model, clone_function=clone)
+>>> [float(np.abs(w).sum()) for w in copy.get_weights()]  # before the model's are set
+[0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def weights_started_at_zero(clone_function: Any) -> Iterator[Any]:
+    """``clone_function`` made to start each layer it makes with zeros for the weights that
+    layer adds (``add_weight``'s initializer), inside the block: a clone's weights are all set
+    from the model's right after, and Keras's draws would be thrown away (a third of a
+    ResNet50's copy on tensorflow, ``benchmarks/README.md``). Only the layers
+    ``clone_function`` returns anew are changed, each on itself (no class of Keras's), and
+    each gets its own ``add_weight`` back when the block ends; a sublayer a layer makes
+    itself, and a weight added in Keras 2's positional form, start as Keras starts them.
+
+    Args:
+        clone_function: rebuilds each layer (``clone_model``'s argument).
+
+    Returns:
+        A context manager giving the wrapped clone function.
+    """
+    started: list[Any] = []
+
+    def clone(layer: Any) -> Any:
+        made = clone_function(layer)
+        own = getattr(type(made), "add_weight", None)
+        if made is not layer and own is not None and "add_weight" not in vars(made):
+            made.add_weight = _zero_started(made, own)
+            started.append(made)
+        return made
+
+    try:
+        yield clone
+    finally:
+        for layer in started:
+            vars(layer).pop("add_weight", None)
+
+
+def _zero_started(layer: Any, add_weight: Any) -> Any:
+    def zero_started(*args: Any, **kwargs: Any) -> Any:
+        if not args:  # Keras 3's keyword form
+            kwargs["initializer"] = "zeros"
+        return add_weight(layer, *args, **kwargs)
+
+    return zero_started
