@@ -6,16 +6,16 @@ until ``convert_to_numpy`` compiles and infers it); on jax it may not have finis
     python benchmarks/bare_read.py                        # five backends, a table
     python benchmarks/bare_read.py --backends jax --resnet --json
 
-Median ms of ``--repeats`` calls after two warm-ups, unread and read: ``Dense(16)`` on (8, 32)
-float32, ``Embedding(50, 8)`` on (4, 10) int32, ``audit_policy.py``'s 3-Dense model on (32, 128),
-and with ``--resnet`` a ResNet50 under ``mixed_float16`` on 2x96x96x3 (7 calls).
+Median ms of ``--repeats`` calls after a warm-up, unread and read alternating
+(``_harness.medians``): ``Dense(16)`` on (8, 32) float32, ``Embedding(50, 8)`` on (4, 10)
+int32, ``audit_policy.py``'s 3-Dense model on (32, 128), and with ``--resnet`` a ResNet50 under
+``mixed_float16`` on 2x96x96x3 (7 calls).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,16 +23,6 @@ from typing import Any
 import _harness as harness  # benchmarks/, beside this script
 
 BACKENDS = ("jax", "numpy", "torch", "tensorflow", "openvino")
-
-
-def _median_ms(work: Callable[[], Any], repeats: int) -> float:
-    work(), work()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - t0)
-    return round(statistics.median(times) * 1000, 2)
 
 
 def measure_here(repeats: int, resnet: bool) -> dict:
@@ -62,9 +52,10 @@ def measure_here(repeats: int, resnet: bool) -> dict:
         works["ResNet50"] = lambda: net(x3)
         counts["ResNet50"] = 7
     row: dict[str, Any] = {"backend": keras.backend.backend()}
-    for name, work in works.items():
-        read = lambda work=work: harness.computed(work())  # noqa: E731
-        row[name] = [_median_ms(work, counts[name]), _median_ms(read, counts[name])]
+    for name, work in works.items():  # unread and read, alternating
+        pair = {"unread": work, "read": lambda work=work: harness.computed(work())}
+        ms = harness.medians(pair, counts[name], time.perf_counter)
+        row[name] = [round(ms["unread"], 2), round(ms["read"], 2)]
     return row
 
 

@@ -161,7 +161,7 @@ class _Run:
                  findings: list[Finding], copies: DtypeCopies | None = None):  # fmt: skip
         self.model, self.sample, self.arguments = model, sample, arguments
         self.calls, self.rules_on, self.findings = calls, rules_on, findings
-        self.copies = copies if copies is not None and copies.model is model else None
+        self.copies = copies
 
     def prove(self, chosen: Plan, group: list[Finding]) -> list[FixProof]:
         try:
@@ -184,8 +184,7 @@ class _Run:
         root = self.calls[0] if self.calls else None
         spelled = root.spelled if root is not None else type(self.model).__name__
         if chosen[0] == "model":
-            shared = self.copies
-            copy = with_dtype(self.model, chosen[1]) if shared is None else shared.get(chosen[1])
+            copy = with_dtype(self.model, chosen[1], self.copies)
             shapes = [(tuple(t.shape[1:]), str(t.dtype)) for t in copy.inputs]
             code = _fix_code.model_dtype_code(chosen[1], shapes)
             return copy, FixProof(how="model-dtype", input_dtype=chosen[1], change=code)

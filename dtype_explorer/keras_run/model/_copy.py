@@ -33,7 +33,7 @@ from dtype_explorer.keras_run._compat import load_archive, save_archive
 from dtype_explorer.keras_run.model._model_trace import is_softmax
 from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
-from dtype_explorer.keras_run.model._zero_start import weights_started_at_zero
+from dtype_explorer.keras_run.model._zero_start import clone_with_weights
 
 
 @contextlib.contextmanager
@@ -344,17 +344,12 @@ def cloned_with_weights(model: Any, clone_function: Any, what: str, **options: A
     Returns:
         The clone, carrying the model's current weights.
     """
-    import keras
-
     try:
-        with weights_started_at_zero(clone_function) as zero_started:
-            clone = keras.models.clone_model(model, clone_function=zero_started, **options)
-            clone.set_weights(model.get_weights())
+        return clone_with_weights(model, clone_function, **options)
     except Exception as error:
         raise InvalidSpecError(
             f"could not {what}: {type(error).__name__}: {as_sentence(str(error))}"
         ) from error
-    return clone
 
 
 def arguments_given(model: Any) -> dict[str, frozenset[str]]:

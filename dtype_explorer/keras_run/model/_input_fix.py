@@ -71,7 +71,7 @@ def with_input_dtype(model: Any, index: int, dtype: str) -> Any:
     return cloned_with_weights(model, _as_is, what, input_tensors=tensors)
 
 
-def with_dtype(model: Any, dtype: str) -> Any:
+def with_dtype(model: Any, dtype: str, copies: DtypeCopies | None = None) -> Any:
     """A copy of a Sequential or Functional ``model`` with every layer (nested models' too)
     rebuilt from its config with ``dtype=dtype`` and every float ``keras.Input`` made again in
     ``dtype`` (``clone_model`` keeps the Inputs' own dtypes otherwise), weights copied.
@@ -79,6 +79,8 @@ def with_dtype(model: Any, dtype: str) -> Any:
     Args:
         model: a Sequential or Functional model (never changed).
         dtype: the policy of every layer and the dtype of every float Input.
+        copies: the copies made of ``model`` for one audit (:class:`DtypeCopies`): the copy
+            made once there, shared; ``None``, or another model's: a new copy.
 
     Returns:
         The copy.
@@ -91,6 +93,9 @@ def with_dtype(model: Any, dtype: str) -> Any:
     ('float64', 'float64')
     """
     import keras
+
+    if copies is not None and copies.model is model:
+        return copies.get(dtype)
 
     inputs = declared_inputs(model)
     if inputs is None:
@@ -149,7 +154,7 @@ class DtypeCopies:
             The copy, made at the first ask.
         """
         if dtype not in self._made:
-            self._made[dtype] = with_dtype(self.model, dtype)
+            self._made[dtype] = with_dtype(self.model, dtype)  # no copies: made here
         return self._made[dtype]
 
 

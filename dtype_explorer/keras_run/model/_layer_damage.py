@@ -131,8 +131,7 @@ def layer_damage(
     trains = bool((kwargs or {}).get("training"))
     usable = original is not None and original is not model and not trains
     if reference == "float64":
-        shared = copies is not None and copies.model is model
-        wide = copies.get("float64") if shared else with_dtype(model, "float64")
+        wide = with_dtype(model, "float64", copies)
     elif usable and float32_original(original, model):
         wide = original
     else:

@@ -26,7 +26,7 @@ from typing import Any
 
 from dtype_explorer.errors import as_sentence
 from dtype_explorer.keras_run.model._samples import declared_inputs
-from dtype_explorer.keras_run.model._zero_start import weights_started_at_zero
+from dtype_explorer.keras_run.model._zero_start import clone_with_weights
 
 
 @dataclass(frozen=True)
@@ -102,10 +102,7 @@ def _cloned(model: Any, policy: str) -> Any:
     options = {}
     if "recursive" in inspect.signature(keras.models.clone_model).parameters:
         options["recursive"] = True  # a nested Sequential or Functional model too
-    with weights_started_at_zero(under_policy) as zero_started:
-        clone = keras.models.clone_model(model, clone_function=zero_started, **options)
-        clone.set_weights(model.get_weights())
-    return clone
+    return clone_with_weights(model, under_policy, **options)
 
 
 def _reloaded(model: Any, policy: str) -> Any:

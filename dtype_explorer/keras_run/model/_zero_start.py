@@ -1,7 +1,8 @@
-"""A clone's weights started at zero instead of drawn: every copy this package makes of a
-model (``clone_model`` with a clone function) sets all its weights from the model's right
-after, so Keras's initializers' draws would be thrown away. :func:`weights_started_at_zero`
-wraps the clone function for the length of the clone.
+"""A clone that carries its model's weights (:func:`clone_with_weights`: what every copy this
+package makes of a model is), its own weights started at zero instead of drawn: they are all
+set from the model's right after ``clone_model``, so Keras's initializers' draws would be
+thrown away. :func:`weights_started_at_zero` wraps the clone function for the length of the
+clone.
 
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
@@ -17,6 +18,27 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+
+
+def clone_with_weights(model: Any, clone_function: Any, **options: Any) -> Any:
+    """``keras.models.clone_model(model, clone_function=...)``, its weights started at zero
+    (:func:`weights_started_at_zero`) and then set to the model's.
+
+    Args:
+        model: a Sequential or Functional model (never changed).
+        clone_function: rebuilds each layer (Keras's own argument).
+        **options: more of ``clone_model``'s arguments (``recursive``, ``input_tensors``).
+
+    Returns:
+        The clone, carrying the model's current weights; Keras's error where it cannot be
+        made or the weights do not line up.
+    """
+    import keras
+
+    with weights_started_at_zero(clone_function) as zero_started:
+        clone = keras.models.clone_model(model, clone_function=zero_started, **options)
+        clone.set_weights(model.get_weights())
+    return clone
 
 
 @contextlib.contextmanager
