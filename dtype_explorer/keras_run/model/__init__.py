@@ -3,7 +3,8 @@ quantized and saved.
 
 ``_instance`` packs a user's layer, model, loss or metric for a worker (Keras's own format);
 ``_copy`` makes the copies an audit trains or clones (under another policy through
-``_policy_rebuild``: cloned, else made again from the model's config); ``_model_trace``
+``_policy_rebuild``: cloned, else made again from the model's config; every clone carries the
+model's weights through ``_zero_start``, its own started at zero, not drawn); ``_model_trace``
 records a model's real forward pass, layer call by layer call (``ModelTracer``; what a call
 was given and received, read the same by Keras 2's trace, in ``_layer_calls``); ``_samples``
 are a model's inputs and the tensors of a pass as records; ``_training`` runs one real
