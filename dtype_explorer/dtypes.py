@@ -355,10 +355,10 @@ __all__ = [
     "family",
     "finite_peak",
     "float_limits",
+    "half_below_normal",
     "half_counts",
     "half_floats",
     "half_magnitude",
-    "half_subnormal",
     "int_range",
     "is_float",
     "is_integer",
@@ -450,7 +450,7 @@ class HalfCounts(NamedTuple):
     not_finite: int
 
 
-def finite_peak(array: np.ndarray) -> float | None:
+def finite_peak(array: np.ndarray, magnitude: np.ndarray | None = None) -> float | None:
     """The largest magnitude in a real float ``array`` when every value is finite, else
     ``None`` (one is inf or NaN). An empty array's peak is ``0.0``.
 
@@ -466,6 +466,8 @@ def finite_peak(array: np.ndarray) -> float | None:
         array: a NumPy array of real floats: float16, bfloat16 (``ml_dtypes``), float32,
             float64, or a float8 type (an ``ml_dtypes`` one NumPy does not call a float is
             widened to float32 first).
+        magnitude: ``half_magnitude(array)`` of a 16-bit ``array``, where the caller has it
+            already (one pass over the array fewer).
 
     Returns:
         ``max |array|`` as a Python float, or ``None`` when a value is not finite.
@@ -479,7 +481,8 @@ def finite_peak(array: np.ndarray) -> float | None:
     """
     if not array.size:
         return 0.0
-    magnitude = half_magnitude(array)
+    if magnitude is None:
+        magnitude = half_magnitude(array)
     if magnitude is not None:
         top = int(magnitude.max())
         if top >= _half_exponent(array.dtype.name):
@@ -558,9 +561,9 @@ def half_magnitude(array: np.ndarray) -> np.ndarray | None:
     return array.view(np.uint16) & np.uint16(0x7FFF)
 
 
-def half_subnormal(magnitude: np.ndarray, name: str) -> np.ndarray:
+def half_below_normal(magnitude: np.ndarray, name: str) -> np.ndarray:
     """Where :func:`half_magnitude`'s bits ``magnitude`` of the 16-bit float ``name`` hold a
-    subnormal (not zero, the exponent all zeros).
+    zero or a subnormal (the exponent all zeros).
 
     Args:
         magnitude: what :func:`half_magnitude` returned.
@@ -569,11 +572,11 @@ def half_subnormal(magnitude: np.ndarray, name: str) -> np.ndarray:
     Returns:
         A bool array of ``magnitude``'s shape.
 
-    >>> half_subnormal(half_magnitude(np.array([0.0, 1e-6, 1.0], np.float16)), "float16")
-    array([False,  True, False])
+    >>> half_below_normal(half_magnitude(np.array([0.0, 1e-6, 1.0], np.float16)), "float16")
+    array([ True,  True, False])
     """
     exponent = _half_exponent(name)
-    return (magnitude != 0) & (magnitude < exponent & -exponent)
+    return magnitude < exponent & -exponent
 
 
 @functools.cache

@@ -127,3 +127,95 @@ def test_the_counts_find_what_the_element_wise_compare_finds(name, source, monke
     causes += ["subnormal"] if name == "float16" else []
     for cause in causes:
         assert sum(getattr(loss, cause) > 0 for loss in found) >= 10, cause
+
+
+def _activations(name: str, change: str) -> np.ndarray:
+    """A mixed-precision model's activations (50,000 float32 values), changed as ``change``
+    says, each change at the edge a shortcut of ``_half_masks`` turns on."""
+    a = np.random.default_rng(7).normal(0.0, 3.0, 50_000).astype(np.float32)
+    exact = dtypes.exact_integers(name)
+    a[np.abs(a) < 1e-3] = 1.0  # nothing near zero: every value normal after the cast
+    if change == "zeros stay":
+        a[::7] = 0.0
+    elif change == "zeros and one underflow":  # (only a float32 subnormal: bfloat16's)
+        a[::7], a[3] = 0.0, 1e-30 if name == "float16" else 1e-45
+    elif change == "one subnormal among zeros":  # (bfloat16: already subnormal in float32)
+        a[::7], a[5] = 0.0, TINY[name] / 4
+    elif change == "one subnormal, no zero":
+        a[5] = TINY[name] / 4
+    elif change == "the last exact integer, rounded to from above":
+        a[11] = exact + 1  # rounds down to exact: the largest value after is exact itself
+    elif change == "the last exact integer, kept":
+        a[11] = exact
+    elif change == "beyond it, no integer":
+        a[11] = exact + 0.5 if name == "float16" else exact * 3 + 0.5
+    return a
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+@pytest.mark.parametrize(
+    "change",
+    [
+        "none",
+        "zeros stay",
+        "zeros and one underflow",
+        "one subnormal among zeros",
+        "one subnormal, no zero",
+        "the last exact integer, rounded to from above",
+        "the last exact integer, kept",
+        "beyond it, no integer",
+    ],
+)
+def test_each_shortcut_of_the_bits_gives_the_element_wise_answer(name, change, monkeypatch):
+    """An activation-sized cast at each edge where ``_half_masks`` skips a pass (no value below
+    normal after the cast; no zero after it; the largest value after it below the last exact
+    integer) gives the ``cast_loss`` of the element-wise compare, and settles it on the bits."""
+    before = _activations(name, change)
+    after = before.astype(HALF[name])
+    assert _exactness._half_masks(before, after, "float32") is not None
+    screened = cast_loss(before, after, step="autocast", where="x")
+    monkeypatch.setattr(_exactness, "_half_masks", lambda *args: None)
+    assert screened == cast_loss(before, after, step="autocast", where="x")
+    expected = {
+        "zeros and one underflow": ("underflowed", 1),
+        "one subnormal among zeros": ("subnormal", 1),
+        "one subnormal, no zero": ("subnormal", 1),
+        "the last exact integer, rounded to from above": ("rounded", 1),
+    }.get(change)
+    if name == "bfloat16" and expected and expected[0] == "subnormal":
+        expected = None  # float32's normal range is bfloat16's: a subnormal was one before
+    if expected is None:
+        assert screened is None
+    else:
+        assert getattr(screened, expected[0]) == expected[1], screened
+
+
+@pytest.mark.parametrize("name", sorted(HALF))
+def test_a_weight_read_is_screened_on_its_bits_as_counting_them_screens_it(name):
+    """A variable read in a 16-bit float is measured only where it made an inf or a new zero
+    (``trace._values._overflow_or_underflow``): a read with no zero and no inf after it is
+    settled on its bits' two ends; every other read is counted, with the same answer."""
+    from dtype_explorer.keras_run.trace import _values
+
+    kernel = np.random.default_rng(3).normal(0.0, 0.05, 4_000).astype(np.float32)
+    kernel[np.abs(kernel) < 1e-3] = 1e-3
+    big, tiny = (1e5, 1e-9) if name == "float16" else (3.4e38, 1e-45)  # (bfloat16: to inf)
+    cases = {"clean": (kernel, False)}
+    zeros = kernel.copy()
+    zeros[::9] = 0.0
+    cases["zeros that stay"] = (zeros, False)
+    over = kernel.copy()
+    over[1] = big
+    cases["one overflow"] = (over, True)
+    under = zeros.copy()
+    under[2] = tiny
+    cases["one underflow among zeros"] = (under, True)
+    for label, (wide, lost) in cases.items():
+        with np.errstate(over="ignore"):
+            narrow = wide.astype(HALF[name])
+        counted = bool(
+            np.count_nonzero(~np.isfinite(narrow.astype(np.float64))) > 0
+            or np.count_nonzero(narrow == 0) > np.count_nonzero(wide == 0)
+        )
+        assert counted == lost, label
+        assert bool(_values._overflow_or_underflow(wide, narrow)) is lost, label

@@ -93,16 +93,22 @@ def _no_masks() -> dict:
 def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | None:
     """The masks of a float narrowed to a 16-bit float (most casts of a mixed-precision model:
     its activations and weights cast to float16 or bfloat16), found on ``after``'s bits where
-    the counts (``dtypes.half_counts``) allow, without comparing every element as floats:
+    they allow, without comparing every element as floats:
 
     - overflowed: none where no value is inf or NaN after the cast (``None`` otherwise: the
       element-wise compare tells overflow from an inf given, and a saturating cast's
       finite values from the inf it was given);
-    - underflowed: none where there are as many zeros after as before (a zero stays zero),
-      else the values that became zero;
+    - underflowed: none where there are as many zeros after as before (a zero stays zero;
+      no zero after at all needs no count before), else the values that became zero;
     - rounded: only the values beyond the last integer the target holds exactly can be
-      integers rounded, and only those are compared;
-    - subnormal: the values whose bits became subnormal, where there are any.
+      integers rounded, and only those are compared; none where even the largest value after
+      the cast is below that integer (a larger one before would have rounded to it or above);
+    - subnormal: the values whose bits became subnormal, where there are any, each looked up
+      before the cast by its index.
+
+    Each pass over the arrays is taken only where the one before it leaves the answer open
+    (a cast of a model's activations: its bits' largest and the count of bits below normal,
+    then the zeros and subnormals among those only where there are such bits).
 
     Returns ``None`` where it cannot decide (``after`` no 16-bit float in this machine's
     byte order, too): :func:`_element_masks` then counts them all."""
@@ -110,20 +116,29 @@ def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | No
     if magnitude is None:
         return None
     target = after.dtype.name  # float16 or bfloat16: half_magnitude says so
-    counts = dtypes.half_counts(after, magnitude)
     exact = dtypes.exact_integers(target)
-    peak = dtypes.finite_peak(before)
-    if counts.not_finite or exact is None or peak is None:
+    top = dtypes.finite_peak(after, magnitude)
+    if top is None or exact is None:
         return None  # an inf or NaN on either side (a saturating cast too): compare them all
     masks = _no_masks()
-    if counts.zeros != np.count_nonzero(before == 0):
-        masks["underflowed"] = (magnitude == 0) & (before != 0)
-    if peak > exact:
-        masks["rounded"] = _rounded_beyond(before, after, exact)
-    if counts.subnormals:
-        _, source_tiny = dtypes.float_limits(source)
-        became = dtypes.half_subnormal(magnitude, target)
-        masks["subnormal"] = became & (np.abs(before) >= source_tiny)
+    below = dtypes.half_below_normal(magnitude, target)  # zero or subnormal after the cast
+    if below.any():
+        zeros = int(np.count_nonzero(magnitude == 0))
+        if zeros and zeros != np.count_nonzero(before == 0):
+            masks["underflowed"] = (magnitude == 0) & (before != 0)
+        if zeros < np.count_nonzero(below):  # subnormal bits: looked up by their index
+            became = np.flatnonzero(below & (magnitude != 0))
+            _, source_tiny = dtypes.float_limits(source)
+            kept = became[np.abs(before.reshape(-1)[became]) >= source_tiny]
+            subnormal = np.zeros(before.size, bool)
+            subnormal[kept] = True
+            masks["subnormal"] = subnormal.reshape(before.shape)
+    if top >= exact:  # integers beyond what the target holds may be there: the peak before
+        peak = dtypes.finite_peak(before)
+        if peak is None:
+            return None
+        if peak > exact:
+            masks["rounded"] = _rounded_beyond(before, after, exact)
     return masks
 
 

@@ -424,10 +424,15 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
 def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
     """Whether reading ``wide`` as ``narrow`` made finite values inf or non-zero ones zero,
     screened by counts (no full comparison): more inf/NaN, or more zeros, after than before
-    (a 16-bit ``narrow`` counted on its bits, ``dtypes.half_counts``)."""
+    (a 16-bit ``narrow`` counted on its bits, ``dtypes.half_counts``; none counted where its
+    bits' largest and smallest say every value is finite and none zero, as a kernel's are)."""
     if wide.shape != narrow.shape or not wide.size:
         return False
-    counts = dtypes.half_counts(narrow)
+    magnitude = dtypes.half_magnitude(narrow)
+    settled = magnitude is not None and magnitude.min() > 0
+    if settled and dtypes.finite_peak(narrow, magnitude) is not None:
+        return False  # no zero after, and no inf or NaN: nothing underflowed or overflowed
+    counts = None if magnitude is None else dtypes.half_counts(narrow, magnitude)
     if counts is None:
         zeros, not_finite = np.count_nonzero(narrow == 0), np.count_nonzero(~np.isfinite(narrow))
     else:
