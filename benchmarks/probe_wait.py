@@ -11,6 +11,8 @@ its caches filled), then alternates a bare ``cls(**kwargs)(*samples)``, its outp
 (``_harness.computed``: computed, as the probe computes it), with ``dx.probe(...,
 backend=<this one>, use_cache=False)`` and, beside it, the answer's text (``str(result)``:
 what a script prints). Wall time (the user waits for the worker too); min and median.
+``--in-process``: ``dx.probe(...)`` with no ``backend``, its default: the probe runs in the
+user's own process, on the backend Keras imported (no worker, no cache).
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ LAYERS = {
 BACKENDS = ("jax", "tensorflow", "torch", "numpy", "openvino")
 
 
-def measure_layer(name: str, repeats: int) -> dict:
-    """Bare construct-and-call vs ``dx.probe`` (+ its text) of one layer, alternating."""
+def measure_layer(name: str, repeats: int, in_process: bool = False) -> dict:
+    """Bare construct-and-call vs ``dx.probe`` (+ its text) of one layer, alternating; the
+    probe asked of this backend's worker, or (``in_process``) run in this process."""
     import keras
     import numpy as np
 
@@ -52,8 +55,9 @@ def measure_layer(name: str, repeats: int) -> dict:
     cls = getattr(keras.layers, name)
 
     def probe() -> object:
+        where = None if in_process else backend  # None: dx.probe's default, this process
         result = dx.probe(
-            name, dtype, backend=backend, kwargs=kwargs, shape=list(shapes), use_cache=False
+            name, dtype, backend=where, kwargs=kwargs, shape=list(shapes), use_cache=False
         )
         assert result.status == "ok" and result.trace, result
         return result
@@ -85,17 +89,23 @@ def measure_layer(name: str, repeats: int) -> dict:
     }
 
 
-def measure_here(repeats: int, clock: str = "wall", layers: str = "") -> list[dict]:
+def measure_here(
+    repeats: int, clock: str = "wall", layers: str = "", in_process: bool = False
+) -> list[dict]:
     """Every layer of :data:`LAYERS` (or those named, comma-separated) on this backend."""
-    return [measure_layer(name, repeats) for name in (layers.split(",") if layers else LAYERS)]
+    names = layers.split(",") if layers else LAYERS
+    return [measure_layer(name, repeats, in_process) for name in names]
 
 
-def measure(backends: str, repeats: int, layers: str = "") -> list[dict]:
+def measure(backends: str, repeats: int, layers: str = "", in_process: bool = False) -> list[dict]:
     """The rows of every backend named (comma-separated), each backend in its own process."""
     rows: list[dict] = []
+    flag = ["--in-process"] if in_process else []
     for backend in backends.split(","):
         rows.extend(
-            harness.in_backend(__file__, backend, "--repeats", str(repeats), "--layers", layers)
+            harness.in_backend(
+                __file__, backend, "--repeats", str(repeats), "--layers", layers, *flag
+            )
         )
     return rows
 
@@ -106,13 +116,16 @@ def main() -> None:
     parser.add_argument("--layers", default="")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--in-process", action="store_true", help="dx.probe's default: here")
     parser.add_argument("--here", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.here:
-        print(json.dumps(measure_here(args.repeats, layers=args.layers)))
+        print(
+            json.dumps(measure_here(args.repeats, layers=args.layers, in_process=args.in_process))
+        )
         return
     load = os.getloadavg()[0]
-    rows = measure(args.backends, args.repeats, args.layers)
+    rows = measure(args.backends, args.repeats, args.layers, args.in_process)
     if args.json:
         print(json.dumps(rows, indent=2))
         return

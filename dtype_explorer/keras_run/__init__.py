@@ -110,7 +110,7 @@ _EXPORTS: dict[str, str] = {
     "check_call_kwargs": "dtype_explorer.keras_run._spec",
     "make_spec": "dtype_explorer.keras_run._spec",
     "validate_policy": "dtype_explorer.keras_run._spec",
-    "keep_trace_installed": "dtype_explorer.keras_run.trace._op_trace:keep_installed",
+    "keep_trace_installed": "dtype_explorer.keras_run.trace._in_place:keep_installed",
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "compiled_by": "dtype_explorer.keras_run.model._training",
     "predict_compiled_by": "dtype_explorer.keras_run.model._training",
@@ -249,7 +249,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.references._tf_reference import stop as tf_reference_stop
     from dtype_explorer.keras_run.references._tf_reference import submit as tf_reference_submit
     from dtype_explorer.keras_run.trace._call_trace import variable_dtypes, wrapped_entry_points
-    from dtype_explorer.keras_run.trace._op_trace import keep_installed as keep_trace_installed
+    from dtype_explorer.keras_run.trace._in_place import keep_installed as keep_trace_installed
     from dtype_explorer.keras_run.trace._op_trace import op_trace
 
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)

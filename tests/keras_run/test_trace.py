@@ -236,6 +236,7 @@ def test_trace_leaves_keras_unpatched_also_when_the_call_raises():
 
 
 def test_kept_installed_a_wrapper_outside_a_trace_passes_through_and_records_the_same():
+    from dtype_explorer.keras_run.trace import _in_place
     from dtype_explorer.keras_run.trace import _op_trace as _trace
 
     layer = keras.layers.LayerNormalization(dtype="mixed_float16")
@@ -245,7 +246,7 @@ def test_kept_installed_a_wrapper_outside_a_trace_passes_through_and_records_the
         layer(x)
     once = [(s.op, s.note, len(s.children)) for s in trace.steps()]
     before = _bindings()
-    _trace.keep_installed()
+    _in_place.keep_installed()
     try:
         assert _trace._TRACING.bound and _bindings() != before  # in place between traces
         # user code outside a trace: the same answers, nothing recorded, no trace open
@@ -258,7 +259,7 @@ def test_kept_installed_a_wrapper_outside_a_trace_passes_through_and_records_the
                 layer(x)
             assert [(s.op, s.note, len(s.children)) for s in trace.steps()] == once
     finally:
-        _trace.keep_installed(False)
+        _in_place.keep_installed(False)
     assert _bindings() == before and not _trace._TRACING.bound
 
 

@@ -14,7 +14,7 @@ import pytest
 import dtype_explorer as dx
 from dtype_explorer import pool
 from dtype_explorer.keras_run import make_spec, run_probe
-from dtype_explorer.keras_run.trace import _op_trace as _trace
+from dtype_explorer.keras_run.trace import _in_place
 
 QUESTIONS = [
     ("Dense", "float32", {"units": 3}),  # the kernel's draw at build passes the draws' patch
@@ -45,12 +45,12 @@ def test_kept_in_place_the_first_and_later_traces_record_what_a_fresh_install_do
 ):
     coming_and_going = _probe(name, dtype, kwargs)
     assert coming_and_going
-    _trace.keep_installed()
+    _in_place.keep_installed()
     try:
         first = _probe(name, dtype, kwargs)
         second = _probe(name, dtype, kwargs)
     finally:
-        _trace.keep_installed(False)
+        _in_place.keep_installed(False)
     assert first == coming_and_going
     assert second == coming_and_going
     if name == "Dense":  # the kernel's initializer draws through the draws' recorder
@@ -77,13 +77,13 @@ def test_a_module_imported_by_the_first_call_is_traced_the_same_later(tmp_path, 
             helper = __import__(module)
             return keras.ops.add(helper.scale(x), 1.0)
 
-    _trace.keep_installed()
+    _in_place.keep_installed()
     try:
         first = _probe(LazyScale, "float32", None)
         assert module in sys.modules  # imported while the first trace was open
         second = _probe(LazyScale, "float32", None)
     finally:
-        _trace.keep_installed(False)
+        _in_place.keep_installed(False)
         sys.modules.pop(module, None)
     assert [s[0] for s in first if s[1] == "call"][-2:] == ["ops.multiply", "ops.add"]
     assert second == first
@@ -110,3 +110,28 @@ def test_the_trace_reads_a_function_once_not_once_a_probe():
     for _ in range(4):
         _probe("Dense", "float32", {"units": 3})
     assert _trace_records._param_names.cache_info().currsize == before
+
+
+def test_a_probe_in_this_process_finds_the_bindings_once_and_leaves_keras_as_it_was(
+    monkeypatch,
+):
+    """Probed in the user's process (``dx.probe(..., backend=None)``), each question binds the
+    trace's wrappers before it patches Keras's random draws (``trace.in_place``): the bindings
+    are found once, not again at each probe (~10 ms each), and Keras's functions and random
+    draws are its own again after every probe."""
+    from keras.src import backend
+
+    from dtype_explorer.keras_run.trace import _bindings
+
+    for name, dtype, kwargs in QUESTIONS:  # the first of each: bindings found if needed
+        _probe(name, dtype, kwargs)
+    draws = {n: getattr(backend.random, n) for n in ("normal", "uniform", "dropout")}
+    add = keras.ops.add
+    found = []
+    real = _bindings.discover
+    monkeypatch.setattr(_bindings, "discover", lambda *a: found.append(1) or real(*a))
+    for name, dtype, kwargs in QUESTIONS * 2:
+        _probe(name, dtype, kwargs)
+        assert keras.ops.add is add and not hasattr(add, "__wrapped__")
+        assert {n: getattr(backend.random, n) for n in draws} == draws
+    assert found == []

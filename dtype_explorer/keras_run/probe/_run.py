@@ -19,6 +19,7 @@ declared dtype; ``rules`` gives the documented one.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -40,6 +41,7 @@ from dtype_explorer.keras_run.probe._observe import (
 from dtype_explorer.keras_run.probe._op import run_op
 from dtype_explorer.keras_run.probe._quantize_layer import QuantizeRefused
 from dtype_explorer.keras_run.probe._stages import supplied, timed
+from dtype_explorer.keras_run.trace import in_place as trace_in_place
 from dtype_explorer.keras_run.trace import op_kernel, placed
 from dtype_explorer.records import (
     ProbeResult,
@@ -96,7 +98,10 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
     base = {"spec": spec, "backend": backend, "versions": versions(backend), "timings": timings}
     fields: ProbeFields
     try:
-        with preserved_keras_state(), precision_set(spec.precision, backend):
+        # the op trace's wrappers bound before the probe patches Keras's random draws (as a
+        # worker keeps them): patched first, every probe here looked for every binding again
+        in_place = trace_in_place() if trace else contextlib.nullcontext()
+        with preserved_keras_state(), precision_set(spec.precision, backend), in_place:
             # The settings in effect for this probe (its precision set), read once.
             base["environment"] = read_environment(backend)
             if spec.floatx:

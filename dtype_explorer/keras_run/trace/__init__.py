@@ -1,7 +1,8 @@
 """The op trace: every op an eager Keras call ran, with its dtypes and the line that ran it.
 
-``_op_trace`` opens the trace around a call (``op_trace``; the module-attribute wrapping, kept
-installed in a worker by ``keep_installed``), ``_bindings`` finds the functions it wraps,
+``_op_trace`` opens the trace around a call (``op_trace``; the module-attribute wrapping),
+``_in_place`` says how long the wrappers stay in place (kept in a worker by ``keep_installed``;
+for a probe in the user's process by ``in_place``), ``_bindings`` finds the functions it wraps,
 ``_frames`` tells where an op was called from, ``_operators`` records the user's Python
 operators, ``_records`` is what a step holds (``Step``, then ``TraceStep``), ``_values`` what
 its values show (inf/NaN made, what its casts and variable reads lost), ``_placement``
@@ -25,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "variable_dtypes": "dtype_explorer.keras_run.trace._call_trace",
     "variable_name": "dtype_explorer.keras_run.trace._call_trace",
     "wrapped_entry_points": "dtype_explorer.keras_run.trace._call_trace",
+    "in_place": "dtype_explorer.keras_run.trace._in_place",
     "MAX_STEPS": "dtype_explorer.keras_run.trace._op_trace",
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "operator_limit": "dtype_explorer.keras_run.trace._op_trace",
@@ -43,6 +45,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         variable_name,
         wrapped_entry_points,
     )
+    from dtype_explorer.keras_run.trace._in_place import in_place
     from dtype_explorer.keras_run.trace._op_trace import (
         MAX_STEPS,
         Trace,

@@ -81,7 +81,6 @@ __all__ = [
     "PRIVATE_ALLOW",
     "SKIP_NAMES",
     "Trace",
-    "keep_installed",
     "op_trace",
     "operator_limit",
     "traced_callable",
@@ -223,7 +222,7 @@ def op_trace(
     """
     trace = Trace(children=children, numerics=numerics, own=own, user=user, limit=limit)
     previous = _TRACING.trace
-    _install()
+    install()
     mode = None
     backend = _backend()
     trace.lazy = lazy and backend == "jax"
@@ -239,7 +238,7 @@ def op_trace(
         _TRACING.trace = previous
         if mode is not None:
             mode.__exit__(None, None, None)
-        _uninstall()
+        uninstall()
         trace._values.clear()
         trace._reads.clear()
 
@@ -268,35 +267,6 @@ def untraced() -> Iterator[None]:
         yield
     finally:
         trace.busy = False
-
-
-def keep_installed(on: bool = True) -> None:
-    """Keep the op trace's wrappers in place between traces (``on``), or put the originals
-    back now and after each trace again (``False``, the default of a process).
-
-    A worker keeps them: opening a trace then costs a check instead of re-binding ~1,700 names
-    and the operators of the tensor classes, and a wrapper outside a trace is a passthrough
-    (the thread's trace is ``None``: the op is called as it is). In the user's own kernel
-    they are never left in place: the kernel's ``keras.ops`` stay Keras's own objects.
-
-    Args:
-        on: keep them (the wrappers are put in place now), or not.
-
-    >>> import keras
-    >>> keep_installed()
-    >>> keras.ops.add.__wrapped__.__module__, float(keras.ops.add(1.0, 2.0))
-    ('keras.src.ops.numpy', 3.0)
-    >>> keep_installed(False)
-    >>> hasattr(keras.ops.add, "__wrapped__")
-    False
-    """
-    state = _TRACING
-    with state.lock:
-        state.resident = on
-        if on and not (state.bound and _still_bound(state)):
-            _bind(state)
-        elif not on and state.installed == 0 and state.bound:
-            _unbind(state)
 
 
 def traced_callable(fn: Any, shown: str) -> Callable[..., Any]:
@@ -363,7 +333,9 @@ def _backend() -> str:
     return backend()
 
 
-def _install() -> None:
+def install() -> None:
+    """One more user of the wrappers (a trace, ``_in_place.in_place``): put in place at the
+    first."""
     state = _TRACING
     with state.lock:
         if state.installed == 0 and not (state.bound and _still_bound(state)):
@@ -371,11 +343,24 @@ def _install() -> None:
         state.installed += 1
 
 
-def _uninstall() -> None:
+def uninstall() -> None:
+    """One user fewer: the originals put back after the last, unless kept resident."""
     state = _TRACING
     with state.lock:
         state.installed -= 1
         if state.installed == 0 and not state.resident:
+            _unbind(state)
+
+
+def resident(on: bool) -> None:
+    """Keep the wrappers in place between traces (``on``), or not (``_in_place.keep_installed``
+    says when each is right)."""
+    state = _TRACING
+    with state.lock:
+        state.resident = on
+        if on and not (state.bound and _still_bound(state)):
+            _bind(state)
+        elif not on and state.installed == 0 and state.bound:
             _unbind(state)
 
 
