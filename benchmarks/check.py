@@ -20,6 +20,8 @@ the exit status is 1 if any is. Figures (each measured by the script named, in o
 * ``probe:<backend>``: the worst of ``probe_wait.py``'s five layers on that backend,
   ``dx.probe`` as the user waits (warm worker, op trace on, no cache) / a bare
   construct-and-call.
+* ``probe-here:<backend>``: the same with ``dx.probe``'s default, ``backend=None``: the probe
+  run in the user's own process (``probe_wait.py --in-process``).
 * ``audit:float32``, ``audit:mixed_bfloat16``: ``check_model`` / ``model(x)`` on jax
   (``audit_policy.py``); ``audit:mixed_bfloat16/own``: the policy's audit / a call of the same
   model built under that policy.
@@ -55,6 +57,7 @@ FIGURES = (
     "cached",
     "first",
     *(f"probe:{backend}" for backend in probe_wait.BACKENDS),
+    *(f"probe-here:{backend}" for backend in probe_wait.BACKENDS),
     "audit:float32",
     f"audit:{audit_policy.POLICY}",
     f"audit:{audit_policy.POLICY}/own",
@@ -120,18 +123,12 @@ def measure(only: set[str], repeats: int) -> dict[str, dict]:
             "min": first["wall_min_s"] / bare["wall_min_s"],
             "median": first["wall_s"] / bare["wall_s"],
         }
-    backends = [b for b in probe_wait.BACKENDS if f"probe:{b}" in only]
-    if backends:
-        cells = probe_wait.measure(",".join(backends), repeats)
-        for backend in backends:
-            mine = [c for c in cells if c["backend"] == backend]
-            worst = max(mine, key=lambda c: c["ratio_median"])
-            now[f"probe:{backend}"] = {
-                "min": max(c["ratio_min"] for c in mine),
-                "median": worst["ratio_median"],
-                "worst": worst["layer"],
-                "cells": mine,
-            }
+    for figure, in_process in (("probe", False), ("probe-here", True)):
+        backends = [b for b in probe_wait.BACKENDS if f"{figure}:{b}" in only]
+        if backends:
+            cells = probe_wait.measure(",".join(backends), repeats, in_process=in_process)
+            for backend in backends:
+                now[f"{figure}:{backend}"] = _worst([c for c in cells if c["backend"] == backend])
     if only & {"audit:float32", f"audit:{audit_policy.POLICY}", f"audit:{audit_policy.POLICY}/own"}:
         for row in audit_policy.in_backend("jax", repeats):
             now[f"audit:{row['audit']}"] = {"min": row["ratio_min"], "median": row["ratio_median"]}
@@ -139,6 +136,17 @@ def measure(only: set[str], repeats: int) -> dict[str, dict]:
         per = audit_backends.in_backend("tensorflow", max(3, repeats // 2))["per_backend"]
         now["audit:all"] = {"min": min(per), "median": statistics.median(per)}
     return now
+
+
+def _worst(cells: list[dict]) -> dict:
+    """One backend's probe figure: its worst cell's median, the largest min, every cell."""
+    worst = max(cells, key=lambda c: c["ratio_median"])
+    return {
+        "min": max(c["ratio_min"] for c in cells),
+        "median": worst["ratio_median"],
+        "worst": worst["layer"],
+        "cells": cells,
+    }
 
 
 def verdict(claim: dict, now: dict) -> str:
@@ -163,6 +171,10 @@ def main() -> None:
     unknown = only - set(table) - set(FIGURES)
     if unknown:
         parser.error(f"unknown figure ids {sorted(unknown)}; valid: {sorted(table)}")
+
+    def claim(figure: str) -> dict:  # a figure not yet in the table: measured, no claim
+        return table.get(figure, {"goal": None, "recorded": None})
+
     load, started = os.getloadavg(), datetime.now(timezone.utc)
     now = measure(only, args.repeats)
     report = {
@@ -171,7 +183,7 @@ def main() -> None:
         "load_after": [round(x, 1) for x in os.getloadavg()],
         "cpus": os.cpu_count(),
         "versions": versions(),
-        "figures": {k: {**table[k], **v, "verdict": verdict(table[k], v)} for k, v in now.items()},
+        "figures": {k: {**claim(k), **v, "verdict": verdict(claim(k), v)} for k, v in now.items()},
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -184,8 +196,9 @@ def main() -> None:
         print("|---|---:|---:|---:|---:|---|")
         for name, f in report["figures"].items():
             goal = f"<= {f['goal']}x" if f["goal"] else "-"
+            recorded = f"{f['recorded']}x" if f["recorded"] else "-"
             print(
-                f"| `{name}` | {goal} | {f['recorded']}x | {f['min']:.2f}x | {f['median']:.2f}x "
+                f"| `{name}` | {goal} | {recorded} | {f['min']:.2f}x | {f['median']:.2f}x "
                 f"| {f['verdict']}{' (' + f['worst'] + ')' if 'worst' in f else ''} |"
             )
         for f in report["figures"].values():
