@@ -68,3 +68,28 @@ def test_a_class_that_reads_its_own_way_is_asked_each_time():
         assert variable_dtypes(plain).read == "bfloat16"  # not float16's answer kept above
         assert _call_trace._autocast_key(plain, "float32") is None
     assert _call_trace._autocast_key(halved, "float32") is None
+    own = keras.Variable(np.ones(3, "float32"), name="own")  # an instance's own read
+    own._maybe_autocast = lambda value: keras.ops.cast(value, "bfloat16")
+    with AutocastScope("float16"):
+        assert variable_dtypes(own).read == "bfloat16"  # not float16's answer kept above
+        assert variable_dtypes(plain).read == "float16"  # nor its answer kept for others
+
+
+def test_a_float64_read_follows_the_setting_of_the_moment():
+    """Whether a read in float64 is float64 follows settings a process may change (jax's
+    ``jax_enable_x64``): such a read is made each time, never served from what was kept."""
+    variable = keras.Variable(np.ones(3, "float32"), name="w")
+    jax = None
+    if keras.backend.backend() == "jax":
+        import jax
+    before = jax.config.jax_enable_x64 if jax else None
+    try:
+        for x64 in [False, True, False] if jax else [None]:
+            if jax:
+                jax.config.update("jax_enable_x64", x64)
+            with AutocastScope("float64"):
+                raw = keras.backend.standardize_dtype(variable.value.dtype)
+                assert variable_dtypes(variable).read == raw, (x64, raw)
+    finally:
+        if jax:
+            jax.config.update("jax_enable_x64", before)

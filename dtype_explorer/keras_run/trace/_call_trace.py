@@ -118,16 +118,27 @@ _AUTOCAST_READS: dict[tuple, str] = {}
 def _autocast_key(variable: Any, held: str) -> tuple | None:
     """What Keras's own autocast of a read depends on (``Variable._maybe_autocast``: the
     variable's ``_autocast``; ``AutocastScope.maybe_cast``: the scope's dtype and the dtype
-    held), or ``None`` where another class decides it (a variable or scope that overrides
-    Keras's method): that read is made each time."""
+    held; the backend that casts), or ``None`` where something else may decide it, and the
+    read is then made each time: a variable or scope whose class or instance overrides
+    Keras's method, or a 64-bit float on either side (whether jax casts to float64 follows
+    ``jax_enable_x64``, a setting a process may change)."""
+    from keras.src.backend import backend
     from keras.src.backend.common import variables
 
     scope = variables.get_autocast_scope()
     if type(variable)._maybe_autocast is not variables.Variable._maybe_autocast:
         return None
-    if scope is not None and type(scope).maybe_cast is not variables.AutocastScope.maybe_cast:
+    if "_maybe_autocast" in vars(variable):
         return None
-    return (bool(variable._autocast), None if scope is None else scope.dtype, held)
+    if scope is not None and (
+        type(scope).maybe_cast is not variables.AutocastScope.maybe_cast
+        or "maybe_cast" in vars(scope)
+    ):
+        return None
+    into = None if scope is None else scope.dtype
+    if "float64" in (held, into):
+        return None
+    return (backend(), bool(variable._autocast), into, held)
 
 
 class CallRecorder:
