@@ -537,7 +537,7 @@ def half_counts(array: np.ndarray, magnitude: np.ndarray | None = None) -> HalfC
         return None
     exponent = _half_exponent(array.dtype.name)
     zeros = int(np.count_nonzero(magnitude == 0))
-    below_normal = int(np.count_nonzero(magnitude < exponent & -exponent))
+    below_normal = int(np.count_nonzero(half_below_normal(magnitude, array.dtype.name)))
     return HalfCounts(zeros, below_normal - zeros, int(np.count_nonzero(magnitude >= exponent)))
 
 

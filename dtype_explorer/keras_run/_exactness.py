@@ -123,11 +123,12 @@ def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | No
     masks = _no_masks()
     below = dtypes.half_below_normal(magnitude, target)  # zero or subnormal after the cast
     if below.any():
-        zeros = int(np.count_nonzero(magnitude == 0))
+        zero = magnitude == 0
+        zeros = int(np.count_nonzero(zero))
         if zeros and zeros != np.count_nonzero(before == 0):  # (an inf or NaN given: none)
-            masks["underflowed"] = (magnitude == 0) & (before != 0) & np.isfinite(before)
+            masks["underflowed"] = zero & (before != 0) & np.isfinite(before)
         if zeros < np.count_nonzero(below):  # subnormal bits: looked up by their index
-            became = np.flatnonzero(below & (magnitude != 0))
+            became = np.flatnonzero(below & ~zero)
             _, source_tiny = dtypes.float_limits(source)
             given = np.abs(before.reshape(-1)[became])
             kept = became[(given >= source_tiny) & np.isfinite(given)]
