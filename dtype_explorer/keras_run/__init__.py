@@ -52,6 +52,7 @@ _EXPORTS: dict[str, str] = {
     "global_settings": "dtype_explorer.keras_run._keras_state",
     "preserved_keras_state": "dtype_explorer.keras_run._keras_state",
     "restore_settings": "dtype_explorer.keras_run._keras_state",
+    "tensorflow_if_imported": "dtype_explorer.keras_run._lazy_tensorflow",
     "arguments_given": "dtype_explorer.keras_run.model._copy",
     "init_parameters": "dtype_explorer.keras_run.model._copy",
     "compile_copy": "dtype_explorer.keras_run.model._copy",
@@ -151,6 +152,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         restore_settings,
     )
     from dtype_explorer.keras_run._layer_values import layer_values_wrong, values_after_cast
+    from dtype_explorer.keras_run._lazy_tensorflow import tensorflow_if_imported
     from dtype_explorer.keras_run._mode_rules import modes_for
     from dtype_explorer.keras_run._numerics import (
         check_values,

@@ -58,6 +58,7 @@ from dtype_explorer.keras_run import (
     reference_dtype,
     sample_for,
     tensor_info,
+    tensorflow_if_imported,
     training_copy,
     validate_policy,
     variables_kept,
@@ -189,9 +190,9 @@ def check_model(
         asked, quantize=None if quantize is None else quantize_request(quantize)
     )
     notes = [] if model.built else [f"{describe_model(model)} was not built; the audit built it."]
-    # each config written once (the clone's fingerprint, the question's config); the user's
-    # heap out of the collector's way (Keras collects where a quantized layer drops a variable)
-    with configs_written(), preserved_keras_state(), heap_frozen():
+    # each config written once and without importing TensorFlow; the user's heap out of the
+    # collector's way (Keras collects where a quantized layer drops a variable)
+    with configs_written(), tensorflow_if_imported(), preserved_keras_state(), heap_frozen():
         # 3. The eager pass, every layer call recorded (on a copy for "fit"), under policy= on
         #    the model rebuilt under it (or, where Keras cannot rebuild it, as built: said)
         target, asked = _under_policy(model, asked, notes)

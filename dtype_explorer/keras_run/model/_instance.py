@@ -28,6 +28,7 @@ import numpy as np
 
 from dtype_explorer.keras_run._compat import load_archive
 from dtype_explorer.keras_run._instance_kind import instance_kind, own_policy
+from dtype_explorer.keras_run._lazy_tensorflow import tensorflow_if_imported
 from dtype_explorer.keras_run.model._copy import policy_clone, write_archive
 from dtype_explorer.records import Supplied
 
@@ -131,8 +132,10 @@ def pack(target: Any) -> Packed:
     if kind is None:
         raise TypeError(f"not a Keras layer, model, loss or metric instance: {type(target)}")
     buffer = io.BytesIO()
-    # save_model's own checks (``model.built``) are a Layer's: a metric or loss has none
-    write_archive(target, buffer)
+    # save_model's own checks (``model.built``) are a Layer's: a metric or loss has none; the
+    # config written imports no TensorFlow where nothing has (the worker's path comes here)
+    with tensorflow_if_imported():
+        write_archive(target, buffer)
     archive = buffer.getvalue()
     with zipfile.ZipFile(io.BytesIO(archive)) as zf:
         named = _registered_names(json.loads(zf.read("config.json")))

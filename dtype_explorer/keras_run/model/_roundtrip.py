@@ -27,6 +27,7 @@ import numpy as np
 from dtype_explorer.errors import keras_message
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._compat import export_saved_model, layer_quantization_mode
+from dtype_explorer.keras_run._lazy_tensorflow import LEGACY_H5, WRITERS, tensorflow_if_imported
 from dtype_explorer.keras_run.model._model_trace import layer_paths
 from dtype_explorer.keras_run.model._roundtrip_preset import (
     is_preset,
@@ -95,9 +96,13 @@ def _trip(
                 loaded = load_preset(model, path, fmt)
             else:
                 path = base + fmt
-                model.save(path)
-                stage = "load"
-                loaded = keras.saving.load_model(path, compile=False)
+                # the tool's own file, written and read back here: the .h5 format's JSON helpers
+                # ask for TensorFlow as they write and read it (nothing of it can be TensorFlow's
+                # where TensorFlow is not imported)
+                with tensorflow_if_imported((*WRITERS, *LEGACY_H5)):
+                    model.save(path)
+                    stage = "load"
+                    loaded = keras.saving.load_model(path, compile=False)
             changes, compared = _changes(model, loaded)
             stage = "call"
             returned = loaded(sample, **arguments)

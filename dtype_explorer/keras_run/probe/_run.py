@@ -28,6 +28,7 @@ from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._environment import precision_set, read_environment
 from dtype_explorer.keras_run._instance_kind import instance_kind
 from dtype_explorer.keras_run._keras_state import preserved_keras_state
+from dtype_explorer.keras_run._lazy_tensorflow import tensorflow_if_imported
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run.model import Packed, pack
 from dtype_explorer.keras_run.probe._fields import ProbeFields
@@ -101,7 +102,9 @@ def run(spec: ProbeSpec, *, target: Any = None, trace: bool = True) -> ProbeResu
         # the op trace's wrappers bound before the probe patches Keras's random draws (as a
         # worker keeps them): patched first, every probe here looked for every binding again
         in_place = trace_in_place() if trace else contextlib.nullcontext()
-        with preserved_keras_state(), precision_set(spec.precision, backend), in_place:
+        precision = precision_set(spec.precision, backend)
+        # what Keras writes of an instance or a config imports no TensorFlow where none is
+        with preserved_keras_state(), tensorflow_if_imported(), precision, in_place:
             # The settings in effect for this probe (its precision set), read once.
             base["environment"] = read_environment(backend)
             if spec.floatx:
