@@ -539,18 +539,20 @@ def _audit_mode(mode: Any, model: Any) -> str:
     import keras
 
     is_model = isinstance(model, keras.Model)
-    has_tf = importlib.util.find_spec("tensorflow") is not None
-    usable = [
-        m
-        for m in AUDIT_MODES
-        if is_model or m not in _MODEL_ONLY
-        if keras.backend.backend() != "numpy" or m != "fit"
-        if has_tf or m != "dataset"
-    ]
+    numpy = keras.backend.backend() == "numpy"
+
+    def applies(m: str) -> bool:  # TensorFlow looked for only where "dataset" is asked about
+        return (
+            (is_model or m not in _MODEL_ONLY)
+            and (not numpy or m != "fit")
+            and (m != "dataset" or importlib.util.find_spec("tensorflow") is not None)
+        )
+
     if not isinstance(mode, str) or (mode not in MODES and mode not in AUDIT_MODES):
         raise unknown("mode", mode, AUDIT_MODES)
-    if mode in usable:
+    if mode in AUDIT_MODES and applies(mode):
         return mode
+    usable = [m for m in AUDIT_MODES if applies(m)]
     if mode == "model":
         why = "an audit's 'call' already runs the model through Model.__call__"
     elif mode == "dataset" and not is_model:
