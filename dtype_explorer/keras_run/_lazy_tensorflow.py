@@ -72,12 +72,24 @@ def tensorflow_if_imported(modules: tuple[str, ...] = WRITERS) -> Iterator[None]
     Returns:
         A context manager.
     """
-    replaced = []
+    replaced: list[tuple[Any, Any, _ImportedOnly]] = []
+    try:  # replaced inside the try: a failure (or Ctrl-C) half-way puts back what was
+        _replace(modules, replaced)
+        yield
+    finally:
+        for module, lazy, stand_in in replaced:
+            if module.tf is stand_in:
+                module.tf = lazy
+
+
+def _replace(modules: tuple[str, ...], replaced: list) -> None:
+    """Each of ``modules``' lazy ``tf`` replaced by a stand-in, appended to ``replaced`` as it
+    is (``(module, lazy, stand_in)``)."""
     try:
         from keras.src.utils.module_utils import LazyModule
     except ImportError:  # a Keras without it: nothing to leave out
-        LazyModule = None
-    for name in modules if LazyModule is not None else ():
+        return
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -87,9 +99,3 @@ def tensorflow_if_imported(modules: tuple[str, ...] = WRITERS) -> Iterator[None]
             stand_in = _ImportedOnly(lazy)
             module.tf = stand_in
             replaced.append((module, lazy, stand_in))
-    try:
-        yield
-    finally:
-        for module, lazy, stand_in in replaced:
-            if module.tf is stand_in:
-                module.tf = lazy
