@@ -1,7 +1,7 @@
 """What the tool writes of a model on jax imports no TensorFlow, and writes what Keras writes.
 
 Keras's ``serialize_keras_object`` asks ``tf.available`` of every object, which imports
-TensorFlow where it is installed: a first audit on another backend took 2 s and 565 MB more
+TensorFlow where it is installed: a first audit on another backend took 1.5 s and 565 MB more
 for it (``benchmarks/first_use.py``). ``keras_run.tensorflow_if_imported`` answers the same
 question without the import. Checked in a fresh jax process (this suite runs on tensorflow):
 an audit, its ``.keras``/``.h5`` round trip and a probe of an instance leave TensorFlow
