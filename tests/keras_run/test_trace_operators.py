@@ -211,3 +211,74 @@ def test_in_a_worker_the_wrappers_stay_and_pass_through_also_when_the_call_raise
     assert r.status in ("error", "invalid"), r.status
     assert dx.probe(Scale, input_dtype="float32", backend=backend).status == "ok"
     pool.call(backend, exec, WORKER_CHECK, {}).result(timeout=120)  # raises if it fails
+
+
+# ------------------------------ torch: the user's operators run inside a Keras op
+
+
+class LoopBody(keras.layers.Layer):
+    def call(self, x):
+        return keras.ops.fori_loop(0, 2, lambda i, v: v * 2.0, x)  # LOOP
+
+
+class SwitchBranches(keras.layers.Layer):
+    def call(self, x):
+        return keras.ops.switch(0, [lambda v: v * 3.0, lambda v: v], x)  # BRANCH
+
+
+class GeneratorArgument(keras.layers.Layer):
+    def call(self, x):
+        return keras.ops.stack(v * 4.0 for v in (x, x))  # GENERATOR
+
+
+class Rows:
+    """The user's sequence: each row computed as it is read."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return self.x[i] * 5.0  # ROWS
+
+
+class SequenceArgument(keras.layers.Layer):
+    def call(self, x):
+        return keras.ops.convert_to_tensor(Rows(x))
+
+
+LINES.update(
+    {
+        mark: i
+        for i, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+        for mark in ("# LOOP", "# BRANCH", "# GENERATOR", "# ROWS")
+        if line.rstrip().endswith(mark)
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("layer", "mark", "count"),
+    [
+        (LoopBody, "# LOOP", 2),
+        (SwitchBranches, "# BRANCH", 1),
+        (GeneratorArgument, "# GENERATOR", 2),
+        (SequenceArgument, "# ROWS", 2),
+    ],
+)
+def test_on_torch_the_users_operators_inside_a_keras_op_that_calls_back_are_steps(
+    layer, mark, count
+):
+    # a loop's body, a switch's branches, a generator and a sequence whose rows are computed as
+    # they are read are the user's code run inside a Keras op: each operator there is a step
+    # on its line (torch's operators are seen through a function mode, on at every depth)
+    r = dx.probe(layer, input_dtype="float32", backend="torch")
+    assert r.status == "ok", r.error
+    steps = [s for s in operator_steps(r, mark) if s.op == "operator.mul"]
+    assert len(steps) == count, [s.op for s in r.call_trace()]
+    assert [t.dtype for t in steps[0].inputs] == ["float32", "python_float"]
+    assert steps[0].outputs[0].dtype == raw("torch", "t('float32') * 2.0") == r.output_dtype
