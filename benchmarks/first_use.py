@@ -61,9 +61,10 @@ def measure_here() -> dict:
     for name, work in works.items():
         rss, t0 = _rss_mb(), time.perf_counter()
         work()
-        row[f"{name}_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        took = time.perf_counter() - t0
+        row[f"{name}_ms"] = round(took * 1000, 1)
         row[f"{name}_rss_mb"] = round(_rss_mb() - rss, 1)
-        row[f"{name}_ratio"] = round((time.perf_counter() - t0) / bare, 2)
+        row[f"{name}_ratio"] = round(took / bare, 2)
         row[f"{name}_tensorflow"] = "tensorflow" in sys.modules
     return row
 
