@@ -20,7 +20,7 @@ measurements issue 38 asks of every audit and nothing else, each by the product'
 what each cast step that changes a dtype lost (``keras_run.cast_loss`` on its input and output,
 the floor's ``cast`` and ``convert_to_tensor`` steps: the inputs' autocasts, Keras's explicit
 casts), each autocast variable read in its layer's compute dtype screened for overflow and
-underflow (Keras's own read, counted on its bits: ``dtypes.half_counts``, as the audit screens
+underflow (Keras's own read, counted on its bits: ``float_bits.half_counts``, as the audit screens
 a read before measuring it), the mixed pass's leaf outputs kept, and the per-layer float32
 reference: the float32 model itself run with its leaf outputs kept and each compared
 (``keras_run.layer_damage``, no clone made). It is what an audit that keeps issue 38's findings

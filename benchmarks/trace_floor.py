@@ -138,7 +138,7 @@ def _finite(value: Any) -> bool:
         return all(_finite(v) for v in value)
     if not hasattr(value, "dtype"):
         return True
-    from dtype_explorer import dtypes
+    from dtype_explorer import float_bits
 
     if type(value).__module__.startswith("torch"):  # NumPy cannot take torch's bfloat16
         value = value.detach().cpu()
@@ -147,14 +147,14 @@ def _finite(value: Any) -> bool:
             import torch
 
             return (
-                dtypes.finite_peak(value.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
+                float_bits.finite_peak(value.view(torch.int16).numpy().view(ml_dtypes.bfloat16))
                 is not None
             )
     array = np.asarray(value)
     if array.size == 0 or array.dtype.kind in "biu":
         return True
     if array.dtype.itemsize == 2:  # float16, bfloat16: on their bits, as the trace reads them
-        return dtypes.finite_peak(array) is not None
+        return float_bits.finite_peak(array) is not None
     return math.isfinite(float(array.max())) and math.isfinite(float(array.min()))
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
-from typing import NamedTuple
 
 import numpy as np
 
@@ -346,19 +344,14 @@ __all__ = [
     "PRESETS",
     "PYTHON_SCALARS",
     "TOLERANCE_ULPS",
-    "HalfCounts",
     "InvalidSpecError",
     "all_input_dtypes",
     "bits",
     "describe",
     "exact_integers",
     "family",
-    "finite_peak",
     "float_limits",
-    "half_below_normal",
-    "half_counts",
     "half_floats",
-    "half_magnitude",
     "int_range",
     "is_float",
     "is_integer",
@@ -371,7 +364,6 @@ __all__ = [
     "standardize",
     "tolerance",
     "validate",
-    "widened",
 ]
 
 
@@ -439,150 +431,3 @@ def smallest_subnormal(name: str) -> float:
     5.960464477539063e-08
     """
     return float(_info(name).smallest_subnormal)
-
-
-class HalfCounts(NamedTuple):
-    """How many values of a 16-bit float array are zero, subnormal, and inf or NaN
-    (:func:`half_counts`)."""
-
-    zeros: int
-    subnormals: int
-    not_finite: int
-
-
-def finite_peak(array: np.ndarray, magnitude: np.ndarray | None = None) -> float | None:
-    """The largest magnitude in a real float ``array`` when every value is finite, else
-    ``None`` (one is inf or NaN). An empty array's peak is ``0.0``.
-
-    float16 and bfloat16 are read through their bits, not widened (:func:`half_magnitude`):
-    with the sign bit cleared, a half float's magnitude orders as its bits do, and it is inf
-    or NaN exactly where those bits reach the exponent's all-ones pattern, so one integer
-    reduction answers both (NumPy reduces float16 itself ~8x slower than float32, and
-    widening a mixed-precision model's tensors to float32 first cost an audit more than its
-    forward pass). Other floats take two reductions, their maximum and minimum, and no
-    temporary array.
-
-    Args:
-        array: a NumPy array of real floats: float16, bfloat16 (``ml_dtypes``), float32,
-            float64, or a float8 type (an ``ml_dtypes`` one NumPy does not call a float is
-            widened to float32 first).
-        magnitude: ``half_magnitude(array)`` of a 16-bit ``array``, where the caller has it
-            already (one pass over the array fewer).
-
-    Returns:
-        ``max |array|`` as a Python float, or ``None`` when a value is not finite.
-
-    >>> finite_peak(np.array([1.5, -70000.0], np.float32))
-    70000.0
-    >>> finite_peak(np.array([1.5, -65504.0], np.float16)), finite_peak(np.array([1.0, np.inf]))
-    (65504.0, None)
-    >>> finite_peak(np.array([np.nan, 2.0], np.float16)) is None
-    True
-    """
-    if not array.size:
-        return 0.0
-    if magnitude is None:
-        magnitude = half_magnitude(array)
-    if magnitude is not None:
-        top = int(magnitude.max())
-        if top >= _half_exponent(array.dtype.name):
-            return None
-        return float(np.array(top, np.uint16).view(array.dtype))
-    array = widened(array)
-    high, low = float(array.max()), float(array.min())
-    return max(high, -low) if math.isfinite(high) and math.isfinite(low) else None
-
-
-def widened(array: np.ndarray) -> np.ndarray:
-    """A real or complex float ``array`` as NumPy reduces it quickly and exactly: floats of
-    fewer than 32 bits (float16, and ``ml_dtypes``' bfloat16 and float8 types, which NumPy
-    reduces ~8x slower or not at all) as float32, which holds each of their values; any
-    other array as it is.
-
-    Args:
-        array: a NumPy array.
-
-    Returns:
-        ``array`` itself, or a float32 copy of it.
-
-    >>> widened(np.array([1.5], np.float16)).dtype, widened(np.array([1.5])).dtype
-    (dtype('float32'), dtype('float64'))
-    """
-    if array.dtype.itemsize < 4 or array.dtype.kind not in "fc":
-        return array.astype(np.float32)
-    return array
-
-
-def half_counts(array: np.ndarray, magnitude: np.ndarray | None = None) -> HalfCounts | None:
-    """How many values of a float16 or bfloat16 ``array`` are zero, subnormal, and inf or
-    NaN, counted on their bits (:func:`half_magnitude`); ``None`` for any other array.
-
-    Args:
-        array: a NumPy array (float16, or ``ml_dtypes``' bfloat16, in the machine's byte
-            order).
-        magnitude: ``half_magnitude(array)``, where the caller has it already (one pass
-            over the array fewer).
-
-    Returns:
-        A :class:`HalfCounts`, or ``None``.
-
-    >>> half_counts(np.array([0.0, -0.0, 1e-6, 1.0, np.inf, np.nan], np.float16))
-    HalfCounts(zeros=2, subnormals=1, not_finite=2)
-    >>> half_counts(np.ones(2, np.float32)) is None
-    True
-    """
-    if magnitude is None:
-        magnitude = half_magnitude(array)
-    if magnitude is None:
-        return None
-    exponent = _half_exponent(array.dtype.name)
-    zeros = int(np.count_nonzero(magnitude == 0))
-    below_normal = int(np.count_nonzero(half_below_normal(magnitude, array.dtype.name)))
-    return HalfCounts(zeros, below_normal - zeros, int(np.count_nonzero(magnitude >= exponent)))
-
-
-def half_magnitude(array: np.ndarray) -> np.ndarray | None:
-    """The bits of a float16 or bfloat16 ``array`` with the sign cleared (``uint16``), or
-    ``None`` for any other array (a byte order not the machine's included: its bits would be
-    read swapped).
-
-    Args:
-        array: a NumPy array.
-
-    Returns:
-        The magnitudes' bits, or ``None``.
-
-    >>> half_magnitude(np.array([-1.0, 65504.0], np.float16)).tolist()
-    [15360, 31743]
-    """
-    dtype = array.dtype
-    if dtype.itemsize != 2 or not dtype.isnative or dtype.name not in FAMILIES["float"]:
-        return None
-    return array.view(np.uint16) & np.uint16(0x7FFF)
-
-
-def half_below_normal(magnitude: np.ndarray, name: str) -> np.ndarray:
-    """Where :func:`half_magnitude`'s bits ``magnitude`` of the 16-bit float ``name`` hold a
-    zero or a subnormal (the exponent all zeros).
-
-    Args:
-        magnitude: what :func:`half_magnitude` returned.
-        name: the array's dtype name (``float16`` or ``bfloat16``).
-
-    Returns:
-        A bool array of ``magnitude``'s shape.
-
-    >>> half_below_normal(half_magnitude(np.array([0.0, 1e-6, 1.0], np.float16)), "float16")
-    array([ True,  True, False])
-    """
-    exponent = _half_exponent(name)
-    return magnitude < exponent & -exponent
-
-
-@functools.cache
-def _half_exponent(name: str) -> int:
-    """A 16-bit float's exponent bits (float16's 10-14, ``0x7C00``; bfloat16's 7-14,
-    ``0x7F80``), from its ``finfo``: with the sign cleared, bits at or above them are inf or
-    NaN (the exponent all ones), and a non-zero value below their lowest bit is subnormal."""
-    info = _info(name)
-    return ((1 << info.nexp) - 1) << info.nmant

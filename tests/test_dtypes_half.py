@@ -1,12 +1,12 @@
-"""16-bit floats read through their bits (``dtypes.finite_peak``, ``dtypes.half_counts``), and
-the losses of a float cast to one counted from them (``keras_run._exactness._half_masks``),
+"""16-bit floats read through their bits (``float_bits.finite_peak``, ``float_bits.half_counts``),
+and the losses of a float cast to one counted from them (``keras_run._exactness._half_masks``),
 each against NumPy and ml_dtypes widening every value."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, float_bits
 from dtype_explorer.keras_run import _exactness, cast_loss
 
 HALF = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -32,11 +32,11 @@ def test_every_bit_pattern_is_counted_as_widening_counts_it(name):
     finite = np.isfinite(wide)
     subnormal = finite & (wide != 0) & (np.abs(wide) < TINY[name])
     expected = (int((wide == 0).sum()), int(subnormal.sum()), int((~finite).sum()))
-    assert dtypes.half_counts(values) == expected
-    assert dtypes.finite_peak(values) is None  # inf and NaN are among them
-    assert dtypes.finite_peak(values[finite]) == widened_peak(values[finite])
+    assert float_bits.half_counts(values) == expected
+    assert float_bits.finite_peak(values) is None  # inf and NaN are among them
+    assert float_bits.finite_peak(values[finite]) == widened_peak(values[finite])
     # ml_dtypes.finfo: NumPy's own finfo knows bfloat16 only from ml_dtypes 0.7.0 on
-    assert dtypes.finite_peak(values[finite]) == float(ml_dtypes.finfo(HALF[name]).max)
+    assert float_bits.finite_peak(values[finite]) == float(ml_dtypes.finfo(HALF[name]).max)
 
 
 @pytest.mark.parametrize("name", [*sorted(HALF), "float32", "float64", "float8_e5m2"])
@@ -46,20 +46,34 @@ def test_the_peak_of_random_arrays_is_the_widened_one(name):
     for trial in range(300):
         scale = 10.0 ** rng.integers(-40, 8)
         array = (rng.normal(size=(int(rng.integers(1, 40)), 3)) * scale).astype(np.float32)
+        if trial % 5 == 1:  # no negative value (a ReLU's output): one reduction on the bits
+            array = np.abs(array)
+        if trial % 5 == 2:  # no positive one: the largest read unsigned
+            array = -np.abs(array)
         if trial % 4 == 0:
             array.flat[rng.integers(array.size)] = (np.inf, -np.inf, np.nan)[trial % 3]
         with np.errstate(over="ignore"):
             values = array.astype(dtype)[:, ::2]  # not contiguous
-        assert dtypes.finite_peak(values) == widened_peak(values), (name, values)
-    assert dtypes.finite_peak(np.zeros((0,), dtype)) == 0.0
-    assert dtypes.half_counts(np.ones(3, np.float32)) is None
+        assert float_bits.finite_peak(values) == widened_peak(values), (name, values)
+    for signed_zeros in ([-0.0], [0.0, -0.0], [-0.0, -1e-30], [-3.0]):
+        values = np.array(signed_zeros, np.float64).astype(dtype)
+        assert float_bits.finite_peak(values) == widened_peak(values), (name, values)
+        assert float_bits.finite_peak(values[0]) == widened_peak(values[:1])  # a 0-d array
+    assert float_bits.finite_peak(np.zeros((0,), dtype)) == 0.0
+    assert float_bits.half_counts(np.ones(3, np.float32)) is None
+
+
+@pytest.mark.parametrize("name", ["float32", "float64"])
+def test_a_wider_byte_order_not_the_machines_is_widened_not_misread(name):
+    swapped = np.array([-3.0, 1.0, np.nan], name).astype(np.dtype(name).newbyteorder())
+    assert float_bits.finite_peak(swapped) is None and float_bits.finite_peak(swapped[:2]) == 3.0
 
 
 def test_a_byte_order_not_the_machines_is_widened_not_misread():
     swapped = np.array([np.inf, 1.0, 2.0], np.float16).astype(np.dtype("float16").newbyteorder())
-    assert dtypes.half_magnitude(swapped) is None and dtypes.half_counts(swapped) is None
-    assert dtypes.finite_peak(swapped) is None
-    assert dtypes.finite_peak(swapped[1:]) == 2.0
+    assert float_bits.half_magnitude(swapped) is None and float_bits.half_counts(swapped) is None
+    assert float_bits.finite_peak(swapped) is None
+    assert float_bits.finite_peak(swapped[1:]) == 2.0
     before = np.array([1.0, 2049.0, 1e-9, 3.0], np.float32)
     loss = cast_loss(before, before.astype(swapped.dtype), step="autocast", where="x")
     assert (loss.rounded, loss.underflowed, loss.subnormal) == (1, 1, 0)

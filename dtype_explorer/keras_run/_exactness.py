@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, float_bits
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import MAX_EXAMPLES, CastLoss
 
@@ -112,16 +112,16 @@ def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | No
 
     Returns ``None`` where it cannot decide (``after`` no 16-bit float in this machine's
     byte order, too): :func:`_element_masks` then counts them all."""
-    magnitude = dtypes.half_magnitude(after)
+    magnitude = float_bits.half_magnitude(after)
     if magnitude is None:
         return None
     target = after.dtype.name  # float16 or bfloat16: half_magnitude says so
     exact = dtypes.exact_integers(target)
-    top = dtypes.finite_peak(after, magnitude)
+    top = float_bits.finite_peak(after, magnitude)
     if top is None or exact is None:
         return None  # an inf or NaN on either side (a saturating cast too): compare them all
     masks = _no_masks()
-    below = dtypes.half_below_normal(magnitude, target)  # zero or subnormal after the cast
+    below = float_bits.half_below_normal(magnitude, target)  # zero or subnormal after the cast
     if below.any():
         zero = magnitude == 0
         zeros = int(np.count_nonzero(zero))
@@ -136,7 +136,7 @@ def _half_masks(before: np.ndarray, after: np.ndarray, source: str) -> dict | No
             subnormal[kept] = True
             masks["subnormal"] = subnormal.reshape(before.shape)
     if top >= exact:  # integers beyond what the target holds may be there: the peak before
-        peak = dtypes.finite_peak(before)
+        peak = float_bits.finite_peak(before)
         if peak is None:
             return None
         if peak > exact:

@@ -1,5 +1,5 @@
 """The values of 16-bit float steps as the op trace reads them (on their bits, not widened:
-``dtypes.finite_peak``), on torch (bfloat16 read as its bits, a transposed view included) and
+``float_bits.finite_peak``), on torch (bfloat16 read as its bits, a transposed view included) and
 jax, against the same values read by raw Keras in a worker of that backend."""
 
 from __future__ import annotations

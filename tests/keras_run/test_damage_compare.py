@@ -60,6 +60,25 @@ def test_compare_says_what_the_formulas_say(width, inf):
         assert got.rel_rms > 0 and got.sqnr_db is not None
 
 
+@pytest.mark.parametrize("inf", [False, True], ids=["finite", "with-inf"])
+def test_compare_a_slice_at_a_time_says_what_the_formulas_say(inf, monkeypatch):
+    """The sums are made a slice at a time (``SLICE`` values widened to float64): slices of 7
+    values over 105, the last one short, give what the whole arrays give."""
+    from dtype_explorer.keras_run.model import _layer_damage
+
+    monkeypatch.setattr(_layer_damage, "SLICE", 7)
+    rng = np.random.default_rng(5)
+    ref = (rng.standard_normal((3, 5, 7)) * 50).astype(np.float32)
+    out = (ref * 1.01).astype(np.float16)  # not the reference rounded: an inexact difference
+    out[0, 0, 0] = -out[0, 0, 0]  # the largest error, in the first slice
+    if inf:
+        out[2, 2, 2] = np.inf
+    got = compare(out, ref, path="m/x", layer_class="Dense", call_index=0, output=0)
+    for name, value in _expected(out, ref).items():
+        assert getattr(got, name) == pytest.approx(value, rel=1e-12, abs=1e-300), name
+    assert got.max_abs_error == pytest.approx(abs(float(out[0, 0, 0]) - float(ref[0, 0, 0])))
+
+
 def test_compare_of_an_exact_copy_has_no_noise():
     ref = np.linspace(-3, 3, 40, dtype=np.float32)
     got = compare(ref.copy(), ref, path="m/x", layer_class="Dense", call_index=0, output=0)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, float_bits
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run.model._copy import policy_clone
 from dtype_explorer.keras_run.model._input_fix import DtypeCopies, with_dtype
@@ -194,7 +194,7 @@ def float32_original(model: Any, rebuilt: Any) -> bool:
 
 def _amax(structure: Any) -> float | None:
     """The largest ``|x|`` of the float tensors in ``structure`` (``None``: none; inf or NaN
-    where a tensor holds one): ``dtypes.finite_peak``, a 16-bit float read on its bits."""
+    where a tensor holds one): ``float_bits.finite_peak``, a 16-bit float read on its bits."""
     found = None
     for t in keras_flatten(structure):
         if dtypes.family(dtypes.describe(t)) != "float":
@@ -202,9 +202,9 @@ def _amax(structure: Any) -> float | None:
         values = numpy_values(t)
         if not values.size:
             continue
-        peak = dtypes.finite_peak(values)
+        peak = float_bits.finite_peak(values)
         if peak is None:  # an inf or NaN: what the two reductions of the widened values say
-            wide = dtypes.widened(values)
+            wide = float_bits.widened(values)
             peak = float(max(wide.max(), -wide.min()))
         found = peak if found is None else max(found, peak)
     return found
@@ -227,19 +227,57 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     """One output against its reference (``records.LayerDamage``), in float64.
 
     Where every value of both is finite (most outputs), each array's peak is read first
-    (``dtypes.finite_peak``: a 16-bit output on its bits), the output's smallest nonzero
-    magnitude too (:func:`_smallest_nonzero`), and the difference is made in place of the
-    output's float64 copy: three float64 arrays fewer per output than the masked path
-    (:func:`_compare_masked`), which takes the rest.
+    (``float_bits.finite_peak``: a 16-bit output on its bits), the output's smallest nonzero
+    magnitude too (:func:`_smallest_nonzero`), and the sums are made a slice at a time
+    (:func:`_sums`: two float64 slices that stay in a core's cache, where two float64 copies
+    of the whole output, 8x a float16 output's bytes, took more time than the sums and that
+    much memory). The masked path (:func:`_compare_masked`) takes the rest.
     """
     dtype = dtypes.describe(out)
-    amax, reference_amax = dtypes.finite_peak(out), dtypes.finite_peak(ref)
+    amax, reference_amax = float_bits.finite_peak(out), float_bits.finite_peak(ref)
     if amax is None or reference_amax is None or not out.size:
         return _compare_masked(out, ref, dtype, where)
     smallest = _smallest_nonzero(out)
-    o, r = out.astype(np.float64).ravel(), ref.astype(np.float64).ravel()  # copies, always
-    diff = np.subtract(o, r, out=o)
-    return _damage(where, dtype, ref, diff, r, amax, smallest, 0, reference_amax)
+    sums = _sums(out.reshape(-1), ref.reshape(-1))
+    return _damage(where, dtype, ref, sums, amax, smallest, 0, reference_amax)
+
+
+#: How many values :func:`_sums` widens to float64 at a time: two such slices (512 KiB) stay
+#: in a core's cache, and the slices are few enough that their Python costs nothing
+#: (ResNet50's largest output at 224x224, 1.6 M values: 8.1 ms with whole float64 copies,
+#: 3.5 ms a slice at a time).
+SLICE = 1 << 15
+
+
+class _Sums(NamedTuple):
+    """What a comparison adds up, in float64: ``sum(r**2)``, ``sum((o - r)**2)``, ``max |o -
+    r|`` and how many values."""
+
+    signal: float
+    noise: float
+    max_abs_error: float
+    compared: int
+
+
+def _sums(out: np.ndarray, ref: np.ndarray) -> _Sums:
+    """:class:`_Sums` of two flat arrays of the same size, each widened to float64 a
+    :data:`SLICE` at a time: the float64 differences and squares of whole copies, each sum
+    added up a slice after another (so it may differ from one over whole copies in its last
+    bits)."""
+    n = out.size
+    wide_out, wide_ref = np.empty(min(n, SLICE)), np.empty(min(n, SLICE))
+    signal = noise = 0.0
+    high, low = -math.inf, math.inf
+    for start in range(0, n, SLICE):
+        stop = min(n, start + SLICE)
+        o, r = wide_out[: stop - start], wide_ref[: stop - start]
+        o[...], r[...] = out[start:stop], ref[start:stop]
+        # einsum, not np.dot: BLAS's threads cost 100x on a loaded machine for one sum
+        signal += float(np.einsum("i,i->", r, r))
+        diff = np.subtract(o, r, out=o)
+        noise += float(np.einsum("i,i->", diff, diff))
+        high, low = max(high, float(diff.max())), min(low, float(diff.min()))
+    return _Sums(signal, noise, max(high, -low, 0.0) if n else 0.0, n)
 
 
 def _compare_masked(out: np.ndarray, ref: np.ndarray, dtype: str, where: dict) -> LayerDamage:
@@ -257,28 +295,23 @@ def _compare_masked(out: np.ndarray, ref: np.ndarray, dtype: str, where: dict) -
     magnitude = np.abs(seen)
     smallest = float(np.min(magnitude, where=magnitude > 0, initial=np.inf)) if seen.size else 0.0
     reference_amax = _peak(wanted) if finite_r is not None else _span(ends_r)
-    diff = both[0] - both[1]
-    return _damage(where, dtype, ref, diff, both[1], amax, smallest, o.size - seen.size,
-                   reference_amax)  # fmt: skip
+    sums = _sums(*both)
+    return _damage(where, dtype, ref, sums, amax, smallest, o.size - seen.size, reference_amax)
 
 
 def _damage(
     where: dict,
     dtype: str,
     ref: np.ndarray,
-    diff: np.ndarray,
-    wanted: np.ndarray,
+    sums: _Sums,
     amax: float | None,
     smallest: float,
     nonfinite: int,
     reference_amax: float | None,
 ) -> LayerDamage:
-    """The record of one comparison: ``diff`` (output minus reference) and ``wanted`` (the
-    reference) over the values compared, float64."""
-    # einsum, not np.dot: BLAS's threads cost 100x on a loaded machine for one sum
-    signal = float(np.einsum("i,i->", wanted, wanted))
-    noise = float(np.einsum("i,i->", diff, diff))
-    n = max(diff.size, 1)
+    """The record of one comparison, from its :class:`_Sums` over the values compared."""
+    signal, noise = sums.signal, sums.noise
+    n = max(sums.compared, 1)
     rel = math.sqrt(noise / n) / max(math.sqrt(signal / n), 1e-300)
     big, tiny = dtypes.float_limits(dtype)
     return LayerDamage(
@@ -287,12 +320,12 @@ def _damage(
         reference=dtypes.describe(ref),
         rel_rms=rel,
         sqnr_db=None if noise == 0 else 10 * math.log10(max(signal, 1e-300) / noise),
-        max_abs_error=_peak(diff) or 0.0,
+        max_abs_error=sums.max_abs_error,
         amax=amax,
         top_bits=math.log2(big / amax) if amax else None,
         bottom_bits=math.log2(smallest / tiny) if 0 < smallest < math.inf else None,
         nonfinite=nonfinite,
-        compared=diff.size,
+        compared=sums.compared,
         reference_amax=reference_amax,
     )
 
@@ -305,7 +338,7 @@ _BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 def _smallest_nonzero(values: np.ndarray) -> float:
     """The smallest nonzero ``|x|`` of a float array whose values are all finite (``inf``:
     none), read on the bits (no float copy, no mask): float16 and bfloat16 through
-    ``dtypes.half_magnitude``, float32 and float64 with their sign bit cleared; any other
+    ``float_bits.half_magnitude``, float32 and float64 with their sign bit cleared; any other
     float widened.
 
     >>> _smallest_nonzero(np.array([0.0, -3e-6, 2.0], np.float16)) == float(np.float16(3e-6))
@@ -316,14 +349,14 @@ def _smallest_nonzero(values: np.ndarray) -> float:
     0.5
     """
     values = values.reshape(-1)  # a 0-d array's bits would come back as a NumPy scalar
-    magnitude = dtypes.half_magnitude(values)
+    magnitude = float_bits.half_magnitude(values)
     if magnitude is None and values.dtype.kind == "f" and values.dtype.isnative:
         unsigned = _BITS.get(values.dtype.itemsize)
         if unsigned is not None:
             sign = unsigned(1) << unsigned(8 * values.dtype.itemsize - 1)
             magnitude = values.view(unsigned) & ~sign
     if magnitude is None:
-        wide = np.abs(dtypes.widened(values))
+        wide = np.abs(float_bits.widened(values))
         return float(np.min(wide, where=wide > 0, initial=np.inf))
     np.subtract(magnitude, 1, out=magnitude, casting="unsafe")  # zero wraps to the largest
     least = magnitude.min()

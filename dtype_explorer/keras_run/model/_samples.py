@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, float_bits
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import TensorInfo
@@ -100,22 +100,22 @@ def nonfinite_count(tensor: Any) -> int:
 
 def _finite(tensor: Any) -> bool | None:
     """Whether every value is finite; ``None`` for non-float tensors. Read as Keras holds it
-    (``dtypes.finite_peak``: a 16-bit float through its bits, not widened; no temporary where
+    (``float_bits.finite_peak``: a 16-bit float through its bits, not widened; no temporary where
     every value is finite, most tensors); a mask only otherwise."""
     array = _float_array(tensor)
     if array is None:
         return None
     if array.dtype.kind == "c":
         return bool(np.isfinite(array).all())
-    return dtypes.finite_peak(array) is not None
+    return float_bits.finite_peak(array) is not None
 
 
 def _float_values(tensor: Any) -> np.ndarray | None:
-    """A float or complex tensor's values as NumPy can test them (``dtypes.widened``: a
+    """A float or complex tensor's values as NumPy can test them (``float_bits.widened``: a
     16-bit float, bfloat16 included, as float32; float64 kept, so that no value overflows on
     the way), or ``None`` for other dtypes."""
     array = _float_array(tensor)
-    return None if array is None else dtypes.widened(array)
+    return None if array is None else float_bits.widened(array)
 
 
 def _float_array(tensor: Any) -> np.ndarray | None:

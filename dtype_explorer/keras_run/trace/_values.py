@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer import dtypes
+from dtype_explorer import dtypes, float_bits
 from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._exactness import cast_loss
@@ -83,12 +83,12 @@ def _finite_flags(value: Any) -> tuple | None:
     if not (kind in "fc" or "float" in a.dtype.name) or a.size == 0:
         return (False, False, None)
     if kind != "c":  # where every value is finite (most tensors): no temporary, no widening
-        peak = dtypes.finite_peak(a)
+        peak = float_bits.finite_peak(a)
         if peak is not None:
             return (False, False, peak)
     elif np.isfinite(a).all():
         return (False, False, float(np.abs(a).max()))
-    a = dtypes.widened(a)
+    a = float_bits.widened(a)
     finite = a[np.isfinite(a)]
     return (
         bool(np.isnan(a).any()),
@@ -424,15 +424,15 @@ def _read_loss(variable: Any, before: Any, source: str, target: str) -> Any:
 def _overflow_or_underflow(wide: np.ndarray, narrow: np.ndarray) -> bool:
     """Whether reading ``wide`` as ``narrow`` made finite values inf or non-zero ones zero,
     screened by counts (no full comparison): more inf/NaN, or more zeros, after than before
-    (a 16-bit ``narrow`` counted on its bits, ``dtypes.half_counts``; none counted where its
+    (a 16-bit ``narrow`` counted on its bits, ``float_bits.half_counts``; none counted where its
     bits' largest and smallest say every value is finite and none zero, as a kernel's are)."""
     if wide.shape != narrow.shape or not wide.size:
         return False
-    magnitude = dtypes.half_magnitude(narrow)
+    magnitude = float_bits.half_magnitude(narrow)
     settled = magnitude is not None and magnitude.min() > 0
-    if settled and dtypes.finite_peak(narrow, magnitude) is not None:
+    if settled and float_bits.finite_peak(narrow, magnitude) is not None:
         return False  # no zero after, and no inf or NaN: nothing underflowed or overflowed
-    counts = None if magnitude is None else dtypes.half_counts(narrow, magnitude)
+    counts = None if magnitude is None else float_bits.half_counts(narrow, magnitude)
     if counts is None:
         zeros, not_finite = np.count_nonzero(narrow == 0), np.count_nonzero(~np.isfinite(narrow))
     else:
