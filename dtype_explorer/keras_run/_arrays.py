@@ -51,6 +51,27 @@ def numpy_values(tensor: Any) -> np.ndarray:
     return lent
 
 
+def abstract(tensor: Any) -> bool:
+    """Whether ``tensor`` holds no values to read: a jax tracer, what a layer called inside a
+    jax transformation is given and returns (a recurrent layer's cell, which Keras runs in
+    ``jax.lax.scan``), whose conversion to NumPy raises.
+
+    Args:
+        tensor: a backend tensor, or anything else.
+
+    Returns:
+        Whether it is a tracer (``False`` for anything not of jax's).
+
+    >>> abstract(np.ones(2))
+    False
+    """
+    if not type(tensor).__module__.startswith("jax"):
+        return False
+    import jax
+
+    return isinstance(tensor, jax.core.Tracer)
+
+
 def _lent(tensor: Any) -> np.ndarray | None:
     """The buffer of an eager TensorFlow tensor or a host jax array, as a NumPy view; else
     ``None``."""

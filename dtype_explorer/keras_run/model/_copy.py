@@ -318,8 +318,17 @@ def policy_rebuild(model: Any, policy: str) -> Rebuilt:
 
 def weights_copied(target: Any, source: Any) -> None:
     """``target.set_weights(source.get_weights())`` without the round trip through NumPy:
-    each of ``target.weights`` assigned its counterpart's value, in the order ``set_weights``
-    pairs them (a layout that differs: through ``set_weights``, which says why)."""
+    each of ``target.weights`` assigned a copy of its counterpart's value, in the order
+    ``set_weights`` pairs them (a layout that differs: through ``set_weights``, which says
+    why).
+
+    On jax a variable's ``assign`` keeps the very array it is given, so ``target`` would hold
+    ``source``'s buffers: a ``model.predict`` or ``fit`` step that Keras compiles with them
+    donated (an audit's ``mode="predict"`` on the policy's copy) deleted them, and with them
+    the user's weights (their model's next call raised "Buffer has been deleted or
+    donated"). There each value is copied first; tensorflow's and torch's ``assign`` copy
+    into the variable's own storage already.
+    """
     pairs = list(zip(target.weights, source.weights, strict=False))
     same = len(target.weights) == len(source.weights) and all(
         tuple(t.shape) == tuple(s.shape) and t.dtype == s.dtype for t, s in pairs
@@ -327,8 +336,21 @@ def weights_copied(target: Any, source: Any) -> None:
     if not same:
         target.set_weights(source.get_weights())
         return
+    own = _own_copy()
     for t, s in pairs:
-        t.assign(s.value)
+        t.assign(own(s.value))
+
+
+def _own_copy() -> Any:
+    """What makes a value its own buffer before ``assign`` keeps it: a copy on jax (whose
+    ``assign`` keeps the array given), the value itself elsewhere."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        return lambda value: value
+    import jax.numpy as jnp
+
+    return lambda value: jnp.array(value, copy=True)
 
 
 def cloned_with_weights(model: Any, clone_function: Any, what: str, **options: Any) -> Any:

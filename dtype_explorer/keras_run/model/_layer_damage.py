@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dtype_explorer import dtypes, float_bits
-from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._arrays import abstract, numpy_values
 from dtype_explorer.keras_run.model._copy import policy_clone
 from dtype_explorer.keras_run.model._input_fix import DtypeCopies, with_dtype
 from dtype_explorer.keras_run.model._model_trace import layer_paths
@@ -68,6 +68,8 @@ def run_leaves(
             out = original(*args, **kw)
             index = counts.get(id(layer), 0)
             counts[id(layer)] = index + 1
+            if any(abstract(t) for t in keras_flatten((args, kw, out))):
+                return out  # a call inside a jax scan (a recurrent cell's): no values to read
             if input_amax is not None:
                 input_amax[(path, index)] = _amax(args)
             arrays = [

@@ -32,7 +32,7 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
-from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._arrays import abstract, numpy_values
 from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
@@ -434,6 +434,7 @@ class ModelTracer:
                 [numpy_values(t) for t in tensors if dtypes.family(dtypes.describe(t)) == "float"],
             )
             for key, (layer_class, tensors) in kept.items()
+            if not any(abstract(t) for t in tensors)  # a call inside a jax scan: no values
         }
 
 
