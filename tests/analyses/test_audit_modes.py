@@ -561,8 +561,10 @@ _RECURRENT_UNDER_A_POLICY = textwrap.dedent(
     model = keras.Model(inputs, keras.layers.Dense(4, name="head")(h), name="net")
     x = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
     report = dx.check_model(model, x, policy="mixed_float16")
+    quantized = dx.check_model(model, x, quantize="int8")
     print(json.dumps({"paths": [d.path for d in report.damage],
-                      "dtypes": sorted({d.dtype for d in report.damage})}))
+                      "dtypes": sorted({d.dtype for d in report.damage}),
+                      "quantized": str(quantized).splitlines()[0]}))
     """
 )
 
@@ -570,7 +572,65 @@ _RECURRENT_UNDER_A_POLICY = textwrap.dedent(
 def test_a_recurrent_layer_under_a_policy_is_audited_on_jax():
     """Keras runs an LSTM's cell inside ``jax.lax.scan``: the cell's calls get tracers, whose
     values cannot be read, and the per-layer reference read them and raised
-    ``TracerArrayConversionError`` out of ``check_model``. The scan's calls are left out of
-    the comparison; the layers that ran eagerly are compared."""
+    ``TracerArrayConversionError`` out of ``check_model`` (and the quantized copy's comparison
+    with the float one, under ``quantize="int8"``). The scan's calls are left out of the
+    comparison; the layers that ran eagerly are compared."""
     got = json_on("jax", _RECURRENT_UNDER_A_POLICY)
     assert got["paths"] == ["net/head"] and got["dtypes"] == ["float16"], got
+    assert "quantized int8 on jax" in got["quantized"], got
+
+
+_PREDICT_RAISES_ON_JAX = textwrap.dedent(
+    """
+    import json
+    import keras, numpy as np
+    import dtype_explorer as dx
+
+    def attention():
+        keras.config.set_dtype_policy("mixed_float16")
+        inputs = keras.Input((6, 8))
+        outputs = keras.layers.MultiHeadAttention(2, 4, name="mha")(inputs, inputs)
+        keras.config.set_dtype_policy("float32")
+        return keras.Model(inputs, outputs, name="net")
+
+    x = np.random.default_rng(1).normal(size=(2, 6, 8)).astype("float32")
+    raw = attention()  # raw Keras: its predict, then its own call
+    try:
+        raw.predict(x, verbose=0)
+        raw_error = None
+    except Exception as error:
+        raw_error = str(error)
+    try:
+        raw(x)
+        raw_call = "ran"
+    except Exception as error:
+        raw_call = type(error).__name__
+
+    model = attention()
+    before = np.asarray(model(x)).copy()
+    weights = [w.copy() for w in model.get_weights()]
+    report = dx.check_model(model, x, mode="predict")
+    print(json.dumps({
+        "raw_error": raw_error,
+        "raw_call": raw_call,
+        "said": [f.message for f in report.findings if f.kind == "mode-divergence"],
+        "same": np.asarray(model(x)).tobytes() == before.tobytes()
+        and all(a.tobytes() == b.tobytes() for a, b in zip(weights, model.get_weights())),
+    }))
+    """
+)
+
+
+def test_a_predict_that_raises_on_jax_is_said_and_leaves_the_model_whole():
+    """Keras's jax ``predict`` takes every variable's value off the model as it starts and puts
+    the new ones back as it ends; a float16 attention's compiled step raises on the CPU
+    ("precision 'F16_F16_F32' is not supported by dot_general"), and raw Keras's model is left
+    with no values (its next call raises). The audit says what ``predict`` raised, as raw
+    Keras raised it, and the user's model calls as before, its weights bitwise."""
+    got = json_on("jax", _PREDICT_RAISES_ON_JAX)
+    assert got["same"] is True, got
+    if got["raw_error"] is None:  # a jax that lowers it: nothing raised, nothing said
+        assert got["said"] == [], got
+        return
+    assert got["raw_call"] != "ran", got  # what the audit must not do to the user's model
+    assert len(got["said"]) == 1 and got["raw_error"] in got["said"][0], got

@@ -294,6 +294,7 @@ class ModelTracer:
         had = "predict_function" in self.model.__dict__
         before = getattr(self.model, "predict_function", None)
         self.model.predict_function = None
+        held = [(v, v._value) for v in self.model.variables]  # the arrays, not copies
         try:
             with self.installed():
                 if dataset:
@@ -304,6 +305,7 @@ class ModelTracer:
             self.model.predict_function = before
             if not had:
                 self.model.__dict__.pop("predict_function", None)
+            values_put_back(self.model, held)
         return outputs, self.root_outputs
 
     def _recording(self) -> bool:
@@ -439,6 +441,23 @@ class ModelTracer:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def values_put_back(model: Any, held: list[tuple[Any, Any]]) -> None:
+    """Each variable of ``model`` holding a value again after a ``model.predict`` that raised.
+    Keras's jax ``predict`` takes every variable's value off it as it starts
+    (``_purge_model_variables``: ``_value = None``) and puts the new ones back when it ends
+    (``jax_state_sync``); where it raised between (a compiled step jax cannot lower: a float16
+    ``dot_general`` on the CPU), the model was left with no values at all, and its next call
+    raised. Keras's own state is put back where a step ran (``jax_state_sync``), else each value
+    ``held`` from before (``(variable, value)``): no step ran, so nothing was donated."""
+    if all(v._value is not None for v, _ in held):
+        return
+    if getattr(model, "_jax_state", None) and hasattr(model, "jax_state_sync"):
+        model.jax_state_sync()
+    for variable, value in held:
+        if variable._value is None:
+            variable._value = value
 
 
 _nothing = contextlib.nullcontext

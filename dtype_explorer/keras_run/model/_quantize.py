@@ -44,7 +44,7 @@ import numpy as np
 
 from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
 from dtype_explorer.keras_run import _facts as facts
-from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._arrays import abstract, numpy_values
 from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
 from dtype_explorer.keras_run.model._instance import pack
 from dtype_explorer.keras_run.model._model_trace import layer_paths
@@ -447,7 +447,9 @@ def leaf_outputs(model: Any, sample: Any, arguments: dict[str, Any]) -> tuple[di
                     active.discard(id(layer))
                 index = counts.get(path, 0)
                 counts[path] = index + 1
-                seen[(path, index)] = [numpy_values(x) for x in keras_flatten(out)]
+                flat = keras_flatten(out)
+                if not any(abstract(x) for x in flat):  # not a call inside a jax scan
+                    seen[(path, index)] = [numpy_values(x) for x in flat]
                 return out
 
             return call
