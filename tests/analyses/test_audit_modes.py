@@ -564,6 +564,7 @@ _RECURRENT_UNDER_A_POLICY = textwrap.dedent(
     quantized = dx.check_model(model, x, quantize="int8")
     print(json.dumps({"paths": [d.path for d in report.damage],
                       "dtypes": sorted({d.dtype for d in report.damage}),
+                      "notes": [n for n in report.notes if "leaves out" in n],
                       "quantized": str(quantized).splitlines()[0]}))
     """
 )
@@ -574,9 +575,11 @@ def test_a_recurrent_layer_under_a_policy_is_audited_on_jax():
     values cannot be read, and the per-layer reference read them and raised
     ``TracerArrayConversionError`` out of ``check_model`` (and the quantized copy's comparison
     with the float one, under ``quantize="int8"``). The scan's calls are left out of the
-    comparison; the layers that ran eagerly are compared."""
+    comparison, and a note says which; the layers that ran eagerly are compared."""
     got = json_on("jax", _RECURRENT_UNDER_A_POLICY)
     assert got["paths"] == ["net/head"] and got["dtypes"] == ["float16"], got
+    assert len(got["notes"]) == 1 and "lstm/lstm_cell" in got["notes"][0], got
+    assert "jax.lax.scan" in got["notes"][0], got
     assert "quantized int8 on jax" in got["quantized"], got
 
 

@@ -65,8 +65,17 @@ def damage_phase(audit: Any, reference: str = "float32") -> None:
     try:
         # under policy=, the user's model (float32 throughout: the reference itself)
         args = (audit.target, audit.sample, audit.arguments, outputs, audit.model)
-        audit.ran["damage"] = layer_damage(*args, reference=reference, copies=audit.copies)
+        traced: list[str] = []
+        audit.ran["damage"] = layer_damage(
+            *args, reference=reference, copies=audit.copies, traced=traced
+        )
         audit.findings = _rules_output.measured(audit.findings, audit.ran["damage"])
+        if traced:
+            audit.notes.append(
+                f"The per-layer {reference} reference leaves out {', '.join(traced)}: Keras "
+                "runs it inside a jax transformation (an RNN's cell in jax.lax.scan), where "
+                "its tensors are traced, with no values to compare."
+            )
     except Exception as error:  # a model its copy cannot rebuild or run: said, not raised
         said = as_sentence(str(error))
         audit.notes.append(f"No per-layer {reference} reference: {type(error).__name__}: {said}")

@@ -56,9 +56,12 @@ def run_leaves(
     sample: Any,
     kwargs: dict[str, Any] | None = None,
     input_amax: dict[tuple[str, int], float | None] | None = None,
+    traced: list[str] | None = None,
 ) -> tuple[dict, Any]:
     """:func:`layer_outputs`, and what the model's call returned; ``input_amax``, where
-    given, is filled with each leaf call's largest finite ``|x|`` of its float inputs."""
+    given, is filled with each leaf call's largest finite ``|x|`` of its float inputs, and
+    ``traced`` with the path of each leaf call made inside a jax transformation (left out:
+    its tensors are tracers, with no values)."""
     found: dict[tuple[str, int], tuple[str, list[np.ndarray]]] = {}
     counts: dict[int, int] = {}
     paths = layer_paths(model)
@@ -69,6 +72,8 @@ def run_leaves(
             index = counts.get(id(layer), 0)
             counts[id(layer)] = index + 1
             if any(abstract(t) for t in keras_flatten((args, kw, out))):
+                if traced is not None and path not in traced:
+                    traced.append(path)
                 return out  # a call inside a jax scan (a recurrent cell's): no values to read
             if input_amax is not None:
                 input_amax[(path, index)] = _amax(args)
@@ -103,6 +108,7 @@ def layer_damage(
     original: Any = None,
     reference: str = REFERENCE,
     copies: DtypeCopies | None = None,
+    traced: list[str] | None = None,
 ) -> tuple[LayerDamage, ...]:
     """Each leaf layer output of ``model`` against the same model in float32 (or, with
     ``reference="float64"``, against it made again in float64, its float Inputs too: what
@@ -121,6 +127,9 @@ def layer_damage(
         reference: its dtype, ``"float32"`` or ``"float64"`` (``with_dtype`` makes that one).
         copies: ``model``'s copies in another dtype made for its audit (the float64 one is
             then made once for the reference and the fix); ``None``: made here.
+        traced: filled with the paths (below the model) of the leaf calls left out because
+            the reference made them inside a jax transformation (an LSTM's cell, run in
+            ``jax.lax.scan``): their tensors are tracers.
 
     Returns:
         One ``LayerDamage`` per float output of each leaf call, in forward order.
@@ -140,7 +149,7 @@ def layer_damage(
         wide = policy_clone(model, REFERENCE)
     got = layer_outputs(model, sample, kwargs) if outputs is None else outputs
     inputs: dict[tuple[str, int], float | None] = {}
-    theirs = run_leaves(wide, sample, kwargs, inputs)[0]
+    theirs = run_leaves(wide, sample, kwargs, inputs, traced)[0]
     held = {dtypes.describe(a) for _, arrays in theirs.values() for a in arrays}
     if reference == "float64" and held - {"float64"}:
         import keras
