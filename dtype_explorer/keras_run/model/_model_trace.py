@@ -295,6 +295,7 @@ class ModelTracer:
         before = getattr(self.model, "predict_function", None)
         self.model.predict_function = None
         held = [(v, v._value) for v in self.model.variables]  # the arrays, not copies
+        state = getattr(self.model, "_jax_state", None)
         try:
             with self.installed():
                 if dataset:
@@ -305,7 +306,7 @@ class ModelTracer:
             self.model.predict_function = before
             if not had:
                 self.model.__dict__.pop("predict_function", None)
-            values_put_back(self.model, held)
+            values_put_back(self.model, held, state)
         return outputs, self.root_outputs
 
     def _recording(self) -> bool:
@@ -443,17 +444,19 @@ class ModelTracer:
 # --------------------------------------------------------------------------- helpers
 
 
-def values_put_back(model: Any, held: list[tuple[Any, Any]]) -> None:
+def values_put_back(model: Any, held: list[tuple[Any, Any]], state: Any = None) -> None:
     """Each variable of ``model`` holding a value again after a ``model.predict`` that raised.
     Keras's jax ``predict`` takes every variable's value off it as it starts
     (``_purge_model_variables``: ``_value = None``) and puts the new ones back when it ends
     (``jax_state_sync``); where it raised between (a compiled step jax cannot lower: a float16
     ``dot_general`` on the CPU), the model was left with no values at all, and its next call
-    raised. Keras's own state is put back where a step ran (``jax_state_sync``), else each value
-    ``held`` from before (``(variable, value)``): no step ran, so nothing was donated."""
+    raised. Keras's own state is put back where a step of this ``predict`` ran (it holds a
+    ``_jax_state`` other than ``state``, the one before), else each value ``held`` from
+    before (``(variable, value)``): no step ran, so nothing was donated."""
     if all(v._value is not None for v, _ in held):
         return
-    if getattr(model, "_jax_state", None) and hasattr(model, "jax_state_sync"):
+    now = getattr(model, "_jax_state", None)
+    if now and now is not state and hasattr(model, "jax_state_sync"):
         model.jax_state_sync()
     for variable, value in held:
         if variable._value is None:
