@@ -72,9 +72,9 @@ def damage_phase(audit: Any, reference: str = "float32") -> None:
         audit.findings = _rules_output.measured(audit.findings, audit.ran["damage"])
         if traced:
             audit.notes.append(
-                f"The per-layer {reference} reference leaves out {', '.join(traced)}: Keras "
-                "runs it inside a jax transformation (an RNN's cell in jax.lax.scan), where "
-                "its tensors are traced, with no values to compare."
+                f"The per-layer {reference} reference leaves out the calls of "
+                f"{', '.join(traced)}: Keras made them inside a jax transformation (an RNN's "
+                "cell, in jax.lax.scan), where tensors are traced, with no values to compare."
             )
     except Exception as error:  # a model its copy cannot rebuild or run: said, not raised
         said = as_sentence(str(error))
