@@ -1,6 +1,7 @@
 """NumPy float arrays read on their bits: the largest magnitude and whether every value is
-finite (:func:`finite_peak`), and a 16-bit float's zeros, subnormals and inf/NaN counted
-(:func:`half_counts`), with no float temporary. With its sign bit cleared an IEEE float's
+finite (:func:`finite_peak`), the smallest nonzero one (:func:`smallest_nonzero`), and a
+16-bit float's zeros, subnormals and inf/NaN counted (:func:`half_counts`), with no float
+temporary. With its sign bit cleared an IEEE float's
 magnitude orders as its bits do, and it is inf or NaN exactly where those bits reach the
 exponent's all-ones pattern, so integer reductions answer what float ones would, where NumPy
 reduces float16 ~8x slower than float32 and widening a mixed-precision model's tensors first
@@ -29,6 +30,7 @@ __all__ = [
     "half_below_normal",
     "half_counts",
     "half_magnitude",
+    "smallest_nonzero",
     "widened",
 ]
 
@@ -108,6 +110,44 @@ def _top_bits(array: np.ndarray) -> int | None:
     if top >= sign:  # a negative value
         top = max(top - sign, int(array.view(signed).max()))
     return top
+
+
+def smallest_nonzero(values: np.ndarray) -> float:
+    """The smallest nonzero ``|x|`` of a float array whose values are all finite (``inf``:
+    none), read on the bits (no float copy, no mask): float16 and bfloat16 through
+    :func:`half_magnitude`, float32 and float64 with their sign bit cleared; any other float
+    widened.
+
+    Args:
+        values: a NumPy array of real floats, every value finite.
+
+    Returns:
+        The smallest nonzero magnitude as a Python float, or ``inf`` where every value is
+        zero.
+
+    >>> smallest_nonzero(np.array([0.0, -3e-6, 2.0], np.float16)) == float(np.float16(3e-6))
+    True
+    >>> smallest_nonzero(np.zeros(3, np.float32))
+    inf
+    >>> smallest_nonzero(np.array(-0.5, np.float16))  # 0-d: a model's scalar output
+    0.5
+    """
+    values = values.reshape(-1)  # a 0-d array's bits would come back as a NumPy scalar
+    magnitude = half_magnitude(values)
+    if magnitude is None and values.dtype.kind == "f" and values.dtype.isnative:
+        bits = _BITS.get(values.dtype.itemsize)
+        if bits is not None:
+            unsigned = bits[0]
+            sign = unsigned(1) << unsigned(8 * values.dtype.itemsize - 1)
+            magnitude = values.view(unsigned) & ~sign
+    if magnitude is None:
+        wide = np.abs(widened(values))
+        return float(np.min(wide, where=wide > 0, initial=np.inf))
+    np.subtract(magnitude, 1, out=magnitude, casting="unsafe")  # zero wraps to the largest
+    least = magnitude.min()
+    if least == np.iinfo(magnitude.dtype).max:  # every value zero
+        return math.inf
+    return float(np.array(least + 1, magnitude.dtype).view(values.dtype))
 
 
 def widened(array: np.ndarray) -> np.ndarray:

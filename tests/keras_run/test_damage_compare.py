@@ -1,6 +1,6 @@
 """The per-layer damage comparison (``keras_run.model._layer_damage.compare``) against the same
 statistics written out in float64 NumPy, on hand-built outputs of every float width: its fast
-path (every value finite: peaks on the bits, the difference made in place) and its masked one
+path (every value finite: peaks on the bits, the sums a slice at a time) and its masked one
 (an inf or NaN on either side) must say the same as the formulas; and ``numpy_values`` gives
 what ``keras.ops.convert_to_numpy`` gives, read-only where it is lent."""
 
@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from dtype_explorer import dtypes
+from dtype_explorer.float_bits import smallest_nonzero
 from dtype_explorer.keras_run._arrays import numpy_values
-from dtype_explorer.keras_run.model._layer_damage import _smallest_nonzero, compare
+from dtype_explorer.keras_run.model._layer_damage import compare
 
 WIDTHS = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
 
@@ -91,8 +92,8 @@ def test_compare_of_an_exact_copy_has_no_noise():
 def test_smallest_nonzero_on_the_bits(width):
     values = np.array([0.0, -0.0, 3.5, -0.015625, 7.0, 0.0]).astype(width)
     wide = np.abs(values.astype(np.float64))
-    assert _smallest_nonzero(values) == float(wide[wide > 0].min())
-    assert _smallest_nonzero(np.zeros(4, width)) == math.inf
+    assert smallest_nonzero(values) == float(wide[wide > 0].min())
+    assert smallest_nonzero(np.zeros(4, width)) == math.inf
     assert values.astype(np.float64)[3] == -0.015625  # the input is left as it was
 
 

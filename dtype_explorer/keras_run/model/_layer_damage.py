@@ -239,7 +239,7 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
 
     Where every value of both is finite (most outputs), each array's peak is read first
     (``float_bits.finite_peak``: a 16-bit output on its bits), the output's smallest nonzero
-    magnitude too (:func:`_smallest_nonzero`), and the sums are made a slice at a time
+    magnitude too (``float_bits.smallest_nonzero``), and the sums are made a slice at a time
     (:func:`_sums`: two float64 slices that stay in a core's cache, where two float64 copies
     of the whole output, 8x a float16 output's bytes, took more time than the sums and that
     much memory). The masked path (:func:`_compare_masked`) takes the rest.
@@ -248,7 +248,7 @@ def compare(out: np.ndarray, ref: np.ndarray, **where: Any) -> LayerDamage:
     amax, reference_amax = float_bits.finite_peak(out), float_bits.finite_peak(ref)
     if amax is None or reference_amax is None or not out.size:
         return _compare_masked(out, ref, dtype, where)
-    smallest = _smallest_nonzero(out)
+    smallest = float_bits.smallest_nonzero(out)
     sums = _sums(out.reshape(-1), ref.reshape(-1))
     return _damage(where, dtype, ref, sums, amax, smallest, 0, reference_amax)
 
@@ -339,41 +339,6 @@ def _damage(
         compared=sums.compared,
         reference_amax=reference_amax,
     )
-
-
-#: The unsigned integer type of each IEEE float's width: a float's magnitude, its sign bit
-#: cleared, orders as these bits do.
-_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
-def _smallest_nonzero(values: np.ndarray) -> float:
-    """The smallest nonzero ``|x|`` of a float array whose values are all finite (``inf``:
-    none), read on the bits (no float copy, no mask): float16 and bfloat16 through
-    ``float_bits.half_magnitude``, float32 and float64 with their sign bit cleared; any other
-    float widened.
-
-    >>> _smallest_nonzero(np.array([0.0, -3e-6, 2.0], np.float16)) == float(np.float16(3e-6))
-    True
-    >>> _smallest_nonzero(np.zeros(3, np.float32))
-    inf
-    >>> _smallest_nonzero(np.array(-0.5, np.float16))  # 0-d: a model's scalar output
-    0.5
-    """
-    values = values.reshape(-1)  # a 0-d array's bits would come back as a NumPy scalar
-    magnitude = float_bits.half_magnitude(values)
-    if magnitude is None and values.dtype.kind == "f" and values.dtype.isnative:
-        unsigned = _BITS.get(values.dtype.itemsize)
-        if unsigned is not None:
-            sign = unsigned(1) << unsigned(8 * values.dtype.itemsize - 1)
-            magnitude = values.view(unsigned) & ~sign
-    if magnitude is None:
-        wide = np.abs(float_bits.widened(values))
-        return float(np.min(wide, where=wide > 0, initial=np.inf))
-    np.subtract(magnitude, 1, out=magnitude, casting="unsafe")  # zero wraps to the largest
-    least = magnitude.min()
-    if least == np.iinfo(magnitude.dtype).max:  # every value zero
-        return math.inf
-    return float(np.array(least + 1, magnitude.dtype).view(values.dtype))
 
 
 def _ends(values: np.ndarray) -> tuple[float, float] | None:
