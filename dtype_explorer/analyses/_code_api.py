@@ -153,7 +153,9 @@ def trace(fn: Any = None, /, *args: Any, **kwargs: Any) -> TraceResult | Tracer:
         *args: its positional arguments, passed as given.
         **kwargs: its keyword arguments, passed as given; without ``fn``, the options:
             ``backend`` (``None``: this process; a name, a list or ``"all"``: the function
-            and its arguments sent by value to each backend's user-code worker), ``engine``
+            and its arguments sent by value to each backend's user-code worker, where an
+            ``os._exit`` or a crash ends that worker only; the one name of the backend this
+            process runs: this process, as ``None``), ``engine``
             (a Keras 3 release, ``"keras==3.X.Y"``: its user-code worker, on this backend or
             each ``backend``), ``policy`` and ``floatx`` (set for the run, put back after),
             ``precision`` (``highest``, ``tf32``, ``default``: the float32 matmul precision),

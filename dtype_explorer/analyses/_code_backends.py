@@ -347,13 +347,24 @@ def _answer(
         )  # fmt: skip
     except Exception as failure:  # the worker died (os._exit, a crash: it is replaced), or
         # could not run the engine asked (``_worker.call`` says why)
-        status, error = (
-            "raised",
-            CodeError(
+        lost = pool.lost_worker(failure)
+        if lost is None:
+            status = "raised"
+            error = CodeError(
                 type=type(failure).__name__,
                 message=f"the {where} gave no answer for the {kind}: {failure}"[:600],
-            ),
-        )
+            )
+        else:
+            status = "exited"
+            error = CodeError(
+                type="WorkerExited",
+                message=(
+                    f"the {where} {lost[0]} while running the {kind} (its own os._exit, a "
+                    "crash in native code, or out of memory): no answer came back, not even "
+                    "the steps before it; the worker is replaced for the next run"
+                    + (f". Its output is in {lost[1]}" if lost[1] else "")
+                ),
+            )
     env = CodeEnvironment(keras="?", backend=backend, where=where, engine=engine)
     return TraceResult(
         what=what, kind=kind, status=status, error=error, environment=env, source=source

@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 
 import pebble
 
@@ -89,6 +90,39 @@ def deliver_answer(
             cache.put(result)
     with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
         out.set_result(result)
+
+
+def deliver_call(slot: str, out: Future, task: Future) -> None:
+    """``task``'s outcome passed on to ``out`` (the future ``pool.call`` returned); a worker
+    lost while it ran the task (``ProcessExpired``) has its log moved aside first, before
+    pebble starts the next worker (it runs the task's callbacks first), and the path kept on
+    the error for :func:`lost_in_call`."""
+    if task.cancelled():
+        out.cancel()
+        return
+    error = task.exception()
+    if isinstance(error, pebble.ProcessExpired):
+        error.log = spawn.kept_log(slot)  # type: ignore[attr-defined]
+    with contextlib.suppress(concurrent.futures.InvalidStateError):  # cancelled meanwhile
+        if error is None:
+            out.set_result(task.result())
+        else:
+            out.set_exception(error)
+
+
+def lost_in_call(error: BaseException) -> tuple[str, Path | None] | None:
+    """How the worker running a ``pool.call`` ended, and where its output was kept, where
+    ``error`` (what its future raised) says it was lost before answering (``os._exit``, a
+    crash, the memory killer); ``None`` for any other error.
+
+    >>> lost_in_call(ValueError("the function's own error")) is None
+    True
+    >>> lost_in_call(pebble.ProcessExpired("Abnormal termination", code=-9))
+    ('was killed by SIGKILL', None)
+    """
+    if not isinstance(error, pebble.ProcessExpired):
+        return None
+    return how_it_ended(error.exitcode), getattr(error, "log", None)
 
 
 @contextlib.contextmanager
@@ -186,11 +220,24 @@ def lost_before_answering(slot: str, exc: BaseException) -> tuple[str, str, str]
     )
 
 
-def _crash_message(spec: ProbeSpec, slot: str, exitcode: int | None) -> str:
+def how_it_ended(exitcode: int | None) -> str:
+    """How a worker process ended, from its exit code as pebble reports it (``ProcessExpired``).
+
+    >>> how_it_ended(-9), how_it_ended(3), how_it_ended(spawn.ZERO_EXIT)
+    ('was killed by SIGKILL', 'exited with code 3', 'exited with code 0')
+    """
+    if exitcode == spawn.ZERO_EXIT:
+        return "exited with code 0"
     if exitcode is not None and exitcode < 0:
-        how = f"was killed by {signal.Signals(-exitcode).name}"
-    else:
-        how = f"exited with code {exitcode}"
+        try:
+            return f"was killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"was killed by signal {-exitcode}"
+    return f"exited with code {exitcode}"
+
+
+def _crash_message(spec: ProbeSpec, slot: str, exitcode: int | None) -> str:
+    how = how_it_ended(exitcode)
     return (
         f"the {spec.backend} worker {how} while running this probe (a segfault, os._exit "
         "or running out of memory); it is restarted for the next probe. Its output is in "

@@ -271,11 +271,30 @@ def kept_log(slot: str) -> Path:
 WORKER_PROCESS_NAME = "dtype-explorer-worker"
 
 
+#: What a worker's exit code 0 reads as to pebble (:attr:`_WorkerProcess.exitcode`); no exit
+#: status is 256.
+ZERO_EXIT = 256
+
+
 class _WorkerProcess(multiprocessing.context.SpawnProcess):
     """A spawned worker process, named so that its start leaves the user's ``__main__`` out."""
 
     def __init__(self, *args: Any, name: str | None = None, **kwargs: Any) -> None:
         super().__init__(*args, name=f"{WORKER_PROCESS_NAME}/{name}", **kwargs)
+
+    @property
+    def exitcode(self) -> int | None:
+        """The worker's exit code, 0 read as :data:`ZERO_EXIT`.
+
+        pebble takes a worker that exits with 0 for one that ended as asked, and leaves the
+        task it was running unanswered: a function that called ``os._exit(0)`` in a worker
+        (``dx.trace(backend=...)``, a custom layer's ``call``) made its caller wait forever,
+        or to the task's time limit. Our workers (no task limit) never end with 0 while pebble
+        watches them: they end when the pool closes their pipe, after pebble stopped watching,
+        or when the kernel is gone (``_worker._exit_with_parent``). So 0 reads as a worker
+        lost, and its task answers ``ProcessExpired`` (``_failures.how_it_ended`` says 0)."""
+        code = super().exitcode
+        return ZERO_EXIT if code == 0 else code
 
 
 class WorkerContext(multiprocessing.context.SpawnContext):

@@ -78,6 +78,7 @@ __all__ = [
     "load_code",
     "log_path",
     "log_paths",
+    "lost_worker",
     "run_many",
     "shutdown",
     "slots",
@@ -97,6 +98,7 @@ __all__ = [
 #: Registers a dtype-explorer function that ``call`` may run in a cache-keeping worker.
 trusted_entry = call_trust.entry
 time_limit = _limits.time_limit
+lost_worker = _failures.lost_in_call
 
 ENV_BACKENDS = _allowed.ENV_BACKENDS
 ENV_WORKERS = "DTYPE_EXPLORER_WORKERS_PER_BACKEND"
@@ -367,7 +369,7 @@ def call(
     fresh: bool = False,
 ) -> Future:
     """Run ``function(*args)`` in ``backend``'s worker, where that backend's library is already
-    imported (reference promotion tables use it); a raw future. ``engine`` (a created
+    imported (reference promotion tables use it); its future. ``engine`` (a created
     engine's name) runs it in that engine's worker instead. ``fresh`` replaces the worker once
     it has answered (a user's traced cell: whatever it changed in that process goes with it;
     the next task starts a new worker, as a time limit or a crash does already).
@@ -405,9 +407,11 @@ def call(
     task, slot = _schedule(
         backend, worker.call, call_args, seconds, engine=pinned_engine(engine), user=not trusted
     )
+    out: Future = Future()
+    task.add_done_callback(functools.partial(_failures.deliver_call, slot, out))
     if fresh:
         task.add_done_callback(functools.partial(_replace_after, slot))
-    return task
+    return out
 
 
 def _replace_after(slot: str, task: Future) -> None:

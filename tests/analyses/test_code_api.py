@@ -82,3 +82,25 @@ def test_a_block_cannot_travel_and_says_so():
     with pytest.raises(InvalidSpecError) as info, dx.trace(backend="jax,numpy"):
         pass
     assert "received: backend='jax,numpy'" in str(info.value)
+
+
+def test_code_that_runs_only_later_is_said_not_traced():
+    # a generator's body runs as it is iterated, a coroutine's when awaited: after the trace
+    # closed, so "0 steps, no dtype change" alone would read as code with no dtype change
+    x = np.ones(2, "float16")
+
+    def doubled(x):
+        yield keras.ops.multiply(x, 2.0)
+
+    async def doubled_later(x):
+        return keras.ops.multiply(x, 2.0)
+
+    gen = dx.trace(doubled, x)
+    assert gen.status == "ok" and gen.steps == ()
+    assert "returned a generator: its body runs only as it is iterated" in gen.note
+    assert "note: the code returned a generator" in str(gen)
+    iterated = dx.trace(lambda: list(doubled(x)))
+    assert [s.op for s in iterated.steps] == ["ops.multiply"] and "generator" not in iterated.note
+    coroutine = dx.trace(doubled_later, x)
+    assert "returned a coroutine: its body runs only when it is awaited" in coroutine.note
+    coroutine.value.close()  # never awaited here: closed, as the user would

@@ -68,6 +68,24 @@ def test_what_cannot_travel_is_named_before_anything_runs():
     assert "argument 0 (_thread.lock) cannot travel" in str(info.value)
 
 
+def ends_its_worker(x):
+    import os
+
+    keras.ops.add(x, 1)
+    os._exit(0)
+
+
+def test_a_function_that_ends_its_worker_is_said_and_the_next_one_runs():
+    # exit code 0: pebble took such a worker for one that ended as asked and left its task
+    # unanswered, so dx.trace waited to its time limit (here 60 s: then "timeout")
+    ended = dx.trace(backend="numpy", timeout=60)(ends_its_worker, np.ones(2))
+    assert isinstance(ended, TraceResult) and ended.status == "exited", ended.error
+    message = ended.error.message
+    assert ended.error.type == "WorkerExited" and "numpy~user worker exited with code 0" in message
+    assert str(dx.pool.log_path(dx.pool.user_slot("numpy"))) in message
+    assert dx.trace(backend="numpy")(forward, np.ones(2), offset=1).status == "ok"
+
+
 SETS_POLICY = "import os\nkeras.config.set_dtype_policy('mixed_float16')\nos.getpid()"
 READS = "import os\n(os.getpid(), keras.layers.Dense(2).compute_dtype)"
 

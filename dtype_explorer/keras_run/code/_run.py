@@ -7,6 +7,7 @@ any code) and ``traced_run`` (a function called with its arguments), each giving
 from __future__ import annotations
 
 import contextlib
+import inspect
 import sys
 from typing import Any
 
@@ -110,9 +111,35 @@ class TracedRun:
             environment=env,
             source=self.source,
             cell_file=self.cell_file,
-            note=operator_limit(env.backend),
+            note="; ".join(n for n in (operator_limit(env.backend), not_run_yet(value)) if n),
         )
         return result.with_value(None if value is _NOTHING else value)
+
+
+def not_run_yet(value: Any) -> str:
+    """What the trace says of a returned ``value`` whose code runs only later, after the trace
+    closed (a generator's body as it is iterated, a coroutine's as it is awaited): none of it
+    was traced; "" for any other value.
+
+    >>> def numbers():
+    ...     yield 1
+    >>> not_run_yet(numbers()).startswith("the code returned a generator")
+    True
+    >>> not_run_yet(1)
+    ''
+    """
+    if inspect.isgenerator(value) or inspect.isasyncgen(value):
+        kind, runs = type(value).__name__.replace("_", " "), "as it is iterated"
+        how = "trace what iterates it: dx.trace(lambda: list(fn(x)))"
+    elif inspect.iscoroutine(value):
+        kind, runs = "coroutine", "when it is awaited"
+        how = "await it inside the code traced (with dx.trace(): await fn(x))"
+    else:
+        return ""
+    return (
+        f"the code returned a {kind}: its body runs only {runs}, after the trace closed, so "
+        f"none of it was traced; {how}"
+    )
 
 
 def _status(said: str) -> CodeStatus:
