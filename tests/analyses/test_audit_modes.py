@@ -637,3 +637,59 @@ def test_a_predict_that_raises_on_jax_is_said_and_leaves_the_model_whole():
         return
     assert got["raw_call"] != "ran", got  # what the audit must not do to the user's model
     assert len(got["said"]) == 1 and got["raw_error"] in got["said"][0], got
+
+
+_JIT_COMPILE_FALSE_ON_JAX = textwrap.dedent(
+    """
+    import json
+    import keras
+    import numpy as np
+    import dtype_explorer as dx
+
+    class Concrete(keras.layers.Layer):  # reads a value in Python: runs eagerly, not in a jit
+        def call(self, x):
+            return x * float(keras.ops.convert_to_numpy(x)[0, 0] > 0)
+
+        def compute_output_spec(self, x):
+            return keras.KerasTensor(x.shape, x.dtype)
+
+    def built(jit):
+        inputs = keras.Input((3,))
+        model = keras.Model(inputs, keras.layers.Dense(2)(Concrete()(inputs)))
+        model.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+        return model
+
+    x = np.ones((2, 3), "float32")
+    raw = {}  # raw Keras: jit_compile=False runs predict eagerly, True jits it
+    for jit in (False, True):
+        try:
+            built(jit).predict(x, verbose=0)
+            raw[str(jit)] = "ran"
+        except Exception as error:
+            raw[str(jit)] = type(error).__name__
+    predict = dx.check_model(built(False), x, mode="predict").predict
+    plain = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    plain.compile(optimizer="sgd", loss="mse", jit_compile=False)
+    fit = dx.check_model(plain, x, mode="fit").fit
+    unset = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    dx.check_model(unset, x, mode="predict")
+    print(json.dumps({
+        "raw": raw,
+        "predict": [predict.compiled, predict.execution],
+        "fit": [fit.compiled, fit.execution],
+        "unset": unset._jit_compile,
+    }))
+    """
+)
+
+
+def test_jit_compile_false_on_jax_is_said_eager_as_keras_runs_it():
+    """On jax Keras jits ``predict`` and ``fit`` steps only under ``jit_compile``: with
+    ``jit_compile=False`` they run eagerly (a layer that reads a value in Python runs there
+    and raises under the jit). The audit said "compiled by jax.jit" for both; and its
+    ``predict`` left on a model never compiled what Keras resolved ``"auto"`` to."""
+    got = json_on("jax", _JIT_COMPILE_FALSE_ON_JAX)
+    assert got["raw"]["False"] == "ran" and got["raw"]["True"] != "ran", got
+    for compiled, execution in (got["predict"], got["fit"]):
+        assert compiled is False and execution.endswith("eager (compiled with jit_compile=False)")
+    assert got["unset"] is None, got  # the user's model as it was

@@ -287,12 +287,14 @@ class ModelTracer:
         ``tf.data.Dataset`` of it, :func:`as_dataset`, as users feed one): its outputs, and
         the root call's outputs as the compiled function traced them. The model's predict
         function is made afresh (one made before was traced without the recorders) and put
-        back after, so nothing compiled here stays on the model."""
+        back after, so nothing compiled here stays on the model; nor what Keras resolved its
+        ``jit_compile="auto"`` to, where it was never resolved."""
         import keras
 
         batch = int(keras.tree.flatten(sample)[0].shape[0])
         had = "predict_function" in self.model.__dict__
         before = getattr(self.model, "predict_function", None)
+        jit = self.model.__dict__.get("_jit_compile")
         self.model.predict_function = None
         held = [(v, v._value) for v in self.model.variables]  # the arrays, not copies
         state = getattr(self.model, "_jax_state", None)
@@ -306,6 +308,8 @@ class ModelTracer:
             self.model.predict_function = before
             if not had:
                 self.model.__dict__.pop("predict_function", None)
+            if jit is None and "_jit_compile" in self.model.__dict__:
+                self.model._jit_compile = None
             values_put_back(self.model, held, state)
         return outputs, self.root_outputs
 

@@ -32,20 +32,44 @@ from dtype_explorer.records import FitReport, FitStep, GradientInfo
 
 
 def compiled_by(model: Any) -> tuple[bool, str]:
-    """Whether ``model.fit``'s step is compiled, and by what, in words."""
+    """Whether ``model.fit``'s step is compiled, and by what, in words: as Keras's trainer
+    decides it, from ``run_eagerly`` and ``jit_compile`` (jax jits a step only with
+    ``jit_compile``; tensorflow always makes a ``tf.function``, with XLA under it; torch
+    compiles with it)."""
     import keras
 
     backend = keras.backend.backend()
     if getattr(model, "run_eagerly", False):
         return False, "eager (compiled with run_eagerly=True)"
+    jit = jit_compiled(model)
     if backend == "jax":
-        return True, "compiled by jax.jit"
+        return (
+            (True, "compiled by jax.jit")
+            if jit
+            else (False, "eager (compiled with jit_compile=False)")
+        )
     if backend == "tensorflow":
-        xla = bool(getattr(model, "jit_compile", False))
-        return True, "compiled by tf.function" + (" with XLA" if xla else "")
-    if backend == "torch" and getattr(model, "jit_compile", False):
+        return True, "compiled by tf.function" + (" with XLA" if jit else "")
+    if backend == "torch" and jit:
         return True, "compiled by torch.compile"
     return False, f"eager on {backend}"
+
+
+def jit_compiled(model: Any) -> bool:
+    """Keras's ``model.jit_compile``, what its trainer reads, without the property's side
+    effect: read before ``compile()`` it stores what ``"auto"`` resolves to on the model.
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(jit_compile=False)
+    >>> jit_compiled(model)
+    False
+    """
+    value = getattr(model, "_jit_compile", None)
+    if value is not None:
+        return bool(value)
+    resolve = getattr(model, "_resolve_auto_jit_compile", None)  # a model with no trainer: none
+    return bool(resolve()) if callable(resolve) else False
 
 
 def predict_compiled_by(model: Any) -> tuple[bool, str]:
