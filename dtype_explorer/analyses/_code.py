@@ -1,7 +1,7 @@
 """The user's own code run traced in this process (``keras_run.code``): a function
 (:func:`trace_called`, ``dx.trace``'s) or a compiled cell (:func:`trace_compiled`,
-``%%dtype_trace``'s), under the tool's own ``policy``/``floatx``/``precision`` (set for the run,
-put back after it) and ``timeout``, each way it can end answered (``ok``, ``raised``,
+``%%dtype_trace``'s), under the tool's own ``policy``/``floatx``/``precision``/``eager`` (set for
+the run, put back after it) and ``timeout``, each way it can end answered (``ok``, ``raised``,
 ``timeout``, ``exited``). The public face, ``dx.trace``, is ``_code_api``; other backends'
 workers, ``_code_backends``.
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from dtype_explorer.keras_run import precision_set, preserved_keras_state
-from dtype_explorer.keras_run.code import TracedRun, as_called
+from dtype_explorer.keras_run.code import TracedRun, as_called, compiled_run_eagerly
 from dtype_explorer.records import TraceResult
 
 
@@ -41,6 +41,7 @@ def trace_compiled(
     policy: str | None = None,
     floatx: str | None = None,
     precision: str | None = None,
+    eager: bool = False,
 ) -> TraceResult:
     """Run a compiled cell in ``namespace`` with the trace on (``%%dtype_trace``'s work).
 
@@ -58,6 +59,9 @@ def trace_compiled(
         precision: the float32 matmul precision (``records.PRECISIONS``: ``highest``,
             ``tf32``, ``default``) set on this backend for the cell and put back afterwards,
             as ``dx.probe(precision=...)`` sets it for a probe; ``None`` leaves it.
+        eager: run the backend's compiled functions (``jax.jit``, ``tf.function``,
+            ``torch.compile``) op by op for the cell, so that their steps are traced with
+            values (``keras_run.code.compiled_run_eagerly``); put back afterwards.
 
     Returns:
         The :class:`TraceResult`: ``status`` ``ok``, ``raised`` (the user's own error and
@@ -77,7 +81,7 @@ def trace_compiled(
         exec(body, namespace)
         return eval(last, namespace) if last is not None else None
 
-    return _traced(run, cell, timeout, policy, floatx, precision)
+    return _traced(run, cell, timeout, (policy, floatx, precision, eager))
 
 
 def trace_called(
@@ -91,6 +95,7 @@ def trace_called(
     policy: str | None = None,
     floatx: str | None = None,
     precision: str | None = None,
+    eager: bool = False,
 ) -> TraceResult:
     """``fn(*args, **kwargs)`` run traced (``dx.trace``'s work, here or in a worker).
 
@@ -104,6 +109,8 @@ def trace_called(
         policy: a global dtype policy set for the call and put back afterwards.
         floatx: a ``floatx`` set for the call and put back afterwards.
         precision: the float32 matmul precision set for the call and put back afterwards.
+        eager: run the backend's compiled functions op by op for the call (as
+            :func:`trace_compiled`'s).
 
     Returns:
         The :class:`TraceResult` (``value``: what ``fn`` returned, in this process), ended as
@@ -116,24 +123,24 @@ def trace_called(
     """
     run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
     work = lambda: as_called(fn)(*args, **kwargs)  # noqa: E731  (its wrapper, in the trace)
-    return _traced(run, work, timeout, policy, floatx, precision)
+    return _traced(run, work, timeout, (policy, floatx, precision, eager))
 
 
 def _traced(
     run: TracedRun,
     work: Any,
     timeout: float | None,
-    policy: str | None,
-    floatx: str | None,
-    precision: str | None,
+    settings: tuple[str | None, str | None, str | None, bool],
 ) -> TraceResult:
-    """``work()`` run inside ``run`` under the tool's settings and time limit; the result
-    says the ``precision`` set."""
-    with tool_settings(policy, floatx, precision), _time_limit(timeout):
+    """``work()`` run inside ``run`` under the tool's ``settings`` (``policy``, ``floatx``,
+    ``precision``, ``eager``) and time limit; the result says the ``precision`` and
+    ``eager`` set."""
+    policy, floatx, precision, eager = settings
+    with tool_settings(policy, floatx, precision, eager), _time_limit(timeout):
         result = _ended(run, work, timeout)
-    if precision is None:
+    if precision is None and not eager:
         return result
-    env = result.environment.model_copy(update={"precision": precision})
+    env = result.environment.model_copy(update={"precision": precision, "eager": eager})
     return result.model_copy(update={"environment": env}).with_value(result.value)
 
 
@@ -176,10 +183,13 @@ def _said(error: BaseException, text: str) -> BaseException:
 
 
 @contextlib.contextmanager
-def tool_settings(policy: str | None, floatx: str | None, precision: str | None) -> Iterator[None]:
+def tool_settings(
+    policy: str | None, floatx: str | None, precision: str | None, eager: bool = False
+) -> Iterator[None]:
     """The tool's own settings for traced code (``--policy``/``policy=``, ``floatx``, the
-    float32 matmul ``precision`` of this process's backend), set for the block and put back
-    after it; ``None`` leaves each as it is.
+    float32 matmul ``precision`` of this process's backend, ``eager``: its compiled functions
+    run op by op), set for the block and put back after it; ``None`` (``False``) leaves each
+    as it is.
 
     >>> import keras
     >>> with tool_settings("mixed_float16", None, None):
@@ -188,8 +198,12 @@ def tool_settings(policy: str | None, floatx: str | None, precision: str | None)
     >>> keras.config.dtype_policy().name
     'float32'
     """
-    backend = _backend() if precision is not None else ""
-    with _settings(policy, floatx), precision_set(precision, backend):
+    backend = _backend() if precision is not None or eager else ""
+    with (
+        _settings(policy, floatx),
+        precision_set(precision, backend),
+        compiled_run_eagerly(eager, backend),
+    ):
         yield
 
 

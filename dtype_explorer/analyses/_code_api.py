@@ -35,7 +35,7 @@ from dtype_explorer.records import CodeComparison, TraceResult, engine_spec
 from dtype_explorer.runtime import pool
 
 #: The tool's own options (``dx.trace(**options)``), never a keyword of the user's function.
-OPTIONS = ("backend", "engine", "policy", "floatx", "precision", "max_steps", "timeout")
+OPTIONS = ("backend", "engine", "policy", "floatx", "precision", "eager", "max_steps", "timeout")
 
 
 class Tracer:
@@ -45,9 +45,9 @@ class Tracer:
     ``tracer(fn, *args, **kwargs)`` runs ``fn(*args, **kwargs)`` traced (every keyword is
     ``fn``'s): here, or with ``backend``/``engine`` in each backend's user-code worker (the
     function and its arguments sent by value). ``with tracer as t:`` traces the block here
-    (``policy``, ``floatx``, ``precision``, ``max_steps``; a block cannot travel to another
-    backend): ``t.result`` is its :class:`TraceResult` once it ends, ``t`` reads its fields
-    (``t.steps``) and displays as it.
+    (``policy``, ``floatx``, ``precision``, ``eager``, ``max_steps``; a block cannot travel to
+    another backend): ``t.result`` is its :class:`TraceResult` once it ends, ``t`` reads its
+    fields (``t.steps``) and displays as it.
     """
 
     def __init__(
@@ -58,6 +58,7 @@ class Tracer:
         policy: Any = None,
         floatx: str | None = None,
         precision: str | None = None,
+        eager: bool = False,
         max_steps: int = 0,
         timeout: float | None = None,
     ):
@@ -69,6 +70,7 @@ class Tracer:
             "policy": None if policy is None else validate_policy(policy),
             "floatx": _floatx(floatx),
             "precision": check_precision(precision),
+            "eager": _eager(eager),
         }
         given = {"backend": backend, "engine": engine, "timeout": timeout}
         self._given = {n: v for n, v in given.items() if v is not None}
@@ -108,7 +110,9 @@ class Tracer:
         self._run = TracedRun(what="with dx.trace()", kind="block", max_steps=options["max_steps"])
         with contextlib.ExitStack() as stack:
             stack.enter_context(
-                tool_settings(options["policy"], options["floatx"], options["precision"])
+                tool_settings(
+                    options["policy"], options["floatx"], options["precision"], options["eager"]
+                )
             )
             stack.enter_context(self._run)
             self._stack = stack.pop_all()
@@ -117,9 +121,9 @@ class Tracer:
     def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
         self._stack.__exit__(kind, error, tb)
         result = self._run.result(error=error) if self._run is not None else None
-        precision = self.options["precision"]
-        if result is not None and precision is not None:
-            env = result.environment.model_copy(update={"precision": precision})
+        precision, eager = self.options["precision"], self.options["eager"]
+        if result is not None and (precision is not None or eager):
+            env = result.environment.model_copy(update={"precision": precision, "eager": eager})
             result = result.model_copy(update={"environment": env})
         self.result = result
         return False
@@ -159,6 +163,10 @@ def trace(fn: Any = None, /, *args: Any, **kwargs: Any) -> TraceResult | Tracer:
             (a Keras 3 release, ``"keras==3.X.Y"``: its user-code worker, on this backend or
             each ``backend``), ``policy`` and ``floatx`` (set for the run, put back after),
             ``precision`` (``highest``, ``tf32``, ``default``: the float32 matmul precision),
+            ``eager`` (``True``: the backend's compiled functions, ``jax.jit``,
+            ``tf.function``, ``torch.compile``, run op by op, so that the steps inside
+            Keras's ``predict``/``fit`` and keras-hub's ``generate()`` are traced with their
+            values; a compiled function's second call otherwise runs no step the trace sees),
             ``max_steps`` (the most steps kept, default 300), ``timeout`` (seconds).
 
     Returns:
@@ -280,6 +288,15 @@ def _engine(value: Any) -> str | None:
 def _floatx(value: Any) -> str | None:
     if value is not None and (not isinstance(value, str) or value not in dtypes.FLOATX):
         raise unknown("floatx", value, dtypes.FLOATX)
+    return value
+
+
+def _eager(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidSpecError(
+            f"dx.trace(): eager must be True or False; received: {received(value)} "
+            f"({type(value).__name__})"
+        )
     return value
 
 

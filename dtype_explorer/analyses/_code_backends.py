@@ -243,7 +243,7 @@ def trace_on_backends(
         source: the cell's text (its syntax checked first, in the kernel).
         namespace: the kernel's namespace (the names the cell reads are sent as values).
         backends: the backends to run on.
-        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``.
+        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``, ``eager``.
         engine: a Keras release's engine (``"keras==3.11.3"``, checked by
             ``records.engine_spec``): the cell runs in that engine's user-code workers, that
             release of Keras over the installed backends; created first where it is not yet
@@ -278,7 +278,7 @@ def trace_function_on_backends(
             (:func:`travelling`), or else by value.
         kwargs: its keyword arguments, the same way.
         backends: the backends to run on.
-        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``.
+        options: ``max_steps``, ``timeout``, ``policy``, ``floatx``, ``precision``, ``eager``.
         what: the function's name in the results.
         engine: a Keras 3 release's engine, as :func:`trace_on_backends`'s.
 

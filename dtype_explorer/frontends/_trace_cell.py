@@ -26,7 +26,7 @@ def trace_cell(shell: Any, cell: str, args: Any) -> TraceResult | CodeComparison
         shell: the IPython shell.
         cell: the cell's source.
         args: the parsed magic line (``backend``, ``engine``, ``policy``, ``floatx``,
-            ``precision``, ``max_steps``, ``timeout``).
+            ``precision``, ``eager``, ``max_steps``, ``timeout``).
 
     Returns:
         The :class:`TraceResult` (in this kernel), the :class:`CodeComparison` (``--backend``
@@ -95,6 +95,7 @@ def _checked(args: Any) -> tuple[list[str] | None, dict[str, Any]]:
         "policy": policy,
         "floatx": args.floatx,
         "precision": precision,
+        "eager": bool(args.eager),
     }
 
 

@@ -177,6 +177,13 @@ class DtypeMagics(Magics):
         "default (dx.probe's precision=; jax, torch and tensorflow; numpy and openvino have "
         "none)",
     )
+    @argument(
+        "--eager",
+        action="store_true",
+        help="run the backend's compiled functions (jax.jit, tf.function, torch.compile) op "
+        "by op for the cell, put back after: the steps inside Keras's predict/fit and "
+        "keras-hub's generate() are traced with their values",
+    )
     @argument("--max-steps", metavar="N", type=int, default=0, help="the most steps kept (300)")
     @argument("--timeout", metavar="S", type=float, help="stop the cell after S seconds")
     @cell_magic
@@ -203,6 +210,9 @@ class DtypeMagics(Magics):
             %%dtype_trace --backend jax --precision highest
             keras.ops.matmul(a, b)
 
+            %%dtype_trace --eager --policy mixed_bfloat16
+            lm.generate(prompt, max_length=16)
+
         There is no --mode: a cell runs as written, so training, predict, fit or save are
         the cell's own calls (model(x, training=True), model.predict(x), ...).
         """
@@ -211,8 +221,8 @@ class DtypeMagics(Magics):
         except (ValueError, UsageError) as error:  # shlex, or an option argparse refused
             raise UsageError(
                 f"%%dtype_trace: cannot read the arguments ({error}); received: {received(line)}; "
-                "valid: --backend, --engine, --policy, --floatx, --precision, --max-steps, "
-                "--timeout"
+                "valid: --backend, --engine, --policy, --floatx, --precision, --eager, "
+                "--max-steps, --timeout"
             ) from None
         return trace_cell(self.shell, cell, args)
 

@@ -89,7 +89,8 @@ class CodeEnvironment(Record):
     """Where the code ran: Keras's version, the backend, and its global dtype settings;
     ``engine`` the Keras release's engine it ran in (``--engine``; ``None``: the installed
     Keras), ``precision`` the float32 matmul precision set for it (``--precision``; ``None``:
-    the backend's own, left as it was)."""
+    the backend's own, left as it was), ``eager`` whether the backend's compiled functions
+    (``jax.jit``, ``tf.function``, ``torch.compile``) ran op by op for it (``--eager``)."""
 
     keras: str
     backend: str
@@ -98,6 +99,16 @@ class CodeEnvironment(Record):
     where: str = "this process"
     engine: str | None = None
     precision: str | None = None
+    eager: bool = False
+
+    def set_for_run(self) -> list[str]:
+        """The tool's settings made for the run, in words, each a phrase of the meta line.
+
+        >>> CodeEnvironment(keras="3", backend="jax", precision="tf32", eager=True).set_for_run()
+        ['matmul precision tf32', 'compiled functions run eagerly']
+        """
+        said = [f"matmul precision {self.precision}"] if self.precision else []
+        return said + (["compiled functions run eagerly"] if self.eager else [])
 
 
 class CodeError(Record):

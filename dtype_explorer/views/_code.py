@@ -22,7 +22,7 @@ def code_trace_text(result: TraceResult, *, mark: int | None = None) -> str:
     lines = [
         result.headline(),
         f"  Keras {env.keras}, backend {env.backend} ({env.where}), floatx {env.floatx}, "
-        f"policy {env.policy}" + (f", matmul precision {env.precision}" if env.precision else ""),
+        f"policy {env.policy}" + "".join(f", {said}" for said in env.set_for_run()),
     ]
     for step in result.steps:
         parts_here = mark is not None and step.index == mark
@@ -89,8 +89,7 @@ def code_trace_html(result: TraceResult) -> str:
     env = result.environment
     meta = (
         f"Keras {e(env.keras)} · {e(env.backend)} ({e(env.where)}) · floatx {e(env.floatx)} · "
-        f"policy {e(env.policy)}"
-        + (f" · matmul precision {e(env.precision)}" if env.precision else "")
+        f"policy {e(env.policy)}" + "".join(f" · {e(said)}" for said in env.set_for_run())
     )
     summary = "".join(f"<li>{e(line.strip())}</li>" for line in _summary_lines(result))
     error = ""

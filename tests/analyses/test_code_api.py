@@ -104,3 +104,35 @@ def test_code_that_runs_only_later_is_said_not_traced():
     coroutine = dx.trace(doubled_later, x)
     assert "returned a coroutine: its body runs only when it is awaited" in coroutine.note
     coroutine.value.close()  # never awaited here: closed, as the user would
+
+
+def test_eager_runs_compiled_functions_op_by_op_and_puts_the_switch_back():
+    # a tf.function's second call runs its graph: no Python, no step the trace could see;
+    # eager=True runs it op by op (tf.config.run_functions_eagerly), every step with values
+    import tensorflow as tf  # this session's backend (conftest)
+
+    @tf.function
+    def grows(x):
+        return keras.ops.exp(keras.ops.cast(x, "float16"))
+
+    x = np.array([1.0, 12.0], "float32")
+    raw = np.asarray(grows(x))  # compiled here, as the user's own call did; exp(12) > 65504
+    assert np.isinf(raw[1]) and not np.isinf(raw[0])
+    plain = dx.trace(grows, x)
+    assert plain.steps == () and not plain.environment.eager
+    eager = dx.trace(eager=True)(grows, x)
+    assert [s.op for s in eager.steps] == ["ops.cast", "ops.exp"]
+    assert eager.first_nonfinite_step().op == "ops.exp" and eager.environment.eager
+    assert np.array_equal(np.asarray(eager.value), raw, equal_nan=True)
+    assert "compiled functions run eagerly" in str(eager)
+    assert tf.config.functions_run_eagerly() is False  # put back
+    # Keras's own compiled predict step: its Dense seen with values
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(3, dtype="mixed_float16")])
+    model.predict(x[None], verbose=0)
+    seen = dx.trace(eager=True)(model.predict, x[None], verbose=0)
+    assert any(s.op == "Dense.__call__" for s in seen.steps)
+    with dx.trace(eager=True) as block:
+        grows(x)
+    assert [s.op for s in block.steps] == ["ops.cast", "ops.exp"]
+    with pytest.raises(InvalidSpecError, match="eager must be True or False; received: 'yes'"):
+        dx.trace(eager="yes")

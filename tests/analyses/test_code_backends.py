@@ -86,6 +86,27 @@ def test_a_function_that_ends_its_worker_is_said_and_the_next_one_runs():
     assert dx.trace(backend="numpy")(forward, np.ones(2), offset=1).status == "ok"
 
 
+def jitted_twice(x):
+    import jax
+
+    grows = jax.jit(lambda y: keras.ops.exp(keras.ops.cast(y, "float16")))
+    grows(x)  # compiled: its ops get tracers (dtypes, no values)
+    return grows(x)  # the compiled function runs: no Python, no step
+
+
+def test_eager_travels_to_the_workers_and_opens_the_jit():
+    x = np.array([1.0, 12.0], "float32")  # exp(12) > 65504: inf in float16
+    plain = dx.trace(backend="jax")(jitted_twice, x)
+    assert [s.op for s in plain.steps] == ["ops.cast", "ops.exp"]  # the first call's, traced
+    assert all(s.abstract for s in plain.steps) and plain.first_nonfinite_step() is None
+    eager = dx.trace(backend="jax", eager=True)(jitted_twice, x)
+    assert [s.op for s in eager.steps] == ["ops.cast", "ops.exp"] * 2
+    assert eager.first_nonfinite_step().op == "ops.exp" and eager.environment.eager
+    (returned,) = eager.returned
+    assert returned.sample[0] == pytest.approx(np.exp(1.0), rel=1e-3)
+    assert returned.sample[1] == float("inf")
+
+
 SETS_POLICY = "import os\nkeras.config.set_dtype_policy('mixed_float16')\nos.getpid()"
 READS = "import os\n(os.getpid(), keras.layers.Dense(2).compute_dtype)"
 

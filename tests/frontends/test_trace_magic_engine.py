@@ -171,3 +171,21 @@ def test_a_layer_the_release_cannot_load_is_named(shell, ns, keras_3_11_engine, 
     assert "the cell reads 'd' from the kernel, sent as its .keras archive" in message
     assert "Keras 3.11.3 here could not make again" in message and raw["error"] in message
     assert "define it inside the cell" in message
+
+
+def test_eager_runs_the_cells_compiled_functions_op_by_op(shell, ns):
+    import tensorflow as tf  # the session's kernel backend (conftest)
+
+    shell.run_cell(
+        "import tensorflow as tf\n"
+        "grows = tf.function(lambda y: keras.ops.exp(keras.ops.cast(y, 'float16')))\n"
+        "x = np.array([1.0, 12.0], 'float32')\n"
+        "raw = grows(x)"  # compiled by the user's own call
+    )
+    plain = shell.run_cell_magic("dtype_trace", "", "grows(x)")
+    assert plain.steps == ()  # the graph ran: no step the trace sees
+    eager = shell.run_cell_magic("dtype_trace", "--eager", "grows(x)")
+    assert [s.op for s in eager.steps] == ["ops.cast", "ops.exp"] and eager.environment.eager
+    assert eager.first_nonfinite_step().op == "ops.exp"
+    assert np.array_equal(np.asarray(eager.value), np.asarray(ns["raw"]), equal_nan=True)
+    assert tf.config.functions_run_eagerly() is False  # put back

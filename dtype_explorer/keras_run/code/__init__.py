@@ -7,7 +7,8 @@ every step, makes Keras's own entry points steps of their own for as long as it 
 ``apply`` and loss scaling, wrapped on their classes by the trace's own wrapper and put back
 afterwards), and reads the environment and what the code returned. Each step computed in a
 16-bit float is measured against its op run again on its inputs widened to float32
-(``_reference``, ``TraceStep.wrong``). Nothing here changes what the code computes: the
+(``_reference``, ``TraceStep.wrong``). ``_eager`` runs the backend's compiled functions op by
+op for a run that asks it (``eager=True``). Nothing here changes what the code computes: the
 wrappers call the function as given, the op run again gets copies, and the other values are
 read after the code is done.
 
@@ -35,11 +36,13 @@ _EXPORTS: dict[str, str] = {
     "as_called": "dtype_explorer.keras_run.code._run",
     "traced_run": "dtype_explorer.keras_run.code._run",
     "code_environment": "dtype_explorer.keras_run.code._run",
+    "compiled_run_eagerly": "dtype_explorer.keras_run.code._eager",
     "describe_returned": "dtype_explorer.keras_run.code._values",
     "user_traceback": "dtype_explorer.keras_run.code._values",
 }
 
 if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
+    from dtype_explorer.keras_run.code._eager import compiled_run_eagerly
     from dtype_explorer.keras_run.code._run import (
         TracedRun,
         as_called,
