@@ -136,3 +136,23 @@ def test_eager_runs_compiled_functions_op_by_op_and_puts_the_switch_back():
     assert [s.op for s in block.steps] == ["ops.cast", "ops.exp"]
     with pytest.raises(InvalidSpecError, match="eager must be True or False; received: 'yes'"):
         dx.trace(eager="yes")
+
+
+def test_ops_on_other_threads_are_said_not_traced():
+    # the trace follows the thread that runs the code: a pool's ops are no steps, and the
+    # result says they ran rather than answering "no dtype change" for them
+    from concurrent.futures import ThreadPoolExecutor
+
+    def pooled(x):
+        with ThreadPoolExecutor(2) as pool:
+            halves = list(pool.map(lambda v: keras.ops.cast(v, "float16"), [x, x]))
+        return keras.ops.multiply(halves[0], 2)
+
+    x = np.ones(2, "float32")
+    result = dx.trace(pooled, x)
+    assert [s.op for s in result.steps] == ["ops.multiply"]
+    assert result.returned_dtype == "float16"  # what the pool's casts made, raw Keras's
+    said = result.note
+    assert "times on other threads while the code ran" in said and "none of them is a step" in said
+    assert int(said.split("called ")[1].split(" times")[0]) >= 2  # the two casts at least
+    assert "other threads" not in dx.trace(lambda: keras.ops.cast(x, "float16")).note

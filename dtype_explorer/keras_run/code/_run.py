@@ -84,6 +84,9 @@ class TracedRun:
         self._stack.__exit__(*exc)
         return False
 
+    def _elsewhere(self) -> str:
+        return _elsewhere_note(self.trace.elsewhere if self.trace is not None else 0)
+
     def result(
         self, value: Any = _NOTHING, *, error: BaseException | None = None, status: str = ""
     ) -> TraceResult:
@@ -111,7 +114,9 @@ class TracedRun:
             environment=env,
             source=self.source,
             cell_file=self.cell_file,
-            note="; ".join(n for n in (operator_limit(env.backend), not_run_yet(value)) if n),
+            note="; ".join(
+                n for n in (operator_limit(env.backend), not_run_yet(value), self._elsewhere()) if n
+            ),
         )
         return result.with_value(None if value is _NOTHING else value)
 
@@ -139,6 +144,23 @@ def not_run_yet(value: Any) -> str:
     return (
         f"the code returned a {kind}: its body runs only {runs}, after the trace closed, so "
         f"none of it was traced; {how}"
+    )
+
+
+def _elsewhere_note(calls: int) -> str:
+    """What the trace says of Keras ops that ran on other threads while it was open.
+
+    >>> _elsewhere_note(0)
+    ''
+    >>> _elsewhere_note(3).startswith("Keras ops were called 3 times on other threads")
+    True
+    """
+    if not calls:
+        return ""
+    return (
+        f"Keras ops were called {calls} times on other threads while the code ran (those an "
+        "op calls inside counted too; a thread pool, tf.data's map functions): the trace "
+        "follows the thread that runs the code, so none of them is a step"
     )
 
 

@@ -111,6 +111,9 @@ class _Tracing:
         self.local = _Local()
         #: Open traces, on every thread: the wrappers are in place while this is above 0.
         self.installed = 0
+        #: Calls of wrapped ops on a thread with no trace open while a trace was open on
+        #: another (``Trace.elsewhere``: a thread pool, tf.data's map functions).
+        self.elsewhere = 0
         #: Whether the wrappers are in place now, and whether they stay between traces
         #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
         self.bound = False
@@ -177,6 +180,9 @@ class Trace:
         #: ``dx.trace``'s ``reference(op, fn, args, kwargs, out)`` (``values.against_reference``)
         self.reference: Callable[..., Any] | None = None
         self.unowned: list[Any] = []  # what Python numbers lost under no step (an op probe's)
+        #: Wrapped ops called on other threads while this trace was open, which it does not
+        #: record (it follows its own thread): set as it closes.
+        self.elsewhere = 0
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
@@ -226,6 +232,7 @@ def op_trace(
     mode = None
     backend = _backend()
     trace.lazy = lazy and backend == "jax"
+    elsewhere = _TRACING.elsewhere
     try:
         if previous is None and backend == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
@@ -235,6 +242,7 @@ def op_trace(
         yield trace
     finally:
         values.settle(trace)
+        trace.elsewhere = _TRACING.elsewhere - elsewhere
         _TRACING.trace = previous
         if mode is not None:
             mode.__exit__(None, None, None)
@@ -419,13 +427,16 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     concrete call on the thread that opened the trace, a child one level below it."""
     getframe = sys._getframe
     classify = frames.classify
-    local = _TRACING.local  # off (no trace on this thread): one attribute read, then the op
+    state = _TRACING
+    local = state.local  # off (no trace on this thread): one attribute read, then the op
     measured = values.loss_kind(shown.rsplit(".", 1)[-1])  # what a conversion, a creation lost
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
         trace = local.trace
         if trace is None or trace.busy:
+            if trace is None and state.installed:  # a trace is open on another thread
+                state.elsewhere += 1
             return fn(*args, **kwargs)
         # 1. Who called: the first frame that is not the trace's own or a framework's.
         frame = getframe(1)
