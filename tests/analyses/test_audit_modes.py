@@ -693,3 +693,37 @@ def test_jit_compile_false_on_jax_is_said_eager_as_keras_runs_it():
     for compiled, execution in (got["predict"], got["fit"]):
         assert compiled is False and execution.endswith("eager (compiled with jit_compile=False)")
     assert got["unset"] is None, got  # the user's model as it was
+
+
+_JIT_COMPILE_ON_TORCH = textwrap.dedent(
+    """
+    import json
+    import keras
+    import numpy as np
+    import dtype_explorer as dx
+
+    x = np.ones((2, 3), "float32")
+    said = {}
+    for jit in (True, False):
+        model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        model.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+        raw = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+        raw.compile(optimizer="sgd", loss="mse", jit_compile=jit)
+        raw.predict(x, verbose=0)  # raw Keras: torch.compile's wrapper, or the plain step
+        predict = dx.check_model(model, x, mode="predict").predict
+        said[str(jit)] = [
+            hasattr(raw.predict_function, "_torchdynamo_orig_callable"),
+            predict.compiled,
+            predict.execution,
+        ]
+    print(json.dumps(said))
+    """
+)
+
+
+def test_torchs_predict_under_jit_compile_is_said_compiled_as_keras_compiles_it():
+    """Keras's torch trainer compiles its predict step with ``torch.compile`` under
+    ``jit_compile=True``, as its train step: the audit said "eager on torch"."""
+    got = json_on("torch", _JIT_COMPILE_ON_TORCH)
+    assert got["True"] == [True, True, "model.predict, compiled by torch.compile"], got
+    assert got["False"] == [False, False, "model.predict, eager on torch"], got

@@ -98,7 +98,8 @@ def check_model(
     ``mode`` audits the model the way it will be used: ``"call"`` its eager call
     (``Model.__call__``, inference); ``"training"`` the eager call with ``training=True`` (the
     model's variables, moving statistics and seed states put back bitwise); ``"predict"`` the
-    real ``model.predict`` (compiled on jax and tensorflow, eager on torch), its layers as the
+    real ``model.predict`` (compiled as Keras compiles it: on tensorflow, and on jax and torch
+    under ``jit_compile``; else eager), its layers as the
     compiled function saw them (dtypes; values only at the outputs), beside the eager call;
     ``"fit"`` one real ``model.fit`` step on a copy (the model's own loss and optimizer if it is
     compiled, else SGD on a loss fitting the output), with gradient dtypes, inf/NaN gradients

@@ -1,6 +1,8 @@
-"""One real training step, as ``model.fit`` runs it: compiled on jax (``jax.jit``) and
-tensorflow (``tf.function``), eager on torch or where the model was compiled with
-``run_eagerly=True``; the gradients read where the optimizer receives them.
+"""One real training step, as ``model.fit`` runs it: compiled as Keras's trainer compiles it
+(``tf.function`` on tensorflow; ``jax.jit`` on jax and ``torch.compile`` on torch under
+``jit_compile``), eager on torch by default, on jax with ``jit_compile=False`` and where the
+model was compiled with ``run_eagerly=True``; the gradients read where the optimizer receives
+them.
 
 Inside a compiled step the gradients are symbolic (jax tracers, graph tensors): their dtypes
 are read while the step is traced, and their inf/NaN counts are computed by the step itself
@@ -73,17 +75,19 @@ def jit_compiled(model: Any) -> bool:
 
 
 def predict_compiled_by(model: Any) -> tuple[bool, str]:
-    """Whether ``model.predict`` runs compiled, and by what, in words: jax and tensorflow as
-    :func:`compiled_by`; openvino compiles the model's graph with ``ov.compile_model`` (where
-    every layer supports it), at the CPU plugin's default inference precision (bfloat16 on a
-    CPU with native bf16: float32 outputs, bf16 arithmetic), not the f32 its eager ops ask."""
+    """Whether ``model.predict`` runs compiled, and by what, in words: jax, tensorflow and
+    torch as :func:`compiled_by` (torch's trainer compiles its predict step with
+    ``torch.compile`` under ``jit_compile``, as its train step); openvino compiles the model's
+    graph with ``ov.compile_model`` (where every layer supports it), at the CPU plugin's
+    default inference precision (bfloat16 on a CPU with native bf16: float32 outputs, bf16
+    arithmetic), not the f32 its eager ops ask."""
     import keras
     from keras.src.trainers.trainer import model_supports_jit
 
     backend = keras.backend.backend()
     if getattr(model, "run_eagerly", False):
         return False, "eager (compiled with run_eagerly=True)"
-    if backend in ("jax", "tensorflow"):
+    if backend in ("jax", "tensorflow", "torch"):
         return compiled_by(model)
     if backend == "openvino" and model is not None and model_supports_jit(model):
         return True, "compiled by OpenVINO (ov.compile_model, the CPU plugin's default precision)"
