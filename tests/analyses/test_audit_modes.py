@@ -691,7 +691,7 @@ def test_jit_compile_false_on_jax_is_said_eager_as_keras_runs_it():
     got = json_on("jax", _JIT_COMPILE_FALSE_ON_JAX)
     assert got["raw"]["False"] == "ran" and got["raw"]["True"] != "ran", got
     for compiled, execution in (got["predict"], got["fit"]):
-        assert compiled is False and execution.endswith("eager (compiled with jit_compile=False)")
+        assert compiled is False and execution.endswith("eager (model.jit_compile is False)")
     assert got["unset"] is None, got  # the user's model as it was
 
 

@@ -6,6 +6,7 @@ answer is compared with raw Keras doing the same work."""
 import keras
 import numpy as np
 import pytest
+from on_backend import json_on
 
 import dtype_explorer as dx
 from dtype_explorer import cache, pool
@@ -379,3 +380,19 @@ def test_fit_of_dropout_under_mixed_float16_is_seeded_and_survives_no_trainable_
     assert first.fit.loss_scale_after is None and first.fit.gradients == ()
     assert "The model does not have any trainable weights." in first.fit.warnings
     assert first.fit.loss_value == second.fit.loss_value is not None
+
+
+def test_predict_of_a_layer_jax_cannot_jit_is_eager_as_keras_runs_it():
+    # Keras resolves jit_compile="auto" to False on jax for a layer with supports_jit=False,
+    # and its trainer then runs predict eagerly: the probe said "compiled by jax.jit"
+    raw = json_on(
+        "jax",
+        "import json, keras\n"
+        "m = keras.Sequential([keras.Input((2,), dtype='int32'), keras.layers.Hashing(3)])\n"
+        "m.compile()\n"
+        "print(json.dumps(m.jit_compile))",
+    )
+    assert raw is False
+    probed = dx.probe("Hashing", "int32", kwargs={"num_bins": 3}, backend="jax", mode="predict")
+    assert probed.status == "ok", probed.error
+    assert probed.compiled is False and probed.execution.endswith("(model.jit_compile is False)")

@@ -46,9 +46,7 @@ def compiled_by(model: Any) -> tuple[bool, str]:
     jit = jit_compiled(model)
     if backend == "jax":
         return (
-            (True, "compiled by jax.jit")
-            if jit
-            else (False, "eager (compiled with jit_compile=False)")
+            (True, "compiled by jax.jit") if jit else (False, "eager (model.jit_compile is False)")
         )
     if backend == "tensorflow":
         return True, "compiled by tf.function" + (" with XLA" if jit else "")
