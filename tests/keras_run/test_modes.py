@@ -265,6 +265,27 @@ def test_fit_a_softmax_head_reports_gradients_and_loss_scaling(policy, scaling, 
     assert "Mode <b>fit</b>" in card
 
 
+def test_fit_of_an_rnn_cell_gives_zeros_in_its_outputs_structure():
+    # an LSTMCell returns (h, [h, c]): Keras's fit wants targets in that structure; zeros for
+    # the first output alone made the probe answer Keras's KeyError for its own setup
+    r = dx.probe("LSTMCell", mode="fit")
+    assert r.status == "ok", r.error
+    assert {g.name for g in r.fit.gradients} == {"kernel", "recurrent_kernel", "bias"}
+
+    # raw Keras: the same wrapper model, targets for the first output only, then all three
+    def wrapped() -> keras.Model:
+        inputs = [keras.Input((3,), batch_size=2), keras.Input((4,)), keras.Input((4,))]
+        model = keras.Model(inputs, keras.layers.LSTMCell(4)(inputs[0], inputs[1:]))
+        model.compile(optimizer="sgd", loss="mean_squared_error")
+        return model
+
+    x = [np.ones((2, 3), "float32"), np.zeros((2, 4), "float32"), np.zeros((2, 4), "float32")]
+    zeros = np.zeros((2, 4), "float32")
+    with pytest.raises(KeyError, match="can't be found"):
+        wrapped().fit(x, zeros, verbose=0)
+    assert "loss" in wrapped().fit(x, (zeros, [zeros, zeros]), verbose=0).history
+
+
 def test_fit_on_jax_through_its_worker():
     r = dx.probe("Dense", policy="mixed_float16", kwargs={"units": 2}, backend="jax", mode="fit")
     assert r.status == "ok", r.error

@@ -251,9 +251,11 @@ class ModeRun:
 
     def fit_step(self, samples: list[Any], outputs: Any, softmax_head: bool) -> FitReport:
         """One ``model.fit`` step on the sample against zeros: sparse categorical crossentropy
-        for a softmax head, else mean squared error, with SGD; ``compile`` wraps the optimizer
-        in ``LossScaleOptimizer`` under ``mixed_float16``, as it does for users. The step is
-        the one Keras compiles (``jax.jit``, ``tf.function``; eager on torch)."""
+        for a softmax head, else mean squared error on every output (zeros in the outputs'
+        structure: an RNN cell's ``(h, [h, c])`` as Keras's fit asks it), with SGD; ``compile``
+        wraps the optimizer in ``LossScaleOptimizer`` under ``mixed_float16``, as it does for
+        users. The step is the one Keras compiles (``jax.jit``, ``tf.function``; eager on
+        torch)."""
         import keras
 
         out = keras.tree.flatten(outputs)[0]
@@ -261,7 +263,10 @@ class ModeRun:
         if softmax_head:
             loss, y = "sparse_categorical_crossentropy", np.zeros(shape[:-1], dtype="int32")
         else:
-            loss, y = "mean_squared_error", np.zeros(shape, dtype="float32")
+            loss = "mean_squared_error"
+            y = keras.tree.map_structure(
+                lambda t: np.zeros(tuple(t.shape), dtype="float32"), outputs
+            )
         self.model.compile(optimizer=keras.optimizers.SGD(0.01), loss=loss)
         x = samples[0] if len(samples) == 1 else list(samples)
         prefix = f"{layer_path(self.layer)}/"
