@@ -81,7 +81,7 @@ def trace_compiled(
         exec(body, namespace)
         return eval(last, namespace) if last is not None else None
 
-    return _traced(run, cell, timeout, (policy, floatx, precision, eager))
+    return _traced(run, cell, timeout, policy, floatx, precision, eager)
 
 
 def trace_called(
@@ -123,21 +123,28 @@ def trace_called(
     """
     run = TracedRun(what=what, kind="function", max_steps=max_steps, own=True)
     work = lambda: as_called(fn)(*args, **kwargs)  # noqa: E731  (its wrapper, in the trace)
-    return _traced(run, work, timeout, (policy, floatx, precision, eager))
+    return _traced(run, work, timeout, policy, floatx, precision, eager)
 
 
 def _traced(
     run: TracedRun,
     work: Any,
     timeout: float | None,
-    settings: tuple[str | None, str | None, str | None, bool],
+    policy: str | None,
+    floatx: str | None,
+    precision: str | None,
+    eager: bool,
 ) -> TraceResult:
-    """``work()`` run inside ``run`` under the tool's ``settings`` (``policy``, ``floatx``,
-    ``precision``, ``eager``) and time limit; the result says the ``precision`` and
-    ``eager`` set."""
-    policy, floatx, precision, eager = settings
+    """``work()`` run inside ``run`` under the tool's settings and time limit; the result
+    says the ``precision`` and ``eager`` set (:func:`settings_said`)."""
     with tool_settings(policy, floatx, precision, eager), _time_limit(timeout):
         result = _ended(run, work, timeout)
+    return settings_said(result, precision, eager)
+
+
+def settings_said(result: TraceResult, precision: str | None, eager: bool) -> TraceResult:
+    """``result`` with the tool's ``precision`` and ``eager`` set for its run in its
+    environment (``TracedRun`` reads the rest of it from Keras), its value kept."""
     if precision is None and not eager:
         return result
     env = result.environment.model_copy(update={"precision": precision, "eager": eager})

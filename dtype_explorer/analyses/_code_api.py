@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from dtype_explorer import dtypes
-from dtype_explorer.analyses._code import tool_settings, trace_called
+from dtype_explorer.analyses._code import settings_said, tool_settings, trace_called
 from dtype_explorer.analyses._code_backends import trace_function_on_backends
 from dtype_explorer.errors import InvalidSpecError, received, unknown
 from dtype_explorer.keras_run import check_precision, validate_policy
@@ -121,10 +121,8 @@ class Tracer:
     def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
         self._stack.__exit__(kind, error, tb)
         result = self._run.result(error=error) if self._run is not None else None
-        precision, eager = self.options["precision"], self.options["eager"]
-        if result is not None and (precision is not None or eager):
-            env = result.environment.model_copy(update={"precision": precision, "eager": eager})
-            result = result.model_copy(update={"environment": env})
+        if result is not None:
+            result = settings_said(result, self.options["precision"], self.options["eager"])
         self.result = result
         return False
 

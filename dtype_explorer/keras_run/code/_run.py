@@ -84,9 +84,6 @@ class TracedRun:
         self._stack.__exit__(*exc)
         return False
 
-    def _elsewhere(self) -> str:
-        return _elsewhere_note(self.trace.elsewhere if self.trace is not None else 0)
-
     def result(
         self, value: Any = _NOTHING, *, error: BaseException | None = None, status: str = ""
     ) -> TraceResult:
@@ -102,6 +99,8 @@ class TracedRun:
                 traceback=user_traceback(error),
             )
         env = self.environment or code_environment(self.where)
+        elsewhere = self.trace.elsewhere if self.trace is not None else 0
+        notes = (operator_limit(env.backend), not_run_yet(value), _elsewhere_note(elsewhere))
         result = TraceResult(
             what=self.what,
             kind=self.kind,  # type: ignore[arg-type]
@@ -114,9 +113,7 @@ class TracedRun:
             environment=env,
             source=self.source,
             cell_file=self.cell_file,
-            note="; ".join(
-                n for n in (operator_limit(env.backend), not_run_yet(value), self._elsewhere()) if n
-            ),
+            note="; ".join(n for n in notes if n),
         )
         return result.with_value(None if value is _NOTHING else value)
 

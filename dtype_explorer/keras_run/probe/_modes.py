@@ -258,9 +258,8 @@ class ModeRun:
         torch)."""
         import keras
 
-        out = keras.tree.flatten(outputs)[0]
-        shape = tuple(out.shape)
         if softmax_head:
+            shape = tuple(keras.tree.flatten(outputs)[0].shape)
             loss, y = "sparse_categorical_crossentropy", np.zeros(shape[:-1], dtype="int32")
         else:
             loss = "mean_squared_error"
