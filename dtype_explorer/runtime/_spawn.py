@@ -289,10 +289,12 @@ class _WorkerProcess(multiprocessing.context.SpawnProcess):
         pebble takes a worker that exits with 0 for one that ended as asked, and leaves the
         task it was running unanswered: a function that called ``os._exit(0)`` in a worker
         (``dx.trace(backend=...)``, a custom layer's ``call``) made its caller wait forever,
-        or to the task's time limit. Our workers (no task limit) never end with 0 while pebble
-        watches them: they end when the pool closes their pipe, after pebble stopped watching,
-        or when the kernel is gone (``_worker._exit_with_parent``). So 0 reads as a worker
-        lost, and its task answers ``ProcessExpired`` (``_failures.how_it_ended`` says 0)."""
+        or to the task's time limit. Our workers (no task limit) end on their own with 0 only
+        when the pool closes their pipe, after pebble stopped watching, or when their parent
+        (the kernel, or the zygote they were forked from) is gone
+        (``_worker._exit_with_parent``). So 0 reads as a worker lost: its task answers
+        ``ProcessExpired`` (``_failures.how_it_ended`` says 0); one lost while idle breaks its
+        pool, which :func:`pool_for` replaces for the next task."""
         code = super().exitcode
         return ZERO_EXIT if code == 0 else code
 
