@@ -23,6 +23,9 @@ from dtype_explorer.records import MODES, Mode
 
 #: Modes that build a functional model around the layer.
 MODEL_MODES: tuple[Mode, ...] = ("model", "predict", "fit")
+#: Modes that hand the inputs to Keras as data, which counts samples on axis 0 of each array:
+#: ``model.predict`` and ``model.fit`` (their data adapter), and ``tf.data`` slicing.
+DATA_MODES: tuple[Mode, ...] = ("predict", "fit", "dataset")
 
 
 def takes_training(cls: Any) -> bool:
@@ -105,3 +108,47 @@ def check_mode(mode: Any, target_name: str, layer: Any = None, backend: str | No
     else:
         why = "the numpy backend cannot train (model.fit is not implemented there)"
     raise InvalidSpecError(f"mode {mode!r}: {why}; modes for {name}: {', '.join(modes)}")
+
+
+def check_batch_layout(
+    mode: str, name: str, shapes: tuple[tuple[int, ...], ...], batch_axes: tuple[int, ...]
+) -> None:
+    """Refuse a data mode (:data:`DATA_MODES`) where an input holds its batch on another
+    axis than 0 and its axis 0 is not the batch: an RNN cell's states stacked as one tensor
+    (``LSTMCell``'s ``(2, batch, units)``, ``StackedRNNCells``'s ``(n_cells, batch, units)``).
+    Keras's ``predict``/``fit`` and ``tf.data`` take axis 0 of every array as its samples,
+    so they would refuse the probe's own layout ("Data cardinality is ambiguous"), which is
+    no answer about the layer. Where axis 0 happens to equal the batch, the probe hands the
+    whole arrays over as one batch and Keras runs the layer on them as given.
+
+    Args:
+        mode: the probe's mode.
+        name: the layer's name, for the message.
+        shapes: each input's shape, batch first for the layer's inputs.
+        batch_axes: each input's batch axis (``LayerEntry.batch_axes``; ``()``: axis 0).
+
+    Raises:
+        InvalidSpecError: saying which input, its shape and where its batch is, and what to
+            ask instead.
+
+    >>> check_batch_layout("predict", "StackedRNNCells", ((2, 3), (1, 2, 4)), (0, -2))
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: mode 'predict': StackedRNNCells's input 1 ...
+    >>> check_batch_layout("model", "StackedRNNCells", ((2, 3), (1, 2, 4)), (0, -2))
+    """
+    if mode not in DATA_MODES or not shapes or not shapes[0]:
+        return
+    batch = shapes[0][0]
+    for i, shape in enumerate(shapes):
+        axis = batch_axes[i] if i < len(batch_axes) else 0
+        if not shape or axis % len(shape) == 0 or shape[0] == batch:
+            continue
+        raise InvalidSpecError(
+            f"mode {mode!r}: {name}'s input {i} has shape {tuple(shape)} with the batch "
+            f"({batch}) at axis {axis % len(shape)}: the states stacked as one tensor. "
+            "model.predict, model.fit and tf.data count samples on axis 0 of every array "
+            f"({shape[0]} here, {batch} for input 0), so Keras would refuse this layout, not "
+            f"the layer. Ask mode='call' or mode='model' (one call, no batching), or probe "
+            f"the cell inside keras.layers.RNN, whose states are (batch, units) arrays"
+        )

@@ -286,6 +286,27 @@ def test_fit_of_an_rnn_cell_gives_zeros_in_its_outputs_structure():
     assert "loss" in wrapped().fit(x, (zeros, [zeros, zeros]), verbose=0).history
 
 
+@pytest.mark.parametrize("mode", ["predict", "fit", "dataset"])
+def test_a_cell_whose_stacked_states_keras_cannot_batch_is_refused_not_answered(mode):
+    # StackedRNNCells's states are one (n_cells, batch, units) tensor in the probe: Keras's
+    # predict/fit/tf.data count samples on axis 0, so they refused the probe's own layout
+    # ("Data cardinality is ambiguous"), which the probe showed as the layer's error
+    r = dx.probe("StackedRNNCells", mode=mode)
+    assert r.status == "invalid" and r.error.where != "tool", r.error
+    assert "input 1 has shape (1, 2, 4) with the batch (2) at axis 1" in r.error.message
+    assert "mode='call' or mode='model'" in r.error.message
+    wider = dx.probe("LSTMCell", mode=mode, shape=[[8, 3]])  # (2, 8, 4): [h, c] on axis 0
+    assert wider.status == "invalid" and "(2, 8, 4)" in wider.error.message
+    # one call of the same functional model, no batching, still answers
+    assert dx.probe("LSTMCell", mode="model", shape=[[8, 3]]).status == "ok"
+
+    # raw Keras: that layout is what predict refuses, not the cell
+    inputs = [keras.Input((3,), batch_size=8), keras.Input((8, 4), batch_size=2)]
+    model = keras.Model(inputs, keras.layers.LSTMCell(4)(inputs[0], inputs[1])[0])
+    with pytest.raises(ValueError, match="Data cardinality is ambiguous"):
+        model.predict([np.ones((8, 3), "float32"), np.zeros((2, 8, 4), "float32")], verbose=0)
+
+
 def test_fit_on_jax_through_its_worker():
     r = dx.probe("Dense", policy="mixed_float16", kwargs={"units": 2}, backend="jax", mode="fit")
     assert r.status == "ok", r.error

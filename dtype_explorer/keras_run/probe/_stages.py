@@ -33,6 +33,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError
 from dtype_explorer.keras_run import _rules as rules
+from dtype_explorer.keras_run._mode_rules import check_batch_layout
 from dtype_explorer.keras_run._values import call_arguments, leaf_name, leaf_paths, rebuild
 from dtype_explorer.keras_run.catalog import INDEX_HIGH, LayerEntry, OpEntry, op_calls
 from dtype_explorer.keras_run.probe._fields import ProbeFields
@@ -112,8 +113,10 @@ def layer_shapes(spec: ProbeSpec, entry: LayerEntry) -> tuple[tuple[int, ...], .
 
 def layer_inputs(spec: ProbeSpec, entry: LayerEntry) -> LayerInputs:
     """The inputs stage of a layer probe: the user's own values with their structure, or
-    one sample per input of the asked dtype (:func:`layer_sample`)."""
+    one sample per input of the asked dtype (:func:`layer_sample`); a data mode Keras cannot
+    batch these inputs in is refused (``check_batch_layout``)."""
     shapes = layer_shapes(spec, entry)
+    check_batch_layout(spec.mode, entry.name, shapes, entry.batch_axes)
     input_dtypes = broadcast(spec.input_dtypes, len(shapes))
     roles = tuple(entry.input_roles(len(shapes)))
     if any(d in dtypes.PYTHON_SCALARS for d in input_dtypes):
