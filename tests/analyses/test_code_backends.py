@@ -11,6 +11,7 @@ import inspect
 import keras
 import numpy as np
 import pytest
+from on_backend import json_on
 
 import dtype_explorer as dx
 from dtype_explorer.errors import InvalidSpecError
@@ -120,3 +121,46 @@ def test_the_worker_that_ran_a_cell_is_fresh_for_the_next(shell):
     pid, dtype = (v.text.strip("'") for v in second.results["numpy"].returned)
     assert pid != first.results["numpy"].returned[0].text
     assert dtype == keras.layers.Dense(2).compute_dtype == "float32"
+
+
+COMPILED_TRACED_AGAIN = """
+import json, warnings
+import keras, numpy as np, torch
+from torch._dynamo.utils import counters
+import dtype_explorer as dx
+
+@torch.compile
+def f(x):
+    return keras.ops.tanh(keras.ops.matmul(x, x) * 0.5)
+
+x = keras.ops.convert_to_tensor(np.linspace(-1, 1, 16, dtype="float32").reshape(4, 4))
+raw = f(x).numpy().tobytes()  # compiled once, untraced
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    traced = [dx.trace(f, x) for _ in range(10)]
+eager = dx.trace(eager=True)(f, x)
+print(json.dumps({
+    "compiled": counters["frames"]["total"],
+    "same": [np.asarray(r.value).tobytes() == raw for r in traced],
+    "after": f(x).numpy().tobytes() == raw,
+    "ours": [str(w.message)[:200] for w in caught if "dtype_explorer" in str(w.message)],
+    "notes": [r.note for r in traced],
+    "steps": [len(r.steps) for r in traced],
+    "eager": [s.op for s in eager.steps],
+    "eager_abstract": any(s.abstract for s in eager.steps),
+}))
+"""
+
+
+def test_a_torch_compiled_function_traced_again_and_again_stays_compiled():
+    # the trace's operator mode was a class made afresh for each trace: Dynamo, which guards a
+    # compiled function on the modes' types, compiled the user's function again under every
+    # trace until its recompile limit (8) left it uncompiled for the rest of the session; and
+    # it traced the recorder itself, with two dozen warnings naming this package
+    got = json_on("torch", COMPILED_TRACED_AGAIN)
+    assert got["compiled"] == 2, got  # the first call, then once under the first trace
+    assert all(got["same"]) and got["after"] and got["ours"] == [], got
+    assert got["notes"][0].startswith("torch.compile compiled a function while the code ran")
+    assert "eager=True" in got["notes"][0] and got["steps"][0] == 0
+    assert got["eager"] == ["ops.matmul", "operator.mul", "ops.tanh"], got
+    assert not got["eager_abstract"]

@@ -100,7 +100,13 @@ class TracedRun:
             )
         env = self.environment or code_environment(self.where)
         elsewhere = self.trace.elsewhere if self.trace is not None else 0
-        notes = (operator_limit(env.backend), not_run_yet(value), _elsewhere_note(elsewhere))
+        compiled = self.trace.compiled if self.trace is not None else 0
+        notes = (
+            operator_limit(env.backend),
+            not_run_yet(value),
+            _elsewhere_note(elsewhere),
+            _compiled_note(compiled),
+        )
         result = TraceResult(
             what=self.what,
             kind=self.kind,  # type: ignore[arg-type]
@@ -158,6 +164,27 @@ def _elsewhere_note(calls: int) -> str:
         f"Keras ops were called {calls} times on other threads while the code ran (those an "
         "op calls inside counted too; a thread pool, tf.data's map functions): the trace "
         "follows the thread that runs the code, so none of them is a step"
+    )
+
+
+def _compiled_note(frames: int) -> str:
+    """What the trace says where ``torch.compile`` compiled code while it was open: the ops
+    inside ran in the compiled graph, not as steps (as ``jax.jit``'s and ``tf.function``'s
+    do once compiled).
+
+    >>> _compiled_note(0)
+    ''
+    >>> _compiled_note(2).startswith("torch.compile compiled 2 functions")
+    True
+    """
+    if not frames:
+        return ""
+    what = "a function" if frames == 1 else f"{frames} functions"
+    return (
+        f"torch.compile compiled {what} while the code ran: the Keras ops inside run in the "
+        "compiled graph, so none of them is a step (their Python runs once, as Dynamo reads "
+        "it, and not again); dx.trace(..., eager=True) runs them op by op, each a step with "
+        "its values"
     )
 
 

@@ -183,6 +183,9 @@ class Trace:
         #: Wrapped ops called on other threads while this trace was open, which it does not
         #: record (it follows its own thread): set as it closes.
         self.elsewhere = 0
+        #: Functions ``torch.compile`` compiled while this trace was open, whose ops ran in
+        #: the compiled graph, not as steps (:func:`_compiler_tracing`): set as it closes.
+        self.compiled = 0
 
     def steps(self) -> tuple[TraceStep, ...]:
         """The recorded steps as records, in the order the ops started."""
@@ -233,6 +236,7 @@ def op_trace(
     backend = _backend()
     trace.lazy = lazy and backend == "jax"
     elsewhere = _TRACING.elsewhere
+    compiled = _frames_compiled()
     try:
         if previous is None and backend == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
@@ -243,6 +247,7 @@ def op_trace(
     finally:
         values.settle(trace)
         trace.elsewhere = _TRACING.elsewhere - elsewhere
+        trace.compiled = _frames_compiled() - compiled
         _TRACING.trace = previous
         if mode is not None:
             mode.__exit__(None, None, None)
@@ -341,6 +346,32 @@ def _backend() -> str:
     return backend()
 
 
+def _compiler_tracing() -> Callable[[], bool] | None:
+    """On torch, ``torch.compiler.is_compiling``: while Dynamo traces a function the user
+    compiled (``torch.compile``), a wrapper is the op alone, so Dynamo inlines Keras's op as
+    it does untraced (it had traced the recorder itself: two dozen warnings naming this
+    package, values read from fake tensors). What the compiled code runs is not seen, as
+    with ``jax.jit`` and ``tf.function``; ``dx.trace(eager=True)`` runs it op by op.
+    ``None`` on every other backend."""
+    if _backend() != "torch":
+        return None
+    import torch
+
+    return torch.compiler.is_compiling
+
+
+def _frames_compiled() -> int:
+    """How many frames ``torch.compile`` (Dynamo) has compiled in this process so far: its
+    own count, ``counters["frames"]["total"]``; 0 where Dynamo was never imported (nothing
+    was compiled), so opening a trace imports nothing."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    try:
+        return int(counters["frames"]["total"]) if counters is not None else 0
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
 def install() -> None:
     """One more user of the wrappers (a trace, ``_in_place.in_place``): put in place at the
     first."""
@@ -430,9 +461,12 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     state = _TRACING
     local = state.local  # off (no trace on this thread): one attribute read, then the op
     measured = values.loss_kind(shown.rsplit(".", 1)[-1])  # what a conversion, a creation lost
+    compiling = _compiler_tracing()
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
+        if compiling is not None and compiling():  # torch.compile tracing: the op alone
+            return fn(*args, **kwargs)
         trace = local.trace
         if trace is None or trace.busy:
             if trace is None and state.installed:  # a trace is open on another thread

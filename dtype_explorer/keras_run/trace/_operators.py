@@ -234,22 +234,40 @@ def _torch_table() -> dict[Any, tuple[str, str]]:
 
 def torch_mode(record: Callable[..., Any]) -> Any:
     """A ``TorchFunctionMode`` (not entered) that records the operators it sees with
-    ``record``; every other torch function runs as it is."""
+    ``record``; every other torch function runs as it is, and so does every one while Dynamo
+    traces a function the user compiled (``torch.compile``: the compiled code is not seen).
+    Each trace's mode is of one class, made once: Dynamo guards a compiled function on the
+    types of the modes on the stack, so a class made afresh for each trace had every traced
+    call of the user's compiled function compiled again, until its recompile limit (8) left
+    that function uncompiled for the rest of the session."""
+    return _operator_mode_class()(_torch_table(), record)
+
+
+@functools.cache
+def _operator_mode_class() -> type:
+    """The class of :func:`torch_mode`'s modes, made once."""
+    import torch
     from torch.overrides import TorchFunctionMode
 
-    table = _torch_table()
+    compiling = torch.compiler.is_compiling
 
     class OperatorMode(TorchFunctionMode):
+        def __init__(self, table: dict, record: Callable[..., Any]) -> None:
+            super().__init__()
+            self.table, self.record = table, record
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            if compiling():
+                return func(*args, **(kwargs or {}))
             try:
-                entry = table.get(func)
+                entry = self.table.get(func)
             except TypeError:  # an unhashable callable: not an operator
                 entry = None
             if entry is None:
                 return func(*args, **(kwargs or {}))
-            return record(func, entry[0], entry[1], args, kwargs or {})
+            return self.record(func, entry[0], entry[1], args, kwargs or {})
 
-    return OperatorMode()
+    return OperatorMode
 
 
 def torch_quiet() -> Callable[[], Any]:
