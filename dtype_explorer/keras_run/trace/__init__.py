@@ -1,6 +1,8 @@
 """The op trace: every op an eager Keras call ran, with its dtypes and the line that ran it.
 
 ``_op_trace`` opens the trace around a call (``op_trace``; the module-attribute wrapping),
+``_state`` holds its state (the process's, and each trace's: ``Trace``), ``_compiled`` steps
+aside while ``torch.compile`` traces the user's code,
 ``_in_place`` says how long the wrappers stay in place (kept in a worker by ``keep_installed``;
 for a probe in the user's process by ``in_place``), ``_bindings`` finds the functions it wraps,
 ``_frames`` tells where an op was called from, ``_operators`` records the user's Python
@@ -27,14 +29,14 @@ _EXPORTS: dict[str, str] = {
     "variable_name": "dtype_explorer.keras_run.trace._call_trace",
     "wrapped_entry_points": "dtype_explorer.keras_run.trace._call_trace",
     "in_place": "dtype_explorer.keras_run.trace._in_place",
-    "MAX_STEPS": "dtype_explorer.keras_run.trace._op_trace",
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "operator_limit": "dtype_explorer.keras_run.trace._op_trace",
-    "Trace": "dtype_explorer.keras_run.trace._op_trace",
     "traced_callable": "dtype_explorer.keras_run.trace._op_trace",
     "unwrapped": "dtype_explorer.keras_run.trace._op_trace",
     "wrapped_like": "dtype_explorer.keras_run.trace._op_trace",
     "op_kernel": "dtype_explorer.keras_run.trace._placement",
+    "MAX_STEPS": "dtype_explorer.keras_run.trace._state",
+    "Trace": "dtype_explorer.keras_run.trace._state",
     "placed": "dtype_explorer.keras_run.trace._placement",
 }
 
@@ -47,8 +49,6 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     )
     from dtype_explorer.keras_run.trace._in_place import in_place
     from dtype_explorer.keras_run.trace._op_trace import (
-        MAX_STEPS,
-        Trace,
         op_trace,
         operator_limit,
         traced_callable,
@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         wrapped_like,
     )
     from dtype_explorer.keras_run.trace._placement import op_kernel, placed
+    from dtype_explorer.keras_run.trace._state import MAX_STEPS, Trace
 
 __getattr__, __dir__ = lazy.exports(__name__, _EXPORTS)
 

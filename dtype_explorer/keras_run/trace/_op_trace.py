@@ -27,17 +27,16 @@ recorders, the audit) are not recorded.
 
 The user's Python operators (``x * self.scale``, ``a + b``, ``x[0]``) are steps too, named as
 the ``operator`` module names them (``operator.mul``), recorded through each framework's own
-hook (``_trace_operators``: a ``TorchFunctionMode`` on the tracing thread on torch, the
+hook (``_operators``: a ``TorchFunctionMode`` on the tracing thread on torch, the
 operators of ``tf.Tensor``, of jax's ``ArrayImpl`` and of Keras's ``Variable`` replaced on the
 class while a trace is open). Only an operator called by user or layer code is recorded; what
-the ops it runs do is one level down. On numpy they are not traced (``_trace_operators.limit``).
+the ops it runs do is one level down. On numpy they are not traced (``_operators.limit``).
 
-The trace is six modules: this one puts the wrappers in place and keeps the process state
-(``_Tracing``, one object); ``_trace_bindings`` finds the bindings they replace;
-``_trace_frames`` reads where an op was called from;
-``_trace_records`` reads an op's inputs and outputs and builds the records;
-``_values`` looks at a step's values (inf/NaN, what its casts and variable reads lost);
-``_trace_operators`` hooks the operators.
+This module puts the wrappers in place and keeps the process state (``_Tracing``, one
+object); ``_bindings`` finds the bindings they replace, ``_frames`` where an op was called
+from, ``_records`` an op's inputs and outputs (and builds the records), ``_values`` a step's
+values (inf/NaN, what its casts and variable reads lost); ``_operators`` hooks the operators;
+``_compiled`` steps aside while ``torch.compile`` traces.
 
 >>> import keras
 >>> layer = keras.layers.Dense(2)
@@ -49,15 +48,14 @@ The trace is six modules: this one puts the wrappers in place and keeps the proc
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from dtype_explorer.keras_run.trace import _bindings as bindings
+from dtype_explorer.keras_run.trace import _compiled as compiled
 from dtype_explorer.keras_run.trace import _frames as frames
 from dtype_explorer.keras_run.trace import _operators as operators
 from dtype_explorer.keras_run.trace import _records as records
@@ -70,7 +68,7 @@ from dtype_explorer.keras_run.trace._bindings import (
     WRAPPER_MARK,
 )
 from dtype_explorer.keras_run.trace._records import CAST_OPS, DATA_PARAMS, Step
-from dtype_explorer.records import TraceStep
+from dtype_explorer.keras_run.trace._state import MAX_STEPS, Trace, Tracing
 
 __all__ = [
     "BACKEND_SUBMODULES",
@@ -90,110 +88,10 @@ __all__ = [
     "wrapped_like",
 ]
 
-#: A call running more ops than this keeps the first ones only (``Trace.dropped`` counts the
-#: rest): an augmentation pipeline can run thousands, and every probe's JSON carries its trace.
-MAX_STEPS = 300
-
-
-class _Local(threading.local):
-    """The trace open on each thread (``None`` where none is)."""
-
-    trace: Trace | None = None
-
-
-class _Tracing:
-    """The op trace's process state, in one place (as jax's ``TracingContext``): the trace
-    open on each thread, how many traces are open, the bindings they replace (found again
-    when modules were imported or a binding changed), and the wrappers made so far."""
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.local = _Local()
-        #: Open traces, on every thread: the wrappers are in place while this is above 0.
-        self.installed = 0
-        #: Calls of wrapped ops on a thread with no trace open while a trace was open on
-        #: another (``Trace.elsewhere``: a thread pool, tf.data's map functions).
-        self.elsewhere = 0
-        #: Whether the wrappers are in place now, and whether they stay between traces
-        #: (:func:`keep_installed`: a worker's, where no user's kernel sees them).
-        self.bound = False
-        self.resident = False
-        self.groups: list[bindings.Group] | None = None
-        #: ``len(sys.modules)`` when ``groups`` were found, and when they were installed.
-        self.modules_found = -1
-        self.modules_at_install = 0
-        #: ``(shown name, id(function)) -> wrapper``: one wrapper per function and name.
-        self.wrappers: dict[tuple[str, int], Callable[..., Any]] = {}
-        #: Modules already checked for wrappers bound while a trace was open.
-        self.scanned: set[str] = set()
-        #: The operators replaced on classes while a trace is open (``_trace_operators``).
-        self.class_patches: list[operators.Patch] = []
-
-    @property
-    def trace(self) -> Trace | None:
-        """The trace open on this thread."""
-        return self.local.trace
-
-    @trace.setter
-    def trace(self, trace: Trace | None) -> None:
-        self.local.trace = trace
-
-
-_TRACING = _Tracing()
+_TRACING = Tracing()
 
 
 # ------------------------------------------------------------------------------ public
-
-
-class Trace:
-    """The steps recorded by one :func:`op_trace` (read them with :meth:`steps`)."""
-
-    def __init__(
-        self, *, children: bool, numerics: bool, own: bool, user: bool = False, limit: int = 0
-    ):
-        self.children = children
-        self.numerics = numerics
-        self.own = own
-        #: Whether each step also names the user's own line that caused it (``TraceStep.user``).
-        self.user = user
-        #: The most steps kept (the rest counted in ``dropped``).
-        self.limit = limit or MAX_STEPS
-        self.raw: list[Step] = []
-        self.level = 0
-        self.top: Step | None = None
-        self.busy = False
-        self.first_nonfinite: Step | None = None
-        self.dropped = 0
-        self._values = values.Seen()
-        #: Each variable read in another dtype, measured once (``_values``),
-        #: and how many steps found a read that overflowed so far.
-        self._reads: dict[tuple, tuple] = {}
-        self.read_overflows = 0
-        #: Read the values of a step when the trace closes, not when the step ends
-        #: (``values.later``: jax, whose dispatch is asynchronous), and the steps waiting:
-        #: ``(step, top, inner)``, in the order they ended.
-        self.lazy = False
-        self.pending: list[tuple[Step, bool, bool]] = []
-        #: What the recorder's own reads run inside: torch's function modes switched off, so
-        #: that reading a step's tensors does not pass through the trace's own mode.
-        self.quiet: Callable[[], Any] = contextlib.nullcontext
-        #: ``dx.trace``'s ``reference(op, fn, args, kwargs, out)`` (``values.against_reference``)
-        self.reference: Callable[..., Any] | None = None
-        self.unowned: list[Any] = []  # what Python numbers lost under no step (an op probe's)
-        #: Wrapped ops called on other threads while this trace was open, which it does not
-        #: record (it follows its own thread): set as it closes.
-        self.elsewhere = 0
-        #: Functions ``torch.compile`` compiled while this trace was open, whose ops ran in
-        #: the compiled graph, not as steps (:func:`_compiler_tracing`): set as it closes.
-        self.compiled = 0
-
-    def steps(self) -> tuple[TraceStep, ...]:
-        """The recorded steps as records, in the order the ops started."""
-        values.settle(self)
-        return tuple(records.record(s, i) for i, s in enumerate(self.raw))
-
-    def __len__(self) -> int:
-        return len(self.raw)
 
 
 @contextmanager
@@ -236,7 +134,7 @@ def op_trace(
     backend = _backend()
     trace.lazy = lazy and backend == "jax"
     elsewhere = _TRACING.elsewhere
-    compiled = _frames_compiled()
+    frames = compiled.frames_compiled()
     try:
         if previous is None and backend == "torch":  # torch's modes are per thread
             mode = operators.torch_mode(call_operator)
@@ -247,7 +145,7 @@ def op_trace(
     finally:
         values.settle(trace)
         trace.elsewhere = _TRACING.elsewhere - elsewhere
-        trace.compiled = _frames_compiled() - compiled
+        trace.compiled = compiled.frames_compiled() - frames
         _TRACING.trace = previous
         if mode is not None:
             mode.__exit__(None, None, None)
@@ -346,32 +244,6 @@ def _backend() -> str:
     return backend()
 
 
-def _compiler_tracing() -> Callable[[], bool] | None:
-    """On torch, ``torch.compiler.is_compiling``: while Dynamo traces a function the user
-    compiled (``torch.compile``), a wrapper is the op alone, so Dynamo inlines Keras's op as
-    it does untraced (it had traced the recorder itself: two dozen warnings naming this
-    package, values read from fake tensors). What the compiled code runs is not seen, as
-    with ``jax.jit`` and ``tf.function``; ``dx.trace(eager=True)`` runs it op by op.
-    ``None`` on every other backend."""
-    if _backend() != "torch":
-        return None
-    import torch
-
-    return torch.compiler.is_compiling
-
-
-def _frames_compiled() -> int:
-    """How many frames ``torch.compile`` (Dynamo) has compiled in this process so far: its
-    own count, ``counters["frames"]["total"]``; 0 where Dynamo was never imported (nothing
-    was compiled), so opening a trace imports nothing."""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    try:
-        return int(counters["frames"]["total"]) if counters is not None else 0
-    except (KeyError, TypeError, ValueError):
-        return 0
-
-
 def install() -> None:
     """One more user of the wrappers (a trace, ``_in_place.in_place``): put in place at the
     first."""
@@ -403,7 +275,7 @@ def resident(on: bool) -> None:
             _unbind(state)
 
 
-def _still_bound(state: _Tracing) -> bool:
+def _still_bound(state: Tracing) -> bool:
     """Whether the wrappers in place still cover every binding: no module imported since they
     were put in place, and the first binding of each namespace and class still the wrapper
     (a worker's restore of the user's changes, or a user, may have re-bound them)."""
@@ -416,7 +288,7 @@ def _still_bound(state: _Tracing) -> bool:
     return all(vars(p.cls).get(p.dunder) is p.wrapper for p in state.class_patches)
 
 
-def _bind(state: _Tracing) -> None:
+def _bind(state: Tracing) -> None:
     """Put the wrappers in place (found again when modules were imported or a binding
     changed); wrappers already in place are first put back."""
     if state.bound:
@@ -433,7 +305,7 @@ def _bind(state: _Tracing) -> None:
     state.bound = True
 
 
-def _unbind(state: _Tracing) -> None:
+def _unbind(state: Tracing) -> None:
     """Put every original back (where someone re-bound one since, leave theirs)."""
     state.bound = False
     operators.unpatch(state.class_patches)
@@ -461,7 +333,7 @@ def _make_wrapper(fn: Any, shown: str) -> Callable[..., Any]:
     state = _TRACING
     local = state.local  # off (no trace on this thread): one attribute read, then the op
     measured = values.loss_kind(shown.rsplit(".", 1)[-1])  # what a conversion, a creation lost
-    compiling = _compiler_tracing()
+    compiling = compiled.compiler_tracing(_backend())
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
