@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "any_symbolic_tensors",
     "export_saved_model",
     "flatten_with_path",
     "get_policy",
@@ -88,6 +89,18 @@ def _walk(structure: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], 
     if isinstance(structure, list | tuple):
         return [pair for i, item in enumerate(structure) for pair in _walk(item, (*path, i))]
     return [(path, structure)]
+
+
+def any_symbolic_tensors(args: tuple = (), kwargs: dict | None = None) -> bool:
+    """Whether ``args`` or ``kwargs`` hold a ``KerasTensor`` anywhere in their structure:
+    a symbolic call (a functional graph being built), as Keras's own check says.
+
+    >>> any_symbolic_tensors((1.0, [2.0]))
+    False
+    """
+    from keras.src.backend import any_symbolic_tensors as keras_check
+
+    return bool(keras_check(args, kwargs))
 
 
 def in_symbolic_scope() -> bool:

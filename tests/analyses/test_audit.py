@@ -621,3 +621,31 @@ def test_findings_name_the_op_and_the_line_where_the_problem_first_appears(resto
     report = check_model(bad)
     assert AuditReport.from_json(report.to_json()) == report
     assert all(c.trace for c in report.layers)
+
+
+@pytest.mark.parametrize("mode", ["call", "fit"])
+def test_an_unbuilt_sequential_is_audited_as_its_first_call_builds_it(mode):
+    # keras.Sequential([...]) with no keras.Input, as most bug reports write it: its first
+    # call builds its graph on KerasTensors inside the audited call, which the recorder had
+    # read as values ("the sample does not fit ...: A KerasTensor is symbolic")
+    def unbuilt() -> keras.Sequential:
+        model = keras.Sequential([layers.Dense(1, activation="tanh", dtype="float16")])
+        model.compile(optimizer="sgd", loss=keras.losses.BinaryCrossentropy())
+        return model
+
+    x = np.array([[0, 0], [0, 1], [1, 0], [1, 1]])
+    y = np.array([[0], [1], [1], [0]])
+    model = unbuilt()
+    report = check_model(model, x, mode=mode, labels=y if mode == "fit" else None)
+    raw = unbuilt()
+    expected = keras.backend.standardize_dtype(raw(x).dtype)
+    assert [(c.layer_class, c.outputs[0].dtype) for c in report.layers] == [
+        ("Sequential", expected),
+        ("Dense", expected),
+    ]
+    assert any("was not built; the audit built it" in n for n in report.notes)
+    # built as its own first call builds it: it still trains on another batch size
+    assert "loss" in model.fit(np.ones((5, 2)), np.ones((5, 1)), epochs=1, verbose=0).history
+    if mode == "fit":
+        assert "loss" in raw.fit(x, y, epochs=1, verbose=0).history
+        assert {g.dtype for g in report.fit.gradients} == {"float16"}

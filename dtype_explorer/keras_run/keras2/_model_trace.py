@@ -155,9 +155,10 @@ class Keras2Tracer(ModelTracer):
             self.model.predict_function, self.predicting = before, False
         return outputs, self.root_outputs
 
-    def _recording(self) -> bool:
+    def _recording(self, args: tuple = (), kwargs: dict | None = None) -> bool:
         """On the auditing thread, eagerly (not while Keras 2 builds a functional graph), or in
-        ``model.predict``'s first trace."""
+        ``model.predict``'s first trace; ``args``/``kwargs`` (Keras 3's symbolic check) are
+        not needed: a graph being built is not eager."""
         import tensorflow as tf
 
         return (

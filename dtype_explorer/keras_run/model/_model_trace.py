@@ -33,7 +33,7 @@ import numpy as np
 from dtype_explorer import dtypes
 from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run._arrays import abstract, numpy_values
-from dtype_explorer.keras_run._compat import in_symbolic_scope
+from dtype_explorer.keras_run._compat import any_symbolic_tensors, in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
 from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._graph import GraphRecorder
@@ -180,7 +180,7 @@ class ModelTracer:
 
         def traced_dunder(layer: Any, *args: Any, **kwargs: Any) -> Any:
             key = id(layer)
-            if key not in tracer.layers or not tracer._recording():
+            if key not in tracer.layers or not tracer._recording(args, kwargs):
                 return original_dunder(layer, *args, **kwargs)
             tracer._pending.setdefault(key, []).append(tracer._given(args, kwargs))
             tracer._pending_raw.setdefault(key, []).append(tracer._given_raw(args, kwargs))
@@ -313,17 +313,24 @@ class ModelTracer:
             values_put_back(self.model, held, state)
         return outputs, self.root_outputs
 
-    def _recording(self) -> bool:
-        """On the auditing thread, outside the symbolic traces Keras runs to build layers; in
-        a compiled function, its first trace only."""
-        return not self.done and threading.get_ident() == self._thread and not in_symbolic_scope()
+    def _recording(self, args: tuple = (), kwargs: dict | None = None) -> bool:
+        """On the auditing thread, outside the symbolic traces Keras runs to build layers (in
+        its symbolic scope, or on ``KerasTensor`` inputs: an unbuilt ``Sequential``'s first
+        call builds its graph so, inside the audited call); in a compiled function, its first
+        trace only."""
+        return (
+            not self.done
+            and threading.get_ident() == self._thread
+            and not in_symbolic_scope()
+            and not any_symbolic_tensors(args, kwargs)
+        )
 
     def _wrap(self, layer: Any, path: str, depth: int, _name: str, original: Any) -> Any:
         leaf = not any(child is not layer for child in layer._flatten_layers(include_self=False))
 
         def traced_call(*args: Any, **kwargs: Any) -> Any:
             key = id(layer)
-            if key in self._active or not self._recording():
+            if key in self._active or not self._recording(args, kwargs):
                 return original(*args, **kwargs)
             index = self._counts.get(key, 0)
             self._counts[key] = index + 1
