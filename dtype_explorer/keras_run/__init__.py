@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "KERAS_STATE_LOCK": "dtype_explorer.keras_run._keras_state",
     "changed_settings": "dtype_explorer.keras_run._keras_state",
     "describe_settings": "dtype_explorer.keras_run._keras_state",
+    "global_seed_kept": "dtype_explorer.keras_run._keras_state",
     "global_settings": "dtype_explorer.keras_run._keras_state",
     "preserved_keras_state": "dtype_explorer.keras_run._keras_state",
     "restore_settings": "dtype_explorer.keras_run._keras_state",
@@ -115,7 +116,6 @@ _EXPORTS: dict[str, str] = {
     "op_trace": "dtype_explorer.keras_run.trace._op_trace",
     "compiled_by": "dtype_explorer.keras_run.model._training",
     "predict_compiled_by": "dtype_explorer.keras_run.model._training",
-    "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
     "train_steps": "dtype_explorer.keras_run.model._training",
     "call_arguments": "dtype_explorer.keras_run._values",
@@ -147,6 +147,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         KERAS_STATE_LOCK,
         changed_settings,
         describe_settings,
+        global_seed_kept,
         global_settings,
         preserved_keras_state,
         restore_settings,
@@ -242,7 +243,6 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     )
     from dtype_explorer.keras_run.model._training import (
         compiled_by,
-        global_seed_kept,
         predict_compiled_by,
         train_one_step,
         train_steps,

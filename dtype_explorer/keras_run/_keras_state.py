@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -36,12 +37,12 @@ KERAS_STATE_LOCK = threading.RLock()
 
 @contextlib.contextmanager
 def preserved_keras_state() -> Iterator[None]:
-    """Hold :data:`KERAS_STATE_LOCK`, and restore ``floatx`` and the global dtype policy (even
-    an unset one) on exit."""
+    """Hold :data:`KERAS_STATE_LOCK`, and restore ``floatx``, the global dtype policy (even
+    an unset one) and the global seed generator (:func:`global_seed_kept`) on exit."""
     import keras
     from keras.src.backend.common import global_state
 
-    with KERAS_STATE_LOCK:
+    with KERAS_STATE_LOCK, global_seed_kept():
         floatx = keras.config.floatx()
         policy = global_state.get_global_attribute("dtype_policy", None)
         try:
@@ -49,6 +50,30 @@ def preserved_keras_state() -> Iterator[None]:
         finally:
             keras.config.set_floatx(floatx)
             global_state.set_global_attribute("dtype_policy", policy)
+
+
+@contextlib.contextmanager
+def global_seed_kept() -> Iterator[None]:
+    """Put back the random streams ``keras.utils.set_random_seed`` seeds, as they were: Keras's
+    global seed generator (what every unseeded draw takes its seed from: a random op, a
+    dropout), Python's ``random`` (each initializer made with no seed takes its seed from it:
+    every layer a load, a clone or a quantization builds) and NumPy's global one. Where no
+    seed generator existed yet (Keras makes it at the first draw), none is left: the user's
+    next draw would otherwise take the second seed of the stream, not the first."""
+    import keras
+    from keras.src.backend.common import global_state
+
+    generator = global_state.get_global_attribute("global_seed_generator")
+    saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
+    python_state, numpy_state = random.getstate(), np.random.get_state()
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute("global_seed_generator", generator)
+        if generator is not None:
+            generator.state.assign(saved)
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 @dataclasses.dataclass(frozen=True)

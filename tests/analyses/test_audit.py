@@ -649,3 +649,44 @@ def test_an_unbuilt_sequential_is_audited_as_its_first_call_builds_it(mode):
     if mode == "fit":
         assert "loss" in raw.fit(x, y, epochs=1, verbose=0).history
         assert {g.dtype for g in report.fit.gradients} == {"float16"}
+
+
+def _seeded_draws(audit) -> list:
+    """What a seeded session draws next (a layer's initial kernel: Python's random seeds its
+    initializer; an unseeded random op: Keras's seed generator; NumPy's global stream), after
+    ``audit`` ran on the model it built."""
+    import random
+
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layers.Dense(2, name="d")(inputs))
+    model.compile(optimizer="sgd", loss="mse")
+    audit(model)
+    following = layers.Dense(3)
+    following.build((None, 4))
+    return [
+        keras.ops.convert_to_numpy(following.kernel).tolist(),
+        keras.ops.convert_to_numpy(keras.random.uniform((3,))).tolist(),
+        random.random(),
+        np.random.rand(),
+    ]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"mode": "save"},
+        {"mode": "fit"},
+        {"quantize": "int8"},
+        {"policy": "mixed_bfloat16"},
+    ],
+)
+def test_an_audit_leaves_a_seeded_sessions_random_streams_as_they_were(options):
+    # keras.utils.set_random_seed(1) makes a run reproducible; the audits that build layers (a
+    # save's load, a quantized copy, a policy's clone) took seeds from Python's random and
+    # Keras's seed generator, so the user's next layer got other weights than without them
+    x = np.ones((2, 4), "float32")
+    raw = _seeded_draws(lambda model: None)
+    assert _seeded_draws(lambda model: check_model(model, x, **options)) == raw
+    assert _seeded_draws(lambda model: dx.probe("Dense", kwargs={"units": 2})) == raw

@@ -44,7 +44,6 @@ _EXPORTS: dict[str, str] = {
     "tensor_infos": "dtype_explorer.keras_run.model._samples",
     "compiled_by": "dtype_explorer.keras_run.model._training",
     "predict_compiled_by": "dtype_explorer.keras_run.model._training",
-    "global_seed_kept": "dtype_explorer.keras_run.model._training",
     "train_one_step": "dtype_explorer.keras_run.model._training",
     "train_steps": "dtype_explorer.keras_run.model._training",
 }
@@ -68,7 +67,6 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
     from dtype_explorer.keras_run.model._samples import tensor_infos
     from dtype_explorer.keras_run.model._training import (
         compiled_by,
-        global_seed_kept,
         predict_compiled_by,
         train_one_step,
         train_steps,

@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.model._copy import compile_copy, training_copy
 from dtype_explorer.keras_run.model._policy_rebuild import rebuild_under
 from dtype_explorer.keras_run.model._samples import keras_flatten
-from dtype_explorer.keras_run.model._training import global_seed_kept, gradients_to
+from dtype_explorer.keras_run.model._training import gradients_to
 from dtype_explorer.records import FixMeasure
 
 

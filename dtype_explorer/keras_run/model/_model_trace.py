@@ -35,6 +35,7 @@ from dtype_explorer.errors import InvalidSpecError, as_sentence
 from dtype_explorer.keras_run._arrays import abstract, numpy_values
 from dtype_explorer.keras_run._compat import any_symbolic_tensors, in_symbolic_scope
 from dtype_explorer.keras_run._exactness import call_losses, read_losses
+from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run._numerics import worth_value_check
 from dtype_explorer.keras_run.model._graph import GraphRecorder
 from dtype_explorer.keras_run.model._layer_calls import autocast_events, tensor_kwargs
@@ -47,7 +48,6 @@ from dtype_explorer.keras_run.model._samples import (
     sample_text,
     tensor_infos,
 )
-from dtype_explorer.keras_run.model._training import global_seed_kept
 from dtype_explorer.keras_run.trace import op_trace, variable_dtypes, wrapped_entry_points
 from dtype_explorer.records import (
     CastLoss,

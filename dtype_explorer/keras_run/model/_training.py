@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.trace import variable_dtypes
 from dtype_explorer.records import FitReport, FitStep, GradientInfo
 
@@ -90,21 +91,6 @@ def predict_compiled_by(model: Any) -> tuple[bool, str]:
     if backend == "openvino" and model is not None and model_supports_jit(model):
         return True, "compiled by OpenVINO (ov.compile_model, the CPU plugin's default precision)"
     return False, f"eager on {backend}"
-
-
-@contextlib.contextmanager
-def global_seed_kept() -> Iterator[None]:
-    """Put Keras's global seed generator (used by random ops given no seed) back as it was."""
-    import keras
-    from keras.src.backend.common import global_state
-
-    generator = global_state.get_global_attribute("global_seed_generator")
-    saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
-    try:
-        yield
-    finally:
-        if generator is not None:
-            generator.state.assign(saved)
 
 
 class _GradientSink:

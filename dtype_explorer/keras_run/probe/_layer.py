@@ -13,7 +13,7 @@ from typing import Any
 from dtype_explorer.keras_run import _expect as expect
 from dtype_explorer.keras_run import _rules as rules
 from dtype_explorer.keras_run._compat import flatten_with_path
-from dtype_explorer.keras_run._keras_state import preserved_keras_state
+from dtype_explorer.keras_run._keras_state import global_seed_kept, preserved_keras_state
 from dtype_explorer.keras_run._mode_rules import check_mode
 from dtype_explorer.keras_run._numerics import recorded_draws
 from dtype_explorer.keras_run.catalog import (
@@ -21,7 +21,6 @@ from dtype_explorer.keras_run.catalog import (
     build_kwargs,
     safe_deserialization,
 )
-from dtype_explorer.keras_run.model import global_seed_kept
 from dtype_explorer.keras_run.probe._called import layer_called
 from dtype_explorer.keras_run.probe._fields import ProbeFields
 from dtype_explorer.keras_run.probe._layer_reference import layer_numerics

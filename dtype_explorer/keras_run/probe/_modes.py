@@ -25,12 +25,12 @@ import numpy as np
 
 from dtype_explorer import dtypes
 from dtype_explorer.keras_run._compat import layer_path
+from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run._mode_rules import (
     MODEL_MODES,
 )
 from dtype_explorer.keras_run.model import (
     compiled_by,
-    global_seed_kept,
     predict_compiled_by,
     train_one_step,
 )
