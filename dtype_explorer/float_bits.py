@@ -31,6 +31,7 @@ __all__ = [
     "half_counts",
     "half_magnitude",
     "smallest_nonzero",
+    "spacing",
     "widened",
 ]
 
@@ -110,6 +111,37 @@ def _top_bits(array: np.ndarray) -> int | None:
     if top >= sign:  # a negative value
         top = max(top - sign, int(array.view(signed).max()))
     return top
+
+
+def spacing(magnitude: float, dtype: str) -> float | None:
+    """The gap between the value of ``dtype`` nearest ``magnitude`` and the next one up: what
+    an update must reach (about half of it) to move a value of that size at all, read on the
+    bits (the next bit pattern up, for an IEEE float of 8 to 64 bits). ``None`` for a dtype
+    that is not such a float, or a magnitude it cannot hold.
+
+    Args:
+        magnitude: a positive, finite value.
+        dtype: a float dtype's name (``"bfloat16"``, ``"float16"``, ``"float32"``, ...).
+
+    Returns:
+        The gap as a Python float, or ``None``.
+
+    >>> spacing(0.1, "bfloat16"), spacing(1.0, "float16"), spacing(1.0, "float32")
+    (0.00048828125, 0.0009765625, 1.1920928955078125e-07)
+    """
+    try:
+        with np.errstate(over="ignore"):
+            value = np.array(magnitude, dtypes.numpy_dtype(dtype))
+    except (TypeError, ValueError):
+        return None
+    width = {1: np.uint8, **{k: v[0] for k, v in _BITS.items()}}.get(value.dtype.itemsize)
+    if width is None or dtype not in dtypes.FAMILIES["float"] or not math.isfinite(magnitude):
+        return None
+    if not math.isfinite(float(value)) or float(value) < 0:
+        return None
+    above = (value.reshape(1).view(width) + width(1)).view(value.dtype)[0]
+    gap = float(above) - float(value)
+    return gap if math.isfinite(gap) else None
 
 
 def smallest_nonzero(values: np.ndarray) -> float:

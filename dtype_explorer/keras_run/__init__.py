@@ -81,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "Float32Fix": "dtype_explorer.keras_run.model._proven_fix",
     "float32_fix": "dtype_explorer.keras_run.model._proven_fix",
     "float32_copy": "dtype_explorer.keras_run.model._proven_fix",
+    "trained_in_float32": "dtype_explorer.keras_run.model._frozen_fix",
     "fitting_labels": "dtype_explorer.keras_run.model._loss_scale_fix",
     "loss_scale_measures": "dtype_explorer.keras_run.model._loss_scale_fix",
     "float_outputs": "dtype_explorer.keras_run.model._proven_fix",
@@ -197,6 +198,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         training_copy,
         variables_kept,
     )
+    from dtype_explorer.keras_run.model._frozen_fix import trained_in_float32
     from dtype_explorer.keras_run.model._input_fix import (
         DtypeCopies,
         ids_received,

@@ -114,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "Expectation": "dtype_explorer.records._probe",
     "FitReport": "dtype_explorer.records._fit",
     "FitStep": "dtype_explorer.records._fit",
+    "FrozenVariable": "dtype_explorer.records._fit",
     "GradientInfo": "dtype_explorer.records._fit",
     "MAX_FIT_STEPS": "dtype_explorer.records._fit",
     "Mode": "dtype_explorer.records._probe",
@@ -251,7 +252,13 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         LayerDamage,
         where_precision_goes,
     )
-    from dtype_explorer.records._fit import MAX_FIT_STEPS, FitReport, FitStep, GradientInfo
+    from dtype_explorer.records._fit import (
+        MAX_FIT_STEPS,
+        FitReport,
+        FitStep,
+        FrozenVariable,
+        GradientInfo,
+    )
     from dtype_explorer.records._fix import FixHow, FixMeasure, FixProof
     from dtype_explorer.records._graph import GraphEdge, GraphNode, ModelGraph, NodeKind
     from dtype_explorer.records._numerics import (

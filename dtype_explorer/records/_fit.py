@@ -37,6 +37,23 @@ class GradientInfo(Record):
     nonfinite: int | None = 0
 
 
+class FrozenVariable(Record):
+    """A trainable variable none of whose values a training run changed, though its gradients
+    held nonzero values in the steps the optimizer applied (:attr:`FitReport.frozen`): each
+    update was lost when stored. ``spacing`` is the gap between neighbouring values of its
+    dtype at its median magnitude, what one update must reach (about half of it) to move a
+    value there; ``None`` where it was not read."""
+
+    name: str
+    dtype: str
+    size: int
+    #: Nonzero gradient values, summed over the steps the optimizer applied.
+    gradient_nonzero: int
+    spacing: float | None = None
+    #: The median magnitude of its values, where ``spacing`` was read.
+    magnitude: float | None = None
+
+
 #: The most training steps ``check_model(..., mode="fit", steps=N)`` runs: an audit, not a
 #: training run (each step is a real ``model.fit`` step of a copy on one batch).
 MAX_FIT_STEPS = 1000
@@ -94,6 +111,11 @@ class FitReport(Record):
     #: Every step of a run of several (``steps=N``, N > 1), in order; empty for one step (the
     #: fields above are that step's).
     steps: tuple[FitStep, ...] = ()
+    #: How many steps the optimizer applied (its ``iterations`` advanced; ``None``: not read).
+    applied: int | None = None
+    #: The trainable variables the run left exactly as they were, though gradients reached
+    #: them in applied steps (each update rounded away when stored): in the model's order.
+    frozen: tuple[FrozenVariable, ...] = ()
 
     @property
     def skipped_steps(self) -> tuple[int, ...]:

@@ -103,6 +103,10 @@ class FixMeasure(Record):
     gradient_values: int | None = None
     underflowed: int | None = None
     nonfinite_gradients: int | None = None
+    #: Of ``of_values`` values of the variables a training run left unchanged, how many the
+    #: run (the model's, or its fixed copy's) still left so (``update-lost``).
+    frozen_values: int | None = None
+    of_values: int | None = None
     findings: int | None = None
     wrong: str = ""
     output_error: float | None = None
@@ -116,8 +120,8 @@ class FixMeasure(Record):
             return f"the run raised {self.error}"
         if self.findings is not None:
             parts = [f"{self.findings} of the findings there"]
-        elif self.gradient_values is not None:  # a training step: its gradients say
-            parts = []
+        elif self.gradient_values is not None or self.frozen_values is not None:
+            parts = []  # a training step: its gradients, or what it changed, say
         else:
             parts = ["the finding is " + ("there" if self.finding else "gone")]
         if self.received or self.computes:
@@ -129,6 +133,16 @@ class FixMeasure(Record):
                 f"{self.underflowed} of {self.gradient_values} gradient values zero where "
                 "float32's are not"
                 + (f", {self.nonfinite_gradients} inf/NaN" if self.nonfinite_gradients else "")
+            )
+        if self.frozen_values is not None and self.of_values is not None:
+            parts.append(
+                f"{self.frozen_values} of {self.of_values} values of those variables unchanged "
+                "by the training steps"
+                + (
+                    f", {self.nonfinite_gradients} inf/NaN gradients"
+                    if self.nonfinite_gradients
+                    else ""
+                )
             )
         if self.ids is not None and self.ids_changed is not None:
             readers = ", ".join(self.readers)

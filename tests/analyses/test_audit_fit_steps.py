@@ -204,3 +204,55 @@ def test_steps_on_jax_beside_raw_keras():
     np.testing.assert_allclose([t[2] for t in tool], [r[2] for r in raw], rtol=1e-5)
     assert any(t[1] for t in tool) and all(t[4] for t in tool)  # read inside jax.jit each step
     assert [t[1] for t in tool] == [t[3] for t in tool]  # skipped exactly where inf/NaN
+
+
+def bfloat16_net(dtype: str = "bfloat16", head: str | None = None) -> keras.Model:
+    """Two Dense layers whose variables are stored in ``dtype``, Adam at 1e-4: in bfloat16
+    every update of this run rounds away (keras-hub#2629); fixed weights."""
+    inputs = keras.Input((16,), name="x")
+    hidden = keras.layers.Dense(16, activation="relu", name="hidden", dtype=dtype)(inputs)
+    outputs = keras.layers.Dense(1, name="head", dtype=head or dtype)(hidden)
+    model = keras.Model(inputs, outputs, name="net")
+    rng = np.random.default_rng(1)
+    model.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in model.weights])
+    model.compile(optimizer=keras.optimizers.Adam(1e-4), loss="mse")
+    return model
+
+
+def _moved(model: keras.Model, x, y, steps: int) -> list[bool]:
+    """Raw Keras: whether each trainable variable changed over ``steps`` fit steps."""
+    before = [keras.ops.convert_to_numpy(v).copy() for v in model.trainable_variables]
+    model.fit(x, y, batch_size=len(x), epochs=steps, verbose=0, shuffle=False)
+    after = [keras.ops.convert_to_numpy(v) for v in model.trainable_variables]
+    return [not np.array_equal(a, b) for a, b in zip(after, before)]
+
+
+def test_training_that_changes_no_weight_is_found_and_its_float32_fix_proven():
+    # bfloat16 variables under Adam(1e-4): the loss is flat and no weight moves, with nothing
+    # raised; the audit had given only info findings
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 16)).astype("float32")
+    y = rng.normal(size=(32, 1)).astype("float32")
+    report = dx.check_model(bfloat16_net(), x, mode="fit", labels=y, steps=3)
+    [lost] = report.by_kind("update-lost")
+    assert lost.severity == "error" and report.fit.applied == 3
+    assert {f.name for f in report.fit.frozen} == {
+        "hidden/kernel",
+        "hidden/bias",
+        "head/kernel",
+        "head/bias",
+    }
+    assert _moved(bfloat16_net(), x, y, 3) == [False] * 4  # raw Keras: nothing moved
+    # the fix shown was run: those layers in float32, and raw Keras agrees it trains
+    assert lost.proof.proven and lost.proof.after.frozen_values == 0
+    assert 'name="hidden", dtype="float32"' in lost.fix and 'name="head"' in lost.fix
+    assert _moved(bfloat16_net("float32"), x, y, 3) == [True] * 4
+    # only the head in bfloat16: a warning naming it, the rest trains
+    partial = dx.check_model(bfloat16_net("float32", "bfloat16"), x, mode="fit", labels=y)
+    [head] = partial.by_kind("update-lost")
+    assert head.severity == "warning" and head.details["variables"] == ["head/kernel", "head/bias"]
+    assert _moved(bfloat16_net("float32", "bfloat16"), x, y, 1) == [True, True, False, False]
+    # float32 everywhere: every weight moves, no finding
+    assert not dx.check_model(bfloat16_net("float32"), x, mode="fit", labels=y).by_kind(
+        "update-lost"
+    )

@@ -488,6 +488,9 @@ def _fit_phase(audit: _Audit, model: Any, labels: Any, steps: int) -> None:
     elif fit is not None:
         audit.findings += _audit_rules_across.gradient_findings(fit, audit.audited.name)
         audit.findings += _audit_rules_across.later_step_findings(fit, audit.audited.name)
+        audit.findings += _audit_fit.frozen_proven(
+            fit, audit.audited, audit.sample, audit.outputs, labels, audit.calls
+        )
     audit.notes.append(
         f"The training {'step' if steps == 1 else 'steps'} ran on a copy of the model (weights "
         "copied, "

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dtype_explorer.analyses._run import progress_bar
+from dtype_explorer.analyses.audit import _fixes_training
 from dtype_explorer.analyses.audit import _rules_across as _audit_rules_across
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message, received
 from dtype_explorer.keras_run import (
@@ -24,7 +25,7 @@ from dtype_explorer.keras_run import (
     train_steps,
     unimplemented,
 )
-from dtype_explorer.records import MAX_FIT_STEPS, FitReport, FixMeasure, FixProof
+from dtype_explorer.records import MAX_FIT_STEPS, Finding, FitReport, FixMeasure, FixProof
 
 #: From how many steps a training run shows a progress bar (a shorter one ends in a second).
 PROGRESS_STEPS = 20
@@ -120,6 +121,20 @@ def fit_step(
         proof = _without_xla(copy, step, labels, said)
         fix = proof.change if proof.proven else ""
         return None, found.model_copy(update={"fix": fix, "proof": proof})
+
+
+def frozen_proven(
+    fit: FitReport, copy: Any, sample: Any, outputs: Any, labels: Any, calls: list
+) -> list[Finding]:
+    """The run's ``update-lost`` findings, each with its fix run on a copy trained as the run
+    was (``_fixes_training.update_lost_proof``: the same batch, the labels given or the same
+    zeros, the same number of steps)."""
+    found = list(_audit_rules_across.frozen_findings(fit, copy.name))
+    if not found:
+        return []
+    labels = fitting_labels(copy, outputs) if labels is None else labels
+    steps = max(len(fit.steps), 1)
+    return [_fixes_training.update_lost_proof(f, copy, sample, labels, steps, calls) for f in found]
 
 
 def _without_xla(copy: Any, step: Callable[[Any], Any], labels: Any, said: str) -> FixProof:

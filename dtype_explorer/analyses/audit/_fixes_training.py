@@ -19,8 +19,8 @@ from typing import Any
 
 from dtype_explorer.analyses.audit import _fix_code
 from dtype_explorer.errors import as_sentence
-from dtype_explorer.keras_run import loss_scale_measures
-from dtype_explorer.records import FixProof
+from dtype_explorer.keras_run import loss_scale_measures, trained_in_float32
+from dtype_explorer.records import Finding, FixMeasure, FixProof, LayerCall
 
 
 def loss_scale_proof(model: Any, sample: Any, arguments: dict) -> FixProof:
@@ -65,6 +65,68 @@ def loss_scale_proof(model: Any, sample: Any, arguments: dict) -> FixProof:
         after=after.model_copy(update={"finding": not proven}),
         tried=(tried,),
     )
+
+
+def update_lost_proof(
+    finding: Finding, model: Any, sample: Any, labels: Any, steps: int, calls: list[LayerCall]
+) -> Finding:
+    """The ``update-lost`` finding with its fix run (``keras_run.trained_in_float32``): the
+    layers holding the variables the run left unchanged in float32 on a copy, trained the same
+    steps on the same batch. Proven where every one of those variables then moved and no
+    gradient held inf/NaN; the finding as it was where no copy could train.
+
+    Args:
+        finding: the ``update-lost`` finding (``details["variables"]``: the names).
+        model: the audit's compiled copy (never trained here).
+        sample: the audited batch.
+        labels: the targets the audit's run trained on.
+        steps: how many steps it ran.
+        calls: the audit's layer calls (how user code names each layer's class).
+
+    Returns:
+        The finding, with its fix and proof.
+    """
+    names = list(finding.details.get("variables", ()))
+    values = int(finding.details.get("values", 0))
+    trial, run, stopped = trained_in_float32(model, sample, labels, steps, names)
+    before = FixMeasure(finding=True, at=finding.path, frozen_values=values, of_values=values)
+    if trial is None:
+        return finding
+    what = trial.text(ran=False)
+    if run is None:
+        tried = f"{what}: its training raised {as_sentence(stopped)}" if stopped else what
+        proof = FixProof(how=trial.how, layers=trial.layers, before=before, tried=(tried,))
+        return finding.model_copy(update={"proof": proof})
+    still = [f for f in run.frozen if f.name in names]
+    left = sum(f.size for f in still)
+    bad = sum(g.nonfinite or 0 for g in run.gradients)
+    proven = bool(run.applied) and not still and not bad and run.first_nonfinite() is None
+    after = FixMeasure(
+        finding=not proven,
+        at=finding.path,
+        frozen_values=left,
+        of_values=values,
+        nonfinite_gradients=bad or None,
+    )
+    root = calls[0] if calls else None
+    change = _fix_code.float32_code(
+        trial,
+        {c.path: c.spelled for c in calls},
+        root.layer_class if root else "",
+        root.spelled if root else type(model).__name__,
+    )
+    proof = FixProof(
+        how=trial.how,
+        layers=trial.layers,
+        policy_map=trial.policy_map,
+        default_policy=trial.default_policy,
+        change=change if proven else "",
+        proven=proven,
+        before=before,
+        after=after,
+        tried=(f"{what}: {left} of {values} values still unchanged after {steps} step(s)",),
+    )
+    return finding.model_copy(update={"proof": proof, "fix": change if proven else ""})
 
 
 def _optimizer(model: Any) -> str:

@@ -296,6 +296,65 @@ def later_step_findings(fit: FitReport, model: str) -> Iterator[Finding]:
     )
 
 
+def frozen_findings(fit: FitReport, model: str) -> Iterator[Finding]:
+    """Trainable variables the run left exactly as they were though their gradients were
+    nonzero in the steps the optimizer applied (``FitReport.frozen``): every update was lost,
+    so training does nothing to them, silently. An error where no trainable value moved, a
+    warning where some variables did.
+
+    >>> from dtype_explorer.records import FrozenVariable, GradientInfo
+    >>> grads = tuple(GradientInfo(name=n, dtype="bfloat16", variable_dtype="bfloat16")
+    ...     for n in ("dense/kernel", "head/kernel"))
+    >>> run = FitReport(loss="mse", optimizer="Adam", applied=3, gradients=grads,
+    ...     frozen=(FrozenVariable(name="dense/kernel", dtype="bfloat16", size=8,
+    ...     gradient_nonzero=24, spacing=0.0009765625, magnitude=0.23),))
+    >>> [(f.kind, f.severity) for f in frozen_findings(run, "m")]
+    [('update-lost', 'warning')]
+    """
+    if not fit.frozen or not fit.applied:
+        return
+    frozen = fit.frozen
+    everything = {g.name for g in fit.gradients} <= {f.name for f in frozen}
+    names = [f.name for f in frozen]
+    shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+    values = sum(f.size for f in frozen)
+    steps = f"{fit.applied} applied training step" + ("s" if fit.applied != 1 else "")
+    dtypes = sorted({f.dtype for f in frozen})
+    gaps = [f for f in frozen if f.spacing is not None and f.magnitude]
+    gap = (
+        f" Neighbouring {gaps[0].dtype} values near {gaps[0].magnitude:.3g} (the median "
+        f"|{gaps[0].name}|) are {gaps[0].spacing:.3g} apart: an update under about half of "
+        "that is rounded away when the variable is stored."
+        if gaps
+        else ""
+    )
+    yield Finding(
+        kind="update-lost",
+        severity="error" if everything else "warning",
+        path=model,
+        message=(
+            f"{'No trainable value' if everything else f'None of the {values} values of {shown}'}"
+            f" changed in {steps} ({fit.optimizer} on {fit.loss}), though the gradients "
+            f"reaching {'them' if not everything else shown} were nonzero: every update was "
+            f"lost, and training changes nothing there. The variables are stored in "
+            f"{', '.join(dtypes)}.{gap}"
+        ),
+        details={
+            "variables": names,
+            "values": values,
+            "applied": fit.applied,
+            "dtypes": dtypes,
+        },
+        proof=FixProof(
+            not_tried=(
+                "keeping these variables in float32 (a mixed policy: mixed_bfloat16 or "
+                "mixed_float16 instead of the 16-bit one) is the usual change; the audit does "
+                "not rebuild and retrain a copy so yet"
+            )
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- across backends
 
 

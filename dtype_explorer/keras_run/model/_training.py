@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer import float_bits
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.trace import variable_dtypes
-from dtype_explorer.records import FitReport, FitStep, GradientInfo
+from dtype_explorer.records import FitReport, FitStep, FrozenVariable, GradientInfo
 
 
 def compiled_by(model: Any) -> tuple[bool, str]:
@@ -94,7 +95,8 @@ def predict_compiled_by(model: Any) -> tuple[bool, str]:
 
 
 class _GradientSink:
-    """Reads the gradients the optimizer receives, concrete or inside a compiled step."""
+    """Reads the gradients the optimizer receives, concrete or inside a compiled step: each
+    one's inf/NaN values and its nonzero values, counted."""
 
     def __init__(self, model: Any, prefix: str):
         import keras
@@ -104,14 +106,17 @@ class _GradientSink:
         self.names = [v.path.removeprefix(prefix) for v in variables]
         self.stored = [keras.backend.standardize_dtype(v.dtype) for v in variables]
         self.dtypes: list[str | None] | None = None
+        #: This step's counts: each gradient's inf/NaN values, then each one's nonzero ones.
         self.counts: list[int] | None = None
+        #: The nonzero counts of the step last taken (:meth:`take`).
+        self.nonzero: list[int] | None = None
         self.unread: str | None = None
         self._variable: Any = None
         if self.backend == "tensorflow":
             import tensorflow as tf
 
             self._variable = tf.Variable(
-                tf.fill([max(len(variables), 1)], tf.constant(-1, tf.int64)), trainable=False
+                tf.fill([max(2 * len(variables), 1)], tf.constant(-1, tf.int64)), trainable=False
             )
 
     def record(self, gradients: list[Any]) -> None:
@@ -123,9 +128,11 @@ class _GradientSink:
             ]
         try:
             if self._concrete(gradients):
-                self.counts = [self._count_now(g) for g in gradients]
+                counted = [self._count_now(g) for g in gradients]
+                self.counts = [c[0] for c in counted] + [c[1] for c in counted]
             else:
-                self._send([self._count_op(g) for g in gradients])
+                counted = [self._count_op(g) for g in gradients]
+                self._send([c[0] for c in counted] + [c[1] for c in counted])
         except Exception as error:  # never let reading the gradients change the step
             self.unread = f"{type(error).__name__}: {error}"
 
@@ -141,20 +148,27 @@ class _GradientSink:
         return True
 
     @staticmethod
-    def _count_now(g: Any) -> int:
+    def _count_now(g: Any) -> tuple[int, int]:
         if g is None:
-            return 0
+            return 0, 0
         values = numpy_values(g).astype("float32")
-        return int(np.size(values) - np.isfinite(values).sum())
+        finite = np.isfinite(values)
+        return int(np.size(values) - finite.sum()), int(np.count_nonzero(values[finite]))
 
     @staticmethod
-    def _count_op(g: Any) -> Any:
+    def _count_op(g: Any) -> tuple[Any, Any]:
         import keras
 
         if g is None:
-            return keras.ops.zeros((), dtype="int32")
-        finite = keras.ops.isfinite(keras.ops.cast(g, "float32"))
-        return keras.ops.sum(keras.ops.cast(keras.ops.logical_not(finite), "int32"))
+            zero = keras.ops.zeros((), dtype="int32")
+            return zero, zero
+        wide = keras.ops.cast(g, "float32")
+        finite = keras.ops.isfinite(wide)
+        nonzero = keras.ops.logical_and(finite, keras.ops.not_equal(wide, 0))
+        return (
+            keras.ops.sum(keras.ops.cast(keras.ops.logical_not(finite), "int32")),
+            keras.ops.sum(keras.ops.cast(nonzero, "int32")),
+        )
 
     def _send(self, counts: list[Any]) -> None:
         if self.backend == "jax":
@@ -174,21 +188,29 @@ class _GradientSink:
 
     def take(self) -> list[int] | None:
         """The inf/NaN counts of the step that just ran (``None``: not read), cleared for the
-        next step."""
+        next step; its nonzero counts are kept in :attr:`nonzero`."""
+        self.nonzero = None
         if self.unread is not None:
             return None
+        n = len(self.names)
         if self.backend == "tensorflow" and self.counts is None:
             import tensorflow as tf
 
             counts = [int(c) for c in self._variable.numpy()]
             self._variable.assign(tf.fill(tf.shape(self._variable), tf.constant(-1, tf.int64)))
-            return None if any(c < 0 for c in counts) else counts[: len(self.names)]
+            if any(c < 0 for c in counts[: 2 * n]):
+                return None
+            self.nonzero = counts[n : 2 * n]
+            return counts[:n]
         if self.backend == "jax":
             import jax
 
             jax.effects_barrier()  # the step's callback has run
         counts, self.counts = self.counts, None
-        return counts
+        if counts is None:
+            return None
+        self.nonzero = counts[n : 2 * n]
+        return counts[:n]
 
     def gradients(self, counts: list[int] | None) -> tuple[GradientInfo, ...]:
         """Each gradient's dtype (read while the step was traced) with its inf/NaN count in
@@ -291,6 +313,7 @@ def train_steps(
     watcher = _step_watcher(sink, optimizer, on_step)
     batch = len(keras.tree.flatten(x)[0])
     recorded = gradients_to(optimizer, sink.record)
+    before = [numpy_values(v.value).copy() for v in model.trainable_variables]
     with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
         model.fit(
@@ -321,7 +344,39 @@ def train_steps(
         compiled=compiled,
         execution=f"model.fit: {said}, {execution}",
         steps=tuple(watcher.records) if steps > 1 else (),
+        applied=watcher.applied,
+        frozen=_frozen(model.trainable_variables, before, sink, watcher.nonzero),
     )
+
+
+def _frozen(
+    variables: list[Any], before: list[np.ndarray], sink: _GradientSink, nonzero: list[int] | None
+) -> tuple[FrozenVariable, ...]:
+    """The trainable variables whose values the run left exactly as they were (``before``),
+    though their gradients held ``nonzero`` values in the applied steps: each update was
+    rounded away when stored. Each with the spacing of its dtype's values at its median
+    magnitude (``float_bits.spacing``). Nothing where the gradients were not read."""
+    if nonzero is None:
+        return ()
+    found = []
+    for variable, old, name, stored, moved in zip(
+        variables, before, sink.names, sink.stored, nonzero
+    ):
+        new = numpy_values(variable.value)
+        if not moved or old.shape != new.shape or not np.array_equal(old, new):
+            continue
+        magnitude = float(np.median(np.abs(float_bits.widened(new)))) if new.size else None
+        found.append(
+            FrozenVariable(
+                name=name,
+                dtype=stored,
+                size=int(new.size),
+                gradient_nonzero=moved,
+                magnitude=magnitude,
+                spacing=None if not magnitude else float_bits.spacing(magnitude, stored),
+            )
+        )
+    return tuple(found)
 
 
 def _step_watcher(
@@ -341,12 +396,22 @@ def _step_watcher(
             self.records: list[FitStep] = []
             self.first_counts: list[int] | None = None
             self.iterations = _iterations(applying)
+            self.applied = 0
+            #: Nonzero gradient values per variable, summed over the applied steps (``None``:
+            #: a step's were not read).
+            self.nonzero: list[int] | None = [0] * len(sink.names)
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             counts = sink.take()
             if epoch == 0:
                 self.first_counts = counts
             iterations = _iterations(applying)
+            if iterations != self.iterations or not sink.names:
+                self.applied += 1
+                if self.nonzero is not None and sink.nonzero is not None:
+                    self.nonzero = [a + b for a, b in zip(self.nonzero, sink.nonzero)]
+                else:
+                    self.nonzero = None
             value = (logs or {}).get("loss")
             loss = None if value is None else float(value)
             finite = loss is None or bool(np.isfinite(loss))
