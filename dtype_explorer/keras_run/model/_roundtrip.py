@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer import dtypes
 from dtype_explorer.errors import keras_message
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._compat import export_saved_model, layer_quantization_mode
@@ -205,11 +206,31 @@ def _outputs(model: Any, sample: Any, arguments: dict) -> list[np.ndarray]:
 
 
 def _max_abs(before: list[np.ndarray], after: list[np.ndarray]) -> float | None:
+    """The largest ``|before - after|`` over the outputs, each pair of numbers read wide
+    (:func:`_wide`); ``None`` when the outputs cannot be set side by side (their counts or
+    shapes differ); outputs that are not numbers (text) are left out."""
     if len(before) != len(after) or any(a.shape != b.shape for a, b in zip(before, after)):
         return None
-    diffs = [
-        float(np.max(np.abs(a.astype("float64") - b.astype("float64")))) if a.size else 0.0
-        for a, b in zip(before, after)
-        if a.dtype.kind in "fciub" and b.dtype.kind in "fciub"
-    ]
+    diffs = []
+    for a, b in zip(before, after):
+        wide_a, wide_b = _wide(a), _wide(b)
+        if wide_a is None or wide_b is None:
+            continue
+        diffs.append(float(np.max(np.abs(wide_a - wide_b))) if a.size else 0.0)
     return max(diffs, default=0.0)
+
+
+def _wide(array: np.ndarray) -> np.ndarray | None:
+    """``array`` as float64 (complex128 for a complex one), where it holds numbers: NumPy's
+    bool, integer and float types, and ``ml_dtypes``' bfloat16 and float8 types (NumPy's
+    dtype kind ``'V'``, a Keras model's 16- and 8-bit float outputs); ``None`` for text.
+
+    >>> import ml_dtypes
+    >>> _wide(np.array([1.5], ml_dtypes.bfloat16)).dtype, _wide(np.array(["a"])) is None
+    (dtype('float64'), True)
+    """
+    if array.dtype.kind == "c":
+        return array.astype(np.complex128)
+    if array.dtype.kind in "biuf" or dtypes.is_float(array.dtype.name):
+        return array.astype(np.float64)
+    return None
