@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from dtype_explorer.errors import as_sentence
 from dtype_explorer.records._base import Record
 from dtype_explorer.records._probe import ErrorInfo
 from dtype_explorer.records._quantize_layer import StoredVariable
@@ -247,6 +248,25 @@ class RoundTripReport(Record):
     """``check_model(..., mode="save")``: each format's round trip of a copy of the model."""
 
     trips: tuple[RoundTrip, ...] = ()
+    #: The model's own call on the sample raised (Keras's error, where="call"): no format was
+    #: saved, since a loaded model's outputs would have nothing to be compared with.
+    call_error: ErrorInfo | None = None
+
+    def lines(self) -> tuple[str, ...]:
+        """One line per format, or the one line saying why none ran.
+
+        >>> said = ErrorInfo(type="ValueError", message="bad input")
+        >>> RoundTripReport(call_error=said).lines()[0][:78]
+        "not run: the model's own call on the sample raised ValueError (Keras's error):"
+        """
+        if self.call_error is not None:
+            said = self.call_error
+            return (
+                f"not run: the model's own call on the sample raised {said.type} (Keras's "
+                f"error): {as_sentence(said.message)} Nothing was saved: a loaded model's "
+                "outputs would have nothing to be compared with.",
+            )
+        return tuple(trip.text() for trip in self.trips)
 
     def text(self) -> str:
-        return "\n".join(trip.text() for trip in self.trips)
+        return "\n".join(self.lines())

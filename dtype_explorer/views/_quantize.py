@@ -44,7 +44,7 @@ def quantization_text(report: QuantizationReport) -> str:
 
 
 def roundtrip_text(report: RoundTripReport) -> str:
-    return "\n".join(f"round trip {trip.text()}" for trip in report.trips)
+    return "\n".join(f"round trip {line}" for line in report.lines())
 
 
 def quantization_html(report: QuantizationReport) -> str:
@@ -70,7 +70,7 @@ def quantization_html(report: QuantizationReport) -> str:
 
 
 def roundtrip_html(report: RoundTripReport) -> str:
-    items = "".join(f"<li>{e(trip.text())}</li>" for trip in report.trips)
+    items = "".join(f"<li>{e(line)}</li>" for line in report.lines())
     return f"<h4>Round trips</h4><ul>{items}</ul>"
 
 

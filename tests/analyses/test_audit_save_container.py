@@ -3,7 +3,8 @@ as a round-trip error. Raw Keras saves no dtype for a ``Functional`` (it loads u
 global policy) and the loaded model's outputs are the same dtypes and values: compared here
 with the same model saved and loaded by raw Keras. And a bfloat16 output whose values change
 in the round trip is compared (ml_dtypes' bfloat16 is NumPy's dtype kind 'V': the comparison
-once skipped it and said 0)."""
+once skipped it and said 0). And a model whose own call raises (raw Keras refuses it too)
+gets a report saying so in Keras's words, as mode "call" does, not Keras's exception."""
 
 from __future__ import annotations
 
@@ -81,3 +82,23 @@ def test_a_16_bit_output_changed_by_the_round_trip_is_compared(tmp_path, dtype):
     assert keras_trip.loaded_output_dtypes == (dtype,)
     assert keras_trip.max_abs_difference == raw
     assert "roundtrip-values" in [f.kind for f in report.findings]
+
+
+def _uint8_conv() -> keras.Model:
+    inputs = keras.Input((8, 3), dtype="uint8")
+    return keras.Model(inputs, keras.layers.Conv1D(2, 3, name="conv")(inputs))
+
+
+def test_a_model_whose_own_call_raises_is_answered_not_raised():
+    x = np.full((2, 8, 3), 7, "uint8")
+    with pytest.raises(Exception) as raw:  # raw Keras: the model's own call raises
+        _uint8_conv()(x)
+
+    report = dx.check_model(_uint8_conv(), x, mode="save")
+    said = report.roundtrip.call_error
+    assert report.roundtrip.trips == () and said is not None
+    assert said.type == type(raw.value).__name__
+    assert said.message.split("\n")[0] in str(raw.value)
+    found = [f for f in report.findings if f.kind == "call-error"]
+    assert len(found) == 1 and "(Keras's error.)" in found[0].message
+    assert "round trip not run: the model's own call" in str(report)

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from dtype_explorer.frontends.cli import app
@@ -101,6 +102,22 @@ def test_check_audits_a_saved_model(tmp_path):
     assert "model.predict on a tf.data.Dataset" in out.output and "silent-downcast" in out.output
     out = runner.invoke(app, ["check", str(path), "--mode", "sideways"])
     assert out.exit_code == 2 and "Valid: call, dataset, fit, predict, save, training" in out.output
+
+
+def test_check_mode_save_of_a_model_that_cannot_run_answers(tmp_path):
+    import keras
+    import numpy as np
+
+    inputs = keras.Input((8, 3), dtype="uint8")
+    model = keras.Model(inputs, keras.layers.Conv1D(2, 3)(inputs))
+    with pytest.raises(Exception) as raw:  # raw Keras refuses the model's own call
+        model(np.full((2, 8, 3), 7, "uint8"))
+    error = type(raw.value).__name__
+    path = tmp_path / "m.keras"
+    model.save(path)
+    out = runner.invoke(app, ["check", str(path), "--mode", "save"])
+    assert out.exit_code == 0, out.output
+    assert f"the model's own call on the sample raised {error} (Keras's error)" in out.output
 
 
 def test_probe_trace_shows_every_op_its_line_and_where_backends_part():

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from dtype_explorer.errors import as_sentence
 from dtype_explorer.records import (
     Finding,
     FixMeasure,
@@ -226,7 +227,10 @@ def _quantized_policy(name: str) -> bool:
 
 def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
     """One finding per format whose load raised, per change of dtypes (the layers that changed
-    alike in one finding), and per format whose outputs moved."""
+    alike in one finding), and per format whose outputs moved; or the one finding that the
+    model's own call raised, where no format was saved."""
+    if report.call_error is not None:
+        return [_not_called(report, model)]
     findings = []
     for trip in report.trips:
         if trip.outcome == "raised" and trip.error is not None:
@@ -260,6 +264,28 @@ def roundtrip_findings(report: RoundTripReport, model: str) -> list[Finding]:
                 )
             )
     return [_shown(f) for f in findings]
+
+
+def _not_called(report: RoundTripReport, model: str) -> Finding:
+    """The model's own call on the sample raised: Keras's message, and why nothing was saved.
+
+    >>> from dtype_explorer.records import ErrorInfo
+    >>> said = ErrorInfo(type="InvalidArgumentError", message="uint8 is not allowed")
+    >>> _not_called(RoundTripReport(call_error=said), "m").kind
+    'call-error'
+    """
+    assert report.call_error is not None
+    return Finding(
+        kind="call-error",
+        severity="error",
+        path=model,
+        message=(
+            f"The model's own call on the sample raised {report.call_error.type}: "
+            f"{as_sentence(report.call_error.message)} (Keras's error.) The round trips were "
+            "not run: a loaded model's outputs would have nothing to be compared with."
+        ),
+        details={"error": report.call_error.to_dict()},
+    )
 
 
 def _shown(finding: Finding) -> Finding:

@@ -26,7 +26,7 @@ def round_trip_phase(audit: Any, name: str) -> RoundTripReport:
     quantized copy), their findings added to ``audit.findings``."""
     started = time.perf_counter()
     arguments = dict(audit.arguments)
-    report = RoundTripReport(trips=tuple(round_trips(audit.target, audit.sample, arguments)))
+    report = round_trips(audit.target, audit.sample, arguments)
     audit.timings["save_ms"] = ms(started)
     audit.findings += rules.roundtrip_findings(report, name)
     return report

@@ -10,7 +10,7 @@ new model.
 >>> inputs = keras.Input((3,))
 >>> model = keras.Model(inputs, keras.layers.Dense(2, dtype="bfloat16", name="d")(inputs))
 >>> x = np.ones((2, 3), "float32")
->>> trip = round_trips(model, x, {}, formats=(".keras",))[0]
+>>> trip = round_trips(model, x, {}, formats=(".keras",)).trips[0]
 >>> trip.outcome, trip.dtype_changes, trip.loaded_output_dtypes, trip.max_abs_difference
 ('compared', (), ('bfloat16',), 0.0)
 """
@@ -37,18 +37,35 @@ from dtype_explorer.keras_run.model._roundtrip_preset import (
     save_preset,
 )
 from dtype_explorer.keras_run.model._samples import declared_inputs, keras_flatten
-from dtype_explorer.records import ErrorInfo, RoundTrip
+from dtype_explorer.records import ErrorInfo, RoundTrip, RoundTripReport
 
 FORMATS = (".keras", ".h5", "SavedModel")
 
 
 def round_trips(
     model: Any, sample: Any, arguments: dict[str, Any], formats: tuple[str, ...] = FORMATS
-) -> list[RoundTrip]:
+) -> RoundTripReport:
     """Each format of ``formats`` that applies to ``model`` here, then a keras-hub model's
     presets: saved, loaded back, compared (policies, variable dtypes, the outputs' dtypes and
-    values on ``sample``)."""
-    before = _outputs(model, sample, arguments)
+    values on ``sample``).
+
+    Args:
+        model: the Keras model (only read: each load is a new model).
+        sample: what the model and each loaded model are called on.
+        arguments: the call's keyword arguments.
+        formats: the formats tried, of :data:`FORMATS`.
+
+    Returns:
+        A ``RoundTripReport``: one ``RoundTrip`` per format, or none, with ``call_error``,
+        where the model's own call on ``sample`` raised (Keras's error: nothing is saved).
+    """
+    try:
+        returned = model(sample, **arguments)
+    except Exception as error:  # the model's own call: Keras's (or the user's layers') answer
+        said = keras_message(str(error), limit=600)
+        return RoundTripReport(call_error=ErrorInfo(type=type(error).__name__, message=said))
+    # Read outside the try: a failure of this tool's reading is never Keras's.
+    before = [numpy_values(x) for x in keras_flatten(returned)]
     trips = []
     with tempfile.TemporaryDirectory(prefix="dx-roundtrip-") as tmp:
         for fmt in (*formats, *preset_formats(model)):
@@ -57,7 +74,7 @@ def round_trips(
                 trips.append(RoundTrip(format=fmt, outcome="not-applicable", why=why))
                 continue
             trips.append(_trip(model, sample, arguments, fmt, os.path.join(tmp, "m"), before))
-    return trips
+    return RoundTripReport(trips=tuple(trips))
 
 
 def _not_applicable(model: Any, fmt: str) -> str:
@@ -199,10 +216,6 @@ def _policy(layer: Any) -> str:
     mode = layer_quantization_mode(layer)
     quantized = f", quantized {mode}" if mode else ""
     return f"compute {layer.compute_dtype}, variables {layer.variable_dtype}{quantized}"
-
-
-def _outputs(model: Any, sample: Any, arguments: dict) -> list[np.ndarray]:
-    return [numpy_values(x) for x in keras_flatten(model(sample, **arguments))]
 
 
 def _max_abs(before: list[np.ndarray], after: list[np.ndarray]) -> float | None:
