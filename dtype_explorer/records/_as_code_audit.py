@@ -161,7 +161,7 @@ def _head(report: AuditReport, question: AuditQuestion) -> list[str]:
     ]
     lines = [*doc, "import os", "", f'os.environ["KERAS_BACKEND"] = "{report.backend}"', ""]
     lines += ["import keras", "import numpy as np"]
-    if needs_ml_dtypes(question.arrays):
+    if needs_ml_dtypes([*question.arrays, *(question.weights or ())]):  # bfloat16 weights too
         lines.append("import ml_dtypes")
     policy = report.policy_override or report.policy
     return [

@@ -3,7 +3,8 @@
 raise what the tool said Keras raised; the ``dx`` call it writes, run, must give the same
 record. Cases: a layer on uint8 input on two backends (they diverge: jax answers, torch
 raises), an op on the user's own values, a layer under mixed_float16, a loss, and the audit of
-a small model (its call and a multi-step fit under loss scaling)."""
+a small model (its call and a multi-step fit under loss scaling), of a model whose bfloat16
+weights the script writes out, and of a quantized audit."""
 
 from __future__ import annotations
 
@@ -250,3 +251,20 @@ def test_an_audit_as_code_runs_raw_and_asks_again(tmp_path):
     assert (
         "dx.check_model(\n    model,\n    sample,\n    mode='fit',\n    steps=4," in codes["fit"].dx
     )
+
+
+def test_an_audit_of_bfloat16_weights_as_code_runs_alone(tmp_path):
+    inputs = keras.Input((8,))
+    model = keras.Model(inputs, keras.layers.Dense(4, name="d", dtype="bfloat16")(inputs))
+    x = np.ones((2, 8), "float32")
+    raw = {v.name: keras.backend.standardize_dtype(v.dtype) for v in model.get_layer("d").weights}
+    raw_output = keras.backend.standardize_dtype(model(x).dtype)
+    assert raw == {"kernel": "bfloat16", "bias": "bfloat16"} and raw_output == "bfloat16"
+
+    code = dx.check_model(model, x).as_code()
+    assert "dtype=ml_dtypes.bfloat16" in code.script  # the weights, written out
+    (tmp_path / "repro.py").write_text(code.script)
+    done = run_alone(tmp_path / "repro.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert layers_printed(done.stdout)["d"] == ("bfloat16", "bfloat16", raw)
+    assert printed(done.stdout)["outputs"] == [raw_output]
