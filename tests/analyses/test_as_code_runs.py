@@ -268,3 +268,27 @@ def test_an_audit_of_bfloat16_weights_as_code_runs_alone(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert layers_printed(done.stdout)["d"] == ("bfloat16", "bfloat16", raw)
     assert printed(done.stdout)["outputs"] == [raw_output]
+
+
+def test_a_quantized_audit_as_code_quantizes_the_float_model_once(tmp_path):
+    def made() -> keras.Model:
+        inputs = keras.Input((8,))
+        seeded = keras.initializers.GlorotUniform(seed=SEED)
+        return keras.Model(
+            inputs, keras.layers.Dense(4, name="d", kernel_initializer=seeded)(inputs)
+        )
+
+    x = np.random.RandomState(0).randn(2, 8).astype("float32")
+    raw_model = made()
+    raw_model.quantize("int8")  # raw Keras: the float model quantized
+    layer = raw_model.get_layer("d")
+    raw = {v.name: keras.backend.standardize_dtype(v.dtype) for v in layer.weights}
+    raw_output = keras.backend.standardize_dtype(raw_model(x).dtype)
+
+    code = dx.check_model(made(), x, quantize="int8").as_code()
+    assert code.script.count("model.quantize('int8')") == 1
+    (tmp_path / "repro.py").write_text(code.script)
+    done = run_alone(tmp_path / "repro.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert layers_printed(done.stdout)["d"] == (layer.dtype_policy.name, layer.compute_dtype, raw)
+    assert printed(done.stdout)["outputs"] == [raw_output]

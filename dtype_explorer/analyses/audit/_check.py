@@ -220,7 +220,7 @@ def check_model(
         # 6. The report, with its question as data ("copy as code": AuditReport.as_code)
         asked_for = {"call_kwargs": call_kwargs, "timeout": timeout, "quantize": quantize}
         question = audit_question(
-            audit.target, model, audit.sample, sample_given=sample is not None, labels=labels,
+            audit.unquantized, model, audit.sample, sample_given=sample is not None, labels=labels,
             steps=asked.steps, **asked_for,
         )  # fmt: skip
     return AuditReport(
@@ -281,6 +281,12 @@ class _Audit:
     #: reference's copy is the float64 fix's); ``None`` where the call trains (it would move
     #: a shared copy's statistics between the two).
     copies: DtypeCopies | None = None
+
+    @property
+    def unquantized(self) -> Any:
+        """``target`` as it was before any quantization: the float model a quantized audit
+        quantized (a script rebuilds it and quantizes it as the audit did)."""
+        return self.target if self.quantized is None else self.quantized.target
 
 
 def _question(
