@@ -447,6 +447,22 @@ def test_string_inputs_get_a_sample_when_none_is_given():
     assert report.layers[-1].outputs[0].dtype == "int64"
 
 
+def test_a_default_sample_too_large_is_refused_as_a_probe_shape_is():
+    # 6,000,000 elements: past the limit, yet small enough that building it would not hurt
+    inputs = keras.Input((3000, 1000), name="long")
+    model = keras.Model(inputs, layers.GlobalAveragePooling1D()(inputs))
+    assert model.outputs[0].shape == (None, 1000)  # raw Keras: built, nothing allocated
+    with pytest.raises(InvalidSpecError) as refused_probe:
+        dx.probe("GlobalAveragePooling1D", input_dtype="float32", shape=(2, 3000, 1000))
+    limit = str(refused_probe.value).rsplit("the limit is ", 1)[1]
+    with pytest.raises(InvalidSpecError) as refused:
+        check_model(model)
+    said = str(refused.value)
+    assert "'long'" in said and "(2, 3000, 1000), holds 6000000 elements" in said
+    assert f"the limit is {limit}. Pass a sample: check_model(model, sample=x)" in said
+    assert model.outputs[0].shape == (None, 1000)
+
+
 def test_backends_all_means_every_installed_and_allowed_backend(monkeypatch):
     """As on Binder, where torch is not installed: "all" asks only the backends there are."""
     from dtype_explorer import pool

@@ -113,7 +113,8 @@ def check_model(
     Args:
         model: a Keras model or layer.
         sample: an array, list or dict matching ``model.inputs`` (default: built from them,
-            batch of 2).
+            batch of 2, in their dtypes; refused past a probe's ``MAX_SAMPLE_ELEMENTS`` per
+            input, then pass one).
         policy: audit a clone of the model with every layer under this dtype policy
             (Sequential and Functional models).
         backends: ``"all"`` or a list of backends on which to re-run the layers that take

@@ -13,6 +13,7 @@ user's checked against them, and the tensors of a pass described as ``TensorInfo
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 from dtype_explorer import dtypes, float_bits
 from dtype_explorer.errors import InvalidSpecError, received
 from dtype_explorer.keras_run._arrays import numpy_values
+from dtype_explorer.keras_run._spec import MAX_SAMPLE_ELEMENTS
 from dtype_explorer.records import TensorInfo
 
 #: Size given to dimensions a model leaves open (other than the batch, which is 2).
@@ -155,6 +157,8 @@ def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
                 f"{describe_model(model)} declares no inputs (a subclassed model or a layer); "
                 "pass a sample: check_model(model, sample=x) or %dtype_check model --sample x"
             )
+        for spec in keras.tree.flatten(inputs):  # every size checked before one is built
+            _sample_shape(model, spec)
         return keras.tree.map_structure(_make_sample, inputs)
     if inputs is None:
         return keras.tree.map_structure(_as_array, sample)
@@ -200,15 +204,45 @@ def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
     return keras.tree.map_structure(_as_array, sample)
 
 
-def _make_sample(spec: Any) -> Any:
-    """A sample for one ``keras.Input``, a NumPy array: strings as a NumPy unicode array, as
-    ``model(...)`` takes them beside NumPy numbers (a backend string tensor beside NumPy
-    arrays is refused: "cannot mix tensors and non-tensors")."""
-    shape = tuple(
-        BATCH if i == 0 and d is None else OPEN_DIM if d is None else d
+def _shape(spec: Any) -> tuple[int, ...]:
+    """The shape of the sample built for one ``keras.Input``: its open batch :data:`BATCH`,
+    any other open dimension :data:`OPEN_DIM`."""
+    return tuple(
+        BATCH if i == 0 and d is None else OPEN_DIM if d is None else int(d)
         for i, d in enumerate(spec.shape)
     )
-    array = dtypes.sample(spec.dtype, shape)
+
+
+def _sample_shape(model: Any, spec: Any) -> tuple[int, ...]:
+    """:func:`_shape`, refused where it holds more than ``MAX_SAMPLE_ELEMENTS`` (a probe's
+    limit too: samples are probes, not workloads), before anything is built.
+
+    >>> import keras
+    >>> _sample_shape(None, keras.Input((3,)))
+    (2, 3)
+    >>> try:
+    ...     _sample_shape(keras.Model(name="m"), keras.Input((100000, 100000)))
+    ... except InvalidSpecError as error:
+    ...     print(str(error).split(": ", 1)[1].split(". ")[0])
+    a sample of it, (2, 100000, 100000), holds 20000000000 elements; the limit is 4194304
+    """
+    shape = _shape(spec)
+    size = math.prod(shape)
+    if size > MAX_SAMPLE_ELEMENTS:
+        raise InvalidSpecError(
+            f"keras.Input '{spec.name}' of {describe_model(model)} declares shape "
+            f"{_shape_text(spec.shape)}: a sample of it, {shape}, holds {size} elements; the "
+            f"limit is {MAX_SAMPLE_ELEMENTS}. Pass a sample: check_model(model, sample=x) or "
+            "%dtype_check model --sample x"
+        )
+    return shape
+
+
+def _make_sample(spec: Any) -> Any:
+    """A sample for one ``keras.Input``, a NumPy array in its dtype: strings as a NumPy
+    unicode array, as ``model(...)`` takes them beside NumPy numbers (a backend string tensor
+    beside NumPy arrays is refused: "cannot mix tensors and non-tensors")."""
+    array = dtypes.sample(spec.dtype, _shape(spec))
     if spec.dtype == "string":
         return np.asarray(array.tolist(), dtype=str)
     return np.abs(array) if dtypes.is_integer(spec.dtype) else array
