@@ -5,6 +5,7 @@ tests go through real worker processes, one per backend.
 """
 
 import keras
+import numpy as np
 import pytest
 from swept import SWEPT
 
@@ -130,6 +131,20 @@ def test_custom_layer_under_mixed_float16(backend):
     assert r.variables["scale"].stored == "float32"
     assert r.variables["scale"].read == "float16"
     assert r.output_dtype == "float16"
+
+
+def test_integer_lookup_is_judged_by_the_dtype_keras_gives_it_not_the_policy():
+    """IntegerLookup's compute dtype is its vocabulary dtype (int64) whatever the policy, and
+    its output dtype is chosen by its output_mode: no policy rule documents a float32."""
+    vocabulary, ids = [12, 36], np.array([12, 36, 7])
+    r = dx.probe("IntegerLookup", kwargs={"vocabulary": vocabulary}, values=[ids])
+    raw = keras.layers.IntegerLookup(vocabulary=vocabulary)
+    raw_out = keras.backend.standardize_dtype(raw(ids).dtype)
+    raw_spec = raw.compute_output_spec(keras.KerasTensor((3,), dtype="int64")).dtype
+    assert r.status == "ok", r.error
+    assert (r.output_dtype, r.declared_dtype) == (raw_out, raw_spec)
+    assert r.documented_dtype is None and r.verdict == "undocumented"
+    assert f"the layer's own compute_dtype is {raw.compute_dtype}, not the policy's" in r.basis
 
 
 # ---------------------------------------------------------------- scenario 3: one op

@@ -441,11 +441,12 @@ LAYERS: tuple[LayerEntry, ...] = (
     _layer(
         "IntegerLookup",
         "preprocessing-categorical",
-        "layer-dtype",
+        "own-output",
         (2, 3),
         roles=("index",),
         kwargs={"vocabulary": list(range(1, INDEX_HIGH))},
-        note="compute dtype is the vocabulary dtype (int64); output_mode='int' returns int64",
+        note="compute dtype is the vocabulary dtype 'int64', whatever the policy; "
+        "compute_output_spec declares int64 indices for output_mode='int', floatx otherwise",
     ),
     _layer(
         "StringLookup",

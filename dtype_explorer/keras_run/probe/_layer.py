@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from dtype_explorer.keras_run import _expect as expect
@@ -184,7 +185,13 @@ def _answer_fields(
         else tuple(v.read or v.stored for v in recorder.variables.values())
     )
     judged = _judged(
-        entry, layer.dtype_policy, autocast_rule, spec, trace_steps, called.outputs, computes_with
+        entry,
+        _LayerDtypes(layer.dtype_policy, str(layer.compute_dtype)),
+        autocast_rule,
+        spec,
+        trace_steps,
+        called.outputs,
+        computes_with,
     )
     fields = judged.outcome(called.outputs, called.error, steps, declared)
     if refused is not None and called.error is not None:
@@ -401,7 +408,7 @@ def _declared_layer(
 
 def _judged(
     entry: LayerEntry,
-    policy: Any,
+    dtypes: _LayerDtypes,
     autocast_rule: list[tuple[str, str]],
     spec: ProbeSpec,
     trace_steps: tuple[TraceStep, ...],
@@ -410,22 +417,24 @@ def _judged(
 ) -> Judged:
     """The expectations stage of a layer: its policy rule and ``result_type``; a user's
     layer whose call is one op is judged by that op's expectation; a layer with
-    ``autocast=False`` by what it computes with (``computes_with``: its variables as read)."""
+    ``autocast=False`` by what it computes with (``computes_with``: its variables as read).
+    The compute dtype is the built layer's own, as Keras sets it (``IntegerLookup``'s is its
+    vocabulary dtype whatever the policy), not the policy's."""
     autocast_dtypes = tuple(d for d, _ in autocast_rule)
     documented = rules.for_layer(
         entry,
-        compute_dtype=policy.compute_dtype,
+        compute_dtype=dtypes.compute,
         autocast_dtypes=autocast_dtypes,
         computes_with=computes_with,
     )
     basis = (
-        _policy_basis(policy),
+        *_policy_basis(dtypes),
         *dict.fromkeys(why for _, why in autocast_rule),
         *documented.basis,
     )
     expectations = expect.for_layer(
         entry,
-        compute_dtype=policy.compute_dtype,
+        compute_dtype=dtypes.compute,
         autocast_dtypes=autocast_dtypes,
         documented=documented,
         autocast=computes_with is None,
@@ -555,7 +564,19 @@ def _judge_named_outputs(
     )
 
 
-def _policy_basis(policy: Any) -> str:
-    return (
+@dataclass(frozen=True)
+class _LayerDtypes:
+    """A built layer's policy, and its compute dtype as the layer itself reports it."""
+
+    policy: Any
+    compute: str
+
+
+def _policy_basis(dtypes: _LayerDtypes) -> tuple[str, ...]:
+    policy = dtypes.policy
+    said = (
         f"policy {policy.name!r}: compute {policy.compute_dtype}, variables {policy.variable_dtype}"
     )
+    if dtypes.compute == policy.compute_dtype:
+        return (said,)
+    return (said, f"the layer's own compute_dtype is {dtypes.compute}, not the policy's")
