@@ -99,6 +99,26 @@ def test_bool_and_integer_normalization_is_checked_against_the_wide_computation(
     assert finding.reference_dtype == wide_dtype
 
 
+def test_rescaling_under_an_integer_policy_is_checked_against_the_wide_computation():
+    """Rescaling(1/255) under a uint8 policy casts its scale to uint8 (0): raw Keras returns
+    zeros where the same layer in float64 gives 0.78. The probe had no value check for it
+    (Rescaling returns its layer dtype, so it was not taken for arithmetic) and showed a
+    plain as-documented."""
+    img = np.full((1, 2, 2, 3), 200, "uint8")
+    r = dx.probe("Rescaling", "uint8", kwargs={"scale": 1 / 255}, policy="uint8", values=[img])
+    got = keras.ops.convert_to_numpy(keras.layers.Rescaling(1 / 255, dtype="uint8")(img))
+    wide = reference_dtype("tensorflow")
+    ref = keras.ops.convert_to_numpy(keras.layers.Rescaling(1 / 255, dtype=wide)(img.astype(wide)))
+    assert r.status == "ok", r.error
+    assert r.output_dtype == str(got.dtype) == "uint8"
+    (finding,) = [f for f in r.numerics.findings if f.output == 0]
+    assert finding.kind == "truncation"
+    assert finding.value == got[finding.element]
+    assert finding.expected == pytest.approx(ref[finding.element], rel=1e-6)
+    assert r.verdict == "as-documented" and r.shown_verdict == "values-wrong"
+    assert "values-wrong" in r.summary()
+
+
 @pytest.mark.parametrize("backend", ["numpy", "jax", "torch", "tensorflow"])
 def test_an_adapted_text_vectorization_is_judged_as_its_class(backend):
     """Issue 39 item 22: an adapted ``TextVectorization`` instance was a custom layer to the

@@ -92,6 +92,9 @@ class LayerEntry:
     #: Each input's batch axis (``()``: axis 0 of every input); an RNN cell's states hold
     #: the batch at axis -2 (``(batch, units)``, LSTMCell's ``(2, batch, units)``).
     batch_axes: tuple[int, ...] = ()
+    #: A layer outside the computing contracts and groups that still does arithmetic on its
+    #: inputs' values (Rescaling: ``inputs * scale + offset``, in the layer's dtype).
+    arithmetic: bool = False
 
     kind = "layer"
 
@@ -104,9 +107,10 @@ class LayerEntry:
         """Whether the layer does arithmetic on its inputs' values, so an integer or bool
         input can come out as wrong numbers in a right dtype: a compute or self-managed
         layer, or a passthrough one of :data:`COMPUTING_LAYER_GROUPS` (RMSNormalization
-        returns int32 input normalized and truncated). Reshaping, regularization at inference
-        and the core passthroughs only move values."""
-        computes = self.contract in ("compute", "self-managed")
+        returns int32 input normalized and truncated), or one marked ``arithmetic``
+        (Rescaling under a uint8 policy casts its scale 1/255 to 0). Reshaping,
+        regularization at inference and the core passthroughs only move values."""
+        computes = self.contract in ("compute", "self-managed") or self.arithmetic
         return computes or self.group in COMPUTING_LAYER_GROUPS
 
     def completed_shapes(self, given: tuple[tuple[int, ...], ...]) -> tuple[tuple[int, ...], ...]:

@@ -490,7 +490,15 @@ LAYERS: tuple[LayerEntry, ...] = (
         note="raises TypeError unless the input is float16, float32 or float64",
     ),
     # preprocessing-image
-    _layer("Rescaling", "preprocessing-image", "layer-dtype", _IMG, kwargs={"scale": 1 / 255}),
+    _layer(
+        "Rescaling",
+        "preprocessing-image",
+        "layer-dtype",
+        _IMG,
+        kwargs={"scale": 1 / 255},
+        arithmetic=True,
+        note="computes inputs * scale + offset with scale and offset cast to the layer's dtype",
+    ),
     _layer(
         "Resizing",
         "preprocessing-image",
