@@ -64,7 +64,9 @@ class TracedValue(Record):
 
     ``dtype``/``shape`` are ``None`` for a value with no dtype (a string, a dict's key);
     ``digest`` is a SHA-256 of the value's dtype, shape and bytes (``None`` where it has none),
-    equal for two runs exactly when their values are bitwise equal. ``text`` is a short repr.
+    equal for two runs exactly when their values are bitwise equal (a string's: its
+    characters). ``text`` is a short repr; a string's is its exact repr (every space kept,
+    control characters escaped), cut only past 400 characters.
     """
 
     name: str = "out"
@@ -377,9 +379,15 @@ def _value_part(name: str, ref: TraceResult, other_name: str, other: TraceResult
                     f"magnitude {a.max_abs:g} on {name}, {b.max_abs:g} on {other_name}."
                 )
     for x, y in zip(ref.returned, other.returned, strict=False):
-        if x.digest == y.digest or x.sample is None or y.sample is None:
+        if x.digest == y.digest:
             continue
-        if len(x.sample) != len(y.sample) or not all(map(_close, x.sample, y.sample)):
+        if x.sample is None and y.sample is None:  # strings: equal only when exact
+            differ = x.digest is not None and y.digest is not None
+        elif x.sample is None or y.sample is None:
+            continue
+        else:
+            differ = len(x.sample) != len(y.sample) or not all(map(_close, x.sample, y.sample))
+        if differ:
             return (
                 f"The values the {ref.kind} returned part ({x.name}: {x.text} on {name}, "
                 f"{y.text} on {other_name})."

@@ -62,6 +62,30 @@ def test_a_function_on_two_backends_equals_raw_keras_there_with_the_users_lines(
     assert isinstance(one, TraceResult) and len(one.steps) == 1 and one.dropped >= 1
 
 
+def spaced_by_backend():  # a detokenizer's answer: its whitespace is the value
+    return "a b  a\t" if keras.backend.backend() == "jax" else "a b a\t"
+
+
+def spaced():
+    return "a b  a\t"
+
+
+def test_a_returned_string_is_shown_and_compared_exactly():
+    """A returned string was shown with its runs of whitespace joined ('a b  a' as 'a b a'),
+    and two different strings compared as agreeing values."""
+    raw = {b: dx.pool.call(b, spaced_by_backend).result(timeout=600) for b in BACKENDS}
+    assert raw["jax"] != raw["numpy"]
+    compared = dx.trace(backend=BACKENDS)(spaced_by_backend)
+    for backend, result in compared.results.items():
+        (returned,) = result.returned
+        assert returned.describe() == f"{raw[backend]!r} (builtins str)"
+    assert compared.value_part() == (
+        f"The values the function returned part (out: {raw['jax']!r} on jax, "
+        f"{raw['numpy']!r} on numpy)."
+    )
+    assert "agree" in dx.trace(backend=BACKENDS)(spaced).headline()
+
+
 def test_what_cannot_travel_is_named_before_anything_runs():
     lock = __import__("threading").Lock()
     with pytest.raises(InvalidSpecError) as info:

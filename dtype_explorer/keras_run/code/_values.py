@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import traceback
 from typing import Any
 
@@ -61,6 +62,11 @@ def _describe(name: str, value: Any) -> TracedValue:
             digest=_digest(f"python_{t.__name__}", arr), text=repr(value)[:80],
             sample=(float(value),),
         )  # fmt: skip
+    if isinstance(value, (str, bytes)):  # text is the answer: every character kept, escaped
+        return TracedValue(
+            name=name, type=type_name, digest=_digest(t.__name__, np.array([value], object)),
+            text=_exact(value),
+        )  # fmt: skip
     if not (hasattr(value, "dtype") and hasattr(value, "shape")) or isinstance(value, type):
         return TracedValue(name=name, type=type_name, text=_short(value))
     import keras
@@ -96,17 +102,41 @@ def _sample(arr: np.ndarray) -> tuple[float, ...] | None:
 
 
 def _digest(dtype: str, arr: np.ndarray) -> str:
+    """SHA-256 of the dtype, shape and values: the bytes of a numeric array; an object array's
+    (a string tensor's) elements by their repr, not the pointers its bytes hold."""
     h = hashlib.sha256(f"{dtype}|{arr.shape}|".encode())
-    h.update(np.ascontiguousarray(arr).tobytes())
+    if arr.dtype == object:
+        for item in arr.reshape(-1):
+            h.update(repr(item).encode("utf-8", "backslashreplace") + b"\x00")
+    else:
+        h.update(np.ascontiguousarray(arr).tobytes())
     return h.hexdigest()[:32]
 
 
+#: The most characters of a returned string shown; the digest covers all of them.
+MAX_TEXT = 400
+
+
+def _exact(value: str | bytes) -> str:
+    r"""A returned string's repr, every character kept (runs of spaces, tabs and newlines
+    escaped as Python writes them); a longer one cut at :data:`MAX_TEXT` characters, saying so.
+
+    >>> _exact("a b  a\n")
+    "'a b  a\\n'"
+    """
+    if len(value) <= MAX_TEXT:
+        return repr(value)
+    return f"{value[:MAX_TEXT]!r}... ({len(value)} characters)"
+
+
 def _short(value: Any) -> str:
+    """A short repr; only the line breaks (and their indentation) that ``array2string`` and
+    multi-line reprs add are joined, so the spaces inside a value are kept."""
     try:
         text = np.array2string(value, threshold=8) if isinstance(value, np.ndarray) else repr(value)
     except Exception:
         text = f"<{type(value).__name__}>"
-    return " ".join(text.split())[:120]
+    return re.sub(r"\s*\n\s*", " ", text.strip())[:120]
 
 
 def user_traceback(error: BaseException) -> str:
