@@ -7,7 +7,8 @@ import re
 import reprlib
 from collections.abc import Iterable
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: A terminal's escape sequences: CSI (colours, bold, cursor moves) and OSC (titles, links).
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 #: The frame Keras puts around an exception raised inside a layer's ``call``.
 _KERAS_HEADER = re.compile(r"^Exception encountered when calling [^\n]*\n+")
 _KERAS_ARGUMENTS = "\n\nArguments received by"
@@ -27,6 +28,24 @@ class InvalidSpecError(ValueError):
     ...
     dtype_explorer.errors.InvalidSpecError: unknown dtype 'flaot32'; did you mean 'float32'? ...
     """
+
+
+class NeedsSample(InvalidSpecError):
+    """An audit of a model that declares no inputs, asked without a sample. ``what`` says
+    which model and why; the message adds the Python API's remedy, and a front end that
+    shows the error names its own (``%dtype_check model --sample x``; the CLI, which takes
+    no sample, what it can do).
+
+    >>> str(NeedsSample("Sequential 'seq' declares no inputs"))
+    "Sequential 'seq' declares no inputs; pass a sample: check_model(model, sample=x)"
+    """
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}; pass a sample: check_model(model, sample=x)")
+        self.what = what
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return type(self), (self.what,)
 
 
 def received(value: object, *, limit: int = MAX_ECHO) -> str:
@@ -141,7 +160,12 @@ def printable(text: str) -> str:
 
 
 def strip_ansi(text: str) -> str:
-    """``text`` without the terminal colour codes Keras puts in its error messages."""
+    r"""``text`` without the terminal escape sequences Keras puts in its error messages (its
+    bold ``\x1b[1m``): the one helper every place that shows Keras's words goes through.
+
+    >>> strip_ansi("\x1b[1mValue for attr 'T' of uint8\x1b[0m")
+    "Value for attr 'T' of uint8"
+    """
     return _ANSI.sub("", text)
 
 

@@ -34,7 +34,13 @@ import typer
 
 from dtype_explorer import analyses, frontends, records, views
 from dtype_explorer.backends import BACKENDS
-from dtype_explorer.errors import InvalidSpecError, printable, received_path
+from dtype_explorer.errors import (
+    InvalidSpecError,
+    NeedsSample,
+    printable,
+    received_path,
+    strip_ansi,
+)
 from dtype_explorer.frontends._cli_options import (
     AtlasStoreOption,
     BackendOption,
@@ -101,7 +107,8 @@ def main(
 
 
 def _fail(error: BaseException | str, code: int = 2) -> None:
-    typer.secho(f"error: {printable(one_line(error))}", fg=typer.colors.RED, err=True)
+    said = strip_ansi(one_line(error))  # Keras's bold, where its words reach the error
+    typer.secho(f"error: {printable(said)}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code)
 
 
@@ -331,9 +338,21 @@ def check(
                 f"could not load {received_path(model_path)} as a Keras model: "
                 f"{type(error).__name__}: {one_line(error)}"
             ) from None
-        report = analyses.check_model(
-            model, policy=policy, backends=requested, mode=mode, engine=engine, quantize=quantize
-        )
+        try:
+            report = analyses.check_model(
+                model,
+                policy=policy,
+                backends=requested,
+                mode=mode,
+                engine=engine,
+                quantize=quantize,
+            )
+        except NeedsSample as error:  # the command line takes no sample: say what it can do
+            raise InvalidSpecError(
+                f"{error.what}; the command line cannot pass a sample: save the model with its "
+                "inputs declared (a keras.Input first, or model.build(input_shape) before "
+                "saving), or audit it from Python: dtype_explorer.check_model(model, sample=x)"
+            ) from None
     frontends._cli_terminal.show(views.audit_renderables(report))
 
 

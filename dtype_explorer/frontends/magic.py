@@ -20,7 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from dtype_explorer.analyses import check_model
-from dtype_explorer.errors import InvalidSpecError, as_sentence, received
+from dtype_explorer.errors import InvalidSpecError, NeedsSample, as_sentence, received
 from dtype_explorer.frontends._trace_cell import trace_cell
 from dtype_explorer.frontends.widget import DtypeExplorer
 
@@ -140,6 +140,10 @@ class DtypeMagics(Magics):
                 quantize=args.quantize,
                 steps=_steps(args.steps),
             )
+        except NeedsSample as error:
+            raise UsageError(
+                f"%dtype_check: {error.what}; pass a sample: %dtype_check {args.model} --sample x"
+            ) from None
         except InvalidSpecError as error:
             raise UsageError(f"%dtype_check: {error}") from None
         except (ValueError, TypeError) as error:  # a sample NumPy or Keras cannot read

@@ -46,6 +46,8 @@ ENGINE_FORMS = (
 _KERAS = re.compile(r"(?:keras\s*==\s*)?(3\.\d{1,3}\.\d{1,3})")
 _TF_KERAS = re.compile(r"tf[_-]keras(?:\s*==\s*(2\.\d{1,3}\.\d{1,3}))?")
 _NIGHTLY = re.compile(r"(?:keras[_-])?nightly(?:\s*==\s*(\d{1,3}\.\d{1,3}\.\d{1,3}\.dev\d{10}))?")
+#: A Keras 3 release named another way than ``keras==3.X.Y`` (one ``=``, ``>=``, no patch).
+_KERAS_LIKE = re.compile(r"(?:keras\s*[=<>~!]{0,3}\s*)?(3\.\d{1,3})(\.\d{1,3})?", re.IGNORECASE)
 #: A nightly build's date, as its version carries it: ``.devYYYYMMDDHH``.
 _BUILT = re.compile(r"\.dev(\d{4})(\d{2})(\d{2})(\d{2})$")
 #: The Keras 2 engine runs on this backend only.
@@ -74,6 +76,10 @@ def engine_spec(value: Any) -> str | None:
     Traceback (most recent call last):
     ...
     dtype_explorer.errors.InvalidSpecError: engine must be None (the installed Keras), ...
+    >>> engine_spec("keras=3.11")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    dtype_explorer.errors.InvalidSpecError: engine must be ...; did you mean 'keras==3.11.Y'? ...
     >>> engine_spec("nightlyy")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -109,6 +115,12 @@ def _close_form(value: Any) -> str:
         return f"; a dev build is named {NIGHTLY_PACKAGE}=={version}"
     if ".dev" in version:
         return "; a nightly's version is 3.X.Y.devYYYYMMDDHH (its date and hour)"
+    release = _KERAS_LIKE.fullmatch(text)
+    if release:  # "keras=3.11.3", "keras>=3.11", "3.11": a Keras 3 release, misnamed
+        minor, patch = release.groups()
+        if patch:
+            return f"; did you mean 'keras=={minor}{patch}'?"
+        return f"; did you mean 'keras=={minor}.Y'? (a release is named by all three numbers)"
     match = closest(text.partition("==")[0].strip(), (NIGHTLY, NIGHTLY_PACKAGE, "tf_keras"))
     return f"; did you mean {match!r}?" if match else ""
 

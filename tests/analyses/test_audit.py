@@ -549,7 +549,8 @@ def test_dict_sample_must_have_the_input_names():
 
 def test_subclassed_model_needs_a_sample_and_a_fitting_one():
     model = Net()
-    with pytest.raises(InvalidSpecError, match="pass a sample"):
+    said = r"\(a subclassed model\); pass a sample: check_model\(model, sample=x\)$"
+    with pytest.raises(InvalidSpecError, match=said):
         check_model(model)
     check_model(model, np.ones((2, 4), "float32"))
     with pytest.raises(InvalidSpecError, match="does not fit"):

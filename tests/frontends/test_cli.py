@@ -120,6 +120,36 @@ def test_check_mode_save_of_a_model_that_cannot_run_answers(tmp_path):
     assert f"the model's own call on the sample raised {error} (Keras's error)" in out.output
 
 
+def test_check_errors_name_what_the_command_line_can_do_and_no_escape_codes(tmp_path):
+    """An unbuilt Sequential was called 'a subclassed model or a layer' and the CLI advised
+    '--sample', which it does not take; Keras's bold codes were printed as '\\x1b[1m';
+    engine='keras=3.11' was offered 'tf_keras'."""
+    import keras
+    import numpy as np
+
+    unbuilt = tmp_path / "unbuilt.keras"
+    keras.Sequential([keras.layers.Dense(2)]).save(unbuilt)
+    out = runner.invoke(app, ["check", str(unbuilt)])
+    assert out.exit_code == 2, out.output
+    assert "a Sequential with no keras.Input" in out.output
+    assert "--sample" not in out.output and "subclassed" not in out.output
+    assert "check_model(model, sample=x)" in out.output
+    # raw Keras: Conv1D refuses uint8 on tensorflow, its message in bold escape codes
+    inputs = keras.Input((8, 3), dtype="uint8")
+    conv = keras.Model(inputs, keras.layers.Conv1D(2, 3)(inputs))
+    try:
+        conv(np.zeros((2, 8, 3), "uint8"))
+    except Exception as error:
+        raw = str(error)
+    assert "\x1b[1m" in raw
+    conv.save(tmp_path / "conv.keras")
+    out = runner.invoke(app, ["check", str(tmp_path / "conv.keras"), "--mode", "save"])
+    assert out.exit_code == 0 and "Value for attr 'T' of uint8" in out.output
+    assert "x1b" not in out.output and "\x1b" not in out.output
+    out = runner.invoke(app, ["check", str(unbuilt), "--engine", "keras=3.11"])
+    assert out.exit_code == 2 and "did you mean 'keras==3.11.Y'?" in out.output
+
+
 def test_probe_trace_shows_every_op_its_line_and_where_backends_part():
     args = ["probe", "Conv1D", "--input-dtype", "uint8", "--backend", "jax,torch"]
     args += ["--kwargs", '{"filters": 2, "kernel_size": 3}']

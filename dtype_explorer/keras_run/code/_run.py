@@ -11,6 +11,7 @@ import inspect
 import sys
 from typing import Any
 
+from dtype_explorer.errors import strip_ansi
 from dtype_explorer.keras_run.code._named import named_steps
 from dtype_explorer.keras_run.code._reference import float32_reference
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
@@ -194,7 +195,7 @@ def _status(said: str) -> CodeStatus:
 
 def _message(error: BaseException) -> str:
     try:
-        text = str(error).strip()
+        text = strip_ansi(str(error)).strip()  # Keras's bold codes
     except Exception:
         text = ""
     return text.splitlines()[0][:300] if text else ""

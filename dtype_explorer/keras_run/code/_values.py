@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dtype_explorer.errors import strip_ansi
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.records import TracedValue
 
@@ -151,7 +152,7 @@ def user_traceback(error: BaseException) -> str:
     """
     te = traceback.TracebackException.from_exception(error)
     _strip(te)
-    return "".join(te.format())
+    return strip_ansi("".join(te.format()))  # Keras's bold codes in its messages
 
 
 def _strip(te: traceback.TracebackException) -> None:

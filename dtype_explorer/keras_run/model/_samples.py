@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dtype_explorer import dtypes, float_bits
-from dtype_explorer.errors import InvalidSpecError, received
+from dtype_explorer.errors import InvalidSpecError, NeedsSample, received
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._spec import MAX_SAMPLE_ELEMENTS
 from dtype_explorer.records import TensorInfo
@@ -153,10 +153,7 @@ def sample_for(model: Any, inputs: Any, sample: Any) -> Any:
 
     if sample is None:
         if inputs is None:
-            raise InvalidSpecError(
-                f"{describe_model(model)} declares no inputs (a subclassed model or a layer); "
-                "pass a sample: check_model(model, sample=x) or %dtype_check model --sample x"
-            )
+            raise NeedsSample(f"{describe_model(model)} declares no inputs ({_undeclared(model)})")
         for spec in keras.tree.flatten(inputs):  # every size checked before one is built
             _sample_shape(model, spec)
         return keras.tree.map_structure(_make_sample, inputs)
@@ -300,6 +297,16 @@ def as_dataset(sample: Any, batch: int) -> Any:
 def describe_model(model: Any) -> str:
     """``Functional 'name'``: a model or layer as messages name it."""
     return f"{type(model).__name__} '{model.name}'"
+
+
+def _undeclared(model: Any) -> str:
+    """What kind of model declares no inputs: a Sequential without a ``keras.Input``, never
+    built; a subclassed model; a layer (by class name: a Keras 2 model's classes are
+    tf_keras's)."""
+    kinds = {c.__name__ for c in type(model).__mro__}
+    if "Sequential" in kinds:
+        return "a Sequential with no keras.Input, not built yet"
+    return "a subclassed model" if "Model" in kinds else "a layer, not a model"
 
 
 def expected_inputs(inputs: Any) -> str:
