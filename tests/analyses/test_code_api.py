@@ -138,6 +138,35 @@ def test_eager_runs_compiled_functions_op_by_op_and_puts_the_switch_back():
         dx.trace(eager="yes")
 
 
+def test_a_tf_function_traced_names_the_users_lines_not_autographs_file():
+    # a tf.function's first call runs the code AutoGraph generated from it: each step's line
+    # was that temporary file's ("ag__.converted_call(...)"), where TensorFlow's own errors
+    # name the user's line
+    import inspect
+
+    import tensorflow as tf  # this session's backend (conftest)
+
+    dense = keras.layers.Dense(3)
+
+    @tf.function
+    def step(x):
+        y = dense(x)
+        return keras.ops.multiply(y, 2.0)
+
+    r = dx.trace(step, np.ones((1, 2), "float32"))
+    lines, start = inspect.getsourcelines(step.python_function)
+    wanted = {
+        "Dense.__call__": start + next(i for i, t in enumerate(lines) if "dense(x)" in t),
+        "ops.multiply": start + next(i for i, t in enumerate(lines) if "multiply" in t),
+    }
+    seen = {s.op: s.user for s in r.steps if s.op in wanted}
+    assert {op: (u.file, u.line) for op, u in seen.items()} == {
+        op: (__file__, line) for op, line in wanted.items()
+    }
+    assert "dense(x)" in seen["Dense.__call__"].text
+    assert not any("autograph" in (s.source.file if s.source else "") for s in r.steps)
+
+
 def test_ops_on_other_threads_are_said_not_traced():
     # the trace follows the thread that runs the code: a pool's ops are no steps, and the
     # result says they ran rather than answering "no dtype change" for them

@@ -1,13 +1,16 @@
 """Where an op was called from, for the op trace (``_trace``): each file on the stack is
 classified once (a caller, Keras's op dispatch, a transparent frame, dtype-explorer's own),
 and a step's source line, the layer or user line it came through and whether the layer was
-building are read from the frames, each cached (``functools.lru_cache``)."""
+building are read from the frames, each cached (``functools.lru_cache``). A frame of the
+code AutoGraph generated for a ``tf.function`` (``__autograph_generated_file*.py``) stands
+for the line it was made from (:func:`autograph_origin`), as TensorFlow's own errors say it."""
 
 from __future__ import annotations
 
 import functools
 import linecache
 import os
+import sys
 import sysconfig
 from typing import Any
 
@@ -72,9 +75,57 @@ def keras_src() -> str:
     return os.path.dirname(os.path.abspath(keras.src.__file__)) + os.sep
 
 
+#: The start of the name of each file AutoGraph writes the code it generates into.
+AUTOGRAPH_FILE = "__autograph_generated_file"
+
+
+def autograph_origin(filename: str, line: int) -> tuple[str, int, str] | None:
+    """The file, line and function AutoGraph made line ``line`` of its generated file
+    ``filename`` from (the user's ``tf.function``, or Keras's own code it converted), from
+    the source map its transpiler keeps with each conversion; ``None`` for any other file,
+    or a line it does not map.
+
+    >>> autograph_origin("/work/model.py", 3) is None
+    True
+    """
+    if not os.path.basename(filename).startswith(AUTOGRAPH_FILE):
+        return None
+    for loc, origin in _autograph_map(filename).items():
+        if loc.lineno == line:
+            return origin.loc.filename, origin.loc.lineno, origin.function_name
+    return None
+
+
+def _autograph_map(filename: str) -> dict:
+    """The source map of the conversion AutoGraph wrote into ``filename`` (empty: none
+    found), read from TensorFlow's transpiler cache (``autograph.impl.api._TRANSPILER``)."""
+    api = sys.modules.get("tensorflow.python.autograph.impl.api")
+    cache = getattr(getattr(getattr(api, "_TRANSPILER", None), "_cache", None), "_cache", None)
+    try:
+        buckets = list(cache.values()) if cache is not None else []
+        for bucket in buckets:
+            for factory in list(bucket.values()):
+                if getattr(getattr(factory, "module", None), "__file__", None) == filename:
+                    return dict(factory.source_map or {})
+    except Exception:  # TensorFlow's internals moved: the generated file's own line stays
+        return {}
+    return {}
+
+
+@functools.cache
+def _autograph_source_file(filename: str) -> str:
+    """The file a generated file's conversion came from (``filename`` itself elsewhere)."""
+    if not os.path.basename(filename).startswith(AUTOGRAPH_FILE):
+        return filename
+    files = {origin.loc.filename for origin in _autograph_map(filename).values()}
+    return files.pop() if len(files) == 1 else filename
+
+
 @functools.cache
 def classify(filename: str) -> int:
-    """How the file ``filename`` counts on the stack (:data:`CALLER`, ...), once per file."""
+    """How the file ``filename`` counts on the stack (:data:`CALLER`, ...), once per file; a
+    file AutoGraph generated counts as the file it was made from."""
+    filename = _autograph_source_file(filename)
     if filename.startswith("<"):
         frozen = filename.startswith(("<frozen", "<__array_function"))
         return TRANSPARENT if frozen else CALLER
@@ -109,7 +160,10 @@ def source(frame: Any) -> SourceLine:
 
 @functools.cache
 def _source_at(code: Any, line: int) -> SourceLine:
-    file = code.co_filename
+    file, function = code.co_filename, code.co_name
+    origin = autograph_origin(file, line)
+    if origin is not None:
+        file, line, function = origin
     url = None
     path = os.path.abspath(file)
     keras = keras_src()
@@ -124,7 +178,7 @@ def _source_at(code: Any, line: int) -> SourceLine:
     return SourceLine(
         file=file,
         line=line,
-        function=code.co_name,
+        function=function,
         text=linecache.getline(file, line).strip(),
         url=url,
     )
@@ -133,7 +187,9 @@ def _source_at(code: Any, line: int) -> SourceLine:
 @functools.cache
 def is_user_file(filename: str) -> bool:
     """Whether ``filename`` is the user's own code: a caller outside Keras and outside any
-    installed package (a notebook cell, a script, the user's module, code given to ``exec``)."""
+    installed package (a notebook cell, a script, the user's module, code given to ``exec``);
+    a file AutoGraph generated is the file it was made from."""
+    filename = _autograph_source_file(filename)
     if classify(filename) != CALLER:
         return False
     if filename.startswith("<"):
