@@ -256,3 +256,38 @@ def test_training_that_changes_no_weight_is_found_and_its_float32_fix_proven():
     assert not dx.check_model(bfloat16_net("float32"), x, mode="fit", labels=y).by_kind(
         "update-lost"
     )
+
+
+class OwnLoss(keras.Model):
+    """A model whose own train_step computes its loss: compiled with an optimizer only."""
+
+    def train_step(self, data):
+        import tensorflow as tf  # this session's backend (conftest)
+
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = keras.ops.mean(keras.ops.square(self(x, training=True) - y))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply(grads, self.trainable_variables)
+        return {"loss": loss}
+
+
+def own_loss_net() -> keras.Model:
+    inputs = keras.Input((4,))
+    model = OwnLoss(inputs, keras.layers.Dense(1, name="d")(inputs), name="own")
+    model.set_weights([np.full((4, 1), 0.5, "float32"), np.zeros((1,), "float32")])
+    model.compile(optimizer=keras.optimizers.SGD(0.01))
+    return model
+
+
+def test_a_model_compiled_with_an_optimizer_only_trains_as_compiled():
+    # its train_step computes the loss: the audit called it "not compiled" and reported a
+    # mean_squared_error it had compiled the copy with itself
+    x = np.ones((8, 4), "float32")
+    y = np.full((8, 1), 3.0, "float32")
+    report = dx.check_model(own_loss_net(), x, mode="fit", labels=y, steps=2)
+    assert report.fit.loss == "the loss its own train_step computes"
+    assert any("compiled from the model's compile config" in n for n in report.notes)
+    assert not any("not compiled" in n for n in report.notes)
+    raw = own_loss_net().fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+    assert [s.loss for s in report.fit.steps] == pytest.approx(raw.history["loss"], rel=1e-6)

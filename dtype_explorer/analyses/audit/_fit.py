@@ -21,6 +21,7 @@ from dtype_explorer.keras_run import (
     describe_model,
     fitting_labels,
     global_seed_kept,
+    loss_name,
     sample_text,
     train_steps,
     unimplemented,
@@ -69,12 +70,7 @@ def fit_step(
     that the step refuses are an ``InvalidSpecError``."""
     import keras
 
-    loss = getattr(copy, "loss", None)
-    name = (
-        loss
-        if isinstance(loss, str)
-        else getattr(loss, "name", None) or getattr(loss, "__name__", type(loss).__name__)
-    )
+    name = loss_name(copy)
     given = labels is not None
     fitting = fitting_labels(copy, outputs)  # zeros, class indices for a sparse loss
     labels = fitting if labels is None else labels

@@ -50,8 +50,35 @@ def variables_kept(model: Any) -> Iterator[None]:
             variable.assign(value)
 
 
+#: The loss of a model compiled with no loss (an optimizer only), as reports name it: its own
+#: ``train_step`` computes one.
+OWN_LOSS = "the loss its own train_step computes"
+
+
 def is_compiled(model: Any) -> bool:
-    return bool(getattr(model, "compiled", False)) and getattr(model, "loss", None) is not None
+    """Whether the user compiled ``model`` (``compile()`` ran), with or without a loss: a
+    model whose own ``train_step`` computes its loss is compiled with an optimizer only."""
+    return bool(getattr(model, "compiled", False))
+
+
+def loss_name(model: Any) -> str:
+    """The compiled loss of ``model`` by name (:data:`OWN_LOSS` where it was compiled with
+    none).
+
+    >>> import keras
+    >>> def model():
+    ...     return keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> compiled = model(); compiled.compile(optimizer="sgd", loss="mse"); loss_name(compiled)
+    'mse'
+    >>> own = model(); own.compile(optimizer="sgd"); loss_name(own)
+    'the loss its own train_step computes'
+    """
+    loss = getattr(model, "loss", None)
+    if loss is None:
+        return OWN_LOSS
+    if isinstance(loss, str):
+        return loss
+    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
 
 
 def training_copy(model: Any, sample: Any, policy_name: str) -> Any:

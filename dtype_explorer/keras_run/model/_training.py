@@ -31,6 +31,7 @@ import numpy as np
 from dtype_explorer import float_bits
 from dtype_explorer.keras_run._arrays import numpy_values
 from dtype_explorer.keras_run._keras_state import global_seed_kept
+from dtype_explorer.keras_run.model._copy import loss_name
 from dtype_explorer.keras_run.trace import variable_dtypes
 from dtype_explorer.records import FitReport, FitStep, FrozenVariable, GradientInfo
 
@@ -327,7 +328,7 @@ def train_steps(
         notes.append(f"the gradients' inf/NaN counts could not be read: {sink.unread}")
     said = "one training step" if steps == 1 else f"{steps} training steps"
     return FitReport(
-        loss=loss or _loss_name(model),
+        loss=loss or loss_name(model),
         optimizer=type(optimizer).__name__
         + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
         loss_value=None if first is None else first.loss,
@@ -476,13 +477,6 @@ def gradients_to(optimizer: Any, record: Callable[[list], None]) -> Iterator[Non
 def _numpy_copy_notice(warning: Any) -> bool:
     """NumPy 2's notice about ``__array__`` without ``copy=`` (torch tensors), not Keras's."""
     return str(warning.message).startswith("__array__ implementation doesn't accept a copy")
-
-
-def _loss_name(model: Any) -> str:
-    loss = getattr(model, "loss", None)
-    if isinstance(loss, str):
-        return loss
-    return getattr(loss, "name", None) or getattr(loss, "__name__", None) or type(loss).__name__
 
 
 def _scale(optimizer: Any) -> float | None:
