@@ -22,6 +22,7 @@ the probe's ``"fit"`` mode and by ``check_model(..., mode="fit")``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -314,7 +315,7 @@ def train_steps(
     watcher = _step_watcher(sink, optimizer, on_step)
     batch = len(keras.tree.flatten(x)[0])
     recorded = gradients_to(optimizer, sink.record)
-    before = [numpy_values(v.value).copy() for v in model.trainable_variables]
+    before = [_digest(v) for v in model.trainable_variables]  # not a copy: a model's size
     with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
         model.fit(
@@ -350,10 +351,19 @@ def train_steps(
     )
 
 
+def _digest(variable: Any) -> tuple[tuple[int, ...], str, bytes]:
+    """A variable's values as its shape, dtype and a digest of its bytes: what tells whether a
+    run left it exactly as it was, without holding a second copy of every weight."""
+    values = np.ascontiguousarray(numpy_values(variable.value))
+    digest = hashlib.blake2b(memoryview(values.reshape(-1).view(np.uint8)), digest_size=16)
+    return values.shape, values.dtype.str, digest.digest()
+
+
 def _frozen(
-    variables: list[Any], before: list[np.ndarray], sink: _GradientSink, nonzero: list[int] | None
+    variables: list[Any], before: list[tuple], sink: _GradientSink, nonzero: list[int] | None
 ) -> tuple[FrozenVariable, ...]:
-    """The trainable variables whose values the run left exactly as they were (``before``),
+    """The trainable variables whose values the run left exactly as they were (``before``: each
+    one's :func:`_digest`),
     though their gradients held ``nonzero`` values in the applied steps: each update was
     rounded away when stored. Each with the spacing of its dtype's values at its median
     magnitude (``float_bits.spacing``). Nothing where the gradients were not read."""
@@ -363,9 +373,9 @@ def _frozen(
     for variable, old, name, stored, moved in zip(
         variables, before, sink.names, sink.stored, nonzero
     ):
-        new = numpy_values(variable.value)
-        if not moved or old.shape != new.shape or not np.array_equal(old, new):
+        if not moved or _digest(variable) != old:
             continue
+        new = numpy_values(variable.value)
         magnitude = float(np.median(np.abs(float_bits.widened(new)))) if new.size else None
         found.append(
             FrozenVariable(
