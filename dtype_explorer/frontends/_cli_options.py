@@ -332,6 +332,69 @@ def model_file(path: Path) -> Path:
     return path
 
 
+#: The files ``--sample`` and ``--labels`` read: NumPy's own formats, read without pickle.
+ARRAY_SUFFIXES = (".npy", ".npz")
+
+SampleOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="The sample to audit on: a .npy file (np.save; one input), or a .npz file "
+        "(np.savez: one array per input, named as the model's keras.Input names, or in "
+        "order). Read without pickle: numeric or string arrays. Default: a sample in each "
+        "keras.Input's shape and dtype."
+    ),
+]
+LabelsOption = Annotated[
+    Path | None,
+    typer.Option(help="With --mode fit: the targets of the training step, a .npy or .npz file."),
+]
+
+
+def arrays_file(option: str, path: Path | None) -> Any:
+    """The arrays a ``--sample``/``--labels`` file holds: a ``.npy`` file's array; a ``.npz``
+    file's one array, its arrays in order (``np.savez(f, a, b)``: ``arr_0``, ``arr_1``), or by
+    name (``np.savez(f, ids=..., mask=...)``: a dict, as a model of named inputs takes it).
+    Read without pickle, so a file can run no code. ``None`` where the option was not given.
+
+    Args:
+        option: the option's name, for the messages (``"--sample"``).
+        path: the file given.
+
+    Returns:
+        An array, a list of arrays, a dict of arrays, or ``None``.
+    """
+    import numpy as np
+
+    if path is None:
+        return None
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise InvalidSpecError(f"{option}: no such file: {received_path(path)}") from None
+    if not stat.S_ISREG(mode) or path.suffix.lower() not in ARRAY_SUFFIXES:
+        raise InvalidSpecError(
+            f"{option} takes a .npy file (np.save) or a .npz file (np.savez); received: "
+            f"{received_path(path)}"
+        )
+    try:
+        if path.suffix.lower() == ".npy":
+            return np.load(path, allow_pickle=False)
+        with np.load(path, allow_pickle=False) as held:
+            names = list(held.files)
+            arrays = {name: held[name] for name in names}
+    except Exception as error:  # not NumPy's format, or an object array (pickled)
+        raise InvalidSpecError(
+            f"{option}: could not read {received_path(path)} as NumPy arrays: "
+            f"{type(error).__name__}: {one_line(error)} (it is read without pickle: save "
+            "numeric or string arrays)"
+        ) from None
+    if len(names) == 1:
+        return arrays[names[0]]
+    if names == [f"arr_{i}" for i in range(len(names))]:
+        return [arrays[n] for n in names]
+    return arrays
+
+
 def json_option(option: str, text: str) -> Any:
     """An option's JSON text, parsed; a clear error when it is not JSON."""
     try:

@@ -51,6 +51,7 @@ from dtype_explorer.frontends._cli_options import (
     InputDtypeOption,
     JsonOption,
     KwargsOption,
+    LabelsOption,
     LongOption,
     ModesOption,
     NoCacheOption,
@@ -61,10 +62,12 @@ from dtype_explorer.frontends._cli_options import (
     ProbeTimeoutOption,
     QuantizeAxisOption,
     QuantizeOption,
+    SampleOption,
     ShapeOption,
     TraceOption,
     Typer,
     ValuesOption,
+    arrays_file,
     cluster_client,
     engine_list,
     input_dtype_given,
@@ -321,9 +324,12 @@ def check(
     ] = "call",
     engine: EngineOption = None,
     quantize: QuantizeOption = None,
+    sample: SampleOption = None,
+    labels: LabelsOption = None,
 ) -> None:
     """Audit a saved model for dtype hazards and print the findings with fixes."""
     model_file(model_path)
+    given, targets = arrays_file("--sample", sample), arrays_file("--labels", labels)
     requested = names("--backends", backends)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     with frontends._cli_terminal.framework_output_to_log(verbose=_state["verbose"]):
@@ -341,17 +347,19 @@ def check(
         try:
             report = analyses.check_model(
                 model,
+                given,
+                labels=targets,
                 policy=policy,
                 backends=requested,
                 mode=mode,
                 engine=engine,
                 quantize=quantize,
             )
-        except NeedsSample as error:  # the command line takes no sample: say what it can do
+        except NeedsSample as error:  # say what the command line can do
             raise InvalidSpecError(
-                f"{error.what}; the command line cannot pass a sample: save the model with its "
-                "inputs declared (a keras.Input first, or model.build(input_shape) before "
-                "saving), or audit it from Python: dtype_explorer.check_model(model, sample=x)"
+                f'{error.what}; pass a sample: --sample x.npy (np.save("x.npy", x)), or '
+                "save the model with its inputs declared (a keras.Input first, or "
+                "model.build(input_shape) before saving)"
             ) from None
     frontends._cli_terminal.show(views.audit_renderables(report))
 

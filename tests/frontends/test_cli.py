@@ -122,7 +122,7 @@ def test_check_mode_save_of_a_model_that_cannot_run_answers(tmp_path):
 
 def test_check_errors_name_what_the_command_line_can_do_and_no_escape_codes(tmp_path):
     """An unbuilt Sequential was called 'a subclassed model or a layer' and the CLI advised
-    '--sample', which it does not take; Keras's bold codes were printed as '\\x1b[1m';
+    '%dtype_check model --sample x', the magic's option; Keras's bold codes were printed as '\\x1b[1m';
     engine='keras=3.11' was offered 'tf_keras'."""
     import keras
     import numpy as np
@@ -132,8 +132,8 @@ def test_check_errors_name_what_the_command_line_can_do_and_no_escape_codes(tmp_
     out = runner.invoke(app, ["check", str(unbuilt)])
     assert out.exit_code == 2, out.output
     assert "a Sequential with no keras.Input" in out.output
-    assert "--sample" not in out.output and "subclassed" not in out.output
-    assert "check_model(model, sample=x)" in out.output
+    assert "subclassed" not in out.output and "%dtype_check" not in out.output
+    assert "pass a sample: --sample x.npy" in out.output  # what this command takes
     # raw Keras: Conv1D refuses uint8 on tensorflow, its message in bold escape codes
     inputs = keras.Input((8, 3), dtype="uint8")
     conv = keras.Model(inputs, keras.layers.Conv1D(2, 3)(inputs))
@@ -289,3 +289,38 @@ def test_shape_takes_every_spelling_and_a_bad_one_is_refused_before_any_work():
     bad = runner.invoke(app, [*args, "--shape", "2x8y3"])
     assert bad.exit_code == 2
     assert "--shape: 'y' at character 4 is not part of a shape" in bad.output
+
+
+def test_check_takes_a_sample_from_a_numpy_file(tmp_path):
+    # integer ids through a float16 keras.Input: the default sample (in the Input's dtype)
+    # shows nothing; the user's own ids show the rounding, as check_model(model, ids) does
+    import keras
+    import numpy as np
+
+    keras.config.set_floatx("float16")
+    try:
+        inputs = keras.Input((3,))
+        emb = keras.layers.Embedding(5000, 2, dtype="float32", name="emb")
+        model = keras.Model(inputs, emb(inputs))
+    finally:
+        keras.config.set_floatx("float32")
+    model.save(tmp_path / "ids.keras")
+    ids = np.array([[2049, 4097, 5]], "int64")
+    np.save(tmp_path / "ids.npy", ids)
+    weights = keras.ops.convert_to_numpy(emb.embeddings)
+    assert np.array_equal(keras.ops.convert_to_numpy(model(ids))[0, 0], weights[2048])  # raw
+    out = runner.invoke(app, ["check", str(tmp_path / "ids.keras")])
+    assert out.exit_code == 0 and "lossy-cast" not in out.output
+    out = runner.invoke(
+        app, ["check", str(tmp_path / "ids.keras"), "--sample", str(tmp_path / "ids.npy")]
+    )
+    assert out.exit_code == 0, out.output
+    assert "lossy-cast" in out.output and "2049 -> 2048" in out.output
+    # what it cannot read is said, and never unpickled
+    np.savez(tmp_path / "objects.npz", a=np.array(["x", None], object))
+    out = runner.invoke(
+        app, ["check", str(tmp_path / "ids.keras"), "--sample", str(tmp_path / "objects.npz")]
+    )
+    assert out.exit_code == 2 and "Object arrays cannot be loaded" in out.output
+    out = runner.invoke(app, ["check", str(tmp_path / "ids.keras"), "--sample", __file__])
+    assert out.exit_code == 2 and "--sample takes a .npy file (np.save)" in out.output
