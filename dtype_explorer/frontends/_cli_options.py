@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 import typer.core
 
@@ -363,8 +364,6 @@ def arrays_file(option: str, path: Path | None) -> Any:
     Returns:
         An array, a list of arrays, a dict of arrays, or ``None``.
     """
-    import numpy as np
-
     if path is None:
         return None
     try:

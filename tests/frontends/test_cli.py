@@ -122,8 +122,8 @@ def test_check_mode_save_of_a_model_that_cannot_run_answers(tmp_path):
 
 def test_check_errors_name_what_the_command_line_can_do_and_no_escape_codes(tmp_path):
     """An unbuilt Sequential was called 'a subclassed model or a layer' and the CLI advised
-    '%dtype_check model --sample x', the magic's option; Keras's bold codes were printed as '\\x1b[1m';
-    engine='keras=3.11' was offered 'tf_keras'."""
+    '%dtype_check model --sample x', the magic's option; Keras's bold codes were printed as
+    '\\x1b[1m'; engine='keras=3.11' was offered 'tf_keras'."""
     import keras
     import numpy as np
 
