@@ -390,9 +390,55 @@ def test_float16_gradients_that_underflow_get_a_loss_scale_raw_keras_trains_with
         if scaled:
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
         raw.compile(optimizer=optimizer, loss="mse")
-        raw.fit(x, y, batch_size=2, epochs=1, verbose=0)
+        raw.fit(x, y, batch_size=4, epochs=1, verbose=0)
         moved[scaled] = int((raw.get_layer("d").get_weights()[0] != 1.0).sum())
     assert moved == {False: 0, True: 4}  # raw Keras: only the scaled step trains the kernel
+
+
+def _glorot(seed: int):
+    return keras.initializers.GlorotUniform(seed=seed)
+
+
+def _mixed_classifier(name: str):
+    inputs = keras.Input((784,))
+    x = layers.Dense(
+        64, "relu", kernel_initializer=_glorot(1), dtype="mixed_float16", name="hidden"
+    )(inputs)
+    x = layers.BatchNormalization(dtype="mixed_float16", name="norm")(x)
+    outputs = layers.Dense(
+        10, "softmax", kernel_initializer=_glorot(2), dtype="mixed_float16", name="head"
+    )(x)
+    model = keras.Model(inputs, outputs, name=name)
+    model.compile(optimizer="rmsprop", loss="sparse_categorical_crossentropy")
+    return model
+
+
+def test_a_loss_scale_that_skips_its_first_steps_is_judged_on_the_step_it_applies():
+    """Its scale starts at 2**15: here the first scaled gradients overflow float16, and the
+    LossScaleOptimizer skips those steps and halves its scale, as it is designed to. The proof
+    ran one step and rejected it for that step's inf/NaN; it is now judged on the first step
+    it applies, after the same skips raw Keras's LossScaleOptimizer makes."""
+    model = _mixed_classifier("m")
+    x = np.random.default_rng(0).random((4, 784)).astype("float32") * 1e-3
+    y = np.zeros((4,), "int32")  # the targets the audit's steps use
+    [finding] = dx.check_model(model, x).by_kind("no-loss-scaling")
+    proof = finding.proof
+    raw = _mixed_classifier("raw")
+    raw.set_weights(model.get_weights())
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.RMSprop())
+    raw.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy")
+    skipped = 0
+    while int(optimizer.iterations) == 0 and skipped < 20:
+        raw.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+        skipped += int(optimizer.iterations) == 0
+    scale = float(_numpy(optimizer.dynamic_scale))
+    assert 0 < skipped < 20  # raw Keras: steps skipped, then one applied
+    assert proof.proven and finding.fix == proof.change
+    assert (
+        f"skipped {skipped} step(s)" in proof.tried[0] and f"scale to {scale:g}" in proof.tried[0]
+    )
+    assert proof.after.nonfinite_gradients == 0
+    assert proof.after.underflowed < proof.before.underflowed
 
 
 # ------------------------------------------------------------------ no change to run

@@ -159,3 +159,34 @@ def test_a_tiny_bert_backbone_is_audited_under_the_policy():
     finals = sorted(c.outputs[0].dtype for c in report.layers if c.final_output)
     assert set(finals) == set(expected.values())
     assert not [n for n in report.notes if "not applied" in n]
+
+
+def _compiled_classifier():
+    inputs = keras.Input((784,))
+    x = layers.Dense(64, activation="relu", name="hidden")(inputs)
+    x = layers.BatchNormalization(name="norm")(x)
+    outputs = layers.Dense(10, activation="softmax", name="head")(x)
+    model = keras.Model(inputs, outputs, name="clf")
+    model.compile(loss="sparse_categorical_crossentropy", optimizer="rmsprop")
+    return model
+
+
+def test_under_mixed_float16_both_modes_audit_the_policy_and_loss_scale_raw_keras_gives():
+    """policy= is "as if built under it": raw Keras's model built under mixed_float16 has
+    that policy itself, and its compile() wraps RMSprop in a LossScaleOptimizer. The call
+    audit (on the policy's clone) said the model was float32 with no loss scaling, while the
+    fit audit said mixed_float16 with loss scaling on."""
+    model = _compiled_classifier()
+    x = np.ones((2, 784), "float32")
+    raw = _raw_under(_compiled_classifier, "mixed_float16", model.get_weights())
+    assert raw.dtype_policy.name == "mixed_float16"
+    assert isinstance(raw.optimizer, keras.optimizers.LossScaleOptimizer)
+    for mode in ("call", "fit"):
+        report = check_model(model, x, policy="mixed_float16", mode=mode)
+        [root] = [c for c in report.layers if c.depth == 0]
+        assert root.policy == raw.dtype_policy.name, mode
+        assert not report.by_kind("no-loss-scaling"), mode
+    assert report.fit.loss_scaling and report.fit.optimizer == "LossScaleOptimizer(RMSprop)"
+    assert model.dtype_policy.name == "float32"  # the user's model is unchanged
+    assert type(model.optimizer) is keras.optimizers.RMSprop
+    assert keras.config.dtype_policy().name == "float32"

@@ -1,11 +1,14 @@
 """A fix that is proven, for a model computing in float16 and compiled without loss scaling
-(``no-loss-scaling``, issue 38 item 3): one real ``model.fit`` step on copies of the model,
-as compiled and with its optimizer wrapped in a ``keras.optimizers.LossScaleOptimizer``, each
-against the same step of the model in float32 (``keras_run.loss_scale_measures``). The
-LossScaleOptimizer is the finding's fix only where, on the audited sample, gradient values
-underflowed to zero without it (non-zero in float32) and fewer did with it, none inf/NaN;
-where none underflowed there is nothing it was seen to recover, and no fix is shown: the
-proof says what was measured. The targets are zeros fitting the model's outputs (class
+(``no-loss-scaling``, issue 38 item 3): one real ``model.fit`` step on a copy of the model as
+compiled, and the first step a copy with its optimizer wrapped in a
+``keras.optimizers.LossScaleOptimizer`` applies, each against the same step of the model in
+float32 (``keras_run.loss_scale_measures``). The steps the LossScaleOptimizer skips before it
+(inf/NaN in its scaled gradients, its scale halved) are its design, not a failure: the proof
+says how many. The LossScaleOptimizer is the finding's fix only where, on the audited sample,
+gradient values underflowed to zero without it (non-zero in float32) and fewer did in its
+applied step, none inf/NaN; where none underflowed there is nothing it was seen to recover,
+and where it applied no step at all (inf/NaN down to a scale below 1) it is no fix: the proof
+says what was measured. The targets are zeros fitting the model's outputs (class
 indices for a sparse loss), as ``mode="fit"`` uses when given no labels.
 
 >>> report = check_model(model, sample)                       # doctest: +SKIP
@@ -24,7 +27,7 @@ from dtype_explorer.records import Finding, FixMeasure, FixProof, LayerCall
 
 
 def loss_scale_proof(model: Any, sample: Any, arguments: dict) -> FixProof:
-    """The ``no-loss-scaling`` finding's fix run in one training step (see the module).
+    """The ``no-loss-scaling`` finding's fix run in training steps (see the module).
 
     Args:
         model: the audited, compiled model (never changed: copies train).
@@ -39,13 +42,19 @@ def loss_scale_proof(model: Any, sample: Any, arguments: dict) -> FixProof:
     if keras.backend.backend() == "numpy":
         return FixProof(not_tried="the numpy backend cannot train (model.fit is not there)")
     try:
-        before, after = loss_scale_measures(model, sample, None, arguments)
+        before, after, settling = loss_scale_measures(model, sample, None, arguments)
     except Exception as error:  # a model whose copy cannot train: said, never a fix
         said = f"{type(error).__name__}: {as_sentence(str(error))}"[:300]
         return FixProof(not_tried=f"one training step of its copies could not run: {said}")
     lost, left = before.underflowed or 0, after.underflowed or 0
-    proven = lost > 0 and left < lost and not after.nonfinite_gradients
-    if proven:
+    proven = settling.applied and lost > 0 and left < lost and not after.nonfinite_gradients
+    if not settling.applied:
+        tried = (
+            f"the LossScaleOptimizer skipped all {settling.skipped + 1} steps: its scaled "
+            f"gradients held inf/NaN down to scale {settling.scale:g} (they overflow float16 "
+            "even unscaled), so it applied none"
+        )
+    elif proven:
         tried = "the underflowed gradients came back"
     elif not lost:
         tried = (
@@ -55,6 +64,12 @@ def loss_scale_proof(model: Any, sample: Any, arguments: dict) -> FixProof:
     else:
         tried = f"{left} of {lost} underflowed gradient values still zero" + (
             f", {after.nonfinite_gradients} inf/NaN" if after.nonfinite_gradients else ""
+        )
+    if settling.applied and settling.skipped:
+        tried = (
+            f"the LossScaleOptimizer skipped {settling.skipped} step(s) with inf/NaN scaled "
+            f"gradients and halved its scale to {settling.scale:g}, as it is designed to; "
+            f"in the first step it applied, {tried}"
         )
     optimizer = _optimizer(model)
     return FixProof(

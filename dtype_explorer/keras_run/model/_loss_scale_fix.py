@@ -1,10 +1,15 @@
 """A fix that is proven, for a model computing in float16 and trained without loss scaling:
-one real ``model.fit`` step on three copies of the model, each compiled as the model is
+real ``model.fit`` steps on three copies of the model, each compiled as the model is
 (``compile_copy``), run eagerly so that each gradient is read, as a value, where the
 optimizer receives it:
 
-* the model as it is (its own optimizer);
-* the same with that optimizer wrapped in a ``keras.optimizers.LossScaleOptimizer``;
+* the model as it is (its own optimizer): one step;
+* the same with that optimizer wrapped in a ``keras.optimizers.LossScaleOptimizer``: steps
+  until it applies one (at most :data:`SETTLE_STEPS`). A step whose scaled gradients hold
+  inf/NaN is skipped and the scale halved, as the optimizer is designed to do (its scale
+  starts at 2**15), and skipping leaves the trainable weights as they were; so its first
+  applied step is measured, on the same weights, and the steps it skipped are said
+  (:class:`Settling`);
 * the model rebuilt in float32 (the reference: which gradient values are not zero).
 
 Counted per step: the gradient values that are zero where float32's are not (they
@@ -17,17 +22,17 @@ unscaling, so the counts are read on what the optimizer receives.
 >>> tiny = keras.layers.Dense(1, dtype="mixed_float16", kernel_initializer="zeros", name="d")
 >>> model = keras.Model(inputs, keras.layers.Activation("linear", dtype="float32")(tiny(inputs)))
 >>> model.compile(optimizer="sgd", loss="mse")
->>> before, after = loss_scale_measures(model, np.full((2, 4), 1e-4, "float32"),
-...                                     np.full((2, 1), 1e-4, "float32"))
->>> before.underflowed > 0, after.underflowed
-(True, 0)
+>>> before, after, settling = loss_scale_measures(model, np.full((2, 4), 1e-4, "float32"),
+...                                               np.full((2, 1), 1e-4, "float32"))
+>>> before.underflowed > 0, after.underflowed, settling.applied
+(True, 0, True)
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -62,11 +67,34 @@ def fitting_labels(model: Any, outputs: Any) -> Any:
     )
 
 
+#: The most ``fit`` steps the LossScaleOptimizer is given to apply one: each skipped step
+#: halves its scale, from 2**15 to below 1 in 16 steps.
+SETTLE_STEPS = 20
+
+
+class Settling(NamedTuple):
+    """How the LossScaleOptimizer's steps went before the one measured.
+
+    Attributes:
+        skipped: the steps it skipped (inf/NaN in its scaled gradients), before the one
+            measured.
+        scale: its loss scale after the steps: the scale the step measured ran at when it was
+            applied (``None``: not read).
+        applied: whether the step measured was applied (its gradients all finite); ``False``
+            when it skipped every one of :data:`SETTLE_STEPS` steps.
+    """
+
+    skipped: int
+    scale: float | None
+    applied: bool
+
+
 def loss_scale_measures(
     model: Any, sample: Any, labels: Any = None, kwargs: dict | None = None
-) -> tuple[FixMeasure, FixMeasure]:
-    """One ``model.fit`` step of ``model`` as compiled (before) and with its optimizer in a
-    ``LossScaleOptimizer`` (after), each against the same step of the model in float32.
+) -> tuple[FixMeasure, FixMeasure, Settling]:
+    """One ``model.fit`` step of ``model`` as compiled (before) and the first step that a copy
+    with its optimizer in a ``LossScaleOptimizer`` applies (after), each against the same step
+    of the model in float32.
 
     Args:
         model: a compiled Sequential or Functional model (never changed: copies train).
@@ -75,8 +103,9 @@ def loss_scale_measures(
         kwargs: the call's keyword arguments (for the outputs' shapes only).
 
     Returns:
-        ``(before, after)``: ``FixMeasure``\\ s with ``gradient_values``, ``underflowed`` and
-        ``nonfinite_gradients`` (``finding`` left ``True``: the caller says).
+        ``(before, after, settling)``: ``FixMeasure``\\ s with ``gradient_values``,
+        ``underflowed`` and ``nonfinite_gradients`` (``finding`` left ``True``: the caller
+        says), and the steps the LossScaleOptimizer skipped before the one measured.
     """
     outputs = model(sample, **{k: v for k, v in (kwargs or {}).items() if k != "training"})
     labels = fitting_labels(model, outputs) if labels is None else labels
@@ -84,15 +113,16 @@ def loss_scale_measures(
     if wide is None:
         raise ValueError("the model could not be rebuilt in float32 for the reference step")
     compile_copy(wide, model, outputs)
-    reference = _step_gradients(wide, sample, labels)
-    found = []
-    for scaled in (False, True):
-        copy = training_copy(model, sample, model.dtype_policy.name)
-        compile_copy(copy, model, outputs)
-        if scaled:
-            _with_loss_scale(copy)
-        found.append(_measure(_step_gradients(copy, sample, labels), reference))
-    return found[0], found[1]
+    reference = _step_gradients(wide, sample, labels)[0]
+    before = training_copy(model, sample, model.dtype_policy.name)
+    compile_copy(before, model, outputs)
+    unscaled = _measure(_step_gradients(before, sample, labels)[0], reference)
+    scaled = training_copy(model, sample, model.dtype_policy.name)
+    compile_copy(scaled, model, outputs)
+    _with_loss_scale(scaled)
+    steps = _step_gradients(scaled, sample, labels, SETTLE_STEPS)
+    settling = Settling(len(steps) - 1, _scale(scaled.optimizer), _all_finite(steps[-1]))
+    return unscaled, _measure(steps[-1], reference), settling
 
 
 def _with_loss_scale(copy: Any) -> None:
@@ -107,30 +137,57 @@ def _with_loss_scale(copy: Any) -> None:
     copy.compile(optimizer=keras.optimizers.LossScaleOptimizer(fresh), loss=copy.loss)
 
 
-def _step_gradients(copy: Any, sample: Any, labels: Any) -> list[np.ndarray]:
-    """The gradients of one eager ``fit`` step of ``copy``, as NumPy, as its optimizer
-    received them."""
-    got: list[np.ndarray] = []
+def _step_gradients(copy: Any, sample: Any, labels: Any, steps: int = 1) -> list[list[np.ndarray]]:
+    """The gradients of eager ``fit`` steps of ``copy``, as NumPy, as its optimizer received
+    them, a list per step: one step, or up to ``steps``, stopping after the first whose
+    gradients are all finite (a LossScaleOptimizer applies it)."""
+    import keras
+
+    got: list[list[np.ndarray]] = []
     copy.run_eagerly = True  # each gradient a value where the optimizer receives it
     batch = len(keras_flatten(sample)[0])
+
+    class Settled(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if got and _all_finite(got[-1]):
+                self.model.stop_training = True
+
     with _read(copy.optimizer, got), global_seed_kept():
-        copy.fit(sample, labels, batch_size=batch, epochs=1, verbose=0, shuffle=False)
+        copy.fit(
+            sample,
+            labels,
+            batch_size=batch,
+            epochs=steps,
+            verbose=0,
+            shuffle=False,
+            callbacks=[Settled()] if steps > 1 else [],
+        )
     return got
 
 
+def _all_finite(gradients: list[np.ndarray]) -> bool:
+    return all(bool(np.isfinite(g).all()) for g in gradients)
+
+
 @contextlib.contextmanager
-def _read(optimizer: Any, into: list[np.ndarray]) -> Iterator[None]:
-    """The optimizer's ``apply`` and ``stateless_apply`` copy their gradients into ``into``
-    first (on the instance; the first call only)."""
+def _read(optimizer: Any, into: list[list[np.ndarray]]) -> Iterator[None]:
+    """The optimizer's ``apply`` and ``stateless_apply`` copy each step's gradients into
+    ``into`` first (on the instance)."""
 
     def keep(gradients: list) -> None:
-        if not into:
-            into.extend(
-                np.asarray(numpy_values(g), dtype=np.float32) for g in gradients if g is not None
-            )
+        into.append(
+            [np.asarray(numpy_values(g), dtype=np.float32) for g in gradients if g is not None]
+        )
 
     with gradients_to(optimizer, keep):
         yield
+
+
+def _scale(optimizer: Any) -> float | None:
+    """The LossScaleOptimizer's scale now, as ``fit`` left it (``None`` for another
+    optimizer)."""
+    scale = getattr(optimizer, "dynamic_scale", None)
+    return None if scale is None else float(np.asarray(numpy_values(scale)))
 
 
 def _measure(gradients: list[np.ndarray], reference: list[np.ndarray]) -> FixMeasure:

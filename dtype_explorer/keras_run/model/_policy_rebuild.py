@@ -6,7 +6,11 @@ Two ways, in this order (issue 39 item 15):
    *layer* rebuilt from its config with ``dtype=policy``; a Keras operation that is a node of
    the graph but no layer (``h + a`` is an ``Add``, ``x[:, 0]`` a ``GetItem``) has no dtype
    argument, follows its inputs' dtypes, and is rebuilt as Keras's own clone does it, from
-   its config;
+   its config. The clone is made with ``policy`` as the global policy, as a model built
+   under it is: the model itself (and a nested one) then has that policy, and the compile
+   ``clone_model`` gives a compiled model's clone reads it (under ``mixed_float16`` it wraps
+   the optimizer in a ``LossScaleOptimizer``, as Keras's ``compile`` does for a model built
+   under that policy);
 2. **reloaded**: where it cannot be cloned (a subclassed model, weights that do not line up):
    the model made again from its own config, as loading it does, under the policy as the
    global one and with ``dtype=policy`` where its config has a dtype (a keras-hub backbone
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,26 +107,35 @@ def _cloned(model: Any, policy: str) -> Any:
     options = {}
     if "recursive" in inspect.signature(keras.models.clone_model).parameters:
         options["recursive"] = True  # a nested Sequential or Functional model too
-    return clone_with_weights(model, under_policy, **options)
+    with _global_policy(policy):  # the model itself built, and compiled, under it
+        return clone_with_weights(model, under_policy, **options)
+
+
+@contextlib.contextmanager
+def _global_policy(policy: str) -> Iterator[None]:
+    """``policy`` as Keras's global dtype policy inside the block, the one before put back."""
+    import keras
+
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(policy)
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
 
 
 def _reloaded(model: Any, policy: str) -> Any:
     """``model`` made again from its config as loading does, under ``policy`` (the global
     policy while it is made, and its config's own ``dtype``), built and given the weights."""
-    import keras
 
     config = model.get_config()
     if "dtype" in config:
         config = {**config, "dtype": policy}
-    before = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(policy)
-    try:
+    with _global_policy(policy):
         again = type(model).from_config(config)
         build = model.get_build_config() if hasattr(model, "get_build_config") else None
         if not again.built and build:
             again.build_from_config(build)
-    finally:
-        keras.config.set_dtype_policy(before)
     again.set_weights(model.get_weights())
     return again
 
