@@ -36,6 +36,8 @@ FindingKind = Literal[
     "call-error",
     "mode-divergence",
     "nonfinite-gradient",
+    # a LossScaleOptimizer that divided gradients the train step never scaled
+    "loss-not-scaled",
     # training steps that changed no value of a variable its gradients reached
     "update-lost",
     # wrong numbers in a right dtype (named at the first output element that shows them)

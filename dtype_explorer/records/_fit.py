@@ -98,6 +98,10 @@ class FitReport(Record):
     optimizer: str
     loss_value: float | None = None
     loss_scaling: bool = False
+    #: Whether the train step scaled the loss (called the ``LossScaleOptimizer``'s
+    #: ``scale_loss``): ``False``, it divided gradients that were never scaled; ``None``: no
+    #: loss scaling, or not watched.
+    loss_scaled: bool | None = None
     loss_scale: float | None = None
     loss_scale_after: float | None = None
     gradients: tuple[GradientInfo, ...] = ()
@@ -201,8 +205,13 @@ class FitReport(Record):
         return [g.name for g in self.gradients if g.nonfinite]
 
     def text(self) -> str:
-        """``SGD on mean_squared_error, loss 0.12; loss scaling on (scale 32768)``."""
+        """``SGD on mean_squared_error, loss 0.12; loss scaling on (scale 32768)``; a
+        LossScaleOptimizer whose loss the train step never scaled says so."""
         value = f", loss {self.loss_value:.4g}" if self.loss_value is not None else ""
+        if self.loss_scaling and self.loss_scaled is False:
+            by = f" by {self.loss_scale:g}" if self.loss_scale is not None else ""
+            said = "the loss never scaled (scale_loss not called), its gradients divided" + by
+            return f"{self.optimizer} on {self.loss}{value}; {said}"
         scaling = (
             f"loss scaling on (scale {self.loss_scale:g} -> {self.loss_scale_after:g})"
             if self.loss_scaling

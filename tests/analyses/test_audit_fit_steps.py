@@ -291,3 +291,137 @@ def test_a_model_compiled_with_an_optimizer_only_trains_as_compiled():
     assert not any("not compiled" in n for n in report.notes)
     raw = own_loss_net().fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
     assert [s.loss for s in report.fit.steps] == pytest.approx(raw.history["loss"], rel=1e-6)
+
+
+class _Unscaled(keras.Model):
+    """A custom train_step (the keras.io tensorflow guide's) that takes the gradients of the
+    loss itself, never of ``optimizer.scale_loss(loss)``."""
+
+    scales = False
+
+    def train_step(self, data):
+        import tensorflow as tf
+
+        x, y = data
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(y=y, y_pred=y_pred)
+            target = self.optimizer.scale_loss(loss) if self.scales else loss
+        grads = tape.gradient(target, self.trainable_variables)
+        self.optimizer.apply(grads, self.trainable_variables)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+        return {m.name: m.result() for m in self.metrics}
+
+
+class _Scaled(_Unscaled):
+    scales = True
+
+
+def _custom_net(cls: type) -> keras.Model:
+    """``mixed_net``'s layers and weights in a model of class ``cls``, built under
+    mixed_float16: compile wraps SGD in a LossScaleOptimizer."""
+    plain = mixed_net()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        inputs = keras.Input((4,), name="x")
+        hidden = keras.layers.Dense(8, name="hidden")(inputs)
+        outputs = keras.layers.Dense(3, name="head", dtype="float32")(hidden)
+        model = cls(inputs, outputs, name="net")
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    finally:
+        keras.config.set_dtype_policy("float32")
+    model.set_weights(plain.get_weights())
+    return model
+
+
+def test_a_train_step_that_never_scales_the_loss_is_found_as_raw_keras_trains_it():
+    """keras#19479: under mixed_float16 compile() adds a LossScaleOptimizer, which divides
+    every gradient by its scale; a train step that never calls scale_loss trains ~32768
+    times too slowly. The fit report said "loss scaling on" and found nothing."""
+    x = np.random.default_rng(0).random((8, 4)).astype("float32")
+    y = np.random.default_rng(1).random((8, 3)).astype("float32")
+    moved, reports = {}, {}
+    for cls in (_Unscaled, _Scaled):
+        reports[cls] = dx.check_model(_custom_net(cls), x, mode="fit", labels=y, steps=2)
+        raw = _custom_net(cls)
+        before = raw.get_layer("head").get_weights()[0]
+        raw.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+        moved[cls] = float(np.abs(raw.get_layer("head").get_weights()[0] - before).max())
+    assert moved[_Unscaled] * 1000 < moved[_Scaled]  # raw Keras: the unscaled step barely moves
+    unscaled, scaled = reports[_Unscaled], reports[_Scaled]
+    [finding] = unscaled.by_kind("loss-not-scaled")
+    assert finding.severity == "warning" and "scale_loss(loss)" in finding.message
+    assert "32768" in finding.message and finding.fix == ""
+    assert "train_step" in finding.proof.not_tried
+    assert unscaled.fit.loss_scaled is False and "loss scaling on" not in unscaled.fit.text()
+    assert "scale_loss not called" in unscaled.fit.text()
+    assert not scaled.by_kind("loss-not-scaled") and scaled.fit.loss_scaled is True
+    assert "loss scaling on" in scaled.fit.text()
+    # Keras's own train_step scales the loss
+    own = dx.check_model(mixed_net(), x, mode="fit", labels=y).fit
+    assert own.loss_scaled is True and not own.warnings
+
+
+_TORCH_UNSCALED = """
+import json
+import keras, numpy as np, torch
+import dtype_explorer as dx
+
+class Custom(keras.Model):  # the keras.io guide "custom_train_step_in_torch"
+    scales = False
+
+    def train_step(self, data):
+        x, y = data
+        self.zero_grad()
+        y_pred = self(x, training=True)
+        loss = self.compute_loss(y=y, y_pred=y_pred)
+        (self.optimizer.scale_loss(loss) if self.scales else loss).backward()
+        weights = list(self.trainable_weights)
+        with torch.no_grad():
+            self.optimizer.apply([v.value.grad for v in weights], weights)
+        for metric in self.metrics:
+            if metric.name == "loss":
+                metric.update_state(loss)
+        return {m.name: m.result() for m in self.metrics}
+
+class Scaled(Custom):
+    scales = True
+
+def build(cls):
+    keras.config.set_dtype_policy("mixed_float16")
+    inputs = keras.Input(shape=(32,))
+    hidden = keras.layers.Dense(16, kernel_initializer=keras.initializers.GlorotUniform(0))
+    head = keras.layers.Dense(1, dtype="float32", name="head",
+                              kernel_initializer=keras.initializers.GlorotUniform(1))
+    model = cls(inputs, head(hidden(inputs)))
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    keras.config.set_dtype_policy("float32")
+    return model
+
+x = np.random.RandomState(0).rand(8, 32).astype("float32")
+y = np.random.RandomState(1).rand(8, 1).astype("float32")
+out = {}
+for cls in (Custom, Scaled):
+    report = dx.check_model(build(cls), x, mode="fit", labels=y, steps=3)
+    raw = build(cls)
+    w0 = keras.ops.convert_to_numpy(raw.get_layer("head").kernel).copy()
+    raw.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False)
+    w1 = keras.ops.convert_to_numpy(raw.get_layer("head").kernel)
+    out[cls.__name__] = {
+        "kinds": [f.kind for f in report.findings], "text": report.fit.text(),
+        "scaled": report.fit.loss_scaled, "moved": float(np.abs(w1 - w0).max()),
+    }
+print(json.dumps(out))
+"""
+
+
+def test_a_torch_train_step_that_never_scales_the_loss_is_found_as_raw_keras_trains_it():
+    got = json_on("torch", _TORCH_UNSCALED)
+    unscaled, scaled = got["Custom"], got["Scaled"]
+    assert unscaled["moved"] * 1000 < scaled["moved"]  # raw Keras on torch
+    assert "loss-not-scaled" in unscaled["kinds"] and unscaled["scaled"] is False
+    assert "loss scaling on" not in unscaled["text"]
+    assert "loss-not-scaled" not in scaled["kinds"] and scaled["scaled"] is True
+    assert "loss scaling on" in scaled["text"]

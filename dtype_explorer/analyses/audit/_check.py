@@ -494,6 +494,7 @@ def _fit_phase(audit: _Audit, model: Any, labels: Any, steps: int) -> None:
         audit.findings.append(failed)
     elif fit is not None:
         audit.findings += _audit_rules_across.gradient_findings(fit, audit.audited.name)
+        audit.findings += _audit_rules_across.unscaled_loss_findings(fit, audit.audited.name)
         audit.findings += _audit_rules_across.later_step_findings(fit, audit.audited.name)
         audit.findings += _audit_fit.frozen_proven(
             fit, audit.audited, audit.sample, audit.outputs, labels, audit.calls

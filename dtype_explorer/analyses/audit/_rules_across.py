@@ -245,6 +245,44 @@ def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
     )
 
 
+def unscaled_loss_findings(fit: FitReport, model: str) -> Iterator[Finding]:
+    """A ``LossScaleOptimizer`` that applied steps whose loss the train step never scaled
+    (``FitReport.loss_scaled`` is ``False``: its ``scale_loss`` was not called): it divides
+    every gradient by its scale all the same, so each update is that many times too small.
+    The missing call is in the model's own ``train_step``: no copy of it is run with it.
+
+    >>> run = FitReport(loss="mse", optimizer="LossScaleOptimizer(SGD)", loss_scaling=True,
+    ...     loss_scaled=False, loss_scale=32768.0, applied=3)
+    >>> [(f.kind, f.severity) for f in unscaled_loss_findings(run, "m")]
+    [('loss-not-scaled', 'warning')]
+    """
+    if not fit.loss_scaling or fit.loss_scaled is not False or not fit.applied:
+        return
+    scale = f"{fit.loss_scale:g}" if fit.loss_scale is not None else "its loss scale"
+    yield Finding(
+        kind="loss-not-scaled",
+        severity="warning",
+        path=model,
+        message=(
+            f"The train step never called optimizer.scale_loss(loss), but the optimizer is "
+            f"a {fit.optimizer} (compile() adds one under mixed_float16): it divided the "
+            f"gradients of {fit.applied} applied step(s) by the loss scale {scale} though the "
+            f"loss was never multiplied by it, so each update was {scale} times too small and "
+            "training barely moves. The train step lacks the call Keras's own train_step "
+            "makes: take the gradients of self.optimizer.scale_loss(loss) (torch: call "
+            ".backward() on it; tensorflow: compute it inside the GradientTape; jax: return "
+            "it from the function differentiated)."
+        ),
+        details={"optimizer": fit.optimizer, "loss_scale": fit.loss_scale},
+        proof=FixProof(
+            not_tried=(
+                "the missing call is in the model's own train_step, code the audit does not "
+                "rewrite, so no copy was trained with it"
+            )
+        ),
+    )
+
+
 def later_step_findings(fit: FitReport, model: str) -> Iterator[Finding]:
     """inf/NaN gradients that first appear after the first step of a run of several
     (``steps=N``; the first step's are :func:`gradient_findings`'): the step and variable where

@@ -10,6 +10,12 @@ and sent out (``jax.debug.callback`` on jax, an assignment to a variable made ou
 tensorflow), so the step that runs is the one Keras compiles, not an eager stand-in. Used by
 the probe's ``"fit"`` mode and by ``check_model(..., mode="fit")``.
 
+Whether the loss was scaled: a ``LossScaleOptimizer`` divides every gradient it applies by
+its scale, whether or not the train step multiplied the loss by it (``optimizer.scale_loss``,
+which Keras's own ``train_step`` calls on every backend; a custom one may not). Its
+``scale_loss`` is watched on the instance for the run (:func:`scale_loss_calls`), and the
+report says whether it was called (``FitReport.loss_scaled``).
+
 >>> import keras, numpy as np
 >>> inputs = keras.Input((3,))
 >>> model = keras.Model(inputs, keras.layers.Dense(2, name="dense")(inputs))
@@ -316,7 +322,13 @@ def train_steps(
     batch = len(keras.tree.flatten(x)[0])
     recorded = gradients_to(optimizer, sink.record)
     before = [_digest(v) for v in model.trainable_variables]  # not a copy: a model's size
-    with recorded, global_seed_kept(), warnings.catch_warnings(record=True) as caught:
+    watched = scale_loss_calls(model)
+    with (
+        recorded,
+        watched as scaled,
+        global_seed_kept(),
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")  # Keras's warnings go to the report, not the user
         model.fit(
             x, y, batch_size=batch, epochs=steps, verbose=0, shuffle=False, callbacks=[watcher]
@@ -334,6 +346,7 @@ def train_steps(
         + (f"({type(optimizer.inner_optimizer).__name__})" if scaling else ""),
         loss_value=None if first is None else first.loss,
         loss_scaling=scaling,
+        loss_scaled=None if scaled is None else scaled[0] > 0,
         loss_scale=scale_before,
         loss_scale_after=None if first is None else first.loss_scale,
         gradients=sink.gradients(watcher.first_counts),
@@ -482,6 +495,44 @@ def gradients_to(optimizer: Any, record: Callable[[list], None]) -> Iterator[Non
     finally:
         optimizer.__dict__.pop("apply", None)
         optimizer.__dict__.pop("stateless_apply", None)
+
+
+@contextlib.contextmanager
+def scale_loss_calls(model: Any) -> Iterator[list[int] | None]:
+    """Inside, each call of the ``scale_loss`` of ``model``'s ``LossScaleOptimizer`` is
+    counted (on the instance: its class is never touched; put back on exit). A compiled step
+    calls it while it is traced, so only a step not made yet (or run eagerly) is watched.
+
+    Args:
+        model: a compiled Keras model, about to train.
+
+    Returns:
+        A context manager giving ``[calls]``, or ``None`` where nothing is watched: an
+        optimizer that is no ``LossScaleOptimizer``, or a compiled step made before.
+    """
+    import keras
+
+    optimizer = getattr(model, "optimizer", None)
+    made = getattr(model, "train_function", None) is not None
+    if (
+        not isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        or not hasattr(optimizer, "scale_loss")
+        or (made and not getattr(model, "run_eagerly", False))
+    ):
+        yield None
+        return
+    calls = [0]
+    scale_loss = optimizer.scale_loss
+
+    def counted(loss: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return scale_loss(loss, *args, **kwargs)
+
+    object.__setattr__(optimizer, "scale_loss", counted)
+    try:
+        yield calls
+    finally:
+        optimizer.__dict__.pop("scale_loss", None)
 
 
 def _numpy_copy_notice(warning: Any) -> bool:
