@@ -427,6 +427,78 @@ def test_fit_on_a_model_that_cannot_be_copied_says_why_and_what_works():
     assert_unchanged(model, before)
 
 
+def _text_model():
+    """TextVectorization adapted on the sample (its vocabulary: assets, no weight), seeded."""
+    import tensorflow as tf
+
+    text = tf.constant([["this is an example"], ["another example"]])
+    vectorize = keras.layers.TextVectorization(
+        max_tokens=10, output_mode="int", output_sequence_length=6
+    )
+    vectorize.adapt(text)
+    inputs = keras.Input(shape=(1,), dtype="string")
+    x = keras.layers.Embedding(
+        10, 4, embeddings_initializer=keras.initializers.RandomUniform(seed=0)
+    )
+    x = keras.layers.GlobalAveragePooling1D()(x(vectorize(inputs)))
+    head = keras.layers.Dense(1, "sigmoid", kernel_initializer=keras.initializers.GlorotUniform(1))
+    model = keras.Model(inputs, head(x), name="text")
+    model.compile(optimizer="sgd", loss="binary_crossentropy")
+    return model, text
+
+
+def test_fit_of_a_model_with_an_adapted_vocabulary_trains_as_raw_keras_does():
+    """A clone's lookup tables are never initialized (the vocabulary is an asset, not a
+    weight): the training copy raised "Table not initialized" in StringLookup, shown as the
+    model's call-error, though raw Keras's model.fit (and a .keras copy's) trains."""
+    model, text = _text_model()
+    y = np.array([1.0, 0.0], "float32")
+    before = snapshot(model)
+    report = check_model(model, text, mode="fit", labels=y)
+    raw, _ = _text_model()
+    raw_loss = raw.fit(text, y, batch_size=2, epochs=1, verbose=0, shuffle=False)
+    assert not report.by_kind("call-error") and report.fit is not None
+    assert report.fit.loss_value == pytest.approx(raw_loss.history["loss"][0], rel=1e-5)
+    ids = raw.get_layer(index=1)(text)  # raw Keras: the ids the vectorization gives
+    [lookup] = [c for c in report.layers if c.layer_class == "TextVectorization"]
+    assert lookup.outputs[0].dtype == keras.backend.standardize_dtype(ids.dtype)
+    assert_unchanged(model, before)
+
+
+class _Offset(keras.layers.Layer):
+    """Adds ``self.offsets["value"]``, filled after construction: in no config, so no copy
+    has it (its output spec declared, so the symbolic calls need none)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.offsets = {}
+
+    def call(self, x):
+        return x + self.offsets["value"]
+
+    def compute_output_spec(self, x):
+        return keras.KerasTensor(x.shape, x.dtype)
+
+
+def test_fit_whose_copy_fails_where_the_model_runs_says_it_is_the_copys_failure():
+    inputs = keras.Input((3,))
+    shift = _Offset(name="shift")
+    shift.offsets["value"] = 1.0
+    model = keras.Model(inputs, keras.layers.Dense(1)(shift(inputs)), name="shifted")
+    model.compile(optimizer="sgd", loss="mse")
+    x, y = np.ones((2, 3), "float32"), np.zeros((2, 1), "float32")
+    raw = keras.models.clone_model(model)  # raw Keras: a clone has no offset
+    with pytest.raises(KeyError):
+        raw(x)
+    with pytest.raises(
+        InvalidSpecError,
+        match=r"copy failed where the model itself runs.*"
+        r"not of the model\): KeyError.*Modes that need no copy: call, training, predict",
+    ):
+        check_model(model, x, mode="fit", labels=y)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0)  # raw Keras trains the model itself
+
+
 def test_predict_converting_the_sample_is_named_at_the_model():
     from keras.src.trainers.data_adapters import get_data_adapter
 

@@ -45,6 +45,7 @@ from dtype_explorer.keras_run import (
     compile_copy,
     compiled_by,
     configs_written,
+    copy_failed,
     declared_inputs,
     describe_model,
     heap_frozen,
@@ -356,6 +357,8 @@ def _eager_pass(model: Any, target: Any, sample: Any, asked: _Question, notes: l
     trains = mode == "training" or bool(asked.arguments.get("training"))
     with variables_kept(audited) if trains else contextlib.nullcontext():
         outputs = tracer.run(sample, inputs, asked.arguments, training=mode in ("training", "fit"))
+    if mode == "fit" and outputs is None and tracer.failed_at is not None:  # the copy's fault?
+        copy_failed(target, sample, asked.arguments, tracer.failed_at.error)
     calls = tracer.finish(outputs)
     if tracer.graph_error:
         notes.append(f"No model graph (a failure of dtype-explorer): {tracer.graph_error}")

@@ -30,6 +30,7 @@ from typing import Any
 
 from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
 from dtype_explorer.keras_run._compat import load_archive, save_archive
+from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.model._model_trace import is_softmax
 from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
@@ -86,7 +87,10 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     which decides whether ``compile`` adds loss scaling): the same layers, policies and
     weights; Python's random stream (which Keras draws unseeded layers' seeds from) seeded for
     the copy and put back, so the copy's noise is reproducible and the user's stream
-    untouched."""
+    untouched. Cloned (``clone_model``) where it can be; else through a ``.keras`` archive: a
+    subclassed model, a clone whose weights do not line up, and a model holding state that
+    is no weight (an adapted ``StringLookup``'s or ``TextVectorization``'s vocabulary, which
+    the archive carries as assets: a clone's lookup tables are never initialized)."""
     import keras
 
     state, policy = random.getstate(), keras.config.dtype_policy()
@@ -94,8 +98,9 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     try:
         keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
         try:
-            copy = _cloned(model) if declared_inputs(model) is not None else None
-            if copy is None:  # subclassed, or its clone's weights do not line up (keras-hub)
+            clones = declared_inputs(model) is not None and not holds_assets(model)
+            copy = _cloned(model) if clones else None
+            if copy is None:  # subclassed, its clone's weights do not line up (keras-hub), assets
                 copy = _archive_copy(model)
         except Exception as error:
             said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
@@ -110,6 +115,46 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
         random.setstate(state)
         keras.config.set_dtype_policy(policy)
     return copy
+
+
+def holds_assets(model: Any) -> bool:
+    """Whether a layer of ``model`` (nested ones too) keeps state as assets (``save_assets``:
+    an adapted lookup's vocabulary), which neither its config nor its weights carry.
+
+    >>> import keras
+    >>> inputs = keras.Input((1,), dtype="string")
+    >>> lookup = keras.layers.StringLookup(vocabulary=["a", "b"])
+    >>> holds_assets(keras.Model(inputs, lookup(inputs)))
+    True
+    """
+    flatten = getattr(model, "_flatten_layers", None)
+    layers = flatten(include_self=True, recursive=True) if flatten else [model]
+    return any(callable(getattr(layer, "save_assets", None)) for layer in layers)
+
+
+def copy_failed(model: Any, sample: Any, kwargs: dict[str, Any], error: Any) -> None:
+    """Where the training copy of ``model`` stopped (``error``) on ``sample``, the same call
+    of ``model`` itself (``training=True``, its variables put back): an ``InvalidSpecError``
+    saying the copy failed, dtype-explorer's own failure, where the model runs; nothing where
+    the model raises too (its own error, as the pass recorded it).
+
+    Args:
+        model: the model the copy was made of.
+        sample: the audited sample.
+        kwargs: the call's keyword arguments.
+        error: what the copy's call raised (an ``ErrorInfo``: ``type``, ``message``).
+    """
+    try:
+        with variables_kept(model), global_seed_kept():
+            model(sample, **{**kwargs, "training": True})
+    except Exception:
+        return
+    said = f"{error.type}: {as_sentence(keras_message(error.message, limit=300))}"
+    raise InvalidSpecError(
+        f"mode 'fit' trains a copy of {describe_model(model)}, and the copy failed where the "
+        f"model itself runs (a failure of dtype-explorer's copy, not of the model): {said} "
+        "Modes that need no copy: call, training, predict."
+    )
 
 
 def _cloned(model: Any) -> Any:
