@@ -125,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "numpy_values": "dtype_explorer.keras_run._arrays",
     "audit_question": "dtype_explorer.keras_run._as_code",
     "unimplemented": "dtype_explorer.keras_run._tool_error",
+    "refused_by": "dtype_explorer.keras_run._tool_error",
     "check_precision": "dtype_explorer.keras_run._environment",
     "freeze_for_good": "dtype_explorer.keras_run._heap",
     "heap_frozen": "dtype_explorer.keras_run._heap",
@@ -173,7 +174,7 @@ if TYPE_CHECKING:  # the real imports, for readers, IDEs and type checkers
         make_spec,
         validate_policy,
     )
-    from dtype_explorer.keras_run._tool_error import unimplemented
+    from dtype_explorer.keras_run._tool_error import refused_by, unimplemented
     from dtype_explorer.keras_run._values import call_arguments
     from dtype_explorer.keras_run.keras2._compare import keras2_vs_keras3
     from dtype_explorer.keras_run.keras2._instance import keras2_pack

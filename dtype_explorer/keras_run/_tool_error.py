@@ -25,7 +25,7 @@ import types
 
 from dtype_explorer.errors import InvalidSpecError
 
-__all__ = ["UNIMPLEMENTED_IN", "is_tool_error", "unimplemented"]
+__all__ = ["DATA_ADAPTERS", "UNIMPLEMENTED_IN", "is_tool_error", "refused_by", "unimplemented"]
 
 #: The package's directory: a frame whose file lies under it runs the tool's own code.
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -103,6 +103,44 @@ def unimplemented(error: BaseException) -> str | None:
         if last is not None and UNIMPLEMENTED_IN in path:
             module = path.split("/keras/src/backend/", 1)[1].removesuffix(".py")
             return f"keras.src.backend.{module.replace('/', '.')}.{last.tb_frame.f_code.co_name}"
+        error, seen = error.__cause__ or error.__context__, seen + 1  # type: ignore[assignment]
+    return None
+
+
+#: Where Keras 3 keeps the data adapters ``fit``, ``predict`` and ``evaluate`` hand their data
+#: to before any compiled function or layer runs (``array_slicing.py``, ``tf_dataset_adapter.py``
+#: ...); Keras 2's is one module, ``tf_keras/src/engine/data_adapter.py``.
+DATA_ADAPTERS = ("/keras/src/trainers/data_adapters/", "/tf_keras/src/engine/data_adapter.py")
+
+
+def refused_by(error: BaseException) -> str | None:
+    """The file of Keras's data adapters that raised ``error``, where its traceback (or that of
+    an error it was raised around) passes through one: the data the user gave refused before
+    anything of the model ran. Keras cuts its own frames from a traceback unless its traceback
+    filtering is off (``keras.config.disable_traceback_filtering``).
+
+    Args:
+        error: an exception ``model.predict`` or ``model.fit`` raised.
+
+    Returns:
+        ``keras/src/trainers/data_adapters/array_slicing.py`` (the innermost such file), or
+        ``None``: no frame of a data adapter in its traceback.
+
+    >>> refused_by(ValueError("no traceback")) is None
+    True
+    """
+    seen = 0
+    while error is not None and seen < 8:
+        found = None
+        tb = error.__traceback__
+        while tb is not None:
+            path = "/" + tb.tb_frame.f_code.co_filename.replace("\\", "/")
+            for where in DATA_ADAPTERS:
+                if where in path:
+                    found = where.lstrip("/") + path.split(where, 1)[1]
+            tb = tb.tb_next
+        if found is not None:
+            return found
         error, seen = error.__cause__ or error.__context__, seen + 1  # type: ignore[assignment]
     return None
 

@@ -229,6 +229,9 @@ class PredictReport(Record):
     error: ErrorInfo | None = None
     failed_at: str | None = None
     cause: ErrorInfo | None = None
+    #: The file of Keras's data adapters that raised ``error``: predict refused the sample
+    #: before any compiled function or layer ran (``keras/src/trainers/data_adapters/...``).
+    refused_by: str | None = None
 
     def text(self) -> str:
         """``model.predict, compiled by jax.jit: float32 (0 inf/NaN); eager call: float32 (0
@@ -238,7 +241,11 @@ class PredictReport(Record):
             return ", ".join(f"{t.dtype} ({n} inf/NaN)" for t, n in zip(infos, bad)) or "-"
 
         if self.error is not None:
-            at = f" in {self.failed_at}" if self.failed_at else ""
+            at = (
+                f" in {self.failed_at or self.refused_by}"
+                if self.failed_at or self.refused_by
+                else ""
+            )
             return (
                 f"{self.execution}: raised {self.error.type}{at}; eager call: "
                 f"{outs(self.eager_outputs, self.eager_nonfinite)}"

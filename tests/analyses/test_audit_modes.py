@@ -564,6 +564,41 @@ def test_a_layer_that_breaks_only_under_predict_is_an_error_at_that_layer():
     assert_unchanged(model, before)
 
 
+def test_a_sample_predict_s_data_adapter_refuses_is_said_to_be_refused_there():
+    """A NumPy object array of strings: model(x) takes it, model.predict's data adapter
+    raises before any compiled function or layer runs (raw Keras's traceback says where);
+    the finding names that adapter, not the model's own code."""
+    import traceback
+
+    import tensorflow as tf
+
+    strings = np.array([["this is an example"], ["another example"]], dtype=object)
+    inputs = keras.Input(shape=(1,), dtype="string")
+    lookup = keras.layers.StringLookup(vocabulary=["this", "another"], name="lookup")
+    model = keras.Model(inputs, keras.layers.Embedding(4, 2)(lookup(inputs)), name="net")
+    keras.config.disable_traceback_filtering()
+    try:
+        with pytest.raises(ValueError) as raised:  # raw Keras: predict refuses the array ...
+            model.predict(strings, verbose=0)
+    finally:
+        keras.config.enable_traceback_filtering()
+    files = [f.filename.replace(os.sep, "/") for f in traceback.extract_tb(raised.tb)]
+    adapter = [f for f in files if "/keras/src/trainers/data_adapters/" in f][-1]
+    assert model.predict(tf.constant(strings), verbose=0).dtype == "float32"  # ... not tensors
+    model.predict_function = None
+    report = check_model(model, strings, mode="predict")
+    assert keras.config.is_traceback_filtering_enabled()  # the user's setting, put back
+    assert report.predict.error.message == str(raised.value)
+    assert adapter.endswith(report.predict.refused_by)
+    assert report.predict.failed_at is None
+    (finding,) = [f for f in report.findings if f.severity == "error"]
+    assert finding.kind == "mode-divergence" and finding.path == "model.predict"
+    assert "refused the sample before any compiled function or layer ran" in finding.message
+    assert f"Keras's data adapter ({report.predict.refused_by})" in finding.message
+    assert "tf.data.Dataset" in finding.message and "own code" not in finding.message
+    assert "own code" not in finding.proof.not_tried and finding.fix == ""
+
+
 def test_a_layer_that_breaks_only_in_the_compiled_step_is_a_finding_bad_labels_an_error():
     inputs = keras.Input((4,))
     model = keras.Model(inputs, ScaledByItsMax(name="scale")(inputs), name="net")

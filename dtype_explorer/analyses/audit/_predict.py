@@ -20,6 +20,7 @@ from dtype_explorer.keras_run import (
     keras_flatten,
     nonfinite_count,
     predict_compiled_by,
+    refused_by,
     tensor_info,
 )
 from dtype_explorer.records import ErrorInfo, LayerCall, PredictReport
@@ -44,7 +45,7 @@ def predicted(
     Returns:
         The report, and the layer calls as the compiled function traced them.
     """
-    error = None
+    error = refused = None
     try:
         outputs, symbolic = (
             tracer.run_predict(sample, dataset=True) if dataset else tracer.run_predict(sample)
@@ -52,6 +53,7 @@ def predicted(
     except Exception as exc:  # the eager call ran: that predict does not is the finding
         outputs = symbolic = None
         error = ErrorInfo(type=type(exc).__name__, message=keras_message(str(exc), limit=2000))
+        refused = refused_by(exc)
     calls = tracer.finish(symbolic)
     leaves = [] if outputs is None else flatten(outputs)
     report = PredictReport(
@@ -69,6 +71,7 @@ def predicted(
         error=error,
         failed_at=None if tracer.failed_at is None else tracer.failed_at.path,
         cause=None if tracer.failed_at is None else tracer.failed_at.error,
+        refused_by=refused if tracer.failed_at is None else None,
     )
     return report, calls
 

@@ -99,8 +99,19 @@ def mode_divergences(predict: PredictReport) -> Iterator[Finding]:
             )
 
 
+#: What Keras's data adapters take (``keras.src.trainers.data_adapters.get_data_adapter``
+#: and ``array_slicing.convert_to_sliceable``, whose own error lists the array types).
+_ADAPTERS_TAKE = (
+    "arrays (a NumPy array of a dtype Keras knows, a tf.Tensor, tf.RaggedTensor, "
+    "tf.SparseTensor, jax array, torch.Tensor, Pandas DataFrame or Series), a tf.data.Dataset, "
+    "a keras.utils.PyDataset, a torch DataLoader or a Python generator"
+)
+
+
 def _predict_raised(predict: PredictReport) -> Finding:
     assert predict.error is not None
+    if predict.refused_by is not None:
+        return _predict_refused(predict)
     where = predict.failed_at or "the model"
     cause = predict.cause or predict.error
     also = (
@@ -119,6 +130,32 @@ def _predict_raised(predict: PredictReport) -> Finding:
         ),
         details={"error": predict.error.to_dict(), "cause": cause.to_dict()},
         proof=FixProof(not_tried=_IN_ITS_CODE.format(where=where)),
+    )
+
+
+def _predict_refused(predict: PredictReport) -> Finding:
+    """Keras's data adapter (``predict.refused_by``) refused the sample: nothing of the
+    model ran, so nothing in it is to blame or to fix."""
+    assert predict.error is not None and predict.refused_by is not None
+    return Finding(
+        kind="mode-divergence",
+        severity="error",
+        path="model.predict",
+        message=(
+            f"{predict.execution.split(',')[0]} refused the sample before any compiled "
+            f"function or layer ran, where the eager call took it: Keras's data adapter "
+            f"({predict.refused_by}) raised {predict.error.type}: "
+            f"{as_sentence(predict.error.message)} model.predict's data adapters take "
+            f"{_ADAPTERS_TAKE}."
+        ),
+        details={"error": predict.error.to_dict(), "refused_by": predict.refused_by},
+        proof=FixProof(
+            not_tried=(
+                "the sample's type is refused by Keras's data handling, not by the model: "
+                "the remedy is the sample in a type the data adapter takes, which the audit "
+                "does not choose for you"
+            )
+        ),
     )
 
 

@@ -288,7 +288,9 @@ class ModelTracer:
         the root call's outputs as the compiled function traced them. The model's predict
         function is made afresh (one made before was traced without the recorders) and put
         back after, so nothing compiled here stays on the model; nor what Keras resolved its
-        ``jit_compile="auto"`` to, where it was never resolved."""
+        ``jit_compile="auto"`` to, where it was never resolved. Keras's traceback filtering is
+        off while it runs (put back after), so that an error keeps the frames that say where
+        in Keras it was raised (its data adapters: ``refused_by``)."""
         import keras
 
         batch = int(keras.tree.flatten(sample)[0].shape[0])
@@ -298,6 +300,8 @@ class ModelTracer:
         self.model.predict_function = None
         held = [(v, v._value) for v in self.model.variables]  # the arrays, not copies
         state = getattr(self.model, "_jax_state", None)
+        filtering = keras.config.is_traceback_filtering_enabled()
+        keras.config.disable_traceback_filtering()
         try:
             with self.installed():
                 if dataset:
@@ -305,6 +309,8 @@ class ModelTracer:
                 else:
                     outputs = self.model.predict(sample, batch_size=batch, verbose=0)
         finally:
+            if filtering:
+                keras.config.enable_traceback_filtering()
             self.model.predict_function = before
             if not had:
                 self.model.__dict__.pop("predict_function", None)
