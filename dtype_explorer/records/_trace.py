@@ -31,8 +31,21 @@ from dtype_explorer.records._numerics import ValueFinding
 #: What a step did to the dtype: ``kept`` it, ``promoted`` its inputs (``result_type``),
 #: ``cast`` explicitly (``noop-cast`` when source and target agree), ``created`` a tensor from
 #: no tensor input, ``changed`` it another way (not what ``result_type`` says), or ``none``
-#: (no tensor output, or the op raised).
-Change = Literal["kept", "promoted", "cast", "noop-cast", "created", "changed", "none"]
+#: (no tensor output, or the op raised). Two kinds convert no value and are no dtype change:
+#: ``predicate``, an op whose output is bool by definition (a comparison, ``isfinite``,
+#: ``logical_and``: Keras states bool for every input dtype), and ``control-flow``, an op that
+#: returns what the functions it was given returned (``cond``, ``while_loop``, ``scan``).
+Change = Literal[
+    "kept",
+    "promoted",
+    "cast",
+    "noop-cast",
+    "created",
+    "changed",
+    "predicate",
+    "control-flow",
+    "none",
+]
 #: The kind of a dtype change: float bits lost, int to float, float to int, int bits lost.
 Conversion = Literal["downcast", "int->float", "float->int", "int-narrowing"]
 Phase = Literal["build", "call"]

@@ -243,6 +243,45 @@ def test_variables_the_optimizer_and_loss_scaling_are_named_steps_as_raw_keras_r
     assert _bytes(r.value[0]) == _bytes(added) and _bytes(r.value[2]) == _bytes(scaled)
 
 
+def predicates_and_control_flow(x):
+    finite = keras.ops.isfinite(x)
+    small = keras.ops.less(x, 2)
+    both = keras.ops.logical_and(x, small)
+    below = keras.ops.convert_to_tensor(x) < 3.0  # the Python operator: a comparison too
+    picked = keras.ops.cond(
+        keras.ops.all(both),
+        lambda: (keras.ops.ones((2,), "float32"), keras.ops.zeros((), "int32")),
+        lambda: (keras.ops.zeros((2,), "float32"), keras.ops.ones((), "int32")),
+    )
+    return finite, small, both, below, picked, keras.ops.add(x, keras.ops.ones((2,), "int32"))
+
+
+def test_predicates_and_control_flow_convert_no_dtype_only_promotion_counts():
+    """isfinite, less, logical_and and ``<`` return bool for every input dtype, and cond
+    returns its branches' values: none converts a value, none counts as a dtype change nor
+    gets a result_type note; the promotion beside them still does. Dtypes as raw Keras's."""
+    x = np.array([1.0, 2.5], "float16")
+    raw = keras.tree.flatten(predicates_and_control_flow(x))
+    r = dx.trace(predicates_and_control_flow, x)
+    assert [v.dtype for v in r.returned] == [keras.backend.standardize_dtype(t.dtype) for t in raw]
+    steps = {s.op: s for s in r.steps if not s.inside}
+    for op in ("ops.isfinite", "ops.less", "ops.logical_and", "operator.lt"):
+        step = steps[op]
+        assert step.inputs[0].dtype == "float16" and step.outcome == "bool", step.signature()
+        assert step.change == "predicate" and not step.changes_dtype, step.change_text()
+        assert "result_type" not in step.change_text() and step.conversions == ()
+    assert steps["ops.all"].change == "kept"  # bool in, bool out
+    cond = steps["ops.cond"]
+    assert [t.dtype for t in cond.inputs] == ["bool"]
+    assert [t.dtype for t in cond.outputs] == ["float32", "int32"]
+    assert cond.change == "control-flow" and not cond.changes_dtype and cond.conversions == ()
+    assert "result_type" not in cond.change_text()
+    added = steps["ops.add"]
+    assert added.change == "promoted" and added.outcome == r.returned[-1].dtype == "float16"
+    assert [s.op for s in r.dtype_changes()] == ["ops.add"]
+    assert "1 dtype change(s)" in r.headline()
+
+
 def _bytes(t):
     a = np.asarray(keras.ops.convert_to_numpy(t))
     return a.dtype, a.tobytes()

@@ -17,6 +17,7 @@ import types
 from typing import Any
 
 from dtype_explorer import dtypes
+from dtype_explorer.keras_run import catalog
 from dtype_explorer.keras_run._compat import in_symbolic_scope
 from dtype_explorer.keras_run.trace._placement import tensor_device
 from dtype_explorer.records import TraceStep, TraceTensor
@@ -348,6 +349,27 @@ def built(cls: type, **fields: Any) -> Any:
     return record
 
 
+@functools.lru_cache(maxsize=1)
+def no_conversion_ops() -> tuple[frozenset[str], frozenset[str]]:
+    """The ops (by their last name: ``isfinite`` for ``ops.isfinite``, ``backend.numpy.isfinite``)
+    whose output dtype converts none of their inputs, from the ops catalog (Keras's own
+    ``compute_output_spec``, ``tools/build_ops_catalog.py``): the predicates, whose output is
+    bool for every input dtype (rule ``bool``), with the comparison operators; and the control
+    flow, which returns what the functions it was given returned (category ``control_flow``).
+
+    Returns:
+        ``(predicates, control_flow)``.
+
+    >>> predicates, control_flow = no_conversion_ops()
+    >>> "isfinite" in predicates and "lt" in predicates, "cond" in control_flow
+    (True, True)
+    """
+    entries = catalog.ops(include_skipped=True)
+    predicates = {e.name.rsplit(".", 1)[-1] for e in entries if e.rule == "bool"}
+    control = {e.name.rsplit(".", 1)[-1] for e in entries if e.category == "control_flow"}
+    return frozenset(predicates | COMPARISONS), frozenset(control)
+
+
 def dtype_conversions(source: str, target: str) -> list[str]:
     out = []
     if dtypes.narrows(source, target):
@@ -400,8 +422,14 @@ def _change_of(
         }
     if not tensors:
         return {"change": "created", "note": f"created {out}"}
-    if name in COMPARISONS and all(o == "bool" for o in outs):  # no promotion rule: a bool
-        return {"change": "changed", "note": f"compared {'/'.join(dict.fromkeys(args))} -> bool"}
+    predicates, control_flow = no_conversion_ops()
+    bools = all(o == "bool" for o in outs)
+    if name in predicates and bools and tensors != ["bool"] * len(tensors):  # by definition
+        how = "compared" if name in COMPARISONS else f"predicate {name}:"
+        return {"change": "predicate", "note": f"{how} {'/'.join(dict.fromkeys(args))} -> bool"}
+    if name in control_flow:  # what its functions returned, not a conversion of its inputs
+        said = "/".join(outs)
+        return {"change": "control-flow", "note": f"control flow: returns its functions' {said}"}
     expected = result_type(args)
     fields: dict[str, Any] = {}
     if all(o == tensors[0] for o in outs) and all(t == tensors[0] for t in tensors):
