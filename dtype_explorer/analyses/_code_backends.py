@@ -225,8 +225,41 @@ def _in_worker(work: Callable[[], TraceResult], engine: str | None) -> dict:
     note = result.note
     if restored:
         after = "the cell" if result.kind == "cell" else "the function"
-        note = (note + "; " if note else "") + f"put back after {after}: " + ", ".join(restored)
-    return result.model_copy(update={"environment": env, "note": note}).to_dict()
+        note = (note + "; " if note else "") + put_back_note(after, restored)
+    update = {"environment": env, "note": note, "put_back": tuple(restored)}
+    return result.model_copy(update=update).to_dict()
+
+
+#: How many of the objects put back after the code the note names (the record keeps all).
+NAMED_PUT_BACK = 3
+
+
+def put_back_note(after: str, restored: list[str]) -> str:
+    """The note on Keras's objects put back ``after`` the code: all of them where few, else
+    how many and the first :data:`NAMED_PUT_BACK` (an ``import keras_hub`` registers hundreds:
+    ``TraceResult.put_back`` keeps every name).
+
+    Args:
+        after: ``"the function"`` or ``"the cell"``.
+        restored: the names put back (``keras_run.restore_keras``).
+
+    Returns:
+        ``put back after the function: 812 of Keras's objects (GLOBAL_...[...], ... and 809
+        more; all in the result's put_back)``.
+
+    >>> put_back_note("the cell", ["a", "b"])
+    'put back after the cell: a, b'
+    >>> put_back_note("the cell", list("abcdef"))[:61]
+    "put back after the cell: 6 of Keras's objects (a, b, c and 3 "
+    """
+    if len(restored) <= NAMED_PUT_BACK + 1:
+        return f"put back after {after}: " + ", ".join(restored)
+    first = ", ".join(restored[:NAMED_PUT_BACK])
+    more = len(restored) - NAMED_PUT_BACK
+    return (
+        f"put back after {after}: {len(restored)} of Keras's objects ({first} and {more} more; "
+        "all in the result's put_back)"
+    )
 
 
 def trace_on_backends(

@@ -92,16 +92,36 @@ class CodeEnvironment(Record):
     ``engine`` the Keras release's engine it ran in (``--engine``; ``None``: the installed
     Keras), ``precision`` the float32 matmul precision set for it (``--precision``; ``None``:
     the backend's own, left as it was), ``eager`` whether the backend's compiled functions
-    (``jax.jit``, ``tf.function``, ``torch.compile``) ran op by op for it (``--eager``)."""
+    (``jax.jit``, ``tf.function``, ``torch.compile``) ran op by op for it (``--eager``).
+    ``floatx``/``policy`` are Keras's as the code began; ``floatx_after``/``policy_after``
+    those in effect when it ended, where the code set others (``None``: the same)."""
 
     keras: str
     backend: str
     floatx: str = "float32"
     policy: str = "float32"
+    floatx_after: str | None = None
+    policy_after: str | None = None
     where: str = "this process"
     engine: str | None = None
     precision: str | None = None
     eager: bool = False
+
+    def settings_text(self) -> str:
+        """Keras's floatx and policy, each with the one the code ended with where it set
+        another.
+
+        >>> CodeEnvironment(keras="3", backend="jax", floatx_after="bfloat16").settings_text()
+        'floatx float32 -> bfloat16 (set by the code), policy float32'
+        """
+        said = []
+        for name, began, ended in (
+            ("floatx", self.floatx, self.floatx_after),
+            ("policy", self.policy, self.policy_after),
+        ):
+            after = f" -> {ended} (set by the code)" if ended and ended != began else ""
+            said.append(f"{name} {began}{after}")
+        return ", ".join(said)
 
     def set_for_run(self) -> list[str]:
         """The tool's settings made for the run, in words, each a phrase of the meta line.
@@ -148,6 +168,9 @@ class TraceResult(Record):
     cell_file: str = ""
     #: What the trace cannot see on this backend ("" where it sees everything).
     note: str = ""
+    #: Keras's objects the code changed, put back after it in a user-code worker, each by its
+    #: dotted name (``GLOBAL_CUSTOM_NAMES[...]``); the note says how many and the first few.
+    put_back: tuple[str, ...] = ()
     _value: Any = PrivateAttr(default=None)
 
     @property

@@ -21,8 +21,8 @@ def code_trace_text(result: TraceResult, *, mark: int | None = None) -> str:
     env = result.environment
     lines = [
         result.headline(),
-        f"  Keras {env.keras}, backend {env.backend} ({env.where}), floatx {env.floatx}, "
-        f"policy {env.policy}" + "".join(f", {said}" for said in env.set_for_run()),
+        f"  Keras {env.keras}, backend {env.backend} ({env.where}), {env.settings_text()}"
+        + "".join(f", {said}" for said in env.set_for_run()),
     ]
     for step in result.steps:
         parts_here = mark is not None and step.index == mark
@@ -88,8 +88,9 @@ def code_trace_html(result: TraceResult) -> str:
     items = "".join(_item(result, step) for step in result.steps)
     env = result.environment
     meta = (
-        f"Keras {e(env.keras)} · {e(env.backend)} ({e(env.where)}) · floatx {e(env.floatx)} · "
-        f"policy {e(env.policy)}" + "".join(f" · {e(said)}" for said in env.set_for_run())
+        f"Keras {e(env.keras)} · {e(env.backend)} ({e(env.where)}) · "
+        + e(env.settings_text()).replace(", ", " · ")
+        + "".join(f" · {e(said)}" for said in env.set_for_run())
     )
     summary = "".join(f"<li>{e(line.strip())}</li>" for line in _summary_lines(result))
     error = ""

@@ -86,6 +86,39 @@ def test_a_returned_string_is_shown_and_compared_exactly():
     assert "agree" in dx.trace(backend=BACKENDS)(spaced).headline()
 
 
+def registers_and_sets_floatx():
+    """Sets floatx and registers classes, as ``import keras_hub`` registers hundreds."""
+    keras.config.set_floatx("bfloat16")
+    for i in range(12):
+        keras.saving.register_keras_serializable("wt_test")(
+            type(f"Made{i}", (), {"get_config": lambda self: {}})
+        )
+    return keras.config.floatx(), len(keras.saving.get_custom_objects())
+
+
+def test_the_floatx_the_code_set_and_the_objects_put_back_after_it_are_said_in_short():
+    """The header said the floatx from before the call (float32) where the function set
+    bfloat16, and the note listed every registry entry put back after it (tens of kB after
+    ``import keras_hub``): the header now says both, the note a count and the first few, the
+    record every name."""
+    raw = dx.pool.call("numpy", registers_and_sets_floatx).result(timeout=600)
+    result = dx.trace(backend="numpy")(registers_and_sets_floatx)
+    assert result.status == "ok", result.error
+    floatx, registered = (v.text for v in result.returned)
+    assert (floatx.strip("'"), int(registered)) == tuple(raw) and raw[0] == "bfloat16"
+    env = result.environment
+    assert (env.floatx, env.floatx_after, env.policy_after) == ("float32", "bfloat16", None)
+    assert "floatx float32 -> bfloat16 (set by the code), policy float32" in str(result)
+    assert "floatx float32 -&gt; bfloat16 (set by the code)" in result._repr_html_()
+    objects = {n for n in result.put_back if n.startswith("GLOBAL_CUSTOM_OBJECTS['wt_test>")}
+    names = {n for n in result.put_back if n.startswith("GLOBAL_CUSTOM_NAMES[")}
+    assert len(objects) == len(names) == 12 and len(result.put_back) >= 24
+    assert f"put back after the function: {len(result.put_back)} of Keras's objects (" in (
+        result.note
+    )
+    assert sum(name in result.note for name in result.put_back) == 3
+
+
 def test_what_cannot_travel_is_named_before_anything_runs():
     lock = __import__("threading").Lock()
     with pytest.raises(InvalidSpecError) as info:

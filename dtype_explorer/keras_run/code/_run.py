@@ -39,6 +39,22 @@ def code_environment(where: str = "this process") -> CodeEnvironment:
     )
 
 
+def ended_environment(began: CodeEnvironment) -> CodeEnvironment:
+    """``began`` (the environment as the code began) with Keras's floatx and policy now, as
+    the code ended, where it set others.
+
+    >>> env = code_environment()
+    >>> ended_environment(env).floatx_after is None
+    True
+    """
+    now = code_environment(began.where)
+    update = {
+        "floatx_after": now.floatx if now.floatx != began.floatx else None,
+        "policy_after": now.policy if now.policy != began.policy else None,
+    }
+    return began.model_copy(update=update)
+
+
 class TracedRun:
     """The op trace open around the user's code, with Keras's entry points as named steps
     (layer calls, variables made and assigned, optimizer steps: ``_named``) and the user's
@@ -99,7 +115,7 @@ class TracedRun:
                 message=_message(error),
                 traceback=user_traceback(error),
             )
-        env = self.environment or code_environment(self.where)
+        env = ended_environment(self.environment or code_environment(self.where))
         elsewhere = self.trace.elsewhere if self.trace is not None else 0
         compiled = self.trace.compiled if self.trace is not None else 0
         notes = (
