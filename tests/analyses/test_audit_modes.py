@@ -499,6 +499,38 @@ def test_fit_whose_copy_fails_where_the_model_runs_says_it_is_the_copys_failure(
     model.fit(x, y, batch_size=2, epochs=1, verbose=0)  # raw Keras trains the model itself
 
 
+def test_fit_on_a_functional_model_keras_cannot_copy_says_what_keras_refused(tmp_path):
+    """A float8-quantized Functional model with LoRA: Keras's clone's weights do not line up,
+    its .keras archive cannot be written and its own call raises; the error said "subclassed"
+    and named only the archive. Each of Keras's refusals is raised beside it here."""
+    inputs = keras.Input((8,))
+    hidden = keras.layers.Dense(16, name="d1")(inputs)
+    model = keras.Model(inputs, keras.layers.Dense(4, name="d2")(hidden))
+    model.quantize("float8")
+    model.get_layer("d1").enable_lora(2)
+    x = np.random.RandomState(0).randn(2, 8).astype("float32")
+    raw = {}
+    for name, work in (
+        ("set_weights", lambda: keras.models.clone_model(model).set_weights(model.get_weights())),
+        ("save", lambda: model.save(tmp_path / "copy.keras")),
+        ("call", lambda: model(x)),
+    ):
+        with pytest.raises(Exception) as raised:  # raw Keras refuses each
+            work()
+        raw[name] = (type(raised.value).__name__, str(raised.value))
+    before = snapshot(model)
+    with pytest.raises(InvalidSpecError) as refused:
+        check_model(model, x, mode="fit")
+    said = str(refused.value)
+    assert "subclassed" not in said and "Functional" in said
+    assert f"model.get_weights()) raised ValueError: {raw['set_weights'][1]}" in said
+    assert f"a .keras archive raised {raw['save'][0]}: {raw['save'][1]}" in said
+    assert raw["call"][0] == "NotImplementedError" and "_float8_call" in raw["call"][1]
+    assert "the model's own call raises as well, NotImplementedError: " in said
+    assert "doesn't support LoRA" in said and said.endswith("call, training, predict")
+    assert_unchanged(model, before)
+
+
 def test_predict_converting_the_sample_is_named_at_the_model():
     from keras.src.trainers.data_adapters import get_data_adapter
 

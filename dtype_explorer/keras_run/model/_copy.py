@@ -95,22 +95,16 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
 
     state, policy = random.getstate(), keras.config.dtype_policy()
     random.seed(0)
+    copy, refused = None, None  # why Keras's clone did not serve: its error, or its weights'
     try:
         keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
         try:
-            clones = declared_inputs(model) is not None and not holds_assets(model)
-            copy = _cloned(model) if clones else None
+            if declared_inputs(model) is not None and not holds_assets(model):
+                copy, refused = _cloned(model)
             if copy is None:  # subclassed, its clone's weights do not line up (keras-hub), assets
                 copy = _archive_copy(model)
         except Exception as error:
-            said = " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
-            raise InvalidSpecError(
-                f"mode 'fit' trains a copy of {describe_model(model)}, and it could not be copied: "
-                f"{type(error).__name__}: {said} (a subclassed "
-                "model copies through a .keras archive: it needs get_config()/from_config()); "
-                "modes that need no copy: call, "
-                "training, predict"
-            ) from error
+            raise InvalidSpecError(_not_copied(model, sample, refused, error)) from error
     finally:
         random.setstate(state)
         keras.config.set_dtype_policy(policy)
@@ -157,17 +151,75 @@ def copy_failed(model: Any, sample: Any, kwargs: dict[str, Any], error: Any) -> 
     )
 
 
-def _cloned(model: Any) -> Any:
-    """Keras's own ``clone_model`` with the model's weights, or ``None`` where the clone's
-    weights do not line up with the model's (a keras-hub task: "length 36, expecting 37")."""
+def _not_copied(model: Any, sample: Any, refused: str | None, error: Exception) -> str:
+    """Why mode 'fit' has no copy to train, in Keras's words: a model with declared inputs
+    (Functional, Sequential) was cloned (``refused``: what clone_model or the clone's
+    ``set_weights`` raised) before its ``.keras`` archive (``error``); a subclassed one has the
+    archive only. Where the model's own call raises as well, that is said: mode 'call' audits
+    it with no copy."""
+    said = f"{type(error).__name__}: {_said(error)}{_raised_in(error)}"
+    if refused is not None:
+        how = (
+            f"Keras's clone_model did not give a copy ({refused}), and writing the model to a "
+            f".keras archive raised {said}"
+        )
+    else:
+        how = (
+            f"{said} (a subclassed model copies through a .keras archive: it needs "
+            "get_config()/from_config())"
+        )
+    try:
+        with variables_kept(model):
+            model(sample)
+        also = ""
+    except Exception as call_error:
+        also = (
+            f"; the model's own call raises as well, {type(call_error).__name__}: "
+            f"{_said(call_error)} (mode 'call' shows where)"
+        )
+    return (
+        f"mode 'fit' trains a copy of {describe_model(model)}, and it could not be copied: "
+        f"{how}{also}; modes that need no copy: call, training, predict"
+    )
+
+
+def _said(error: BaseException) -> str:
+    """Keras's message of ``error`` in one line (its example cut)."""
+    return " ".join(keras_message(str(error), limit=300).split("Example:")[0].split())
+
+
+def _raised_in(error: BaseException) -> str:
+    """`` (in keras/src/layers/core/dense.py, _get_kernel_with_merged_lora)``: the innermost
+    frame of Keras that raised ``error``, where its traceback keeps one; "" elsewhere."""
+    tb, found = error.__traceback__, ""
+    while tb is not None:
+        path = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/keras/src/" in path and "/utils/traceback_utils.py" not in path:
+            found = (
+                f" (in keras/src/{path.split('/keras/src/', 1)[1]}, {tb.tb_frame.f_code.co_name})"
+            )
+        tb = tb.tb_next
+    return found
+
+
+def _cloned(model: Any) -> tuple[Any, str | None]:
+    """Keras's own ``clone_model`` with the model's weights, or ``None`` and what refused it:
+    ``clone_model``'s error, or the clone's weights that do not line up with the model's (a
+    keras-hub task: "length 36, expecting 37")."""
     import keras
 
-    copy = keras.models.clone_model(model)
+    try:
+        copy = keras.models.clone_model(model)
+    except Exception as error:
+        return None, f"clone_model raised {type(error).__name__}: {_said(error)}"
     try:
         copy.set_weights(model.get_weights())
-    except ValueError:
-        return None
-    return copy
+    except ValueError as error:
+        return (
+            None,
+            f"the clone's set_weights(model.get_weights()) raised ValueError: {_said(error)}",
+        )
+    return copy, None
 
 
 def _archive_copy(model: Any) -> Any:
