@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from dtype_explorer import folders
+from dtype_explorer.errors import unknown
 from dtype_explorer.folders import cache_dir
 
 #: The environment variable that moves the cache directory (``folders`` owns the folders).
@@ -124,6 +125,44 @@ def allowed_dtypes() -> tuple[str, ...]:
     ('float16', 'float32')
     """
     return tuple(facts()["allowed_dtypes"])
+
+
+#: The Keras release that first had each quantization mode (``QUANTIZATION_MODES`` at each
+#: release tag of keras-team/keras; int8: ``Model.quantize`` from 3.1.0). Which modes a
+#: release has is asked of the release; this only names, for a mode it lacks, the release to go
+#: to.
+QUANTIZATION_ADDED_IN = {
+    "int8": "3.1",
+    "float8": "3.3",
+    "int4": "3.11",
+    "gptq": "3.12",
+    "awq": "3.14",
+}
+
+
+def unknown_quantization_mode(asked: str, modes: tuple[str, ...] | None = None) -> str | None:
+    """Why ``asked`` is no quantization mode: neither one of ``modes`` (``None``: the installed
+    Keras's, from the snapshot) nor ``int4/<block size>`` where int4 is one, nor a mode a later
+    release added (which is asked of Keras, to refuse in its words); ``None`` where it is one.
+
+    Args:
+        asked: the mode's name asked (``"int8"``, ``"int4/32"``).
+        modes: the release's modes.
+
+    Returns:
+        The message (``unknown quantization mode 'int9'; did you mean 'int8'? Valid: ...``),
+        or ``None``.
+
+    >>> unknown_quantization_mode("int9", ("int8", "int4"))[:55]
+    "unknown quantization mode 'int9'; did you mean 'int8'? "
+    >>> unknown_quantization_mode("int4/32", ("int8", "int4")) is None
+    True
+    """
+    modes = tuple(facts()["quantization_modes"]) if modes is None else modes
+    block = "int4" in modes and asked.startswith("int4/") and asked[5:].isdigit()
+    if block or asked in modes or asked in QUANTIZATION_ADDED_IN:
+        return None
+    return str(unknown("quantization mode", asked, [*modes, "int4/<block size>"]))
 
 
 def policy_accepted(name: str) -> bool:

@@ -163,12 +163,14 @@ def make_spec(
         call_kwargs=check_call_kwargs(call_kwargs, target_name, mode),
         precision=check_precision(precision),
         filled=filled,
-        quantize=_check_quantize(quantize, target_name),
+        quantize=_check_quantize(quantize, target_name, engine),
     )
 
 
-def _check_quantize(quantize: Any, target_name: str) -> str | None:
-    """``quantize`` as a mode's name, for a layer (an op, loss or metric has no weights)."""
+def _check_quantize(quantize: Any, target_name: str, engine: str | None) -> str | None:
+    """``quantize`` as a mode's name, for a layer (an op, loss or metric has no weights); on
+    the installed Keras (``engine`` ``None``), one of its modes, as ``check_model`` checks it
+    (an engine's release is asked in its worker)."""
     if quantize is None:
         return None
     if not isinstance(quantize, str):
@@ -182,6 +184,9 @@ def _check_quantize(quantize: Any, target_name: str) -> str | None:
             f"quantize: {target_name} has no weights to quantize; quantize is a layer's "
             f"(Dense, EinsumDense, Embedding). Received: quantize={quantize!r}"
         )
+    refused = keras_facts.unknown_quantization_mode(quantize) if engine is None else None
+    if refused is not None:
+        raise InvalidSpecError(refused)
     return quantize
 
 

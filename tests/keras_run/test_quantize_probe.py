@@ -4,6 +4,7 @@ it (``dx.probe(..., quantize=)``) or built under a quantized policy, checked aga
 Keras's refusals are the answer; a release without a mode says which release added it (the
 real keras==3.11.3 engine: int8 and int4, no gptq)."""
 
+import keras
 import pytest
 from packaging.version import Version
 
@@ -105,8 +106,15 @@ def test_keras_refusals_are_the_answer_in_its_words(target, kwargs, policy, shap
 
 
 def test_bad_quantize_input_is_told_clearly():
-    r = dx.probe("Dense", kwargs={"units": 4}, quantize="int9")
-    assert r.status == "invalid" and "did you mean 'int8'" in r.error.message
+    # an unknown mode is refused as check_model refuses it: raised, the same words
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(InvalidSpecError) as audit:
+        dx.check_model(model, quantize="int9")
+    for backend in (None, "numpy"):
+        with pytest.raises(InvalidSpecError) as probe:
+            dx.probe("Dense", kwargs={"units": 4}, quantize="int9", backend=backend)
+        assert str(probe.value) == str(audit.value)
+        assert "unknown quantization mode 'int9'; did you mean 'int8'?" in str(probe.value)
     r = dx.probe("Dense", kwargs={"units": 4}, quantize="gptq")
     assert r.status == "invalid" and "check_model" in r.error.message
     with pytest.raises(InvalidSpecError, match="no weights to quantize"):

@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from dtype_explorer.errors import InvalidSpecError, keras_message, unknown
+from dtype_explorer import keras_facts
+from dtype_explorer.errors import InvalidSpecError, keras_message
 from dtype_explorer.keras_run import _facts as facts
 from dtype_explorer.keras_run._arrays import abstract, numpy_values
 from dtype_explorer.keras_run._compat import layer_quantization_mode, quantize_kwargs
@@ -55,11 +56,8 @@ from dtype_explorer.records import ErrorInfo, QuantizedLayer, StoredVariable
 #: The modes that need a calibration config (``keras.quantizers.GPTQConfig`` / ``AWQConfig``).
 _CALIBRATED = ("gptq", "awq")
 
-#: The Keras release that first had each quantization mode (``QUANTIZATION_MODES`` at each
-#: release tag of keras-team/keras; int8: ``Model.quantize`` from 3.1.0). Which modes a
-#: release has is asked of the release; this only names, for a mode it lacks, the release to go
-#: to.
-ADDED_IN = {"int8": "3.1", "float8": "3.3", "int4": "3.11", "gptq": "3.12", "awq": "3.14"}
+#: The Keras release that first had each quantization mode (``keras_facts``).
+ADDED_IN = keras_facts.QUANTIZATION_ADDED_IN
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,8 +159,9 @@ def quantize_request(asked: Any) -> QuantizeRequest:
             "do); the other modes need no data: "
             + ", ".join(m for m in modes if m not in _CALIBRATED)
         )
-    if asked not in modes and asked not in ADDED_IN:
-        raise unknown("quantization mode", asked, [*modes, "int4/<block size>"])
+    refused = keras_facts.unknown_quantization_mode(asked, modes)
+    if refused is not None:
+        raise InvalidSpecError(refused)
     return QuantizeRequest(mode=asked, config=None, label=asked, lacking=lacking_mode(asked, modes))
 
 
