@@ -148,7 +148,7 @@ def _head(report: AuditReport, question: AuditQuestion) -> list[str]:
     asked = f"{report.model_class} {report.model!r}"
     if report.policy_override:
         asked += f" rebuilt under policy {report.policy_override}"
-    found = [f"  {f.severity}: {f.kind} at {f.path}" for f in report.findings[:12]]
+    found = [f"  {f.severity}: {f.heading()} at {f.path}" for f in report.findings[:12]]
     doc = [
         f'"""{asked}, run as dtype-explorer audited it ({report.execution or "its call"}),'
         f" in raw Keras{f' {report.keras}' if report.keras else ''}.",

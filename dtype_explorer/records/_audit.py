@@ -180,6 +180,20 @@ class Finding(Record):
     #: change), or why none is shown.
     proof: FixProof | None = None
 
+    def heading(self) -> str:
+        """The finding's kind as a summary line shows it, with the real dtype where the kind's
+        name says another: ``float16-output (bfloat16)`` for a bfloat16 output (the kind,
+        API, names the 16-bit floats after float16).
+
+        >>> Finding(kind="float16-output", severity="info", path="m", message="",
+        ...         details={"output": "bfloat16"}).heading()
+        'float16-output (bfloat16)'
+        """
+        output = self.details.get("output")
+        if self.kind == "float16-output" and isinstance(output, str) and output != "float16":
+            return f"{self.kind} ({output})"
+        return self.kind
+
     def where(self) -> str:
         """The op and the line where the problem first appears (``""`` when not traced):
         ``ops.exp at model.py:12: y = ops.exp(x)``."""

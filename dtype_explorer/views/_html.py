@@ -505,6 +505,6 @@ def _html_finding(finding: Finding) -> str:
     return (
         f'<div class="dx-finding" style="border-left:4px solid {colour}">'
         f'<b style="color:{colour}">{e(finding.severity)}</b> '
-        f"<code>{e(finding.kind)}</code> at <code>{e(finding.path)}</code>"
+        f"<code>{e(finding.heading())}</code> at <code>{e(finding.path)}</code>"
         f"<p>{e(finding.message)}</p>{step}{fix}</div>"
     )

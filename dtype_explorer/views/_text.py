@@ -211,7 +211,7 @@ def audit_details(report: AuditReport) -> list[str]:
         lines += ["", "Findings:"]
     for finding in report.findings:
         lines += [
-            f"[{finding.severity}] {finding.kind} at {finding.path}",
+            f"[{finding.severity}] {finding.heading()} at {finding.path}",
             f"    {finding.message}",
         ]
         if finding.fix:

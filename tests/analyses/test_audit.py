@@ -222,6 +222,28 @@ def test_float16_output_under_mixed_policy_and_its_fix(restore_policy):
     assert check_model(good).findings == ()
 
 
+def test_a_bfloat16_output_is_named_bfloat16_where_the_float16_output_kind_is_shown(
+    restore_policy,
+):
+    """The kind (API) names the 16-bit floats after float16; a bfloat16 output's summary lines
+    read 'float16-output' alone: they now say the dtype raw Keras returns."""
+    restore_policy("mixed_bfloat16")
+    model = keras.Sequential(
+        [keras.Input((4,)), layers.Dense(3, activation="softmax", name="probs")], name="bf"
+    )
+    restore_policy("float32")
+    x = np.linspace(-2, 2, 8, dtype="float32").reshape(2, 4)
+    raw = keras.backend.standardize_dtype(model(x).dtype)
+    assert raw == "bfloat16"
+    report = check_model(model, x)
+    finding = only(report, "float16-output")
+    assert f"the model's output is {raw} (from Dense)" in finding.message
+    assert finding.heading() == f"float16-output ({raw})"
+    assert f"float16-output ({raw}) at bf/probs" in str(report)
+    assert f"<code>float16-output ({raw})</code>" in report._repr_html_()
+    assert f"info: float16-output ({raw}) at bf/probs" in report.as_code().script
+
+
 def test_policy_option_audits_a_clone_under_that_policy():
     model = keras.Sequential([keras.Input((4,)), layers.Dense(3, name="out")], name="plain")
     report = check_model(model, policy="mixed_float16")
