@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dtype_explorer import keras_release, lazy
 
-__version__ = "0.2.1"
+__version__ = "0.2.2"
 
 # One clear error for a Keras older than the lowest release the package runs on (read without
 # importing Keras), instead of failures probe by probe.
