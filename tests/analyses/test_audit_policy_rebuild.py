@@ -190,3 +190,35 @@ def test_under_mixed_float16_both_modes_audit_the_policy_and_loss_scale_raw_kera
     assert model.dtype_policy.name == "float32"  # the user's model is unchanged
     assert type(model.optimizer) is keras.optimizers.RMSprop
     assert keras.config.dtype_policy().name == "float32"
+
+
+def test_a_model_with_an_adapted_vocabulary_is_rebuilt_with_it():
+    # a clone's lookup tables are empty (the vocabulary is an asset: neither config nor
+    # weights): the rebuilt copy's StringLookup raised "Table not initialized", shown as a
+    # call-error of the user's model
+    import tensorflow as tf  # this session's backend (conftest)
+
+    text = tf.constant([["this is an example"], ["another example"]])
+
+    def made() -> keras.Model:
+        vectorize = keras.layers.TextVectorization(
+            max_tokens=10, output_mode="int", output_sequence_length=6, name="vec"
+        )
+        vectorize.adapt(text)
+        inputs = keras.Input(shape=(1,), dtype="string")
+        hidden = keras.layers.Embedding(10, 4, name="emb")(vectorize(inputs))
+        pooled = keras.layers.GlobalAveragePooling1D()(hidden)
+        return keras.Model(inputs, keras.layers.Dense(1, name="head")(pooled), name="m")
+
+    report = check_model(made(), text, policy="mixed_float16")
+    assert not report.by_kind("call-error"), [f.message for f in report.findings]
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        raw = made()  # raw Keras: the same model built under the policy
+    finally:
+        keras.config.set_dtype_policy("float32")
+    ids = keras.ops.convert_to_numpy(raw.get_layer("vec")(text))
+    assert ids.max() > 1  # the vocabulary read, not all out-of-vocabulary
+    rows = {c.path: c.outputs[0].dtype for c in report.layers}
+    assert rows["m/vec"] == keras.backend.standardize_dtype(ids.dtype)
+    assert rows["m/head"] == keras.backend.standardize_dtype(raw(text).dtype) == "float16"

@@ -16,6 +16,7 @@ clone.
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,39 @@ def clone_with_weights(model: Any, clone_function: Any, **options: Any) -> Any:
     with weights_started_at_zero(clone_function) as zero_started:
         clone = keras.models.clone_model(model, clone_function=zero_started, **options)
         clone.set_weights(model.get_weights())
+    assets_copied(model, clone)
     return clone
+
+
+def assets_copied(model: Any, clone: Any) -> None:
+    """What each layer of ``model`` keeps as assets, which neither its config nor its weights
+    carry (an adapted ``StringLookup``'s or ``TextVectorization``'s vocabulary: a clone's
+    lookup tables are empty, and its call raises "Table not initialized"), written by that
+    layer and read by the clone's layer of the same name, as Keras's save and load carry them
+    (``save_assets``/``load_assets``).
+
+    Args:
+        model: the model cloned (never changed).
+        clone: its clone, whose layers of the same names are given the assets.
+    """
+    own = _by_name(model)
+    if not any(callable(getattr(layer, "save_assets", None)) for layer in own.values()):
+        return
+    theirs = _by_name(clone)
+    for name, layer in own.items():
+        twin = theirs.get(name)
+        if twin is None or type(twin) is not type(layer) or not hasattr(layer, "save_assets"):
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            layer.save_assets(folder)
+            twin.load_assets(folder)
+
+
+def _by_name(model: Any) -> dict[str, Any]:
+    """Every layer inside ``model`` (nested ones too) by name; a name held twice is left out."""
+    layers = model._flatten_layers(include_self=False, recursive=True)
+    names = [layer.name for layer in layers]
+    return {layer.name: layer for layer in layers if names.count(layer.name) == 1}
 
 
 @contextlib.contextmanager
