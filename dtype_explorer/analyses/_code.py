@@ -221,7 +221,7 @@ def _settings(policy: str | None, floatx: str | None) -> Iterator[None]:
         return
     import keras
 
-    with preserved_keras_state():
+    with preserved_keras_state(seeds=False):  # the code's draws are the user's own
         if floatx is not None:
             keras.config.set_floatx(floatx)
         if policy is not None:

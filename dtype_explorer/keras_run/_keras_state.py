@@ -36,13 +36,20 @@ KERAS_STATE_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
-def preserved_keras_state() -> Iterator[None]:
+def preserved_keras_state(seeds: bool = True) -> Iterator[None]:
     """Hold :data:`KERAS_STATE_LOCK`, and restore ``floatx``, the global dtype policy (even
-    an unset one) and the global seed generator (:func:`global_seed_kept`) on exit."""
+    an unset one) and, with ``seeds``, the random streams (:func:`global_seed_kept`) on exit.
+
+    Args:
+        seeds: put the random streams back too: the tool's own work (a probe, an audit), not
+            the user's code run under the tool's settings (``dx.trace(policy=...)``), whose
+            draws are the user's as they would be without the tool.
+    """
     import keras
     from keras.src.backend.common import global_state
 
-    with KERAS_STATE_LOCK, global_seed_kept():
+    kept = global_seed_kept() if seeds else contextlib.nullcontext()
+    with KERAS_STATE_LOCK, kept:
         floatx = keras.config.floatx()
         policy = global_state.get_global_attribute("dtype_policy", None)
         try:
@@ -57,7 +64,8 @@ def global_seed_kept() -> Iterator[None]:
     """Put back the random streams ``keras.utils.set_random_seed`` seeds, as they were: Keras's
     global seed generator (what every unseeded draw takes its seed from: a random op, a
     dropout), Python's ``random`` (each initializer made with no seed takes its seed from it:
-    every layer a load, a clone or a quantization builds) and NumPy's global one. Where no
+    every layer a load, a clone or a quantization builds), NumPy's global one, and torch's
+    global generator where torch is imported (an unseeded dropout, a fit step on torch). Where no
     seed generator existed yet (Keras makes it at the first draw), none is left: the user's
     next draw would otherwise take the second seed of the stream, not the first."""
     import keras
@@ -66,6 +74,8 @@ def global_seed_kept() -> Iterator[None]:
     generator = global_state.get_global_attribute("global_seed_generator")
     saved = None if generator is None else keras.ops.convert_to_numpy(generator.state.value)
     python_state, numpy_state = random.getstate(), np.random.get_state()
+    torch = sys.modules.get("torch")  # Keras's torch backend draws from torch's own stream
+    torch_state = torch.get_rng_state() if torch is not None else None
     try:
         yield
     finally:
@@ -74,6 +84,8 @@ def global_seed_kept() -> Iterator[None]:
             generator.state.assign(saved)
         random.setstate(python_state)
         np.random.set_state(numpy_state)
+        if torch_state is not None:
+            torch.set_rng_state(torch_state)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -729,3 +729,41 @@ def test_an_audit_leaves_a_seeded_sessions_random_streams_as_they_were(options):
     raw = _seeded_draws(lambda model: None)
     assert _seeded_draws(lambda model: check_model(model, x, **options)) == raw
     assert _seeded_draws(lambda model: dx.probe("Dense", kwargs={"units": 2})) == raw
+
+
+def test_code_traced_under_the_tools_settings_keeps_the_users_own_draws():
+    # dx.trace(policy=...) sets the policy for the user's code and puts it back: the random
+    # streams the code drew from are the user's, and stay where the code left them
+    import random
+
+    def draws() -> list:
+        return [random.random(), np.random.rand(), random.random()]
+
+    random.seed(3), np.random.seed(3)
+    raw = draws()
+    random.seed(3), np.random.seed(3)
+    with dx.trace(policy="mixed_float16"):
+        first = [random.random(), np.random.rand()]
+    assert [*first, random.random()] == raw  # not rewound after the block
+
+
+def test_a_fit_audit_on_torch_leaves_torchs_own_stream_as_it_was():
+    from on_backend import json_on
+
+    script = (
+        "import json, keras, numpy as np, torch\n"
+        "import dtype_explorer as dx\n"
+        "def drawn(audit):\n"
+        "    keras.utils.set_random_seed(0)\n"
+        "    inputs = keras.Input((4,))\n"
+        "    dropped = keras.layers.Dropout(0.5)(inputs)\n"
+        "    model = keras.Model(inputs, keras.layers.Dense(2)(dropped))\n"
+        "    model.compile(optimizer='sgd', loss='mse')\n"
+        "    if audit:\n"
+        "        dx.check_model(model, np.ones((2, 4), 'float32'), mode='fit')\n"
+        "        dx.check_model(model, np.ones((2, 4), 'float32'), mode='training')\n"
+        "    return torch.rand(3).tolist()\n"
+        "print(json.dumps([drawn(False), drawn(True)]))\n"
+    )
+    raw, audited = json_on("torch", script)
+    assert audited == raw

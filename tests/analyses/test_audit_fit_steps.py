@@ -425,3 +425,35 @@ def test_a_torch_train_step_that_never_scales_the_loss_is_found_as_raw_keras_tra
     assert "loss scaling on" not in unscaled["text"]
     assert "loss-not-scaled" not in scaled["kinds"] and scaled["scaled"] is True
     assert "loss scaling on" in scaled["text"]
+
+
+def test_update_lost_needs_a_rate_and_is_proven_on_a_nested_model():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(16, 4)).astype("float32")
+    y = rng.normal(size=(16, 1)).astype("float32")
+
+    def nested(dtype: str, optimizer) -> keras.Model:
+        inner = keras.Sequential(
+            [keras.Input((4,)), keras.layers.Dense(4, dtype=dtype, name="a")], name="inner"
+        )
+        inputs = keras.Input((4,))
+        model = keras.Model(inputs, keras.layers.Dense(1, name="b")(inner(inputs)), name="outer")
+        model.compile(optimizer=optimizer, loss="mse")
+        return model
+
+    # a warmup from a rate of 0 (and a rate of 0) changes nothing and loses no update
+    warmup = keras.optimizers.schedules.CosineDecay(0.0, 1000, warmup_target=1e-3, warmup_steps=9)
+    for optimizer in (keras.optimizers.Adam(warmup), keras.optimizers.SGD(0.0)):
+        report = dx.check_model(nested("float32", optimizer), x, mode="fit", labels=y, steps=2)
+        assert not report.by_kind("update-lost")
+    # bfloat16 inside a nested model: its clone names the variables otherwise; the proof
+    # matches them by position, and raw Keras agrees the float32 layer then trains
+    report = dx.check_model(
+        nested("bfloat16", keras.optimizers.Adam(1e-4)), x, mode="fit", labels=y
+    )
+    [lost] = report.by_kind("update-lost")
+    assert lost.details["variables"] == ["a/kernel", "a/bias"] and lost.proof.proven
+    assert (
+        _moved(nested("bfloat16", keras.optimizers.Adam(1e-4)), x, y, 1) == [False] * 2 + [True] * 2
+    )
+    assert _moved(nested("float32", keras.optimizers.Adam(1e-4)), x, y, 1) == [True] * 4

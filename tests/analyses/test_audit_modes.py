@@ -866,3 +866,27 @@ def test_torchs_predict_under_jit_compile_is_said_compiled_as_keras_compiles_it(
     got = json_on("torch", _JIT_COMPILE_ON_TORCH)
     assert got["True"] == [True, True, "model.predict, compiled by torch.compile"], got
     assert got["False"] == [False, False, "model.predict, eager on torch"], got
+
+
+class _Doubled(keras.layers.Layer):
+    """A notebook's own layer, never registered: a .keras archive cannot rebuild it."""
+
+    def call(self, x):
+        return x * 2.0
+
+
+def test_fit_of_a_model_with_a_lookup_and_an_unregistered_layer_trains_a_clone():
+    # a model holding any lookup was copied through a .keras archive only, which an
+    # unregistered layer of the user's cannot pass: the audit refused the model outright
+    # ("could not be copied"); its clone now trains, and answers what raw Keras's fit does
+    inputs = keras.Input((3,), dtype="string")
+    ids = keras.layers.StringLookup(vocabulary=["a", "b", "c"], name="lookup")(inputs)
+    hidden = _Doubled(name="doubled")(keras.layers.Embedding(5, 4, name="emb")(ids))
+    model = keras.Model(inputs, keras.layers.Dense(1, name="head")(keras.layers.Flatten()(hidden)))
+    model.compile(optimizer="adam", loss="mse")
+    x = np.array([["a", "b", "c"], ["c", "a", "zz"]])
+    report = check_model(model, x, mode="fit")
+    with pytest.raises(ValueError) as raw:  # raw Keras's fit of NumPy strings
+        model.fit(x, np.zeros((2, 1), "float32"), verbose=0)
+    [raised] = report.by_kind("mode-divergence")
+    assert str(raw.value).splitlines()[0] in raised.message

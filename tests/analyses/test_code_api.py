@@ -120,6 +120,7 @@ def test_eager_runs_compiled_functions_op_by_op_and_puts_the_switch_back():
     assert np.isinf(raw[1]) and not np.isinf(raw[0])
     plain = dx.trace(grows, x)
     assert plain.steps == () and not plain.environment.eager
+    assert plain.note.startswith("no Keras op ran where the trace sees it")
     eager = dx.trace(eager=True)(grows, x)
     assert [s.op for s in eager.steps] == ["ops.cast", "ops.exp"]
     assert eager.first_nonfinite_step().op == "ops.exp" and eager.environment.eager

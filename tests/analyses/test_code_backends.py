@@ -219,5 +219,7 @@ def test_a_torch_compiled_function_traced_again_and_again_stays_compiled():
     assert all(got["same"]) and got["after"] and got["ours"] == [], got
     assert got["notes"][0].startswith("torch.compile compiled a function while the code ran")
     assert "eager=True" in got["notes"][0] and got["steps"][0] == 0
+    # the traces after it run the compiled graph: nothing seen, and said
+    assert all(n.startswith("no Keras op ran where the trace sees it") for n in got["notes"][1:])
     assert got["eager"] == ["ops.matmul", "operator.mul", "ops.tanh"], got
     assert not got["eager_abstract"]

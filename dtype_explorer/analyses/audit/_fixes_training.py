@@ -103,17 +103,19 @@ def update_lost_proof(
     """
     names = list(finding.details.get("variables", ()))
     values = int(finding.details.get("values", 0))
-    trial, run, stopped = trained_in_float32(model, sample, labels, steps, names)
+    done = trained_in_float32(model, sample, labels, steps, names)
+    trial, run = done.trial, done.run
     before = FixMeasure(finding=True, at=finding.path, frozen_values=values, of_values=values)
     if trial is None:
         return finding
     what = trial.text(ran=False)
     if run is None:
-        tried = f"{what}: its training raised {as_sentence(stopped)}" if stopped else what
+        tried = f"{what}: {as_sentence(done.error)}" if done.error else what
         proof = FixProof(how=trial.how, layers=trial.layers, before=before, tried=(tried,))
         return finding.model_copy(update={"proof": proof})
-    still = [f for f in run.frozen if f.name in names]
-    left = sum(f.size for f in still)
+    sizes = dict(zip(names, finding.details.get("sizes", ()), strict=False))
+    still = list(done.still)
+    left = sum(sizes.get(n, 0) for n in still) if sizes else len(still)
     bad = sum(g.nonfinite or 0 for g in run.gradients)
     proven = bool(run.applied) and not still and not bad and run.first_nonfinite() is None
     after = FixMeasure(

@@ -285,7 +285,8 @@ def gradient_findings(fit: FitReport, model: str) -> Iterator[Finding]:
 def unscaled_loss_findings(fit: FitReport, model: str) -> Iterator[Finding]:
     """A ``LossScaleOptimizer`` that applied steps whose loss the train step never scaled
     (``FitReport.loss_scaled`` is ``False``: its ``scale_loss`` was not called): it divides
-    every gradient by its scale all the same, so each update is that many times too small.
+    every gradient by its scale all the same, so the inner optimizer receives gradients that
+    many times too small (how much its steps shrink is the optimizer's: SGD's by as much).
     The missing call is in the model's own ``train_step``: no copy of it is run with it.
 
     >>> run = FitReport(loss="mse", optimizer="LossScaleOptimizer(SGD)", loss_scaling=True,
@@ -304,8 +305,10 @@ def unscaled_loss_findings(fit: FitReport, model: str) -> Iterator[Finding]:
             f"The train step never called optimizer.scale_loss(loss), but the optimizer is "
             f"a {fit.optimizer} (compile() adds one under mixed_float16): it divided the "
             f"gradients of {fit.applied} applied step(s) by the loss scale {scale} though the "
-            f"loss was never multiplied by it, so each update was {scale} times too small and "
-            "training barely moves. The train step lacks the call Keras's own train_step "
+            f"loss was never multiplied by it, so the inner optimizer received gradients {scale} "
+            "times too small (an SGD step shrinks by as much; an Adam-type one, which divides "
+            "by the gradients' own size, far less, though its epsilon and any clipping see the "
+            "wrong scale). The train step lacks the call Keras's own train_step "
             "makes: take the gradients of self.optimizer.scale_loss(loss) (torch: call "
             ".backward() on it; tensorflow: compute it inside the GradientTape; jax: return "
             "it from the function differentiated)."
@@ -419,6 +422,7 @@ def frozen_findings(fit: FitReport, model: str) -> Iterator[Finding]:
             "values": values,
             "applied": fit.applied,
             "dtypes": dtypes,
+            "sizes": [f.size for f in frozen],
         },
         proof=FixProof(
             not_tried=(

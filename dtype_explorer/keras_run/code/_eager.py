@@ -25,13 +25,24 @@ compiled functions ran eagerly (``CodeEnvironment.eager``).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
+
+#: How many ``compiled_run_eagerly(True, ...)`` blocks are open (any thread).
+_OPEN = [0]
+_LOCK = threading.Lock()
+
+
+def running_eagerly() -> bool:
+    """Whether a :func:`compiled_run_eagerly` block with ``eager`` is open now."""
+    return _OPEN[0] > 0
 
 
 @contextlib.contextmanager
 def compiled_run_eagerly(eager: bool, backend: str) -> Iterator[None]:
     """With ``eager``, ``backend``'s compiled functions run op by op inside the block (its own
-    switch, put back after, also when the block raises); without it, nothing is touched.
+    switch, put back after, also when the block raises), and :func:`running_eagerly` says so
+    meanwhile; without it, nothing is touched.
 
     Args:
         eager: whether to switch compilation off.
@@ -39,12 +50,28 @@ def compiled_run_eagerly(eager: bool, backend: str) -> Iterator[None]:
 
     >>> import jax
     >>> with compiled_run_eagerly(True, "jax"):
-    ...     print(jax.config.jax_disable_jit)
-    True
-    >>> jax.config.jax_disable_jit
-    False
+    ...     print(jax.config.jax_disable_jit, running_eagerly())
+    True True
+    >>> jax.config.jax_disable_jit, running_eagerly()
+    (False, False)
     """
-    if not eager or backend not in ("tensorflow", "jax", "torch"):
+    if not eager:
+        yield
+        return
+    with _LOCK:
+        _OPEN[0] += 1
+    try:
+        with _switched(backend):
+            yield
+    finally:
+        with _LOCK:
+            _OPEN[0] -= 1
+
+
+@contextlib.contextmanager
+def _switched(backend: str) -> Iterator[None]:
+    """``backend``'s own switch set for the block (numpy and openvino have none)."""
+    if backend not in ("tensorflow", "jax", "torch"):
         yield
         return
     if backend == "tensorflow":

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from dtype_explorer.errors import strip_ansi
+from dtype_explorer.keras_run.code._eager import running_eagerly
 from dtype_explorer.keras_run.code._named import named_steps
 from dtype_explorer.keras_run.code._reference import float32_reference
 from dtype_explorer.keras_run.code._values import describe_returned, user_traceback
@@ -122,7 +123,7 @@ class TracedRun:
             operator_limit(env.backend),
             not_run_yet(value),
             _elsewhere_note(elsewhere),
-            _compiled_note(compiled),
+            _compiled_note(compiled) or _unseen_note(len(steps), said),
         )
         result = TraceResult(
             what=self.what,
@@ -202,6 +203,26 @@ def _compiled_note(frames: int) -> str:
         "compiled graph, so none of them is a step (their Python runs once, as Dynamo reads "
         "it, and not again); dx.trace(..., eager=True) runs them op by op, each a step with "
         "its values"
+    )
+
+
+def _unseen_note(steps: int, said: str) -> str:
+    """What the trace says where code ran to its end with no step it could see, outside
+    ``eager=True``: a function a backend compiled runs its compiled graph after its first
+    call, with no op to see (its ops may be none, too).
+
+    >>> _unseen_note(0, "ok").startswith("no Keras op ran where the trace sees it")
+    True
+    >>> _unseen_note(3, "ok")
+    ''
+    """
+    if steps or said != "ok" or running_eagerly():
+        return ""
+    return (
+        "no Keras op ran where the trace sees it: a function compiled by jax.jit, "
+        "tf.function or torch.compile (Keras's own predict and fit steps, keras-hub's "
+        "generate()) runs its compiled graph after its first call, with no op to see; "
+        "dx.trace(..., eager=True) runs it op by op"
     )
 
 

@@ -34,7 +34,7 @@ from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.model._model_trace import is_softmax
 from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
-from dtype_explorer.keras_run.model._zero_start import clone_with_weights
+from dtype_explorer.keras_run.model._zero_start import assets_copied, clone_with_weights
 
 
 @contextlib.contextmanager
@@ -87,10 +87,10 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     which decides whether ``compile`` adds loss scaling): the same layers, policies and
     weights; Python's random stream (which Keras draws unseeded layers' seeds from) seeded for
     the copy and put back, so the copy's noise is reproducible and the user's stream
-    untouched. Cloned (``clone_model``) where it can be; else through a ``.keras`` archive: a
-    subclassed model, a clone whose weights do not line up, and a model holding state that
-    is no weight (an adapted ``StringLookup``'s or ``TextVectorization``'s vocabulary, which
-    the archive carries as assets: a clone's lookup tables are never initialized)."""
+    untouched. Cloned (``clone_model``) where it can be, each layer's assets given to the
+    clone's (an adapted ``StringLookup``'s or ``TextVectorization``'s vocabulary, which no
+    config or weight carries: ``assets_copied``); else through a ``.keras`` archive: a
+    subclassed model, a clone whose weights do not line up."""
     import keras
 
     state, policy = random.getstate(), keras.config.dtype_policy()
@@ -99,7 +99,7 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     try:
         keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
         try:
-            if declared_inputs(model) is not None and not holds_assets(model):
+            if declared_inputs(model) is not None:
                 copy, refused = _cloned(model)
             if copy is None:  # subclassed, its clone's weights do not line up (keras-hub), assets
                 copy = _archive_copy(model)
@@ -109,21 +109,6 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
         random.setstate(state)
         keras.config.set_dtype_policy(policy)
     return copy
-
-
-def holds_assets(model: Any) -> bool:
-    """Whether a layer of ``model`` (nested ones too) keeps state as assets (``save_assets``:
-    an adapted lookup's vocabulary), which neither its config nor its weights carry.
-
-    >>> import keras
-    >>> inputs = keras.Input((1,), dtype="string")
-    >>> lookup = keras.layers.StringLookup(vocabulary=["a", "b"])
-    >>> holds_assets(keras.Model(inputs, lookup(inputs)))
-    True
-    """
-    flatten = getattr(model, "_flatten_layers", None)
-    layers = flatten(include_self=True, recursive=True) if flatten else [model]
-    return any(callable(getattr(layer, "save_assets", None)) for layer in layers)
 
 
 def copy_failed(model: Any, sample: Any, kwargs: dict[str, Any], error: Any) -> None:
@@ -219,6 +204,7 @@ def _cloned(model: Any) -> tuple[Any, str | None]:
             None,
             f"the clone's set_weights(model.get_weights()) raised ValueError: {_said(error)}",
         )
+    assets_copied(model, copy)  # an adapted lookup's vocabulary: no config, no weight
     return copy, None
 
 

@@ -14,6 +14,7 @@ moved is the proof; the audit's rules read it (``analyses.audit._fixes_training`
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from dtype_explorer.keras_run.model._copy import compile_copy
@@ -22,7 +23,7 @@ from dtype_explorer.keras_run.model._proven_fix import Trial, float32_copy
 from dtype_explorer.keras_run.model._training import train_steps
 from dtype_explorer.records import FitReport
 
-__all__ = ["holding_layers", "trained_in_float32"]
+__all__ = ["FrozenFixRun", "holding_layers", "trained_in_float32"]
 
 
 def holding_layers(model: Any, names: list[str]) -> list[str]:
@@ -46,9 +47,21 @@ def holding_layers(model: Any, names: list[str]) -> list[str]:
     return list(dict.fromkeys(owner[n][1] for n in names if n in owner))
 
 
+@dataclasses.dataclass(frozen=True)
+class FrozenFixRun:
+    """The fix's copy (``trial``; ``None``: none could be tried), its training run (``run``;
+    ``None``: it did not run, ``error`` says why), and the variables it still left as they
+    were, by the names the audit's run gave them (``still``)."""
+
+    trial: Trial | None
+    run: FitReport | None = None
+    error: str = ""
+    still: tuple[str, ...] = ()
+
+
 def trained_in_float32(
     model: Any, sample: Any, labels: Any, steps: int, names: list[str]
-) -> tuple[Trial | None, FitReport | None, str]:
+) -> FrozenFixRun:
     """A copy of the compiled ``model`` with the layers holding ``names`` in float32,
     compiled as ``model`` is and trained ``steps`` steps on ``(sample, labels)``.
 
@@ -60,15 +73,29 @@ def trained_in_float32(
         names: the variables the audit's run left unchanged.
 
     Returns:
-        The trial (``None``: no copy could be tried), the copy's run (``None``: it did not
-        run), and what stopped it (``""``: nothing).
+        The :class:`FrozenFixRun`. Its variables are matched with the model's by position
+        (a clone keeps their order; a nested model's clone may name them otherwise): a copy
+        whose trainable variables do not line up is an error, never a fix.
     """
     trial = float32_copy(model, holding_layers(model, names))
     if trial is None or not trial.ran or trial.error:
-        return trial, None, "" if trial is None else trial.error
+        return FrozenFixRun(trial, error="" if trial is None else trial.error)
+    copy = trial.copy
+    ours = _names(model)
+    theirs = _names(copy)
+    if len(ours) != len(theirs):
+        return FrozenFixRun(trial, error="the copy's trainable variables do not line up")
     try:
-        compile_copy(trial.copy, model, None)
-        run = train_steps(trial.copy, sample, labels, steps, prefix=f"{trial.copy.name}/")
+        compile_copy(copy, model, None)
+        run = train_steps(copy, sample, labels, steps, prefix=f"{copy.name}/")
     except Exception as error:  # a copy that cannot train: said, never a fix
-        return trial, None, f"{type(error).__name__}: {str(error)[:200]}"
-    return trial, run, ""
+        return FrozenFixRun(trial, error=f"{type(error).__name__}: {str(error)[:200]}")
+    as_ours = dict(zip(theirs, ours))
+    left = {as_ours.get(f.name) for f in run.frozen}
+    return FrozenFixRun(trial, run, still=tuple(n for n in names if n in left))
+
+
+def _names(model: Any) -> list[str]:
+    """Its trainable variables' names as a fit run gives them (``Variable.path`` less the
+    model's name), in order."""
+    return [v.path.removeprefix(f"{model.name}/") for v in model.trainable_variables]

@@ -360,7 +360,9 @@ def train_steps(
         execution=f"model.fit: {said}, {execution}",
         steps=tuple(watcher.records) if steps > 1 else (),
         applied=watcher.applied,
-        frozen=_frozen(model.trainable_variables, before, sink, watcher.nonzero),
+        frozen=_frozen(
+            model.trainable_variables, before, sink, watcher.nonzero if watcher.moving else None
+        ),
     )
 
 
@@ -421,9 +423,16 @@ def _step_watcher(
             self.first_counts: list[int] | None = None
             self.iterations = _iterations(applying)
             self.applied = 0
+            #: Whether an applied step had a learning rate above zero (``None``: not read):
+            #: a variable a zero rate leaves unchanged lost no update (a warmup from 0).
+            self.rate: float | None = None
+            self.moving = False
             #: Nonzero gradient values per variable, summed over the applied steps (``None``:
             #: a step's were not read).
             self.nonzero: list[int] | None = [0] * len(sink.names)
+
+        def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            self.rate = _learning_rate(applying)
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             counts = sink.take()
@@ -432,6 +441,7 @@ def _step_watcher(
             iterations = _iterations(applying)
             if iterations != self.iterations or not sink.names:
                 self.applied += 1
+                self.moving |= self.rate is None or self.rate > 0
                 if self.nonzero is not None and sink.nonzero is not None:
                     self.nonzero = [a + b for a, b in zip(self.nonzero, sink.nonzero)]
                 else:
@@ -458,6 +468,17 @@ def _step_watcher(
                 on_step(record)
 
     return StepWatcher()
+
+
+def _learning_rate(optimizer: Any) -> float | None:
+    """The learning rate ``optimizer`` applies its next step with (a schedule's, at its
+    iterations), or ``None`` where it cannot be read."""
+    import keras
+
+    try:
+        return float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+    except Exception:
+        return None
 
 
 def _iterations(optimizer: Any) -> int:
