@@ -767,3 +767,18 @@ def test_a_fit_audit_on_torch_leaves_torchs_own_stream_as_it_was():
     )
     raw, audited = json_on("torch", script)
     assert audited == raw
+
+
+def test_a_dataset_given_as_the_sample_is_told_to_pass_one_batch():
+    import tensorflow as tf  # this session's backend (conftest)
+
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layers.Dense(2)(inputs))
+    data = tf.data.Dataset.from_tensor_slices((np.ones((8, 4), "float32"), np.ones((8, 2)))).batch(
+        4
+    )
+    with pytest.raises(InvalidSpecError, match=r"the sample is a tf\.data\.Dataset") as refused:
+        check_model(model, data)
+    assert "next(iter(dataset))" in str(refused.value)
+    x, y = next(iter(data))  # what it says to do, as raw Keras gives the batch
+    assert check_model(model, x, mode="fit", labels=y).fit is not None

@@ -248,6 +248,13 @@ def _make_sample(spec: Any) -> Any:
 def _as_array(value: Any) -> Any:
     if hasattr(value, "dtype") and hasattr(value, "shape"):
         return value
+    if hasattr(value, "element_spec") and hasattr(value, "take"):  # a tf.data.Dataset
+        raise InvalidSpecError(
+            "the sample is a tf.data.Dataset; check_model audits one batch as the model gets "
+            "it: pass one, x, y = next(iter(dataset)); check_model(model, x) (mode='fit': "
+            "labels=y), and mode='dataset' runs model.predict on a tf.data.Dataset of it. "
+            f"Received: {type(value).__name__}"
+        )
     try:
         array = np.asarray(value)
     except (TypeError, ValueError) as error:
