@@ -107,7 +107,8 @@ def update_lost_proof(
     trial, run = done.trial, done.run
     before = FixMeasure(finding=True, at=finding.path, frozen_values=values, of_values=values)
     if trial is None:
-        return finding
+        why = "no copy with the layers holding them in float32 could be made"
+        return finding.model_copy(update={"proof": FixProof(not_tried=why)})
     what = trial.text(ran=False)
     if run is None:
         tried = f"{what}: {as_sentence(done.error)}" if done.error else what
@@ -115,7 +116,7 @@ def update_lost_proof(
         return finding.model_copy(update={"proof": proof})
     sizes = dict(zip(names, finding.details.get("sizes", ()), strict=False))
     still = list(done.still)
-    left = sum(sizes.get(n, 0) for n in still) if sizes else len(still)
+    left = sum(sizes.get(n, 0) for n in still)
     bad = sum(g.nonfinite or 0 for g in run.gradients)
     proven = bool(run.applied) and not still and not bad and run.first_nonfinite() is None
     after = FixMeasure(

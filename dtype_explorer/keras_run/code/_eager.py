@@ -28,14 +28,20 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-#: How many ``compiled_run_eagerly(True, ...)`` blocks are open (any thread).
-_OPEN = [0]
-_LOCK = threading.Lock()
+
+class _Open(threading.local):
+    """How many ``compiled_run_eagerly(True, ...)`` blocks are open on this thread (the one
+    whose trace asks)."""
+
+    blocks = 0
+
+
+_OPEN = _Open()
 
 
 def running_eagerly() -> bool:
-    """Whether a :func:`compiled_run_eagerly` block with ``eager`` is open now."""
-    return _OPEN[0] > 0
+    """Whether a :func:`compiled_run_eagerly` block with ``eager`` is open on this thread."""
+    return _OPEN.blocks > 0
 
 
 @contextlib.contextmanager
@@ -58,14 +64,12 @@ def compiled_run_eagerly(eager: bool, backend: str) -> Iterator[None]:
     if not eager:
         yield
         return
-    with _LOCK:
-        _OPEN[0] += 1
+    _OPEN.blocks += 1
     try:
         with _switched(backend):
             yield
     finally:
-        with _LOCK:
-            _OPEN[0] -= 1
+        _OPEN.blocks -= 1
 
 
 @contextlib.contextmanager

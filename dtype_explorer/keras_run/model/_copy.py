@@ -32,7 +32,7 @@ from dtype_explorer.errors import InvalidSpecError, as_sentence, keras_message
 from dtype_explorer.keras_run._compat import load_archive, save_archive
 from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.model._model_trace import is_softmax
-from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, rebuild_under
+from dtype_explorer.keras_run.model._policy_rebuild import Rebuilt, global_policy, rebuild_under
 from dtype_explorer.keras_run.model._samples import declared_inputs, describe_model, keras_flatten
 from dtype_explorer.keras_run.model._zero_start import assets_copied, clone_with_weights
 
@@ -91,23 +91,20 @@ def training_copy(model: Any, sample: Any, policy_name: str) -> Any:
     clone's (an adapted ``StringLookup``'s or ``TextVectorization``'s vocabulary, which no
     config or weight carries: ``assets_copied``); else through a ``.keras`` archive: a
     subclassed model, a clone whose weights do not line up."""
-    import keras
-
-    state, policy = random.getstate(), keras.config.dtype_policy()
+    state = random.getstate()
     random.seed(0)
     copy, refused = None, None  # why Keras's clone did not serve: its error, or its weights'
     try:
-        keras.config.set_dtype_policy(policy_name)  # the model's own: compile reads it
-        try:
-            if declared_inputs(model) is not None:
-                copy, refused = _cloned(model)
-            if copy is None:  # subclassed, its clone's weights do not line up (keras-hub), assets
-                copy = _archive_copy(model)
-        except Exception as error:
-            raise InvalidSpecError(_not_copied(model, sample, refused, error)) from error
+        with global_policy(policy_name):  # the model's own: compile reads it
+            try:
+                if declared_inputs(model) is not None:
+                    copy, refused = _cloned(model)
+                if copy is None:  # subclassed, its clone's weights do not line up (keras-hub)
+                    copy = _archive_copy(model)
+            except Exception as error:
+                raise InvalidSpecError(_not_copied(model, sample, refused, error)) from error
     finally:
         random.setstate(state)
-        keras.config.set_dtype_policy(policy)
     return copy
 
 
@@ -123,10 +120,7 @@ def copy_failed(model: Any, sample: Any, kwargs: dict[str, Any], error: Any) -> 
         kwargs: the call's keyword arguments.
         error: what the copy's call raised (an ``ErrorInfo``: ``type``, ``message``).
     """
-    try:
-        with variables_kept(model), global_seed_kept():
-            model(sample, **{**kwargs, "training": True})
-    except Exception:
+    if _own_call_error(model, sample, **{**kwargs, "training": True}) is not None:
         return
     said = f"{error.type}: {as_sentence(keras_message(error.message, limit=300))}"
     raise InvalidSpecError(
@@ -153,19 +147,29 @@ def _not_copied(model: Any, sample: Any, refused: str | None, error: Exception) 
             f"{said} (a subclassed model copies through a .keras archive: it needs "
             "get_config()/from_config())"
         )
-    try:
-        with variables_kept(model):
-            model(sample)
-        also = ""
-    except Exception as call_error:
-        also = (
-            f"; the model's own call raises as well, {type(call_error).__name__}: "
-            f"{_said(call_error)} (mode 'call' shows where)"
-        )
+    call_error = _own_call_error(model, sample)
+    also = (
+        ""
+        if call_error is None
+        else f"; the model's own call raises as well, {type(call_error).__name__}: "
+        f"{_said(call_error)} (mode 'call' shows where)"
+    )
     return (
         f"mode 'fit' trains a copy of {describe_model(model)}, and it could not be copied: "
         f"{how}{also}; modes that need no copy: call, training, predict"
     )
+
+
+def _own_call_error(model: Any, sample: Any, **kwargs: Any) -> Exception | None:
+    """What ``model(sample, **kwargs)`` itself raises (``None``: it runs), its variables and
+    the random streams put back after: whether a copy's failure is the copy's or the
+    model's."""
+    try:
+        with variables_kept(model), global_seed_kept():
+            model(sample, **kwargs)
+    except Exception as error:
+        return error
+    return None
 
 
 def _said(error: BaseException) -> str:

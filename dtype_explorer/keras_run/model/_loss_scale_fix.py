@@ -41,7 +41,7 @@ from dtype_explorer.keras_run._keras_state import global_seed_kept
 from dtype_explorer.keras_run.model._copy import compile_copy, training_copy
 from dtype_explorer.keras_run.model._policy_rebuild import rebuild_under
 from dtype_explorer.keras_run.model._samples import keras_flatten
-from dtype_explorer.keras_run.model._training import gradients_to
+from dtype_explorer.keras_run.model._training import gradients_to, loss_scale
 from dtype_explorer.records import FixMeasure
 
 
@@ -121,7 +121,7 @@ def loss_scale_measures(
     compile_copy(scaled, model, outputs)
     _with_loss_scale(scaled)
     steps = _step_gradients(scaled, sample, labels, SETTLE_STEPS)
-    settling = Settling(len(steps) - 1, _scale(scaled.optimizer), _all_finite(steps[-1]))
+    settling = Settling(len(steps) - 1, loss_scale(scaled.optimizer), _all_finite(steps[-1]))
     return unscaled, _measure(steps[-1], reference), settling
 
 
@@ -181,13 +181,6 @@ def _read(optimizer: Any, into: list[list[np.ndarray]]) -> Iterator[None]:
 
     with gradients_to(optimizer, keep):
         yield
-
-
-def _scale(optimizer: Any) -> float | None:
-    """The LossScaleOptimizer's scale now, as ``fit`` left it (``None`` for another
-    optimizer)."""
-    scale = getattr(optimizer, "dynamic_scale", None)
-    return None if scale is None else float(np.asarray(numpy_values(scale)))
 
 
 def _measure(gradients: list[np.ndarray], reference: list[np.ndarray]) -> FixMeasure:

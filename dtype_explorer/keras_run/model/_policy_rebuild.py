@@ -107,12 +107,12 @@ def _cloned(model: Any, policy: str) -> Any:
     options = {}
     if "recursive" in inspect.signature(keras.models.clone_model).parameters:
         options["recursive"] = True  # a nested Sequential or Functional model too
-    with _global_policy(policy):  # the model itself built, and compiled, under it
+    with global_policy(policy):  # the model itself built, and compiled, under it
         return clone_with_weights(model, under_policy, **options)
 
 
 @contextlib.contextmanager
-def _global_policy(policy: str) -> Iterator[None]:
+def global_policy(policy: str) -> Iterator[None]:
     """``policy`` as Keras's global dtype policy inside the block, the one before put back."""
     import keras
 
@@ -131,7 +131,7 @@ def _reloaded(model: Any, policy: str) -> Any:
     config = model.get_config()
     if "dtype" in config:
         config = {**config, "dtype": policy}
-    with _global_policy(policy):
+    with global_policy(policy):
         again = type(model).from_config(config)
         build = model.get_build_config() if hasattr(model, "get_build_config") else None
         if not again.built and build:

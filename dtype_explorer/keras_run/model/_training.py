@@ -311,7 +311,7 @@ def train_steps(
     # 1. Before the run: loss scaling and its scale, how the step is compiled.
     optimizer = model.optimizer
     scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    scale_before = _scale(optimizer) if scaling else None
+    scale_before = loss_scale(optimizer) if scaling else None
     if scaling and scale_before is None:
         scale_before = float(optimizer.initial_scale)
     compiled, execution = compiled_by(model)
@@ -366,10 +366,11 @@ def train_steps(
     )
 
 
-def _digest(variable: Any) -> tuple[tuple[int, ...], str, bytes]:
-    """A variable's values as its shape, dtype and a digest of its bytes: what tells whether a
-    run left it exactly as it was, without holding a second copy of every weight."""
-    values = np.ascontiguousarray(numpy_values(variable.value))
+def _digest(variable: Any, values: np.ndarray | None = None) -> tuple[tuple[int, ...], str, bytes]:
+    """A variable's values (``values``, where read already) as their shape, dtype and a digest
+    of their bytes: what tells whether a run left it exactly as it was, without holding a
+    second copy of every weight."""
+    values = np.ascontiguousarray(numpy_values(variable.value) if values is None else values)
     digest = hashlib.blake2b(memoryview(values.reshape(-1).view(np.uint8)), digest_size=16)
     return values.shape, values.dtype.str, digest.digest()
 
@@ -378,19 +379,21 @@ def _frozen(
     variables: list[Any], before: list[tuple], sink: _GradientSink, nonzero: list[int] | None
 ) -> tuple[FrozenVariable, ...]:
     """The trainable variables whose values the run left exactly as they were (``before``: each
-    one's :func:`_digest`),
-    though their gradients held ``nonzero`` values in the applied steps: each update was
-    rounded away when stored. Each with the spacing of its dtype's values at its median
-    magnitude (``float_bits.spacing``). Nothing where the gradients were not read."""
+    one's :func:`_digest`), though their gradients held ``nonzero`` values in the applied
+    steps: each update was rounded away when stored. Each with the spacing of its dtype's
+    values at its median magnitude (``float_bits.spacing``). Nothing where the gradients were
+    not read."""
     if nonzero is None:
         return ()
     found = []
     for variable, old, name, stored, moved in zip(
         variables, before, sink.names, sink.stored, nonzero
     ):
-        if not moved or _digest(variable) != old:
+        if not moved:
             continue
         new = numpy_values(variable.value)
+        if _digest(variable, new) != old:
+            continue
         magnitude = float(np.median(np.abs(float_bits.widened(new)))) if new.size else None
         found.append(
             FrozenVariable(
@@ -453,7 +456,7 @@ def _step_watcher(
                 step=epoch + 1,
                 loss=loss if finite else None,
                 loss_nonfinite=not finite,
-                loss_scale=_scale(optimizer) if scaling else None,
+                loss_scale=loss_scale(optimizer) if scaling else None,
                 skipped=bool(sink.names) and iterations == self.iterations,
                 nonfinite={
                     name: count
@@ -509,13 +512,21 @@ def gradients_to(optimizer: Any, record: Callable[[list], None]) -> Iterator[Non
         record(gradients)
         return stateless_apply(optimizer_variables, gradients, *args)
 
-    object.__setattr__(optimizer, "apply", recorded_apply)
-    object.__setattr__(optimizer, "stateless_apply", recorded_stateless)
+    with _on_instance(optimizer, apply=recorded_apply, stateless_apply=recorded_stateless):
+        yield
+
+
+@contextlib.contextmanager
+def _on_instance(optimizer: Any, **methods: Callable[..., Any]) -> Iterator[None]:
+    """``methods`` set on the optimizer instance for the block, past Keras's attribute
+    tracking (its class is never touched), and taken off after."""
+    for name, method in methods.items():
+        object.__setattr__(optimizer, name, method)
     try:
         yield
     finally:
-        optimizer.__dict__.pop("apply", None)
-        optimizer.__dict__.pop("stateless_apply", None)
+        for name in methods:
+            optimizer.__dict__.pop(name, None)
 
 
 @contextlib.contextmanager
@@ -549,11 +560,8 @@ def scale_loss_calls(model: Any) -> Iterator[list[int] | None]:
         calls[0] += 1
         return scale_loss(loss, *args, **kwargs)
 
-    object.__setattr__(optimizer, "scale_loss", counted)
-    try:
+    with _on_instance(optimizer, scale_loss=counted):
         yield calls
-    finally:
-        optimizer.__dict__.pop("scale_loss", None)
 
 
 def _numpy_copy_notice(warning: Any) -> bool:
@@ -561,9 +569,9 @@ def _numpy_copy_notice(warning: Any) -> bool:
     return str(warning.message).startswith("__array__ implementation doesn't accept a copy")
 
 
-def _scale(optimizer: Any) -> float | None:
-    """The loss scale now; ``None`` when the optimizer was never built (no trainable
-    variables: the step applied nothing)."""
+def loss_scale(optimizer: Any) -> float | None:
+    """A ``LossScaleOptimizer``'s loss scale now; ``None`` for another optimizer, or one never
+    built (no trainable variables: the step applied nothing)."""
     import keras
 
     scale = getattr(optimizer, "dynamic_scale", None)

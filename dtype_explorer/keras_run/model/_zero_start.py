@@ -15,6 +15,7 @@ clone.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -54,10 +55,13 @@ def assets_copied(model: Any, clone: Any) -> None:
         model: the model cloned (never changed).
         clone: its clone, whose layers of the same names are given the assets.
     """
-    own = _by_name(model)
-    if not any(callable(getattr(layer, "save_assets", None)) for layer in own.values()):
-        return
-    theirs = _by_name(clone)
+    layers = model._flatten_layers(include_self=False, recursive=True)
+    if not any(callable(getattr(layer, "save_assets", None)) for layer in layers):
+        return  # most models: nothing to read, no name counted
+    own, theirs = (
+        _by_name(layers),
+        _by_name(clone._flatten_layers(include_self=False, recursive=True)),
+    )
     for name, layer in own.items():
         twin = theirs.get(name)
         if twin is None or type(twin) is not type(layer) or not hasattr(layer, "save_assets"):
@@ -67,11 +71,10 @@ def assets_copied(model: Any, clone: Any) -> None:
             twin.load_assets(folder)
 
 
-def _by_name(model: Any) -> dict[str, Any]:
-    """Every layer inside ``model`` (nested ones too) by name; a name held twice is left out."""
-    layers = model._flatten_layers(include_self=False, recursive=True)
-    names = [layer.name for layer in layers]
-    return {layer.name: layer for layer in layers if names.count(layer.name) == 1}
+def _by_name(layers: list[Any]) -> dict[str, Any]:
+    """``layers`` by name; a name held twice is left out."""
+    held = collections.Counter(layer.name for layer in layers)
+    return {layer.name: layer for layer in layers if held[layer.name] == 1}
 
 
 @contextlib.contextmanager
